@@ -1,0 +1,66 @@
+"""Time SPR move enumeration (the environment runs it at every step); prints one JSON line.
+
+Figures are medians over repeats, in microseconds per call, on random trees of 20 and 27 leaves
+(27 = DS1). Also times move_metadata and copy + apply_spr. Usage: python benchmarks/bench_spr.py
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import statistics
+import time
+
+import numpy as np
+
+from phylorl.phylo.spr import apply_spr, enumerate_moves, move_metadata
+from phylorl.phylo.starts import random_tree
+
+REPEATS = 21
+CALLS_PER_REPEAT = 200
+
+
+def cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def median_us(fn) -> float:
+    fn()  # compile / warm up
+    times = []
+    for _ in range(REPEATS):
+        start = time.perf_counter()
+        for _ in range(CALLS_PER_REPEAT):
+            fn()
+        times.append((time.perf_counter() - start) / CALLS_PER_REPEAT * 1e6)
+    return round(statistics.median(times), 2)
+
+
+def main() -> None:
+    rng = np.random.default_rng(0)
+    result = {
+        "bench": "spr",
+        "machine": f"{cpu_model()} ({platform.system()} {platform.machine()}, python {platform.python_version()})",
+        "repeats": REPEATS,
+        "calls_per_repeat": CALLS_PER_REPEAT,
+    }
+    for n in (20, 27):
+        tree = random_tree([f"t{i}" for i in range(n)], rng)
+        moves = enumerate_moves(tree)
+        middle = moves[len(moves) // 2]
+        result[f"n{n}_moves"] = int(len(moves))
+        result[f"n{n}_enumerate_moves_us"] = median_us(lambda: enumerate_moves(tree))
+        result[f"n{n}_enumerate_moves_radius3_us"] = median_us(lambda: enumerate_moves(tree, radius=3))
+        result[f"n{n}_move_metadata_us"] = median_us(lambda: move_metadata(tree, moves))
+        result[f"n{n}_copy_apply_spr_us"] = median_us(lambda: apply_spr(tree.copy(), middle))
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()

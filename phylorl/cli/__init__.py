@@ -1,0 +1,47 @@
+"""The ``phylorl`` command line: one sub-command per module in this package.
+
+Every sub-command turns expected failures (bad input files, bad model strings, unreachable
+services) into a one-line message on stderr and a non-zero exit status, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+# sub-command -> module in this package; each module has ``add_arguments(parser)`` and ``run(args)``
+COMMANDS = {
+    "loglik": "loglik",
+}
+
+
+class CliError(Exception):
+    """An expected failure with a message for the user."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="phylorl", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name, module_name in COMMANDS.items():
+        module = importlib.import_module(f"{__name__}.{module_name}")
+        p = sub.add_parser(name, help=module.HELP, description=module.__doc__)
+        module.add_arguments(p)
+        p.set_defaults(_run=module.run)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args._run(args) or 0)
+    except KeyboardInterrupt:
+        print("phylorl: interrupted", file=sys.stderr)
+        return 130
+    except (CliError, ValueError, OSError) as exc:  # input errors carry their own clear messages
+        print(f"phylorl {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,5 @@
+import sys
+
+from phylorl.cli import main
+
+sys.exit(main())

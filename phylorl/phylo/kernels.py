@@ -1,0 +1,296 @@
+"""Numba kernels of the likelihood engine: partial likelihoods per directed edge.
+
+Conventions (shared with :mod:`phylorl.phylo.likelihood`):
+
+* Directed edge ``d = 2*e + k`` of undirected edge ``e`` points from ``edges[e, k]`` to
+  ``edges[e, 1-k]``. Its partial ``clv[d]`` (``[C, 4, P]``: rate category, state, site pattern)
+  is the conditional likelihood at the head node of the subtree on the head's side, excluding the
+  edge ``e`` itself. Directed edges whose head is a leaf are never computed: tips are looked up.
+* ``scale[d, p]`` counts how many times pattern ``p`` was multiplied by ``2**256`` in that subtree.
+* ``pmat[e]`` (``[C, 4, 4]``) is the transition matrix of edge ``e`` per category; ``tip_pmat[e]``
+  (``[C, 4, 16]``) is ``pmat[e] @ mask`` for each of the 16 ambiguity codes, so a leaf's
+  contribution is a gather.
+* ``valid[d]`` says whether ``clv[d]`` is up to date. Changing edge ``e`` invalidates every partial
+  whose subtree contains ``e`` (:func:`invalidate_toward`).
+
+Kernels take buffers and indices and return numbers; they allocate nothing per call beyond small
+scratch arrays.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+FASTMATH = {"nsz", "arcp", "contract", "afn", "reassoc"}
+SCALE_THRESHOLD = 2.0**-256
+SCALE_FACTOR = 2.0**256
+LOG_SCALE = 256.0 * np.log(2.0)
+
+# 4-bit ambiguity mask -> indicator over A, C, G, T
+MASK_VECTORS = np.array([[(code >> j) & 1 for j in range(4)] for code in range(16)], dtype=np.float64)
+
+
+@njit(cache=True)
+def directed_id(edges, e, tail):
+    """Directed id of edge ``e`` leaving node ``tail``."""
+    return 2 * e if edges[e, 0] == tail else 2 * e + 1
+
+
+@njit(cache=True, fastmath=FASTMATH)
+def compute_pmats(edge_ids, lengths, eigvals, U, U_inv, rates, pmat, tip_pmat, mask_vectors):
+    """Fill ``pmat`` and ``tip_pmat`` for the given edges from the eigen-decomposition."""
+    C = rates.shape[0]
+    for idx in range(edge_ids.shape[0]):
+        e = edge_ids[idx]
+        t = lengths[e]
+        for c in range(C):
+            ex = np.empty(4)
+            for k in range(4):
+                ex[k] = np.exp(eigvals[k] * rates[c] * t)
+            for i in range(4):
+                for j in range(4):
+                    acc = 0.0
+                    for k in range(4):
+                        acc += U[i, k] * ex[k] * U_inv[k, j]
+                    pmat[e, c, i, j] = acc if acc > 0.0 else 0.0
+            for i in range(4):
+                for code in range(16):
+                    acc = 0.0
+                    for j in range(4):
+                        acc += pmat[e, c, i, j] * mask_vectors[code, j]
+                    tip_pmat[e, c, i, code] = acc
+
+
+@njit(cache=True, fastmath=FASTMATH)
+def _child_term(out, child, e, d, n_leaves, tip_codes, pmat, tip_pmat, clv, first):
+    """``out[c, s, p] (*)= sum_j P_e[c, s, j] * L_child[c, j, p]`` (``=`` when ``first``)."""
+    C = out.shape[0]
+    P = out.shape[2]
+    if child < n_leaves:
+        codes = tip_codes[child]
+        for c in range(C):
+            for s in range(4):
+                row = tip_pmat[e, c, s]
+                o = out[c, s]
+                if first:
+                    for p in range(P):
+                        o[p] = row[codes[p]]
+                else:
+                    for p in range(P):
+                        o[p] *= row[codes[p]]
+    else:
+        for c in range(C):
+            L0 = clv[d, c, 0]
+            L1 = clv[d, c, 1]
+            L2 = clv[d, c, 2]
+            L3 = clv[d, c, 3]
+            for s in range(4):
+                m0 = pmat[e, c, s, 0]
+                m1 = pmat[e, c, s, 1]
+                m2 = pmat[e, c, s, 2]
+                m3 = pmat[e, c, s, 3]
+                o = out[c, s]
+                if first:
+                    for p in range(P):
+                        o[p] = m0 * L0[p] + m1 * L1[p] + m2 * L2[p] + m3 * L3[p]
+                else:
+                    for p in range(P):
+                        o[p] *= m0 * L0[p] + m1 * L1[p] + m2 * L2[p] + m3 * L3[p]
+
+
+@njit(cache=True, fastmath=FASTMATH)
+def _combine(d, neighbors, node_edges, edges, n_leaves, tip_codes, pmat, tip_pmat, clv, scale):
+    """Recompute ``clv[d]`` and ``scale[d]`` from the head node's two other neighbours."""
+    e = d >> 1
+    k = d & 1
+    tail = edges[e, k]
+    head = edges[e, 1 - k]
+    out = clv[d]
+    P = out.shape[2]
+    C = out.shape[0]
+    sc = scale[d]
+    first = True
+    for slot in range(3):
+        child = neighbors[head, slot]
+        if child == tail:
+            continue
+        ce = node_edges[head, slot]
+        cd = directed_id(edges, ce, head)
+        _child_term(out, child, ce, cd, n_leaves, tip_codes, pmat, tip_pmat, clv, first)
+        if first:
+            if child < n_leaves:
+                sc[:] = 0
+            else:
+                sc[:] = scale[cd]
+            first = False
+        elif child >= n_leaves:
+            csc = scale[cd]
+            for p in range(P):
+                sc[p] += csc[p]
+    # per-pattern scaling
+    for p in range(P):
+        m = 0.0
+        for c in range(C):
+            for s in range(4):
+                v = out[c, s, p]
+                if v > m:
+                    m = v
+        if m < SCALE_THRESHOLD:
+            for c in range(C):
+                for s in range(4):
+                    out[c, s, p] *= SCALE_FACTOR
+            sc[p] += 1
+
+
+@njit(cache=True)
+def ensure_valid(d, neighbors, node_edges, edges, n_leaves, tip_codes, pmat, tip_pmat, clv, scale, valid, stack):
+    """Make ``clv[d]`` valid, recomputing invalid partials below it (post-order). Returns #combines."""
+    e = d >> 1
+    head = edges[e, 1 - (d & 1)]
+    if head < n_leaves or valid[d]:
+        return 0
+    n_done = 0
+    top = 0
+    stack[0] = d
+    while top >= 0:
+        cur = stack[top]
+        ce0 = cur >> 1
+        tail = edges[ce0, cur & 1]
+        h = edges[ce0, 1 - (cur & 1)]
+        pushed = False
+        for slot in range(3):
+            child = neighbors[h, slot]
+            if child == tail or child < n_leaves:
+                continue
+            cd = directed_id(edges, node_edges[h, slot], h)
+            if not valid[cd]:
+                top += 1
+                stack[top] = cd
+                pushed = True
+        if not pushed:
+            _combine(cur, neighbors, node_edges, edges, n_leaves, tip_codes, pmat, tip_pmat, clv, scale)
+            valid[cur] = True
+            n_done += 1
+            top -= 1
+    return n_done
+
+
+@njit(cache=True)
+def invalidate_toward(e, neighbors, node_edges, edges, valid, include_self, stack):
+    """Invalidate every partial whose subtree contains edge ``e`` (and ``e``'s own two if asked)."""
+    if include_self:
+        valid[2 * e] = False
+        valid[2 * e + 1] = False
+    for k in range(2):
+        # partials at node b = edges[e, k] looking away from c = edges[e, 1-k], then outward
+        top = 0
+        stack[0] = edges[e, k]
+        stack[1] = edges[e, 1 - k]
+        while top >= 0:
+            b = stack[2 * top]
+            c = stack[2 * top + 1]
+            top -= 1
+            for slot in range(3):
+                a = neighbors[b, slot]
+                if a < 0 or a == c:
+                    continue
+                # directed edge a -> b
+                valid[directed_id(edges, node_edges[b, slot], a)] = False
+                top += 1
+                stack[2 * top] = a
+                stack[2 * top + 1] = b
+
+
+@njit(cache=True, fastmath=FASTMATH)
+def edge_site_likelihoods(e, n_leaves, edges, tip_codes, pmat, tip_pmat, clv, scale, freqs, weights, out, out_scale):
+    """Per-pattern likelihood (variable-site part, scaled) at edge ``e``; both sides must be valid."""
+    u = edges[e, 0]
+    v = edges[e, 1]
+    du = 2 * e + 1  # partial at u (from v to u)
+    dv = 2 * e  # partial at v (from u to v)
+    C = pmat.shape[1]
+    P = out.shape[0]
+    out[:] = 0.0
+    out_scale[:] = 0
+    if u < n_leaves and v < n_leaves:
+        raise ValueError("an edge between two leaves only exists in a 2-leaf tree")
+    if u < n_leaves:  # make v the leaf side if there is one
+        u, v = v, u
+        du, dv = dv, du
+    # now u is internal
+    if u >= n_leaves:
+        out_scale[:] += scale[du]
+    if v >= n_leaves:
+        out_scale[:] += scale[dv]
+    tmp = np.empty(P)
+    for c in range(C):
+        wc = weights[c]
+        for i in range(4):
+            A = clv[du, c, i]
+            if v < n_leaves:
+                row = tip_pmat[e, c, i]
+                codes = tip_codes[v]
+                for p in range(P):
+                    tmp[p] = row[codes[p]]
+            else:
+                B0 = clv[dv, c, 0]
+                B1 = clv[dv, c, 1]
+                B2 = clv[dv, c, 2]
+                B3 = clv[dv, c, 3]
+                m0 = pmat[e, c, i, 0]
+                m1 = pmat[e, c, i, 1]
+                m2 = pmat[e, c, i, 2]
+                m3 = pmat[e, c, i, 3]
+                for p in range(P):
+                    tmp[p] = m0 * B0[p] + m1 * B1[p] + m2 * B2[p] + m3 * B3[p]
+            f = wc * freqs[i]
+            for p in range(P):
+                out[p] += f * A[p] * tmp[p]
+
+
+@njit(cache=True, fastmath=FASTMATH)
+def total_loglik(site_lik, site_scale, pattern_weights, inv_lik, pinv):
+    """Sum of pattern-weighted log-likelihoods, adding the invariant-sites part when ``pinv > 0``."""
+    total = 0.0
+    for p in range(site_lik.shape[0]):
+        lv = np.log(site_lik[p]) - site_scale[p] * LOG_SCALE
+        if pinv > 0.0 and inv_lik[p] > 0.0:
+            li = np.log(pinv * inv_lik[p])
+            hi = lv if lv > li else li
+            lo = li if lv > li else lv
+            lv = hi + np.log1p(np.exp(lo - hi))
+        total += pattern_weights[p] * lv
+    return total
+
+
+@njit(cache=True)
+def sync_tree(neighbors, node_edges, edges, lengths, snap_edges, snap_lengths, valid, stack,
+              eigvals, U, U_inv, rates, pmat, tip_pmat, mask_vectors):
+    """Invalidate what changed since the snapshot, refresh those edges' matrices, update the snapshot.
+
+    An edge whose end nodes changed invalidates its own two partials and every partial that contains
+    it; an edge whose length changed invalidates the partials that contain it. Returns the first
+    changed edge id (a good place to evaluate next) or -1 when nothing changed.
+    """
+    E = edges.shape[0]
+    first = -1
+    one = np.empty(1, dtype=np.int64)
+    for e in range(E):
+        topo = edges[e, 0] != snap_edges[e, 0] or edges[e, 1] != snap_edges[e, 1]
+        if topo or lengths[e] != snap_lengths[e]:
+            if first < 0:
+                first = e
+            one[0] = e
+            compute_pmats(one, lengths, eigvals, U, U_inv, rates, pmat, tip_pmat, mask_vectors)
+    if first < 0:
+        return -1
+    # invalidate after all pmats are fresh: the topology pass must see the whole new tree
+    for e in range(first, E):
+        topo = edges[e, 0] != snap_edges[e, 0] or edges[e, 1] != snap_edges[e, 1]
+        if topo or lengths[e] != snap_lengths[e]:
+            invalidate_toward(e, neighbors, node_edges, edges, valid, topo, stack)
+            snap_edges[e, 0] = edges[e, 0]
+            snap_edges[e, 1] = edges[e, 1]
+            snap_lengths[e] = lengths[e]
+    return first

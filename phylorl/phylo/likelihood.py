@@ -1,0 +1,209 @@
+"""The likelihood engine: Felsenstein pruning with cached partials per directed edge.
+
+``LikelihoodEngine(alignment, model).loglik(tree)`` evaluates a tree. The engine remembers the last
+tree it saw (a snapshot of its edge and length arrays); on the next call it compares the arrays and
+recomputes only the partials that the differences invalidate, so evaluating a tree after an SPR move
+or a branch-length change costs a few node updates instead of a full traversal.
+
+Free model parameters (``GTR+F+G4`` without numbers) are estimated by maximum likelihood on the first
+tree the engine sees and then held fixed; :attr:`LikelihoodEngine.model` shows their values.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import branch_kernels as bk
+from . import kernels as kn
+from .models import ModelSpec, SubstitutionModel, build_model, parse_model
+from .traversal import edge_walk
+from .tree import Tree
+
+BRLEN_MIN = 1e-6  # IQ-TREE's minimum branch length
+BRLEN_MAX = 100.0
+
+
+class LikelihoodEngine:
+    """Log-likelihood of unrooted trees for one alignment under one substitution model.
+
+    Args:
+        alignment: an :class:`~phylorl.phylo.alignment.Alignment`; its leaves are the tree's leaves
+            in the same order.
+        model: a model string (``"GTR{...}+F+G4{0.5}"``), a parsed :class:`ModelSpec` or a built
+            :class:`SubstitutionModel`. Free parameters are estimated on the first tree evaluated.
+        brlen_min: lower bound of optimised branch lengths.
+        brlen_max: upper bound of optimised branch lengths.
+
+    Counters: ``n_evaluations`` (log-likelihood evaluations asked for), ``n_partial_updates``
+    (node partials recomputed), ``n_branch_optimisations`` (single-branch Newton runs).
+    """
+
+    def __init__(self, alignment, model, *, brlen_min: float = BRLEN_MIN, brlen_max: float = BRLEN_MAX):
+        self.alignment = alignment
+        patterns = alignment.patterns()
+        self.tip_codes = np.ascontiguousarray(patterns.codes, dtype=np.uint8)
+        self.pattern_weights = np.ascontiguousarray(patterns.weights, dtype=np.float64)
+        self.n_patterns = int(self.pattern_weights.shape[0])
+        self._common = np.bitwise_and.reduce(self.tip_codes, axis=0)
+        self.brlen_min = float(brlen_min)
+        self.brlen_max = float(brlen_max)
+        self.n_evaluations = 0
+        self.n_partial_updates = 0
+        self.n_branch_optimisations = 0
+        self._snap_edges: np.ndarray | None = None
+        self._snap_lengths: np.ndarray | None = None
+        self._root_edge = 0
+        self.model: SubstitutionModel | None = None
+        if isinstance(model, str):
+            model = parse_model(model)
+        if isinstance(model, SubstitutionModel):
+            self.spec = model.spec
+            self.set_model(model)
+        elif isinstance(model, ModelSpec):
+            self.spec = model
+            if not model.free_parameters:
+                self.set_model(build_model(model, self._empirical_freqs(model)))
+        else:
+            raise TypeError(f"model must be a string, ModelSpec or SubstitutionModel, got {type(model).__name__}")
+
+    # ------------------------------------------------------------------ model
+    def _empirical_freqs(self, spec: ModelSpec):
+        return self.alignment.empirical_frequencies() if spec.freqs == "empirical" else None
+
+    def set_model(self, model: SubstitutionModel) -> None:
+        """Use ``model`` from now on (every cached partial becomes stale)."""
+        self.model = model
+        C = int(model.rates.shape[0])
+        self._freqs = np.ascontiguousarray(model.freqs, dtype=np.float64)
+        self._eig = np.ascontiguousarray(model.eigvals, dtype=np.float64)
+        self._U = np.ascontiguousarray(model.U, dtype=np.float64)
+        self._U_inv = np.ascontiguousarray(model.U_inv, dtype=np.float64)
+        self._rates = np.ascontiguousarray(model.rates, dtype=np.float64)
+        self._weights = np.ascontiguousarray(model.weights, dtype=np.float64)
+        self._pinv = float(model.pinv)
+        # likelihood of each pattern if the site is invariant: sum_i pi_i * [state i fits every taxon]
+        self._inv_lik = kn.MASK_VECTORS[self._common] @ self._freqs
+        self._n_cats = C
+        self._snap_edges = None  # forces a full recomputation
+
+    def constant_patterns(self) -> np.ndarray:
+        """``bool [n_patterns]``: patterns that one state can explain at every taxon."""
+        return self._common != 0
+
+    def fit_model(self, tree: Tree) -> float:
+        """Estimate the free parameters of the model string on ``tree``; returns the log-likelihood."""
+        from .model_fit import fit_model
+
+        model, ll = fit_model(self, tree, self.spec)
+        self.set_model(model)
+        return ll
+
+    # ------------------------------------------------------------ bookkeeping
+    def _allocate(self, tree: Tree) -> None:
+        E = tree.n_edges
+        C = self._n_cats
+        P = self.n_patterns
+        self._clv = np.zeros((2 * E, C, 4, P))
+        self._scale = np.zeros((2 * E, P), dtype=np.int32)
+        self._valid = np.zeros(2 * E, dtype=np.bool_)
+        self._pmat = np.zeros((E, C, 4, 4))
+        self._tip_pmat = np.zeros((E, C, 4, 16))
+        self._stack = np.zeros(4 * E + 8, dtype=np.int64)
+        self._site = np.zeros(P)
+        self._site_scale = np.zeros(P, dtype=np.int64)
+        self._coef = np.zeros((C, 4, P))
+        self._inv_scaled = np.zeros(P)
+        self._n_edges = E
+
+    def _check_tree(self, tree: Tree) -> None:
+        if tree.n_leaves != self.tip_codes.shape[0]:
+            raise ValueError(
+                f"tree has {tree.n_leaves} leaves but the alignment has {self.tip_codes.shape[0]} taxa"
+            )
+        if tree.taxa != tuple(self.alignment.taxa):
+            raise ValueError("tree leaves are not the alignment's taxa in alignment order")
+
+    def _sync(self, tree: Tree) -> None:
+        """Bring the cached partials in line with ``tree`` (only what changed is invalidated)."""
+        if self.model is None:
+            self._check_tree(tree)
+            self.fit_model(tree)
+        if self._snap_edges is None or getattr(self, "_n_edges", -1) != tree.n_edges:
+            self._check_tree(tree)
+            if getattr(self, "_n_edges", -1) != tree.n_edges or self._clv.shape[1] != self._n_cats:
+                self._allocate(tree)
+            self._valid[:] = False
+            all_edges = np.arange(tree.n_edges, dtype=np.int64)
+            self._update_pmats(tree, all_edges)
+            self._snap_edges = tree.edges.copy()
+            self._snap_lengths = tree.lengths.copy()
+            return
+        first = kn.sync_tree(tree.neighbors, tree.node_edges, tree.edges, tree.lengths, self._snap_edges,
+                             self._snap_lengths, self._valid, self._stack, self._eig, self._U, self._U_inv,
+                             self._rates, self._pmat, self._tip_pmat, kn.MASK_VECTORS)
+        if first >= 0:
+            self._root_edge = int(first)
+
+    def _update_pmats(self, tree: Tree, edge_ids: np.ndarray) -> None:
+        kn.compute_pmats(edge_ids, tree.lengths, self._eig, self._U, self._U_inv, self._rates,
+                         self._pmat, self._tip_pmat, kn.MASK_VECTORS)
+
+    def _ensure_edge(self, tree: Tree, e: int) -> None:
+        for d in (2 * e, 2 * e + 1):
+            self.n_partial_updates += kn.ensure_valid(
+                d, tree.neighbors, tree.node_edges, tree.edges, tree.n_leaves, self.tip_codes,
+                self._pmat, self._tip_pmat, self._clv, self._scale, self._valid, self._stack)
+
+    def _loglik_at(self, tree: Tree, e: int) -> float:
+        self._ensure_edge(tree, e)
+        kn.edge_site_likelihoods(e, tree.n_leaves, tree.edges, self.tip_codes, self._pmat, self._tip_pmat,
+                                 self._clv, self._scale, self._freqs, self._weights, self._site, self._site_scale)
+        return float(kn.total_loglik(self._site, self._site_scale, self.pattern_weights, self._inv_lik, self._pinv))
+
+    # ----------------------------------------------------------------- public
+    def loglik(self, tree: Tree) -> float:
+        """Log-likelihood of ``tree`` (incremental with respect to the last tree evaluated)."""
+        self._sync(tree)
+        self.n_evaluations += 1
+        return self._loglik_at(tree, self._root_edge)
+
+    def site_logliks(self, tree: Tree) -> np.ndarray:
+        """Log-likelihood of every alignment site (``float64 [n_sites]``)."""
+        self._sync(tree)
+        self._loglik_at(tree, self._root_edge)
+        lv = np.log(self._site) - self._site_scale * kn.LOG_SCALE
+        if self._pinv > 0:
+            with np.errstate(divide="ignore"):
+                li = np.log(self._pinv * self._inv_lik)
+            lv = np.logaddexp(lv, li)
+        return lv[self.alignment.patterns().site_pattern]
+
+    def optimize_branch_lengths(self, tree: Tree, edges=None, *, rounds: int = 8, tol: float = 1e-4,
+                                newton_iterations: int = 32, newton_tol: float = 1e-7) -> float:
+        """Optimise branch lengths in place by per-branch Newton–Raphson; returns the log-likelihood.
+
+        Args:
+            tree: the tree; ``tree.lengths`` is updated in place.
+            edges: edge ids to optimise (a local set around a move, say); ``None`` means all edges.
+            rounds: at most this many passes over the edges.
+            tol: stop when a pass raises the log-likelihood by less than this.
+            newton_iterations: Newton iterations per branch and pass.
+            newton_tol: relative change of a branch length that ends its Newton iterations.
+        """
+        self._sync(tree)
+        order = edge_walk(tree, edges, start=self._root_edge)
+        if order.size == 0:
+            return self.loglik(tree)
+        loglik, n_updates, n_branches, last = bk.optimize_edges(
+            order, rounds, tol, newton_iterations, newton_tol, self.brlen_min, self.brlen_max,
+            tree.neighbors, tree.node_edges, tree.edges, tree.lengths, self._snap_lengths, tree.n_leaves,
+            self.tip_codes, kn.MASK_VECTORS, self._pmat, self._tip_pmat, self._clv, self._scale, self._valid,
+            self._stack, self._freqs, self._weights, self._eig, self._U, self._U_inv, self._rates,
+            self._inv_lik, self._pinv, self.pattern_weights, self._coef, self._inv_scaled, self._site,
+            self._site_scale)
+        self.n_partial_updates += n_updates
+        self.n_branch_optimisations += n_branches
+        self.n_evaluations += 1
+        self._root_edge = int(last)
+        return float(loglik)
+

@@ -1,0 +1,281 @@
+"""Subtree prune-and-regraft (SPR) moves on array trees.
+
+A move is four node ids ``(p, s, x, y)``:
+
+* ``p`` is an internal node and ``s`` one of its neighbours; the subtree on ``s``'s side of the
+  edge ``(p, s)`` (the *s-subtree*) is pruned together with ``p``;
+* ``p``'s two other neighbours ``a`` and ``b`` are joined into one edge (lengths summed);
+* ``p`` is re-inserted on ``(x, y)``, an edge of the current tree outside the s-subtree and not
+  incident to ``p``, whose length is split in half. ``x`` is the endpoint nearer to ``p``.
+
+The *distance* of a move is ``d(p, x)``, the number of edges on the path from ``p`` to ``x`` in
+the tree before the move (``>= 1``). Moves with distance 1 regraft onto an edge adjacent to the
+joined edge: they are NNI moves, and each NNI topology arises from four of them (the two ends
+of the NNI edge as ``p``, each with two choices of ``s``). With ``dedupe=True`` only the canonical
+one is kept: ``p < x`` and ``s`` is the smaller node id of ``p``'s two neighbours other than
+``x``. Every move of distance >= 2 gives a topology no other move gives, so the deduplicated
+moves of a tree with ``n`` leaves number exactly ``2(n-3)(2n-7)``, one per SPR neighbour.
+
+Edge ids are re-used (see :func:`apply_spr`) so that a likelihood engine can tell which
+partials a move invalidates.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from phylorl.phylo.tree import Tree
+
+
+@njit(cache=True)
+def _enumerate_moves(neighbors, n_leaves, radius, dedupe):
+    n_nodes = neighbors.shape[0]
+    capacity = max(1, 3 * (n_nodes - n_leaves) * (2 * n_leaves - 3))
+    out = np.empty((capacity, 4), np.int64)
+    stack = np.empty((n_nodes, 2), np.int64)  # (node, distance from p)
+    parent = np.empty(n_nodes, np.int64)
+    count = 0
+    if radius == 0:
+        return out[:0].copy()
+    for p in range(n_leaves, n_nodes):
+        for k in range(3):
+            s = neighbors[p, k]
+            for side in range(3):
+                a = neighbors[p, side]
+                if side == k or a < n_leaves:
+                    continue
+                other = neighbors[p, 3 - k - side]
+                parent[a] = p
+                stack[0, 0] = a
+                stack[0, 1] = 1
+                top = 1
+                while top > 0:
+                    top -= 1
+                    x = stack[top, 0]
+                    d = stack[top, 1]
+                    keep = not (dedupe and d == 1) or (p < x and s < other)
+                    if keep:
+                        for j in range(3):
+                            y = neighbors[x, j]
+                            if y != parent[x]:
+                                out[count, 0] = p
+                                out[count, 1] = s
+                                out[count, 2] = x
+                                out[count, 3] = y
+                                count += 1
+                    if radius < 0 or d < radius:
+                        for j in range(2, -1, -1):
+                            y = neighbors[x, j]
+                            if y != parent[x] and y >= n_leaves:
+                                parent[y] = x
+                                stack[top, 0] = y
+                                stack[top, 1] = d + 1
+                                top += 1
+    return out[:count].copy()
+
+
+def enumerate_moves(tree: Tree, radius: int | None = None, dedupe: bool = True) -> np.ndarray:
+    """All SPR moves of ``tree`` as int64 ``[A, 4]`` rows ``(p, s, x, y)``; no-ops excluded.
+
+    ``radius``: keep moves whose distance ``d(p, x)`` is at most ``radius`` (``None``: all).
+    ``dedupe``: keep one canonical move per resulting topology (see module docstring); then
+    ``A = 2(n-3)(2n-7)`` when ``radius`` is ``None``.
+
+    Order is deterministic: by ``p``, then ``s``'s slot in ``p``'s row, then the regraft side
+    (slot order), then a depth-first walk away from ``p``.
+    """
+    if radius is None:
+        radius = -1
+    elif isinstance(radius, bool) or not isinstance(radius, (int, np.integer)) or radius < 0:
+        raise ValueError(f"radius must be None or a non-negative int, got {radius!r}")
+    return _enumerate_moves(tree.neighbors, tree.n_leaves, int(radius), bool(dedupe))
+
+
+@njit(cache=True)
+def _slot(neighbors, v, u):
+    for k in range(3):
+        if neighbors[v, k] == u:
+            return k
+    return -1
+
+
+@njit(cache=True)
+def _move_metadata(neighbors, node_edges, lengths, moves):
+    """Returns (metadata, index of the first bad move or -1)."""
+    n_nodes = neighbors.shape[0]
+    out = np.empty((moves.shape[0], 3), np.float32)
+    dist = np.empty(n_nodes, np.int64)
+    queue = np.empty(n_nodes, np.int64)
+    last_p = -1
+    for i in range(moves.shape[0]):
+        p, s, x, y = moves[i, 0], moves[i, 1], moves[i, 2], moves[i, 3]
+        if min(p, s, x, y) < 0 or max(p, s, x, y) >= n_nodes:
+            return out, i
+        ks = _slot(neighbors, p, s)
+        ky = _slot(neighbors, x, y)
+        if ks < 0 or ky < 0:
+            return out, i
+        if p != last_p:
+            dist[:] = -1
+            dist[p] = 0
+            queue[0] = p
+            head, tail = 0, 1
+            while head < tail:
+                v = queue[head]
+                head += 1
+                for k in range(3):
+                    u = neighbors[v, k]
+                    if u >= 0 and dist[u] < 0:
+                        dist[u] = dist[v] + 1
+                        queue[tail] = u
+                        tail += 1
+            last_p = p
+        out[i, 0] = lengths[node_edges[p, ks]]
+        out[i, 1] = lengths[node_edges[x, ky]]
+        out[i, 2] = dist[x] + 1
+    return out, -1
+
+
+def move_metadata(tree: Tree, moves: np.ndarray) -> np.ndarray:
+    """Per-move features, float32 ``[A, 3]``.
+
+    Columns: length of the pruned edge ``(p, s)``; length of the regraft edge ``(x, y)``;
+    ``d(p, x) + 1``, the number of edges on the path from ``p`` through ``x`` to ``y`` in the tree
+    before the move (the path to ``x`` plus the regraft edge itself; 2 for an NNI move).
+    """
+    moves = np.ascontiguousarray(moves, dtype=np.int64)
+    if moves.ndim != 2 or moves.shape[1] != 4:
+        raise ValueError(f"moves must have shape [A, 4], got {moves.shape}")
+    out, bad = _move_metadata(tree.neighbors, tree.node_edges, tree.lengths, moves)
+    if bad >= 0:
+        raise ValueError(f"move {bad} {tuple(moves[bad].tolist())}: (p, s) or (x, y) is not an edge")
+    return out
+
+
+_MOVE_ERRORS = {
+    1: "a node id is out of range",
+    2: "p is a leaf (it must be an internal node)",
+    3: "s is not a neighbour of p",
+    4: "the regraft edge (x, y) is incident to p",
+    5: "x and y are not adjacent",
+    6: "x must be the endpoint of (x, y) nearer to p",
+    7: "the regraft edge (x, y) lies in the pruned s-subtree",
+}
+
+
+@njit(cache=True)
+def _apply_spr(neighbors, node_edges, edges, lengths, n_leaves, p, s, x, y, changed):
+    """Validate then apply the move in place; returns 0 or an error code (tree untouched)."""
+    n_nodes = neighbors.shape[0]
+    if min(p, s, x, y) < 0 or max(p, s, x, y) >= n_nodes:
+        return 1
+    if p < n_leaves:
+        return 2
+    ks = _slot(neighbors, p, s)
+    if ks < 0:
+        return 3
+    if x == p or y == p:
+        return 4
+    kx = _slot(neighbors, x, y)
+    if kx < 0:
+        return 5
+    # walk away from p, outside the s-subtree, until y is reached
+    parent = np.full(n_nodes, -2, np.int64)
+    stack = np.empty(n_nodes, np.int64)
+    parent[p] = -1
+    top = 0
+    for k in range(3):
+        if k != ks:
+            u = neighbors[p, k]
+            parent[u] = p
+            stack[top] = u
+            top += 1
+    found = False
+    while top > 0 and not found:
+        top -= 1
+        v = stack[top]
+        for k in range(3):
+            u = neighbors[v, k]
+            if u >= 0 and parent[u] == -2:
+                parent[u] = v
+                stack[top] = u
+                top += 1
+                if u == y:
+                    found = True
+    if parent[y] == -2:
+        return 7
+    if parent[y] != x:
+        return 6
+
+    ia = (ks + 1) % 3
+    ib = (ks + 2) % 3
+    if ia > ib:
+        ia, ib = ib, ia
+    a = neighbors[p, ia]
+    b = neighbors[p, ib]
+    e_pa = node_edges[p, ia]
+    e_pb = node_edges[p, ib]
+    e_xy = node_edges[x, kx]
+    ky = _slot(neighbors, y, x)
+    joined = lengths[e_pa] + lengths[e_pb]
+    half = 0.5 * lengths[e_xy]
+    # join a and b through e_pa
+    k = _slot(neighbors, a, p)
+    neighbors[a, k] = b
+    node_edges[a, k] = e_pa
+    k = _slot(neighbors, b, p)
+    neighbors[b, k] = a
+    node_edges[b, k] = e_pa
+    edges[e_pa, 0] = a
+    edges[e_pa, 1] = b
+    lengths[e_pa] = joined
+    # split (x, y): x - p through e_xy, p - y through e_pb
+    neighbors[x, kx] = p
+    neighbors[y, ky] = p
+    node_edges[y, ky] = e_pb
+    neighbors[p, ia] = x
+    node_edges[p, ia] = e_xy
+    neighbors[p, ib] = y
+    edges[e_xy, 0] = x
+    edges[e_xy, 1] = p
+    edges[e_pb, 0] = p
+    edges[e_pb, 1] = y
+    lengths[e_xy] = half
+    lengths[e_pb] = half
+    changed[0] = e_pa
+    changed[1] = e_pb
+    changed[2] = e_xy
+    return 0
+
+
+def apply_spr(tree: Tree, move) -> np.ndarray:
+    """Apply the SPR move ``(p, s, x, y)`` to ``tree`` in place; returns the changed edge ids.
+
+    With ``a``, ``b`` the neighbours of ``p`` other than ``s`` (``a`` in the lower slot of
+    ``p``'s row), edge ids are re-used as follows:
+
+    * ``e_pa`` (was ``(p, a)``) becomes the joined edge ``(a, b)``, length ``l(p,a) + l(p,b)``;
+    * ``e_pb`` (was ``(p, b)``) becomes ``(p, y)``, length ``l(x,y) / 2``;
+    * ``e_xy`` (was ``(x, y)``) becomes ``(x, p)``, length ``l(x,y) / 2``;
+    * ``(p, s)`` and every other edge keep their id, ends and length.
+
+    In ``p``'s row, ``x`` takes ``a``'s slot and ``y`` takes ``b``'s; ``s`` keeps its slot.
+    Returns int64 ``[e_pa, e_pb, e_xy]``. Raises ``ValueError`` (tree untouched) for an invalid
+    move. Total tree length is unchanged.
+    """
+    p, s, x, y = (int(v) for v in move)
+    changed = np.empty(3, np.int64)
+    code = _apply_spr(
+        tree.neighbors, tree.node_edges, tree.edges, tree.lengths, tree.n_leaves, p, s, x, y, changed
+    )
+    if code:
+        raise ValueError(f"invalid SPR move (p={p}, s={s}, x={x}, y={y}): {_MOVE_ERRORS[code]}")
+    return changed
+
+
+def spr_neighbor(tree: Tree, move) -> Tree:
+    """A copy of ``tree`` with the move applied (``tree`` itself is unchanged)."""
+    result = tree.copy()
+    apply_spr(result, move)
+    return result

@@ -1,0 +1,75 @@
+"""Fixtures shared by every test: the benchmark data sets and the real external programs.
+
+External programs (``iqtree2``, ``redis-server``, ``prometheus``) are real, never mocked. Outside CI a
+missing program skips the tests that need it; under CI (``CI=true``) it fails them, so a broken
+install can never pass as green.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+DS_DIR = REPO.parent / "shared" / "data" / "ds"
+
+
+def require_program(name: str) -> str:
+    """Path of program ``name``; skip (locally) or fail (in CI) when it is not installed."""
+    path = shutil.which(name)
+    if path is None:
+        message = f"{name} is not installed (scripts/install.sh installs it)"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    return path
+
+
+@pytest.fixture(scope="session")
+def ds_dir() -> Path:
+    if not DS_DIR.exists():
+        message = f"benchmark data sets not found at {DS_DIR}"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    return DS_DIR
+
+
+@pytest.fixture(scope="session")
+def ds_reference(ds_dir):
+    """``(dataset, model_tag) -> dict`` with the reference JSON plus ``alignment`` and ``tree`` paths."""
+
+    def get(dataset: str, tag: str) -> dict:
+        ref = json.loads((ds_dir / "reference" / f"{dataset}.{tag}.json").read_text())
+        ref["alignment"] = ds_dir / f"{dataset}.fasta"
+        ref["tree"] = ds_dir / "reference" / f"{dataset}.{tag}.treefile"
+        return ref
+
+    return get
+
+
+@pytest.fixture(scope="session")
+def iqtree_fixed_loglik(tmp_path_factory):
+    """Run ``iqtree2 -s ALN -te TREE -blfix -m MODEL`` and return the log-likelihood it reports."""
+    exe = require_program("iqtree2")
+    work = tmp_path_factory.mktemp("iqtree-fixed")
+    counter = iter(range(1_000_000))
+
+    def run(alignment: Path, newick: str, model: str) -> float:
+        i = next(counter)
+        tree = work / f"t{i}.nwk"
+        tree.write_text(newick)
+        prefix = work / f"run{i}"
+        cmd = [exe, "-s", str(alignment), "-te", str(tree), "-blfix", "-m", model, "-nt", "1",
+               "-redo", "-quiet", "-pre", str(prefix)]
+        subprocess.run(cmd, check=True, capture_output=True, timeout=300)
+        text = Path(f"{prefix}.iqtree").read_text()
+        return float(re.search(r"Log-likelihood of the tree: (\S+)", text).group(1))
+
+    return run
