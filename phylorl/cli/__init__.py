@@ -13,6 +13,8 @@ import sys
 # sub-command -> module in this package; each module has ``add_arguments(parser)`` and ``run(args)``
 COMMANDS = {
     "loglik": "loglik",
+    "search": "search",
+    "simulate": "simulate",
 }
 
 

@@ -191,7 +191,8 @@ class LikelihoodEngine:
             newton_tol: relative change of a branch length that ends its Newton iterations.
         """
         self._sync(tree)
-        order = edge_walk(tree, edges, start=self._root_edge)
+        # a local set is walked from its own first edge so the result does not depend on history
+        order = edge_walk(tree, edges, start=self._root_edge if edges is None else None)
         if order.size == 0:
             return self.loglik(tree)
         loglik, n_updates, n_branches, last = bk.optimize_edges(

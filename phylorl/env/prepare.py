@@ -1,0 +1,81 @@
+"""Per-alignment preparation, done once and cached on disk by content hash.
+
+Preparing an alignment means: build its neighbour-joining tree, estimate the free parameters of the
+model string on it (ML, jointly with branch lengths), and record the NJ tree's log-likelihood with
+optimised branch lengths. That log-likelihood's magnitude is the per-alignment constant the reward
+is divided by (DESIGN.md: reward = ΔlogL / |logL(NJ)| × scale).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from phylorl.phylo import LikelihoodEngine, nj_tree, parse_model, write_newick
+
+PREPARATION_VERSION = 1  # bump when the procedure changes: old cache entries are then ignored
+
+
+@dataclass(frozen=True)
+class PreparedAlignment:
+    """What an environment needs to know about one alignment before its first episode."""
+
+    content_hash: str
+    """sha256 of the alignment's taxa and characters."""
+    model: str
+    """Fully specified model string (free parameters estimated on the NJ tree)."""
+    nj_newick: str
+    """The NJ tree with ML branch lengths under ``model``."""
+    nj_loglik: float
+    """Its log-likelihood; ``abs(nj_loglik)`` normalises rewards."""
+    n_patterns: int
+    """Number of distinct site patterns."""
+
+
+def prepare_alignment(alignment, model: str = "GTR+F+G4") -> PreparedAlignment:
+    """Estimate ``model``'s free parameters on the NJ tree and score that tree (pure computation)."""
+    tree = nj_tree(alignment)
+    engine = LikelihoodEngine(alignment, parse_model(model))
+    engine.loglik(tree)  # estimates free parameters on this topology
+    loglik = engine.optimize_branch_lengths(tree, rounds=20, tol=1e-4)
+    return PreparedAlignment(
+        content_hash=alignment.content_hash(),
+        model=str(engine.model.spec),
+        nj_newick=write_newick(tree),
+        nj_loglik=float(loglik),
+        n_patterns=engine.n_patterns,
+    )
+
+
+class PreparationCache:
+    """Prepared alignments stored as JSON files in ``directory`` (created on first write).
+
+    The key is the alignment's content hash, the model string and :data:`PREPARATION_VERSION`, so a
+    renamed file hits the cache and an edited one does not.
+    """
+
+    def __init__(self, directory: str | os.PathLike):
+        self.directory = Path(directory)
+
+    def _path(self, alignment, model: str) -> Path:
+        key = f"{alignment.content_hash()}|{model}|{PREPARATION_VERSION}"
+        return self.directory / f"{hashlib.sha256(key.encode()).hexdigest()[:32]}.json"
+
+    def get(self, alignment, model: str = "GTR+F+G4") -> PreparedAlignment:
+        path = self._path(alignment, model)
+        if path.exists():
+            try:
+                return PreparedAlignment(**json.loads(path.read_text()))
+            except (ValueError, TypeError):
+                pass  # a damaged entry is recomputed and overwritten
+        prepared = prepare_alignment(alignment, model)
+        self.directory.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=self.directory, suffix=".tmp")
+        with os.fdopen(fd, "w") as fh:
+            json.dump(asdict(prepared), fh)
+        os.replace(tmp, path)
+        return prepared

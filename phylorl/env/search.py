@@ -1,0 +1,121 @@
+"""Tree search with a policy: random moves, greedy, hill-climbing, or a trained agent.
+
+Every policy acts through a :class:`TreeEnv`, so all of them pay the same price per move (one SPR
+plus local branch-length optimisation) and their results are comparable.
+
+``random``     uniform over the current moves, for ``steps`` steps.
+``greedy``     evaluates every move (with local branch optimisation) and takes the best, for at most
+               ``steps`` steps; stops early when no move raises the log-likelihood.
+``hillclimb``  greedy until no move improves, then full branch-length optimisation; repeats while
+               that full optimisation changes the log-likelihood (the classical SPR hill-climb).
+``agent``      a trained Q-network (see :class:`phylorl.agent.policy.AgentPolicy`), for ``steps`` steps.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Protocol
+
+import numpy as np
+
+from phylorl.phylo import Tree
+
+from .tree_env import TreeEnv
+
+IMPROVEMENT_EPS = 1e-6  # a move must raise logL by more than this to count as an improvement
+
+
+class Policy(Protocol):
+    """Chooses the index of the next move for ``env``'s current state, or ``None`` to stop."""
+
+    def choose(self, env: TreeEnv) -> int | None: ...
+
+
+class RandomPolicy:
+    def __init__(self, rng: np.random.Generator):
+        self.rng = rng
+
+    def choose(self, env: TreeEnv) -> int | None:
+        return int(self.rng.integers(len(env.moves))) if len(env.moves) else None
+
+
+class GreedyPolicy:
+    def choose(self, env: TreeEnv) -> int | None:
+        if not len(env.moves):
+            return None
+        values = env.evaluate_moves()
+        best = int(np.argmax(values))
+        return best if values[best] > env.loglik + IMPROVEMENT_EPS else None
+
+
+@dataclass
+class SearchResult:
+    """Outcome of one search; ``trajectory`` holds the log-likelihood after each step."""
+
+    start_loglik: float
+    final_loglik: float
+    best_loglik: float
+    steps: int
+    evaluations: int
+    branch_optimisations: int
+    seconds: float
+    tree: Tree
+    trajectory: list[float] = field(default_factory=list)
+
+
+def run_search(env: TreeEnv, policy: str | Policy, *, steps: int | None, rng: np.random.Generator | None = None,
+               on_step: Callable[[int, float], None] | None = None) -> SearchResult:
+    """Search from ``env``'s current state (call ``env.reset`` first).
+
+    Args:
+        env: a reset environment (its horizon is ignored: the search decides when to stop).
+        policy: ``"random"``, ``"greedy"``, ``"hillclimb"`` or a :class:`Policy` object.
+        steps: most moves to make; ``None`` only for hill-climbing (until a local optimum).
+        rng: random generator for the random policy.
+        on_step: called with ``(step, loglik)`` after every move (progress display).
+    """
+    if env.tree is None:
+        raise RuntimeError("reset the environment before searching")
+    hill = policy == "hillclimb"
+    if isinstance(policy, str):
+        if policy == "random":
+            policy = RandomPolicy(rng if rng is not None else np.random.default_rng())
+        elif policy in ("greedy", "hillclimb"):
+            policy = GreedyPolicy()
+        else:
+            raise ValueError(f"unknown policy {policy!r}: expected random, greedy, hillclimb or a Policy")
+    if steps is None and not hill:
+        raise ValueError("steps is required for every policy but hillclimb")
+    limit = steps if steps is not None else 10**9
+    engine = env.current.engine
+    evals0, branches0 = engine.n_evaluations, engine.n_branch_optimisations
+    started = time.perf_counter()
+    start = env.loglik
+    best = start
+    trajectory: list[float] = []
+    done = 0
+    while done < limit:
+        action = policy.choose(env)
+        if action is None:
+            if not hill:
+                break
+            before = env.loglik
+            env.loglik = engine.optimize_branch_lengths(env.tree, rounds=20, tol=1e-4)
+            if env.loglik - before <= 1e-3:
+                break
+            continue
+        env.step(action)
+        done += 1
+        trajectory.append(env.loglik)
+        best = max(best, env.loglik)
+        if on_step is not None:
+            on_step(done, env.loglik)
+    best = max(best, env.loglik)
+    return SearchResult(
+        start_loglik=start, final_loglik=env.loglik, best_loglik=best, steps=done,
+        evaluations=engine.n_evaluations - evals0,
+        branch_optimisations=engine.n_branch_optimisations - branches0,
+        seconds=time.perf_counter() - started, tree=env.tree.copy(), trajectory=trajectory,
+    )
+

@@ -1,0 +1,184 @@
+"""TreeEnv: SPR moves on an unrooted tree, rewarded by the change in log-likelihood.
+
+An episode starts from a tree for one alignment of the corpus (random, neighbour-joining or given)
+with all branch lengths optimised. Each step applies one SPR move, optimises the branch lengths
+around the regraft point, and pays ``ΔlogL / |logL(NJ)| × reward_scale``. Episodes end by time limit
+only: ``truncated`` is set at the horizon and ``terminal`` is never set (the target must bootstrap).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+from phylorl.phylo import (
+    LikelihoodEngine,
+    Tree,
+    apply_spr,
+    edges_near,
+    enumerate_moves,
+    move_metadata,
+    parse_model,
+    random_tree,
+    read_newick,
+)
+
+from .observation import Observation
+from .prepare import PreparedAlignment
+
+START_KINDS = ("random", "nj", "given")
+
+
+@dataclass(frozen=True)
+class EnvConfig:
+    """Settings of a tree-search environment."""
+
+    horizon: int = 20
+    """Steps per episode; the last one is marked ``truncated`` (never ``terminal``)."""
+    start: str = "random"
+    """Start tree: ``random`` (uniform random addition), ``nj`` (neighbour joining) or ``given``."""
+    reward_scale: float = 100.0
+    """Reward = ΔlogL / |logL(NJ tree)| × reward_scale."""
+    radius: int | None = None
+    """Largest number of edges between the pruned node and the regraft edge; None = all moves."""
+    local_depth: int = 1
+    """Branches optimised after a move: those within this many edges of the regrafted node."""
+    local_rounds: int = 2
+    """Passes of Newton–Raphson over those branches."""
+    random_start_length: float = 0.1
+    """Mean branch length of random start trees before optimisation."""
+    start_rounds: int = 8
+    """Passes of full branch-length optimisation on the start tree."""
+
+    def __post_init__(self):
+        if self.horizon < 1:
+            raise ValueError(f"horizon must be >= 1, got {self.horizon}")
+        if self.start not in START_KINDS:
+            raise ValueError(f"start must be one of {START_KINDS}, got {self.start!r}")
+        if self.radius is not None and self.radius < 1:
+            raise ValueError(f"radius must be >= 1 or None, got {self.radius}")
+        if self.local_depth < 1 or self.local_rounds < 1:
+            raise ValueError("local_depth and local_rounds must be >= 1")
+
+
+@dataclass
+class EnvAlignment:
+    """One corpus entry ready for episodes: the alignment, its preparation and its engine."""
+
+    alignment: object
+    prepared: PreparedAlignment
+    engine: LikelihoodEngine
+    name: str = ""
+
+    @classmethod
+    def build(cls, alignment, prepared: PreparedAlignment, name: str = "") -> "EnvAlignment":
+        return cls(alignment, prepared, LikelihoodEngine(alignment, parse_model(prepared.model)), name)
+
+
+def build_observation(tree: Tree, moves: np.ndarray, meta: np.ndarray) -> Observation:
+    """The network's view of ``tree`` (see :mod:`phylorl.env.observation` for shapes)."""
+    n_nodes = tree.n_nodes
+    node_features = np.zeros((n_nodes, 1), dtype=np.float32)
+    node_features[: tree.n_leaves, 0] = 1.0
+    edge_index = np.empty((2, 2 * tree.n_edges), dtype=np.int64)
+    edge_index[0, 0::2] = tree.edges[:, 0]
+    edge_index[1, 0::2] = tree.edges[:, 1]
+    edge_index[0, 1::2] = tree.edges[:, 1]
+    edge_index[1, 1::2] = tree.edges[:, 0]
+    edge_attr = np.repeat(tree.lengths.astype(np.float32), 2)[:, None]
+    return Observation(node_features, edge_index, edge_attr, moves.astype(np.int64, copy=False), meta)
+
+
+class TreeEnv:
+    """One environment over a list of prepared alignments (see module docstring)."""
+
+    def __init__(self, alignments: Sequence[EnvAlignment], config: EnvConfig = EnvConfig(), seed: int = 0):
+        if not alignments:
+            raise ValueError("TreeEnv needs at least one alignment")
+        self.alignments = list(alignments)
+        self.config = config
+        self.rng = np.random.default_rng(seed)
+        self.tree: Tree | None = None
+        self.current: EnvAlignment | None = None
+        self.loglik = float("nan")
+        self.start_loglik = float("nan")
+        self.steps = 0
+        self._moves = np.zeros((0, 4), dtype=np.int64)
+
+    # ------------------------------------------------------------- episodes
+    def reset(self, alignment_index: int | None = None, tree: Tree | None = None) -> tuple[Observation, dict]:
+        """Start an episode; ``tree`` is required when ``config.start == "given"``."""
+        if alignment_index is None:
+            alignment_index = int(self.rng.integers(len(self.alignments)))
+        entry = self.alignments[alignment_index]
+        self.current = entry
+        if tree is not None:
+            start = tree.copy()
+        elif self.config.start == "random":
+            start = random_tree(entry.alignment.taxa, self.rng, mean_length=self.config.random_start_length)
+        elif self.config.start == "nj":
+            start = read_newick(entry.prepared.nj_newick, entry.alignment)
+        else:
+            raise ValueError("start='given' needs a tree passed to reset()")
+        self.tree = start
+        self.loglik = entry.engine.optimize_branch_lengths(start, rounds=self.config.start_rounds, tol=1e-3)
+        self.start_loglik = self.loglik
+        self.steps = 0
+        obs = self._observe()
+        return obs, self._info(0.0)
+
+    def step(self, action: int) -> tuple[Observation, float, bool, bool, dict]:
+        """Apply move ``action`` (an index into the last observation's actions)."""
+        if self.tree is None:
+            raise RuntimeError("call reset() before step()")
+        if not 0 <= action < len(self._moves):
+            raise IndexError(f"action {action} out of range: this state has {len(self._moves)} moves")
+        move = self._moves[action]
+        new_loglik = self._apply(self.tree, move)
+        delta = new_loglik - self.loglik
+        self.loglik = new_loglik
+        self.steps += 1
+        reward = delta / abs(self.current.prepared.nj_loglik) * self.config.reward_scale
+        truncated = self.steps >= self.config.horizon
+        obs = self._observe()
+        return obs, float(reward), False, truncated, self._info(delta)
+
+    # -------------------------------------------------------------- helpers
+    def _apply(self, tree: Tree, move) -> float:
+        apply_spr(tree, move)
+        edges = edges_near(tree, [int(move[0])], self.config.local_depth)
+        return self.current.engine.optimize_branch_lengths(tree, edges, rounds=self.config.local_rounds, tol=1e-3)
+
+    def _observe(self) -> Observation:
+        self._moves = enumerate_moves(self.tree, radius=self.config.radius)
+        return build_observation(self.tree, self._moves, move_metadata(self.tree, self._moves))
+
+    def _info(self, delta: float) -> dict:
+        engine = self.current.engine
+        return {
+            "delta_loglik": float(delta),
+            "loglik": float(self.loglik),
+            "start_loglik": float(self.start_loglik),
+            "evaluations": engine.n_evaluations,
+            "branch_optimisations": engine.n_branch_optimisations,
+            "alignment": self.current.name,
+            "steps": self.steps,
+        }
+
+    @property
+    def moves(self) -> np.ndarray:
+        """The current state's SPR moves ``[A, 4]`` (rows are actions)."""
+        return self._moves
+
+    def evaluate_moves(self) -> np.ndarray:
+        """Log-likelihood each move would reach (with the same local optimisation as ``step``).
+
+        Leaves the environment's tree unchanged; costs one local optimisation per move.
+        """
+        base = self.tree
+        out = np.empty(len(self._moves))
+        for i, move in enumerate(self._moves):
+            out[i] = self._apply(base.copy(), move)
+        return out

@@ -1,0 +1,65 @@
+"""VecTreeEnv: K tree environments stepped together by one actor."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+from .observation import Observation
+from .tree_env import EnvAlignment, EnvConfig, TreeEnv
+
+
+@dataclass
+class VecStep:
+    """Result of stepping every environment once.
+
+    ``next_obs[i]`` is the state reached by environment ``i``'s move (what a transition stores);
+    ``obs[i]`` is the state to act on next: the same, or the first state of a new episode when
+    environment ``i``'s episode ended (``terminal[i] or truncated[i]``); ``infos[i]`` then also
+    holds ``episode_delta_loglik`` and ``episode_final_loglik``.
+    """
+
+    next_obs: list[Observation]
+    rewards: np.ndarray
+    terminal: np.ndarray
+    truncated: np.ndarray
+    infos: list[dict]
+    obs: list[Observation]
+
+
+class VecTreeEnv:
+    """``n_envs`` :class:`TreeEnv` over the same alignments, seeded ``seed, seed+1, ...``; auto-resets."""
+
+    def __init__(self, alignments: Sequence[EnvAlignment], n_envs: int, config: EnvConfig = EnvConfig(),
+                 seed: int = 0):
+        if n_envs < 1:
+            raise ValueError(f"n_envs must be >= 1, got {n_envs}")
+        self.envs = [TreeEnv(alignments, config, seed=seed + i) for i in range(n_envs)]
+
+    def __len__(self) -> int:
+        return len(self.envs)
+
+    def reset(self) -> list[Observation]:
+        return [env.reset()[0] for env in self.envs]
+
+    def step(self, actions) -> VecStep:
+        actions = np.asarray(actions, dtype=np.int64)
+        if actions.shape != (len(self.envs),):
+            raise ValueError(f"expected {len(self.envs)} actions, got shape {actions.shape}")
+        next_obs, obs, infos = [], [], []
+        rewards = np.zeros(len(self.envs), dtype=np.float64)
+        terminal = np.zeros(len(self.envs), dtype=bool)
+        truncated = np.zeros(len(self.envs), dtype=bool)
+        for i, (env, action) in enumerate(zip(self.envs, actions)):
+            o, r, term, trunc, info = env.step(int(action))
+            next_obs.append(o)
+            rewards[i], terminal[i], truncated[i] = r, term, trunc
+            if term or trunc:
+                info["episode_delta_loglik"] = env.loglik - env.start_loglik
+                info["episode_final_loglik"] = env.loglik
+                o, _ = env.reset()
+            obs.append(o)
+            infos.append(info)
+        return VecStep(next_obs, rewards, terminal, truncated, infos, obs)

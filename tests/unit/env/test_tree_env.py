@@ -1,0 +1,129 @@
+"""TreeEnv, VecTreeEnv, preparation cache and the classical search policies."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from phylorl.env import EnvAlignment, EnvConfig, PreparationCache, TreeEnv, VecTreeEnv, prepare_alignment
+from phylorl.env.search import run_search
+from phylorl.phylo import LikelihoodEngine, load_alignment, parse_model, spr_neighbor, topology_hash
+
+
+@pytest.fixture(scope="module")
+def ds1(ds_dir):
+    return load_alignment(ds_dir / "DS1.fasta")
+
+
+@pytest.fixture(scope="module")
+def ds1_entry(ds1):
+    return EnvAlignment.build(ds1, prepare_alignment(ds1, "JC"), "DS1")
+
+
+def test_reward_is_the_scaled_loglik_change(ds1_entry):
+    config = EnvConfig(horizon=5, reward_scale=50.0)
+    env = TreeEnv([ds1_entry], config, seed=1)
+    obs, info = env.reset()
+    fresh = LikelihoodEngine(ds1_entry.alignment, parse_model(ds1_entry.prepared.model))
+    assert info["loglik"] == pytest.approx(fresh.loglik(env.tree), abs=1e-8)
+    rng = np.random.default_rng(0)
+    for _ in range(5):
+        before = env.loglik
+        obs, reward, terminal, truncated, info = env.step(int(rng.integers(obs.n_actions)))
+        after = fresh.loglik(env.tree)  # the tree as it now is, scored from scratch
+        assert info["loglik"] == pytest.approx(after, abs=1e-8)
+        assert info["delta_loglik"] == pytest.approx(after - before, abs=1e-8)
+        expected = (after - before) / abs(ds1_entry.prepared.nj_loglik) * 50.0
+        assert reward == pytest.approx(expected, rel=1e-9, abs=1e-12)
+
+
+def test_truncation_is_not_terminal(ds1_entry):
+    env = TreeEnv([ds1_entry], EnvConfig(horizon=3), seed=2)
+    obs, _ = env.reset()
+    flags = []
+    for _ in range(3):
+        obs, _, terminal, truncated, _ = env.step(0)
+        flags.append((terminal, truncated))
+    assert flags == [(False, False), (False, False), (False, True)]
+
+
+def test_observation_shapes_and_action_round_trip(ds1_entry):
+    env = TreeEnv([ds1_entry], EnvConfig(), seed=3)
+    obs, _ = env.reset()
+    n = ds1_entry.alignment.n_taxa
+    assert obs.node_features.shape == (2 * n - 2, 1) and obs.node_features.dtype == np.float32
+    assert obs.node_features[:n, 0].tolist() == [1.0] * n and obs.node_features[n:, 0].sum() == 0
+    assert obs.edge_index.shape == (2, 2 * (2 * n - 3)) and obs.edge_index.dtype == np.int64
+    assert obs.edge_attr.shape == (2 * (2 * n - 3), 1)
+    assert obs.n_actions == 2 * (n - 3) * (2 * n - 7)
+    assert obs.actions.shape == (obs.n_actions, 4) and obs.action_meta.shape == (obs.n_actions, 3)
+    # both directions of each edge, with the same length
+    u, v = obs.edge_index
+    assert np.array_equal(u[0::2], v[1::2]) and np.array_equal(v[0::2], u[1::2])
+    assert np.array_equal(obs.edge_attr[0::2], obs.edge_attr[1::2])
+    # action i is exactly the SPR move (p, s, x, y) in row i
+    i = obs.n_actions // 3
+    expected = topology_hash(spr_neighbor(env.tree, obs.actions[i]))
+    env.step(i)
+    assert topology_hash(env.tree) == expected
+
+
+def test_seeded_and_reproducible(ds1_entry):
+    def run(seed):
+        env = TreeEnv([ds1_entry], EnvConfig(horizon=4), seed=seed)
+        obs, _ = env.reset()
+        rng = np.random.default_rng(seed)
+        out = []
+        for _ in range(4):
+            obs, r, *_ = env.step(int(rng.integers(obs.n_actions)))
+            out.append((topology_hash(env.tree), round(r, 9)))
+        return out
+
+    assert run(5) == run(5)
+    assert run(5) != run(6)
+
+
+def test_greedy_never_lowers_the_loglik(ds1_entry):
+    env = TreeEnv([ds1_entry], EnvConfig(start="random", radius=2), seed=4)
+    env.reset()
+    result = run_search(env, "greedy", steps=4)
+    assert result.steps >= 1
+    values = [result.start_loglik, *result.trajectory]
+    assert all(b > a for a, b in zip(values, values[1:]))
+    assert result.final_loglik == pytest.approx(LikelihoodEngine(ds1_entry.alignment, "JC").loglik(result.tree), abs=1e-8)
+
+
+def test_vec_env_steps_and_auto_resets(ds1_entry):
+    vec = VecTreeEnv([ds1_entry], n_envs=3, config=EnvConfig(horizon=2), seed=10)
+    obs = vec.reset()
+    assert len(obs) == 3
+    step = vec.step([0, 1, 2])
+    assert not step.truncated.any() and step.obs[0] is step.next_obs[0]
+    step = vec.step([0, 0, 0])
+    assert step.truncated.all() and not step.terminal.any()
+    for info, next_obs, new_obs in zip(step.infos, step.next_obs, step.obs):
+        assert "episode_delta_loglik" in info
+        assert new_obs is not next_obs  # a fresh episode started
+    assert all(env.steps == 0 for env in vec.envs)
+    with pytest.raises(ValueError, match="expected 3 actions"):
+        vec.step([0, 1])
+
+
+def test_preparation_is_cached_by_content(ds1, tmp_path):
+    cache = PreparationCache(tmp_path / "prep")
+    first = cache.get(ds1, "JC")
+    files = list((tmp_path / "prep").glob("*.json"))
+    assert len(files) == 1
+    second = cache.get(ds1, "JC")
+    assert second == first
+    # an entry on disk is what the second call returned (tamper with it to prove it was read)
+    files[0].write_text(files[0].read_text().replace(str(first.nj_loglik), "-1234.5"))
+    assert cache.get(ds1, "JC").nj_loglik == -1234.5
+    assert first.nj_loglik < 0 and first.model == "JC"
+
+
+def test_config_errors():
+    with pytest.raises(ValueError, match="horizon"):
+        EnvConfig(horizon=0)
+    with pytest.raises(ValueError, match="start"):
+        EnvConfig(start="parsimony")
