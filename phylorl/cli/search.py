@@ -10,6 +10,7 @@ import json
 import os
 import sys
 import time
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -31,6 +32,8 @@ def add_arguments(p) -> None:
     p.add_argument("--start", choices=("random", "nj"), default="nj", help="start tree (default: nj)")
     p.add_argument("--steps", type=int, help="most moves (default: 20; hillclimb: until a local optimum)")
     p.add_argument("--radius", type=int, help="largest SPR radius (default: all moves)")
+    p.add_argument("--restarts", type=int, default=0,
+                   help="hillclimb: perturb-and-climb rounds after the first climb (iterated local search)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", help="write the final tree (Newick) here")
     p.add_argument("--cache-dir", default=None, help=f"preparation cache (default: {default_cache_dir()})")
@@ -63,7 +66,10 @@ def run(args) -> int:
         from phylorl.agent.policy import AgentPolicy
 
         policy = AgentPolicy.from_checkpoint(args.checkpoint)
-    result = _search_with_progress(env, policy, steps, np.random.default_rng(args.seed), run_search)
+    if args.restarts and args.policy != "hillclimb":
+        raise CliError("--restarts applies to --policy hillclimb only")
+    search = partial(run_search, restarts=args.restarts)
+    result = _search_with_progress(env, policy, steps, np.random.default_rng(args.seed), search)
     newick = write_newick(result.tree)
     if args.out:
         Path(args.out).write_text(newick + "\n")

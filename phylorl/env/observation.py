@@ -47,6 +47,8 @@ class Transition:
     ``terminal`` is a true end of the task (the target does not bootstrap); ``truncated`` is the
     time limit (the target still bootstraps through it). ``discount`` is the factor applied to
     ``V(s')`` in the target: ``gamma`` for a one-step transition, ``gamma**k`` for a ``k``-step one.
+    ``policy_version`` is the weights version that chose the action (-1 when unknown); the learner
+    reports its own version minus this one as the policy lag.
     """
 
     obs: Observation
@@ -56,3 +58,4 @@ class Transition:
     terminal: bool
     truncated: bool
     discount: float = 0.99
+    policy_version: int = -1

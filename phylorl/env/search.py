@@ -8,6 +8,9 @@ plus local branch-length optimisation) and their results are comparable.
                ``steps`` steps; stops early when no move raises the log-likelihood.
 ``hillclimb``  greedy until no move improves, then full branch-length optimisation; repeats while
                that full optimisation changes the log-likelihood (the classical SPR hill-climb).
+               With ``restarts > 0`` it then perturbs the best tree so far with a few random short
+               SPR moves and climbs again, keeping the best (iterated local search, as IQ-TREE
+               escapes local optima by perturbation).
 ``agent``      a trained Q-network (see :class:`phylorl.agent.policy.AgentPolicy`), for ``steps`` steps.
 """
 
@@ -19,7 +22,7 @@ from typing import Callable, Protocol
 
 import numpy as np
 
-from phylorl.phylo import Tree
+from phylorl.phylo import Tree, apply_spr, enumerate_moves
 
 from .tree_env import TreeEnv
 
@@ -65,7 +68,8 @@ class SearchResult:
 
 
 def run_search(env: TreeEnv, policy: str | Policy, *, steps: int | None, rng: np.random.Generator | None = None,
-               on_step: Callable[[int, float], None] | None = None) -> SearchResult:
+               on_step: Callable[[int, float], None] | None = None, restarts: int = 0,
+               perturbation_moves: int = 4, perturbation_radius: int = 2) -> SearchResult:
     """Search from ``env``'s current state (call ``env.reset`` first).
 
     Args:
@@ -74,19 +78,25 @@ def run_search(env: TreeEnv, policy: str | Policy, *, steps: int | None, rng: np
         steps: most moves to make; ``None`` only for hill-climbing (until a local optimum).
         rng: random generator for the random policy.
         on_step: called with ``(step, loglik)`` after every move (progress display).
+        restarts: hill-climbing only: perturb-and-climb rounds after the first climb.
+        perturbation_moves: random SPR moves of a perturbation.
+        perturbation_radius: largest radius of those moves.
     """
     if env.tree is None:
         raise RuntimeError("reset the environment before searching")
     hill = policy == "hillclimb"
     if isinstance(policy, str):
         if policy == "random":
-            policy = RandomPolicy(rng if rng is not None else np.random.default_rng())
+            policy = RandomPolicy(rng)
         elif policy in ("greedy", "hillclimb"):
             policy = GreedyPolicy()
         else:
             raise ValueError(f"unknown policy {policy!r}: expected random, greedy, hillclimb or a Policy")
     if steps is None and not hill:
         raise ValueError("steps is required for every policy but hillclimb")
+    if restarts and not hill:
+        raise ValueError("restarts apply to the hillclimb policy only")
+    rng = rng if rng is not None else np.random.default_rng()
     limit = steps if steps is not None else 10**9
     engine = env.current.engine
     evals0, branches0 = engine.n_evaluations, engine.n_branch_optimisations
@@ -95,22 +105,30 @@ def run_search(env: TreeEnv, policy: str | Policy, *, steps: int | None, rng: np
     best = start
     trajectory: list[float] = []
     done = 0
-    while done < limit:
-        action = policy.choose(env)
-        if action is None:
-            if not hill:
-                break
-            before = env.loglik
-            env.loglik = engine.optimize_branch_lengths(env.tree, rounds=20, tol=1e-4)
-            if env.loglik - before <= 1e-3:
-                break
-            continue
-        env.step(action)
-        done += 1
-        trajectory.append(env.loglik)
-        best = max(best, env.loglik)
-        if on_step is not None:
-            on_step(done, env.loglik)
+    best_tree = env.tree.copy()
+    for round_ in range(restarts + 1):
+        if round_:
+            env.reset(env.alignments.index(env.current), _perturbed(best_tree, perturbation_moves,
+                                                                      perturbation_radius, rng))
+        while done < limit:
+            action = policy.choose(env)
+            if action is None:
+                if not hill:
+                    break
+                before = env.loglik
+                env.loglik = engine.optimize_branch_lengths(env.tree, rounds=20, tol=1e-4)
+                if env.loglik - before <= 1e-3:
+                    break
+                continue
+            env.step(action)
+            done += 1
+            trajectory.append(env.loglik)
+            if on_step is not None:
+                on_step(done, env.loglik)
+        if env.loglik > best + 1e-6 or round_ == 0:
+            best, best_tree = max(best, env.loglik), env.tree.copy()
+    if restarts:  # a search with restarts answers with the best tree it found
+        env.reset(env.alignments.index(env.current), best_tree)
     best = max(best, env.loglik)
     return SearchResult(
         start_loglik=start, final_loglik=env.loglik, best_loglik=best, steps=done,
@@ -119,3 +137,10 @@ def run_search(env: TreeEnv, policy: str | Policy, *, steps: int | None, rng: np
         seconds=time.perf_counter() - started, tree=env.tree.copy(), trajectory=trajectory,
     )
 
+
+def _perturbed(tree: Tree, moves: int, radius: int, rng: np.random.Generator) -> Tree:
+    out = tree.copy()
+    for _ in range(moves):
+        candidates = enumerate_moves(out, radius=radius)
+        apply_spr(out, candidates[rng.integers(len(candidates))])
+    return out

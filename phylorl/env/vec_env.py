@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -18,7 +19,7 @@ class VecStep:
     ``next_obs[i]`` is the state reached by environment ``i``'s move (what a transition stores);
     ``obs[i]`` is the state to act on next: the same, or the first state of a new episode when
     environment ``i``'s episode ended (``terminal[i] or truncated[i]``); ``infos[i]`` then also
-    holds ``episode_delta_loglik`` and ``episode_final_loglik``.
+    holds ``episode_delta_loglik``, ``episode_final_loglik`` and ``reset_seconds``.
     """
 
     next_obs: list[Observation]
@@ -59,7 +60,9 @@ class VecTreeEnv:
             if term or trunc:
                 info["episode_delta_loglik"] = env.loglik - env.start_loglik
                 info["episode_final_loglik"] = env.loglik
+                started = time.perf_counter()
                 o, _ = env.reset()
+                info["reset_seconds"] = time.perf_counter() - started
             obs.append(o)
             infos.append(info)
         return VecStep(next_obs, rewards, terminal, truncated, infos, obs)

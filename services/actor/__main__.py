@@ -1,0 +1,74 @@
+"""Run an actor: ``python -m services.actor --alignments DIR --learner-address H:P --replay-address H:P``.
+
+Start-up: read the config (flags, ``PHYLORL_ACTOR_*``, file; logged as JSON), load and prepare the
+corpus (preparation cached by content), then step environments until stopped. The learner and the
+replay service may come and go: calls are retried with backoff. SIGTERM or SIGINT stops after the
+current step, sends what is buffered, and exits 0.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import sys
+import threading
+
+import grpc
+from prometheus_client import start_http_server
+
+from phylorl.env import EnvAlignment, EnvConfig, PreparationCache, VecTreeEnv
+from phylorl.env.corpus import load_corpus
+from services.actor.actor import Actor
+from services.actor.config import ActorConfig, load
+from services.common.config import config_json
+from services.replay.client import ReplayClient
+
+log = logging.getLogger("phylorl.actor")
+MAX_MESSAGE_BYTES = 256 * 1024 * 1024
+
+
+def build_envs(config: ActorConfig) -> VecTreeEnv:
+    corpus = load_corpus(config.alignment_paths, skip_unreadable=config.skip_unreadable)
+    for path, message in corpus.skipped:
+        log.warning("skipped unreadable alignment %s: %s", path, message)
+    cache = PreparationCache(config.cache_dir)
+    entries = []
+    for i, entry in enumerate(corpus.entries):
+        prepared = cache.get(entry.alignment, config.model)
+        log.info("prepared %s (%d/%d): %d taxa, model %s, NJ logL %.3f", entry.path, i + 1, len(corpus),
+                 entry.alignment.n_taxa, prepared.model, prepared.nj_loglik)
+        entries.append(EnvAlignment.build(entry.alignment, prepared, str(entry.path)))
+    env_config = EnvConfig(horizon=config.horizon, start=config.start, reward_scale=config.reward_scale,
+                           radius=config.radius)
+    return VecTreeEnv(entries, config.envs, env_config, seed=config.seed)
+
+
+def main(argv: list[str] | None = None) -> int:
+    config = load(sys.argv[1:] if argv is None else argv, os.environ)
+    logging.basicConfig(level=config.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    log.info("config %s", config_json(config))
+    stop = threading.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda _signum, _frame: stop.set())
+    if config.metrics_port:
+        start_http_server(config.metrics_port)
+        log.info("metrics on :%d/metrics", config.metrics_port)
+    envs = build_envs(config)
+    options = [("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+               ("grpc.max_send_message_length", MAX_MESSAGE_BYTES)]
+    channel = grpc.insecure_channel(config.learner_address, options=options)
+    replay = ReplayClient(config.replay_address, MAX_MESSAGE_BYTES)
+    actor = Actor(config, envs, channel, replay, stop)
+    log.info("actor %s (run %s) stepping %d environments", actor.actor_id, actor.run_id, len(envs))
+    try:
+        actor.run()
+    finally:
+        channel.close()
+        replay.close()
+    log.info("stopped after %d steps, %d episodes", actor.steps, actor.episodes)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

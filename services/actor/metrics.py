@@ -1,0 +1,34 @@
+"""Prometheus metrics of an actor process (served by ``__main__`` on ``--metrics-port``).
+
+``phylorl_actor_env_step_seconds``          histogram  one environment step (SPR + local branch optimisation + observation)
+``phylorl_actor_env_reset_seconds``         histogram  one episode start (start tree + full branch optimisation)
+``phylorl_actor_inference_call_seconds``    histogram  one batched Act call to the learner, retries excluded
+``phylorl_actor_env_steps_total``           counter    environment steps
+``phylorl_actor_episodes_total``            counter    finished episodes
+``phylorl_actor_episode_delta_loglik``      histogram  log-likelihood gained over an episode (last - start)
+``phylorl_actor_transitions_sent_total``    counter    transitions accepted by the replay service
+``phylorl_actor_transitions_dropped_total`` counter    transitions dropped because the local buffer was full
+``phylorl_actor_buffer_size``               gauge      transitions waiting locally to be sent
+``phylorl_actor_weights_version``           gauge      weights version of the last inference answer
+``phylorl_actor_reconnects_total``          counter    failed calls retried after a backoff, by service
+"""
+
+from __future__ import annotations
+
+from prometheus_client import Counter, Gauge, Histogram
+
+from phylorl.telemetry import DELTA_LOGLIK_BUCKETS, LATENCY_BUCKETS_S
+
+ENV_STEP_SECONDS = Histogram("phylorl_actor_env_step_seconds", "One environment step (s)", buckets=LATENCY_BUCKETS_S)
+ENV_RESET_SECONDS = Histogram("phylorl_actor_env_reset_seconds", "One episode start (s)", buckets=LATENCY_BUCKETS_S)
+INFERENCE_CALL_SECONDS = Histogram("phylorl_actor_inference_call_seconds", "One batched Act call (s)",
+                                   buckets=LATENCY_BUCKETS_S)
+ENV_STEPS = Counter("phylorl_actor_env_steps_total", "Environment steps")
+EPISODES = Counter("phylorl_actor_episodes_total", "Finished episodes")
+EPISODE_DELTA_LOGLIK = Histogram("phylorl_actor_episode_delta_loglik", "Log-likelihood gained over an episode",
+                                 buckets=DELTA_LOGLIK_BUCKETS)
+TRANSITIONS_SENT = Counter("phylorl_actor_transitions_sent_total", "Transitions accepted by the replay service")
+TRANSITIONS_DROPPED = Counter("phylorl_actor_transitions_dropped_total", "Transitions dropped (local buffer full)")
+BUFFER_SIZE = Gauge("phylorl_actor_buffer_size", "Transitions waiting locally to be sent")
+WEIGHTS_VERSION = Gauge("phylorl_actor_weights_version", "Weights version of the last inference answer")
+RECONNECTS = Counter("phylorl_actor_reconnects_total", "Failed calls retried after a backoff", ["service"])
