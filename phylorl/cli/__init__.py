@@ -15,6 +15,8 @@ COMMANDS = {
     "loglik": "loglik",
     "search": "search",
     "simulate": "simulate",
+    "train": "train",
+    "report": "report",
 }
 
 

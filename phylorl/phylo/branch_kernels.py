@@ -20,7 +20,7 @@ from . import kernels as kn
 from .kernels import FASTMATH, LOG_SCALE
 
 
-@njit(cache=True, fastmath=FASTMATH)
+@njit(cache=True, nogil=True, fastmath=FASTMATH)
 def _side_vectors(node, d, n_leaves, tip_codes, mask_vectors, clv, c, out):
     """``out[j, p]``: the partial of ``node``'s side at category ``c`` (tips expanded from masks)."""
     P = out.shape[1]
@@ -36,7 +36,7 @@ def _side_vectors(node, d, n_leaves, tip_codes, mask_vectors, clv, c, out):
                 out[j, p] = src[p]
 
 
-@njit(cache=True, fastmath=FASTMATH)
+@njit(cache=True, nogil=True, fastmath=FASTMATH)
 def branch_coefficients(e, n_leaves, edges, tip_codes, mask_vectors, clv, scale, freqs, weights,
                         U, U_inv, inv_lik, pinv, coef, inv_scaled):
     """Fill ``coef[C, 4, P]`` and ``inv_scaled[P]`` for edge ``e`` (both partials must be valid).
@@ -89,7 +89,7 @@ def branch_coefficients(e, n_leaves, edges, tip_codes, mask_vectors, clv, scale,
         coef[0, 0, p] += inv_scaled[p]
 
 
-@njit(cache=True, fastmath=FASTMATH)
+@njit(cache=True, nogil=True, fastmath=FASTMATH)
 def _evaluate(t, coef, eigvals, rates, pattern_weights, want_f):
     C = coef.shape[0]
     P = coef.shape[2]
@@ -121,7 +121,7 @@ def _evaluate(t, coef, eigvals, rates, pattern_weights, want_f):
     return f, d1, d2
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def newton_branch(coef, eigvals, rates, pattern_weights, t0, t_min, t_max, max_iter, tol):
     """Maximise the edge log-likelihood over ``t`` in ``[t_min, t_max]``.
 
@@ -165,7 +165,7 @@ def newton_branch(coef, eigvals, rates, pattern_weights, t0, t_min, t_max, max_i
     return t, f, it
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def optimize_edges(order, rounds, tol, max_iter, newton_tol, t_min, t_max,
                    neighbors, node_edges, edges, lengths, snap_lengths, n_leaves, tip_codes, mask_vectors,
                    pmat, tip_pmat, clv, scale, valid, stack, freqs, weights, eigvals, U, U_inv, rates,
@@ -213,7 +213,7 @@ def optimize_edges(order, rounds, tol, max_iter, newton_tol, t_min, t_max,
     return current, n_updates, n_branches, last
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _ensure_edge(e, neighbors, node_edges, edges, n_leaves, tip_codes, pmat, tip_pmat, clv, scale, valid, stack):
     n = kn.ensure_valid(2 * e, neighbors, node_edges, edges, n_leaves, tip_codes, pmat, tip_pmat, clv, scale,
                         valid, stack)

@@ -31,13 +31,13 @@ LOG_SCALE = 256.0 * np.log(2.0)
 MASK_VECTORS = np.array([[(code >> j) & 1 for j in range(4)] for code in range(16)], dtype=np.float64)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def directed_id(edges, e, tail):
     """Directed id of edge ``e`` leaving node ``tail``."""
     return 2 * e if edges[e, 0] == tail else 2 * e + 1
 
 
-@njit(cache=True, fastmath=FASTMATH)
+@njit(cache=True, nogil=True, fastmath=FASTMATH)
 def compute_pmats(edge_ids, lengths, eigvals, U, U_inv, rates, pmat, tip_pmat, mask_vectors):
     """Fill ``pmat`` and ``tip_pmat`` for the given edges from the eigen-decomposition."""
     C = rates.shape[0]
@@ -62,7 +62,7 @@ def compute_pmats(edge_ids, lengths, eigvals, U, U_inv, rates, pmat, tip_pmat, m
                     tip_pmat[e, c, i, code] = acc
 
 
-@njit(cache=True, fastmath=FASTMATH)
+@njit(cache=True, nogil=True, fastmath=FASTMATH)
 def _child_term(out, child, e, d, n_leaves, tip_codes, pmat, tip_pmat, clv, first):
     """``out[c, s, p] (*)= sum_j P_e[c, s, j] * L_child[c, j, p]`` (``=`` when ``first``)."""
     C = out.shape[0]
@@ -99,7 +99,7 @@ def _child_term(out, child, e, d, n_leaves, tip_codes, pmat, tip_pmat, clv, firs
                         o[p] *= m0 * L0[p] + m1 * L1[p] + m2 * L2[p] + m3 * L3[p]
 
 
-@njit(cache=True, fastmath=FASTMATH)
+@njit(cache=True, nogil=True, fastmath=FASTMATH)
 def _combine(d, neighbors, node_edges, edges, n_leaves, tip_codes, pmat, tip_pmat, clv, scale):
     """Recompute ``clv[d]`` and ``scale[d]`` from the head node's two other neighbours."""
     e = d >> 1
@@ -143,7 +143,7 @@ def _combine(d, neighbors, node_edges, edges, n_leaves, tip_codes, pmat, tip_pma
             sc[p] += 1
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def ensure_valid(d, neighbors, node_edges, edges, n_leaves, tip_codes, pmat, tip_pmat, clv, scale, valid, stack):
     """Make ``clv[d]`` valid, recomputing invalid partials below it (post-order). Returns #combines."""
     e = d >> 1
@@ -176,7 +176,7 @@ def ensure_valid(d, neighbors, node_edges, edges, n_leaves, tip_codes, pmat, tip
     return n_done
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def invalidate_toward(e, neighbors, node_edges, edges, valid, include_self, stack):
     """Invalidate every partial whose subtree contains edge ``e`` (and ``e``'s own two if asked)."""
     if include_self:
@@ -202,7 +202,7 @@ def invalidate_toward(e, neighbors, node_edges, edges, valid, include_self, stac
                 stack[2 * top + 1] = b
 
 
-@njit(cache=True, fastmath=FASTMATH)
+@njit(cache=True, nogil=True, fastmath=FASTMATH)
 def edge_site_likelihoods(e, n_leaves, edges, tip_codes, pmat, tip_pmat, clv, scale, freqs, weights, out, out_scale):
     """Per-pattern likelihood (variable-site part, scaled) at edge ``e``; both sides must be valid."""
     u = edges[e, 0]
@@ -249,7 +249,7 @@ def edge_site_likelihoods(e, n_leaves, edges, tip_codes, pmat, tip_pmat, clv, sc
                 out[p] += f * A[p] * tmp[p]
 
 
-@njit(cache=True, fastmath=FASTMATH)
+@njit(cache=True, nogil=True, fastmath=FASTMATH)
 def total_loglik(site_lik, site_scale, pattern_weights, inv_lik, pinv):
     """Sum of pattern-weighted log-likelihoods, adding the invariant-sites part when ``pinv > 0``."""
     total = 0.0
@@ -264,7 +264,7 @@ def total_loglik(site_lik, site_scale, pattern_weights, inv_lik, pinv):
     return total
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def sync_tree(neighbors, node_edges, edges, lengths, snap_edges, snap_lengths, valid, stack,
               eigvals, U, U_inv, rates, pmat, tip_pmat, mask_vectors):
     """Invalidate what changed since the snapshot, refresh those edges' matrices, update the snapshot.

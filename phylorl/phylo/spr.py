@@ -28,7 +28,7 @@ from numba import njit
 from phylorl.phylo.tree import Tree
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _enumerate_moves(neighbors, n_leaves, radius, dedupe):
     n_nodes = neighbors.shape[0]
     capacity = max(1, 3 * (n_nodes - n_leaves) * (2 * n_leaves - 3))
@@ -92,7 +92,7 @@ def enumerate_moves(tree: Tree, radius: int | None = None, dedupe: bool = True) 
     return _enumerate_moves(tree.neighbors, tree.n_leaves, int(radius), bool(dedupe))
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _slot(neighbors, v, u):
     for k in range(3):
         if neighbors[v, k] == u:
@@ -100,7 +100,7 @@ def _slot(neighbors, v, u):
     return -1
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _move_metadata(neighbors, node_edges, lengths, moves):
     """Returns (metadata, index of the first bad move or -1)."""
     n_nodes = neighbors.shape[0]
@@ -164,7 +164,7 @@ _MOVE_ERRORS = {
 }
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _apply_spr(neighbors, node_edges, edges, lengths, n_leaves, p, s, x, y, changed):
     """Validate then apply the move in place; returns 0 or an error code (tree untouched)."""
     n_nodes = neighbors.shape[0]

@@ -61,13 +61,27 @@ def main(argv: list[str] | None = None) -> int:
     replay = ReplayClient(config.replay_address, MAX_MESSAGE_BYTES)
     actor = Actor(config, envs, channel, replay, stop)
     log.info("actor %s (run %s) stepping %d environments", actor.actor_id, actor.run_id, len(envs))
-    try:
-        actor.run()
-    finally:
-        channel.close()
-        replay.close()
+    # the loop runs on a worker thread so that SIGTERM is handled at once even while a call blocks
+    errors: list[BaseException] = []
+
+    def loop() -> None:
+        try:
+            actor.run()
+        except BaseException as exc:  # reported below; the process then exits non-zero
+            log.exception("actor loop failed")
+            errors.append(exc)
+            stop.set()
+
+    worker = threading.Thread(target=loop, name="actor-loop")
+    worker.start()
+    while worker.is_alive() and not stop.wait(0.5):
+        pass
+    worker.join(config.rpc_timeout_s if not stop.is_set() else 5.0)
+    channel.close()  # cancels an inference call still in flight
+    worker.join(10.0)
+    replay.close()
     log.info("stopped after %d steps, %d episodes", actor.steps, actor.episodes)
-    return 0
+    return 1 if errors else 0
 
 
 if __name__ == "__main__":

@@ -1,0 +1,99 @@
+"""Train an agent with the whole system running as local processes (the embedded default).
+
+Starts redis-server, the replay service, the learner and N actors; shows one live progress line;
+stops everything cleanly on Ctrl-C, at --updates or after --minutes; leaves a run directory with
+the config, logs, checkpoints, metrics, a summary and (unless --no-report) PNG plots.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+import threading
+import time
+from pathlib import Path
+
+HELP = "train an agent: redis, replay, learner and actors as local processes"
+
+
+def add_arguments(p) -> None:
+    p.add_argument("--config", help="YAML/JSON file of TrainConfig fields (plus replay:, learner:, actor: sections)")
+    p.add_argument("--actors", type=int, help="actor processes (default 2)")
+    p.add_argument("--envs-per-actor", type=int, help="environments per actor (default 2)")
+    p.add_argument("--alignments", help="corpus directory or comma-separated files (default: simulate one)")
+    p.add_argument("--updates", type=int, help="learner updates (default 300; 0: until --minutes)")
+    p.add_argument("--minutes", type=float, help="wall-clock limit (default 10; 0: none)")
+    p.add_argument("--run-dir", help="run directory (default runs/<date-time>)")
+    p.add_argument("--model", help="model string (default GTR+F+G4, parameters estimated per alignment)")
+    p.add_argument("--device", help="learner device: cpu, cuda or auto (default)")
+    p.add_argument("--seed", type=int)
+    p.add_argument("--no-report", action="store_true", help="skip the PNG report at the end")
+
+
+def build_config(args):
+    import yaml
+
+    from services.launcher.config import TrainConfig
+
+    values = {}
+    if args.config:
+        loaded = yaml.safe_load(Path(args.config).read_text()) or {}
+        if not isinstance(loaded, dict):
+            raise ValueError(f"{args.config}: expected a mapping of TrainConfig fields")
+        known = {f.name for f in dataclasses.fields(TrainConfig)}
+        unknown = sorted(set(loaded) - known)
+        if unknown:
+            raise ValueError(f"{args.config}: unknown fields {unknown}; known: {sorted(known)}")
+        values.update(loaded)
+    for name in ("actors", "envs_per_actor", "alignments", "updates", "minutes", "run_dir", "model", "device", "seed"):
+        value = getattr(args, name)
+        if value is not None:
+            values[name] = value
+    if args.no_report:
+        values["report"] = False
+    return TrainConfig(**values)
+
+
+def run(args) -> int:
+    from rich.console import Console
+    from rich.live import Live
+    from rich.text import Text
+
+    from services.launcher.run import run_local
+
+    config = build_config(args)
+    run_dir = Path(config.run_dir or f"runs/{time.strftime('%Y%m%d-%H%M%S')}")
+    if config.alignments:
+        from phylorl.env.corpus import load_corpus
+
+        load_corpus(config.alignments.split(","))  # fail fast, naming every unreadable file
+    console = Console(stderr=True)
+    console.print(f"run directory: {run_dir}  (logs in {run_dir / 'logs'})")
+    stop = threading.Event()
+    line = Text("starting redis, replay, learner and actors ...")
+
+    def show(record: dict) -> None:
+        line.plain = (
+            f"{record['time_s']:6.0f}s  updates {record['updates']:.0f} ({record['updates_per_s']:.2f}/s, "
+            f"{record['mean_update_ms']:.0f} ms)  env steps {record['env_steps']:.0f} "
+            f"({record['env_steps_per_s']:.1f}/s)  replay {record['replay_size']:.0f}  "
+            f"episode ΔlogL {record['mean_episode_delta_loglik']:.2f}  weights v{record['weights_version']:.0f}")
+
+    with Live(line, console=console, refresh_per_second=2, transient=False):
+        try:
+            summary = run_local(config, run_dir, lambda r: (show(r)), stop)
+        except KeyboardInterrupt:
+            stop.set()
+            raise
+    console.print(f"stopped: {summary['reason']} after {summary['seconds']:.0f} s; "
+                  f"summary in {run_dir / 'summary.json'}")
+    if summary.get("failure_log"):
+        console.print(summary["failure_log"])
+    if config.report and (run_dir / "metrics.jsonl").exists():
+        from phylorl.cli import main as cli_main
+
+        cli_main(["report", str(run_dir)])
+    print(json.dumps({k: summary[k] for k in ("run_dir", "reason", "updates", "weights_version", "env_steps",
+                                              "episodes") if k in summary}))
+    return 0 if summary["reason"] in ("updates done", "time limit", "interrupted") else 1

@@ -1,0 +1,67 @@
+"""Settings of the embedded local run (``phylorl train``): one frozen dataclass.
+
+Per-service settings beyond these go in the ``--config`` file under ``replay:``, ``learner:`` and
+``actor:`` (field names as in each service's ``--help``); they become that service's flags.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """What ``phylorl train`` runs (defaults: a useful short run on a 2-core machine)."""
+
+    actors: int = 2
+    """Actor processes."""
+    envs_per_actor: int = 2
+    """Environments stepped together by each actor."""
+    alignments: str = ""
+    """Corpus (directory or comma-separated files); empty: simulate a small one into the run directory."""
+    updates: int = 300
+    """Learner updates to run (0: until --minutes or Ctrl-C)."""
+    minutes: float = 10.0
+    """Wall-clock limit of the run (0: none)."""
+    run_dir: str = ""
+    """Run directory (default: runs/<date-time>)."""
+    model: str = "GTR+F+G4"
+    """Model string; free parameters are estimated once per alignment on its NJ tree."""
+    horizon: int = 10
+    """Steps per episode."""
+    batch_size: int = 32
+    """Transitions per learner update."""
+    hidden: int = 64
+    """Network width (the designed 256 is for a GPU learner)."""
+    min_replay: int = 128
+    """Transitions in replay before the learner starts."""
+    samples_per_insert: float = 8.0
+    """Replay's sampled-to-inserted ratio (rate limiter; 0 = none)."""
+    publish_every: int = 10
+    """Publish weights to the actors every this many updates."""
+    device: str = "auto"
+    """Learner device: cpu, cuda or auto."""
+    seed: int = 0
+    """Seed of the simulated corpus, the learner and the actors."""
+    simulate_count: int = 8
+    """Alignments simulated when no corpus is given ..."""
+    simulate_taxa: str = "7:10"
+    """... their number of taxa ..."""
+    simulate_sites: str = "300:800"
+    """... and of sites."""
+    report: bool = True
+    """Write the PNG report (phylorl report) at the end."""
+    replay: dict = field(default_factory=dict)
+    """Extra replay-service fields."""
+    learner: dict = field(default_factory=dict)
+    """Extra learner-service fields."""
+    actor: dict = field(default_factory=dict)
+    """Extra actor-service fields."""
+
+    def __post_init__(self):
+        if self.actors < 1 or self.envs_per_actor < 1:
+            raise ValueError("actors and envs_per_actor must be >= 1")
+        if self.updates < 0 or self.minutes < 0:
+            raise ValueError("updates and minutes must be >= 0")
+        if self.updates == 0 and self.minutes == 0:
+            raise ValueError("give --updates or --minutes (or both): the run needs an end")

@@ -1,0 +1,130 @@
+"""The embedded default: the whole system as local processes in one run directory.
+
+``run_local(config, run_dir, on_progress, stop)`` starts redis-server (data in the run directory,
+AOF on), the replay service, the learner and ``config.actors`` actors, waits for each to be healthy,
+then watches them: every second it reads their metrics endpoints, hands a progress record to
+``on_progress`` and appends it to ``metrics.jsonl``. It ends when the learner has done
+``config.updates`` updates, when ``config.minutes`` have passed, when ``stop`` is set (Ctrl-C) or
+when a service dies; then it stops everything cleanly and writes ``summary.json``.
+
+Run directory: ``config.json``, ``logs/<service>.log``, ``redis/`` (AOF), ``checkpoints/``,
+``learner/updates.csv``, ``cache/`` (alignment preparation), ``corpus/`` (if simulated),
+``metrics.jsonl``, ``summary.json``.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import Callable
+
+from .config import TrainConfig
+from .progress import rates, snapshot
+from .supervisor import Service, Supervisor, free_port
+
+
+def simulate_corpus(config: TrainConfig, run_dir: Path) -> str:
+    """Simulate the default corpus into ``run_dir/corpus`` with the ``phylorl simulate`` code path."""
+    from phylorl.cli import main as cli_main
+
+    out = run_dir / "corpus"
+    status = cli_main(["simulate", "--out", str(out), "--count", str(config.simulate_count), "--taxa",
+                       config.simulate_taxa, "--sites", config.simulate_sites, "--seed", str(config.seed), "--force"])
+    if status != 0:
+        raise RuntimeError("simulating the default corpus failed")
+    return str(out)
+
+
+def run_local(config: TrainConfig, run_dir: Path, on_progress: Callable[[dict], None] | None = None,
+              stop: threading.Event | None = None) -> dict:
+    stop = stop or threading.Event()
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "config.json").write_text(json.dumps(asdict(config), indent=2) + "\n")
+    alignments = config.alignments or simulate_corpus(config, run_dir)
+    sup = Supervisor(run_dir)
+    started = time.monotonic()
+    reason = "unknown"
+    summary: dict = {"run_dir": str(run_dir)}
+    try:
+        redis = sup.start_redis()
+        redis_url = f"redis://127.0.0.1:{redis.grpc_port}/0"
+        replay_port, replay_metrics = free_port(), free_port()
+        replay = sup.add(Service("replay", sup.python("services.replay", {
+            "host": "127.0.0.1", "port": replay_port, "metrics_port": replay_metrics, "redis_url": redis_url,
+            "min_size_to_sample": config.min_replay, "samples_per_insert": config.samples_per_insert,
+            "seed": config.seed, **config.replay}), run_dir / "logs" / "replay.log", replay_metrics, replay_port))
+        sup.wait_serving(replay)
+        learner_port, learner_metrics = free_port(), free_port()
+        learner = sup.add(Service("learner", sup.python("services.learner", {
+            "host": "127.0.0.1", "port": learner_port, "metrics_port": learner_metrics,
+            "replay_address": f"127.0.0.1:{replay_port}", "redis_url": redis_url, "run_dir": str(run_dir),
+            "device": config.device, "batch_size": config.batch_size, "hidden": config.hidden,
+            "updates": config.updates, "publish_every": config.publish_every, "seed": config.seed,
+            **config.learner}), run_dir / "logs" / "learner.log", learner_metrics, learner_port))
+        sup.wait_serving(learner)
+        actor_ports = []
+        for i in range(config.actors):
+            port = free_port()
+            actor_ports.append(port)
+            sup.add(Service(f"actor-{i}", sup.python("services.actor", {
+                "learner_address": f"127.0.0.1:{learner_port}", "replay_address": f"127.0.0.1:{replay_port}",
+                "metrics_port": port, "alignments": alignments, "model": config.model,
+                "cache_dir": str(run_dir / "cache"), "envs": config.envs_per_actor, "horizon": config.horizon,
+                "seed": config.seed + 1000 * i, "actor_id": f"actor-{i}", **config.actor}),
+                run_dir / "logs" / f"actor-{i}.log", port))
+        previous = snapshot(time.monotonic() - started, learner_metrics, replay_metrics, actor_ports)
+        with open(run_dir / "metrics.jsonl", "a") as series:
+            while True:
+                try:
+                    interrupted = stop.wait(1.0)
+                except KeyboardInterrupt:
+                    interrupted = True
+                if interrupted:
+                    reason = "interrupted"
+                    break
+                now = time.monotonic() - started
+                current = snapshot(now, learner_metrics, replay_metrics, actor_ports)
+                record = {**asdict(current), **rates(previous, current)}
+                series.write(json.dumps(record) + "\n")
+                series.flush()
+                if on_progress is not None:
+                    on_progress(record)
+                previous = current
+                if not learner.alive:
+                    reason = "updates done" if learner.process.returncode == 0 else "learner failed"
+                    break
+                dead = [s for s in sup.services if s.name != "learner" and not s.alive]
+                if dead:
+                    reason = f"{dead[0].name} failed"
+                    summary["failure_log"] = dead[0].log_tail()
+                    break
+                if config.minutes and now >= 60 * config.minutes:
+                    reason = "time limit"
+                    break
+        summary.update(asdict(snapshot(time.monotonic() - started, learner_metrics, replay_metrics, actor_ports)))
+    finally:
+        summary["exit_codes"] = sup.stop_all()
+        summary["reason"] = reason
+        summary["seconds"] = time.monotonic() - started
+        _learner_totals(run_dir, summary)
+        latest = run_dir / "checkpoints" / "latest"
+        if latest.exists():
+            summary["checkpoint"] = str(run_dir / "checkpoints" / latest.read_text().strip())
+        (run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    return summary
+
+
+def _learner_totals(run_dir: Path, summary: dict) -> None:
+    """The learner's own record of its updates (exact even when it exited before a last scrape)."""
+    path = run_dir / "learner" / "updates.csv"
+    if not path.exists():
+        return
+    rows = path.read_text().splitlines()
+    if len(rows) > 1:
+        header = rows[0].split(",")
+        last = dict(zip(header, rows[-1].split(",")))
+        summary["weights_version"] = float(last["version"])
+        summary["updates_logged"] = len(rows) - 1

@@ -1,0 +1,144 @@
+"""Start, watch and stop the local processes of an embedded run (redis, replay, learner, actors)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def flags(values: dict) -> list[str]:
+    out = []
+    for key, value in values.items():
+        out += [f"--{key.replace('_', '-')}", str(value)]
+    return out
+
+
+@dataclass
+class Service:
+    """One child process, its log file and (when it has one) its metrics port."""
+
+    name: str
+    argv: list[str]
+    log_path: Path
+    metrics_port: int = 0
+    grpc_port: int = 0
+    process: subprocess.Popen | None = None
+    log_file: object = field(default=None, repr=False)
+
+    def start(self, env: dict) -> None:
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        self.log_file = open(self.log_path, "ab")
+        self.process = subprocess.Popen(self.argv, stdout=self.log_file, stderr=subprocess.STDOUT,
+                                        stdin=subprocess.DEVNULL, env=env, start_new_session=True)
+
+    @property
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def log_tail(self, lines: int = 15) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+
+class Supervisor:
+    """Owns the child processes; :meth:`stop_all` is safe to call more than once."""
+
+    def __init__(self, run_dir: Path):
+        self.run_dir = run_dir
+        self.services: list[Service] = []
+        self.env = dict(os.environ)
+        repo = str(Path(__file__).resolve().parents[2])
+        self.env["PYTHONPATH"] = repo + os.pathsep + self.env.get("PYTHONPATH", "")
+        self.env.setdefault("PYTHONUNBUFFERED", "1")
+
+    def add(self, service: Service) -> Service:
+        self.services.append(service)
+        service.start(self.env)
+        return service
+
+    def python(self, module: str, args: dict) -> list[str]:
+        return [sys.executable, "-m", module, *flags(args)]
+
+    def start_redis(self) -> Service:
+        exe = shutil.which("redis-server")
+        if exe is None:
+            raise RuntimeError("redis-server is not installed (scripts/install.sh installs it)")
+        port = free_port()
+        data = self.run_dir / "redis"
+        data.mkdir(parents=True, exist_ok=True)
+        argv = [exe, "--port", str(port), "--bind", "127.0.0.1", "--dir", str(data), "--appendonly", "yes",
+                "--save", "", "--protected-mode", "yes"]
+        service = self.add(Service("redis", argv, self.run_dir / "logs" / "redis.log", grpc_port=port))
+        self.wait_for(service, lambda: _redis_ping(port), "answer PING")
+        return service
+
+    def wait_for(self, service: Service, ready, what: str, timeout_s: float = 180.0) -> None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if not service.alive:
+                raise RuntimeError(f"{service.name} exited (status {service.process.returncode}) before it could "
+                                   f"{what}; last log lines:\n{service.log_tail()}")
+            if ready():
+                return
+            time.sleep(0.2)
+        raise RuntimeError(f"{service.name} did not {what} within {timeout_s:.0f} s; see {service.log_path}")
+
+    def wait_serving(self, service: Service, timeout_s: float = 300.0) -> None:
+        self.wait_for(service, lambda: grpc_serving(f"127.0.0.1:{service.grpc_port}"), "report SERVING", timeout_s)
+
+    def stop_all(self, timeout_s: float = 30.0) -> dict[str, int | None]:
+        """SIGTERM actors first, then learner, replay and Redis; SIGKILL what is left after ``timeout_s``."""
+        order = sorted(self.services, key=lambda s: {"actor": 0, "learner": 1, "replay": 2, "redis": 3}.get(
+            s.name.split("-")[0], 0))
+        for group in ("actor", "learner", "replay", "redis"):
+            members = [s for s in order if s.name.split("-")[0] == group and s.alive]
+            for s in members:
+                s.process.send_signal(signal.SIGTERM)
+            deadline = time.monotonic() + timeout_s
+            for s in members:
+                try:
+                    s.process.wait(max(0.1, deadline - time.monotonic()))
+                except subprocess.TimeoutExpired:
+                    s.process.kill()
+                    s.process.wait()
+        for s in self.services:
+            if s.log_file is not None and not s.log_file.closed:
+                s.log_file.close()
+        return {s.name: (s.process.returncode if s.process else None) for s in self.services}
+
+
+def grpc_serving(target: str, timeout_s: float = 1.0) -> bool:
+    try:
+        with grpc.insecure_channel(target) as channel:
+            stub = health_pb2_grpc.HealthStub(channel)
+            reply = stub.Check(health_pb2.HealthCheckRequest(service=""), timeout=timeout_s)
+            return reply.status == health_pb2.HealthCheckResponse.SERVING
+    except grpc.RpcError:
+        return False
+
+
+def _redis_ping(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.5) as s:
+            s.sendall(b"PING\r\n")
+            return s.recv(16).startswith(b"+PONG")
+    except OSError:
+        return False

@@ -1,0 +1,98 @@
+"""Run the learner: ``python -m services.learner --replay-address H:P --run-dir DIR``.
+
+Start-up: read the config (flags, ``PHYLORL_LEARNER_*``, file; logged as JSON), restore the latest
+checkpoint of the run directory (or start fresh), open the inference endpoint (health NOT_SERVING),
+publish the weights, then report SERVING and train until ``--updates`` or SIGTERM/SIGINT, which
+write a final checkpoint, drain the endpoint and exit 0.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import sys
+import threading
+
+import redis
+import torch
+from prometheus_client import start_http_server
+
+from phylorl.agent.config import AgentConfig
+from phylorl.agent.learner import Learner
+from phylorl.nets.config import NetworkConfig
+from services.common.config import config_json
+from services.learner import metrics
+from services.learner.config import LearnerConfig, load
+from services.learner.inference import BatchingInference
+from services.learner.server import InferenceServer
+from services.learner.training import Checkpoints, TrainingLoop
+from services.replay.client import ReplayClient
+
+log = logging.getLogger("phylorl.learner")
+
+
+def pick_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    device = torch.device(name)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"device {name} asked for, but torch sees no CUDA device")
+    return device
+
+
+def build_learner(config: LearnerConfig, device: torch.device, checkpoints: Checkpoints) -> Learner:
+    latest = checkpoints.latest() if config.resume else None
+    if latest is not None:
+        learner = Learner.restore(latest, device)
+        log.info("resumed from %s at version %d", latest, learner.weights_version)
+        return learner
+    net_cfg = NetworkConfig(hidden=config.hidden, action_hidden=config.hidden, head_hidden=config.hidden,
+                            gat_layers=config.gat_layers, action_features=config.action_features)
+    agent_cfg = AgentConfig(lr=config.lr, initial_alpha=config.initial_alpha,
+                            target_entropy_fraction=config.target_entropy_fraction, tau=config.tau)
+    return Learner(net_cfg, agent_cfg, device, seed=config.seed)
+
+
+def main(argv: list[str] | None = None) -> int:
+    config = load(sys.argv[1:] if argv is None else argv, os.environ)
+    logging.basicConfig(level=config.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    log.info("config %s", config_json(config))
+    stop = threading.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda _signum, _frame: stop.set())
+    if config.torch_threads:
+        torch.set_num_threads(config.torch_threads)
+    if config.metrics_port:
+        start_http_server(config.metrics_port)
+        log.info("metrics on :%d/metrics", config.metrics_port)
+    device = pick_device(config.device)
+    checkpoints = Checkpoints(config.run_dir, config.keep_checkpoints)
+    learner = build_learner(config, device, checkpoints)
+    metrics.WEIGHTS_VERSION.set(learner.weights_version)
+    log.info("learner on %s, weights version %d", device, learner.weights_version)
+    inference = BatchingInference(learner.net_cfg, device, max_batch=config.inference_max_batch,
+                                  max_delay_s=config.inference_max_delay_ms / 1000.0,
+                                  max_queue=config.inference_queue, seed=config.seed)
+    server = InferenceServer(inference, config.host, config.port)
+    server.start()
+    log.info("inference endpoint on %s:%d", config.host, server.port)
+    redis_client = redis.Redis.from_url(config.redis_url) if config.redis_url else None
+    replay = ReplayClient(config.replay_address)
+    loop = TrainingLoop(config, learner, replay, inference, redis_client, checkpoints, stop)
+    loop.publish()
+    server.set_serving()
+    log.info("serving inference with weights version %d; training from %s", learner.weights_version,
+             config.replay_address)
+    try:
+        loop.run()
+    finally:
+        server.stop(config.grace_s)
+        inference.close()
+        replay.close()
+    log.info("stopped after %d updates (weights version %d)", loop.updates_done, learner.weights_version)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

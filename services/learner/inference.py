@@ -1,0 +1,159 @@
+"""The learner-hosted inference endpoint: dynamic batching of Act requests from many actors.
+
+Requests wait in a bounded queue (full: the caller gets :class:`Overloaded`, sent as
+RESOURCE_EXHAUSTED). One thread takes the first waiting request, gathers more until
+``max_batch`` observations are collected or ``max_delay_s`` has passed, runs the twin Q networks
+once over all of them and answers each request with its own slice. The networks used are the last
+published snapshot (:meth:`BatchingInference.publish`), and every answer carries its version.
+"""
+
+from __future__ import annotations
+
+import io
+import queue
+import threading
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from phylorl.agent.acting import policy_networks, select_actions
+from phylorl.nets.config import NetworkConfig
+from phylorl.nets.inputs import collate_observations, move_to
+
+from . import metrics
+
+
+class Overloaded(RuntimeError):
+    """The request queue is full."""
+
+
+@dataclass
+class _Request:
+    observations: list
+    greedy: bool
+    arrived: float = field(default_factory=time.perf_counter)
+    done: threading.Event = field(default_factory=threading.Event)
+    result: tuple | None = None
+    error: BaseException | None = None
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """Published policy: the twin online networks (eval mode), temperature and weights version."""
+
+    nets: tuple
+    alpha: float
+    version: int
+    blob: bytes
+
+
+class BatchingInference:
+    """See the module docstring. ``publish`` must be called once before requests are answered."""
+
+    def __init__(self, net_cfg: NetworkConfig, device: torch.device, *, max_batch: int, max_delay_s: float,
+                 max_queue: int, seed: int = 0):
+        self.net_cfg = net_cfg
+        self.device = device
+        self.max_batch = max_batch
+        self.max_delay_s = max_delay_s
+        self._queue: queue.Queue[_Request] = queue.Queue(maxsize=max_queue)
+        self._snapshot: Snapshot | None = None
+        self._ready = threading.Event()
+        self._stop = threading.Event()
+        self._generator = torch.Generator(device=device).manual_seed(seed)
+        self._thread = threading.Thread(target=self._run, name="inference-batcher", daemon=True)
+        self._thread.start()
+
+    # --------------------------------------------------------------- weights
+    def publish(self, weights: dict, alpha: float, version: int) -> Snapshot:
+        """Serve ``weights`` (``Learner.policy_weights()``) from now on; returns the snapshot."""
+        nets = policy_networks(self.net_cfg, weights, self.device)
+        buffer = io.BytesIO()
+        torch.save({"version": version, "alpha": alpha, "weights": weights}, buffer)
+        self._snapshot = Snapshot(nets, float(alpha), int(version), buffer.getvalue())
+        self._ready.set()
+        return self._snapshot
+
+    @property
+    def snapshot(self) -> Snapshot | None:
+        return self._snapshot
+
+    # -------------------------------------------------------------- requests
+    def act(self, observations: list, greedy: bool, timeout_s: float | None = None):
+        """``(actions, q, v, version)`` for ``observations``; blocks until answered."""
+        if not observations:
+            raise ValueError("an Act request needs at least one observation")
+        for i, obs in enumerate(observations):
+            if obs.n_actions < 1:
+                raise ValueError(f"observation {i} has no actions to choose from")
+        request = _Request(observations, bool(greedy))
+        try:
+            self._queue.put_nowait(request)
+        except queue.Full:
+            metrics.INFERENCE_REJECTED.inc()
+            raise Overloaded(f"inference queue full ({self._queue.maxsize} requests waiting); retry later") from None
+        metrics.INFERENCE_QUEUE.set(self._queue.qsize())
+        if not request.done.wait(timeout_s):
+            raise TimeoutError(f"no answer within {timeout_s} s")
+        if request.error is not None:
+            raise request.error
+        metrics.INFERENCE_REQUESTS.inc()
+        metrics.INFERENCE_LATENCY.observe(time.perf_counter() - request.arrived)
+        return request.result
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5.0)
+
+    # ----------------------------------------------------------------- batching
+    def _gather(self) -> list[_Request]:
+        first = self._queue.get(timeout=0.1)
+        batch = [first]
+        count = len(first.observations)
+        deadline = time.perf_counter() + self.max_delay_s
+        while count < self.max_batch:
+            remaining = deadline - time.perf_counter()
+            try:
+                item = self._queue.get(timeout=remaining) if remaining > 0 else self._queue.get_nowait()
+            except queue.Empty:
+                break
+            batch.append(item)
+            count += len(item.observations)
+        metrics.INFERENCE_QUEUE.set(self._queue.qsize())
+        return batch
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            if not self._ready.wait(0.1):
+                continue
+            try:
+                batch = self._gather()
+            except queue.Empty:
+                continue
+            for greedy in (False, True):
+                group = [r for r in batch if r.greedy == greedy]
+                if group:
+                    self._answer(group, greedy)
+
+    def _answer(self, group: list[_Request], greedy: bool) -> None:
+        snapshot = self._snapshot
+        try:
+            observations = [obs for r in group for obs in r.observations]
+            metrics.INFERENCE_BATCH.observe(len(observations))
+            graphs, actions = move_to(collate_observations(observations), self.device)
+            chosen, q, v = select_actions(snapshot.nets, graphs, actions, snapshot.alpha, greedy,
+                                          generator=self._generator)
+            chosen, q, v = (t.cpu().numpy() for t in (chosen, q, v))
+            start = 0
+            for r in group:
+                end = start + len(r.observations)
+                r.result = (chosen[start:end].astype(np.int64), q[start:end].astype(np.float32),
+                            v[start:end].astype(np.float32), snapshot.version)
+                start = end
+        except BaseException as error:  # answered to every caller of the group
+            for r in group:
+                r.error = error
+        for r in group:
+            r.done.set()

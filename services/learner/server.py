@@ -1,0 +1,72 @@
+"""gRPC wiring of the inference endpoint: ``phylorl.v1.InferenceService`` plus grpc.health.v1."""
+
+from __future__ import annotations
+
+from concurrent import futures
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+
+from phylorl.wire import codec
+from phylorl.wire.v1 import inference_pb2, inference_pb2_grpc
+
+from .inference import BatchingInference, Overloaded
+
+WEIGHTS_FORMAT = "torch.save/{version,alpha,weights:{q1,q2}}"
+
+
+class InferenceServicer(inference_pb2_grpc.InferenceServiceServicer):
+    def __init__(self, inference: BatchingInference, timeout_s: float = 60.0):
+        self.inference = inference
+        self.timeout_s = timeout_s
+
+    def Act(self, request, context):
+        try:
+            observations = [codec.observation_from_proto(o) for o in request.observations]
+            actions, q, v, version = self.inference.act(observations, request.greedy, self.timeout_s)
+        except Overloaded as exc:
+            context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, str(exc))
+        except ValueError as exc:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+        except TimeoutError as exc:
+            context.abort(grpc.StatusCode.DEADLINE_EXCEEDED, str(exc))
+        response = inference_pb2.ActResponse(weights_version=version)
+        codec.ndarray_to_proto(actions, response.actions)
+        codec.ndarray_to_proto(q, response.q)
+        codec.ndarray_to_proto(v, response.v)
+        return response
+
+    def GetWeights(self, request, context):
+        snapshot = self.inference.snapshot
+        if snapshot is None:
+            context.abort(grpc.StatusCode.UNAVAILABLE, "no weights published yet")
+        response = inference_pb2.GetWeightsResponse(version=snapshot.version, format=WEIGHTS_FORMAT)
+        if request.known_version != snapshot.version:
+            response.weights = snapshot.blob
+        return response
+
+
+class InferenceServer:
+    """The gRPC server; health is NOT_SERVING until :meth:`set_serving`."""
+
+    def __init__(self, inference: BatchingInference, host: str, port: int, max_workers: int = 64,
+                 max_message_bytes: int = 256 * 1024 * 1024):
+        options = [("grpc.max_receive_message_length", max_message_bytes),
+                   ("grpc.max_send_message_length", max_message_bytes)]
+        self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=max_workers), options=options)
+        inference_pb2_grpc.add_InferenceServiceServicer_to_server(InferenceServicer(inference), self.server)
+        self.health = health.HealthServicer()
+        health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
+        self.port = self.server.add_insecure_port(f"{host}:{port}")
+        self.health.set("", health_pb2.HealthCheckResponse.NOT_SERVING)
+
+    def start(self) -> None:
+        self.server.start()
+
+    def set_serving(self) -> None:
+        self.health.set("", health_pb2.HealthCheckResponse.SERVING)
+        self.health.set("phylorl.v1.InferenceService", health_pb2.HealthCheckResponse.SERVING)
+
+    def stop(self, grace_s: float) -> None:
+        self.health.enter_graceful_shutdown()
+        self.server.stop(grace_s).wait()

@@ -1,0 +1,179 @@
+"""The learner's training loop: replay → prefetch → update → priorities, weights and checkpoints.
+
+Batches are sampled from the replay service and collated on the prefetch thread, so an update
+never waits on Python collation when data is available. New priorities go back to replay from a
+separate thread. Every ``publish_every`` updates the online networks are published to the
+inference endpoint and to Redis (``<weights_key>:version`` and ``<weights_key>:blob``); checkpoints
+are written every ``checkpoint_every`` updates or ``checkpoint_seconds`` seconds and at exit.
+"""
+
+from __future__ import annotations
+
+import csv
+import logging
+import os
+import queue
+import threading
+import time
+from pathlib import Path
+
+import grpc
+import numpy as np
+
+from phylorl.agent.batch import Prefetcher
+from phylorl.agent.learner import Learner
+
+from . import metrics
+from .config import LearnerConfig
+from .inference import BatchingInference
+
+log = logging.getLogger("phylorl.learner")
+TRANSIENT = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.FAILED_PRECONDITION,
+             grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.CANCELLED}
+UPDATE_COLUMNS = ("version", "time_s", "update_seconds", "batch_wait_seconds", "loss_q1", "loss_q2", "loss_alpha",
+                  "alpha", "q_mean", "td_abs_mean", "entropy")
+
+
+class Checkpoints:
+    """``run_dir/checkpoints/learner-<version>.pt`` plus a ``latest`` file naming the newest."""
+
+    def __init__(self, run_dir: str | os.PathLike, keep: int):
+        self.directory = Path(run_dir) / "checkpoints"
+        self.keep = keep
+
+    def latest(self) -> Path | None:
+        pointer = self.directory / "latest"
+        if not pointer.exists():
+            return None
+        path = self.directory / pointer.read_text().strip()
+        return path if path.exists() else None
+
+    def save(self, learner: Learner) -> Path:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        path = self.directory / f"learner-{learner.weights_version:09d}.pt"
+        learner.save(path)
+        tmp = self.directory / "latest.tmp"
+        tmp.write_text(path.name)
+        os.replace(tmp, self.directory / "latest")
+        for old in sorted(self.directory.glob("learner-*.pt"))[:-self.keep]:
+            old.unlink()
+        metrics.CHECKPOINTS.inc()
+        return path
+
+
+class TrainingLoop:
+    def __init__(self, config: LearnerConfig, learner: Learner, replay, inference: BatchingInference,
+                 redis_client, checkpoints: Checkpoints, stop: threading.Event):
+        self.config = config
+        self.learner = learner
+        self.replay = replay
+        self.inference = inference
+        self.redis = redis_client
+        self.checkpoints = checkpoints
+        self.stop = stop
+        self._priorities: queue.Queue = queue.Queue(maxsize=64)
+        self._priority_thread = threading.Thread(target=self._send_priorities, name="priorities", daemon=True)
+        self.updates_done = 0
+
+    # ------------------------------------------------------------- publishing
+    def publish(self) -> None:
+        learner = self.learner
+        snapshot = self.inference.publish(learner.policy_weights(), learner.alpha, learner.weights_version)
+        if self.redis is not None:
+            prefix = self.config.weights_key
+            pipe = self.redis.pipeline()
+            pipe.set(f"{prefix}:blob", snapshot.blob)
+            pipe.set(f"{prefix}:version", snapshot.version)
+            pipe.execute()
+        metrics.PUBLISHED_VERSION.set(snapshot.version)
+
+    # ----------------------------------------------------------------- replay
+    def _sample(self):
+        try:
+            drawn = self.replay.sample(self.config.batch_size, timeout_s=self.config.sample_timeout_s)
+        except grpc.RpcError as exc:
+            if exc.code() in TRANSIENT:
+                return None
+            raise
+        transitions = drawn.transitions()
+        lag = [self.learner.weights_version - t.policy_version for t in transitions if t.policy_version >= 0]
+        for value in lag:
+            metrics.POLICY_LAG.observe(value)
+        return transitions, drawn.weights, drawn.keys
+
+    def _send_priorities(self) -> None:
+        while not (self.stop.is_set() and self._priorities.empty()):
+            try:
+                keys, priorities = self._priorities.get(timeout=0.2)
+            except queue.Empty:
+                continue
+            try:
+                self.replay.update_priorities(keys, priorities)
+            except grpc.RpcError as exc:  # replay restarting: these priorities are lost, sampling goes on
+                log.warning("priority update failed (%s)", exc.code().name)
+
+    # ------------------------------------------------------------------- loop
+    def run(self) -> None:
+        cfg = self.config
+        self.publish()
+        self._priority_thread.start()
+        log_path = Path(cfg.run_dir) / "learner" / "updates.csv"
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        new_file = not log_path.exists()
+        last_checkpoint = time.monotonic()
+        started = time.monotonic()
+        with open(log_path, "a", newline="") as fh, Prefetcher(self._sample, self.learner.device,
+                                                                depth=cfg.prefetch) as prefetcher:
+            writer = csv.writer(fh)
+            if new_file:
+                writer.writerow(UPDATE_COLUMNS)
+            while not self.stop.is_set():
+                if cfg.updates and self.learner.weights_version >= cfg.updates:
+                    log.info("reached %d updates", cfg.updates)
+                    break
+                waited = time.perf_counter()
+                try:
+                    batch, keys = prefetcher.get(timeout=0.5)
+                except TimeoutError:
+                    continue
+                waited = time.perf_counter() - waited
+                metrics.BATCH_WAIT_SECONDS.observe(waited)
+                t0 = time.perf_counter()
+                values, priorities = self.learner.step(batch)
+                elapsed = time.perf_counter() - t0
+                metrics.UPDATE_SECONDS.observe(elapsed)
+                metrics.UPDATES.inc()
+                self.updates_done += 1
+                self._record(values)
+                try:
+                    self._priorities.put_nowait((np.asarray(keys), np.asarray(priorities, dtype=np.float64)))
+                except queue.Full:
+                    log.warning("priority queue full: dropping one batch of priority updates")
+                version = self.learner.weights_version
+                writer.writerow([version, round(time.monotonic() - started, 4), round(elapsed, 6), round(waited, 6),
+                                 *(round(values.get(k, float("nan")), 6) for k in
+                                   ("loss/q1", "loss/q2", "loss/alpha", "alpha", "q/mean", "td/abs_mean",
+                                    "entropy/mean"))])
+                if version % cfg.publish_every == 0:
+                    self.publish()
+                    fh.flush()
+                due_by_count = cfg.checkpoint_every and version % cfg.checkpoint_every == 0
+                due_by_time = cfg.checkpoint_seconds and time.monotonic() - last_checkpoint >= cfg.checkpoint_seconds
+                if due_by_count or due_by_time:
+                    self.checkpoints.save(self.learner)
+                    last_checkpoint = time.monotonic()
+        self.publish()
+        path = self.checkpoints.save(self.learner)
+        log.info("final checkpoint %s (version %d)", path, self.learner.weights_version)
+        self.stop.set()
+        self._priority_thread.join(timeout=10.0)
+
+    def _record(self, values: dict) -> None:
+        metrics.WEIGHTS_VERSION.set(self.learner.weights_version)
+        for name in ("q1", "q2", "alpha"):
+            if f"loss/{name}" in values:
+                metrics.LOSS.labels(name).set(values[f"loss/{name}"])
+        metrics.Q_MEAN.set(values.get("q/mean", float("nan")))
+        metrics.ALPHA.set(values.get("alpha", float("nan")))
+        metrics.TD_ABS_MEAN.set(values.get("td/abs_mean", float("nan")))
+        metrics.ENTROPY.set(values.get("entropy/mean", float("nan")))
