@@ -73,3 +73,9 @@ def iqtree_fixed_loglik(tmp_path_factory):
         return float(re.search(r"Log-likelihood of the tree: (\S+)", text).group(1))
 
     return run
+
+
+@pytest.fixture(scope="session")
+def need():
+    """``need("redis-server")``: the program's path; skip locally / fail in CI when it is missing."""
+    return require_program

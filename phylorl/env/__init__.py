@@ -1,11 +1,21 @@
-"""Tree-search environments: observations, per-alignment preparation, TreeEnv and VecTreeEnv."""
+"""Tree-search environments: observations, per-alignment preparation, TreeEnv and VecTreeEnv.
 
-from .observation import Observation, Transition
-from .prepare import PreparationCache, PreparedAlignment, prepare_alignment
-from .tree_env import EnvAlignment, EnvConfig, TreeEnv, build_observation
-from .vec_env import VecStep, VecTreeEnv
+Names are imported lazily, so ``phylorl.env.observation`` (the wire contract, needed by the replay
+service) loads without the likelihood engine and its numba/scipy start-up cost.
+"""
 
-__all__ = [
-    "Observation", "Transition", "PreparationCache", "PreparedAlignment", "prepare_alignment",
-    "EnvAlignment", "EnvConfig", "TreeEnv", "build_observation", "VecStep", "VecTreeEnv",
-]
+from importlib import import_module
+
+_EXPORTS = {
+    "Observation": "observation", "Transition": "observation",
+    "PreparationCache": "prepare", "PreparedAlignment": "prepare", "prepare_alignment": "prepare",
+    "EnvAlignment": "tree_env", "EnvConfig": "tree_env", "TreeEnv": "tree_env", "build_observation": "tree_env",
+    "VecStep": "vec_env", "VecTreeEnv": "vec_env",
+}
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    if name in _EXPORTS:
+        return getattr(import_module(f".{_EXPORTS[name]}", __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -47,6 +47,7 @@ class Snapshot:
     replay_size: float = 0.0
     replay_inserted: float = 0.0
     inference_requests: float = 0.0
+    actor_weights_version: float = -1.0
     alpha: float = float("nan")
     q_mean: float = float("nan")
     loss_q1: float = float("nan")
@@ -70,6 +71,7 @@ def snapshot(time_s: float, learner_port: int, replay_port: int, actor_ports: li
         s.env_steps += actor.get("phylorl_actor_env_steps_total", 0.0)
         s.episodes += actor.get("phylorl_actor_episodes_total", 0.0)
         s.episode_delta_sum += actor.get("phylorl_actor_episode_delta_loglik_sum", 0.0)
+        s.actor_weights_version = max(s.actor_weights_version, actor.get("phylorl_actor_weights_version", -1.0))
     return s
 
 

@@ -1,0 +1,270 @@
+"""Replay service throughput: inserts/s and sampled transitions/s over gRPC, Redis on loopback.
+
+Starts a private ``redis-server`` (AOF on, as deployed) and ``python -m services.replay`` as a
+separate process, then drives it from this process with batches of real 20-taxon transitions
+(random trees, every SPR neighbour: 38 nodes, 74 directed edges, 1122 moves):
+
+* ``insert_per_s``        transitions/s of Insert calls carrying already-encoded records (actors
+                          encode before sending, so encoding is not the service's cost);
+* ``sample_per_s``        transitions/s of Sample calls, records received but not decoded;
+* ``sample_decoded_per_s`` the same with every record decoded into numpy arrays (learner side);
+* ``redis_mget_direct_per_s`` the same records read straight from Redis by one client (MGET of
+                          a batch), for reference: what the machine gives without the service;
+* ``encode_us`` / ``decode_us`` one transition through :mod:`phylorl.wire.record`, on one core;
+* ``cpu_us_per_insert`` / ``cpu_us_per_sample`` CPU time (user + system) the replay service, Redis
+                          and this client spent per transition: on a shared or small machine the
+                          throughput is bounded by the cores left, and these show where time goes.
+
+Each figure is the median over ``--repeats`` runs. Prints one JSON line on stdout; progress on stderr.
+
+    python benchmarks/bench_replay.py [--repeats 5] [--batches 40] [--clients 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import redis
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from phylorl.env.observation import Transition  # noqa: E402
+from phylorl.wire.record import decode_transition, encode_transition  # noqa: E402
+from services.replay.client import ReplayClient  # noqa: E402
+from services.replay.memory import keep_freed_memory  # noqa: E402
+
+
+def realistic_transitions(count: int, n_taxa: int, seed: int) -> tuple[list[Transition], str]:
+    """Transitions between random trees and one of their SPR neighbours, with every move listed."""
+    rng = np.random.default_rng(seed)
+    try:
+        from phylorl.env.tree_env import build_observation
+        from phylorl.phylo.spr import enumerate_moves, move_metadata, spr_neighbor
+        from phylorl.phylo.starts import random_tree
+    except ImportError:
+        from phylorl.wire.synthetic import random_transition
+        return [random_transition(n_taxa, 2 * (n_taxa - 3) * (2 * n_taxa - 7), rng) for _ in range(count)], "synthetic"
+
+    def observe(tree):
+        moves = enumerate_moves(tree)
+        return build_observation(tree, moves, move_metadata(tree, moves)), moves
+
+    out = []
+    names = [f"taxon{i}" for i in range(n_taxa)]
+    for _ in range(count):
+        tree = random_tree(names, rng)
+        obs, moves = observe(tree)
+        action = int(rng.integers(len(moves)))
+        next_obs, _ = observe(spr_neighbor(tree, moves[action]))
+        out.append(Transition(obs, action, float(rng.normal(0, 0.01)), next_obs, False, bool(rng.random() < 0.05)))
+    return out, "real trees (phylorl.phylo random_tree + enumerate_moves)"
+
+
+def per_item_us(fn, items, repeats: int) -> float:
+    runs = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        for item in items:
+            fn(item)
+        runs.append((time.perf_counter() - start) / len(items) * 1e6)
+    return statistics.median(runs)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_for_redis(port: int) -> None:
+    client = redis.Redis(port=port)
+    for _ in range(200):
+        try:
+            if client.ping():
+                return
+        except redis.ConnectionError:
+            time.sleep(0.05)
+    raise RuntimeError("redis-server did not start")
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time a process has used so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def minor_faults(pid: int) -> int:
+    """Minor page faults of a process so far (each costs microseconds on some VMs)."""
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[7])
+
+
+class CpuMeter:
+    """CPU microseconds per item spent by each of some processes during a phase."""
+
+    def __init__(self, pids: dict[str, int]):
+        self.pids = pids
+
+    def __enter__(self):
+        self.start = {name: cpu_seconds(pid) for name, pid in self.pids.items()}
+        self.faults = {name: minor_faults(pid) for name, pid in self.pids.items()}
+        return self
+
+    def per_item_us(self, items: int) -> dict[str, float]:
+        return {name: (cpu_seconds(pid) - self.start[name]) / items * 1e6 for name, pid in self.pids.items()}
+
+    def faults_per_item(self, items: int) -> dict[str, float]:
+        return {name: (minor_faults(pid) - self.faults[name]) / items for name, pid in self.pids.items()}
+
+    def __exit__(self, *exc):
+        return False
+
+
+def run_clients(target: str, clients: int, work) -> float:
+    """Run ``work(client)`` in ``clients`` threads at once; returns the items handled per second."""
+    handles = [ReplayClient(target) for _ in range(clients)]
+    counts = [0] * clients
+
+    def body(i):
+        counts[i] = work(handles[i])
+
+    threads = [threading.Thread(target=body, args=(i,)) for i in range(clients)]
+    start = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    elapsed = time.perf_counter() - start
+    for h in handles:
+        h.close()
+    return sum(counts) / elapsed
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--batches", type=int, default=40, help="calls per client per run")
+    parser.add_argument("--batch-size", type=int, default=128)
+    parser.add_argument("--clients", type=int, default=1, help="concurrent client threads")
+    parser.add_argument("--taxa", type=int, default=20)
+    parser.add_argument("--pool", type=int, default=256, help="distinct transitions to cycle through")
+    parser.add_argument("--capacity", type=int, default=100_000)
+    parser.add_argument("--malloc-keep-mb", type=int, default=1024,
+                        help="allocator tuning of the service and of this client (0: glibc defaults)")
+    args = parser.parse_args()
+    keep_freed_memory(args.malloc_keep_mb)  # as a learner process would
+
+    log = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731
+    log(f"building {args.pool} transitions of {args.taxa} taxa")
+    transitions, source = realistic_transitions(args.pool, args.taxa, seed=0)
+    records = [encode_transition(t) for t in transitions]
+    encode_us = per_item_us(encode_transition, transitions[:64], args.repeats)
+    decode_us = per_item_us(decode_transition, records[:64], args.repeats)
+
+    binary = shutil.which("redis-server")
+    if binary is None:
+        sys.exit("redis-server not found")
+    workdir = Path(tempfile.mkdtemp(prefix="bench_replay_"))
+    redis_port, grpc_port = free_port(), free_port()
+    processes = [subprocess.Popen([binary, "--port", str(redis_port), "--bind", "127.0.0.1", "--dir", str(workdir),
+                                   "--save", "", "--appendonly", "yes"], stdout=subprocess.DEVNULL)]
+    try:
+        wait_for_redis(redis_port)
+        processes.append(subprocess.Popen(
+            [sys.executable, "-m", "services.replay", "--host", "127.0.0.1", "--port", str(grpc_port),
+             "--metrics-port", "0", "--redis-url", f"redis://127.0.0.1:{redis_port}/0", "--key-prefix", "bench",
+             "--capacity", str(args.capacity), "--min-size-to-sample", "1", "--log-level", "WARNING",
+             "--malloc-keep-mb", str(args.malloc_keep_mb)],
+            cwd=REPO, env=dict(os.environ, PYTHONPATH=str(REPO))))
+        target = f"127.0.0.1:{grpc_port}"
+        with ReplayClient(target) as client:
+            client.wait_until_serving(timeout_s=60)
+        step = args.batch_size
+        batches = [records[i:i + step] for i in range(0, len(records) - step + 1, step)]
+        priorities = np.random.default_rng(1).exponential(size=args.batch_size)
+
+        def insert_work(client):
+            for i in range(args.batches):
+                client.insert_records(batches[i % len(batches)], priorities, timeout_s=30)
+            return args.batches * args.batch_size
+
+        def sample_work(client, decode=False):
+            for _ in range(args.batches):
+                batch = client.sample(args.batch_size, timeout_s=30)
+                if decode:
+                    batch.transitions()
+            return args.batches * args.batch_size
+
+        pids = {"replay": processes[1].pid, "redis": processes[0].pid, "client": os.getpid()}
+        items = args.clients * args.batches * args.batch_size
+        insert_runs, sample_runs, decoded_runs, insert_cpu, sample_cpu = [], [], [], [], []
+        insert_faults, sample_faults = [], []
+        for r in range(args.repeats):
+            with CpuMeter(pids) as meter:
+                insert_runs.append(run_clients(target, args.clients, insert_work))
+            insert_cpu.append(meter.per_item_us(items))
+            insert_faults.append(meter.faults_per_item(items))
+            with CpuMeter(pids) as meter:
+                sample_runs.append(run_clients(target, args.clients, sample_work))
+            sample_cpu.append(meter.per_item_us(items))
+            sample_faults.append(meter.faults_per_item(items))
+            decoded_runs.append(run_clients(target, args.clients, lambda c: sample_work(c, decode=True)))
+            log(f"run {r + 1}/{args.repeats}: insert {insert_runs[-1]:,.0f}/s, sample {sample_runs[-1]:,.0f}/s, "
+                f"sample+decode {decoded_runs[-1]:,.0f}/s")
+        with ReplayClient(target) as client:
+            size = client.stats().size
+        # Reference on this machine at this moment: Redis MGETs of the same records, no service.
+        direct = redis.Redis(port=redis_port)
+        direct_keys = [f"bench:t:{k}" for k in range(args.batch_size)]
+        direct_runs = []
+        for _ in range(args.repeats):
+            start = time.perf_counter()
+            for _ in range(args.batches):
+                direct.mget(direct_keys)
+            direct_runs.append(args.batches * args.batch_size / (time.perf_counter() - start))
+        used = redis.Redis(port=redis_port).info("memory")["used_memory"]
+    finally:
+        for p in reversed(processes):
+            p.terminate()
+            p.wait(timeout=30)
+        shutil.rmtree(workdir, ignore_errors=True)
+
+    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                if line.startswith("model name")), platform.processor())
+    print(json.dumps({
+        "benchmark": "replay", "machine": f"{platform.node()}: {cpu}, {os.cpu_count()} cores",
+        "transitions": source, "n_taxa": args.taxa, "n_moves": int(transitions[0].obs.n_actions),
+        "record_bytes": int(np.median([len(r) for r in records])),
+        "raw_array_bytes": int(sum(getattr(o, f).nbytes for o in (transitions[0].obs, transitions[0].next_obs)
+                                   for f in ("node_features", "edge_index", "edge_attr", "actions", "action_meta"))),
+        "encode_us": round(encode_us, 1), "decode_us": round(decode_us, 1),
+        "batch_size": args.batch_size, "clients": args.clients, "repeats": args.repeats,
+        "malloc_keep_mb": args.malloc_keep_mb,
+        "insert_per_s": round(statistics.median(insert_runs)),
+        "sample_per_s": round(statistics.median(sample_runs)),
+        "sample_decoded_per_s": round(statistics.median(decoded_runs)),
+        "redis_mget_direct_per_s": round(statistics.median(direct_runs)),
+        "cpu_us_per_insert": {k: round(statistics.median(run[k] for run in insert_cpu), 1) for k in pids},
+        "cpu_us_per_sample": {k: round(statistics.median(run[k] for run in sample_cpu), 1) for k in pids},
+        "page_faults_per_insert": {k: round(statistics.median(run[k] for run in insert_faults), 1) for k in pids},
+        "page_faults_per_sample": {k: round(statistics.median(run[k] for run in sample_faults), 1) for k in pids},
+        "load_average": os.getloadavg()[0],
+        "table_size": size, "redis_used_bytes_per_transition": round(used / max(size, 1)),
+    }))
+
+
+if __name__ == "__main__":
+    main()

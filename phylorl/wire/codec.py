@@ -1,0 +1,151 @@
+"""numpy <-> protobuf codecs for the ``phylorl.v1`` messages.
+
+Arrays travel as ``NDArray`` (little-endian bytes in C order, shape, numpy dtype name). Decoded
+arrays are read-only views of the message bytes; copy them before writing in place.
+Transitions can also travel as compact records (:mod:`phylorl.wire.record`), many of them
+concatenated in one ``PackedTransitions`` message. For megabyte batches the ``*_field`` /
+``*_from_wire`` functions write and read that message straight from the records and the received
+bytes (:mod:`phylorl.wire.protowire`), skipping the copies the protobuf runtime would make.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from phylorl.env.observation import Observation, Transition
+from phylorl.wire import protowire
+from phylorl.wire.record import OBS_FIELDS
+from phylorl.wire.v1 import common_pb2
+
+_WIRE_DTYPES = frozenset(
+    ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+     "float16", "float32", "float64")
+)
+
+
+def ndarray_to_proto(array: np.ndarray, out: common_pb2.NDArray | None = None) -> common_pb2.NDArray:
+    """Pack ``array`` into an ``NDArray`` (filling ``out`` when given)."""
+    array = np.asarray(array)
+    if array.dtype.name not in _WIRE_DTYPES:
+        raise ValueError(f"dtype {array.dtype} cannot go on the wire; use bool, (u)int8-64 or float16-64")
+    message = common_pb2.NDArray() if out is None else out
+    message.data = array.astype(array.dtype.newbyteorder("<"), copy=False).tobytes()  # C order
+    message.shape[:] = array.shape
+    message.dtype = array.dtype.name
+    return message
+
+
+def ndarray_from_proto(message: common_pb2.NDArray) -> np.ndarray:
+    """Read-only array view of an ``NDArray``; raises ``ValueError`` when its parts disagree."""
+    if message.dtype not in _WIRE_DTYPES:
+        raise ValueError(f"NDArray has unknown dtype {message.dtype!r}")
+    dtype = np.dtype(message.dtype).newbyteorder("<")
+    shape = tuple(message.shape)
+    if any(d < 0 for d in shape):
+        raise ValueError(f"NDArray has a negative extent in shape {shape}")
+    expected = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    data = message.data
+    if len(data) != expected:
+        raise ValueError(f"NDArray of shape {shape} and dtype {message.dtype} needs {expected} bytes, has {len(data)}")
+    return np.frombuffer(data, dtype=dtype).reshape(shape)
+
+
+def observation_to_proto(obs: Observation, out: common_pb2.Observation | None = None) -> common_pb2.Observation:
+    """Pack an :class:`Observation` (filling ``out`` when given)."""
+    message = common_pb2.Observation() if out is None else out
+    for name in OBS_FIELDS:
+        ndarray_to_proto(getattr(obs, name), getattr(message, name))
+    return message
+
+
+def observation_from_proto(message: common_pb2.Observation) -> Observation:
+    """Unpack an ``Observation`` message; arrays are read-only views."""
+    return Observation(*(ndarray_from_proto(getattr(message, name)) for name in OBS_FIELDS))
+
+
+def transition_to_proto(transition: Transition, out: common_pb2.Transition | None = None) -> common_pb2.Transition:
+    """Pack a :class:`Transition` (filling ``out`` when given)."""
+    message = common_pb2.Transition() if out is None else out
+    observation_to_proto(transition.obs, message.obs)
+    observation_to_proto(transition.next_obs, message.next_obs)
+    message.action = int(transition.action)
+    message.reward = float(transition.reward)
+    message.terminal = bool(transition.terminal)
+    message.truncated = bool(transition.truncated)
+    message.discount = float(transition.discount)
+    message.policy_version = int(transition.policy_version)
+    return message
+
+
+def transition_from_proto(message: common_pb2.Transition) -> Transition:
+    """Unpack a ``Transition`` message; arrays are read-only views."""
+    for name in ("obs", "next_obs"):
+        if not message.HasField(name):
+            raise ValueError(f"Transition message has no {name}")
+    return Transition(
+        obs=observation_from_proto(message.obs),
+        action=message.action,
+        reward=message.reward,
+        next_obs=observation_from_proto(message.next_obs),
+        terminal=message.terminal,
+        truncated=message.truncated,
+        discount=message.discount,
+        policy_version=message.policy_version,
+    )
+
+
+def pack_records(records: Sequence[bytes | memoryview],
+                 out: common_pb2.PackedTransitions | None = None) -> common_pb2.PackedTransitions:
+    """Concatenate compact records into one ``PackedTransitions`` (filling ``out`` when given)."""
+    message = common_pb2.PackedTransitions() if out is None else out
+    lengths = np.fromiter((len(r) for r in records), dtype=np.uint64, count=len(records))
+    offsets = np.zeros(len(records) + 1, dtype=np.uint64)
+    np.cumsum(lengths, out=offsets[1:])
+    message.data = b"".join(records)
+    ndarray_to_proto(offsets, message.offsets)
+    return message
+
+
+def unpack_records(message: common_pb2.PackedTransitions) -> list[memoryview]:
+    """Split a ``PackedTransitions`` into its records (zero-copy views of ``message.data``)."""
+    return _split(memoryview(message.data), ndarray_from_proto(message.offsets))
+
+
+def packed_records_field(number: int, records: Sequence[bytes | memoryview]) -> list[bytes | memoryview]:
+    """Wire pieces of a ``PackedTransitions`` field ``number`` holding ``records``.
+
+    ``b"".join(pieces)`` appended to a serialised message sets its field ``number`` to what
+    :func:`pack_records` would build, with the records copied once (by the join) instead of three times.
+    """
+    lengths = [len(r) for r in records]
+    offsets = np.zeros(len(records) + 1, dtype=np.uint64)
+    np.cumsum(lengths, out=offsets[1:])
+    offsets_message = ndarray_to_proto(offsets).SerializeToString()
+    data_header = protowire.len_header(1, int(offsets[-1]))
+    offsets_header = protowire.len_header(2, len(offsets_message))
+    body = len(data_header) + int(offsets[-1]) + len(offsets_header) + len(offsets_message)
+    return [protowire.len_header(number, body), data_header, *records, offsets_header, offsets_message]
+
+
+def records_from_wire(packed: bytes | memoryview) -> list[memoryview]:
+    """Records of a serialised ``PackedTransitions`` (zero-copy views of ``packed``)."""
+    data, offsets = memoryview(b""), None
+    for field in protowire.iter_fields(packed):
+        if field.number == 1 and field.wire_type == protowire.LEN:
+            data = field.value
+        elif field.number == 2 and field.wire_type == protowire.LEN:
+            offsets = ndarray_from_proto(common_pb2.NDArray.FromString(field.value))
+    if offsets is None:
+        raise ValueError("PackedTransitions has no offsets")
+    return _split(data, offsets)
+
+
+def _split(data: memoryview, offsets: np.ndarray) -> list[memoryview]:
+    if offsets.ndim != 1 or offsets.size == 0:
+        raise ValueError(f"PackedTransitions.offsets must be a non-empty 1-D array, got shape {offsets.shape}")
+    bounds = offsets.astype(np.int64).tolist()
+    if bounds[0] != 0 or bounds[-1] != len(data) or any(b > e for b, e in zip(bounds, bounds[1:])):
+        raise ValueError(f"PackedTransitions.offsets must rise from 0 to len(data) = {len(data)}")
+    return [data[b:e] for b, e in zip(bounds, bounds[1:])]

@@ -1,0 +1,98 @@
+"""Run the replay service: ``python -m services.replay --redis-url redis://HOST:6379/0 --port 50051``.
+
+Start-up: read the config (flags, ``PHYLORL_REPLAY_*``, file; logged as JSON), open the gRPC port
+with health NOT_SERVING, wait for Redis, rebuild the sum tree from it, then report SERVING.
+SIGTERM or SIGINT drains (no new calls, running ones finish within ``grace_s``) and exits 0.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import sys
+import threading
+import time
+
+import redis
+from prometheus_client import start_http_server
+
+from services.replay import metrics
+from services.replay.buffer import PrioritizedReplay
+from services.replay.config import ReplayConfig, config_json, load_config
+from services.replay.memory import keep_freed_memory
+from services.replay.rate_limiter import RateLimiter
+from services.replay.server import ReplayServer
+from services.replay.store import RedisStore
+
+log = logging.getLogger("phylorl.replay")
+
+
+def main(argv: list[str] | None = None) -> int:
+    config = load_config(sys.argv[1:] if argv is None else argv, os.environ)
+    logging.basicConfig(level=config.log_level.upper(),
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    log.info("config %s", config_json(config))
+    if keep_freed_memory(config.malloc_keep_mb):
+        log.info("glibc malloc keeps up to %d MiB of freed memory for reuse", config.malloc_keep_mb)
+
+    stop = threading.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda _signum, _frame: stop.set())
+
+    if config.metrics_port:
+        start_http_server(config.metrics_port)
+        log.info("metrics on :%d/metrics", config.metrics_port)
+    server = ReplayServer(host=config.host, port=config.port, max_workers=config.max_workers,
+                          max_message_bytes=config.max_message_bytes, default_timeout_s=config.default_timeout_s)
+    server.start()
+    log.info("gRPC listening on %s:%d (health NOT_SERVING until the index is rebuilt)", config.host, server.port)
+
+    try:
+        table = _open_table(config, stop)
+    except (redis.RedisError, RuntimeError) as e:
+        log.error("cannot open the replay table: %s", e)
+        server.stop(0)
+        return 1
+    if table is None:  # stopped while waiting for Redis
+        server.stop(0)
+        return 0
+    server.serve(table)
+    log.info("serving: %d transitions held, capacity %d", table.stats().size, table.capacity)
+
+    stop.wait()
+    log.info("stop requested: draining for up to %g s", config.grace_s)
+    started = time.monotonic()
+    server.stop(config.grace_s)
+    log.info("stopped after draining for %.2f s", time.monotonic() - started)
+    return 0
+
+
+def _open_table(config: ReplayConfig, stop: threading.Event) -> PrioritizedReplay | None:
+    """Wait for Redis (up to ``redis_wait_s``), then rebuild the table's index from it."""
+    client = redis.Redis.from_url(config.redis_url)
+    store = RedisStore(client, config.key_prefix)
+    deadline = time.monotonic() + config.redis_wait_s
+    while True:
+        try:
+            store.ping()
+            break
+        except redis.ConnectionError as e:
+            if time.monotonic() > deadline:
+                raise redis.ConnectionError(f"{config.redis_url} did not answer within {config.redis_wait_s:g} s: {e}")
+            log.info("waiting for Redis at %s: %s", config.redis_url, e)
+            if stop.wait(1.0):
+                return None
+    started = time.monotonic()
+    log.info("rebuilding the index from %s (prefix %s)", config.redis_url, config.key_prefix)
+    table = PrioritizedReplay(
+        store, capacity=config.capacity, alpha=config.alpha, beta=config.beta,
+        rate_limiter=RateLimiter(config.min_size_to_sample, config.samples_per_insert, config.error_buffer),
+        seed=None if config.seed < 0 else config.seed, max_waiting=(config.max_workers - 1) // 2)
+    metrics.SIZE.set(table.stats().size)
+    log.info("index rebuilt in %.2f s", time.monotonic() - started)
+    return table
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,303 @@
+"""The prioritised replay table: a sum tree in memory over transitions and priorities kept in Redis.
+
+No gRPC here: the servicer in ``server.py`` only translates messages and errors.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from services.replay.rate_limiter import RateLimiter
+from services.replay.store import RedisStore
+from services.replay.sumtree import SumTree
+
+MAX_SAMPLE_BATCH = 1 << 16
+_REFETCH_ATTEMPTS = 8
+
+
+class RateLimited(TimeoutError):
+    """The rate limiter did not admit a call before its timeout; the message says why."""
+
+
+class TooManyWaiting(RateLimited):
+    """The call would have to wait, but the most callers allowed to wait at once already do."""
+
+
+class NothingToSample(RuntimeError):
+    """Every held transition has weight 0 (priority 0 with alpha > 0)."""
+
+
+class ReplayClosed(RuntimeError):
+    """The table is shutting down."""
+
+
+@dataclass(frozen=True)
+class InsertResult:
+    keys: np.ndarray          # int64 [n]
+    size: int                 # transitions held after the insert
+    waited_s: float           # time spent waiting for the rate limiter
+
+
+@dataclass(frozen=True)
+class SampleBatch:
+    keys: np.ndarray          # int64 [B]
+    weights: np.ndarray       # float32 [B], (N P(i))^-beta / max over the batch
+    probabilities: np.ndarray  # float64 [B], P(i)
+    records: list[bytes]      # B compact transition records
+    size: int                 # N when the batch was drawn
+    waited_s: float
+
+
+@dataclass(frozen=True)
+class ReplayStats:
+    size: int
+    capacity: int
+    inserted_total: int
+    sampled_total: int
+    evicted_total: int
+    next_key: int
+    total_priority: float     # sum of priority ** alpha
+    max_priority: float
+    rate_limiter_diff: float
+    waiting_inserts: int      # calls waiting for the rate limiter now
+    waiting_samples: int
+
+
+class PrioritizedReplay:
+    """Capacity-bounded FIFO table sampled with probability ``priority ** alpha / Σ priority ** alpha``.
+
+    Transition ``k`` (keys count up from 0 forever) sits in sum-tree slot ``k % capacity``; the keys
+    held are ``head <= k < next_key``. Every record and raw priority is in Redis (``RedisStore``);
+    the constructor rebuilds the sum tree from there, so a new instance on the same Redis and
+    prefix continues where the last one stopped. Thread-safe: calls block (up to their timeout)
+    while the rate limiter refuses them. Redis writes happen in key order under one writer lock.
+
+    ``max_waiting`` bounds how many inserts, and separately how many samples, may wait at once;
+    a server with ``W`` handler threads passes ``(W - 1) // 2`` so that a thread is always left
+    for the call that would release the waiting ones (otherwise blocked inserts could occupy every
+    thread while the sample that frees them sits in the queue).
+    """
+
+    def __init__(self, store: RedisStore, *, capacity: int, alpha: float, beta: float,
+                 rate_limiter: RateLimiter, seed: int | None = None, max_waiting: int | None = None):
+        if capacity < 1:
+            raise ValueError(f"capacity must be >= 1, got {capacity}")
+        if not alpha >= 0 or not beta >= 0:
+            raise ValueError(f"alpha and beta must be >= 0, got alpha={alpha}, beta={beta}")
+        if rate_limiter.min_size_to_sample > capacity:
+            raise ValueError(f"min_size_to_sample={rate_limiter.min_size_to_sample} exceeds capacity={capacity}")
+        self.capacity, self.alpha, self.beta = int(capacity), float(alpha), float(beta)
+        self._store = store
+        self._limiter = rate_limiter
+        self._rng = np.random.default_rng(seed)
+        self._tree = SumTree(self.capacity)
+        self._cond = threading.Condition()
+        self._write_lock = threading.Lock()
+        self._closed = False
+        self._max_waiting = max_waiting
+        self._waiting = {"insert": 0, "sample": 0}
+        self._inserted = self._sampled = self._evicted = 0
+        self._head = self._next_key = 0
+        self._max_priority = 1.0
+        self._stale = True  # the sum tree does not reflect Redis yet
+        self._refresh()
+
+    # ------------------------------------------------------------------ public API
+
+    def insert(self, records: Sequence[bytes | memoryview], priorities: np.ndarray | None = None,
+               timeout_s: float = 0.0) -> InsertResult:
+        """Append ``records`` with raw ``priorities`` ``[n]`` (default: the largest seen), evicting the oldest."""
+        n = len(records)
+        if not 1 <= n <= self.capacity:
+            raise ValueError(f"an insert must hold 1..capacity={self.capacity} transitions, got {n}")
+        if priorities is None:
+            priorities = np.full(n, self._max_priority)
+        priorities = _check_priorities(priorities, n)
+        self._refresh()
+        with self._cond:
+            waited = self._wait(lambda: self._limiter.can_insert(self._size),
+                                lambda: self._limiter.why_no_insert(self._size), timeout_s, "insert", n)
+            self._limiter.record_insert(n)
+        with self._write_lock:
+            with self._cond:
+                first, head = self._next_key, self._head
+                new_head = max(head, first + n - self.capacity)
+                # Samplers stop drawing the evicted keys from here on; the key range moves on commit.
+                self._tree.set(np.arange(head, new_head) % self.capacity, np.zeros(new_head - head))
+            try:
+                self._store.commit_insert(first, records, priorities, head, new_head)
+            except BaseException:
+                self._stale = True  # Redis may or may not hold the batch: rebuild before the next call
+                raise
+            keys = np.arange(first, first + n, dtype=np.int64)
+            with self._cond:
+                self._tree.set(keys % self.capacity, priorities ** self.alpha)
+                self._head, self._next_key = new_head, first + n
+                self._inserted += n
+                self._evicted += new_head - head
+                self._max_priority = max(self._max_priority, float(priorities.max()))
+                self._cond.notify_all()
+                return InsertResult(keys=keys, size=self._size, waited_s=waited)
+
+    def sample(self, batch_size: int, timeout_s: float = 0.0, beta: float | None = None) -> SampleBatch:
+        """Draw ``batch_size`` transitions (with replacement) and their importance weights."""
+        if not 1 <= batch_size <= MAX_SAMPLE_BATCH:
+            raise ValueError(f"batch_size must lie in 1..{MAX_SAMPLE_BATCH}, got {batch_size}")
+        beta = self.beta if beta is None else float(beta)
+        if not beta >= 0:
+            raise ValueError(f"beta must be >= 0, got {beta}")
+        self._refresh()
+        with self._cond:
+            waited = self._wait(lambda: self._limiter.can_sample(self._size),
+                                lambda: self._limiter.why_no_sample(self._size), timeout_s,
+                                "sample", batch_size)
+            keys, probabilities = self._draw(batch_size)
+            size = self._size
+            self._limiter.record_sample(batch_size)
+            self._sampled += batch_size
+            self._cond.notify_all()
+        records = self._store.fetch(keys)
+        for _ in range(_REFETCH_ATTEMPTS):
+            missing = np.array([i for i, r in enumerate(records) if r is None], dtype=np.int64)
+            if missing.size == 0:
+                break
+            with self._cond:  # evicted between the draw and the fetch: draw those again
+                keys[missing], probabilities[missing] = self._draw(missing.size)
+            for i, record in zip(missing.tolist(), self._store.fetch(keys[missing])):
+                records[i] = record
+        else:
+            raise RuntimeError("transitions kept disappearing while sampling; is another writer using this prefix?")
+        weights = (size * probabilities) ** -beta
+        weights /= weights.max()
+        return SampleBatch(keys=keys, weights=weights.astype(np.float32), probabilities=probabilities,
+                           records=records, size=size, waited_s=waited)
+
+    def update_priorities(self, keys: np.ndarray, priorities: np.ndarray) -> int:
+        """Set raw ``priorities`` ``[n]`` of ``keys`` ``[n]``; returns how many keys were still held."""
+        keys = np.asarray(keys, dtype=np.int64).reshape(-1)
+        priorities = _check_priorities(priorities, keys.size)
+        # The last occurrence of a repeated key wins.
+        _, last = np.unique(keys[::-1], return_index=True)
+        keep = keys.size - 1 - last
+        keys, priorities = keys[keep], priorities[keep]
+        self._refresh()
+        with self._write_lock:  # no eviction can happen until this update is done
+            with self._cond:
+                held = (keys >= self._head) & (keys < self._next_key)
+            keys, priorities = keys[held], priorities[held]
+            self._store.set_priorities(keys, priorities)
+            with self._cond:
+                self._tree.set(keys % self.capacity, priorities ** self.alpha)
+                if keys.size:
+                    self._max_priority = max(self._max_priority, float(priorities.max()))
+                self._cond.notify_all()
+        return int(keys.size)
+
+    @property
+    def rate_limiter(self) -> RateLimiter:
+        return self._limiter
+
+    def stats(self) -> ReplayStats:
+        with self._cond:
+            return ReplayStats(size=self._size, capacity=self.capacity, inserted_total=self._inserted,
+                               sampled_total=self._sampled, evicted_total=self._evicted,
+                               next_key=self._next_key, total_priority=self._tree.total,
+                               max_priority=self._max_priority, rate_limiter_diff=self._limiter.diff,
+                               waiting_inserts=self._waiting["insert"], waiting_samples=self._waiting["sample"])
+
+    def priorities(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(keys, raw priorities)`` of every held transition, read back from Redis (for checks and tools)."""
+        with self._write_lock:
+            with self._cond:
+                head, next_key = self._head, self._next_key
+            return np.arange(head, next_key, dtype=np.int64), self._store.load_priorities(head, next_key)
+
+    def close(self) -> None:
+        """Refuse new calls and wake every waiting one (they raise :class:`ReplayClosed`)."""
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+
+    # ------------------------------------------------------------------ internals
+
+    @property
+    def _size(self) -> int:
+        return self._next_key - self._head
+
+    def _refresh(self) -> None:
+        """Rebuild the sum tree from Redis if it may differ (at start, after a failed write).
+
+        Evicts the oldest transitions when the table holds more than ``capacity`` (capacity shrank).
+        Raises whatever Redis raises when it cannot be read; the next call tries again.
+        """
+        if not self._stale:
+            return
+        with self._write_lock:
+            if not self._stale:
+                return
+            head, next_key = self._store.load_range()
+            if next_key - head > self.capacity:
+                new_head = next_key - self.capacity
+                self._store.evict(head, new_head, next_key)
+                head = new_head
+            raw = self._store.load_priorities(head, next_key)
+            weights = np.zeros(self.capacity)
+            weights[np.arange(head, next_key) % self.capacity] = raw ** self.alpha
+            with self._cond:
+                self._tree.assign(weights)
+                self._head, self._next_key = head, next_key
+                self._limiter.reset(next_key - head)
+                if raw.size:
+                    self._max_priority = float(raw.max())
+                self._stale = False
+                self._cond.notify_all()
+
+    def _draw(self, count: int) -> tuple[np.ndarray, np.ndarray]:
+        """``count`` keys and their probabilities from the sum tree (caller holds the lock)."""
+        total = self._tree.total
+        if not total > 0:
+            raise NothingToSample(f"all {self._size} held transitions have priority 0")
+        slots = self._tree.sample(count, self._rng)
+        probabilities = self._tree.get(slots) / total
+        keys = self._head + (slots - self._head) % self.capacity
+        return keys, probabilities
+
+    def _wait(self, admitted: Callable[[], bool], reason: Callable[[], str], timeout_s: float,
+              kind: str, count: int) -> float:
+        """Wait on the condition until ``admitted()``; raise after ``timeout_s`` (caller holds the lock)."""
+        if self._closed:
+            raise ReplayClosed("the replay service is shutting down")
+        if admitted():
+            return 0.0
+        if self._max_waiting is not None and self._waiting[kind] >= self._max_waiting:
+            raise TooManyWaiting(f"{kind} of {count} refused at once: {self._waiting[kind]} {kind} calls "
+                                 f"already wait for the rate limiter (at most {self._max_waiting}); {reason()}")
+        start = time.monotonic()
+        deadline = start + max(0.0, timeout_s)
+        self._waiting[kind] += 1
+        try:
+            while True:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise RateLimited(f"{kind} of {count} not admitted within {timeout_s:g} s: {reason()}")
+                self._cond.wait(remaining)
+                if self._closed:
+                    raise ReplayClosed("the replay service is shutting down")
+                if admitted():
+                    return time.monotonic() - start
+        finally:
+            self._waiting[kind] -= 1
+
+
+def _check_priorities(priorities: np.ndarray, n: int) -> np.ndarray:
+    priorities = np.asarray(priorities, dtype=np.float64).reshape(-1)
+    if priorities.size != n:
+        raise ValueError(f"expected {n} priorities, got {priorities.size}")
+    if not np.all(np.isfinite(priorities)) or np.any(priorities < 0):
+        raise ValueError("priorities must be finite and >= 0")
+    return priorities

@@ -1,0 +1,106 @@
+"""A small Python client of ``phylorl.v1.ReplayService`` for actors, the learner, tests and benchmarks."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import grpc
+import numpy as np
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from phylorl.env.observation import Transition
+from phylorl.wire import codec, record
+from phylorl.wire.v1 import replay_pb2, replay_pb2_grpc
+from services.replay import wire
+
+_RPC_MARGIN_S = 5.0  # the gRPC deadline exceeds the rate-limiter timeout, so the server's message arrives
+
+
+@dataclass(frozen=True)
+class SampledRecords:
+    keys: np.ndarray           # int64 [B]
+    weights: np.ndarray        # float32 [B], importance weights, max 1
+    probabilities: np.ndarray  # float64 [B]
+    records: list[memoryview]  # B compact records (decode with phylorl.wire.record.decode_transition)
+    size: int                  # transitions held when the batch was drawn
+
+    def transitions(self) -> list[Transition]:
+        return [record.decode_transition(r) for r in self.records]
+
+
+class ReplayClient:
+    """Blocking client; ``timeout_s`` arguments bound the wait for the rate limiter (None: server default)."""
+
+    def __init__(self, target: str, max_message_bytes: int = 256 * 1024 * 1024):
+        options = [("grpc.max_receive_message_length", max_message_bytes),
+                   ("grpc.max_send_message_length", max_message_bytes)]
+        self._channel = grpc.insecure_channel(target, options=options)
+        self._stub = replay_pb2_grpc.ReplayServiceStub(self._channel)
+        # The bulky calls bypass the protobuf runtime for their payload (services.replay.wire).
+        self._insert = self._channel.unary_unary(
+            "/phylorl.v1.ReplayService/Insert", request_serializer=None,
+            response_deserializer=replay_pb2.InsertResponse.FromString)
+        self._sample = self._channel.unary_unary(
+            "/phylorl.v1.ReplayService/Sample", request_serializer=replay_pb2.SampleRequest.SerializeToString,
+            response_deserializer=None)
+        self._health = health_pb2_grpc.HealthStub(self._channel)
+
+    def close(self) -> None:
+        self._channel.close()
+
+    def __enter__(self) -> ReplayClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def wait_until_serving(self, timeout_s: float) -> None:
+        """Block until the health service says SERVING; ``TimeoutError`` after ``timeout_s``."""
+        grpc.channel_ready_future(self._channel).result(timeout=timeout_s)
+        request = health_pb2.HealthCheckRequest(service="")
+        for response in self._health.Watch(request, timeout=timeout_s):
+            if response.status == health_pb2.HealthCheckResponse.SERVING:
+                return
+        raise TimeoutError("health watch ended before the replay service was SERVING")
+
+    def insert(self, transitions: Sequence[Transition], priorities: np.ndarray | None = None,
+               timeout_s: float | None = None) -> np.ndarray:
+        """Encode and insert ``transitions``; returns their keys ``[n]``."""
+        return self.insert_records([record.encode_transition(t) for t in transitions], priorities, timeout_s)
+
+    def insert_records(self, records: Sequence[bytes], priorities: np.ndarray | None = None,
+                       timeout_s: float | None = None) -> np.ndarray:
+        """Insert already-encoded records; returns their keys ``[n]``."""
+        request = wire.encode_insert_request(records, priorities, _ms(timeout_s))
+        response = self._insert(request, timeout=_deadline(timeout_s))
+        return codec.ndarray_from_proto(response.keys)
+
+    def sample(self, batch_size: int, timeout_s: float | None = None, beta: float | None = None) -> SampledRecords:
+        """Draw ``batch_size`` transitions; decode them with :meth:`SampledRecords.transitions`."""
+        request = replay_pb2.SampleRequest(batch_size=batch_size, timeout_ms=_ms(timeout_s), beta=beta)
+        response, records = wire.decode_sample_response(self._sample(request, timeout=_deadline(timeout_s)))
+        return SampledRecords(keys=codec.ndarray_from_proto(response.keys),
+                              weights=codec.ndarray_from_proto(response.weights),
+                              probabilities=codec.ndarray_from_proto(response.probabilities),
+                              records=records, size=response.size)
+
+    def update_priorities(self, keys: np.ndarray, priorities: np.ndarray) -> int:
+        """Set raw priorities of ``keys``; returns how many were still held."""
+        request = replay_pb2.UpdatePrioritiesRequest(
+            keys=codec.ndarray_to_proto(np.asarray(keys, dtype=np.int64)),
+            priorities=codec.ndarray_to_proto(np.asarray(priorities, dtype=np.float64)))
+        return self._stub.UpdatePriorities(request).updated
+
+    def stats(self) -> replay_pb2.StatsResponse:
+        return self._stub.Stats(replay_pb2.StatsRequest())
+
+
+def _ms(timeout_s: float | None) -> int:
+    if timeout_s is None:
+        return 0
+    return max(1, round(timeout_s * 1000))
+
+
+def _deadline(timeout_s: float | None) -> float | None:
+    return None if timeout_s is None else timeout_s + _RPC_MARGIN_S

@@ -1,0 +1,82 @@
+"""Configuration of the replay service: one frozen dataclass, read from a file, the environment and flags.
+
+Sources, later ones winning (see :mod:`services.common.config`): field defaults < a YAML/JSON file
+(``--config PATH`` or ``PHYLORL_REPLAY_CONFIG``) < environment variables ``PHYLORL_REPLAY_<FIELD>``
+(e.g. ``PHYLORL_REPLAY_REDIS_URL``) < command-line flags ``--<field-name>`` (e.g. ``--redis-url``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from services.common.config import config_json, doc
+from services.common.config import load_config as _load_config
+
+ENV_PREFIX = "PHYLORL_REPLAY_"
+__all__ = ["ENV_PREFIX", "ReplayConfig", "config_json", "load_config"]
+
+
+@dataclass(frozen=True)
+class ReplayConfig:
+    """Everything the replay service needs; see each field's ``doc``."""
+
+    host: str = doc("Interface the gRPC server listens on.", "0.0.0.0")
+    port: int = doc("gRPC port (0 picks a free one, logged at start).", 50051)
+    metrics_port: int = doc("Port of the Prometheus /metrics endpoint; 0 turns it off.", 9101)
+    redis_url: str = doc("Redis holding the table, e.g. redis://127.0.0.1:6379/0.", "redis://127.0.0.1:6379/0")
+    redis_wait_s: float = doc("How long to wait at start for Redis to answer before giving up (s).", 30.0)
+    key_prefix: str = doc("Prefix of every Redis key of this table (several tables can share a Redis).",
+                          "phylorl:replay")
+    capacity: int = doc("Most transitions held; the oldest are evicted first (FIFO).", 100_000)
+    alpha: float = doc("Priority exponent: P(i) is proportional to priority_i ** alpha (0 = uniform).", 0.6)
+    beta: float = doc("Default importance-sampling exponent (a Sample call may override it).", 0.4)
+    min_size_to_sample: int = doc("Transitions needed before any Sample is served.", 1_000)
+    samples_per_insert: float = doc("Target ratio of sampled to inserted transitions; 0 = no ratio limit.", 0.0)
+    error_buffer: float = doc("Allowed drift of the sample/insert balance, in sampled transitions.", 1_000.0)
+    default_timeout_s: float = doc("Longest rate-limiter wait of a call that names no timeout (s).", 30.0)
+    max_workers: int = doc("gRPC handler threads, i.e. calls handled at once (waiting ones included).", 32)
+    max_message_mb: int = doc("Largest gRPC message sent or received (MiB).", 256)
+    grace_s: float = doc("On SIGTERM, how long running calls may take to finish (s).", 10.0)
+    seed: int = doc("Seed of the sampling random generator; -1 draws one from the OS.", -1)
+    malloc_keep_mb: int = doc("Freed memory glibc keeps for reuse instead of returning it (MiB); "
+                              "avoids page faults on every large message. 0 keeps glibc's defaults.", 1024)
+    log_level: str = doc("Python logging level.", "INFO")
+
+    def __post_init__(self) -> None:
+        problems = []
+        if not 0 <= self.port < 65536 or not 0 <= self.metrics_port < 65536:
+            problems.append(f"ports must lie in 0..65535 (port={self.port}, metrics_port={self.metrics_port})")
+        if self.capacity < 1:
+            problems.append(f"capacity must be >= 1, got {self.capacity}")
+        if not 1 <= self.min_size_to_sample <= self.capacity:
+            problems.append(f"min_size_to_sample must lie in 1..capacity={self.capacity}, "
+                            f"got {self.min_size_to_sample}")
+        if self.alpha < 0 or self.beta < 0:
+            problems.append(f"alpha and beta must be >= 0, got alpha={self.alpha}, beta={self.beta}")
+        if self.samples_per_insert < 0:
+            problems.append(f"samples_per_insert must be >= 0, got {self.samples_per_insert}")
+        if self.samples_per_insert > 0 and self.error_buffer <= 0:
+            problems.append(f"error_buffer must be > 0 with a samples_per_insert limit, got {self.error_buffer}")
+        for name in ("redis_wait_s", "default_timeout_s", "grace_s"):
+            if getattr(self, name) <= 0:
+                problems.append(f"{name} must be > 0, got {getattr(self, name)}")
+        if self.malloc_keep_mb < 0:
+            problems.append(f"malloc_keep_mb must be >= 0, got {self.malloc_keep_mb}")
+        if self.max_workers < 1 or self.max_message_mb < 1:
+            problems.append(f"max_workers and max_message_mb must be >= 1, "
+                            f"got {self.max_workers}, {self.max_message_mb}")
+        if not self.key_prefix:
+            problems.append("key_prefix must not be empty")
+        if problems:
+            raise ValueError("invalid replay config: " + "; ".join(problems))
+
+    @property
+    def max_message_bytes(self) -> int:
+        return self.max_message_mb * 1024 * 1024
+
+
+def load_config(argv: Sequence[str], environ: Mapping[str, str]) -> ReplayConfig:
+    """Build a :class:`ReplayConfig` from flags ``argv``, environment ``environ`` and an optional file."""
+    return _load_config(ReplayConfig, argv, environ, prefix=ENV_PREFIX, prog="python -m services.replay",
+                        description="phylorl prioritised replay service (gRPC, Redis-backed).")

@@ -1,0 +1,139 @@
+"""The learner's inference endpoint over real gRPC on loopback: batching, versions, overload."""
+
+from __future__ import annotations
+
+import threading
+
+import grpc
+import numpy as np
+import pytest
+import torch
+
+from phylorl.agent.learner import Learner
+from phylorl.nets.config import NetworkConfig
+from phylorl.phylo import enumerate_moves, move_metadata, random_tree
+from phylorl.env import build_observation
+from phylorl.wire import codec
+from phylorl.wire.v1 import inference_pb2, inference_pb2_grpc
+from services.learner import metrics
+from services.learner.inference import BatchingInference, Overloaded
+from services.learner.server import InferenceServer
+
+SMALL = NetworkConfig(hidden=32, action_hidden=32, head_hidden=32)
+
+
+def _observations(count: int, n_taxa: int, seed: int):
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(count):
+        tree = random_tree([f"t{i}" for i in range(n_taxa)], rng)
+        moves = enumerate_moves(tree)
+        out.append(build_observation(tree, moves, move_metadata(tree, moves)))
+    return out
+
+
+@pytest.fixture()
+def endpoint():
+    learner = Learner(SMALL, device="cpu", seed=0)
+    inference = BatchingInference(SMALL, torch.device("cpu"), max_batch=64, max_delay_s=0.05, max_queue=64)
+    inference.publish(learner.policy_weights(), learner.alpha, 7)
+    server = InferenceServer(inference, "127.0.0.1", 0)
+    server.start()
+    server.set_serving()
+    channel = grpc.insecure_channel(f"127.0.0.1:{server.port}")
+    yield inference_pb2_grpc.InferenceServiceStub(channel), inference, learner
+    channel.close()
+    server.stop(1.0)
+    inference.close()
+
+
+def _act(stub, observations, greedy=False):
+    request = inference_pb2.ActRequest(actor_id="t", run_id="r", greedy=greedy)
+    for obs in observations:
+        codec.observation_to_proto(obs, request.observations.add())
+    return stub.Act(request, timeout=60)
+
+
+def test_concurrent_requests_are_merged_into_fewer_network_calls(endpoint):
+    stub, _, _ = endpoint
+    observations = _observations(16, 9, seed=1)
+    calls_before = metrics.INFERENCE_BATCH._sum.get(), _count(metrics.INFERENCE_BATCH)
+    barrier = threading.Barrier(16)
+    replies = [None] * 16
+
+    def worker(i):
+        barrier.wait()
+        replies[i] = _act(stub, [observations[i]])
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    network_calls = _count(metrics.INFERENCE_BATCH) - calls_before[1]
+    observations_run = metrics.INFERENCE_BATCH._sum.get() - calls_before[0]
+    assert observations_run == 16
+    assert network_calls < 16  # several requests shared one network call
+    for reply, obs in zip(replies, observations):
+        assert reply.weights_version == 7
+        action = codec.ndarray_from_proto(reply.actions)
+        assert action.shape == (1,) and 0 <= action[0] < obs.n_actions
+
+
+def _count(histogram) -> float:
+    return sum(bucket.get() for bucket in histogram._buckets)
+
+
+def test_greedy_answers_are_the_argmax_and_values_are_consistent(endpoint):
+    stub, inference, _ = endpoint
+    observations = _observations(3, 8, seed=2)
+    reply = _act(stub, observations, greedy=True)
+    actions = codec.ndarray_from_proto(reply.actions)
+    q = codec.ndarray_from_proto(reply.q)
+    v = codec.ndarray_from_proto(reply.v)
+    from phylorl.agent.acting import select_actions
+    from phylorl.nets.inputs import collate_observations
+
+    nets = inference.snapshot.nets
+    graphs, acts = collate_observations(observations)
+    with torch.no_grad():
+        all_q = torch.minimum(nets[0](graphs, acts), nets[1](graphs, acts)).numpy()
+    start = 0
+    for i, obs in enumerate(observations):
+        mine = all_q[start:start + obs.n_actions]
+        assert actions[i] == int(np.argmax(mine))
+        assert q[i] == pytest.approx(float(mine.max()), rel=1e-5)
+        alpha = inference.snapshot.alpha
+        assert v[i] == pytest.approx(alpha * float(np.log(np.exp(mine / alpha).sum())), rel=1e-4)
+        start += obs.n_actions
+
+
+def test_new_weights_change_the_version_and_get_weights_serves_them(endpoint):
+    stub, inference, learner = endpoint
+    reply = stub.GetWeights(inference_pb2.GetWeightsRequest(known_version=0), timeout=10)
+    assert reply.version == 7 and len(reply.weights) > 1000
+    assert stub.GetWeights(inference_pb2.GetWeightsRequest(known_version=7), timeout=10).weights == b""
+    inference.publish(learner.policy_weights(), learner.alpha, 8)
+    assert _act(stub, _observations(1, 7, seed=3)).weights_version == 8
+
+
+def test_full_queue_is_refused_with_resource_exhausted():
+    inference = BatchingInference(SMALL, torch.device("cpu"), max_batch=4, max_delay_s=0.0, max_queue=1)
+    # never published: the batcher does not take requests, so the queue stays full
+    observations = _observations(1, 7, seed=4)
+    first = threading.Thread(target=lambda: _swallow(inference, observations), daemon=True)
+    first.start()
+    for _ in range(100):
+        if inference._queue.full():
+            break
+        threading.Event().wait(0.01)
+    with pytest.raises(Overloaded, match="queue full"):
+        inference.act(observations, greedy=False, timeout_s=1.0)
+    inference.close()
+
+
+def _swallow(inference, observations):
+    try:
+        inference.act(observations, greedy=False, timeout_s=2.0)
+    except TimeoutError:
+        pass

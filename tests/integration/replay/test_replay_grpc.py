@@ -1,0 +1,208 @@
+"""ReplayService through real gRPC servers on 127.0.0.1 and a real redis-server."""
+
+import threading
+import time
+
+import grpc
+import numpy as np
+import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from scipy import stats
+
+from phylorl.wire import codec
+from phylorl.wire.synthetic import random_transition
+from phylorl.wire.v1 import replay_pb2, replay_pb2_grpc
+from services.replay.buffer import PrioritizedReplay
+from services.replay.client import ReplayClient
+from services.replay.rate_limiter import RateLimiter
+from services.replay.server import SERVICE_NAME, ReplayServer
+from services.replay.store import RedisStore
+
+PREFIX = "test:grpc"
+
+
+def assert_same_transition(a, b):
+    """Bit-exact equality of every array (dtype and shape included) and of the scalars."""
+    for obs_a, obs_b in ((a.obs, b.obs), (a.next_obs, b.next_obs)):
+        for name in ("node_features", "edge_index", "edge_attr", "actions", "action_meta"):
+            x, y = getattr(obs_a, name), getattr(obs_b, name)
+            assert x.dtype == y.dtype and x.shape == y.shape and x.tobytes() == y.tobytes()
+    assert (a.action, a.reward, a.terminal, a.truncated, a.discount) == \
+           (b.action, b.reward, b.terminal, b.truncated, b.discount)
+
+
+@pytest.fixture
+def serve(redis_client):
+    """Start ReplayServers (port 0 = free port) on tables in the test Redis; all stopped afterwards."""
+    running = []
+
+    def start(capacity=64, alpha=1.0, beta=0.4, min_size=1, spi=0.0, error_buffer=1.0, max_workers=8,
+              default_timeout_s=5.0):
+        table = PrioritizedReplay(RedisStore(redis_client, PREFIX), capacity=capacity, alpha=alpha, beta=beta,
+                                  rate_limiter=RateLimiter(min_size, spi, error_buffer), seed=7,
+                                  max_waiting=(max_workers - 1) // 2)
+        server = ReplayServer(host="127.0.0.1", port=0, max_workers=max_workers,
+                              max_message_bytes=64 * 1024 * 1024, default_timeout_s=default_timeout_s)
+        server.start()
+        server.serve(table)
+        client = ReplayClient(f"127.0.0.1:{server.port}")
+        running.append((server, client))
+        return server, client
+
+    yield start
+    for server, client in running:
+        client.close()
+        server.stop(grace_s=1.0)
+
+
+def transitions(n, seed=0, n_taxa=20, n_moves=1122):
+    rng = np.random.default_rng(seed)
+    return [random_transition(n_taxa, n_moves, rng) for _ in range(n)]
+
+
+def test_health_is_serving(serve):
+    server, client = serve()
+    client.wait_until_serving(timeout_s=10)
+    with grpc.insecure_channel(f"127.0.0.1:{server.port}") as channel:
+        stub = health_pb2_grpc.HealthStub(channel)
+        for name in ("", SERVICE_NAME):
+            response = stub.Check(health_pb2.HealthCheckRequest(service=name), timeout=5)
+            assert response.status == health_pb2.HealthCheckResponse.SERVING
+
+
+def test_insert_and_sample_round_trip_realistic_transitions(serve):
+    _, client = serve()
+    data = transitions(6)
+    keys = client.insert(data, priorities=np.arange(1.0, 7.0), timeout_s=5)
+    np.testing.assert_array_equal(keys, np.arange(6))
+    batch = client.sample(12, timeout_s=5)
+    assert batch.keys.dtype == np.int64 and batch.weights.dtype == np.float32 and batch.size == 6
+    np.testing.assert_allclose(batch.probabilities, (batch.keys + 1) / 21.0, rtol=1e-15)
+    expected = (6 * (batch.keys + 1) / 21.0) ** -0.4
+    np.testing.assert_allclose(batch.weights, expected / expected.max(), rtol=1e-6)
+    for key, got in zip(batch.keys, batch.transitions()):
+        assert_same_transition(got, data[key])
+
+
+def test_insert_plain_transition_messages(serve):
+    server, client = serve()
+    data = transitions(2, n_taxa=8, n_moves=50)
+    request = replay_pb2.InsertRequest()
+    for t in data:
+        codec.transition_to_proto(t, request.transitions.transitions.add())
+    with grpc.insecure_channel(f"127.0.0.1:{server.port}") as channel:
+        response = replay_pb2_grpc.ReplayServiceStub(channel).Insert(request, timeout=10)
+    np.testing.assert_array_equal(codec.ndarray_from_proto(response.keys), [0, 1])
+    batch = client.sample(4)
+    for key, t in zip(batch.keys, batch.transitions()):
+        assert_same_transition(t, data[key])
+
+
+def test_sampling_frequencies_are_proportional_to_priorities(serve):
+    _, client = serve(alpha=1.0)
+    priorities = np.array([0.0, 0.5, 1.0, 1.5, 2.0, 4.0, 7.0, 0.25])
+    client.insert(transitions(8, n_taxa=5, n_moves=6), priorities)
+    keys = np.concatenate([client.sample(128).keys for _ in range(40)])
+    counts = np.bincount(keys, minlength=8)
+    assert counts[0] == 0  # priority 0 is never drawn
+    expected = keys.size * priorities[1:] / priorities.sum()
+    assert stats.chisquare(counts[1:], expected).pvalue > 1e-3
+
+
+def test_update_priorities_and_stats(serve):
+    _, client = serve(capacity=4)
+    client.insert(transitions(3, n_taxa=5, n_moves=6))
+    client.insert(transitions(3, seed=1, n_taxa=5, n_moves=6))  # keys 2..5 held
+    assert client.update_priorities(np.array([0, 2, 5]), np.array([5.0, 2.0, 0.5])) == 2
+    s = client.stats()
+    assert (s.size, s.capacity, s.inserted_total, s.evicted_total, s.next_key) == (4, 4, 6, 2, 6)
+    assert s.total_priority == 2.0 + 1.0 + 1.0 + 0.5 and s.max_priority == 2.0 and s.alpha == 1.0
+
+
+def test_restart_serves_the_same_contents_and_priorities(serve):
+    server, client = serve(capacity=5, alpha=0.5)
+    data = transitions(7, n_taxa=10, n_moves=80)
+    client.insert(data[:4], np.array([1.0, 2.0, 3.0, 4.0]))
+    client.insert(data[4:], np.array([0.5, 6.0, 0.25]))
+    client.update_priorities(np.array([3, 6]), np.array([9.0, 1.5]))
+    before = client.stats()
+    client.close()
+    server.stop(grace_s=1.0)
+
+    _, again = serve(capacity=5, alpha=0.5)
+    after = again.stats()
+    assert (after.size, after.next_key, after.total_priority) == (before.size, before.next_key, before.total_priority)
+    assert after.size == 5
+    raw = {2: 3.0, 3: 9.0, 4: 0.5, 5: 6.0, 6: 1.5}
+    total = sum(p ** 0.5 for p in raw.values())
+    batch = again.sample(300)
+    assert set(batch.keys) == set(raw)
+    np.testing.assert_allclose(batch.probabilities, [raw[k] ** 0.5 / total for k in batch.keys], rtol=1e-12)
+    for key, t in zip(batch.keys, batch.transitions()):
+        assert_same_transition(t, data[key])
+
+
+def test_rate_limited_sample_returns_deadline_exceeded_with_the_reason(serve):
+    _, client = serve(min_size=3)
+    client.insert(transitions(1, n_taxa=5, n_moves=6))
+    with pytest.raises(grpc.RpcError) as err:
+        client.sample(2, timeout_s=0.1)
+    assert err.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+    assert "fewer than min_size_to_sample=3" in err.value.details()
+
+
+def test_caller_deadline_shorter_than_the_wait_still_gets_the_reason(serve):
+    server, _ = serve(min_size=3, default_timeout_s=30)
+    with grpc.insecure_channel(f"127.0.0.1:{server.port}") as channel:
+        stub = replay_pb2_grpc.ReplayServiceStub(channel)
+        with pytest.raises(grpc.RpcError) as err:
+            stub.Sample(replay_pb2.SampleRequest(batch_size=1), timeout=0.5)
+    assert err.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+    assert "min_size_to_sample" in err.value.details()
+
+
+def test_bad_requests_are_invalid_argument_or_failed_precondition(serve):
+    _, client = serve(alpha=1.0)
+    with pytest.raises(grpc.RpcError) as err:
+        client.insert_records([b"not a record"])
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "not a transition record" in err.value.details()
+    with pytest.raises(grpc.RpcError) as err:
+        client.insert(transitions(2, n_taxa=5, n_moves=6), priorities=np.array([1.0, np.nan]))
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "finite" in err.value.details()
+    with pytest.raises(grpc.RpcError) as err:
+        client.sample(0)
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "batch_size" in err.value.details()
+    client.insert(transitions(2, n_taxa=5, n_moves=6), priorities=np.zeros(2))
+    with pytest.raises(grpc.RpcError) as err:
+        client.sample(1)
+    assert err.value.code() == grpc.StatusCode.FAILED_PRECONDITION and "priority 0" in err.value.details()
+
+
+def test_blocked_inserts_cannot_starve_the_sample_that_frees_them(serve):
+    # 3 handler threads: at most one insert may wait, so a thread stays free for the sampler
+    _, client = serve(capacity=100, min_size=1, spi=1.0, error_buffer=1.0, max_workers=3)
+    data = transitions(1, n_taxa=5, n_moves=6)
+    client.insert(data)  # balance 1 + 1 > target 1 + 1 - 1: the next insert waits
+    client.insert(data)
+    codes = []
+
+    def insert():
+        try:
+            client.insert(data, timeout_s=10)
+            codes.append(grpc.StatusCode.OK)
+        except grpc.RpcError as e:
+            codes.append(e.code())
+
+    threads = [threading.Thread(target=insert) for _ in range(4)]
+    for t in threads:
+        t.start()
+    deadline = time.monotonic() + 10
+    while len(codes) < 3 and time.monotonic() < deadline:  # one insert waits, three are refused
+        time.sleep(0.01)
+    assert codes == [grpc.StatusCode.RESOURCE_EXHAUSTED] * 3
+    batch = client.sample(3, timeout_s=10)  # served although an insert is waiting
+    assert batch.keys.size == 3
+    for t in threads:
+        t.join(timeout=30)
+    assert not any(t.is_alive() for t in threads)
+    assert codes == [grpc.StatusCode.RESOURCE_EXHAUSTED] * 3 + [grpc.StatusCode.OK]

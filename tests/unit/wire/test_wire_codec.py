@@ -1,0 +1,102 @@
+"""numpy <-> protobuf codecs: exact round trips and clear errors."""
+
+import numpy as np
+import pytest
+
+from phylorl.env.observation import Observation, Transition
+from phylorl.wire import codec
+from phylorl.wire.synthetic import random_observation, random_transition
+from phylorl.wire.v1 import common_pb2
+
+ALL_DTYPES = ["bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+              "float16", "float32", "float64"]
+
+
+def assert_same_array(a: np.ndarray, b: np.ndarray) -> None:
+    assert a.dtype == b.dtype and a.shape == b.shape
+    assert a.tobytes() == b.tobytes()  # bit-exact, NaN payloads and -0.0 included
+
+
+def assert_same_transition(a: Transition, b: Transition) -> None:
+    for obs_a, obs_b in ((a.obs, b.obs), (a.next_obs, b.next_obs)):
+        for name in ("node_features", "edge_index", "edge_attr", "actions", "action_meta"):
+            assert_same_array(getattr(obs_a, name), getattr(obs_b, name))
+    assert (a.action, a.reward, a.terminal, a.truncated, a.discount) == \
+           (b.action, b.reward, b.terminal, b.truncated, b.discount)
+
+
+@pytest.mark.parametrize("dtype", ALL_DTYPES)
+def test_ndarray_round_trip_every_dtype(dtype):
+    rng = np.random.default_rng(0)
+    array = (rng.normal(size=(3, 4, 2)) * 100).astype(dtype)
+    message = common_pb2.NDArray.FromString(codec.ndarray_to_proto(array).SerializeToString())
+    assert message.dtype == dtype and list(message.shape) == [3, 4, 2]
+    assert len(message.data) == array.nbytes
+    assert_same_array(codec.ndarray_from_proto(message), array)
+
+
+def test_ndarray_is_little_endian_c_order_on_the_wire():
+    array = np.array([[1, 2], [3, 4]], dtype=">i4").T  # big-endian input, not C-contiguous
+    message = codec.ndarray_to_proto(array)
+    assert message.dtype == "int32"
+    assert message.data == bytes([1, 0, 0, 0, 3, 0, 0, 0, 2, 0, 0, 0, 4, 0, 0, 0])
+    np.testing.assert_array_equal(codec.ndarray_from_proto(message), [[1, 3], [2, 4]])
+
+
+def test_ndarray_scalar_and_empty():
+    for array in (np.float32(2.5) * np.ones(()), np.zeros((0, 4), dtype=np.int64)):
+        assert_same_array(codec.ndarray_from_proto(codec.ndarray_to_proto(array)), array)
+
+
+def test_ndarray_special_floats_bit_exact():
+    bits = np.array([0x80000000, 0x7FC00001, 0x7F800000, 0xFF800000, 1], dtype=np.uint32)  # -0, NaN, ±inf, denormal
+    array = bits.view(np.float32)
+    assert_same_array(codec.ndarray_from_proto(codec.ndarray_to_proto(array)), array)
+
+
+def test_ndarray_rejects_object_dtype_and_inconsistent_messages():
+    with pytest.raises(ValueError, match="dtype object"):
+        codec.ndarray_to_proto(np.array(["a", None], dtype=object))
+    with pytest.raises(ValueError, match="needs 24 bytes, has 8"):
+        codec.ndarray_from_proto(common_pb2.NDArray(data=b"\0" * 8, shape=[3], dtype="float64"))
+    with pytest.raises(ValueError, match="unknown dtype 'complex64'"):
+        codec.ndarray_from_proto(common_pb2.NDArray(data=b"", shape=[0], dtype="complex64"))
+
+
+def test_observation_round_trip_through_bytes():
+    obs = random_observation(20, 1122, np.random.default_rng(1))
+    wire = codec.observation_to_proto(obs).SerializeToString()
+    back = codec.observation_from_proto(common_pb2.Observation.FromString(wire))
+    assert isinstance(back, Observation)
+    assert back.n_nodes == 38 and back.n_actions == 1122
+    for name in ("node_features", "edge_index", "edge_attr", "actions", "action_meta"):
+        assert_same_array(getattr(back, name), getattr(obs, name))
+
+
+def test_transition_round_trip_through_bytes():
+    t = random_transition(12, 300, np.random.default_rng(2))
+    t = Transition(t.obs, 17, -0.125, t.next_obs, terminal=True, truncated=False, discount=0.97)
+    wire = codec.transition_to_proto(t).SerializeToString()
+    back = codec.transition_from_proto(common_pb2.Transition.FromString(wire))
+    assert_same_transition(back, t)
+
+
+def test_transition_without_next_obs_is_rejected():
+    message = codec.transition_to_proto(random_transition(5, 10, np.random.default_rng(3)))
+    message.ClearField("next_obs")
+    with pytest.raises(ValueError, match="no next_obs"):
+        codec.transition_from_proto(message)
+
+
+def test_pack_and_unpack_records():
+    records = [b"PRLT\x01abc", b"", b"PRLT\x01" + bytes(range(200))]
+    packed = common_pb2.PackedTransitions.FromString(codec.pack_records(records).SerializeToString())
+    np.testing.assert_array_equal(codec.ndarray_from_proto(packed.offsets), [0, 8, 8, 213])
+    assert [bytes(r) for r in codec.unpack_records(packed)] == records
+
+
+def test_unpack_records_rejects_bad_offsets():
+    packed = codec.pack_records([b"abcd", b"ef"])
+    packed.offsets.CopyFrom(codec.ndarray_to_proto(np.array([0, 5, 4], dtype=np.uint64)))
+    with pytest.raises(ValueError, match="rise from 0 to len"):
+        codec.unpack_records(packed)

@@ -1,0 +1,96 @@
+"""Compact transition records: exact round trips, compactness, corrupt input."""
+
+import struct
+
+import numpy as np
+import pytest
+
+from phylorl.env.observation import Observation, Transition
+from phylorl.wire import record
+from phylorl.wire.synthetic import random_transition
+
+from test_wire_codec import assert_same_transition  # noqa: E402  (same directory)
+
+
+def test_realistic_20_taxon_round_trip_and_size():
+    t = random_transition(20, 1122, np.random.default_rng(0))
+    data = record.encode_transition(t)
+    back = record.decode_transition(data)
+    assert_same_transition(back, t)
+    raw_bytes = sum(getattr(o, f).nbytes for o in (t.obs, t.next_obs) for f in record.OBS_FIELDS)
+    assert raw_bytes == 2 * (38 * 4 + 2 * 74 * 8 + 74 * 4 + 1122 * 4 * 8 + 1122 * 3 * 4)
+    # node indices as uint8, move metadata as a byte-indexed dictionary: about 1/6 of the raw arrays
+    assert len(data) < 18_000 < raw_bytes / 5
+
+
+def test_decoded_arrays_are_fresh_and_writable():
+    t = random_transition(6, 40, np.random.default_rng(1))
+    back = record.decode_transition(record.encode_transition(t))
+    for obs in (back.obs, back.next_obs):
+        for name in record.OBS_FIELDS:
+            assert getattr(obs, name).flags.writeable
+
+
+def _obs(**arrays: np.ndarray) -> Observation:
+    base = dict(node_features=np.zeros((4, 1), np.float32), edge_index=np.zeros((2, 6), np.int64),
+                edge_attr=np.zeros((6, 1), np.float32), actions=np.zeros((0, 4), np.int64),
+                action_meta=np.zeros((0, 3), np.float32))
+    base.update(arrays)
+    return Observation(**base)
+
+
+@pytest.mark.parametrize("array", [
+    np.array([-3, 0, 127], dtype=np.int64),                   # signed narrowing to int8
+    np.array([0, 70_000], dtype=np.int64),                     # needs 32 bits
+    np.array([-(2**40), 2**40], dtype=np.int64),               # needs all 64 bits
+    np.arange(300, dtype=np.int32).reshape(3, 100),
+    np.array([2**63 + 5], dtype=np.uint64),
+    np.array([True, False, True]),
+    np.linspace(0, 1, 1000, dtype=np.float32).reshape(10, 100),   # 1000 distinct: uint16 dictionary
+    np.random.default_rng(2).normal(size=(70_000,)).astype(np.float32),  # too many distinct: stored raw
+    np.tile(np.array([0.1, -0.0, 0.0, np.nan, np.inf], dtype=np.float64), 100),
+    np.tile(np.array([0x7FC00001, 0x7FC00002, 0x80000000, 0], dtype=np.uint32).view(np.float32), 100),
+    np.ones((2, 3, 4, 5), dtype=np.float16),
+    np.float32(7.0) * np.ones((), np.float32),
+])
+def test_round_trip_is_bit_exact_for_any_array(array):
+    t = Transition(_obs(), 0, 1.5, _obs(action_meta=array), terminal=False, truncated=True, discount=0.5)
+    back = record.decode_transition(record.encode_transition(t))
+    got = back.next_obs.action_meta
+    assert got.dtype == array.dtype and got.shape == array.shape
+    assert got.tobytes() == array.tobytes()
+
+
+def test_scalars_round_trip_exactly():
+    t = Transition(_obs(), 2**40, 0.1 + 0.2, _obs(), terminal=True, truncated=False, discount=0.99**7)
+    back = record.decode_transition(record.encode_transition(t))
+    assert (back.action, back.reward, back.terminal, back.truncated, back.discount) == \
+           (2**40, 0.1 + 0.2, True, False, 0.99**7)
+
+
+def test_unsupported_dtype_names_the_field():
+    t = Transition(_obs(), 0, 0.0, _obs(actions=np.zeros((2, 4), np.complex64)), False, False)
+    with pytest.raises(ValueError, match=r"next_obs\.actions: dtype complex64"):
+        record.encode_transition(t)
+
+
+def test_corrupt_records_raise_clear_errors():
+    data = record.encode_transition(random_transition(5, 10, np.random.default_rng(3)))
+    with pytest.raises(ValueError, match="magic"):
+        record.decode_transition(b"XXXX" + data[4:])
+    with pytest.raises(ValueError, match="format version 9"):
+        record.decode_transition(data[:4] + b"\x09" + data[5:])
+    with pytest.raises(ValueError, match="truncated"):
+        record.decode_transition(data[:-3])
+    with pytest.raises(ValueError, match="2 trailing bytes"):
+        record.decode_transition(data + b"\0\0")
+    with pytest.raises(ValueError, match="too short"):
+        record.decode_transition(data[:10])
+    assert record.is_record(data) and not record.is_record(b"XXXX\x01")
+
+
+def test_header_layout():
+    t = Transition(_obs(), 5, -2.0, _obs(), terminal=True, truncated=True, discount=0.25, policy_version=42)
+    data = record.encode_transition(t)
+    assert struct.unpack_from("<4sBBqddq", data) == (b"PRLT", 2, 3, 5, -2.0, 0.25, 42)
+    assert record.decode_transition(data).policy_version == 42
