@@ -1,0 +1,126 @@
+"""Learner update latency: reference (PyG GATConv, naive head) vs fast path, in one run.
+
+Batch of 128 transitions between random 20-taxon trees, every SPR move of each next state
+(1122 for 20 taxa), default network and agent configs. The timed call is ``Learner.step`` on a
+batch already collated on the device (collation runs on the prefetcher's thread in training; its
+own median is reported too). Prints one JSON line.
+
+    PYTHONPATH=. python benchmarks/bench_update.py [--repeats 20] [--threads 2] [--device cpu]
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import platform
+import resource
+import statistics
+import time
+
+import numpy as np
+import torch
+
+from phylorl.agent.batch import collate
+from phylorl.agent.config import AgentConfig
+from phylorl.agent.learner import Learner
+from phylorl.nets.config import NetworkConfig
+from phylorl.nets.qnet import count_parameters
+from phylorl.nets.synthetic import random_transition
+
+
+def cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def time_path(path: str, batches, device, repeats: int, warmup: int) -> dict:
+    learner = Learner(NetworkConfig(), AgentConfig(network_path=path), device, seed=0)
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+    times = []
+    for i in range(warmup + repeats):
+        batch = batches[i % len(batches)]
+        sync(device)
+        start = time.perf_counter()
+        learner.step(batch)  # returns host metrics and priorities: the step has finished
+        sync(device)
+        if i >= warmup:
+            times.append(time.perf_counter() - start)
+    median = statistics.median(times)
+    out = {
+        "median_ms": round(1e3 * median, 2),
+        "min_ms": round(1e3 * min(times), 2),
+        "max_ms": round(1e3 * max(times), 2),
+        "transitions_per_s": round(len(batches[0].reward) / median, 1),
+    }
+    if device.type == "cuda":
+        out["peak_cuda_allocated_bytes"] = int(torch.cuda.max_memory_allocated(device))
+    # ru_maxrss is in KiB on Linux and is the process peak so far
+    out["peak_rss_bytes"] = int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--batch", type=int, default=128)
+    parser.add_argument("--taxa", type=int, default=20)
+    parser.add_argument("--repeats", type=int, default=20, help="timed updates per path (median reported)")
+    parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--distinct-batches", type=int, default=4, help="batches cycled through")
+    parser.add_argument("--threads", type=int, default=2, help="torch intra-op threads")
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--paths", default="fast,reference", help="comma-separated: fast, reference")
+    args = parser.parse_args()
+
+    torch.set_num_threads(args.threads)
+    device = torch.device(args.device)
+    load_before = os.getloadavg()[0]
+    rng = np.random.default_rng(0)
+    pool = [[random_transition(args.taxa, rng) for _ in range(args.batch)] for _ in range(args.distinct_batches)]
+    collate_times = []
+    for trs in pool:
+        start = time.perf_counter()
+        collate(trs)
+        collate_times.append(time.perf_counter() - start)
+    batches = [collate(trs, device) for trs in pool]
+
+    result = {
+        "benchmark": "learner_update",
+        "device": str(device),
+        "cpu": cpu_model(),
+        "gpu": torch.cuda.get_device_name(device) if device.type == "cuda" else None,
+        "torch": torch.__version__,
+        "threads": torch.get_num_threads(),
+        "load_average_1m_before": round(load_before, 2),
+        "batch": args.batch,
+        "taxa": args.taxa,
+        "actions_per_next_state": int(batches[0].next_actions.states.sizes[0]),
+        "params_per_q_network": count_parameters(Learner(NetworkConfig(), AgentConfig()).q1),
+        "network": dataclasses.asdict(NetworkConfig()),
+        "repeats": args.repeats,
+        "warmup": args.warmup,
+        "collate_median_ms": round(1e3 * statistics.median(collate_times), 2),
+    }
+    for path in args.paths.split(","):  # fast first: its peak RSS is its own
+        result[path] = time_path(path, batches, device, args.repeats, args.warmup)
+    if "fast" in result and "reference" in result:
+        result["speedup"] = round(result["reference"]["median_ms"] / result["fast"]["median_ms"], 2)
+    result["load_average_1m_after"] = round(os.getloadavg()[0], 2)
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()

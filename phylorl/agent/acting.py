@@ -1,0 +1,69 @@
+"""Acting: pick one action per state from the twin Q networks (batched, for the inference service)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import torch
+from torch import Tensor
+
+from phylorl.agent.losses import soft_value
+from phylorl.nets.config import NetworkConfig
+from phylorl.nets.inputs import ActionBatch, GraphBatch
+from phylorl.nets.qnet import QNetwork
+from phylorl.nets.segment import segment_argmax
+
+
+@torch.no_grad()
+def select_actions(
+    nets: Sequence[QNetwork],
+    graphs: GraphBatch,
+    actions: ActionBatch,
+    alpha: float,
+    greedy: bool,
+    generator: torch.Generator | None = None,
+    fast: bool = True,
+    chunk: int | None = None,
+) -> tuple[Tensor, Tensor, Tensor]:
+    """One action per state from ``Q = min_i Q_i(s, .)`` over ``nets`` (the twin online networks).
+
+    ``greedy``: the action of highest ``Q``; otherwise a sample of ``softmax(Q / alpha)``
+    (Gumbel-max, noise drawn from ``generator``). Each state must have at least one action.
+    ``fast`` and ``chunk``: as in :meth:`QNetwork.forward`.
+
+    Returns ``(action [G] int64`` index into each state's own action list``, q [G]`` of that
+    action``, v [G]`` soft value ``alpha * logsumexp(Q / alpha))``.
+    """
+    if not nets:
+        raise ValueError("select_actions needs at least one Q network")
+    states = actions.states
+    if states.count and int(states.sizes.min()) < 1:
+        raise ValueError("every state needs at least one action to select from")
+    for net in nets:
+        if net.training:
+            raise ValueError("select_actions expects networks in eval mode (call .eval())")
+    q = nets[0](graphs, actions, fast, None, chunk)
+    for net in nets[1:]:
+        q = torch.minimum(q, net(graphs, actions, fast, None, chunk))
+    if greedy:
+        scores = q
+    else:
+        u = torch.rand(q.shape, generator=generator, device=q.device, dtype=q.dtype)
+        scores = q / alpha - torch.log(-torch.log(u))
+    chosen = segment_argmax(scores, states)
+    starts = torch.cumsum(states.sizes, 0) - states.sizes
+    return chosen, q[starts + chosen], soft_value(q, states, alpha)
+
+
+def policy_networks(cfg: NetworkConfig, weights: Mapping[str, Mapping[str, Tensor]],
+                    device: torch.device | str = "cpu") -> tuple[QNetwork, QNetwork]:
+    """The twin online networks in eval mode from :meth:`Learner.policy_weights` (``q1``, ``q2``)."""
+    missing = {"q1", "q2"} - set(weights)
+    if missing:
+        raise ValueError(f"policy weights lack {sorted(missing)}")
+    nets = []
+    for name in ("q1", "q2"):
+        net = QNetwork(cfg)
+        net.load_state_dict(weights[name])
+        nets.append(net.to(device).eval())
+    return nets[0], nets[1]

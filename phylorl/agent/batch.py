@@ -1,0 +1,193 @@
+"""Transitions -> device tensors, and a background prefetcher that keeps batches ready.
+
+:func:`collate` does all the Python and numpy work (concatenate arrays, offset node ids, build the
+neighbour tables); :class:`Prefetcher` runs it on a thread with pinned memory and asynchronous
+copies, so that the learner's update only ever waits for data that is not yet sampled.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from phylorl.env.observation import Transition
+from phylorl.nets.inputs import ActionBatch, GraphBatch, collate_actions, collate_graphs, map_tensors, move_to
+
+
+@dataclass
+class Batch:
+    """``B`` transitions ready for the learner (all tensors on one device).
+
+    ``graphs``        trees of the states ``s``.
+    ``actions``       the action taken in each ``s`` (one per state, so ``A = B``).
+    ``next_graphs``   trees of the next states ``s'``.
+    ``next_actions``  *all* actions of each ``s'`` (``next_actions.states`` groups them).
+    ``reward``        float32 ``[B]``.
+    ``discount``      float32 ``[B]``, applied to ``V(s')`` (``gamma**k`` for ``k``-step).
+    ``terminal``      bool ``[B]``, true end of the task (no bootstrap); truncation is not terminal.
+    ``weights``       float32 ``[B]``, importance-sampling weights of prioritised replay.
+    """
+
+    graphs: GraphBatch
+    actions: ActionBatch
+    next_graphs: GraphBatch
+    next_actions: ActionBatch
+    reward: Tensor
+    discount: Tensor
+    terminal: Tensor
+    weights: Tensor
+
+    @property
+    def size(self) -> int:
+        return int(self.reward.shape[0])
+
+
+def collate(
+    transitions: Sequence[Transition],
+    device: torch.device | str = "cpu",
+    weights: np.ndarray | None = None,
+    pin_memory: bool = False,
+) -> Batch:
+    """Stack ``transitions`` into a :class:`Batch` on ``device``.
+
+    ``weights``: importance-sampling weights ``[B]`` (default all ones). ``pin_memory``: pin the
+    host tensors and copy asynchronously (CUDA devices only; ignored otherwise).
+    """
+    if not transitions:
+        raise ValueError("cannot collate an empty list of transitions")
+    b = len(transitions)
+    obs = [t.obs for t in transitions]
+    nxt = [t.next_obs for t in transitions]
+    for i, t in enumerate(transitions):
+        if not 0 <= t.action < t.obs.n_actions:
+            raise ValueError(f"transition {i}: action {t.action} outside 0..{t.obs.n_actions - 1}")
+        if t.next_obs.n_actions == 0 and not t.terminal:
+            raise ValueError(f"transition {i}: next state has no actions but is not terminal")
+    graphs = collate_graphs(obs)
+    next_graphs = collate_graphs(nxt)
+    actions = collate_actions(
+        [o.actions[t.action: t.action + 1] for o, t in zip(obs, transitions)],
+        [o.action_meta[t.action: t.action + 1] for o, t in zip(obs, transitions)],
+        graphs.node_offset.numpy(),
+        [o.n_nodes for o in obs],
+    )
+    next_actions = collate_actions(
+        [o.actions for o in nxt], [o.action_meta for o in nxt], next_graphs.node_offset.numpy(),
+        [o.n_nodes for o in nxt],
+    )
+    if weights is None:
+        weights = np.ones(b, dtype=np.float32)
+    weights = np.asarray(weights, dtype=np.float32)
+    if weights.shape != (b,):
+        raise ValueError(f"weights must have shape ({b},), got {weights.shape}")
+    batch = Batch(
+        graphs=graphs,
+        actions=actions,
+        next_graphs=next_graphs,
+        next_actions=next_actions,
+        reward=torch.tensor([t.reward for t in transitions], dtype=torch.float32),
+        discount=torch.tensor([t.discount for t in transitions], dtype=torch.float32),
+        terminal=torch.tensor([bool(t.terminal) for t in transitions], dtype=torch.bool),
+        weights=torch.from_numpy(weights.copy()),
+    )
+    return move_to(batch, device, pin_memory)
+
+
+Sample = tuple[Sequence[Transition], "np.ndarray | None", Any]
+"""What a prefetcher's source returns: transitions, IS weights (or ``None``), and opaque info
+(e.g. replay keys) handed back with the batch."""
+
+
+class Prefetcher:
+    """Collates sampled transitions on a background thread and queues ready batches.
+
+    ``sample()`` returns a :data:`Sample` or ``None`` when no data is available yet (the thread then
+    waits ``idle_wait_s`` and asks again). Up to ``depth`` batches wait in a bounded queue. On a CUDA
+    device the host tensors are pinned and copied on a side stream, so a batch handed out is already
+    on the device. An exception raised by ``sample`` or ``collate`` is re-raised by :meth:`get`.
+
+    Use as a context manager or call :meth:`close`.
+    """
+
+    def __init__(self, sample: Callable[[], "Sample | None"], device: torch.device | str = "cpu",
+                 depth: int = 2, idle_wait_s: float = 0.01):
+        if depth < 1:
+            raise ValueError(f"depth must be >= 1, got {depth}")
+        self._sample = sample
+        self._device = torch.device(device)
+        self._idle_wait_s = idle_wait_s
+        self._queue: queue.Queue = queue.Queue(maxsize=depth)
+        self._stop = threading.Event()
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="batch-prefetcher", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        cuda = self._device.type == "cuda"
+        stream = torch.cuda.Stream(self._device) if cuda else None
+        try:
+            while not self._stop.is_set():
+                drawn = self._sample()
+                if drawn is None:
+                    self._stop.wait(self._idle_wait_s)
+                    continue
+                transitions, weights, info = drawn
+                if cuda:
+                    with torch.cuda.stream(stream):
+                        batch = collate(transitions, self._device, weights, pin_memory=True)
+                    stream.synchronize()
+                else:
+                    batch = collate(transitions, self._device, weights)
+                self._put((batch, info))
+        except BaseException as error:  # handed to the consumer by get()
+            self._put(error)
+
+    def _put(self, item) -> None:
+        while not self._stop.is_set():
+            try:
+                self._queue.put(item, timeout=0.05)
+                return
+            except queue.Full:
+                continue
+
+    def get(self, timeout: float | None = None) -> tuple[Batch, Any]:
+        """The next ready ``(batch, info)``; raises ``TimeoutError`` after ``timeout`` seconds."""
+        if self._error is not None:
+            raise RuntimeError("the prefetcher's sampling thread failed") from self._error
+        if self._stop.is_set():
+            raise RuntimeError("the prefetcher is closed")
+        try:
+            item = self._queue.get(timeout=timeout)
+        except queue.Empty:
+            raise TimeoutError(f"no batch ready within {timeout} s") from None
+        if isinstance(item, BaseException):
+            self._error = item
+            raise RuntimeError("the prefetcher's sampling thread failed") from item
+        batch, info = item
+        if self._device.type == "cuda":  # tell the allocator the consumer's stream uses them
+            stream = torch.cuda.current_stream(self._device)
+            map_tensors(batch, lambda t: (t.record_stream(stream), t)[1])
+        return batch, info
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Stop the thread and drop queued batches."""
+        self._stop.set()
+        while True:
+            try:
+                self._queue.get_nowait()
+            except queue.Empty:
+                break
+        self._thread.join(timeout)
+
+    def __enter__(self) -> "Prefetcher":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

@@ -1,0 +1,74 @@
+"""Hyperparameters of the twin soft-Q learner (one frozen dataclass)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Literal
+
+
+@dataclass(frozen=True)
+class AgentConfig:
+    """How the learner updates its two Q networks, their targets and the temperature ``alpha``."""
+
+    lr: float = 3e-4
+    """Adam learning rate of the Q networks."""
+
+    alpha_lr: float = 3e-4
+    """Adam learning rate of ``log alpha``."""
+
+    initial_alpha: float = 0.05
+    """Starting temperature ``alpha`` (in reward units, like Q)."""
+
+    learn_alpha: bool = True
+    """Adapt ``alpha`` toward the target entropy; ``False`` keeps ``initial_alpha``."""
+
+    target_entropy_fraction: float = 0.5
+    """Target policy entropy per state as a fraction of the maximum ``log |A_s|`` (nats)."""
+
+    entropy_networks: Literal["online", "target"] = "online"
+    """Whose policy's entropy on the next states drives ``alpha``: the online networks' (the current
+    policy, two extra forward passes over every next action) or the target networks' (reuses the
+    Q-values already computed for ``V(s')``: half the next-state work, a policy lagging by ``~1/tau``
+    updates)."""
+
+    tau: float = 0.005
+    """Soft target update ``theta' <- tau theta + (1 - tau) theta'``."""
+
+    target_update_period: int = 1
+    """Apply the soft target update every this many learner steps."""
+
+    max_grad_norm: float | None = 10.0
+    """Clip each Q network's gradient to this L2 norm (``None``: no clipping)."""
+
+    adam_eps: float = 1e-8
+    """Adam epsilon (Q networks and alpha)."""
+
+    network_path: Literal["fast", "reference"] = "fast"
+    """Which forward of :class:`~phylorl.nets.qnet.QNetwork` to train with (same function)."""
+
+    cpu_action_chunk: int = 4096
+    """On CPU, evaluate the next states' actions this many at a time (cache-sized buffers, same
+    values); 0 = all at once. Not used on other devices."""
+
+    def __post_init__(self) -> None:
+        for name in ("lr", "alpha_lr", "initial_alpha", "adam_eps"):
+            value = getattr(self, name)
+            if not (value > 0 and math.isfinite(value)):
+                raise ValueError(f"AgentConfig.{name} must be positive and finite, got {value}")
+        if not 0.0 <= self.target_entropy_fraction <= 1.0:
+            raise ValueError(f"AgentConfig.target_entropy_fraction must be in [0, 1], "
+                             f"got {self.target_entropy_fraction}")
+        if not 0.0 < self.tau <= 1.0:
+            raise ValueError(f"AgentConfig.tau must be in (0, 1], got {self.tau}")
+        if self.target_update_period < 1:
+            raise ValueError(f"AgentConfig.target_update_period must be >= 1, got {self.target_update_period}")
+        if self.max_grad_norm is not None and not self.max_grad_norm > 0:
+            raise ValueError(f"AgentConfig.max_grad_norm must be positive or None, got {self.max_grad_norm}")
+        if self.entropy_networks not in ("online", "target"):
+            raise ValueError(f"AgentConfig.entropy_networks must be 'online' or 'target', "
+                             f"got {self.entropy_networks!r}")
+        if self.cpu_action_chunk < 0:
+            raise ValueError(f"AgentConfig.cpu_action_chunk must be >= 0, got {self.cpu_action_chunk}")
+        if self.network_path not in ("fast", "reference"):
+            raise ValueError(f"AgentConfig.network_path must be 'fast' or 'reference', got {self.network_path!r}")

@@ -1,0 +1,222 @@
+"""The learner core: twin soft-Q update, temperature update, target update, checkpoints.
+
+``Learner.step(batch)`` runs one update and returns ``(metrics, priorities)``; it holds no I/O
+besides :meth:`Learner.save` / :meth:`Learner.restore`, which write and read one checkpoint file
+(tensors and plain containers only, loadable with ``torch.load(..., weights_only=True)``).
+
+``weights_version`` counts updates of the online networks: it increases by one per :meth:`step`
+and is saved with the checkpoint, so versions keep increasing across a restore. Anything cached from
+network outputs must be keyed by it.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import math
+import os
+import tempfile
+from contextlib import contextmanager
+
+import numpy as np
+import torch
+from torch import nn
+
+from phylorl.agent.batch import Batch
+from phylorl.agent.config import AgentConfig
+from phylorl.agent.losses import (
+    alpha_loss,
+    clip_grad_norm,
+    critic_loss,
+    policy_entropy,
+    soft_update,
+    soft_value,
+    target_entropy,
+    td_target,
+)
+from phylorl.nets.config import NetworkConfig
+from phylorl.nets.inputs import move_to
+from phylorl.nets.qnet import QNetwork
+
+CHECKPOINT_FORMAT = 1
+
+METRIC_NAMES = (
+    "loss/q1", "loss/q2", "loss/alpha", "alpha", "q/mean", "target/mean", "td/abs_mean",
+    "entropy/mean", "entropy/target_mean", "grad_norm/q1", "grad_norm/q2",
+)
+"""Keys of :meth:`Learner.step`'s metrics: losses, ``alpha`` (before its update), mean ``Q(s,a)`` of
+``q1``, mean TD target, mean ``(|td1|+|td2|)/2``, the online policy's mean entropy on ``s'`` (nats) and
+its target, and each Q network's gradient norm before clipping."""
+
+
+@contextmanager
+def _eval_mode(*nets: nn.Module):
+    modes = [n.training for n in nets]
+    for n in nets:
+        n.eval()
+    try:
+        yield
+    finally:
+        for n, mode in zip(nets, modes):
+            n.train(mode)
+
+
+class Learner:
+    """Two online Q networks, their targets, ``log alpha`` and the optimisers, on one device.
+
+    ``seed`` fixes the initial parameters (drawn without touching the global RNG) and the learner's
+    own dropout RNG.
+    """
+
+    def __init__(self, net_cfg: NetworkConfig = NetworkConfig(), agent_cfg: AgentConfig = AgentConfig(),
+                 device: torch.device | str = "cpu", seed: int = 0):
+        self.net_cfg = net_cfg
+        self.agent_cfg = agent_cfg
+        self.device = torch.device(device)
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            self.q1 = QNetwork(net_cfg).to(self.device)
+            self.q2 = QNetwork(net_cfg).to(self.device)
+        self.target1 = copy.deepcopy(self.q1).requires_grad_(False).eval()
+        self.target2 = copy.deepcopy(self.q2).requires_grad_(False).eval()
+        self.log_alpha = nn.Parameter(torch.tensor(math.log(agent_cfg.initial_alpha), device=self.device))
+        self.q_optimizer = torch.optim.Adam(
+            [*self.q1.parameters(), *self.q2.parameters()], lr=agent_cfg.lr, eps=agent_cfg.adam_eps,
+            fused=self.device.type == "cuda")
+        self.alpha_optimizer = torch.optim.Adam([self.log_alpha], lr=agent_cfg.alpha_lr, eps=agent_cfg.adam_eps)
+        self.rng = torch.Generator(device=self.device)
+        self.rng.manual_seed(seed)
+        self.steps = 0
+        self.weights_version = 0
+
+    @property
+    def alpha(self) -> float:
+        return float(self.log_alpha.detach().exp())
+
+    def step(self, batch: Batch) -> tuple[dict[str, float], np.ndarray]:
+        """One update on ``batch``; returns ``(metrics, priorities)``.
+
+        ``metrics``: see :data:`METRIC_NAMES`. ``priorities``: float32 ``[B]``, ``|td1| + |td2|`` of
+        this update (before the parameters change), for the replay service.
+        """
+        cfg = self.agent_cfg
+        fast = cfg.network_path == "fast"
+        if batch.reward.device != self.device:
+            batch = move_to(batch, self.device)
+        alpha = self.log_alpha.detach().exp()
+        y, entropy, entropy_target = self._targets(batch, alpha, fast)
+
+        self.q1.train()
+        self.q2.train()
+        q1 = self.q1(batch.graphs, batch.actions, fast, self.rng)
+        q2 = self.q2(batch.graphs, batch.actions, fast, self.rng)
+        loss, extra = critic_loss(q1, q2, y, batch.weights)
+        self.q_optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        norm1 = clip_grad_norm(self.q1, cfg.max_grad_norm)
+        norm2 = clip_grad_norm(self.q2, cfg.max_grad_norm)
+        self.q_optimizer.step()
+
+        a_loss = alpha_loss(self.log_alpha, entropy, entropy_target)
+        if cfg.learn_alpha:
+            self.alpha_optimizer.zero_grad(set_to_none=True)
+            a_loss.backward()
+            self.alpha_optimizer.step()
+
+        self.steps += 1
+        self.weights_version += 1
+        if self.steps % cfg.target_update_period == 0:
+            soft_update(self.target1, self.q1, cfg.tau)
+            soft_update(self.target2, self.q2, cfg.tau)
+
+        values = torch.stack([
+            extra["loss1"], extra["loss2"], a_loss.detach(), alpha, q1.detach().mean(), y.mean(),
+            extra["priorities"].mean() / 2, entropy.mean(), entropy_target.mean(), norm1, norm2,
+        ]).cpu().tolist()
+        priorities = extra["priorities"].cpu().numpy().astype(np.float32, copy=False)
+        return dict(zip(METRIC_NAMES, values)), priorities
+
+    @torch.no_grad()
+    def _targets(self, batch: Batch, alpha: torch.Tensor, fast: bool):
+        """TD targets ``[B]``, policy entropy on ``s'`` ``[B]`` and its target ``[B]``."""
+        cfg = self.agent_cfg
+        states = batch.next_actions.states
+        chunk = (cfg.cpu_action_chunk or None) if self.device.type == "cpu" else None
+
+        def q_next(net: QNetwork) -> torch.Tensor:
+            return net(batch.next_graphs, batch.next_actions, fast, chunk=chunk)
+
+        q_target = torch.minimum(q_next(self.target1), q_next(self.target2))
+        y = td_target(batch.reward, batch.discount, batch.terminal, soft_value(q_target, states, alpha))
+        if cfg.entropy_networks == "online":
+            with _eval_mode(self.q1, self.q2):
+                q_policy = torch.minimum(q_next(self.q1), q_next(self.q2))
+        else:
+            q_policy = q_target
+        entropy = policy_entropy(q_policy, states, alpha)
+        return y, entropy, target_entropy(states, cfg.target_entropy_fraction)
+
+    # -- weights and checkpoints ----------------------------------------------------------------
+
+    def policy_weights(self) -> dict[str, dict[str, torch.Tensor]]:
+        """CPU copies of the online networks' parameters, ``{"q1": state_dict, "q2": state_dict}``."""
+        return {name: {k: v.detach().to("cpu", copy=True) for k, v in net.state_dict().items()}
+                for name, net in (("q1", self.q1), ("q2", self.q2))}
+
+    def state_dict(self) -> dict:
+        """Everything needed to continue bit-for-bit: networks, targets, optimisers, alpha, RNG, counters."""
+        return {
+            "format": CHECKPOINT_FORMAT,
+            "net_cfg": dataclasses.asdict(self.net_cfg),
+            "agent_cfg": dataclasses.asdict(self.agent_cfg),
+            "q1": self.q1.state_dict(),
+            "q2": self.q2.state_dict(),
+            "target1": self.target1.state_dict(),
+            "target2": self.target2.state_dict(),
+            "log_alpha": self.log_alpha.detach().clone(),
+            "q_optimizer": self.q_optimizer.state_dict(),
+            "alpha_optimizer": self.alpha_optimizer.state_dict(),
+            "rng": self.rng.get_state(),
+            "steps": self.steps,
+            "weights_version": self.weights_version,
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        """Load a :meth:`state_dict` (from a learner with the same configs)."""
+        if state.get("format") != CHECKPOINT_FORMAT:
+            raise ValueError(f"checkpoint format {state.get('format')!r} is not {CHECKPOINT_FORMAT}")
+        if state["net_cfg"] != dataclasses.asdict(self.net_cfg):
+            raise ValueError("checkpoint was written for a different NetworkConfig")
+        for name in ("q1", "q2", "target1", "target2"):
+            getattr(self, name).load_state_dict(state[name])
+        with torch.no_grad():
+            self.log_alpha.copy_(state["log_alpha"])
+        self.q_optimizer.load_state_dict(state["q_optimizer"])
+        self.alpha_optimizer.load_state_dict(state["alpha_optimizer"])
+        self.rng.set_state(state["rng"].cpu())
+        self.steps = int(state["steps"])
+        self.weights_version = int(state["weights_version"])
+
+    def save(self, path: str | os.PathLike) -> None:
+        """Write a checkpoint atomically (temporary file in the same directory, then rename)."""
+        path = os.fspath(path)
+        directory = os.path.dirname(os.path.abspath(path))
+        fd, tmp = tempfile.mkstemp(prefix=".ckpt-", suffix=".tmp", dir=directory)
+        try:
+            with os.fdopen(fd, "wb") as f:
+                torch.save(self.state_dict(), f)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+            raise
+
+    @classmethod
+    def restore(cls, path: str | os.PathLike, device: torch.device | str = "cpu") -> "Learner":
+        """A learner from a checkpoint written by :meth:`save` (loaded with ``weights_only=True``)."""
+        state = torch.load(os.fspath(path), map_location="cpu", weights_only=True)
+        learner = cls(NetworkConfig(**state["net_cfg"]), AgentConfig(**state["agent_cfg"]), device)
+        learner.load_state_dict(state)
+        return learner

@@ -1,0 +1,48 @@
+"""n-step returns: one-step transitions of an episode -> n-step transitions (pure function)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from phylorl.env.observation import Transition
+
+
+def n_step_transitions(episode: Sequence[Transition], n: int) -> list[Transition]:
+    r"""The ``n``-step transition starting at every step of ``episode``.
+
+    ``episode`` holds consecutive one-step transitions of one episode (``episode[t].next_obs`` is
+    ``episode[t + 1].obs``); only the last may be terminal or truncated. The transition from step
+    ``t`` spans ``k = min(n, T - t)`` steps:
+
+    .. math::
+        R = \sum_{i<k} \Big(\prod_{j<i} d_{t+j}\Big) r_{t+i}, \qquad
+        \mathrm{discount} = \prod_{j<k} d_{t+j},
+
+    where ``d`` is each step's own ``discount`` (``gamma`` for one-step transitions, so
+    ``discount = gamma**k``). ``next_obs`` is the observation after those ``k`` steps; ``terminal`` and
+    ``truncated`` are those of the last step spanned (so a window ending on a truncated last step still
+    bootstraps from it, and one ending on a terminal does not).
+    """
+    if n < 1:
+        raise ValueError(f"n must be >= 1, got {n}")
+    for i, step in enumerate(episode[:-1]):
+        if step.terminal or step.truncated:
+            raise ValueError(f"step {i} of {len(episode)} ends the episode; only the last step may")
+    out = []
+    for t in range(len(episode)):
+        reward, discount = 0.0, 1.0
+        window = episode[t: t + n]
+        for step in window:
+            reward += discount * step.reward
+            discount *= step.discount
+        last = window[-1]
+        out.append(Transition(
+            obs=episode[t].obs,
+            action=episode[t].action,
+            reward=reward,
+            next_obs=last.next_obs,
+            terminal=last.terminal,
+            truncated=last.truncated,
+            discount=discount,
+        ))
+    return out

@@ -1,0 +1,132 @@
+"""A trained agent as a search policy, and the evaluation of policies on common start trees.
+
+:class:`AgentPolicy` plays the :class:`~phylorl.env.search.Policy` protocol: at each step it takes
+the move of highest ``min(Q1, Q2)`` (the twin online networks of a learner checkpoint, as the
+inference endpoint's greedy answer). :func:`evaluate_policy` runs any policy from the same seeded
+start trees, so policies are compared on equal terms.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from phylorl.agent.acting import policy_networks, select_actions
+from phylorl.agent.learner import CHECKPOINT_FORMAT, Learner
+from phylorl.env import EnvAlignment, EnvConfig, TreeEnv, build_observation
+from phylorl.env.search import Policy, SearchResult, run_search
+from phylorl.nets.config import NetworkConfig
+from phylorl.nets.inputs import collate_observations, move_to
+from phylorl.nets.qnet import QNetwork
+from phylorl.phylo import move_metadata
+
+
+def resolve_checkpoint(path: str | os.PathLike) -> Path:
+    """The checkpoint file ``path`` names: the file itself, or for a run directory (or its
+    ``checkpoints`` directory) the file named by ``checkpoints/latest``."""
+    path = Path(path)
+    if path.is_file():
+        return path
+    if not path.exists():
+        raise FileNotFoundError(f"checkpoint {str(path)!r} does not exist")
+    for pointer in (path / "checkpoints" / "latest", path / "latest"):
+        if pointer.is_file():
+            target = pointer.parent / pointer.read_text().strip()
+            if not target.is_file():
+                raise FileNotFoundError(f"{pointer} names {target.name!r}, which does not exist")
+            return target
+    raise FileNotFoundError(f"{str(path)!r} is a directory without checkpoints/latest: pass a checkpoint file "
+                            "or a training run directory")
+
+
+class AgentPolicy:
+    """Greedy policy of twin Q networks: the move of highest ``min(Q1(s, a), Q2(s, a))``.
+
+    Args:
+        nets: the twin online networks (put in eval mode here).
+        alpha: the temperature (only enters the soft value, not the greedy choice).
+        fast: use the networks' fast forward (same function as the reference one).
+    """
+
+    def __init__(self, nets: tuple[QNetwork, QNetwork], alpha: float = 1.0, fast: bool = True):
+        if len(nets) != 2:
+            raise ValueError(f"AgentPolicy needs the two Q networks, got {len(nets)}")
+        self.nets = tuple(net.eval() for net in nets)
+        self.alpha = float(alpha)
+        self.fast = fast
+        self.device = next(self.nets[0].parameters()).device
+
+    @classmethod
+    def from_learner(cls, learner: Learner) -> "AgentPolicy":
+        """A policy from a copy of ``learner``'s current online networks."""
+        nets = policy_networks(learner.net_cfg, learner.policy_weights(), learner.device)
+        return cls(nets, learner.alpha, learner.agent_cfg.network_path == "fast")
+
+    @classmethod
+    def from_checkpoint(cls, path: str | os.PathLike, device: torch.device | str = "cpu") -> "AgentPolicy":
+        """A policy from a :meth:`Learner.save` checkpoint file or a training run directory."""
+        file = resolve_checkpoint(path)
+        try:
+            state = torch.load(file, map_location="cpu", weights_only=True)
+        except Exception as exc:  # torch raises several types for a file that is not a checkpoint
+            raise ValueError(f"{file}: not a learner checkpoint ({type(exc).__name__}: {exc})") from None
+        if not isinstance(state, dict) or state.get("format") != CHECKPOINT_FORMAT:
+            raise ValueError(f"{file}: not a learner checkpoint of format {CHECKPOINT_FORMAT}")
+        try:
+            net_cfg = NetworkConfig(**state["net_cfg"])
+            nets = policy_networks(net_cfg, {"q1": state["q1"], "q2": state["q2"]}, device)
+        except (KeyError, TypeError, RuntimeError) as exc:
+            raise ValueError(f"{file}: checkpoint does not match this version's Q network ({exc})") from None
+        fast = state.get("agent_cfg", {}).get("network_path", "fast") == "fast"
+        return cls(nets, float(state["log_alpha"].exp()), fast)
+
+    def _inputs(self, env: TreeEnv):
+        obs = build_observation(env.tree, env.moves, move_metadata(env.tree, env.moves))
+        return move_to(collate_observations([obs]), self.device)
+
+    @torch.no_grad()
+    def q_values(self, env: TreeEnv) -> np.ndarray:
+        """``min(Q1, Q2)`` of every move of ``env``'s current state, float ``[A]``."""
+        graphs, actions = self._inputs(env)
+        q = torch.minimum(self.nets[0](graphs, actions, self.fast), self.nets[1](graphs, actions, self.fast))
+        return q.cpu().numpy()
+
+    def choose(self, env: TreeEnv) -> int | None:
+        """Index of the greedy move in ``env.moves``; ``None`` when the state has no move."""
+        if env.tree is None:
+            raise RuntimeError("reset the environment before asking the policy for a move")
+        if not len(env.moves):
+            return None
+        graphs, actions = self._inputs(env)
+        chosen, _, _ = select_actions(self.nets, graphs, actions, self.alpha, greedy=True, fast=self.fast)
+        return int(chosen[0])
+
+
+def evaluate_episodes(policy: str | Policy, entry: EnvAlignment, episodes: int, steps: int, seed: int = 0,
+                      env_cfg: EnvConfig | None = None) -> list[SearchResult]:
+    """Run ``policy`` for ``steps`` moves from ``episodes`` start trees of ``entry``.
+
+    Episode ``e`` starts in ``TreeEnv([entry], env_cfg, seed=seed + e)`` (start trees and their
+    branch lengths depend only on ``seed`` and ``env_cfg``, so every policy sees the same ones); the
+    random policy draws its moves from ``default_rng([seed, e])``. ``policy`` is ``"random"``,
+    ``"greedy"`` (stops early at a local optimum) or a :class:`Policy`. ``env_cfg`` defaults to
+    random start trees; its horizon is ignored.
+    """
+    if episodes < 1 or steps < 1:
+        raise ValueError(f"episodes and steps must be >= 1, got episodes={episodes}, steps={steps}")
+    env_cfg = env_cfg if env_cfg is not None else EnvConfig(start="random")
+    results = []
+    for episode in range(episodes):
+        env = TreeEnv([entry], env_cfg, seed=seed + episode)
+        env.reset(0)
+        results.append(run_search(env, policy, steps=steps, rng=np.random.default_rng([seed, episode])))
+    return results
+
+
+def evaluate_policy(policy: str | Policy, entry: EnvAlignment, episodes: int, steps: int, seed: int = 0,
+                    env_cfg: EnvConfig | None = None) -> list[float]:
+    """ΔlogL (final − start) of each episode of :func:`evaluate_episodes`."""
+    return [r.final_loglik - r.start_loglik for r in evaluate_episodes(policy, entry, episodes, steps, seed, env_cfg)]

@@ -1,0 +1,93 @@
+"""A flat sum tree over non-negative weights with vectorised updates and stratified sampling."""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+class SumTree:
+    """Weights ``w[0..capacity)`` with their running sum, for sampling ``i`` with probability ``w_i / Σw``.
+
+    The tree is one float64 array of ``2L`` nodes (``L`` = capacity rounded up to a power of two):
+    node 1 is the root, node ``k`` has children ``2k`` and ``2k+1``, leaf ``i`` is node ``L + i``.
+    Parents are recomputed from their children after every update (no running deltas), so the
+    sums never drift. Updating or sampling ``B`` slots costs ``O(B log capacity)`` numpy work.
+    """
+
+    def __init__(self, capacity: int):
+        if capacity < 1:
+            raise ValueError(f"capacity must be >= 1, got {capacity}")
+        self.capacity = int(capacity)
+        self._leaves = 1 << max(0, (self.capacity - 1).bit_length())
+        self._depth = self._leaves.bit_length() - 1
+        self._nodes = np.zeros(2 * self._leaves, dtype=np.float64)
+
+    @property
+    def total(self) -> float:
+        """Sum of all weights."""
+        return float(self._nodes[1])
+
+    def get(self, slots: np.ndarray) -> np.ndarray:
+        """Weights ``[B]`` of ``slots`` ``[B]``."""
+        return self._nodes[self._leaves + self._check_slots(slots)]
+
+    def max(self) -> float:
+        """Largest weight (0.0 when empty); ``O(capacity)``."""
+        return float(self._nodes[self._leaves:self._leaves + self.capacity].max())
+
+    def set(self, slots: np.ndarray, weights: np.ndarray) -> None:
+        """Set ``weights`` ``[B]`` (finite, >= 0) at ``slots`` ``[B]``; a repeated slot keeps its last weight."""
+        slots = self._check_slots(slots)
+        weights = np.asarray(weights, dtype=np.float64).reshape(-1)
+        if weights.shape != slots.shape:
+            raise ValueError(f"{slots.size} slots but {weights.size} weights")
+        if not np.all(np.isfinite(weights)) or np.any(weights < 0):
+            raise ValueError("weights must be finite and >= 0")
+        nodes = slots + self._leaves
+        self._nodes[nodes] = weights
+        for _ in range(self._depth):
+            nodes = nodes >> 1
+            self._nodes[nodes] = self._nodes[2 * nodes] + self._nodes[2 * nodes + 1]
+
+    def assign(self, weights: np.ndarray) -> None:
+        """Replace every weight at once with ``weights`` ``[capacity]`` (a full rebuild, ``O(capacity)``)."""
+        weights = np.asarray(weights, dtype=np.float64)
+        if weights.shape != (self.capacity,):
+            raise ValueError(f"expected {self.capacity} weights, got shape {weights.shape}")
+        if not np.all(np.isfinite(weights)) or np.any(weights < 0):
+            raise ValueError("weights must be finite and >= 0")
+        self._nodes[:] = 0.0
+        self._nodes[self._leaves:self._leaves + self.capacity] = weights
+        for level in range(self._depth - 1, -1, -1):
+            lo, hi = 1 << level, 2 << level
+            self._nodes[lo:hi] = self._nodes[2 * lo:2 * hi:2] + self._nodes[2 * lo + 1:2 * hi:2]
+
+    def sample(self, batch_size: int, rng: np.random.Generator) -> np.ndarray:
+        """Stratified draw of ``batch_size`` slots ``[B]``, each with marginal probability ``w_i / Σw``.
+
+        The total is cut into ``batch_size`` equal strata and one point is drawn uniformly in each,
+        so a batch covers the distribution evenly (lower variance than independent draws). Only
+        slots with a positive weight are ever returned. Raises ``ValueError`` when the total is 0.
+        """
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        total = self._nodes[1]
+        if not total > 0.0:
+            raise ValueError("cannot sample: every weight is zero")
+        points = (np.arange(batch_size) + rng.random(batch_size)) * (total / batch_size)
+        nodes = np.ones(batch_size, dtype=np.int64)
+        for _ in range(self._depth):
+            left = self._nodes[2 * nodes]
+            right = self._nodes[2 * nodes + 1]
+            # Go right when the point lies beyond the left subtree, but never into an empty subtree:
+            # rounding can leave a point at (or just past) the end of the range.
+            go_right = ((points >= left) & (right > 0.0)) | (left <= 0.0)
+            points = np.where(go_right, points - left, points)
+            nodes = 2 * nodes + go_right
+        return nodes - self._leaves
+
+    def _check_slots(self, slots: np.ndarray) -> np.ndarray:
+        slots = np.asarray(slots, dtype=np.int64).reshape(-1)
+        if slots.size and (slots.min() < 0 or slots.max() >= self.capacity):
+            raise ValueError(f"slots must lie in [0, {self.capacity}), got range [{slots.min()}, {slots.max()}]")
+        return slots

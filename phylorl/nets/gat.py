@@ -1,0 +1,90 @@
+r"""GAT layer on a dense neighbour table (the fast path of PyG's ``GATConv`` on trees).
+
+For node :math:`i` with neighbours :math:`j \in \mathcal{N}(i)` (plus :math:`i` itself when self
+loops are on), PyG's ``GATConv`` with ``H`` heads of ``C`` channels, edge features
+:math:`e_{ij}` and ``concat=True`` computes, per head :math:`h`,
+
+.. math::
+    \alpha_{ij} = \mathrm{softmax}_j\big(\mathrm{LeakyReLU}_{0.2}(
+        a_s^\top W x_j + a_d^\top W x_i + a_e^\top W_e e_{ij})\big), \qquad
+    x_i' = \big\Vert_h \sum_j \alpha_{ij} W x_j + b.
+
+A self loop's edge feature is the mean of the node's incoming edge features (``fill_value='mean'``).
+Tree nodes have at most 3 neighbours, so the softmax runs over at most 4 slots of a dense table
+instead of scattering over an edge list: same parameters, same maths, static shapes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+from torch_geometric.nn import GATConv
+
+from phylorl.nets.inputs import GraphBatch
+
+
+@dataclass
+class DenseSlots:
+    """Attention slots of every node, shared by all GAT layers of one forward.
+
+    ``nodes`` int64 ``[N, S]``: the node read by each slot (3 neighbour slots, then the node itself
+    when self loops are on); ``attr`` float ``[N, S, D]``: edge feature of each slot; ``mask`` bool
+    ``[N, S]``: which slots are real; ``heads``: attention heads the ``rows`` were built for;
+    ``rows`` int64 ``[N * heads, S]``: row ``v * heads + h`` of a ``[N * heads, C]`` view of the
+    transformed features, i.e. head ``h`` of the slot's node.
+    """
+
+    nodes: Tensor
+    attr: Tensor
+    mask: Tensor
+    rows: Tensor
+    heads: int
+
+
+def dense_slots(graphs: GraphBatch, heads: int, self_loops: bool) -> DenseSlots:
+    """Slots from the batch's neighbour table (self-loop feature: mean of the incoming ones)."""
+    nodes, attr, mask = graphs.neighbors, graphs.neighbor_attr, graphs.neighbor_mask
+    if self_loops:
+        n = nodes.shape[0]
+        degree = mask.sum(1, keepdim=True).clamp(min=1).to(attr.dtype)
+        self_attr = attr.sum(1) / degree  # padding slots hold 0
+        nodes = torch.cat([nodes, torch.arange(n, device=nodes.device).unsqueeze(1)], dim=1)
+        attr = torch.cat([attr, self_attr.unsqueeze(1)], dim=1)
+        mask = torch.cat([mask, mask.new_ones(n, 1)], dim=1)
+    head_ids = torch.arange(heads, device=nodes.device).view(1, heads, 1)
+    rows = (nodes.unsqueeze(1) * heads + head_ids).reshape(-1, nodes.shape[1])
+    return DenseSlots(nodes=nodes, attr=attr, mask=mask, rows=rows, heads=heads)
+
+
+def dense_gat(conv: GATConv, x: Tensor, slots: DenseSlots) -> Tensor:
+    """Apply ``conv`` (a ``GATConv`` with ``concat=True``, ``edge_dim`` set, no residual) to ``x``.
+
+    Shapes: ``x`` float ``[N, in]`` -> ``[N, heads * out_channels]``. The slots must have been built
+    with the conv's ``heads`` and ``add_self_loops``.
+    """
+    heads, channels = conv.heads, conv.out_channels
+    if slots.heads != heads:
+        raise ValueError(f"slots were built for {slots.heads} heads, the layer has {heads}")
+    n = x.shape[0]
+    w = conv.lin.weight  # [H*C, in]
+    w_heads = w.view(heads, channels, -1)
+    # a_s^T W x and a_d^T W x per head fold into one [2H, in] product; likewise a_e^T W_e e -> [D, H]
+    w_att = torch.cat([(w_heads * conv.att_src.view(heads, channels, 1)).sum(1),
+                       (w_heads * conv.att_dst.view(heads, channels, 1)).sum(1)])
+    xl = x @ w.t()  # [N, H*C]
+    a_src, a_dst = (x @ w_att.t()).split(heads, dim=1)  # [N, H] each
+    w_edge = conv.lin_edge.weight.view(heads, channels, -1)
+    edge_coef = (w_edge * conv.att_edge.view(heads, channels, 1)).sum(1).t()  # [D, H]
+
+    logits = a_src[slots.nodes] + a_dst.unsqueeze(1) + slots.attr @ edge_coef  # [N, S, H]
+    logits = F.leaky_relu(logits, conv.negative_slope)
+    logits = logits.masked_fill(~slots.mask.unsqueeze(-1), float("-inf"))
+    attention = torch.softmax(logits, dim=1).transpose(1, 2).reshape(n * heads, -1)  # [N*H, S]
+    # out[v, h] = sum_s attention[v, s, h] * xl[slot node, h]: one weighted gather-sum per (v, h)
+    out = F.embedding_bag(slots.rows, xl.reshape(n * heads, channels), per_sample_weights=attention,
+                          mode="sum")
+    out = out.view(n, heads * channels)
+    return out + conv.bias if conv.bias is not None else out

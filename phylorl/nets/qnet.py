@@ -1,0 +1,204 @@
+r"""One Q network: GAT tree encoder, action encoder, Q head; a reference and a fast forward.
+
+.. math::
+    Q(s, a) = w_3^\top \mathrm{relu}(W_2\, \mathrm{relu}(W_1 [t(s); W_{enc} u(a) + b_{enc}] + b_1) + b_2) + b_3
+
+with ``t(s)`` the pooled tree embedding (sum, mean, max of the GAT node embeddings) and ``u(a)`` the
+action input: ``[h_p; h_s; h_x; h_y; meta]`` (the move's node embeddings, ``"gather"``) or
+``[p; s; x; y; meta]`` (node ids as numbers, ``"indices"``). The action encoder is one linear layer,
+as first designed (the original diagram gives the node encoder a ReLU, the action encoder none).
+
+Both forwards use the same parameters (one module, one ``state_dict``) and compute the same
+function:
+
+* **reference**: PyG ``GATConv`` over the edge list, PyG pooling, the action encoder applied to
+  each action's input and the head's first layer to the concatenation ``[tree; action]``;
+* **fast**: :func:`~phylorl.nets.gat.dense_gat` over the dense neighbour table, pooling by reshape
+  when all trees have the same size, and the first layer factored:
+  ``W_1 [t; W_enc u + b_enc] = (W_t t + b_1 + W_a b_enc) + C u`` with ``C = W_a W_enc``. The first
+  term is computed once per tree. With many actions per tree and ``"gather"``, ``C u`` is
+  ``sum_r C_r h_{node_r} + C_m meta`` and ``C_r h_v`` is computed once per node and role, so each
+  action costs one weighted gather-sum of 8 rows (``embedding_bag``) instead of a ``1027 x 256``
+  product; the only per-action matrix product left is the head's second layer.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+from torch_geometric.nn import GATConv, global_add_pool, global_max_pool, global_mean_pool
+
+from phylorl.nets.config import NetworkConfig
+from phylorl.nets.gat import dense_gat, dense_slots
+from phylorl.nets.inputs import ActionBatch, GraphBatch
+from phylorl.nets.segment import segment_max, segment_mean, segment_sum
+
+MOVE_NODES = 4
+
+
+def dropout(x: Tensor, p: float, training: bool, generator: torch.Generator | None) -> Tensor:
+    """Inverted dropout drawing its mask from ``generator`` (so a learner can own its RNG)."""
+    if not training or p == 0.0:
+        return x
+    keep = torch.empty_like(x).bernoulli_(1.0 - p, generator=generator)
+    return x * keep / (1.0 - p)
+
+
+class QNetwork(nn.Module):
+    """``Q(s, a)`` for every action of every state in a batch.
+
+    Args:
+        cfg: sizes and options (:class:`~phylorl.nets.config.NetworkConfig`).
+
+    Shapes:
+        graphs ``G`` trees with ``N`` nodes in all; actions ``A`` moves in all -> ``[A]``.
+    """
+
+    def __init__(self, cfg: NetworkConfig = NetworkConfig()):
+        super().__init__()
+        self.cfg = cfg
+        h = cfg.hidden
+        self.node_encoder = nn.Linear(cfg.node_features, h)
+        self.convs = nn.ModuleList(
+            GATConv(h, h // cfg.heads, heads=cfg.heads, concat=True, edge_dim=cfg.edge_features,
+                    add_self_loops=cfg.gat_self_loops)
+            for _ in range(cfg.gat_layers)
+        )
+        action_in = (MOVE_NODES * h if cfg.action_features == "gather" else MOVE_NODES) + cfg.action_meta
+        self.action_encoder = nn.Linear(action_in, cfg.action_hidden)
+        self.head1 = nn.Linear(cfg.tree_embedding + cfg.action_hidden, cfg.head_hidden)
+        self.head2 = nn.Linear(cfg.head_hidden, cfg.head_hidden)
+        self.head3 = nn.Linear(cfg.head_hidden, 1)
+
+    # -- tree encoder ---------------------------------------------------------------------------
+
+    def encode(self, graphs: GraphBatch, fast: bool = True) -> tuple[Tensor, Tensor]:
+        """Node embeddings ``[N, hidden]`` and tree embeddings ``[G, 3 * hidden]`` (sum, mean, max)."""
+        if graphs.x.shape[1] != self.cfg.node_features:
+            raise ValueError(f"graphs have {graphs.x.shape[1]} node features, the network expects "
+                             f"{self.cfg.node_features}")
+        x = F.relu(self.node_encoder(graphs.x))
+        slots = dense_slots(graphs, self.cfg.heads, self.cfg.gat_self_loops) if fast else None
+        for conv in self.convs:
+            if fast:
+                y = dense_gat(conv, x, slots)
+            else:
+                y = conv(x, graphs.edge_index, graphs.edge_attr)
+            x = F.relu(y) + x
+        if fast:
+            seg = graphs.nodes
+            tree = torch.cat([segment_sum(x, seg), segment_mean(x, seg), segment_max(x, seg)], dim=1)
+        else:
+            batch, size = graphs.nodes.index, graphs.nodes.count
+            tree = torch.cat([global_add_pool(x, batch, size), global_mean_pool(x, batch, size),
+                              global_max_pool(x, batch, size)], dim=1)
+        return x, tree
+
+    # -- action encoder and Q head -------------------------------------------------------------
+
+    def _action_input(self, nodes: Tensor, graphs: GraphBatch, actions: ActionBatch) -> Tensor:
+        """The action encoder's input per action: ``[A, 4 * hidden + K]`` (gather) or ``[A, 4 + K]``."""
+        if self.cfg.action_features == "gather":
+            gathered = nodes[actions.nodes].reshape(actions.nodes.shape[0], -1)  # [A, 4 * hidden]
+            return torch.cat([gathered, actions.meta], dim=1)
+        local = actions.nodes - graphs.node_offset[actions.states.index].unsqueeze(1)
+        return torch.cat([local.to(actions.meta.dtype), actions.meta], dim=1)
+
+    def _first_layer_reference(self, nodes, tree, graphs, actions) -> Tensor:
+        action = self.action_encoder(self._action_input(nodes, graphs, actions))
+        return self.head1(torch.cat([tree[actions.states.index], action], dim=1))
+
+    def _first_layer_fast(self, nodes, tree, graphs, actions) -> Tensor | tuple[Tensor, Tensor, Tensor]:
+        """The first layer's pre-activation ``[A, head_hidden]``, or with many actions the
+        ``(table, rows, weights)`` of an ``embedding_bag`` that computes it (so it can run in chunks)."""
+        # head1([t; enc(u)]) = W_t t + b_1 + W_a b_enc + (W_a W_enc) u: a per-tree part plus C u
+        cfg = self.cfg
+        w_tree = self.head1.weight[:, : cfg.tree_embedding]
+        w_action = self.head1.weight[:, cfg.tree_embedding:]
+        combined = w_action @ self.action_encoder.weight  # C: [head_hidden, action_in]
+        per_tree = torch.addmm(self.head1.bias + w_action @ self.action_encoder.bias, tree, w_tree.t())
+        n_actions, n_nodes, hh = actions.nodes.shape[0], nodes.shape[0], cfg.head_hidden
+        if cfg.action_features == "indices" or n_actions < n_nodes:
+            # few actions (e.g. the chosen one per state): apply C to each action's input
+            z = self._action_input(nodes, graphs, actions) @ combined.t()
+            if actions.states.uniform:
+                return (z.view(actions.states.count, -1, hh) + per_tree.unsqueeze(1)).view(z.shape)
+            return z + per_tree[actions.states.index]
+        # many actions: C_r h_v once per node and role r, then each action sums 4 rows, its tree's
+        # row and its metadata rows (one embedding_bag: a weighted gather-sum)
+        h, k = cfg.hidden, cfg.action_meta
+        w_nodes = combined[:, : MOVE_NODES * h].reshape(hh, MOVE_NODES, h).permute(2, 1, 0).reshape(h, -1)
+        per_node = (nodes @ w_nodes).view(-1, hh)  # row 4 v + r = C_r h_v
+        table = torch.cat([per_node, per_tree, combined[:, MOVE_NODES * h:].t()], dim=0)
+        tree_row = MOVE_NODES * n_nodes
+        meta_row = tree_row + tree.shape[0]
+        roles = torch.arange(MOVE_NODES, device=nodes.device)
+        rows = torch.cat([
+            actions.nodes * MOVE_NODES + roles,
+            (actions.states.index + tree_row).unsqueeze(1),
+            (torch.arange(k, device=nodes.device) + meta_row).expand(n_actions, k),
+        ], dim=1)
+        weights = torch.cat([actions.meta.new_ones(n_actions, MOVE_NODES + 1), actions.meta], dim=1)
+        return table, rows, weights
+
+    def first_layer(self, nodes: Tensor, tree: Tensor, graphs: GraphBatch, actions: ActionBatch,
+                    fast: bool = True) -> Tensor:
+        """Pre-activation of the head's first layer, ``W_1 [tree; action] + b_1``: ``[A, head_hidden]``."""
+        if not fast:
+            return self._first_layer_reference(nodes, tree, graphs, actions)
+        z = self._first_layer_fast(nodes, tree, graphs, actions)
+        if isinstance(z, Tensor):
+            return z
+        table, rows, weights = z
+        return F.embedding_bag(rows, table, per_sample_weights=weights, mode="sum")
+
+    def _head_rest(self, z: Tensor, generator: torch.Generator | None) -> Tensor:
+        # in-place ReLUs: the producers (matmul, embedding_bag) do not keep their outputs for
+        # backward, and [A, hidden] tensors are the largest of the update
+        z = dropout(F.relu(z, inplace=True), self.cfg.dropout, self.training, generator)
+        z = F.relu(self.head2(z), inplace=True)
+        return self.head3(z).squeeze(-1)
+
+    def head(self, nodes: Tensor, tree: Tensor, graphs: GraphBatch, actions: ActionBatch, fast: bool = True,
+             generator: torch.Generator | None = None, chunk: int | None = None) -> Tensor:
+        """``Q`` per action ``[A]`` from node embeddings ``[N, h]`` and tree embeddings ``[G, 3h]``.
+
+        ``chunk``: with the fast path, no autograd and eval mode, run the per-action layers this many
+        actions at a time (same values; smaller buffers that stay in cache, which helps on CPU).
+        """
+        if actions.meta.shape[1] != self.cfg.action_meta:
+            raise ValueError(f"actions have {actions.meta.shape[1]} metadata columns, the network "
+                             f"expects {self.cfg.action_meta}")
+        if not fast:
+            return self._head_rest(self._first_layer_reference(nodes, tree, graphs, actions), generator)
+        z = self._first_layer_fast(nodes, tree, graphs, actions)
+        if isinstance(z, Tensor):
+            return self._head_rest(z, generator)
+        table, rows, weights = z
+        n = rows.shape[0]
+        if not chunk or chunk >= n or self.training or torch.is_grad_enabled():
+            chunk = n
+        return torch.cat([
+            self._head_rest(F.embedding_bag(rows[i: i + chunk], table, per_sample_weights=weights[i: i + chunk],
+                                            mode="sum"), generator)
+            for i in range(0, n, chunk)
+        ])
+
+    def forward(self, graphs: GraphBatch, actions: ActionBatch, fast: bool = True,
+                generator: torch.Generator | None = None, chunk: int | None = None) -> Tensor:
+        """``Q`` of every action in ``actions`` (on the trees in ``graphs``), float ``[A]``.
+
+        ``fast``: which implementation (same function, same parameters); ``generator``: dropout RNG;
+        ``chunk``: see :meth:`head`.
+        """
+        if actions.states.count != graphs.num_graphs:
+            raise ValueError(f"actions are grouped into {actions.states.count} states but there are "
+                             f"{graphs.num_graphs} trees")
+        nodes, tree = self.encode(graphs, fast)
+        return self.head(nodes, tree, graphs, actions, fast, generator, chunk)
+
+
+def count_parameters(module: nn.Module) -> int:
+    """Number of scalar parameters of ``module``."""
+    return sum(p.numel() for p in module.parameters())

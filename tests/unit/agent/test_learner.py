@@ -1,0 +1,165 @@
+import copy
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from phylorl.agent.acting import policy_networks
+from phylorl.agent.batch import collate
+from phylorl.agent.config import AgentConfig
+from phylorl.agent.learner import METRIC_NAMES, Learner
+from phylorl.nets.config import NetworkConfig
+from phylorl.nets.inputs import collate_observations
+from phylorl.nets.synthetic import random_transition
+
+SMALL = NetworkConfig(hidden=32, heads=4, action_hidden=16, head_hidden=32)
+
+
+def toy_batches(count, sizes=(5, 7, 6, 5), seed=0):
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(count):
+        trs = [random_transition(n, rng, next_taxa=n + (i % 2)) for i, n in enumerate(sizes)]
+        out.append(collate(trs, weights=rng.uniform(0.2, 1.0, len(trs))))
+    return out
+
+
+def all_tensors(learner):
+    state = learner.state_dict()
+    flat = []
+
+    def walk(x):
+        if isinstance(x, torch.Tensor):
+            flat.append(x)
+        elif isinstance(x, dict):
+            for k in sorted(x, key=str):
+                walk(x[k])
+        elif isinstance(x, (list, tuple)):
+            for v in x:
+                walk(v)
+
+    walk(state)
+    return flat
+
+
+def test_restored_learner_continues_bit_for_bit(tmp_path):
+    was = torch.are_deterministic_algorithms_enabled()
+    torch.use_deterministic_algorithms(True)
+    try:
+        cfg = NetworkConfig(hidden=32, heads=4, action_hidden=16, head_hidden=32, dropout=0.3)
+        batches = toy_batches(5)
+        learner = Learner(cfg, AgentConfig(lr=1e-3, tau=0.1), seed=3)
+        for b in batches[:2]:
+            learner.step(b)
+        path = tmp_path / "ckpt.pt"
+        learner.save(path)
+        assert [p.name for p in tmp_path.iterdir()] == ["ckpt.pt"]  # no temporary file left behind
+        torch.load(path, weights_only=True)  # only tensors and plain containers
+        restored = Learner.restore(path)
+        assert restored.weights_version == learner.weights_version == 2
+        for b in batches[2:]:
+            m1, p1 = learner.step(b)
+            m2, p2 = restored.step(b)
+            assert m1 == m2
+            np.testing.assert_array_equal(p1, p2)
+        mine, theirs = all_tensors(learner), all_tensors(restored)
+        assert len(mine) == len(theirs) > 50
+        assert all(torch.equal(a, b) for a, b in zip(mine, theirs))
+    finally:
+        torch.use_deterministic_algorithms(was)
+
+
+def test_restore_rejects_a_different_network(tmp_path):
+    learner = Learner(SMALL)
+    learner.save(tmp_path / "c.pt")
+    other = Learner(NetworkConfig(hidden=16, heads=4, action_hidden=16, head_hidden=32))
+    with pytest.raises(ValueError, match="different NetworkConfig"):
+        other.load_state_dict(torch.load(tmp_path / "c.pt", weights_only=True))
+
+
+def test_priorities_and_targets_match_a_per_transition_computation():
+    """Recompute y = r + d (1 - terminal) alpha log sum exp(min(Q1', Q2') / alpha) one transition at a
+    time with the reference path, and |y - q1| + |y - q2| from it."""
+    rng = np.random.default_rng(5)
+    trs = [random_transition(n, rng, next_taxa=m) for n, m in ((5, 6), (7, 4), (6, 6), (4, 8))]
+    trs[0].terminal, trs[1].terminal, trs[1].truncated = True, False, True
+    learner = Learner(SMALL, AgentConfig(initial_alpha=0.3))
+    before = copy.deepcopy(learner)
+    alpha = 0.3
+    _, priorities = learner.step(collate(trs))
+    want = []
+    for t in trs:
+        with torch.no_grad():
+            nxt = collate_observations([t.next_obs])
+            q_next = torch.minimum(before.target1(*nxt, fast=False), before.target2(*nxt, fast=False))
+            v = alpha * math.log(sum(math.exp(q / alpha) for q in q_next.tolist()))
+            y = t.reward + (0.0 if t.terminal else t.discount * v)
+            one = copy.copy(t.obs)
+            one.actions, one.action_meta = t.obs.actions[t.action:t.action + 1], t.obs.action_meta[t.action:t.action + 1]
+            cur = collate_observations([one])
+            q1, q2 = before.q1(*cur, fast=False).item(), before.q2(*cur, fast=False).item()
+        want.append(abs(y - q1) + abs(y - q2))
+    np.testing.assert_allclose(priorities, want, rtol=1e-4)
+
+
+def test_step_updates_targets_softly_and_counts_versions():
+    learner = Learner(SMALL, AgentConfig(tau=0.25))
+    old_target = [p.clone() for p in learner.target1.parameters()]
+    metrics, priorities = learner.step(toy_batches(1)[0])
+    assert set(metrics) == set(METRIC_NAMES) and all(math.isfinite(v) for v in metrics.values())
+    assert priorities.shape == (4,) and priorities.dtype == np.float32
+    assert learner.weights_version == 1
+    for t, o, new in zip(old_target, learner.q1.parameters(), learner.target1.parameters()):
+        torch.testing.assert_close(new, 0.25 * o + 0.75 * t)
+
+
+@pytest.mark.parametrize("fraction, rises", [(0.0, False), (1.0, True)])
+def test_alpha_moves_toward_target_entropy(fraction, rises):
+    learner = Learner(SMALL, AgentConfig(target_entropy_fraction=fraction, alpha_lr=0.01))
+    start = learner.alpha
+    metrics, _ = learner.step(toy_batches(1)[0])
+    assert (learner.alpha > start) == rises
+    assert 0 < metrics["entropy/mean"] < metrics["entropy/target_mean"] or fraction == 0.0
+
+
+def test_fixed_alpha_stays():
+    learner = Learner(SMALL, AgentConfig(learn_alpha=False, initial_alpha=0.2))
+    learner.step(toy_batches(1)[0])
+    assert learner.alpha == pytest.approx(0.2)
+
+
+@pytest.mark.slow
+def test_loss_falls_on_a_fixed_toy_batch():
+    """100 updates on one batch of 6 transitions (discount 0.5 so the targets settle quickly)."""
+    rng = np.random.default_rng(0)
+    trs = [random_transition(n, rng) for n in (5, 6, 7, 8, 9, 10)]
+    for t in trs:
+        t.discount, t.terminal = 0.5, t.reward > 0
+    batch = collate(trs)
+    cfg = NetworkConfig(hidden=16, heads=2, action_hidden=16, head_hidden=32)
+    learner = Learner(cfg, AgentConfig(lr=3e-3, tau=0.05))
+    losses = [sum(learner.step(batch)[0][k] for k in ("loss/q1", "loss/q2")) for _ in range(100)]
+    assert np.mean(losses[-10:]) < 0.5 * np.mean(losses[:10])
+
+
+def test_policy_weights_load_into_acting_networks():
+    learner = Learner(SMALL)
+    learner.step(toy_batches(1)[0])
+    q1, q2 = policy_networks(SMALL, learner.policy_weights())
+    for a, b in zip(q1.parameters(), learner.q1.parameters()):
+        assert torch.equal(a, b)
+    assert not q1.training and not q2.training
+
+
+@pytest.mark.parametrize("source", ["online", "target"])
+def test_entropy_comes_from_the_configured_networks(source):
+    """Flat target networks (Q constant) give a uniform policy: entropy log|A| if and only if the
+    entropy is taken from the targets."""
+    learner = Learner(SMALL, AgentConfig(entropy_networks=source, target_entropy_fraction=1.0))
+    with torch.no_grad():
+        for t in (learner.target1, learner.target2):
+            t.head3.weight.zero_()
+    metrics, _ = learner.step(toy_batches(1)[0])
+    uniform = metrics["entropy/mean"] == pytest.approx(metrics["entropy/target_mean"], rel=1e-5)
+    assert uniform == (source == "target")
