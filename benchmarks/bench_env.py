@@ -1,0 +1,97 @@
+"""Environment step speed, split into its parts; prints one JSON line.
+
+A TreeEnv step = apply the SPR move + optimise the branches around the regraft point (2 Newton
+passes over the 3 edges at p) + compute the reward + build the next observation (enumerate moves,
+their metadata, graph arrays). Measured on DS1 (27 taxa, GTR+F+G4 fixed to IQ-TREE's estimates) and
+on a simulated 20-taxon, 1000-site alignment, with random moves from random start trees, one core.
+Figures are medians over repeated blocks of steps (milliseconds per step).
+
+Usage: python benchmarks/bench_env.py  (needs ../shared/data/ds for DS1)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import time
+
+os.environ.setdefault("NUMBA_NUM_THREADS", "1")
+
+import numpy as np  # noqa: E402
+
+from common import DS_DIR, emit, machine  # noqa: E402
+from phylorl.env import EnvAlignment, EnvConfig, PreparedAlignment, TreeEnv, build_observation  # noqa: E402
+from phylorl.phylo import (  # noqa: E402
+    apply_spr, edges_near, enumerate_moves, load_alignment, move_metadata, nj_tree, write_newick,
+)
+from phylorl.phylo.simulate import simulate_dataset  # noqa: E402
+
+BLOCKS = 15
+STEPS_PER_BLOCK = 40
+
+
+def prepared_for(alignment, model: str) -> PreparedAlignment:
+    from phylorl.phylo import LikelihoodEngine, parse_model
+
+    tree = nj_tree(alignment)
+    loglik = LikelihoodEngine(alignment, parse_model(model)).optimize_branch_lengths(tree)
+    return PreparedAlignment(alignment.content_hash(), model, write_newick(tree), loglik,
+                             alignment.patterns().n_patterns)
+
+
+def measure(entry: EnvAlignment, seed: int) -> dict:
+    env = TreeEnv([entry], EnvConfig(horizon=10**9), seed=seed)
+    env.reset()
+    rng = np.random.default_rng(seed)
+    engine = entry.engine
+    parts = {"apply_move": [], "branch_opt": [], "reward": [], "observation": [], "step_total": []}
+    for _ in range(BLOCKS + 1):
+        acc = dict.fromkeys(parts, 0.0)
+        for _ in range(STEPS_PER_BLOCK):
+            move = env.moves[rng.integers(len(env.moves))]
+            t0 = time.perf_counter()
+            apply_spr(env.tree, move)
+            t1 = time.perf_counter()
+            new = engine.optimize_branch_lengths(env.tree, edges_near(env.tree, [int(move[0])], 1), rounds=2,
+                                                 tol=1e-3)
+            t2 = time.perf_counter()
+            reward = (new - env.loglik) / abs(entry.prepared.nj_loglik) * env.config.reward_scale
+            env.loglik = new
+            t3 = time.perf_counter()
+            moves = enumerate_moves(env.tree)
+            build_observation(env.tree, moves, move_metadata(env.tree, moves))
+            env._moves = moves
+            t4 = time.perf_counter()
+            for key, value in (("apply_move", t1 - t0), ("branch_opt", t2 - t1), ("reward", t3 - t2),
+                               ("observation", t4 - t3), ("step_total", t4 - t0)):
+                acc[key] += value
+            assert np.isfinite(reward)
+        for key in parts:
+            parts[key].append(acc[key] / STEPS_PER_BLOCK * 1e3)
+    out = {f"{k}_ms": round(statistics.median(v[1:]), 4) for k, v in parts.items()}  # block 0 = warm-up
+    # the real TreeEnv.step, end to end
+    times = []
+    for _ in range(BLOCKS):
+        t0 = time.perf_counter()
+        for _ in range(STEPS_PER_BLOCK):
+            env.step(int(rng.integers(len(env.moves))))
+        times.append((time.perf_counter() - t0) / STEPS_PER_BLOCK * 1e3)
+    out["env_step_ms"] = round(statistics.median(times), 4)
+    out["env_steps_per_s"] = round(1e3 / out["env_step_ms"], 1)
+    out["n_moves"] = int(len(env.moves))
+    return out
+
+
+def main() -> None:
+    result = {"bench": "env", "machine": machine(), "steps_per_block": STEPS_PER_BLOCK, "blocks": BLOCKS}
+    ds1 = load_alignment(DS_DIR / "DS1.fasta")
+    model = json.loads((DS_DIR / "reference" / "DS1.GTR_G4.json").read_text())["model"]
+    result["ds1_gtr_f_g4"] = measure(EnvAlignment.build(ds1, prepared_for(ds1, model)), seed=0)
+    sim = simulate_dataset(20, 1000, np.random.default_rng(7))
+    result["sim20_gtr_g"] = measure(EnvAlignment.build(sim.alignment, prepared_for(sim.alignment, sim.model)), seed=1)
+    emit(result)
+
+
+if __name__ == "__main__":
+    main()
