@@ -53,6 +53,7 @@ class LikelihoodEngine:
         self._snap_edges: np.ndarray | None = None
         self._snap_lengths: np.ndarray | None = None
         self._root_edge = 0
+        self._seen_taxa: tuple | None = None
         self.model: SubstitutionModel | None = None
         if isinstance(model, str):
             model = parse_model(model)
@@ -128,6 +129,9 @@ class LikelihoodEngine:
         if self.model is None:
             self._check_tree(tree)
             self.fit_model(tree)
+        if tree.taxa is not self._seen_taxa:  # cheap identity test; the full check only for a new tuple
+            self._check_tree(tree)
+            self._seen_taxa = tree.taxa
         if self._snap_edges is None or getattr(self, "_n_edges", -1) != tree.n_edges:
             self._check_tree(tree)
             if getattr(self, "_n_edges", -1) != tree.n_edges or self._clv.shape[1] != self._n_cats:
