@@ -54,7 +54,7 @@ def measure(entry: EnvAlignment, seed: int) -> dict:
             apply_spr(env.tree, move)
             t1 = time.perf_counter()
             new = engine.optimize_branch_lengths(env.tree, edges_near(env.tree, [int(move[0])], 1), rounds=2,
-                                                 tol=1e-3)
+                                                 tol=1e-3, newton_tol=1e-4)
             t2 = time.perf_counter()
             reward = (new - env.loglik) / abs(entry.prepared.nj_loglik) * env.config.reward_scale
             env.loglik = new

@@ -47,6 +47,9 @@ class EnvConfig:
     """Branches optimised after a move: those within this many edges of the regrafted node."""
     local_rounds: int = 2
     """Passes of Newton–Raphson over those branches."""
+    local_newton_tol: float = 1e-4
+    """Relative change of a branch length that ends its Newton iterations after a move (log-likelihoods
+    agree with a 1e-7 tolerance to about 1e-5; full optimisations use 1e-7)."""
     random_start_length: float = 0.1
     """Mean branch length of random start trees before optimisation."""
     start_rounds: int = 8
@@ -149,7 +152,8 @@ class TreeEnv:
     def _apply(self, tree: Tree, move) -> float:
         apply_spr(tree, move)
         edges = edges_near(tree, [int(move[0])], self.config.local_depth)
-        return self.current.engine.optimize_branch_lengths(tree, edges, rounds=self.config.local_rounds, tol=1e-3)
+        return self.current.engine.optimize_branch_lengths(tree, edges, rounds=self.config.local_rounds, tol=1e-3,
+                                                           newton_tol=self.config.local_newton_tol)
 
     def _observe(self) -> Observation:
         self._moves = enumerate_moves(self.tree, radius=self.config.radius)
