@@ -41,6 +41,7 @@ class MemoryReplay:
         self._rng = np.random.default_rng(seed)
         self._tree = SumTree(self.capacity)
         self._items: list[Transition | None] = [None] * self.capacity
+        self._priorities = np.zeros(self.capacity)  # raw priorities, by slot
         self._head = self._next_key = 0
         self.max_priority = 1.0
         """Largest raw priority seen; the priority of transitions inserted without one."""
@@ -62,6 +63,7 @@ class MemoryReplay:
         new_head = max(self._head, first + n - self.capacity)
         for key, transition in zip(keys.tolist(), transitions):
             self._items[key % self.capacity] = transition
+        self._priorities[keys % self.capacity] = priorities
         self._tree.set(keys % self.capacity, priorities ** self.alpha)
         self._head, self._next_key = new_head, first + n
         self.max_priority = max(self.max_priority, float(priorities.max()))
@@ -97,12 +99,29 @@ class MemoryReplay:
         """
         keys = np.asarray(keys, dtype=np.int64).reshape(-1)
         priorities = _check_priorities(priorities, keys.size)
+        _, last = np.unique(keys[::-1], return_index=True)  # the last occurrence of a repeated key wins
+        keep = keys.size - 1 - last
+        keys, priorities = keys[keep], priorities[keep]
         held = (keys >= self._head) & (keys < self._next_key)
         keys, priorities = keys[held], priorities[held]
-        self._tree.set(keys % self.capacity, priorities ** self.alpha)  # SumTree.set: last repeat wins
+        self._priorities[keys % self.capacity] = priorities
+        self._tree.set(keys % self.capacity, priorities ** self.alpha)
         if keys.size:
             self.max_priority = max(self.max_priority, float(priorities.max()))
         return int(keys.size)
+
+    def get(self, keys: np.ndarray) -> tuple[list[Transition], np.ndarray]:
+        """The transitions and raw priorities ``[n]`` of held ``keys`` ``[n]`` (for checks and tools)."""
+        keys = np.asarray(keys, dtype=np.int64).reshape(-1)
+        if keys.size and (keys.min() < self._head or keys.max() >= self._next_key):
+            raise ValueError(f"keys must lie in the held range [{self._head}, {self._next_key})")
+        slots = keys % self.capacity
+        return [self._items[s] for s in slots.tolist()], self._priorities[slots].copy()
+
+    @property
+    def keys(self) -> np.ndarray:
+        """Keys of every held transition, oldest first, int64 ``[N]``."""
+        return np.arange(self._head, self._next_key, dtype=np.int64)
 
 
 def _check_priorities(priorities: np.ndarray, n: int) -> np.ndarray:

@@ -32,7 +32,8 @@ def test_collate_round_trip():
             np.testing.assert_array_equal(graphs.edge_index[:, in_tree].numpy() - lo, obs.edge_index)
             np.testing.assert_array_equal(graphs.edge_attr[in_tree].numpy(), obs.edge_attr)
         # the chosen action of s, all actions of s'
-        np.testing.assert_array_equal(b.actions.nodes[i].numpy() - int(b.graphs.node_offset[i]), t.obs.actions[t.action])
+        chosen = b.actions.nodes[i].numpy() - int(b.graphs.node_offset[i])
+        np.testing.assert_array_equal(chosen, t.obs.actions[t.action])
         np.testing.assert_array_equal(b.actions.meta[i].numpy(), t.obs.action_meta[t.action])
         mine = b.next_actions.states.index == i
         np.testing.assert_array_equal(b.next_actions.nodes[mine].numpy() - int(b.next_graphs.node_offset[i]),

@@ -96,7 +96,8 @@ def test_priorities_and_targets_match_a_per_transition_computation():
             v = alpha * math.log(sum(math.exp(q / alpha) for q in q_next.tolist()))
             y = t.reward + (0.0 if t.terminal else t.discount * v)
             one = copy.copy(t.obs)
-            one.actions, one.action_meta = t.obs.actions[t.action:t.action + 1], t.obs.action_meta[t.action:t.action + 1]
+            one.actions = t.obs.actions[t.action:t.action + 1]
+            one.action_meta = t.obs.action_meta[t.action:t.action + 1]
             cur = collate_observations([one])
             q1, q2 = before.q1(*cur, fast=False).item(), before.q2(*cur, fast=False).item()
         want.append(abs(y - q1) + abs(y - q2))

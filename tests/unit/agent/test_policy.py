@@ -1,0 +1,116 @@
+"""AgentPolicy from checkpoints (greedy argmax of min(Q1, Q2)) and policy evaluation on shared start trees."""
+
+import numpy as np
+import pytest
+import torch
+
+from phylorl.agent.config import AgentConfig
+from phylorl.agent.learner import Learner
+from phylorl.agent.policy import AgentPolicy, evaluate_episodes, evaluate_policy, resolve_checkpoint
+from phylorl.env import EnvAlignment, EnvConfig, TreeEnv, build_observation, prepare_alignment
+from phylorl.nets.config import NetworkConfig
+from phylorl.nets.inputs import collate_observations
+from phylorl.phylo import move_metadata, parse_model
+from phylorl.phylo.simulate import dataset_rng, simulate_dataset
+
+SMALL = NetworkConfig(hidden=16, heads=4, action_hidden=16, head_hidden=16)
+
+
+@pytest.fixture(scope="module")
+def entry():
+    data = simulate_dataset(7, 150, dataset_rng(5, 0), model=parse_model("JC"))
+    return EnvAlignment.build(data.alignment, prepare_alignment(data.alignment, "JC"), "sim")
+
+
+@pytest.fixture
+def learner():
+    learner = Learner(SMALL, AgentConfig(initial_alpha=0.2), seed=4)
+    with torch.no_grad():  # spread the Q values so that the argmax is well defined
+        learner.q1.head3.weight.mul_(50.0)
+        learner.q2.head3.weight.mul_(30.0)
+    return learner
+
+
+def reference_q(learner, env):
+    """min(Q1, Q2) over env.moves, computed here from the learner's own networks."""
+    obs = build_observation(env.tree, env.moves, move_metadata(env.tree, env.moves))
+    graphs, actions = collate_observations([obs])
+    with torch.no_grad():
+        q1 = learner.q1.eval()(graphs, actions, fast=False)  # the reference forward
+        q2 = learner.q2.eval()(graphs, actions, fast=False)
+    return torch.minimum(q1, q2).numpy()
+
+
+def is_greedy(choice, q):
+    """``choice`` has the largest Q (moves with identical inputs, e.g. branch lengths at their
+    lower bound in symmetric places, tie exactly)."""
+    return q[choice] >= q.max() - 1e-5 * max(1.0, abs(q.max()))
+
+
+def test_policy_from_a_checkpoint_file_takes_the_argmax_of_min_q(tmp_path, entry, learner):
+    path = tmp_path / "learner.pt"
+    learner.save(path)
+    policy = AgentPolicy.from_checkpoint(path)
+    assert policy.alpha == pytest.approx(0.2)
+    env = TreeEnv([entry], EnvConfig(start="nj"), seed=3)
+    env.reset()
+    unique = 0
+    for _ in range(6):
+        q = reference_q(learner, env)
+        np.testing.assert_allclose(policy.q_values(env), q, rtol=1e-5, atol=1e-5)
+        choice = policy.choose(env)
+        assert is_greedy(choice, q)
+        top = np.sort(q)[-2:]
+        if top[1] - top[0] > 1e-4:
+            unique += 1
+            assert choice == int(np.argmax(q))
+        env.step(choice)
+    assert unique >= 3  # most states have a single best move, so the test is not vacuous
+
+
+def test_policy_from_a_run_directory_uses_checkpoints_latest(tmp_path, entry, learner):
+    checkpoints = tmp_path / "run" / "checkpoints"
+    checkpoints.mkdir(parents=True)
+    Learner(SMALL, seed=9).save(checkpoints / "learner-000000001.pt")  # an older, different learner
+    learner.save(checkpoints / "learner-000000007.pt")
+    (checkpoints / "latest").write_text("learner-000000007.pt\n")
+    assert resolve_checkpoint(tmp_path / "run") == checkpoints / "learner-000000007.pt"
+    assert resolve_checkpoint(checkpoints) == checkpoints / "learner-000000007.pt"
+    policy = AgentPolicy.from_checkpoint(tmp_path / "run")
+    env = TreeEnv([entry], EnvConfig(start="nj"), seed=0)
+    env.reset()
+    assert is_greedy(policy.choose(env), reference_q(learner, env))
+    assert not is_greedy(AgentPolicy.from_learner(Learner(SMALL, seed=9)).choose(env), reference_q(learner, env))
+
+
+def test_bad_checkpoints_fail_with_clear_messages(tmp_path):
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        AgentPolicy.from_checkpoint(tmp_path / "missing.pt")
+    with pytest.raises(FileNotFoundError, match="without checkpoints/latest"):
+        AgentPolicy.from_checkpoint(tmp_path)
+    (tmp_path / "checkpoints").mkdir()
+    (tmp_path / "checkpoints" / "latest").write_text("learner-000000003.pt")
+    with pytest.raises(FileNotFoundError, match="learner-000000003.pt"):
+        AgentPolicy.from_checkpoint(tmp_path)
+    junk = tmp_path / "junk.pt"
+    junk.write_bytes(b"not a checkpoint")
+    with pytest.raises(ValueError, match="not a learner checkpoint"):
+        AgentPolicy.from_checkpoint(junk)
+    torch.save({"format": 99}, tmp_path / "other.pt")
+    with pytest.raises(ValueError, match="not a learner checkpoint of format"):
+        AgentPolicy.from_checkpoint(tmp_path / "other.pt")
+
+
+def test_every_policy_starts_from_the_same_trees(entry, learner):
+    agent = AgentPolicy.from_learner(learner)
+    runs = {name: evaluate_episodes(policy, entry, episodes=3, steps=4, seed=7)
+            for name, policy in (("agent", agent), ("random", "random"), ("greedy", "greedy"))}
+    starts = {name: [r.start_loglik for r in results] for name, results in runs.items()}
+    assert starts["agent"] == starts["random"] == starts["greedy"]
+    assert len(set(starts["agent"])) == 3  # three different start trees
+    assert all(r.steps == 4 for r in runs["agent"] + runs["random"])
+    assert all(r.final_loglik >= r.start_loglik for r in runs["greedy"])  # greedy never goes down
+    # the same seed gives the same episodes; deltas are final - start
+    again = evaluate_policy("random", entry, episodes=3, steps=4, seed=7)
+    assert again == [r.final_loglik - r.start_loglik for r in runs["random"]]
+    assert evaluate_policy("random", entry, episodes=3, steps=4, seed=8) != again
