@@ -16,7 +16,8 @@ esac
 case "$1" in
   deps)
     python3 -m venv /opt/venv
-    if [ "$PIP_SOURCE" = index ] && ! ls /build/wheelhouse/torch-*.whl >/dev/null 2>&1 && [ -n "$TORCH_INDEX_URL" ]; then
+    torch_in_wheelhouse=$(ls /build/wheelhouse/torch-*.whl 2>/dev/null || true)
+    if [ "$PIP_SOURCE" = index ] && [ -z "$torch_in_wheelhouse" ] && [ -n "$TORCH_INDEX_URL" ]; then
       $pip install --index-url "$TORCH_INDEX_URL" "$TORCH_SPEC"
     fi
     $pip install $source_args "$TORCH_SPEC" -r /build/deps.txt

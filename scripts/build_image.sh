@@ -38,7 +38,10 @@ while [ $# -gt 0 ]; do
     *) echo "build_image.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
-case "$SOURCE" in wheelhouse|index) ;; *) echo "build_image.sh: --source must be wheelhouse or index" >&2; exit 2 ;; esac
+case "$SOURCE" in
+  wheelhouse|index) ;;
+  *) echo "build_image.sh: --source must be wheelhouse or index" >&2; exit 2 ;;
+esac
 [ -n "$TAG" ] || { [ "$GPU" = 1 ] && TAG=phylorl:gpu || TAG=phylorl:latest; }
 TORCH_SPEC=${TORCH_SPEC:-torch==2.13.0}
 TORCH_INDEX_URL=${TORCH_INDEX_URL:-}
@@ -80,6 +83,13 @@ dependencies() {
     "$REPO/pyproject.toml"
 }
 
+local_pip_paths() {
+  # absolute paths named by this machine's pip set-up (PIP_* variables, pip config): find-links folders,
+  # file:// indexes (their parent folder: the pages link to ../../files), the CA bundle, a constraints file
+  { env | grep '^PIP_' | cut -d= -f2-; "$PY" -m pip config list 2>/dev/null | cut -d= -f2-; } \
+    | tr -d "'\"" | tr ' ' '\n' | sed -n 's#^file://##; s#/simple/\{0,1\}$##; \#^/#p' | sort -u
+}
+
 fill_wheelhouse() {
   # Every wheel the image needs: torch (CPU build, pinned), phylorl's dependencies, and the build backend
   # (setuptools, wheel) so that `pip install --no-index` can build phylorl itself. Refilled only when
@@ -96,8 +106,7 @@ fill_wheelhouse() {
   # Python (e.g. Debian's 3.11.2 needs async-timeout for redis, a newer 3.11 does not). It sees this machine's
   # pip set-up: PIP_* variables, /etc/xdg/pip, and the local directories they name (mounted read-only).
   local mounts=() dir
-  for dir in /etc/xdg/pip $( { env | grep '^PIP_' | cut -d= -f2-; "$PY" -m pip config list 2>/dev/null | cut -d= -f2-; } \
-      | tr -d "'\"" | tr ' ' '\n' | sed -n 's#^file://##; s#/simple/\{0,1\}$##; \#^/#p' | sort -u); do
+  for dir in /etc/xdg/pip $(local_pip_paths); do
     [ -e "$dir" ] && mounts+=(-v "$dir:$dir:ro")
   done
   say "wheelhouse: pip wheel in $BASE into deploy/wheelhouse/ ($TORCH_SPEC, phylorl's dependencies, setuptools, wheel)"

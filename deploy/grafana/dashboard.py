@@ -124,7 +124,8 @@ PANELS = [
         ("Replay rates",
          "Transitions inserted and sampled per second, priorities updated per second, and their ratio "
          "(samples per insert, which the rate limiter can hold to a target).",
-         "none", [rate("phylorl_replay_inserted_total", "inserted/s"), rate("phylorl_replay_sampled_total", "sampled/s"),
+         "none", [rate("phylorl_replay_inserted_total", "inserted/s"),
+                  rate("phylorl_replay_sampled_total", "sampled/s"),
                   rate("phylorl_replay_priority_updates_total", "priority updates/s"),
                   ("sum(rate(phylorl_replay_sampled_total" + W + ")) / sum(rate(phylorl_replay_inserted_total"
                    + W + "))", "samples per insert")]),

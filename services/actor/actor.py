@@ -161,6 +161,7 @@ class Actor:
                     self.episodes += 1
                     metrics.EPISODES.inc()
                     metrics.EPISODE_DELTA_LOGLIK.observe(result.infos[i]["episode_delta_loglik"])
+                    metrics.EPISODE_DELTA_CUMULATIVE.inc(result.infos[i]["episode_delta_loglik"])
                     metrics.ENV_RESET_SECONDS.observe(result.infos[i]["reset_seconds"])
                 pending[i] = item
             obs = result.obs

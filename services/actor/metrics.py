@@ -6,6 +6,8 @@
 ``phylorl_actor_env_steps_total``           counter    environment steps
 ``phylorl_actor_episodes_total``            counter    finished episodes
 ``phylorl_actor_episode_delta_loglik``      histogram  log-likelihood gained over an episode (last - start)
+``phylorl_actor_episode_delta_loglik_cumulative`` gauge  sum of those gains (the histogram has negative
+                                                         buckets, so prometheus_client exports no ``_sum``)
 ``phylorl_actor_transitions_sent_total``    counter    transitions accepted by the replay service
 ``phylorl_actor_transitions_dropped_total`` counter    transitions dropped because the local buffer was full
 ``phylorl_actor_buffer_size``               gauge      transitions waiting locally to be sent
@@ -27,6 +29,8 @@ ENV_STEPS = Counter("phylorl_actor_env_steps_total", "Environment steps")
 EPISODES = Counter("phylorl_actor_episodes_total", "Finished episodes")
 EPISODE_DELTA_LOGLIK = Histogram("phylorl_actor_episode_delta_loglik", "Log-likelihood gained over an episode",
                                  buckets=DELTA_LOGLIK_BUCKETS)
+EPISODE_DELTA_CUMULATIVE = Gauge("phylorl_actor_episode_delta_loglik_cumulative",
+                                 "Sum of the log-likelihood gained over finished episodes")
 TRANSITIONS_SENT = Counter("phylorl_actor_transitions_sent_total", "Transitions accepted by the replay service")
 TRANSITIONS_DROPPED = Counter("phylorl_actor_transitions_dropped_total", "Transitions dropped (local buffer full)")
 BUFFER_SIZE = Gauge("phylorl_actor_buffer_size", "Transitions waiting locally to be sent")

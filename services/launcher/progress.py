@@ -70,7 +70,7 @@ def snapshot(time_s: float, learner_port: int, replay_port: int, actor_ports: li
         actor = scrape(port)
         s.env_steps += actor.get("phylorl_actor_env_steps_total", 0.0)
         s.episodes += actor.get("phylorl_actor_episodes_total", 0.0)
-        s.episode_delta_sum += actor.get("phylorl_actor_episode_delta_loglik_sum", 0.0)
+        s.episode_delta_sum += actor.get("phylorl_actor_episode_delta_loglik_cumulative", 0.0)
         s.actor_weights_version = max(s.actor_weights_version, actor.get("phylorl_actor_weights_version", -1.0))
     return s
 

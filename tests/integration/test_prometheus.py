@@ -73,6 +73,7 @@ class LocalStack:
     """Processes on loopback and the Prometheus targets they expose, by job name."""
 
     targets: dict[str, list[str]] = field(default_factory=dict)
+    grpc: dict[str, str] = field(default_factory=dict)  # gRPC address by service (replay, learner)
     processes: list[tuple[str, subprocess.Popen, Path]] = field(default_factory=list)
 
     @property
@@ -130,6 +131,7 @@ def local_stack(redis_server, tmp_path_factory) -> Iterator[LocalStack]:
                            "--key-prefix", f"test:prometheus:{os.getpid()}", "--capacity", "2000",
                            "--min-size-to-sample", "8"], directory)
     stack.targets["replay"] = [f"127.0.0.1:{replay_metrics}"]
+    stack.grpc["replay"] = replay
     stop = threading.Event()
     driver = None
     try:
@@ -141,6 +143,7 @@ def local_stack(redis_server, tmp_path_factory) -> Iterator[LocalStack]:
                                     "--device", "cpu", "--batch-size", "8", "--publish-every", "2",
                                     "--torch-threads", "1"], directory)
             stack.targets["learner"] = [f"127.0.0.1:{learner_metrics}"]
+            stack.grpc["learner"] = f"127.0.0.1:{learner_port}"
             if _written("actor"):
                 corpus = directory / "corpus"
                 subprocess.run([sys.executable, "-m", "phylorl.cli", "simulate", "--out", str(corpus), "--count", "4",
@@ -320,6 +323,21 @@ def test_every_target_is_up(scraped: Prometheus, local_stack: LocalStack):
     expected = sum(len(v) for v in local_stack.targets.values()) + 1
     assert len(targets) == expected
     assert all(t["health"] == "up" for t in targets), [(t["scrapeUrl"], t["lastError"]) for t in targets]
+
+
+def test_healthcheck_script(scraped: Prometheus, local_stack: LocalStack):
+    """deploy/healthcheck.py, as compose runs it: 0 for SERVING services and a ready Prometheus, 1 otherwise."""
+    def check(target: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, str(REPO / "deploy" / "healthcheck.py"), target, "--timeout-s", "5"],
+                              capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
+
+    for service, address in local_stack.grpc.items():
+        _wait_for(lambda: check(address).returncode == 0, f"{service} SERVING", READY_TIMEOUT_S, stack=local_stack)
+    assert check(f"{scraped.url}/-/ready").returncode == 0
+    closed = check(f"127.0.0.1:{free_port()}")
+    assert closed.returncode == 1 and closed.stderr.startswith("unhealthy: ") and "UNAVAILABLE" in closed.stderr
+    missing = check(f"{scraped.url}/no-such-page")
+    assert missing.returncode == 1 and "404" in missing.stderr
 
 
 @pytest.mark.parametrize("dashboard, panel, expr", dashboard_queries(),
