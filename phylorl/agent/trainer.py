@@ -6,7 +6,8 @@ the inference endpoint does, soft policy for exploration), finished episodes bec
 transitions (:func:`n_step_transitions`) inserted with the actor's initial priority
 ``|R + γ^k V(s_{t+k}) − Q(s_t, a_t)|``, and :meth:`Learner.step` updates on batches drawn from
 :class:`MemoryReplay` and collated by :func:`collate`, sending back ``|δ1| + |δ2|`` as new priorities.
-For tests and debugging; nothing here does I/O.
+Acting uses the learner's current networks (no policy lag; the services act with the last
+published snapshot). For tests and debugging; nothing here does I/O.
 """
 
 from __future__ import annotations

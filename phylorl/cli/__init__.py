@@ -17,6 +17,7 @@ COMMANDS = {
     "simulate": "simulate",
     "train": "train",
     "report": "report",
+    "evaluate": "evaluate",
 }
 
 
