@@ -13,22 +13,12 @@ import time
 
 import numpy as np
 
+from common import cpu_model
 from phylorl.phylo.spr import apply_spr, enumerate_moves, move_metadata
 from phylorl.phylo.starts import random_tree
 
 REPEATS = 21
 CALLS_PER_REPEAT = 200
-
-
-def cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def median_us(fn) -> float:

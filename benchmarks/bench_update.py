@@ -22,23 +22,13 @@ import time
 import numpy as np
 import torch
 
+from common import cpu_model
 from phylorl.agent.batch import collate
 from phylorl.agent.config import AgentConfig
 from phylorl.agent.learner import Learner
 from phylorl.nets.config import NetworkConfig
 from phylorl.nets.qnet import count_parameters
 from phylorl.nets.synthetic import random_transition
-
-
-def cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 def sync(device: torch.device) -> None:
