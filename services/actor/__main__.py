@@ -10,18 +10,16 @@ from __future__ import annotations
 
 import logging
 import os
-import signal
 import sys
 import threading
 
 import grpc
-from prometheus_client import start_http_server
 
 from phylorl.env import EnvAlignment, EnvConfig, PreparationCache, VecTreeEnv
 from phylorl.env.corpus import load_corpus
 from services.actor.actor import Actor
 from services.actor.config import ActorConfig, load
-from services.common.config import config_json
+from services.common.runtime import start_service
 from services.replay.client import ReplayClient
 
 log = logging.getLogger("phylorl.actor")
@@ -46,14 +44,7 @@ def build_envs(config: ActorConfig) -> VecTreeEnv:
 
 def main(argv: list[str] | None = None) -> int:
     config = load(sys.argv[1:] if argv is None else argv, os.environ)
-    logging.basicConfig(level=config.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    log.info("config %s", config_json(config))
-    stop = threading.Event()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, lambda _signum, _frame: stop.set())
-    if config.metrics_port:
-        start_http_server(config.metrics_port)
-        log.info("metrics on :%d/metrics", config.metrics_port)
+    stop = start_service(config, log)
     envs = build_envs(config)
     options = [("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
                ("grpc.max_send_message_length", MAX_MESSAGE_BYTES)]

@@ -10,18 +10,15 @@ from __future__ import annotations
 
 import logging
 import os
-import signal
 import sys
-import threading
 
 import redis
 import torch
-from prometheus_client import start_http_server
 
 from phylorl.agent.config import AgentConfig
 from phylorl.agent.learner import Learner
 from phylorl.nets.config import NetworkConfig
-from services.common.config import config_json
+from services.common.runtime import start_service
 from services.learner import metrics
 from services.learner.config import LearnerConfig, load
 from services.learner.inference import BatchingInference
@@ -56,16 +53,9 @@ def build_learner(config: LearnerConfig, device: torch.device, checkpoints: Chec
 
 def main(argv: list[str] | None = None) -> int:
     config = load(sys.argv[1:] if argv is None else argv, os.environ)
-    logging.basicConfig(level=config.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    log.info("config %s", config_json(config))
-    stop = threading.Event()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, lambda _signum, _frame: stop.set())
+    stop = start_service(config, log)
     if config.torch_threads:
         torch.set_num_threads(config.torch_threads)
-    if config.metrics_port:
-        start_http_server(config.metrics_port)
-        log.info("metrics on :%d/metrics", config.metrics_port)
     device = pick_device(config.device)
     checkpoints = Checkpoints(config.run_dir, config.keep_checkpoints)
     learner = build_learner(config, device, checkpoints)

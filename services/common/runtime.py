@@ -1,0 +1,25 @@
+"""Start-up shared by the service entry points: logging, the logged config, signals, metrics."""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+
+from prometheus_client import start_http_server
+
+from .config import config_json
+
+
+def start_service(config, log: logging.Logger) -> threading.Event:
+    """Configure logging, log ``config`` as JSON, serve /metrics on ``config.metrics_port`` (0: off)
+    and return an event that SIGTERM or SIGINT sets."""
+    logging.basicConfig(level=config.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    log.info("config %s", config_json(config))
+    stop = threading.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda _signum, _frame: stop.set())
+    if config.metrics_port:
+        start_http_server(config.metrics_port)
+        log.info("metrics on :%d/metrics", config.metrics_port)
+    return stop
