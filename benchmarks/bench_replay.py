@@ -15,9 +15,12 @@ separate process, then drives it from this process with batches of real 20-taxon
                           and this client spent per transition: on a shared or small machine the
                           throughput is bounded by the cores left, and these show where time goes.
 
-Each figure is the median over ``--repeats`` runs. Prints one JSON line on stdout; progress on stderr.
+Throughput is measured for each entry of ``--clients`` (concurrent client threads, each with its
+own channel, as several actors or learner prefetch streams would be): ``by_clients`` holds the
+figures per count. Each figure is the median over ``--repeats`` runs. Prints one JSON line on
+stdout; progress on stderr.
 
-    python benchmarks/bench_replay.py [--repeats 5] [--batches 40] [--clients 1]
+    python benchmarks/bench_replay.py [--repeats 5] [--batches 40] [--clients 1,2,4]
 """
 
 from __future__ import annotations
@@ -107,11 +110,6 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def minor_faults(pid: int) -> int:
-    """Minor page faults of a process so far (each costs microseconds on some VMs)."""
-    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[7])
-
-
 class CpuMeter:
     """CPU microseconds per item spent by each of some processes during a phase."""
 
@@ -120,14 +118,10 @@ class CpuMeter:
 
     def __enter__(self):
         self.start = {name: cpu_seconds(pid) for name, pid in self.pids.items()}
-        self.faults = {name: minor_faults(pid) for name, pid in self.pids.items()}
         return self
 
     def per_item_us(self, items: int) -> dict[str, float]:
         return {name: (cpu_seconds(pid) - self.start[name]) / items * 1e6 for name, pid in self.pids.items()}
-
-    def faults_per_item(self, items: int) -> dict[str, float]:
-        return {name: (minor_faults(pid) - self.faults[name]) / items for name, pid in self.pids.items()}
 
     def __exit__(self, *exc):
         return False
@@ -158,10 +152,12 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--batches", type=int, default=40, help="calls per client per run")
     parser.add_argument("--batch-size", type=int, default=128)
-    parser.add_argument("--clients", type=int, default=1, help="concurrent client threads")
+    parser.add_argument("--clients", default="1,2,4", help="comma-separated counts of concurrent client threads")
     parser.add_argument("--taxa", type=int, default=20)
     parser.add_argument("--pool", type=int, default=256, help="distinct transitions to cycle through")
     parser.add_argument("--capacity", type=int, default=100_000)
+    parser.add_argument("--cache-records", choices=("true", "false"), default="true",
+                        help="the service's record cache (false: every sample reads Redis)")
     parser.add_argument("--malloc-keep-mb", type=int, default=1024,
                         help="allocator tuning of the service and of this client (0: glibc defaults)")
     args = parser.parse_args()
@@ -187,7 +183,7 @@ def main() -> None:
             [sys.executable, "-m", "services.replay", "--host", "127.0.0.1", "--port", str(grpc_port),
              "--metrics-port", "0", "--redis-url", f"redis://127.0.0.1:{redis_port}/0", "--key-prefix", "bench",
              "--capacity", str(args.capacity), "--min-size-to-sample", "1", "--log-level", "WARNING",
-             "--malloc-keep-mb", str(args.malloc_keep_mb)],
+             "--malloc-keep-mb", str(args.malloc_keep_mb), "--cache-records", args.cache_records],
             cwd=REPO, env=dict(os.environ, PYTHONPATH=str(REPO))))
         target = f"127.0.0.1:{grpc_port}"
         with ReplayClient(target) as client:
@@ -209,21 +205,27 @@ def main() -> None:
             return args.batches * args.batch_size
 
         pids = {"replay": processes[1].pid, "redis": processes[0].pid, "client": os.getpid()}
-        items = args.clients * args.batches * args.batch_size
-        insert_runs, sample_runs, decoded_runs, insert_cpu, sample_cpu = [], [], [], [], []
-        insert_faults, sample_faults = [], []
-        for r in range(args.repeats):
-            with CpuMeter(pids) as meter:
-                insert_runs.append(run_clients(target, args.clients, insert_work))
-            insert_cpu.append(meter.per_item_us(items))
-            insert_faults.append(meter.faults_per_item(items))
-            with CpuMeter(pids) as meter:
-                sample_runs.append(run_clients(target, args.clients, sample_work))
-            sample_cpu.append(meter.per_item_us(items))
-            sample_faults.append(meter.faults_per_item(items))
-            decoded_runs.append(run_clients(target, args.clients, lambda c: sample_work(c, decode=True)))
-            log(f"run {r + 1}/{args.repeats}: insert {insert_runs[-1]:,.0f}/s, sample {sample_runs[-1]:,.0f}/s, "
-                f"sample+decode {decoded_runs[-1]:,.0f}/s")
+        by_clients = {}
+        for clients in [int(c) for c in args.clients.split(",")]:
+            items = clients * args.batches * args.batch_size
+            insert_runs, sample_runs, decoded_runs, insert_cpu, sample_cpu = [], [], [], [], []
+            for r in range(args.repeats):
+                with CpuMeter(pids) as meter:
+                    insert_runs.append(run_clients(target, clients, insert_work))
+                insert_cpu.append(meter.per_item_us(items))
+                with CpuMeter(pids) as meter:
+                    sample_runs.append(run_clients(target, clients, sample_work))
+                sample_cpu.append(meter.per_item_us(items))
+                decoded_runs.append(run_clients(target, clients, lambda c: sample_work(c, decode=True)))
+                log(f"{clients} client(s), run {r + 1}/{args.repeats}: insert {insert_runs[-1]:,.0f}/s, "
+                    f"sample {sample_runs[-1]:,.0f}/s, sample+decode {decoded_runs[-1]:,.0f}/s")
+            by_clients[str(clients)] = {
+                "insert_per_s": round(statistics.median(insert_runs)),
+                "sample_per_s": round(statistics.median(sample_runs)),
+                "sample_decoded_per_s": round(statistics.median(decoded_runs)),
+                "cpu_us_per_insert": {k: round(statistics.median(run[k] for run in insert_cpu), 1) for k in pids},
+                "cpu_us_per_sample": {k: round(statistics.median(run[k] for run in sample_cpu), 1) for k in pids},
+            }
         with ReplayClient(target) as client:
             size = client.stats().size
         # Reference on this machine at this moment: Redis MGETs of the same records, no service.
@@ -251,16 +253,10 @@ def main() -> None:
         "raw_array_bytes": int(sum(getattr(o, f).nbytes for o in (transitions[0].obs, transitions[0].next_obs)
                                    for f in ("node_features", "edge_index", "edge_attr", "actions", "action_meta"))),
         "encode_us": round(encode_us, 1), "decode_us": round(decode_us, 1),
-        "batch_size": args.batch_size, "clients": args.clients, "repeats": args.repeats,
-        "malloc_keep_mb": args.malloc_keep_mb,
-        "insert_per_s": round(statistics.median(insert_runs)),
-        "sample_per_s": round(statistics.median(sample_runs)),
-        "sample_decoded_per_s": round(statistics.median(decoded_runs)),
+        "batch_size": args.batch_size, "repeats": args.repeats, "malloc_keep_mb": args.malloc_keep_mb,
+        "cache_records": args.cache_records == "true",
+        "by_clients": by_clients,
         "redis_mget_direct_per_s": round(statistics.median(direct_runs)),
-        "cpu_us_per_insert": {k: round(statistics.median(run[k] for run in insert_cpu), 1) for k in pids},
-        "cpu_us_per_sample": {k: round(statistics.median(run[k] for run in sample_cpu), 1) for k in pids},
-        "page_faults_per_insert": {k: round(statistics.median(run[k] for run in insert_faults), 1) for k in pids},
-        "page_faults_per_sample": {k: round(statistics.median(run[k] for run in sample_faults), 1) for k in pids},
         "load_average": os.getloadavg()[0],
         "table_size": size, "redis_used_bytes_per_transition": round(used / max(size, 1)),
     }))

@@ -3,22 +3,24 @@
     from phylorl.agent import AgentConfig, Learner, Prefetcher, collate
     learner = Learner(NetworkConfig(), AgentConfig(), device)
     metrics, priorities = learner.step(collate(transitions, device, weights))
+
+Names are imported lazily, so ``phylorl.agent.sumtree`` (used by the replay service) loads without
+torch and torch-geometric.
 """
 
-from .acting import policy_networks, select_actions
-from .batch import Batch, Prefetcher, collate
-from .config import AgentConfig
-from .learner import METRIC_NAMES, Learner
-from .nstep import n_step_transitions
+from importlib import import_module
 
-__all__ = [
-    "METRIC_NAMES",
-    "AgentConfig",
-    "Batch",
-    "Learner",
-    "Prefetcher",
-    "collate",
-    "n_step_transitions",
-    "policy_networks",
-    "select_actions",
-]
+_EXPORTS = {
+    "policy_networks": "acting", "select_actions": "acting",
+    "Batch": "batch", "Prefetcher": "batch", "collate": "batch",
+    "AgentConfig": "config",
+    "METRIC_NAMES": "learner", "Learner": "learner",
+    "n_step_transitions": "nstep",
+}
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    if name in _EXPORTS:
+        return getattr(import_module(f".{_EXPORTS[name]}", __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

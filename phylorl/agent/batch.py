@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import queue
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -106,10 +107,12 @@ Sample = tuple[Sequence[Transition], "np.ndarray | None", Any]
 
 
 class Prefetcher:
-    """Collates sampled transitions on a background thread and queues ready batches.
+    """Collates sampled transitions on background threads and queues ready batches.
 
     ``sample()`` returns a :data:`Sample` or ``None`` when no data is available yet (the thread then
-    waits ``idle_wait_s`` and asks again). Up to ``depth`` batches wait in a bounded queue. On a CUDA
+    waits ``idle_wait_s`` and asks again). Up to ``depth`` batches wait in a bounded queue.
+    ``workers`` threads sample and collate at once (``sample`` must then be thread-safe): one
+    thread is bound by the latency of each sample call and by decoding, several overlap them. On a CUDA
     device the host tensors are pinned and copied on a side stream, so a batch handed out is already
     on the device. An exception raised by ``sample`` or ``collate`` is re-raised by :meth:`get`.
 
@@ -117,17 +120,21 @@ class Prefetcher:
     """
 
     def __init__(self, sample: Callable[[], "Sample | None"], device: torch.device | str = "cpu",
-                 depth: int = 2, idle_wait_s: float = 0.01):
+                 depth: int = 2, idle_wait_s: float = 0.01, workers: int = 1):
         if depth < 1:
             raise ValueError(f"depth must be >= 1, got {depth}")
+        if workers < 1:
+            raise ValueError(f"workers must be >= 1, got {workers}")
         self._sample = sample
         self._device = torch.device(device)
         self._idle_wait_s = idle_wait_s
         self._queue: queue.Queue = queue.Queue(maxsize=depth)
         self._stop = threading.Event()
         self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, name="batch-prefetcher", daemon=True)
-        self._thread.start()
+        self._threads = [threading.Thread(target=self._run, name=f"batch-prefetcher-{i}", daemon=True)
+                         for i in range(workers)]
+        for thread in self._threads:
+            thread.start()
 
     def _run(self) -> None:
         cuda = self._device.type == "cuda"
@@ -177,14 +184,16 @@ class Prefetcher:
         return batch, info
 
     def close(self, timeout: float = 5.0) -> None:
-        """Stop the thread and drop queued batches."""
+        """Stop the threads and drop queued batches."""
         self._stop.set()
         while True:
             try:
                 self._queue.get_nowait()
             except queue.Empty:
                 break
-        self._thread.join(timeout)
+        deadline = time.monotonic() + timeout
+        for thread in self._threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
 
     def __enter__(self) -> "Prefetcher":
         return self

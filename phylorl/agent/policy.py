@@ -84,7 +84,7 @@ class AgentPolicy:
         return cls(nets, float(state["log_alpha"].exp()), fast)
 
     def _inputs(self, env: TreeEnv):
-        obs = build_observation(env.tree, env.moves, move_metadata(env.tree, env.moves))
+        obs = build_observation(env.tree, env.moves, move_metadata(env.tree, env.moves), radius=env.config.radius)
         return move_to(collate_observations([obs]), self.device)
 
     @torch.no_grad()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+from numba import njit
 
 
 class SumTree:
@@ -11,7 +12,8 @@ class SumTree:
     The tree is one float64 array of ``2L`` nodes (``L`` = capacity rounded up to a power of two):
     node 1 is the root, node ``k`` has children ``2k`` and ``2k+1``, leaf ``i`` is node ``L + i``.
     Parents are recomputed from their children after every update (no running deltas), so the
-    sums never drift. Updating or sampling ``B`` slots costs ``O(B log capacity)`` numpy work.
+    sums never drift. Updating or sampling ``B`` slots costs ``O(B log capacity)`` (compiled
+    loops: a replay service calls these several times per batch, so their fixed cost matters).
     """
 
     def __init__(self, capacity: int):
@@ -37,17 +39,15 @@ class SumTree:
 
     def set(self, slots: np.ndarray, weights: np.ndarray) -> None:
         """Set ``weights`` ``[B]`` (finite, >= 0) at ``slots`` ``[B]``; a repeated slot keeps its last weight."""
-        slots = self._check_slots(slots)
+        slots = np.asarray(slots, dtype=np.int64).reshape(-1)
         weights = np.asarray(weights, dtype=np.float64).reshape(-1)
         if weights.shape != slots.shape:
             raise ValueError(f"{slots.size} slots but {weights.size} weights")
-        if not np.all(np.isfinite(weights)) or np.any(weights < 0):
+        error = _set(self._nodes, slots, weights, self._leaves, self.capacity)
+        if error == 1:
+            raise ValueError(f"slots must lie in [0, {self.capacity}), got range [{slots.min()}, {slots.max()}]")
+        if error == 2:
             raise ValueError("weights must be finite and >= 0")
-        nodes = slots + self._leaves
-        self._nodes[nodes] = weights
-        for _ in range(self._depth):
-            nodes = nodes >> 1
-            self._nodes[nodes] = self._nodes[2 * nodes] + self._nodes[2 * nodes + 1]
 
     def assign(self, weights: np.ndarray) -> None:
         """Replace every weight at once with ``weights`` ``[capacity]`` (a full rebuild, ``O(capacity)``)."""
@@ -75,19 +75,52 @@ class SumTree:
         if not total > 0.0:
             raise ValueError("cannot sample: every weight is zero")
         points = (np.arange(batch_size) + rng.random(batch_size)) * (total / batch_size)
-        nodes = np.ones(batch_size, dtype=np.int64)
-        for _ in range(self._depth):
-            left = self._nodes[2 * nodes]
-            right = self._nodes[2 * nodes + 1]
-            # Go right when the point lies beyond the left subtree, but never into an empty subtree:
-            # rounding can leave a point at (or just past) the end of the range.
-            go_right = ((points >= left) & (right > 0.0)) | (left <= 0.0)
-            points = np.where(go_right, points - left, points)
-            nodes = 2 * nodes + go_right
-        return nodes - self._leaves
+        return _descend(self._nodes, points, self._depth) - self._leaves
 
     def _check_slots(self, slots: np.ndarray) -> np.ndarray:
         slots = np.asarray(slots, dtype=np.int64).reshape(-1)
         if slots.size and (slots.min() < 0 or slots.max() >= self.capacity):
             raise ValueError(f"slots must lie in [0, {self.capacity}), got range [{slots.min()}, {slots.max()}]")
         return slots
+
+
+@njit(cache=True, nogil=True)
+def _set(nodes, slots, weights, leaves, capacity):
+    """Write ``weights`` at ``slots`` (in order, so a repeat keeps its last), then re-sum their ancestors.
+
+    Returns 1 (a slot out of range) or 2 (a weight negative or not finite) before changing anything.
+    """
+    for i in range(slots.size):
+        if slots[i] < 0 or slots[i] >= capacity:
+            return 1
+        if not (weights[i] >= 0.0 and weights[i] < np.inf):
+            return 2
+    for i in range(slots.size):
+        nodes[leaves + slots[i]] = weights[i]
+    for i in range(slots.size):
+        k = (leaves + slots[i]) >> 1
+        while k >= 1:
+            nodes[k] = nodes[2 * k] + nodes[2 * k + 1]
+            k >>= 1
+    return 0
+
+
+@njit(cache=True, nogil=True)
+def _descend(nodes, points, depth):
+    """Tree node reached by each point, walking down from the root."""
+    out = np.empty(points.size, np.int64)
+    for i in range(points.size):
+        point = points[i]
+        k = 1
+        for _ in range(depth):
+            left = nodes[2 * k]
+            right = nodes[2 * k + 1]
+            # Go right when the point lies beyond the left subtree, but never into an empty subtree:
+            # rounding can leave a point at (or just past) the end of the range.
+            if (point >= left and right > 0.0) or left <= 0.0:
+                point -= left
+                k = 2 * k + 1
+            else:
+                k = 2 * k
+        out[i] = k
+    return out

@@ -7,9 +7,10 @@ service) loads without the likelihood engine and its numba/scipy start-up cost.
 from importlib import import_module
 
 _EXPORTS = {
-    "Observation": "observation", "Transition": "observation",
+    "MoveSource": "observation", "Observation": "observation", "Transition": "observation",
     "PreparationCache": "prepare", "PreparedAlignment": "prepare", "prepare_alignment": "prepare",
-    "EnvAlignment": "tree_env", "EnvConfig": "tree_env", "TreeEnv": "tree_env", "build_observation": "tree_env",
+    "EnvAlignment": "tree_env", "EnvConfig": "tree_env", "TreeEnv": "tree_env",
+    "build_observation": "tree_observation", "observation_from_tree": "tree_observation",
     "VecStep": "vec_env", "VecTreeEnv": "vec_env",
 }
 __all__ = sorted(_EXPORTS)

@@ -12,13 +12,32 @@ Observation arrays, for a tree with ``N = 2n-2`` nodes, ``E = 2n-3`` edges and `
 ``actions``       int64   ``[A, 4]``   SPR moves as node indices ``(p, s, x, y)``.
 ``action_meta``   float32 ``[A, 3]``   per move: length of ``(p, s)``, length of ``(x, y)``, number
                                         of edges between ``p`` and ``(x, y)``.
+
+An observation built from a tree (:func:`phylorl.env.tree_observation.build_observation`) also
+carries its :class:`MoveSource`: the tree's neighbour table and how its moves were enumerated. The
+network never sees it; a transition record uses it to store the tree (a few hundred bytes) instead
+of the moves (kilobytes) and to rebuild the moves exactly when read back.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
+
+
+@dataclass(frozen=True)
+class MoveSource:
+    """Where an observation's moves came from: ``enumerate_moves`` on this neighbour table.
+
+    ``neighbors`` int32 ``[N, 3]`` is the tree's table in its slot order (the order moves are
+    enumerated in), a private copy; ``radius`` is -1 for no limit.
+    """
+
+    neighbors: np.ndarray
+    n_leaves: int
+    radius: int
+    dedupe: bool
 
 
 @dataclass
@@ -30,6 +49,8 @@ class Observation:
     edge_attr: np.ndarray
     actions: np.ndarray
     action_meta: np.ndarray
+    source: MoveSource | None = field(default=None, repr=False, compare=False)
+    """How the moves were enumerated, when known (lets records store the tree instead of the moves)."""
 
     @property
     def n_nodes(self) -> int:

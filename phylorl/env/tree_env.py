@@ -26,6 +26,7 @@ from phylorl.phylo import (
 )
 
 from .observation import Observation
+from .tree_observation import build_observation
 from .prepare import PreparedAlignment
 
 START_KINDS = ("random", "nj", "given")
@@ -78,20 +79,6 @@ class EnvAlignment:
     @classmethod
     def build(cls, alignment, prepared: PreparedAlignment, name: str = "") -> "EnvAlignment":
         return cls(alignment, prepared, LikelihoodEngine(alignment, parse_model(prepared.model)), name)
-
-
-def build_observation(tree: Tree, moves: np.ndarray, meta: np.ndarray) -> Observation:
-    """The network's view of ``tree`` (see :mod:`phylorl.env.observation` for shapes)."""
-    n_nodes = tree.n_nodes
-    node_features = np.zeros((n_nodes, 1), dtype=np.float32)
-    node_features[: tree.n_leaves, 0] = 1.0
-    edge_index = np.empty((2, 2 * tree.n_edges), dtype=np.int64)
-    edge_index[0, 0::2] = tree.edges[:, 0]
-    edge_index[1, 0::2] = tree.edges[:, 1]
-    edge_index[0, 1::2] = tree.edges[:, 1]
-    edge_index[1, 1::2] = tree.edges[:, 0]
-    edge_attr = np.repeat(tree.lengths.astype(np.float32), 2)[:, None]
-    return Observation(node_features, edge_index, edge_attr, moves.astype(np.int64, copy=False), meta)
 
 
 class TreeEnv:
@@ -157,7 +144,8 @@ class TreeEnv:
 
     def _observe(self) -> Observation:
         self._moves = enumerate_moves(self.tree, radius=self.config.radius)
-        return build_observation(self.tree, self._moves, move_metadata(self.tree, self._moves))
+        return build_observation(self.tree, self._moves, move_metadata(self.tree, self._moves),
+                                 radius=self.config.radius)
 
     def _info(self, delta: float) -> dict:
         engine = self.current.engine

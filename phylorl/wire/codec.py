@@ -10,7 +10,7 @@ bytes (:mod:`phylorl.wire.protowire`), skipping the copies the protobuf runtime 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 
@@ -96,21 +96,76 @@ def transition_from_proto(message: common_pb2.Transition) -> Transition:
     )
 
 
+class PackedRecords(Sequence):
+    """Records concatenated in one buffer: record ``i`` is ``data[offsets[i]:offsets[i + 1]]``.
+
+    The form a batch has in a ``PackedTransitions`` message, kept as it is so that a batch moves
+    between the wire and Redis without a Python object per record. Indexing gives zero-copy
+    ``memoryview`` slices; ``offsets`` is int64 ``[n + 1]``, rising from 0 to ``len(data)``.
+    """
+
+    __slots__ = ("data", "offsets")
+
+    def __init__(self, data: bytes | memoryview, offsets: np.ndarray):
+        data = memoryview(data)
+        offsets = np.asarray(offsets)
+        if offsets.ndim != 1 or offsets.size == 0 or offsets.dtype.kind not in "iu":
+            raise ValueError(f"PackedTransitions.offsets must be a non-empty 1-D integer array, got "
+                             f"{offsets.dtype} {offsets.shape}")
+        offsets = offsets.astype(np.int64)
+        if offsets[0] != 0 or offsets[-1] != data.nbytes or np.any(offsets[1:] < offsets[:-1]):
+            raise ValueError(f"PackedTransitions.offsets must rise from 0 to len(data) = {data.nbytes}")
+        self.data, self.offsets = data, offsets
+
+    @classmethod
+    def from_records(cls, records: Sequence[bytes | memoryview]) -> PackedRecords:
+        """Concatenate ``records`` (a :class:`PackedRecords` is returned as it is)."""
+        if isinstance(records, PackedRecords):
+            return records
+        lengths = np.fromiter((len(r) for r in records), dtype=np.int64, count=len(records))
+        offsets = np.zeros(len(records) + 1, dtype=np.int64)
+        np.cumsum(lengths, out=offsets[1:])
+        return cls(b"".join(records), offsets)
+
+    @property
+    def lengths(self) -> np.ndarray:
+        return np.diff(self.offsets)
+
+    def __len__(self) -> int:
+        return self.offsets.size - 1
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self[k] for k in range(*i.indices(len(self)))]
+        n = len(self)
+        if not -n <= i < n:
+            raise IndexError(f"record {i} of {n}")
+        i %= n
+        return self.data[int(self.offsets[i]):int(self.offsets[i + 1])]
+
+    def __iter__(self) -> Iterator[memoryview]:
+        return iter(self.views())
+
+    def views(self) -> list[memoryview]:
+        """Every record as a zero-copy slice of ``data``."""
+        bounds = self.offsets.tolist()
+        data = self.data
+        return [data[b:e] for b, e in zip(bounds, bounds[1:])]
+
+
 def pack_records(records: Sequence[bytes | memoryview],
                  out: common_pb2.PackedTransitions | None = None) -> common_pb2.PackedTransitions:
     """Concatenate compact records into one ``PackedTransitions`` (filling ``out`` when given)."""
     message = common_pb2.PackedTransitions() if out is None else out
-    lengths = np.fromiter((len(r) for r in records), dtype=np.uint64, count=len(records))
-    offsets = np.zeros(len(records) + 1, dtype=np.uint64)
-    np.cumsum(lengths, out=offsets[1:])
-    message.data = b"".join(records)
-    ndarray_to_proto(offsets, message.offsets)
+    packed = PackedRecords.from_records(records)
+    message.data = bytes(packed.data)
+    ndarray_to_proto(packed.offsets.astype(np.uint64), message.offsets)
     return message
 
 
-def unpack_records(message: common_pb2.PackedTransitions) -> list[memoryview]:
+def unpack_records(message: common_pb2.PackedTransitions) -> PackedRecords:
     """Split a ``PackedTransitions`` into its records (zero-copy views of ``message.data``)."""
-    return _split(memoryview(message.data), ndarray_from_proto(message.offsets))
+    return PackedRecords(message.data, ndarray_from_proto(message.offsets))
 
 
 def packed_records_field(number: int, records: Sequence[bytes | memoryview]) -> list[bytes | memoryview]:
@@ -119,17 +174,20 @@ def packed_records_field(number: int, records: Sequence[bytes | memoryview]) -> 
     ``b"".join(pieces)`` appended to a serialised message sets its field ``number`` to what
     :func:`pack_records` would build, with the records copied once (by the join) instead of three times.
     """
-    lengths = [len(r) for r in records]
-    offsets = np.zeros(len(records) + 1, dtype=np.uint64)
-    np.cumsum(lengths, out=offsets[1:])
-    offsets_message = ndarray_to_proto(offsets).SerializeToString()
+    if isinstance(records, PackedRecords):
+        offsets, pieces = records.offsets, [records.data]
+    else:
+        offsets = np.zeros(len(records) + 1, dtype=np.int64)
+        np.cumsum([len(r) for r in records], out=offsets[1:])
+        pieces = list(records)
+    offsets_message = ndarray_to_proto(offsets.astype(np.uint64)).SerializeToString()
     data_header = protowire.len_header(1, int(offsets[-1]))
     offsets_header = protowire.len_header(2, len(offsets_message))
     body = len(data_header) + int(offsets[-1]) + len(offsets_header) + len(offsets_message)
-    return [protowire.len_header(number, body), data_header, *records, offsets_header, offsets_message]
+    return [protowire.len_header(number, body), data_header, *pieces, offsets_header, offsets_message]
 
 
-def records_from_wire(packed: bytes | memoryview) -> list[memoryview]:
+def records_from_wire(packed: bytes | memoryview) -> PackedRecords:
     """Records of a serialised ``PackedTransitions`` (zero-copy views of ``packed``)."""
     data, offsets = memoryview(b""), None
     for field in protowire.iter_fields(packed):
@@ -139,13 +197,4 @@ def records_from_wire(packed: bytes | memoryview) -> list[memoryview]:
             offsets = ndarray_from_proto(common_pb2.NDArray.FromString(field.value))
     if offsets is None:
         raise ValueError("PackedTransitions has no offsets")
-    return _split(data, offsets)
-
-
-def _split(data: memoryview, offsets: np.ndarray) -> list[memoryview]:
-    if offsets.ndim != 1 or offsets.size == 0:
-        raise ValueError(f"PackedTransitions.offsets must be a non-empty 1-D array, got shape {offsets.shape}")
-    bounds = offsets.astype(np.int64).tolist()
-    if bounds[0] != 0 or bounds[-1] != len(data) or any(b > e for b, e in zip(bounds, bounds[1:])):
-        raise ValueError(f"PackedTransitions.offsets must rise from 0 to len(data) = {len(data)}")
-    return [data[b:e] for b, e in zip(bounds, bounds[1:])]
+    return PackedRecords(data, offsets)

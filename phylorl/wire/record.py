@@ -2,22 +2,30 @@
 
 One record holds one :class:`~phylorl.env.observation.Transition`. Layout (all little-endian)::
 
-    header   "<4sBBqddq" magic b"PRLT", format version (2), flags (bit 0 terminal, bit 1 truncated),
+    header   "<4sBBqddq" magic b"PRLT", format version (3), flags (bit 0 terminal, bit 1 truncated),
                          action (int64), reward (float64), discount (float64),
                          policy_version (int64: weights version that chose the action, -1 unknown)
-    10 arrays            obs.{node_features, edge_index, edge_attr, actions, action_meta}, then the
-                         same five of next_obs, each as
-        "<BBBB"          dtype code, encoding, stored dtype code, ndim
-        ndim x "<I"      shape
-        payload          encoding 0 (cast): the elements in the stored dtype, a narrower integer type
-                                   when every value fits (e.g. node indices as uint8), else the dtype
-                         encoding 1 (dictionary): "<I" count, the distinct element bit patterns
-                                   (count x itemsize), then one uint8/uint16 index per element
+    obs, next_obs        each one observation, in one of two forms, after a "<B" form byte:
+      0 (arrays)         its five arrays node_features, edge_index, edge_attr, actions, action_meta
+      1 (tree)           "<IiB" leaves, move radius (-1: none), flags (bit 0 dedupe, bit 1 node
+                         features are the plain is_leaf column), then the arrays neighbors [N, 3],
+                         edges [N-1, 2], branch lengths float32 [N-1] and, without flag bit 1,
+                         node_features. The other arrays are rebuilt when read: the moves are
+                         ``enumerate_moves`` over the neighbour table's slot order, their metadata
+                         and edge arrays follow from the lengths (phylorl.env.tree_observation).
+    array                "<BBBB" dtype code, encoding, stored dtype code, ndim; ndim x "<I" shape;
+                         payload: encoding 0 (cast): the elements in the stored dtype, a narrower
+                                  integer type when every value fits (e.g. node indices as uint8)
+                                  encoding 1 (dictionary): "<I" count, the distinct element bit
+                                  patterns (count x itemsize), then one uint8/uint16 index per element
 
-Decoding gives back arrays with the original dtype, shape and bit patterns (``-0.0`` and NaN
-payloads included) and Python scalars for the rest. For a 20-taxon tree (38 nodes, 74 directed
-edges, 1122 moves) a record is about 17 kB against 102 kB of raw arrays: moves become uint8 and the
-move metadata, made of branch lengths and small integers, becomes a dictionary with byte indices.
+The tree form is used when the observation carries a :class:`~phylorl.env.observation.MoveSource`
+and rebuilding from it gives back exactly its arrays (checked while encoding, so whatever happened
+to the observation, decoding returns what was encoded); otherwise the arrays form. Decoding gives
+back arrays with the original dtype, shape and bit patterns (``-0.0`` and NaN payloads included)
+and Python scalars for the rest. For a 20-taxon tree (38 nodes, 74 directed edges, 1122 moves) a
+record is about 0.8 kB in tree form and about 17 kB in arrays form, against 102 kB of raw arrays.
+Records of format version 2 (arrays form only, no form byte) are still read.
 """
 
 from __future__ import annotations
@@ -26,16 +34,22 @@ import math
 import struct
 
 import numpy as np
+from numba import njit
 
 from phylorl.env.observation import Observation, Transition
 
 MAGIC = b"PRLT"
-VERSION = 2
+VERSION = 3
+READABLE_VERSIONS = (2, 3)
 OBS_FIELDS = ("node_features", "edge_index", "edge_attr", "actions", "action_meta")
 
 _HEADER = struct.Struct("<4sBBqddq")
 _ARRAY_HEADER = struct.Struct("<BBBB")
 _COUNT = struct.Struct("<I")
+_FORM = struct.Struct("<B")
+_TREE = struct.Struct("<IiB")
+_ARRAYS_FORM, _TREE_FORM = 0, 1
+_DEDUPE, _LEAF_FEATURES = 1, 2
 _SHAPES = tuple(struct.Struct(f"<{ndim}I") for ndim in range(256))
 _CAST, _DICTIONARY = 0, 1
 _TERMINAL, _TRUNCATED = 1, 2
@@ -48,8 +62,8 @@ _DTYPES = tuple(
 )
 _CODE = {dt.str: code for code, dt in enumerate(_DTYPES)}
 _BITS = {2: np.dtype("<u2"), 4: np.dtype("<u4"), 8: np.dtype("<u8")}
-_UNSIGNED = tuple(np.dtype(n) for n in ("<u1", "<u2", "<u4"))
-_SIGNED = tuple(np.dtype(n) for n in ("<i1", "<i2", "<i4"))
+_UNSIGNED = tuple((np.dtype(n), int(np.iinfo(n).min), int(np.iinfo(n).max)) for n in ("<u1", "<u2", "<u4"))
+_SIGNED = tuple((np.dtype(n), int(np.iinfo(n).min), int(np.iinfo(n).max)) for n in ("<i1", "<i2", "<i4"))
 
 
 def encode_transition(transition: Transition) -> bytes:
@@ -58,8 +72,23 @@ def encode_transition(transition: Transition) -> bytes:
     parts = [_HEADER.pack(MAGIC, VERSION, flags, int(transition.action), float(transition.reward),
                           float(transition.discount), int(transition.policy_version))]
     for prefix, obs in (("obs", transition.obs), ("next_obs", transition.next_obs)):
-        for name in OBS_FIELDS:
-            _encode_array(getattr(obs, name), f"{prefix}.{name}", parts)
+        tree = None
+        if obs.source is not None:
+            from phylorl.env.tree_observation import tree_arrays_of  # numba: only loaded when needed
+            tree = tree_arrays_of(obs)
+        if tree is None:
+            parts.append(_FORM.pack(_ARRAYS_FORM))
+            for name in OBS_FIELDS:
+                _encode_array(getattr(obs, name), f"{prefix}.{name}", parts)
+            continue
+        neighbors, edges, lengths, leaf_features = tree
+        flags = (_DEDUPE if obs.source.dedupe else 0) | (_LEAF_FEATURES if leaf_features else 0)
+        parts += [_FORM.pack(_TREE_FORM), _TREE.pack(obs.source.n_leaves, obs.source.radius, flags)]
+        _encode_array(neighbors, f"{prefix}.neighbors", parts)
+        _encode_array(edges, f"{prefix}.edges", parts)
+        _encode_array(lengths, f"{prefix}.lengths", parts)
+        if not leaf_features:
+            _encode_array(obs.node_features, f"{prefix}.node_features", parts)
     return b"".join(parts)
 
 
@@ -71,21 +100,21 @@ def decode_transition(record: bytes | bytearray | memoryview) -> Transition:
     magic, version, flags, action, reward, discount, policy_version = _HEADER.unpack_from(buf, 0)
     if magic != MAGIC:
         raise ValueError(f"not a phylorl transition record: magic {bytes(magic)!r}, expected {MAGIC!r}")
-    if version != VERSION:
-        raise ValueError(f"transition record format version {version}; this code reads version {VERSION}")
+    if version not in READABLE_VERSIONS:
+        raise ValueError(f"transition record format version {version}; this code reads versions "
+                         f"{', '.join(map(str, READABLE_VERSIONS))}")
     offset = _HEADER.size
-    arrays = []
-    for _ in range(2 * len(OBS_FIELDS)):
-        array, offset = _decode_array(buf, offset)
-        arrays.append(array)
+    observations = []
+    for _ in range(2):
+        obs, offset = _decode_observation(buf, offset, legacy=version == 2)
+        observations.append(obs)
     if offset != len(buf):
-        raise ValueError(f"transition record has {len(buf) - offset} trailing bytes after its 10 arrays")
-    n = len(OBS_FIELDS)
+        raise ValueError(f"transition record has {len(buf) - offset} trailing bytes after its two observations")
     return Transition(
-        obs=Observation(*arrays[:n]),
+        obs=observations[0],
         action=action,
         reward=reward,
-        next_obs=Observation(*arrays[n:]),
+        next_obs=observations[1],
         terminal=bool(flags & _TERMINAL),
         truncated=bool(flags & _TRUNCATED),
         discount=discount,
@@ -96,7 +125,68 @@ def decode_transition(record: bytes | bytearray | memoryview) -> Transition:
 def is_record(record: bytes | bytearray | memoryview) -> bool:
     """Cheap check that ``record`` starts like a record of the current format version."""
     head = bytes(memoryview(record)[: len(MAGIC) + 1])
-    return head == MAGIC + bytes([VERSION])
+    return len(head) == len(MAGIC) + 1 and head[:len(MAGIC)] == MAGIC and head[-1] in READABLE_VERSIONS
+
+
+def invalid_records(data: bytes | memoryview, offsets: np.ndarray) -> np.ndarray:
+    """Indices of the records ``data[offsets[i]:offsets[i+1]]`` that fail :func:`is_record`."""
+    return _invalid_records(np.frombuffer(data, dtype=np.uint8), np.asarray(offsets, dtype=np.int64),
+                            np.frombuffer(MAGIC, dtype=np.uint8), np.array(READABLE_VERSIONS, dtype=np.uint8))
+
+
+@njit(cache=True, nogil=True)
+def _invalid_records(buf, offsets, magic, versions):
+    bad = np.zeros(offsets.size - 1, np.bool_)
+    for i in range(offsets.size - 1):
+        start = offsets[i]
+        if offsets[i + 1] - start < magic.size + 1:
+            bad[i] = True
+            continue
+        for j in range(magic.size):
+            if buf[start + j] != magic[j]:
+                bad[i] = True
+        known = False
+        for v in versions:
+            if buf[start + magic.size] == v:
+                known = True
+        if not known:
+            bad[i] = True
+    return np.flatnonzero(bad)
+
+
+def _decode_observation(buf: memoryview, offset: int, legacy: bool) -> tuple[Observation, int]:
+    form = _ARRAYS_FORM
+    if not legacy:
+        if offset + _FORM.size > len(buf):
+            raise ValueError(f"transition record truncated at byte {offset}: missing an observation")
+        (form,) = _FORM.unpack_from(buf, offset)
+        offset += _FORM.size
+    if form == _ARRAYS_FORM:
+        arrays = []
+        for _ in OBS_FIELDS:
+            array, offset = _decode_array(buf, offset)
+            arrays.append(array)
+        return Observation(*arrays), offset
+    if form != _TREE_FORM:
+        raise ValueError(f"corrupt transition record: unknown observation form {form} at byte {offset - 1}")
+    if offset + _TREE.size > len(buf):
+        raise ValueError(f"transition record truncated at byte {offset}: missing a tree header")
+    n_leaves, radius, flags = _TREE.unpack_from(buf, offset)
+    offset += _TREE.size
+    neighbors, offset = _decode_array(buf, offset)
+    edges, offset = _decode_array(buf, offset)
+    lengths, offset = _decode_array(buf, offset)
+    node_features = None
+    if not flags & _LEAF_FEATURES:
+        node_features, offset = _decode_array(buf, offset)
+    if neighbors.dtype != np.int32 or edges.dtype != np.int32 or lengths.dtype != np.float32:
+        raise ValueError("corrupt transition record: tree arrays of the wrong dtype")
+    from phylorl.env.tree_observation import observation_from_tree  # numba: only loaded when needed
+    try:
+        obs = observation_from_tree(neighbors, edges, lengths, n_leaves, radius, bool(flags & _DEDUPE), node_features)
+    except ValueError as e:
+        raise ValueError(f"corrupt transition record: {e}") from None
+    return obs, offset
 
 
 def _encode_array(value: np.ndarray, name: str, parts: list[bytes]) -> None:
@@ -137,9 +227,8 @@ def _narrowest_int(array: np.ndarray) -> np.dtype:
     if array.size == 0:
         return array.dtype
     lo, hi = int(array.min()), int(array.max())
-    for candidate in _UNSIGNED if lo >= 0 else _SIGNED:
-        info = np.iinfo(candidate)
-        if candidate.itemsize < array.dtype.itemsize and info.min <= lo and hi <= info.max:
+    for candidate, smallest, largest in _UNSIGNED if lo >= 0 else _SIGNED:
+        if candidate.itemsize < array.dtype.itemsize and smallest <= lo and hi <= largest:
             return candidate
     return array.dtype
 

@@ -31,7 +31,10 @@ class LearnerConfig:
     checkpoint_seconds: float = doc("... and at least every this many seconds (0: not by time).", 300.0)
     keep_checkpoints: int = doc("Checkpoints kept on disk (oldest deleted).", 3)
     resume: bool = doc("Continue from the run directory's latest checkpoint when there is one.", True)
-    prefetch: int = doc("Batches collated ahead of the update by the prefetch thread.", 2)
+    prefetch: int = doc("Batches collated ahead of the update by the prefetch threads.", 2)
+    prefetch_workers: int = doc("Threads that sample, decode and collate batches at once. One thread is bound by "
+                                "the latency of each Sample call and by decoding (about 30 ms of CPU per "
+                                "128 transitions of 20 taxa); a GPU learner with spare cores wants several.", 2)
     sample_timeout_s: float = doc("Longest wait of one Sample call for the replay's rate limiter (s).", 5.0)
     inference_max_batch: int = doc("Most observations in one network call of the inference endpoint.", 64)
     inference_max_delay_ms: float = doc("Longest wait for more requests before a partial batch is run (ms).", 2.0)
@@ -50,8 +53,8 @@ class LearnerConfig:
 
     def __post_init__(self) -> None:
         problems = []
-        if self.batch_size < 1 or self.publish_every < 1 or self.prefetch < 1:
-            problems.append("batch_size, publish_every and prefetch must be >= 1")
+        if self.batch_size < 1 or self.publish_every < 1 or self.prefetch < 1 or self.prefetch_workers < 1:
+            problems.append("batch_size, publish_every, prefetch and prefetch_workers must be >= 1")
         if self.inference_max_batch < 1 or self.inference_queue < 1 or self.inference_max_delay_ms < 0:
             problems.append("inference_max_batch and inference_queue must be >= 1, inference_max_delay_ms >= 0")
         if self.action_features not in ("gather", "indices"):

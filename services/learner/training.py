@@ -123,7 +123,8 @@ class TrainingLoop:
         last_checkpoint = time.monotonic()
         started = time.monotonic()
         with open(log_path, "a", newline="") as fh, Prefetcher(self._sample, self.learner.device,
-                                                                depth=cfg.prefetch) as prefetcher:
+                                                                depth=cfg.prefetch,
+                                                                workers=cfg.prefetch_workers) as prefetcher:
             writer = csv.writer(fh)
             if new_file:
                 writer.writerow(UPDATE_COLUMNS)

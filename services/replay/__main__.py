@@ -88,7 +88,8 @@ def _open_table(config: ReplayConfig, stop: threading.Event) -> PrioritizedRepla
     table = PrioritizedReplay(
         store, capacity=config.capacity, alpha=config.alpha, beta=config.beta,
         rate_limiter=RateLimiter(config.min_size_to_sample, config.samples_per_insert, config.error_buffer),
-        seed=None if config.seed < 0 else config.seed, max_waiting=(config.max_workers - 1) // 2)
+        seed=None if config.seed < 0 else config.seed, max_waiting=(config.max_workers - 1) // 2,
+        cache_records=config.cache_records)
     metrics.SIZE.set(table.stats().size)
     log.info("index rebuilt in %.2f s", time.monotonic() - started)
     return table

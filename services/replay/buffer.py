@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from phylorl.wire.codec import PackedRecords
 from services.replay.rate_limiter import RateLimiter
 from services.replay.store import RedisStore
 from services.replay.sumtree import SumTree
@@ -48,7 +49,7 @@ class SampleBatch:
     keys: np.ndarray          # int64 [B]
     weights: np.ndarray       # float32 [B], (N P(i))^-beta / max over the batch
     probabilities: np.ndarray  # float64 [B], P(i)
-    records: list[bytes]      # B compact transition records
+    records: PackedRecords    # B compact transition records
     size: int                 # N when the batch was drawn
     waited_s: float
 
@@ -77,6 +78,12 @@ class PrioritizedReplay:
     prefix continues where the last one stopped. Thread-safe: calls block (up to their timeout)
     while the rate limiter refuses them. Redis writes happen in key order under one writer lock.
 
+    With ``cache_records`` (the default) the table also keeps every held record in its own memory
+    (zero-copy views of the received requests, about ``capacity`` x record size) and serves
+    samples from there: Redis stays the durable copy that every insert is committed to first and
+    that a restart rebuilds from, and sampling costs no Redis round trip. Without it, samples
+    read the records from Redis.
+
     ``max_waiting`` bounds how many inserts, and separately how many samples, may wait at once;
     a server with ``W`` handler threads passes ``(W - 1) // 2`` so that a thread is always left
     for the call that would release the waiting ones (otherwise blocked inserts could occupy every
@@ -84,7 +91,8 @@ class PrioritizedReplay:
     """
 
     def __init__(self, store: RedisStore, *, capacity: int, alpha: float, beta: float,
-                 rate_limiter: RateLimiter, seed: int | None = None, max_waiting: int | None = None):
+                 rate_limiter: RateLimiter, seed: int | None = None, max_waiting: int | None = None,
+                 cache_records: bool = True):
         if capacity < 1:
             raise ValueError(f"capacity must be >= 1, got {capacity}")
         if not alpha >= 0 or not beta >= 0:
@@ -96,6 +104,7 @@ class PrioritizedReplay:
         self._limiter = rate_limiter
         self._rng = np.random.default_rng(seed)
         self._tree = SumTree(self.capacity)
+        self._cache: list[bytes | memoryview | None] | None = [None] * self.capacity if cache_records else None
         self._cond = threading.Condition()
         self._write_lock = threading.Lock()
         self._closed = False
@@ -112,6 +121,7 @@ class PrioritizedReplay:
     def insert(self, records: Sequence[bytes | memoryview], priorities: np.ndarray | None = None,
                timeout_s: float = 0.0) -> InsertResult:
         """Append ``records`` with raw ``priorities`` ``[n]`` (default: the largest seen), evicting the oldest."""
+        records = PackedRecords.from_records(records)
         n = len(records)
         if not 1 <= n <= self.capacity:
             raise ValueError(f"an insert must hold 1..capacity={self.capacity} transitions, got {n}")
@@ -137,6 +147,8 @@ class PrioritizedReplay:
             keys = np.arange(first, first + n, dtype=np.int64)
             with self._cond:
                 self._tree.set(keys % self.capacity, priorities ** self.alpha)
+                if self._cache is not None:
+                    self._cache_store(first, records.views(), head, new_head)
                 self._head, self._next_key = new_head, first + n
                 self._inserted += n
                 self._evicted += new_head - head
@@ -161,17 +173,13 @@ class PrioritizedReplay:
             self._limiter.record_sample(batch_size)
             self._sampled += batch_size
             self._cond.notify_all()
-        records = self._store.fetch(keys)
-        for _ in range(_REFETCH_ATTEMPTS):
-            missing = np.array([i for i, r in enumerate(records) if r is None], dtype=np.int64)
-            if missing.size == 0:
-                break
-            with self._cond:  # evicted between the draw and the fetch: draw those again
-                keys[missing], probabilities[missing] = self._draw(missing.size)
-            for i, record in zip(missing.tolist(), self._store.fetch(keys[missing])):
-                records[i] = record
+            cached = None if self._cache is None else [self._cache[s] for s in (keys % self.capacity).tolist()]
+        if cached is not None:  # drawn keys are held, so their records are cached (read under the lock)
+            records = PackedRecords.from_records(cached)
         else:
-            raise RuntimeError("transitions kept disappearing while sampling; is another writer using this prefix?")
+            records, missing = self._store.fetch(keys)
+            if missing.any():
+                records = self._refetch(keys, probabilities, records, missing)
         weights = (size * probabilities) ** -beta
         weights /= weights.max()
         return SampleBatch(keys=keys, weights=weights.astype(np.float32), probabilities=probabilities,
@@ -246,16 +254,46 @@ class PrioritizedReplay:
                 self._store.evict(head, new_head, next_key)
                 head = new_head
             raw = self._store.load_priorities(head, next_key)
+            cached = self._store.load_records(head, next_key) if self._cache is not None else None
             weights = np.zeros(self.capacity)
             weights[np.arange(head, next_key) % self.capacity] = raw ** self.alpha
             with self._cond:
                 self._tree.assign(weights)
+                if cached is not None:
+                    self._cache = [None] * self.capacity
+                    self._cache_store(head, cached, head, head)
                 self._head, self._next_key = head, next_key
                 self._limiter.reset(next_key - head)
                 if raw.size:
                     self._max_priority = float(raw.max())
                 self._stale = False
                 self._cond.notify_all()
+
+    def _refetch(self, keys: np.ndarray, probabilities: np.ndarray, found: PackedRecords,
+                 missing: np.ndarray) -> PackedRecords:
+        """Replace the draws whose keys were evicted between the draw and the fetch (in place)."""
+        records: list[memoryview | None] = [None] * keys.size
+        for i, record in zip(np.flatnonzero(~missing).tolist(), found):
+            records[i] = record
+        for _ in range(_REFETCH_ATTEMPTS):
+            redo = np.flatnonzero(missing)
+            if redo.size == 0:
+                return PackedRecords.from_records(records)
+            with self._cond:
+                keys[redo], probabilities[redo] = self._draw(redo.size)
+            found, still_missing = self._store.fetch(keys[redo])
+            for i, record in zip(redo[~still_missing].tolist(), found):
+                records[i] = record
+            missing[redo] = still_missing
+        raise RuntimeError("transitions kept disappearing while sampling; is another writer using this prefix?")
+
+    def _cache_store(self, first: int, records: list, head: int, new_head: int) -> None:
+        """Cache ``records`` as keys ``first..`` after dropping keys ``head..new_head-1`` (caller holds the lock)."""
+        cache, capacity = self._cache, self.capacity
+        for key in range(head, new_head):
+            cache[key % capacity] = None
+        for i, record in enumerate(records):
+            cache[(first + i) % capacity] = record
 
     def _draw(self, count: int) -> tuple[np.ndarray, np.ndarray]:
         """``count`` keys and their probabilities from the sum tree (caller holds the lock)."""

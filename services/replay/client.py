@@ -22,7 +22,7 @@ class SampledRecords:
     keys: np.ndarray           # int64 [B]
     weights: np.ndarray        # float32 [B], importance weights, max 1
     probabilities: np.ndarray  # float64 [B]
-    records: list[memoryview]  # B compact records (decode with phylorl.wire.record.decode_transition)
+    records: codec.PackedRecords  # B compact records (decode with phylorl.wire.record.decode_transition)
     size: int                  # transitions held when the batch was drawn
 
     def transitions(self) -> list[Transition]:

@@ -34,6 +34,9 @@ class ReplayConfig:
     min_size_to_sample: int = doc("Transitions needed before any Sample is served.", 1_000)
     samples_per_insert: float = doc("Target ratio of sampled to inserted transitions; 0 = no ratio limit.", 0.0)
     error_buffer: float = doc("Allowed drift of the sample/insert balance, in sampled transitions.", 1_000.0)
+    cache_records: bool = doc("Also keep every held record in this service's memory (about capacity x record "
+                              "size, ~1 kB for 20 taxa) and sample from there; Redis stays the durable copy. "
+                              "false reads every sample from Redis.", True)
     default_timeout_s: float = doc("Longest rate-limiter wait of a call that names no timeout (s).", 30.0)
     max_workers: int = doc("gRPC handler threads, i.e. calls handled at once (waiting ones included).", 32)
     max_message_mb: int = doc("Largest gRPC message sent or received (MiB).", 256)

@@ -15,13 +15,22 @@ from services.replay.rate_limiter import RateLimiter
 from services.replay.store import RedisStore
 
 PREFIX = "test:replay"
+CACHE = {"records": True}
+
+
+@pytest.fixture(autouse=True, params=[True, False], ids=["cached", "redis-reads"])
+def record_cache(request):
+    """Every test runs with samples served from the table's record cache and straight from Redis."""
+    CACHE["records"] = request.param
+    yield request.param
+    CACHE["records"] = True
 
 
 def make_table(client, capacity=16, alpha=1.0, beta=0.5, min_size=1, spi=0.0, error_buffer=1.0,
                max_waiting=None, seed=0):
     return PrioritizedReplay(RedisStore(client, PREFIX), capacity=capacity, alpha=alpha, beta=beta,
                              rate_limiter=RateLimiter(min_size, spi, error_buffer), seed=seed,
-                             max_waiting=max_waiting)
+                             max_waiting=max_waiting, cache_records=CACHE["records"])
 
 
 def wait_until(condition, timeout_s=10.0):
@@ -135,6 +144,19 @@ def test_restart_comes_back_with_the_same_contents_and_priorities(redis_client):
     weight = priorities2 ** 0.6
     np.testing.assert_allclose(batch.probabilities, weight[batch.keys - 3] / weight.sum(), rtol=1e-12)
     assert again.insert(records(1)).keys[0] == 9  # keys continue, never reused
+
+
+def test_a_record_lost_from_redis_is_reported(redis_client, record_cache):
+    make_table(redis_client, capacity=8).insert(records(4))
+    redis_client.delete(f"{PREFIX}:t:2")
+    if record_cache:  # the cache is rebuilt from Redis at start: the loss shows there
+        with pytest.raises(RuntimeError, match=r"test:replay:t: lacks the records of 1 held keys, e\.g\. \[2\]"):
+            make_table(redis_client, capacity=8)
+    else:  # read at sampling time: key 2 is drawn again and again and never found
+        table = make_table(redis_client, capacity=8)
+        table.update_priorities(np.arange(4), np.array([0.0, 0.0, 1.0, 0.0]))
+        with pytest.raises(RuntimeError, match="transitions kept disappearing while sampling"):
+            table.sample(4)
 
 
 def test_restart_with_smaller_capacity_evicts_the_oldest(redis_client):

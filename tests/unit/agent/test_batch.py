@@ -76,7 +76,7 @@ def test_prefetcher_hands_out_collated_batches_in_order():
             assert torch.equal(batch.next_actions.nodes, want.next_actions.nodes)
             assert torch.equal(batch.graphs.neighbors, want.graphs.neighbors)
             assert batch.weights.tolist() == [0.5, 0.5]
-    assert not pf._thread.is_alive()
+    assert not any(t.is_alive() for t in pf._threads)
 
 
 def test_prefetcher_reraises_sampling_errors_and_closes():
@@ -90,11 +90,34 @@ def test_prefetcher_reraises_sampling_errors_and_closes():
     with pytest.raises(RuntimeError, match="sampling thread failed"):
         pf.get(timeout=1)
     pf.close()
-    assert not pf._thread.is_alive()
+    assert not any(t.is_alive() for t in pf._threads)
+
+
+def test_prefetcher_with_several_workers_hands_out_every_batch_once():
+    import threading
+
+    pool = transitions([5, 6, 7, 8], seed=2)
+    lock = threading.Lock()
+    drawn = []
+
+    def sample():  # thread-safe, as the workers call it at once
+        with lock:
+            i = len(drawn)
+            drawn.append(i)
+        return [pool[i % 4]], np.ones(1, np.float32), i
+
+    with Prefetcher(sample, depth=2, workers=3) as pf:
+        assert len(pf._threads) == 3
+        got = [pf.get(timeout=30)[1] for _ in range(12)]
+    assert len(set(got)) == 12  # no batch handed out twice
+    assert set(got) <= set(drawn)
+    assert not any(t.is_alive() for t in pf._threads)
+    with pytest.raises(ValueError, match="workers must be >= 1"):
+        Prefetcher(sample, workers=0)
 
 
 def test_prefetcher_get_times_out_when_no_data():
     with Prefetcher(lambda: None, idle_wait_s=0.001) as pf:
         with pytest.raises(TimeoutError):
             pf.get(timeout=0.05)
-    assert not pf._thread.is_alive()
+    assert not any(t.is_alive() for t in pf._threads)

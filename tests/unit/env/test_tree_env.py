@@ -127,3 +127,29 @@ def test_config_errors():
         EnvConfig(horizon=0)
     with pytest.raises(ValueError, match="start"):
         EnvConfig(start="parsimony")
+
+
+@pytest.mark.parametrize("radius", [None, 3])
+def test_episode_transitions_are_stored_as_trees_and_read_back_exactly(ds1_entry, radius):
+    from phylorl.env import Transition
+    from phylorl.wire.record import decode_transition, encode_transition
+
+    env = TreeEnv([ds1_entry], EnvConfig(horizon=4, radius=radius), seed=5)
+    obs, _ = env.reset()
+    transitions = []
+    for step in range(4):
+        action = (7 * step) % obs.n_actions
+        next_obs, reward, terminal, truncated, _ = env.step(action)
+        transitions.append(Transition(obs, action, reward, next_obs, terminal, truncated, policy_version=step))
+        obs = next_obs
+    # encoded after the whole episode: the env's tree has changed since the early observations
+    for t in transitions:
+        data = encode_transition(t)
+        assert len(data) < 2_000  # DS1: 27 taxa, 2 x (52 nodes, 51 edges); the moves alone are ~40 kB
+        back = decode_transition(data)
+        for a, b in ((t.obs, back.obs), (t.next_obs, back.next_obs)):
+            for name in ("node_features", "edge_index", "edge_attr", "actions", "action_meta"):
+                x, y = getattr(a, name), getattr(b, name)
+                assert x.dtype == y.dtype and x.shape == y.shape and x.tobytes() == y.tobytes()
+        assert (back.action, back.reward, back.truncated, back.policy_version) == \
+               (t.action, t.reward, t.truncated, t.policy_version)

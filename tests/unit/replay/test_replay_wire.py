@@ -58,4 +58,4 @@ def test_sample_response_round_trip_and_runtime_equivalence():
     codec.pack_records(data, expected.transitions)
     assert replay_pb2.SampleResponse.FromString(raw) == expected
     got_small, got_records = wire.decode_sample_response(expected.SerializeToString())
-    assert got_small == small and [bytes(r) for r in got_records] == data
+    assert got_small == expected and [bytes(r) for r in got_records] == data

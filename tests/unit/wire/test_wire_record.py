@@ -92,5 +92,110 @@ def test_corrupt_records_raise_clear_errors():
 def test_header_layout():
     t = Transition(_obs(), 5, -2.0, _obs(), terminal=True, truncated=True, discount=0.25, policy_version=42)
     data = record.encode_transition(t)
-    assert struct.unpack_from("<4sBBqddq", data) == (b"PRLT", 2, 3, 5, -2.0, 0.25, 42)
+    assert struct.unpack_from("<4sBBqddq", data) == (b"PRLT", 3, 3, 5, -2.0, 0.25, 42)
     assert record.decode_transition(data).policy_version == 42
+
+
+# ---------------------------------------------------------------- tree form (observations from trees)
+
+def _env_transition(n_taxa: int, seed: int, radius=None) -> Transition:
+    from phylorl.env.tree_observation import build_observation
+    from phylorl.phylo import apply_spr, enumerate_moves, move_metadata, random_tree
+
+    rng = np.random.default_rng(seed)
+    tree = random_tree([f"t{i}" for i in range(n_taxa)], rng)
+
+    def observe():
+        moves = enumerate_moves(tree, radius=radius)
+        return build_observation(tree, moves, move_metadata(tree, moves), radius=radius)
+
+    obs = observe()
+    action = int(rng.integers(obs.n_actions))
+    apply_spr(tree, obs.actions[action])  # in place: the first observation must not change with the tree
+    tree.lengths[:] = rng.exponential(0.1, size=tree.n_edges)
+    return Transition(obs, action, 0.25, observe(), terminal=False, truncated=True, discount=0.99, policy_version=7)
+
+
+@pytest.mark.parametrize("n_taxa, radius", [(20, None), (20, 3), (5, None), (60, None), (4, 1)])
+def test_tree_form_round_trip_is_exact_and_small(n_taxa, radius):
+    t = _env_transition(n_taxa, seed=n_taxa, radius=radius)
+    data = record.encode_transition(t)
+    back = record.decode_transition(data)
+    assert_same_transition(back, t)
+    assert back.policy_version == 7
+    assert back.obs.source is not None and back.obs.source.radius == (-1 if radius is None else radius)
+    assert record.encode_transition(back) == data  # decoded observations stay in tree form
+    explicit = record.encode_transition(Transition(_drop_source(t.obs), t.action, t.reward,
+                                                   _drop_source(t.next_obs), t.terminal, t.truncated))
+    assert len(data) < len(explicit)
+    if n_taxa == 20 and radius is None:
+        assert t.obs.n_actions == 1122
+        assert len(data) < 1_000  # 17 kB in arrays form
+
+
+def _drop_source(obs: Observation) -> Observation:
+    return Observation(obs.node_features, obs.edge_index, obs.edge_attr, obs.actions, obs.action_meta)
+
+
+@pytest.mark.parametrize("change", ["actions", "meta", "edge_attr", "radius", "neighbors", "edge_order"])
+def test_observation_that_differs_from_its_source_is_stored_as_arrays(change):
+    from dataclasses import replace
+
+    t = _env_transition(12, seed=3)
+    tree_form_bytes = len(record.encode_transition(t))
+    obs = t.next_obs
+    if change == "actions":
+        obs.actions[[0, 1]] = obs.actions[[1, 0]]
+    elif change == "meta":
+        obs.action_meta[5, 2] += 1
+    elif change == "edge_attr":
+        obs.edge_attr[1, 0] *= 2  # the two directions of edge 0 now differ
+    elif change == "radius":
+        obs.source = replace(obs.source, radius=2)
+    elif change == "neighbors":
+        neighbors = obs.source.neighbors.copy()
+        internal = obs.source.n_leaves
+        neighbors[internal] = neighbors[internal][[1, 0, 2]]  # a different slot order enumerates differently
+        obs.source = replace(obs.source, neighbors=neighbors)
+    else:
+        obs.edge_index = obs.edge_index[:, ::-1].copy()
+    data = record.encode_transition(t)
+    back = record.decode_transition(data)
+    assert_same_transition(back, t)
+    assert len(data) > 3 * tree_form_bytes  # the moves themselves are stored
+    assert back.next_obs.source is None and back.obs.source is not None
+
+
+def test_extra_node_features_are_stored_in_tree_form():
+    t = _env_transition(10, seed=4)
+    t.obs.node_features = np.concatenate(
+        [t.obs.node_features, np.random.default_rng(0).normal(size=(18, 2)).astype(np.float32)], axis=1)
+    data = record.encode_transition(t)
+    assert_same_transition(record.decode_transition(data), t)
+    assert len(data) < 1_500
+
+
+def test_corrupt_tree_form_raises_a_clear_error():
+    t = _env_transition(8, seed=5)
+    data = bytearray(record.encode_transition(t))
+    # the first observation's neighbour table starts after header, form byte, tree header and array header
+    start = struct.calcsize("<4sBBqddq") + 1 + struct.calcsize("<IiB") + 4 + 2 * 4
+    data[start + 3 * 8] = 0  # node 8 (the first internal node) now names node 0 as its first neighbour twice
+    data[start + 3 * 8 + 1] = 0
+    with pytest.raises(ValueError, match="corrupt transition record: stored tree is invalid"):
+        record.decode_transition(bytes(data))
+    data = bytearray(record.encode_transition(t))
+    data[struct.calcsize("<4sBBqddq")] = 7
+    with pytest.raises(ValueError, match="unknown observation form 7"):
+        record.decode_transition(bytes(data))
+
+
+def test_format_version_2_records_are_still_read():
+    t = random_transition(6, 40, np.random.default_rng(6))
+    parts = [struct.pack("<4sBBqddq", b"PRLT", 2, 2 * t.truncated + t.terminal, t.action, t.reward, t.discount, -1)]
+    for obs in (t.obs, t.next_obs):
+        for name in record.OBS_FIELDS:
+            record._encode_array(getattr(obs, name), name, parts)
+    legacy = b"".join(parts)
+    assert record.is_record(legacy)
+    assert_same_transition(record.decode_transition(legacy), t)
