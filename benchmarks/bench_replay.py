@@ -6,10 +6,12 @@ separate process, then drives it from this process with batches of real 20-taxon
 
 * ``insert_per_s``        transitions/s of Insert calls carrying already-encoded records (actors
                           encode before sending, so encoding is not the service's cost);
-* ``sample_per_s``        transitions/s of Sample calls, records received but not decoded;
+* ``sample_per_s``        transitions/s of Sample calls, records received but not decoded (served
+                          from the service's record cache unless ``--cache-records false``);
 * ``sample_decoded_per_s`` the same with every record decoded into numpy arrays (learner side);
-* ``redis_mget_direct_per_s`` the same records read straight from Redis by one client (MGET of
-                          a batch), for reference: what the machine gives without the service;
+* ``redis_get_direct_per_s`` the same records read straight from Redis by one client (GET of the
+                          stored insert batches), for reference: what the machine gives without
+                          the service;
 * ``encode_us`` / ``decode_us`` one transition through :mod:`phylorl.wire.record`, on one core;
 * ``cpu_us_per_insert`` / ``cpu_us_per_sample`` CPU time (user + system) the replay service, Redis
                           and this client spent per transition: on a shared or small machine the
@@ -228,15 +230,16 @@ def main() -> None:
             }
         with ReplayClient(target) as client:
             size = client.stats().size
-        # Reference on this machine at this moment: Redis MGETs of the same records, no service.
+        # Reference on this machine at this moment: the stored batch strings (one per Insert call of
+        # batch_size records) read straight from Redis, no service.
         direct = redis.Redis(port=redis_port)
-        direct_keys = [f"bench:t:{k}" for k in range(args.batch_size)]
+        batch_keys = [b"bench:b:" + entry.split(b":")[0] for entry in direct.lrange("bench:bi", 0, args.batches - 1)]
         direct_runs = []
         for _ in range(args.repeats):
             start = time.perf_counter()
-            for _ in range(args.batches):
-                direct.mget(direct_keys)
-            direct_runs.append(args.batches * args.batch_size / (time.perf_counter() - start))
+            for key in batch_keys:
+                direct.get(key)
+            direct_runs.append(len(batch_keys) * args.batch_size / (time.perf_counter() - start))
         used = redis.Redis(port=redis_port).info("memory")["used_memory"]
     finally:
         for p in reversed(processes):
@@ -256,7 +259,7 @@ def main() -> None:
         "batch_size": args.batch_size, "repeats": args.repeats, "malloc_keep_mb": args.malloc_keep_mb,
         "cache_records": args.cache_records == "true",
         "by_clients": by_clients,
-        "redis_mget_direct_per_s": round(statistics.median(direct_runs)),
+        "redis_get_direct_per_s": round(statistics.median(direct_runs)),
         "load_average": os.getloadavg()[0],
         "table_size": size, "redis_used_bytes_per_transition": round(used / max(size, 1)),
     }))

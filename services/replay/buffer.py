@@ -140,7 +140,7 @@ class PrioritizedReplay:
                 # Samplers stop drawing the evicted keys from here on; the key range moves on commit.
                 self._tree.set(np.arange(head, new_head) % self.capacity, np.zeros(new_head - head))
             try:
-                self._store.commit_insert(first, records, priorities, head, new_head)
+                self._store.commit_insert(first, records, priorities, new_head)
             except BaseException:
                 self._stale = True  # Redis may or may not hold the batch: rebuild before the next call
                 raise
@@ -223,7 +223,7 @@ class PrioritizedReplay:
         with self._write_lock:
             with self._cond:
                 head, next_key = self._head, self._next_key
-            return np.arange(head, next_key, dtype=np.int64), self._store.load_priorities(head, next_key)
+            return np.arange(head, next_key, dtype=np.int64), self._store.read_priorities(head, next_key)
 
     def close(self) -> None:
         """Refuse new calls and wake every waiting one (they raise :class:`ReplayClosed`)."""
@@ -248,13 +248,8 @@ class PrioritizedReplay:
         with self._write_lock:
             if not self._stale:
                 return
-            head, next_key = self._store.load_range()
-            if next_key - head > self.capacity:
-                new_head = next_key - self.capacity
-                self._store.evict(head, new_head, next_key)
-                head = new_head
-            raw = self._store.load_priorities(head, next_key)
-            cached = self._store.load_records(head, next_key) if self._cache is not None else None
+            stored = self._store.open(self.capacity, with_records=self._cache is not None)
+            head, next_key, raw, cached = stored.head, stored.next_key, stored.priorities, stored.records
             weights = np.zeros(self.capacity)
             weights[np.arange(head, next_key) % self.capacity] = raw ** self.alpha
             with self._cond:

@@ -1,27 +1,37 @@
-"""The replay table's Redis layout: transition records, raw priorities and the key range.
+"""The replay table's Redis layout: transition records in insert batches, priorities and the key range.
 
-For a key prefix ``P`` (e.g. ``phylorl:replay``)::
+For a key prefix ``P`` (e.g. ``phylorl:replay``), layout 2::
 
     P:meta        hash    head -> oldest key held, next_key -> key the next transition gets,
-                          layout -> "1"; keys held are exactly head <= k < next_key
-    P:t:<k>       string  transition k as a compact record (phylorl.wire.record)
-    P:p           hash    <k> -> raw priority of transition k, 8 bytes little-endian float64
+                          layout -> "2"; keys held are exactly head <= k < next_key
+    P:b:<first>   string  one insert batch, keys first..first+n-1 (see below)
+    P:bi          list    "<first>:<n>" of every stored batch, oldest first
+    P:p           hash    <k> -> raw priority of transition k set after its insert (8 bytes
+                          little-endian float64); a key without one has its batch's initial priority
 
-Every insert (records, priorities, evictions and the new key range) is one MULTI/EXEC
-transaction, so a reader never sees a half-written batch and Redis' AOF
-replays whole batches. Keys increase forever and are never reused, so a late priority update for
-an evicted transition cannot land on its successor.
+    batch         "<4sI" magic b"PRB1", n; n x "<d" initial raw priorities; (n + 1) x "<I" record
+                  offsets into the data; the n records concatenated (phylorl.wire.record)
 
-The hot calls build their Redis commands straight from a batch's concatenated records
-(:class:`~phylorl.wire.codec.PackedRecords`) and give records back in that form, so the service
-does a few cheap operations per transition and no per-transition Python objects beyond the
-command arguments themselves. (Lua scripts doing the splitting and joining inside Redis were
-measured slower: Redis then spends more CPU than the Python side saves.)
+Every insert (the batch, its list entry, the deletion of batches whose keys are all evicted, and
+the new key range) is one MULTI/EXEC transaction, so a reader never sees a half-written batch and
+Redis' AOF replays whole batches. A batch is deleted when its last key is evicted, so Redis holds
+at most one batch beyond ``capacity``. Keys increase forever and are never reused, so a late
+priority update for an evicted transition cannot land on its successor.
+
+One string per insert instead of one key per transition costs Redis a few microseconds per
+transition rather than ten, and the service builds a handful of command arguments per insert.
+Layout 1 (one string ``P:t:<k>`` per transition, every priority in ``P:p``), written by earlier
+versions, is converted to layout 2 in one transaction when a table is opened.
 """
 
 from __future__ import annotations
 
+import struct
+import threading
+from bisect import bisect_right
+from collections import deque
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import hiredis
 import numpy as np
@@ -29,12 +39,40 @@ import redis
 
 from phylorl.wire.codec import PackedRecords
 
-LAYOUT_VERSION = b"1"
-_CHUNK = 16384  # keys per Redis command when walking large ranges
+LAYOUT_VERSION = b"2"
+_LAYOUT_1 = b"1"
+_BATCH_MAGIC = b"PRB1"
+_BATCH_HEAD = struct.Struct("<4sI")
+_CHUNK = 4096  # keys (or batches) per Redis command when walking large ranges
+
+
+@dataclass(frozen=True)
+class StoredTable:
+    """What :meth:`RedisStore.open` reads back: the key range, raw priorities ``[next_key - head]``
+    float64, and (when asked for) the records of keys ``head..next_key-1``."""
+
+    head: int
+    next_key: int
+    priorities: np.ndarray
+    records: list[memoryview] | None
+
+
+@dataclass
+class _Batch:
+    first: int
+    offsets: np.ndarray   # int64 [n + 1], record offsets inside the batch string (header included)
+
+    @property
+    def stop(self) -> int:
+        return self.first + self.offsets.size - 1
 
 
 class RedisStore:
-    """Reads and writes one replay table in Redis (see the module docstring for the layout)."""
+    """Reads and writes one replay table in Redis (see the module docstring for the layout).
+
+    Keeps an index of the stored batches (first key and record offsets) mirroring Redis, so that
+    records can be read by key; :meth:`open` rebuilds it. Writes must be serialised by the caller.
+    """
 
     def __init__(self, client: redis.Redis, prefix: str):
         if not prefix:
@@ -43,90 +81,222 @@ class RedisStore:
         self._prefix = prefix
         self._meta = f"{prefix}:meta".encode()
         self._priorities = f"{prefix}:p".encode()
-        self._record_format = (prefix.replace("%", "%%") + ":t:%d").encode()  # bytes % key
+        self._index_key = f"{prefix}:bi".encode()
+        self._batch_format = (prefix.replace("%", "%%") + ":b:%d").encode()   # bytes % first key
+        self._record_format = (prefix.replace("%", "%%") + ":t:%d").encode()  # layout 1 records
+        self._batches: deque[_Batch] = deque()
+        self._firsts: list[int] = []  # first keys of self._batches, for bisect (rebuilt when they change)
+        self._index_lock = threading.Lock()
 
     def ping(self) -> None:
         """Raise ``redis.ConnectionError`` when Redis cannot be reached."""
         self._client.ping()
 
-    def load_range(self) -> tuple[int, int]:
-        """``(head, next_key)`` of the stored table; ``(0, 0)`` when there is none yet."""
+    # ------------------------------------------------------------------ opening
+
+    def open(self, capacity: int, with_records: bool) -> StoredTable:
+        """Read the stored table (converting layout 1) and index it; evicts the oldest keys beyond ``capacity``."""
+        head, next_key, layout = self._read_meta()
+        if layout == _LAYOUT_1:
+            self._convert_layout_1(head, next_key)
+        batches, blobs = self._read_batches(head, next_key, with_records)
+        self._set_index(batches)
+        if next_key - head > capacity:
+            head = next_key - capacity
+            self.evict(head, next_key)
+        priorities, records = self._contents(batches, blobs, head, next_key, with_records)
+        return StoredTable(head, next_key, priorities, records)
+
+    def read_priorities(self, head: int, next_key: int) -> np.ndarray:
+        """Raw priorities ``[next_key - head]`` of keys ``head..next_key-1`` as Redis holds them now."""
+        batches, blobs = self._read_batches(head, next_key, with_records=False)
+        return self._contents(batches, blobs, head, next_key, with_records=False)[0]
+
+    def _read_batches(self, head: int, next_key: int, with_records: bool) -> tuple[list[_Batch], list[bytes]]:
+        """Every stored batch (whole, or only its header) and its index entry, checked to cover the keys held."""
+        entries = self._client.lrange(self._index_key, 0, -1)
+        batches, blobs = [], []
+        for lo in range(0, len(entries), _CHUNK):
+            chunk = [_parse_entry(e, self._index_key) for e in entries[lo:lo + _CHUNK]]
+            if with_records:
+                replies = self._send([(b"GET", self._batch_name(first)) for first, _ in chunk])
+            else:
+                replies = self._send([(b"GETRANGE", self._batch_name(first), 0, _header_size(n) - 1)
+                                      for first, n in chunk])
+            for (first, n), blob in zip(chunk, replies):
+                batches.append(_parse_batch(blob, first, n, self._batch_name(first), header_only=not with_records))
+                blobs.append(blob)
+        contiguous = all(a.stop == b.first for a, b in zip(batches, batches[1:]))
+        if batches:
+            covered = contiguous and batches[0].first <= head < batches[0].stop and batches[-1].stop == next_key
+        else:
+            covered = head == next_key
+        if not covered:
+            raise RuntimeError(f"{self._index_key.decode()} does not cover the held keys {head}..{next_key - 1} "
+                               f"without gaps: the table is corrupt")
+        return batches, blobs
+
+    def _contents(self, batches: list[_Batch], blobs: list[bytes], head: int, next_key: int,
+                  with_records: bool) -> tuple[np.ndarray, list[memoryview] | None]:
+        """Priorities (initial ones, then the later ones from the hash) and records of ``head..next_key-1``."""
+        priorities = np.empty(next_key - head, dtype=np.float64)
+        records: list[memoryview] | None = [] if with_records else None
+        for batch, blob in zip(batches, blobs):
+            lo, hi = max(batch.first, head), batch.stop
+            if lo >= hi:
+                continue
+            n = batch.offsets.size - 1
+            initial = np.frombuffer(blob, dtype="<f8", count=n, offset=_BATCH_HEAD.size)
+            priorities[lo - head:hi - head] = initial[lo - batch.first:]
+            if records is not None:
+                view, bounds = memoryview(blob), batch.offsets.tolist()
+                records += [view[bounds[k]:bounds[k + 1]] for k in range(lo - batch.first, n)]
+        for field, value in self._client.hgetall(self._priorities).items():
+            key = int(field)
+            if head <= key < next_key:
+                if len(value) != 8:
+                    raise RuntimeError(f"{self._priorities.decode()} holds a malformed priority for key {key}")
+                priorities[key - head] = np.frombuffer(value, dtype="<f8")[0]
+        return priorities, records
+
+    def _read_meta(self) -> tuple[int, int, bytes]:
         meta = self._client.hgetall(self._meta)
         if not meta:
-            return 0, 0
+            return 0, 0, LAYOUT_VERSION
         layout = meta.get(b"layout")
-        if layout != LAYOUT_VERSION:
-            raise RuntimeError(f"{self._meta.decode()} has layout {layout!r}; this service reads layout {LAYOUT_VERSION!r}")
+        if layout not in (LAYOUT_VERSION, _LAYOUT_1):
+            raise RuntimeError(f"{self._meta.decode()} has layout {layout!r}; this service reads layouts "
+                               f"{_LAYOUT_1!r} and {LAYOUT_VERSION!r}")
         head, next_key = int(meta[b"head"]), int(meta[b"next_key"])
         if not 0 <= head <= next_key:
             raise RuntimeError(f"{self._meta.decode()} holds an impossible key range head={head}, next_key={next_key}")
-        return head, next_key
+        return head, next_key, layout
 
-    def load_priorities(self, head: int, next_key: int) -> np.ndarray:
-        """Raw priorities ``[next_key - head]`` float64 of keys ``head..next_key-1``."""
-        out = np.empty(next_key - head, dtype=np.float64)
+    def _convert_layout_1(self, head: int, next_key: int) -> None:
+        """Rewrite a layout-1 table (a string per record, every priority in the hash) as layout 2."""
+        commands: list[tuple] = [(b"DEL", self._priorities, self._index_key)]
         for lo in range(head, next_key, _CHUNK):
             hi = min(lo + _CHUNK, next_key)
-            values = self._client.hmget(self._priorities, [str(k) for k in range(lo, hi)])
-            missing = [lo + i for i, v in enumerate(values) if v is None or len(v) != 8]
-            if missing:
-                raise RuntimeError(f"{self._priorities.decode()} lacks a valid priority for {len(missing)} held keys, "
-                                   f"e.g. {missing[:5]}: the table is corrupt")
-            out[lo - head:hi - head] = np.frombuffer(b"".join(values), dtype="<f8")
-        return out
+            names = [self._record_format % k for k in range(lo, hi)]
+            records, priorities = self._send([(b"MGET", *names), (b"HMGET", self._priorities, *_fields(range(lo, hi)))])
+            lost = [lo + i for i, (r, p) in enumerate(zip(records, priorities)) if r is None or p is None or len(p) != 8]
+            if lost:
+                raise RuntimeError(f"layout-1 table {self._prefix} lacks the record or priority of {len(lost)} held "
+                                   f"keys, e.g. {lost[:5]}: the table is corrupt")
+            blob, _ = _batch_blob(PackedRecords.from_records(records), np.frombuffer(b"".join(priorities), "<f8"))
+            commands += [(b"SET", self._batch_name(lo), blob), (b"RPUSH", self._index_key, b"%d:%d" % (lo, hi - lo)),
+                         (b"DEL", *names)]
+        commands.append((b"HSET", self._meta, b"head", head, b"next_key", next_key, b"layout", LAYOUT_VERSION))
+        self._send(commands, transaction=True)
 
-    def load_records(self, head: int, next_key: int) -> list[bytes]:
-        """Records of keys ``head..next_key-1``; raises ``RuntimeError`` when one is missing."""
-        out: list[bytes] = []
-        for lo in range(head, next_key, _CHUNK):
-            hi = min(lo + _CHUNK, next_key)
-            (values,) = self._send([(b"MGET", *self._record_names(range(lo, hi)))])
-            missing = [lo + i for i, v in enumerate(values) if v is None]
-            if missing:
-                raise RuntimeError(f"{self._prefix}:t: lacks the records of {len(missing)} held keys, "
-                                   f"e.g. {missing[:5]}: the table is corrupt")
-            out += values
-        return out
+    # ------------------------------------------------------------------ writing
 
     def commit_insert(self, first_key: int, records: Sequence[bytes | memoryview], priorities: np.ndarray,
-                      head: int, new_head: int) -> None:
-        """Store ``records`` as keys ``first_key..`` with raw ``priorities`` and evict keys ``head..new_head-1``."""
+                      new_head: int) -> None:
+        """Store ``records`` as keys ``first_key..`` with raw ``priorities``; keys below ``new_head`` are evicted."""
         packed = PackedRecords.from_records(records)
-        keys = range(first_key, first_key + len(packed))
-        commands = [(b"MSET", *_interleave(self._record_names(keys), packed.views())),
-                    (b"HSET", self._priorities, *_interleave(_fields(keys), _priority_bytes(priorities)))]
-        commands += self._evictions(head, new_head)
-        commands.append((b"HSET", self._meta, b"head", new_head, b"next_key", keys.stop, b"layout", LAYOUT_VERSION))
+        if self._batches and self._batches[-1].stop != first_key:
+            raise RuntimeError(f"insert at key {first_key} does not follow the stored batches "
+                               f"(next is {self._batches[-1].stop})")
+        blob, offsets = _batch_blob(packed, priorities)
+        commands = [(b"SET", self._batch_name(first_key), blob),
+                    (b"RPUSH", self._index_key, b"%d:%d" % (first_key, len(packed)))]
+        dropped = self._dropped(new_head)
+        commands += self._deletions(dropped)
+        commands.append((b"HSET", self._meta, b"head", new_head, b"next_key", first_key + len(packed),
+                         b"layout", LAYOUT_VERSION))
         self._send(commands, transaction=True)
+        with self._index_lock:
+            for _ in range(len(dropped)):
+                self._batches.popleft()
+            self._batches.append(_Batch(first_key, offsets))
+            self._firsts = [b.first for b in self._batches]
 
-    def evict(self, head: int, new_head: int, next_key: int) -> None:
-        """Delete keys ``head..new_head-1`` and record the new range (one transaction)."""
-        commands = self._evictions(head, new_head)
+    def evict(self, new_head: int, next_key: int) -> None:
+        """Record the key range ``new_head..next_key-1``, deleting the batches left without a held key."""
+        dropped = self._dropped(new_head)
+        commands = self._deletions(dropped)
         commands.append((b"HSET", self._meta, b"head", new_head, b"next_key", next_key, b"layout", LAYOUT_VERSION))
         self._send(commands, transaction=True)
+        with self._index_lock:
+            for _ in range(len(dropped)):
+                self._batches.popleft()
+            self._firsts = [b.first for b in self._batches]
+
+    def set_priorities(self, keys: np.ndarray, priorities: np.ndarray) -> None:
+        """Overwrite the raw priorities of ``keys`` (which the caller knows to be held)."""
+        keys = np.asarray(keys).tolist()
+        if keys:
+            packed = np.asarray(priorities, dtype="<f8").tobytes()
+            values = [packed[i:i + 8] for i in range(0, len(packed), 8)]
+            self._send([(b"HSET", self._priorities, *_interleave(_fields(keys), values))])
+
+    # ------------------------------------------------------------------ reading
 
     def fetch(self, keys: np.ndarray) -> tuple[PackedRecords, np.ndarray]:
         """Records of ``keys`` (repeats allowed) and a mask ``[n]`` of the keys no longer stored.
 
         The records found come back concatenated in key order (missing ones are left out).
         """
-        (values,) = self._send([(b"MGET", *self._record_names(np.asarray(keys).tolist()))])
-        missing = np.fromiter((v is None for v in values), dtype=bool, count=len(values))
-        found = [v for v in values if v is not None] if missing.any() else values
+        keys = np.asarray(keys).tolist()
+        commands, missing = [], np.zeros(len(keys), dtype=bool)
+        with self._index_lock:
+            batches, firsts = self._batches, self._firsts
+            for i, key in enumerate(keys):
+                b = bisect_right(firsts, key) - 1
+                if b < 0 or key >= batches[b].stop:
+                    missing[i] = True
+                    continue
+                batch = batches[b]
+                k = key - batch.first
+                commands.append((b"GETRANGE", self._batch_name(batch.first),
+                                 int(batch.offsets[k]), int(batch.offsets[k + 1]) - 1))
+        values = self._send(commands) if commands else []
+        found = []
+        for i, value in zip(np.flatnonzero(~missing).tolist(), values):
+            if value:
+                found.append(value)
+            else:  # the batch was deleted since the lookup
+                missing[i] = True
         return PackedRecords.from_records(found), missing
 
-    def set_priorities(self, keys: np.ndarray, priorities: np.ndarray) -> None:
-        """Overwrite the raw priorities of ``keys`` (which the caller knows to be held)."""
-        keys = np.asarray(keys).tolist()
-        if keys:
-            self._send([(b"HSET", self._priorities, *_interleave(_fields(keys), _priority_bytes(priorities)))])
+    # ------------------------------------------------------------------ internals
+
+    def _dropped(self, new_head: int) -> list[_Batch]:
+        """The oldest batches whose keys all lie below ``new_head``."""
+        dropped = []
+        for batch in self._batches:
+            if batch.stop > new_head:
+                break
+            dropped.append(batch)
+        return dropped
+
+    def _deletions(self, batches: list[_Batch]) -> list[tuple]:
+        commands = []
+        if batches:
+            commands.append((b"LTRIM", self._index_key, len(batches), -1))
+        for lo in range(0, len(batches), _CHUNK):
+            chunk = batches[lo:lo + _CHUNK]
+            commands.append((b"DEL", *[self._batch_name(b.first) for b in chunk]))
+            fields = [f for b in chunk for f in _fields(range(b.first, b.stop))]
+            for start in range(0, len(fields), _CHUNK):
+                commands.append((b"HDEL", self._priorities, *fields[start:start + _CHUNK]))
+        return commands
+
+    def _set_index(self, batches: list[_Batch]) -> None:
+        with self._index_lock:
+            self._batches = deque(batches)
+            self._firsts = [b.first for b in batches]
+
+    def _batch_name(self, first: int) -> bytes:
+        return self._batch_format % first
 
     def _send(self, commands: list[tuple], transaction: bool = False) -> list:
         """Run ``commands`` (in MULTI/EXEC when ``transaction``) with one write; returns their replies.
 
-        The batch calls pack their commands with hiredis and talk to a pooled connection directly:
-        redis-py's generic path spends microseconds per argument, and these calls have hundreds.
-        A connection that fails midway is dropped (its replies would be out of step).
+        Commands are packed with hiredis and sent on a pooled connection directly: redis-py's
+        generic path spends microseconds per argument. A connection that fails midway is dropped
+        (its replies would be out of step).
         """
         if transaction:
             commands = [(b"MULTI",), *commands, (b"EXEC",)]
@@ -159,28 +329,49 @@ class RedisStore:
                 raise reply
         return result
 
-    def _evictions(self, lo: int, hi: int) -> list[tuple]:
-        """Commands deleting the records and priorities of keys ``lo..hi-1``."""
-        commands = []
-        for start in range(lo, hi, _CHUNK):
-            stop = min(start + _CHUNK, hi)
-            commands += [(b"DEL", *self._record_names(range(start, stop))),
-                         (b"HDEL", self._priorities, *_fields(range(start, stop)))]
-        return commands
 
-    def _record_names(self, keys) -> list[bytes]:
-        fmt = self._record_format
-        return [fmt % k for k in keys]
+def _header_size(n: int) -> int:
+    return _BATCH_HEAD.size + 8 * n + 4 * (n + 1)
+
+
+def _batch_blob(packed: PackedRecords, priorities: np.ndarray) -> tuple[bytes, np.ndarray]:
+    """The batch string of ``packed`` records and their offsets inside it (int64 ``[n + 1]``)."""
+    n = len(packed)
+    priorities = np.asarray(priorities, dtype="<f8")
+    if priorities.shape != (n,):
+        raise ValueError(f"{n} records but {priorities.size} priorities")
+    header = _header_size(n)
+    if header + packed.offsets[-1] >= 2**32:
+        raise ValueError(f"an insert of {packed.offsets[-1]} bytes exceeds the 4 GiB batch limit")
+    offsets = packed.offsets + header
+    blob = b"".join([_BATCH_HEAD.pack(_BATCH_MAGIC, n), priorities.tobytes(), offsets.astype("<u4").tobytes(),
+                     packed.data])
+    return blob, offsets
+
+
+def _parse_entry(entry: bytes, name: bytes) -> tuple[int, int]:
+    try:
+        first, n = (int(x) for x in entry.split(b":"))
+    except ValueError:
+        raise RuntimeError(f"{name.decode()} holds a malformed entry {entry!r}: the table is corrupt") from None
+    return first, n
+
+
+def _parse_batch(blob: bytes | None, first: int, n: int, name: bytes, header_only: bool) -> _Batch:
+    """Index entry of a stored batch string (checked against its list entry)."""
+    header = _header_size(n)
+    if blob is None or len(blob) < header:
+        raise RuntimeError(f"{name.decode()} is missing or truncated: the table is corrupt")
+    magic, count = _BATCH_HEAD.unpack_from(blob, 0)
+    offsets = np.frombuffer(blob, dtype="<u4", count=n + 1, offset=_BATCH_HEAD.size + 8 * n).astype(np.int64)
+    if magic != _BATCH_MAGIC or count != n or offsets[0] != header or np.any(np.diff(offsets) < 0) \
+            or (not header_only and offsets[-1] != len(blob)):
+        raise RuntimeError(f"{name.decode()} is not a valid batch of {n} records: the table is corrupt")
+    return _Batch(first, offsets)
 
 
 def _fields(keys) -> list[bytes]:
     return [b"%d" % k for k in keys]
-
-
-def _priority_bytes(priorities: np.ndarray) -> list[bytes]:
-    """Each raw priority as the 8-byte little-endian float64 string stored in the hash."""
-    packed = np.asarray(priorities, dtype="<f8").tobytes()
-    return [packed[i:i + 8] for i in range(0, len(packed), 8)]
 
 
 def _interleave(names: list, values) -> list:

@@ -93,11 +93,21 @@ def test_fifo_eviction_removes_from_redis_and_from_sampling(redis_client):
     held, priorities = table.priorities()
     np.testing.assert_array_equal(held, [3, 4, 5, 6, 7])
     np.testing.assert_array_equal(priorities, 2.0)
-    assert not any(redis_client.exists(f"{PREFIX}:t:{k}") for k in range(3))
-    assert redis_client.hlen(f"{PREFIX}:p") == 5
+    # the first insert's batch lost all its keys: gone from Redis
+    assert redis_client.exists(f"{PREFIX}:b:0") == 0 and redis_client.exists(f"{PREFIX}:b:3") == 1
+    assert redis_client.lrange(f"{PREFIX}:bi", 0, -1) == [b"3:5"]
     assert set(table.sample(200).keys) == {3, 4, 5, 6, 7}
     with pytest.raises(ValueError, match="1..capacity=5"):
         table.insert(records(6))
+    # keys 3 and 4 evicted: their batch stays while it holds live keys; their later priorities go with it
+    table.update_priorities(np.array([4, 6]), np.array([9.0, 0.5]))
+    assert redis_client.hlen(f"{PREFIX}:p") == 2
+    table.insert(data[:2])
+    assert set(table.sample(200).keys) == {5, 6, 7, 8, 9}
+    assert redis_client.lrange(f"{PREFIX}:bi", 0, -1) == [b"3:5", b"8:2"]
+    table.insert(data[:3])
+    assert redis_client.lrange(f"{PREFIX}:bi", 0, -1) == [b"8:2", b"10:3"]
+    assert redis_client.exists(f"{PREFIX}:b:3") == 0 and redis_client.hlen(f"{PREFIX}:p") == 0
 
 
 def test_default_priority_is_the_largest_seen(redis_client):
@@ -146,24 +156,48 @@ def test_restart_comes_back_with_the_same_contents_and_priorities(redis_client):
     assert again.insert(records(1)).keys[0] == 9  # keys continue, never reused
 
 
-def test_a_record_lost_from_redis_is_reported(redis_client, record_cache):
+def test_a_batch_lost_from_redis_is_reported(redis_client, record_cache):
     make_table(redis_client, capacity=8).insert(records(4))
-    redis_client.delete(f"{PREFIX}:t:2")
-    if record_cache:  # the cache is rebuilt from Redis at start: the loss shows there
-        with pytest.raises(RuntimeError, match=r"test:replay:t: lacks the records of 1 held keys, e\.g\. \[2\]"):
-            make_table(redis_client, capacity=8)
-    else:  # read at sampling time: key 2 is drawn again and again and never found
-        table = make_table(redis_client, capacity=8)
-        table.update_priorities(np.arange(4), np.array([0.0, 0.0, 1.0, 0.0]))
+    redis_client.delete(f"{PREFIX}:b:0")
+    with pytest.raises(RuntimeError, match="test:replay:b:0 is missing or truncated: the table is corrupt"):
+        make_table(redis_client, capacity=8)
+
+
+def test_a_batch_lost_while_serving_is_reported_by_sample(redis_client, record_cache):
+    table = make_table(redis_client, capacity=8)
+    table.insert(records(4))
+    redis_client.delete(f"{PREFIX}:b:0")  # behind the service's back
+    if record_cache:  # samples come from the service's copy
+        assert len(table.sample(4).records) == 4
+    else:  # every draw misses, again and again
         with pytest.raises(RuntimeError, match="transitions kept disappearing while sampling"):
             table.sample(4)
+
+
+def test_a_layout_1_table_is_converted_and_keeps_everything(redis_client):
+    data = records(5)
+    priorities = np.array([0.5, 1.5, 2.5, 3.5, 4.5])
+    for k in range(1, 5):  # as an earlier version wrote it: keys 1..4 held, one string per record
+        redis_client.set(f"{PREFIX}:t:{k}", data[k])
+        redis_client.hset(f"{PREFIX}:p", str(k), priorities[k].tobytes())
+    redis_client.hset(f"{PREFIX}:meta", mapping={"head": 1, "next_key": 5, "layout": "1"})
+    table = make_table(redis_client, capacity=8)
+    keys, held = table.priorities()
+    np.testing.assert_array_equal(keys, [1, 2, 3, 4])
+    np.testing.assert_array_equal(held, priorities[1:])
+    for key, got in zip(*(lambda b: (b.keys, b.records))(table.sample(50))):
+        assert got == data[key]
+    assert redis_client.hget(f"{PREFIX}:meta", "layout") == b"2"
+    assert not redis_client.keys(f"{PREFIX}:t:*") and redis_client.hlen(f"{PREFIX}:p") == 0
+    assert table.insert(records(1)).keys[0] == 5
 
 
 def test_restart_with_smaller_capacity_evicts_the_oldest(redis_client):
     make_table(redis_client, capacity=10).insert(records(8))
     smaller = make_table(redis_client, capacity=5)
     np.testing.assert_array_equal(smaller.priorities()[0], [3, 4, 5, 6, 7])
-    assert redis_client.exists(f"{PREFIX}:t:2") == 0 and redis_client.hlen(f"{PREFIX}:p") == 5
+    assert redis_client.lrange(f"{PREFIX}:bi", 0, -1) == [b"0:8"]  # still holds keys 3..7
+    assert redis_client.hget(f"{PREFIX}:meta", "head") == b"3"
 
 
 def test_sample_below_min_size_times_out_with_a_clear_message(redis_client):
