@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from phylorl.wire.codec import PackedRecords
+from services.replay.cache import RecordCache
 from services.replay.rate_limiter import RateLimiter
 from services.replay.store import RedisStore
 from services.replay.sumtree import SumTree
@@ -104,7 +105,7 @@ class PrioritizedReplay:
         self._limiter = rate_limiter
         self._rng = np.random.default_rng(seed)
         self._tree = SumTree(self.capacity)
-        self._cache: list[bytes | memoryview | None] | None = [None] * self.capacity if cache_records else None
+        self._cache = RecordCache() if cache_records else None
         self._cond = threading.Condition()
         self._write_lock = threading.Lock()
         self._closed = False
@@ -148,7 +149,8 @@ class PrioritizedReplay:
             with self._cond:
                 self._tree.set(keys % self.capacity, priorities ** self.alpha)
                 if self._cache is not None:
-                    self._cache_store(first, records.views(), head, new_head)
+                    self._cache.drop_below(new_head)
+                    self._cache.append(first, records)
                 self._head, self._next_key = new_head, first + n
                 self._inserted += n
                 self._evicted += new_head - head
@@ -173,7 +175,7 @@ class PrioritizedReplay:
             self._limiter.record_sample(batch_size)
             self._sampled += batch_size
             self._cond.notify_all()
-            cached = None if self._cache is None else [self._cache[s] for s in (keys % self.capacity).tolist()]
+            cached = None if self._cache is None else self._cache.get(keys.tolist())
         if cached is not None:  # drawn keys are held, so their records are cached (read under the lock)
             records = PackedRecords.from_records(cached)
         else:
@@ -249,14 +251,15 @@ class PrioritizedReplay:
             if not self._stale:
                 return
             stored = self._store.open(self.capacity, with_records=self._cache is not None)
-            head, next_key, raw, cached = stored.head, stored.next_key, stored.priorities, stored.records
+            head, next_key, raw, batches = stored.head, stored.next_key, stored.priorities, stored.batches
             weights = np.zeros(self.capacity)
             weights[np.arange(head, next_key) % self.capacity] = raw ** self.alpha
             with self._cond:
                 self._tree.assign(weights)
-                if cached is not None:
-                    self._cache = [None] * self.capacity
-                    self._cache_store(head, cached, head, head)
+                if batches is not None:
+                    self._cache.clear()
+                    for first, records in batches:
+                        self._cache.append(first, records)
                 self._head, self._next_key = head, next_key
                 self._limiter.reset(next_key - head)
                 if raw.size:
@@ -281,14 +284,6 @@ class PrioritizedReplay:
                 records[i] = record
             missing[redo] = still_missing
         raise RuntimeError("transitions kept disappearing while sampling; is another writer using this prefix?")
-
-    def _cache_store(self, first: int, records: list, head: int, new_head: int) -> None:
-        """Cache ``records`` as keys ``first..`` after dropping keys ``head..new_head-1`` (caller holds the lock)."""
-        cache, capacity = self._cache, self.capacity
-        for key in range(head, new_head):
-            cache[key % capacity] = None
-        for i, record in enumerate(records):
-            cache[(first + i) % capacity] = record
 
     def _draw(self, count: int) -> tuple[np.ndarray, np.ndarray]:
         """``count`` keys and their probabilities from the sum tree (caller holds the lock)."""

@@ -49,12 +49,13 @@ _CHUNK = 4096  # keys (or batches) per Redis command when walking large ranges
 @dataclass(frozen=True)
 class StoredTable:
     """What :meth:`RedisStore.open` reads back: the key range, raw priorities ``[next_key - head]``
-    float64, and (when asked for) the records of keys ``head..next_key-1``."""
+    float64, and (when asked for) the stored batches holding keys ``head..next_key-1`` as
+    ``(first key, records)``, oldest first (the first may start below ``head``)."""
 
     head: int
     next_key: int
     priorities: np.ndarray
-    records: list[memoryview] | None
+    batches: list[tuple[int, PackedRecords]] | None
 
 
 @dataclass
@@ -137,10 +138,11 @@ class RedisStore:
         return batches, blobs
 
     def _contents(self, batches: list[_Batch], blobs: list[bytes], head: int, next_key: int,
-                  with_records: bool) -> tuple[np.ndarray, list[memoryview] | None]:
-        """Priorities (initial ones, then the later ones from the hash) and records of ``head..next_key-1``."""
+                  with_records: bool) -> tuple[np.ndarray, list[tuple[int, PackedRecords]] | None]:
+        """Priorities (initial ones, then the later ones from the hash) of ``head..next_key-1`` and the
+        batches holding them as ``(first key, records)``."""
         priorities = np.empty(next_key - head, dtype=np.float64)
-        records: list[memoryview] | None = [] if with_records else None
+        records: list[tuple[int, PackedRecords]] | None = [] if with_records else None
         for batch, blob in zip(batches, blobs):
             lo, hi = max(batch.first, head), batch.stop
             if lo >= hi:
@@ -149,8 +151,8 @@ class RedisStore:
             initial = np.frombuffer(blob, dtype="<f8", count=n, offset=_BATCH_HEAD.size)
             priorities[lo - head:hi - head] = initial[lo - batch.first:]
             if records is not None:
-                view, bounds = memoryview(blob), batch.offsets.tolist()
-                records += [view[bounds[k]:bounds[k + 1]] for k in range(lo - batch.first, n)]
+                start = int(batch.offsets[0])
+                records.append((batch.first, PackedRecords(memoryview(blob)[start:], batch.offsets - start)))
         for field, value in self._client.hgetall(self._priorities).items():
             key = int(field)
             if head <= key < next_key:
@@ -300,7 +302,7 @@ class RedisStore:
         """
         if transaction:
             commands = [(b"MULTI",), *commands, (b"EXEC",)]
-        payload = b"".join([hiredis.pack_command(c) for c in commands])
+        payload = b"".join([piece for c in commands for piece in _pack(c)])
         pool = self._client.connection_pool
         connection = pool.get_connection()
         try:
@@ -328,6 +330,21 @@ class RedisStore:
             if isinstance(reply, Exception):
                 raise reply
         return result
+
+
+def _pack(command: tuple) -> list[bytes | memoryview]:
+    """RESP pieces of ``command``: hiredis for many small arguments; a bulky one is left as it is,
+    so that the one join of the whole request is its only copy."""
+    if len(command) > 4 or not any(isinstance(a, (bytes, memoryview)) and len(a) > 4096 for a in command):
+        return [hiredis.pack_command(command)]
+    parts = [b"*%d\r\n" % len(command)]
+    for arg in command:
+        if isinstance(arg, int):
+            arg = b"%d" % arg
+        elif isinstance(arg, str):
+            arg = arg.encode()
+        parts += [b"$%d\r\n" % len(arg), arg, b"\r\n"]
+    return parts
 
 
 def _header_size(n: int) -> int:
