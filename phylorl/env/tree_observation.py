@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from phylorl.phylo.spr import _enumerate_moves, _move_metadata
+from phylorl.phylo.spr import _enumerate_moves, _move_metadata, _slot
 from phylorl.phylo.tree import Tree
 
 from .observation import MoveSource, Observation
@@ -169,14 +169,6 @@ def _rebuild(neighbors, edges, lengths, n_leaves, radius, dedupe):
     if bad >= 0:  # cannot happen for a valid tree; kept as a guard against a broken enumeration
         return 5, edge_index, edge_attr, actions, meta
     return 0, edge_index, edge_attr, actions, meta
-
-
-@njit(cache=True, nogil=True)
-def _slot(neighbors, v, u):
-    for k in range(3):
-        if neighbors[v, k] == u:
-            return k
-    return -1
 
 
 @njit(cache=True, nogil=True)
