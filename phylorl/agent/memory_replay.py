@@ -18,7 +18,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from phylorl.agent.sumtree import SumTree
+from phylorl.agent.sumtree import SumTree, check_priorities
 from phylorl.env.observation import Transition
 
 
@@ -57,7 +57,7 @@ class MemoryReplay:
         n = len(transitions)
         if not 1 <= n <= self.capacity:
             raise ValueError(f"an insert must hold 1..capacity={self.capacity} transitions, got {n}")
-        priorities = np.full(n, self.max_priority) if priorities is None else _check_priorities(priorities, n)
+        priorities = np.full(n, self.max_priority) if priorities is None else check_priorities(priorities, n)
         first = self._next_key
         keys = np.arange(first, first + n, dtype=np.int64)
         new_head = max(self._head, first + n - self.capacity)
@@ -98,7 +98,7 @@ class MemoryReplay:
         Keys no longer held (evicted) are skipped; returns how many were still held.
         """
         keys = np.asarray(keys, dtype=np.int64).reshape(-1)
-        priorities = _check_priorities(priorities, keys.size)
+        priorities = check_priorities(priorities, keys.size)
         _, last = np.unique(keys[::-1], return_index=True)  # the last occurrence of a repeated key wins
         keep = keys.size - 1 - last
         keys, priorities = keys[keep], priorities[keep]
@@ -122,12 +122,3 @@ class MemoryReplay:
     def keys(self) -> np.ndarray:
         """Keys of every held transition, oldest first, int64 ``[N]``."""
         return np.arange(self._head, self._next_key, dtype=np.int64)
-
-
-def _check_priorities(priorities: np.ndarray, n: int) -> np.ndarray:
-    priorities = np.asarray(priorities, dtype=np.float64).reshape(-1)
-    if priorities.size != n:
-        raise ValueError(f"expected {n} priorities, got {priorities.size}")
-    if not np.all(np.isfinite(priorities)) or np.any(priorities < 0):
-        raise ValueError("priorities must be finite and >= 0")
-    return priorities

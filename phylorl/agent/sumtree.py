@@ -84,6 +84,16 @@ class SumTree:
         return slots
 
 
+def check_priorities(priorities: np.ndarray, n: int) -> np.ndarray:
+    """Raw replay priorities as float64 ``[n]``; ``ValueError`` unless there are ``n``, finite and >= 0."""
+    priorities = np.asarray(priorities, dtype=np.float64).reshape(-1)
+    if priorities.size != n:
+        raise ValueError(f"expected {n} priorities, got {priorities.size}")
+    if not np.all(np.isfinite(priorities)) or np.any(priorities < 0):
+        raise ValueError("priorities must be finite and >= 0")
+    return priorities
+
+
 @njit(cache=True, nogil=True)
 def _set(nodes, slots, weights, leaves, capacity):
     """Write ``weights`` at ``slots`` (in order, so a repeat keeps its last), then re-sum their ancestors.

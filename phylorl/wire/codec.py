@@ -3,9 +3,9 @@
 Arrays travel as ``NDArray`` (little-endian bytes in C order, shape, numpy dtype name). Decoded
 arrays are read-only views of the message bytes; copy them before writing in place.
 Transitions can also travel as compact records (:mod:`phylorl.wire.record`), many of them
-concatenated in one ``PackedTransitions`` message. For megabyte batches the ``*_field`` /
-``*_from_wire`` functions write and read that message straight from the records and the received
-bytes (:mod:`phylorl.wire.protowire`), skipping the copies the protobuf runtime would make.
+concatenated in one ``PackedTransitions`` message. For large batches :func:`packed_records_field`
+writes that message straight from the records (:mod:`phylorl.wire.protowire`), skipping the copies
+the protobuf runtime would make; reading goes through the runtime (:func:`unpack_records`).
 """
 
 from __future__ import annotations
@@ -185,16 +185,3 @@ def packed_records_field(number: int, records: Sequence[bytes | memoryview]) -> 
     offsets_header = protowire.len_header(2, len(offsets_message))
     body = len(data_header) + int(offsets[-1]) + len(offsets_header) + len(offsets_message)
     return [protowire.len_header(number, body), data_header, *pieces, offsets_header, offsets_message]
-
-
-def records_from_wire(packed: bytes | memoryview) -> PackedRecords:
-    """Records of a serialised ``PackedTransitions`` (zero-copy views of ``packed``)."""
-    data, offsets = memoryview(b""), None
-    for field in protowire.iter_fields(packed):
-        if field.number == 1 and field.wire_type == protowire.LEN:
-            data = field.value
-        elif field.number == 2 and field.wire_type == protowire.LEN:
-            offsets = ndarray_from_proto(common_pb2.NDArray.FromString(field.value))
-    if offsets is None:
-        raise ValueError("PackedTransitions has no offsets")
-    return PackedRecords(data, offsets)

@@ -33,8 +33,9 @@ class LearnerConfig:
     resume: bool = doc("Continue from the run directory's latest checkpoint when there is one.", True)
     prefetch: int = doc("Batches collated ahead of the update by the prefetch threads.", 2)
     prefetch_workers: int = doc("Threads that sample, decode and collate batches at once. One thread is bound by "
-                                "the latency of each Sample call and by decoding (about 30 ms of CPU per "
-                                "128 transitions of 20 taxa); a GPU learner with spare cores wants several.", 2)
+                                "the latency of each Sample call and by decoding and collating (about 70 ms of "
+                                "CPU per 128 transitions of 20 taxa on the 2-core dev machine); a GPU learner "
+                                "with spare cores wants several.", 2)
     sample_timeout_s: float = doc("Longest wait of one Sample call for the replay's rate limiter (s).", 5.0)
     inference_max_batch: int = doc("Most observations in one network call of the inference endpoint.", 64)
     inference_max_delay_ms: float = doc("Longest wait for more requests before a partial batch is run (ms).", 2.0)

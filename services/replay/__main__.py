@@ -9,17 +9,16 @@ from __future__ import annotations
 
 import logging
 import os
-import signal
 import sys
 import threading
 import time
 
 import redis
-from prometheus_client import start_http_server
 
+from services.common.runtime import start_service
 from services.replay import metrics
 from services.replay.buffer import PrioritizedReplay
-from services.replay.config import ReplayConfig, config_json, load_config
+from services.replay.config import ReplayConfig, load_config
 from services.replay.memory import keep_freed_memory
 from services.replay.rate_limiter import RateLimiter
 from services.replay.server import ReplayServer
@@ -30,19 +29,9 @@ log = logging.getLogger("phylorl.replay")
 
 def main(argv: list[str] | None = None) -> int:
     config = load_config(sys.argv[1:] if argv is None else argv, os.environ)
-    logging.basicConfig(level=config.log_level.upper(),
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    log.info("config %s", config_json(config))
+    stop = start_service(config, log)
     if keep_freed_memory(config.malloc_keep_mb):
         log.info("glibc malloc keeps up to %d MiB of freed memory for reuse", config.malloc_keep_mb)
-
-    stop = threading.Event()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, lambda _signum, _frame: stop.set())
-
-    if config.metrics_port:
-        start_http_server(config.metrics_port)
-        log.info("metrics on :%d/metrics", config.metrics_port)
     server = ReplayServer(host=config.host, port=config.port, max_workers=config.max_workers,
                           max_message_bytes=config.max_message_bytes, default_timeout_s=config.default_timeout_s)
     server.start()

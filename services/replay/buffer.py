@@ -16,7 +16,7 @@ from phylorl.wire.codec import PackedRecords
 from services.replay.cache import RecordCache
 from services.replay.rate_limiter import RateLimiter
 from services.replay.store import RedisStore
-from services.replay.sumtree import SumTree
+from services.replay.sumtree import SumTree, check_priorities
 
 MAX_SAMPLE_BATCH = 1 << 16
 _REFETCH_ATTEMPTS = 8
@@ -128,7 +128,7 @@ class PrioritizedReplay:
             raise ValueError(f"an insert must hold 1..capacity={self.capacity} transitions, got {n}")
         if priorities is None:
             priorities = np.full(n, self._max_priority)
-        priorities = _check_priorities(priorities, n)
+        priorities = check_priorities(priorities, n)
         self._refresh()
         with self._cond:
             waited = self._wait(lambda: self._limiter.can_insert(self._size),
@@ -190,7 +190,7 @@ class PrioritizedReplay:
     def update_priorities(self, keys: np.ndarray, priorities: np.ndarray) -> int:
         """Set raw ``priorities`` ``[n]`` of ``keys`` ``[n]``; returns how many keys were still held."""
         keys = np.asarray(keys, dtype=np.int64).reshape(-1)
-        priorities = _check_priorities(priorities, keys.size)
+        priorities = check_priorities(priorities, keys.size)
         # The last occurrence of a repeated key wins.
         _, last = np.unique(keys[::-1], return_index=True)
         keep = keys.size - 1 - last
@@ -320,12 +320,3 @@ class PrioritizedReplay:
                     return time.monotonic() - start
         finally:
             self._waiting[kind] -= 1
-
-
-def _check_priorities(priorities: np.ndarray, n: int) -> np.ndarray:
-    priorities = np.asarray(priorities, dtype=np.float64).reshape(-1)
-    if priorities.size != n:
-        raise ValueError(f"expected {n} priorities, got {priorities.size}")
-    if not np.all(np.isfinite(priorities)) or np.any(priorities < 0):
-        raise ValueError("priorities must be finite and >= 0")
-    return priorities

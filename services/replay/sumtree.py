@@ -1,1 +1,1 @@
-from phylorl.agent.sumtree import SumTree  # noqa: F401  (the library owns the sum tree)
+from phylorl.agent.sumtree import SumTree, check_priorities  # noqa: F401  (the library owns the sum tree)
