@@ -16,12 +16,19 @@ import torch
 
 from phylorl.agent.acting import policy_networks, select_actions
 from phylorl.agent.learner import CHECKPOINT_FORMAT, Learner
-from phylorl.env import EnvAlignment, EnvConfig, TreeEnv, build_observation
+from phylorl.env import EnvAlignment, EnvConfig, TreeEnv
 from phylorl.env.search import Policy, SearchResult, run_search
 from phylorl.nets.config import NetworkConfig
 from phylorl.nets.inputs import collate_observations, move_to
 from phylorl.nets.qnet import QNetwork
-from phylorl.phylo import move_metadata
+
+
+MODELS_DIR = Path(__file__).resolve().parents[2] / "models"
+"""Where the shipped agent lives (``models/`` at the top of the repository)."""
+
+DEFAULT_CHECKPOINT = MODELS_DIR / "agent.pt"
+"""The shipped agent's checkpoint: used by ``phylorl search --policy agent`` and ``phylorl eval``
+when no ``--checkpoint`` is given."""
 
 
 def resolve_checkpoint(path: str | os.PathLike) -> Path:
@@ -55,6 +62,7 @@ class AgentPolicy:
         if len(nets) != 2:
             raise ValueError(f"AgentPolicy needs the two Q networks, got {len(nets)}")
         self.nets = tuple(net.eval() for net in nets)
+        self.features = nets[0].cfg.features
         self.alpha = float(alpha)
         self.fast = fast
         self.device = next(self.nets[0].parameters()).device
@@ -84,7 +92,7 @@ class AgentPolicy:
         return cls(nets, float(state["log_alpha"].exp()), fast)
 
     def _inputs(self, env: TreeEnv):
-        obs = build_observation(env.tree, env.moves, move_metadata(env.tree, env.moves), radius=env.config.radius)
+        obs = env.observation(self.features)
         return move_to(collate_observations([obs]), self.device)
 
     @torch.no_grad()

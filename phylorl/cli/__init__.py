@@ -17,7 +17,13 @@ COMMANDS = {
     "simulate": "simulate",
     "train": "train",
     "report": "report",
-    "evaluate": "evaluate",
+    "eval": "evaluate",
+    "warmstart": "warmstart",
+}
+
+# other names of a sub-command (same module, same flags)
+ALIASES = {
+    "eval": ["evaluate"],
 }
 
 
@@ -30,7 +36,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, module_name in COMMANDS.items():
         module = importlib.import_module(f"{__name__}.{module_name}")
-        p = sub.add_parser(name, help=module.HELP, description=module.__doc__)
+        p = sub.add_parser(name, aliases=ALIASES.get(name, []), help=module.HELP,
+                           description=module.__doc__)
         module.add_arguments(p)
         p.set_defaults(_run=module.run)
     return parser

@@ -1,155 +1,115 @@
-"""Evaluate a trained agent against the random and greedy policies (and optionally IQ-TREE).
+"""Evaluate the agent and classical searches against IQ-TREE (``phylorl eval``; ``evaluate`` is an alias).
 
-For each alignment (prepared as ``phylorl search`` does: NJ tree, model parameters estimated on it,
-cached in --cache-dir), every policy runs --steps moves from the same --episodes start trees; the
-table shows each policy's mean ΔlogL (final − start) and mean final log-likelihood. With --iqtree,
-IQ-TREE's ML search under the same fully specified model string gives a reference log-likelihood.
+Every alignment is prepared as ``phylorl search`` does (NJ tree, model parameters estimated on it, cached
+in --cache-dir). From K seeded random start trees (the same for every method) each method searches, and
+its answer is the best tree it saw: ``agent`` (the network, greedy, S moves; default S = 2n for n taxa),
+``agent+polish`` (hill-climbing from the agent's tree), ``random`` (S random moves), ``greedy`` (the best
+move while one improves, at most S), ``hillclimb`` (to a local optimum) and ``iqtree`` (IQ-TREE's ML
+search under the same fixed model, once per alignment, re-scored by our engine: the reference).
+
+improvement = (final − start) / (IQ-TREE − start); when IQ-TREE gains less than 1 from a start, it is 1
+if the method ends within 0.1 of IQ-TREE and 0 otherwise. Without IQ-TREE (--no-iqtree) improvement is
+undefined and the table shows final − start instead.
 """
 
 from __future__ import annotations
 
 import json
-import re
-import shutil
-import subprocess
-import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
-
-HELP = "compare a trained agent with random and greedy search (and IQ-TREE)"
-POLICIES = ("agent", "random", "greedy")
+HELP = "evaluate the agent and classical searches against IQ-TREE"
 
 
 def add_arguments(p) -> None:
-    p.add_argument("--checkpoint", required=True, help="learner checkpoint file or training run directory")
-    p.add_argument("--alignments", required=True, nargs="+",
-                   help="alignment files and/or directories of alignments (FASTA, PHYLIP, NEXUS)")
+    from phylorl.evaluation.metrics import METHODS  # light: no engine, no torch
+
+    p.add_argument("--alignments", required=True, nargs="+", action="extend",
+                   help="alignment files and/or directories of alignments (FASTA, PHYLIP, NEXUS); repeatable")
+    p.add_argument("--checkpoint", default=None,
+                   help="learner checkpoint file or training run directory (default: models/agent.pt, the shipped agent)")
+    p.add_argument("--starts", type=int, default=4, metavar="K", help="random start trees per alignment (default: 4)")
+    p.add_argument("--steps", type=int, default=None, metavar="S",
+                   help="moves of the agent, random and greedy methods (default: 2n for n taxa)")
+    p.add_argument("--methods", default=None, metavar="LIST",
+                   help=f"comma-separated methods (default: {','.join(METHODS)})")
     p.add_argument("--model", default="GTR+F+G4", help="model string; free parameters are estimated on the NJ tree")
-    p.add_argument("--episodes", type=int, default=8, help="start trees per alignment (default: 8)")
-    p.add_argument("--steps", type=int, default=10, help="moves per episode (default: 10)")
-    p.add_argument("--start", choices=("random", "nj"), default="random", help="start trees (default: random)")
-    p.add_argument("--radius", type=int, help="largest SPR radius (default: all moves)")
-    p.add_argument("--iqtree", action="store_true", help="also run IQ-TREE's ML search (iqtree2 on PATH)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the start trees and of the random policy")
+    p.add_argument("--seed", type=int, default=0, help="start tree k uses seed + k; IQ-TREE uses seed (default: 0)")
+    p.add_argument("--no-iqtree", action="store_true", help="run without IQ-TREE (no reference: no improvement)")
+    p.add_argument("--json", metavar="OUT", default=None, help="write every result to this JSON file")
+    p.add_argument("--plots", metavar="DIR", default=None, help="write PNG plots into this directory")
     p.add_argument("--cache-dir", default=None, help="preparation cache (default: as phylorl search)")
-    p.add_argument("--json", action="store_true", help="print one JSON object with the results")
 
 
 def run(args) -> int:
     from phylorl.cli import CliError
+    from phylorl.cli.eval_report import Progress, print_tables
     from phylorl.cli.search import default_cache_dir
-    from phylorl.env import EnvAlignment, EnvConfig, PreparationCache
+    from phylorl.env import EnvAlignment, PreparationCache
     from phylorl.env.corpus import load_corpus
+    from phylorl.evaluation import AGENT_METHODS, METHODS, IqtreeRunner, check_methods, evaluate_methods, find_iqtree
     from phylorl.phylo import parse_model
 
-    if args.episodes < 1 or args.steps < 1:
-        raise CliError(f"--episodes and --steps must be >= 1, got {args.episodes} and {args.steps}")
-    iqtree = shutil.which("iqtree2") if args.iqtree else None
-    if args.iqtree and iqtree is None:
-        raise CliError("--iqtree needs the iqtree2 program on PATH")
-    parse_model(args.model)  # fail fast on a bad model string
-    corpus = load_corpus(args.alignments)
-    from phylorl.agent.policy import AgentPolicy, evaluate_episodes  # imports torch
-
-    agent = AgentPolicy.from_checkpoint(args.checkpoint)
-    cache = PreparationCache(args.cache_dir or default_cache_dir())
-    env_cfg = EnvConfig(start=args.start, radius=args.radius)
-    started = time.perf_counter()
-    rows = []
-    with _progress(len(corpus) * (len(POLICIES) + bool(iqtree))) as advance:
-        for item in corpus:
-            prepared = cache.get(item.alignment, args.model)
-            entry = EnvAlignment.build(item.alignment, prepared, item.path.name)
-            row = {"alignment": str(item.path), "n_taxa": item.alignment.n_taxa, "model": prepared.model,
-                   "policies": {}}
-            for name in POLICIES:
-                advance(f"{item.path.name}: {name}")
-                policy = agent if name == "agent" else name
-                results = evaluate_episodes(policy, entry, args.episodes, args.steps, args.seed, env_cfg)
-                deltas = [r.final_loglik - r.start_loglik for r in results]
-                finals = [r.final_loglik for r in results]
-                row["policies"][name] = {"mean_delta_loglik": float(np.mean(deltas)),
-                                         "mean_final_loglik": float(np.mean(finals)),
-                                         "best_final_loglik": float(np.max(finals)),
-                                         "delta_loglik": deltas}
-            if iqtree:
-                advance(f"{item.path.name}: iqtree")
-                row["iqtree_loglik"] = iqtree_ml_loglik(iqtree, item.path, prepared.model, args.seed)
-            rows.append(row)
-    summary = {"checkpoint": str(args.checkpoint), "episodes": args.episodes, "steps": args.steps,
-               "start": args.start, "seed": args.seed, "seconds": time.perf_counter() - started,
-               "alignments": rows}
-    if args.json:
-        print(json.dumps(summary))
+    # every cheap check before the first expensive step (preparing alignments, IQ-TREE, searches)
+    if args.starts < 1:
+        raise CliError(f"--starts must be >= 1, got {args.starts}")
+    if args.steps is not None and args.steps < 1:
+        raise CliError(f"--steps must be >= 1, got {args.steps}")
+    if args.methods is None:
+        methods = [m for m in METHODS if not (args.no_iqtree and m == "iqtree")]
     else:
-        _print_table(summary)
+        methods = check_methods([m.strip() for m in args.methods.split(",") if m.strip()], has_policy=True,
+                                has_iqtree=True)
+        if args.no_iqtree and "iqtree" in methods:
+            raise CliError("--methods names iqtree but --no-iqtree is given")
+    parse_model(args.model)
+    if args.json and not Path(args.json).resolve().parent.is_dir():
+        raise CliError(f"--json {args.json}: directory {Path(args.json).resolve().parent} does not exist")
+    if args.plots and Path(args.plots).exists() and not Path(args.plots).is_dir():
+        raise CliError(f"--plots {args.plots} is a file, not a directory")
+    runner = None if args.no_iqtree else IqtreeRunner(find_iqtree(), args.seed)
+    policy, checkpoint = None, None
+    if any(m in AGENT_METHODS for m in methods):
+        policy, checkpoint = _load_policy(args.checkpoint)
+    corpus = load_corpus(args.alignments)
+
+    cache = PreparationCache(args.cache_dir or default_cache_dir())
+    started = time.perf_counter()
+    per_alignment = (1 if runner else 0) + args.starts * len([m for m in methods if m != "iqtree"])
+    entries = []
+    with Progress(len(corpus) * (1 + per_alignment)) as advance:
+        for item in corpus:
+            advance(f"{item.path.name}: preparing")
+            entries.append(EnvAlignment.build(item.alignment, cache.get(item.alignment, args.model), str(item.path)))
+        results = evaluate_methods(entries, policy, starts=args.starts, steps=args.steps, seed=args.seed,
+                                   methods=methods, iqtree=runner, on_progress=lambda label: advance(_short(label)))
+    settings = {"alignments": [str(p) for p in args.alignments], "model": args.model, "checkpoint": checkpoint,
+                "cache_dir": str(cache.directory), "seconds": time.perf_counter() - started}
+    results.settings.update(settings)
+    print_tables(results)
+    if args.json:
+        Path(args.json).write_text(json.dumps(results.to_dict(), indent=1) + "\n")
+    if args.plots:
+        from phylorl.evaluation.plots import write_plots
+
+        write_plots(results, args.plots)
     return 0
 
 
-def iqtree_ml_loglik(exe: str, alignment: Path, model: str, seed: int) -> float:
-    """IQ-TREE's ML tree search log-likelihood for ``alignment`` under the fixed ``model`` string."""
+def _short(label: str) -> str:
+    """A progress label with the alignment's file name instead of its path."""
+    path, _, rest = label.rpartition(": ")
+    return f"{Path(path).name}: {rest}" if path else label
+
+
+def _load_policy(path: str | None):
+    """``(policy, checkpoint file)``; a missing default checkpoint is a one-line error."""
+    from phylorl.agent.policy import DEFAULT_CHECKPOINT, AgentPolicy, resolve_checkpoint
     from phylorl.cli import CliError
 
-    with tempfile.TemporaryDirectory(prefix="phylorl-iqtree-") as work:
-        prefix = Path(work) / "ml"
-        cmd = [exe, "-s", str(alignment), "-m", model, "-nt", "1", "-seed", str(seed), "-redo", "-quiet",
-               "-pre", str(prefix)]
-        proc = subprocess.run(cmd, capture_output=True, text=True)
-        report = Path(f"{prefix}.iqtree")
-        text = (proc.stdout or "") + (report.read_text() if report.exists() else "")
-        found = (re.search(r"BEST SCORE FOUND\s*:\s*(\S+)", text)
-                 or re.search(r"Log-likelihood of the tree:\s*(\S+)", text))
-        if proc.returncode != 0 or found is None:
-            log = Path(f"{prefix}.log")
-            lines = [ln for ln in ((log.read_text() if log.exists() else "") + proc.stderr).splitlines() if ln.strip()]
-            reason = lines[-1] if lines else f"exit status {proc.returncode}"
-            raise CliError(f"iqtree2 failed on {alignment}: {reason}")
-        return float(found.group(1))
-
-
-def _print_table(summary: dict) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
-    table = Table(title=f"{summary['episodes']} {summary['start']} start trees x {summary['steps']} moves "
-                        f"(seed {summary['seed']})")
-    for column in ("alignment", "taxa", "policy", "mean ΔlogL", "mean final logL", "best final logL"):
-        table.add_column(column, justify="left" if column in ("alignment", "policy") else "right")
-    for row in summary["alignments"]:
-        name = Path(row["alignment"]).name
-        for i, (policy, values) in enumerate(row["policies"].items()):
-            table.add_row(name if i == 0 else "", str(row["n_taxa"]) if i == 0 else "", policy,
-                          f"{values['mean_delta_loglik']:.2f}", f"{values['mean_final_loglik']:.2f}",
-                          f"{values['best_final_loglik']:.2f}")
-        if "iqtree_loglik" in row:
-            table.add_row("", "", "IQ-TREE (ML)", "", "", f"{row['iqtree_loglik']:.2f}")
-        table.add_section()
-    Console().print(table)
-
-
-class _progress:
-    """A rich progress bar on stderr; ``advance(label)`` starts the next of ``total`` tasks."""
-
-    def __init__(self, total: int):
-        from rich.console import Console
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-        self._bar = Progress(TextColumn("[bold]evaluate"), BarColumn(), MofNCompleteColumn(),
-                             TextColumn("{task.description}"), TimeElapsedColumn(), console=Console(stderr=True))
-        self._task = self._bar.add_task("", total=total)
-        self._started = False
-
-    def __enter__(self):
-        self._bar.__enter__()
-        return self.advance
-
-    def advance(self, label: str) -> None:
-        self._bar.update(self._task, advance=1 if self._started else 0, description=label)
-        self._started = True
-
-    def __exit__(self, *exc):
-        if exc[0] is None:
-            self._bar.update(self._task, advance=1)
-        self._bar.__exit__(*exc)
+    if path is None:
+        if not Path(DEFAULT_CHECKPOINT).exists():
+            raise CliError(f"no agent checkpoint at {DEFAULT_CHECKPOINT} (the default): pass --checkpoint PATH, "
+                           "or leave the agent methods out with --methods")
+        path = DEFAULT_CHECKPOINT
+    return AgentPolicy.from_checkpoint(path), str(resolve_checkpoint(path).resolve())

@@ -1,7 +1,10 @@
 """Search a tree for an alignment with a policy (random, greedy, hill-climbing or a trained agent).
 
 The alignment is prepared first (NJ tree, model parameters estimated on it; cached by content in
---cache-dir), then the search starts from a random or NJ tree with optimised branch lengths.
+--cache-dir), then the search starts from a random or NJ tree with optimised branch lengths. The answer
+is the best tree seen along the search (a random or agent search may end on a worse one); --polish
+hill-climbs from it. The agent policy uses the shipped checkpoint (models/agent.pt) unless
+--checkpoint names another.
 """
 
 from __future__ import annotations
@@ -28,14 +31,17 @@ def add_arguments(p) -> None:
     p.add_argument("--alignment", required=True, help="FASTA, PHYLIP or NEXUS file")
     p.add_argument("--model", default="GTR+F+G4", help="model string; free parameters are estimated on the NJ tree")
     p.add_argument("--policy", required=True, choices=POLICIES)
-    p.add_argument("--checkpoint", help="learner checkpoint (required for --policy agent)")
+    p.add_argument("--checkpoint",
+                   help="learner checkpoint file or run directory for --policy agent (default: models/agent.pt)")
+    p.add_argument("--polish", action="store_true",
+                   help="hill-climb from the best tree the policy found (no move limit)")
     p.add_argument("--start", choices=("random", "nj"), default="nj", help="start tree (default: nj)")
     p.add_argument("--steps", type=int, help="most moves (default: 20; hillclimb: until a local optimum)")
     p.add_argument("--radius", type=int, help="largest SPR radius (default: all moves)")
     p.add_argument("--restarts", type=int, default=0,
                    help="hillclimb: perturb-and-climb rounds after the first climb (iterated local search)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--out", help="write the final tree (Newick) here")
+    p.add_argument("--out", help="write the best tree seen (Newick) here")
     p.add_argument("--cache-dir", default=None, help=f"preparation cache (default: {default_cache_dir()})")
     p.add_argument("--json", action="store_true", help="print one JSON object with the results")
 
@@ -48,10 +54,13 @@ def run(args) -> int:
 
     if args.steps is not None and args.steps < 1:
         raise CliError(f"--steps must be >= 1, got {args.steps}")
-    if args.policy == "agent" and not args.checkpoint:
-        raise CliError("--policy agent needs --checkpoint PATH")
+    if args.restarts and args.policy != "hillclimb":
+        raise CliError("--restarts applies to --policy hillclimb only")
+    if args.restarts < 0:
+        raise CliError(f"--restarts must be >= 0, got {args.restarts}")
     steps = args.steps if args.steps is not None else (None if args.policy == "hillclimb" else 20)
     parse_model(args.model)  # fail fast on a bad model string
+    policy = _agent(args.checkpoint) if args.policy == "agent" else args.policy
     started = time.perf_counter()
     alignment = load_alignment(args.alignment)
     cache = PreparationCache(args.cache_dir or default_cache_dir())
@@ -61,16 +70,15 @@ def run(args) -> int:
     config = EnvConfig(start=args.start, horizon=10**9, radius=args.radius)
     env = TreeEnv([entry], config, seed=args.seed)
     env.reset()
-    policy = args.policy
-    if policy == "agent":
-        from phylorl.agent.policy import AgentPolicy
-
-        policy = AgentPolicy.from_checkpoint(args.checkpoint)
-    if args.restarts and args.policy != "hillclimb":
-        raise CliError("--restarts applies to --policy hillclimb only")
     search = partial(run_search, restarts=args.restarts)
     result = _search_with_progress(env, policy, steps, np.random.default_rng(args.seed), search)
-    newick = write_newick(result.tree)
+    best, best_tree, polish = result.best_loglik, result.best_tree, None
+    if args.polish:
+        env.reset(0, tree=result.best_tree)
+        polish = _search_with_progress(env, "hillclimb", None, None, run_search, label="polish")
+        if polish.best_loglik >= best:
+            best, best_tree = polish.best_loglik, polish.best_tree
+    newick = write_newick(best_tree)
     if args.out:
         Path(args.out).write_text(newick + "\n")
     summary = {
@@ -80,36 +88,53 @@ def run(args) -> int:
         "start": args.start,
         "start_loglik": result.start_loglik,
         "final_loglik": result.final_loglik,
-        "best_loglik": result.best_loglik,
-        "steps": result.steps,
-        "evaluations": result.evaluations,
-        "branch_optimisations": result.branch_optimisations,
+        "best_loglik": best,
+        "search_best_loglik": result.best_loglik,
+        "polish": args.polish,
+        "polish_loglik": polish.best_loglik if polish else None,
+        "steps": result.steps + (polish.steps if polish else 0),
+        "evaluations": result.evaluations + (polish.evaluations if polish else 0),
+        "branch_optimisations": result.branch_optimisations + (polish.branch_optimisations if polish else 0),
         "seconds": time.perf_counter() - started,
-        "search_seconds": result.seconds,
+        "search_seconds": result.seconds + (polish.seconds if polish else 0.0),
         "tree": newick,
     }
     if args.json:
         print(json.dumps(summary))
     else:
         print(f"start log-likelihood: {result.start_loglik:.4f}")
-        print(f"final log-likelihood: {result.final_loglik:.4f} after {result.steps} moves "
-              f"({result.evaluations} evaluations, {summary['seconds']:.1f} s)")
+        print(f"final log-likelihood: {result.final_loglik:.4f} after {result.steps} moves")
+        if polish:
+            print(f"polished:             {polish.best_loglik:.4f} after {polish.steps} more moves")
+        print(f"best log-likelihood:  {best:.4f} ({summary['evaluations']} evaluations, {summary['seconds']:.1f} s)")
         print(newick if not args.out else f"tree written to {args.out}")
     return 0
+
+
+def _agent(checkpoint: str | None):
+    """The agent policy of ``checkpoint`` (default: the shipped one; its absence is a one-line error)."""
+    from phylorl.agent.policy import DEFAULT_CHECKPOINT, AgentPolicy
+    from phylorl.cli import CliError
+
+    if checkpoint is None:
+        if not Path(DEFAULT_CHECKPOINT).exists():
+            raise CliError(f"no agent checkpoint at {DEFAULT_CHECKPOINT} (the default): pass --checkpoint PATH")
+        checkpoint = DEFAULT_CHECKPOINT
+    return AgentPolicy.from_checkpoint(checkpoint)
 
 
 def _status(message: str) -> None:
     print(message, file=sys.stderr)
 
 
-def _search_with_progress(env, policy, steps, rng, run_search):
+def _search_with_progress(env, policy, steps, rng, run_search, label: str = "search"):
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     console = Console(stderr=True)
-    columns = [TextColumn("[bold]search"), BarColumn(), MofNCompleteColumn() if steps else TextColumn("{task.completed} moves"),
+    columns = [TextColumn(f"[bold]{label}"), BarColumn(), MofNCompleteColumn() if steps else TextColumn("{task.completed} moves"),
                TextColumn("logL {task.fields[loglik]:.3f}"), TimeElapsedColumn()]
     with Progress(*columns, console=console, transient=False) as progress:
-        task = progress.add_task("search", total=steps, loglik=env.loglik)
+        task = progress.add_task(label, total=steps, loglik=env.loglik)
         return run_search(env, policy, steps=steps, rng=rng,
                           on_step=lambda i, ll: progress.update(task, completed=i, loglik=ll))

@@ -54,7 +54,12 @@ class GreedyPolicy:
 
 @dataclass
 class SearchResult:
-    """Outcome of one search; ``trajectory`` holds the log-likelihood after each step."""
+    """Outcome of one search; ``trajectory`` holds the log-likelihood after each step.
+
+    ``tree`` is the tree the search ended on (``final_loglik``); ``best_tree`` the best tree seen
+    along the way, the start tree included (``best_loglik``). They differ for policies that can
+    make a tree worse (random moves, an agent); for greedy and hill-climbing they are the same tree.
+    """
 
     start_loglik: float
     final_loglik: float
@@ -65,6 +70,7 @@ class SearchResult:
     seconds: float
     tree: Tree
     trajectory: list[float] = field(default_factory=list)
+    best_tree: Tree | None = None
 
 
 def run_search(env: TreeEnv, policy: str | Policy, *, steps: int | None, rng: np.random.Generator | None = None,
@@ -76,15 +82,18 @@ def run_search(env: TreeEnv, policy: str | Policy, *, steps: int | None, rng: np
         env: a reset environment (its horizon is ignored: the search decides when to stop).
         policy: ``"random"``, ``"greedy"``, ``"hillclimb"`` or a :class:`Policy` object.
         steps: most moves to make; ``None`` only for hill-climbing (until a local optimum).
-        rng: random generator for the random policy.
+        rng: random generator for the random policy and the perturbations (default: unseeded).
         on_step: called with ``(step, loglik)`` after every move (progress display).
         restarts: hill-climbing only: perturb-and-climb rounds after the first climb.
         perturbation_moves: random SPR moves of a perturbation.
         perturbation_radius: largest radius of those moves.
+
+    The result carries the final tree and the best tree seen (a copy of each).
     """
     if env.tree is None:
         raise RuntimeError("reset the environment before searching")
     hill = policy == "hillclimb"
+    rng = rng if rng is not None else np.random.default_rng()
     if isinstance(policy, str):
         if policy == "random":
             policy = RandomPolicy(rng)
@@ -96,20 +105,25 @@ def run_search(env: TreeEnv, policy: str | Policy, *, steps: int | None, rng: np
         raise ValueError("steps is required for every policy but hillclimb")
     if restarts and not hill:
         raise ValueError("restarts apply to the hillclimb policy only")
-    rng = rng if rng is not None else np.random.default_rng()
     limit = steps if steps is not None else 10**9
     engine = env.current.engine
     evals0, branches0 = engine.n_evaluations, engine.n_branch_optimisations
     started = time.perf_counter()
     start = env.loglik
-    best = start
+    best, best_tree = start, env.tree.copy()
     trajectory: list[float] = []
     done = 0
-    best_tree = env.tree.copy()
+
+    def note_best() -> None:
+        nonlocal best, best_tree
+        if env.loglik > best + IMPROVEMENT_EPS:
+            best, best_tree = env.loglik, env.tree.copy()
+
     for round_ in range(restarts + 1):
         if round_:
             env.reset(env.alignments.index(env.current), _perturbed(best_tree, perturbation_moves,
                                                                       perturbation_radius, rng))
+            note_best()
         while done < limit:
             action = policy.choose(env)
             if action is None:
@@ -117,24 +131,24 @@ def run_search(env: TreeEnv, policy: str | Policy, *, steps: int | None, rng: np
                     break
                 before = env.loglik
                 env.loglik = engine.optimize_branch_lengths(env.tree, rounds=20, tol=1e-4)
+                note_best()
                 if env.loglik - before <= 1e-3:
                     break
                 continue
             env.step(action)
             done += 1
             trajectory.append(env.loglik)
+            note_best()
             if on_step is not None:
                 on_step(done, env.loglik)
-        if env.loglik > best + 1e-6 or round_ == 0:
-            best, best_tree = max(best, env.loglik), env.tree.copy()
     if restarts:  # a search with restarts answers with the best tree it found
         env.reset(env.alignments.index(env.current), best_tree)
-    best = max(best, env.loglik)
+        note_best()
     return SearchResult(
         start_loglik=start, final_loglik=env.loglik, best_loglik=best, steps=done,
         evaluations=engine.n_evaluations - evals0,
         branch_optimisations=engine.n_branch_optimisations - branches0,
-        seconds=time.perf_counter() - started, tree=env.tree.copy(), trajectory=trajectory,
+        seconds=time.perf_counter() - started, tree=env.tree.copy(), trajectory=trajectory, best_tree=best_tree,
     )
 
 

@@ -19,14 +19,13 @@ from phylorl.phylo import (
     apply_spr,
     edges_near,
     enumerate_moves,
-    move_metadata,
     parse_model,
     random_tree,
     read_newick,
 )
 
+from .features import FEATURE_SETS, ParsimonyData, observe
 from .observation import Observation
-from .tree_observation import build_observation
 from .prepare import PreparedAlignment
 
 START_KINDS = ("random", "nj", "given")
@@ -55,6 +54,9 @@ class EnvConfig:
     """Mean branch length of random start trees before optimisation."""
     start_rounds: int = 8
     """Passes of full branch-length optimisation on the start tree."""
+    features: str = "rich"
+    """What observations hold (:mod:`phylorl.env.features`): ``rich`` (normalised geometry and each
+    move's parsimony change) or ``basic`` (is_leaf, raw branch lengths, 3 numbers per move)."""
 
     def __post_init__(self):
         if self.horizon < 1:
@@ -65,6 +67,8 @@ class EnvConfig:
             raise ValueError(f"radius must be >= 1 or None, got {self.radius}")
         if self.local_depth < 1 or self.local_rounds < 1:
             raise ValueError("local_depth and local_rounds must be >= 1")
+        if self.features not in FEATURE_SETS:
+            raise ValueError(f"features must be one of {FEATURE_SETS}, got {self.features!r}")
 
 
 @dataclass
@@ -75,6 +79,12 @@ class EnvAlignment:
     prepared: PreparedAlignment
     engine: LikelihoodEngine
     name: str = ""
+    parsimony: ParsimonyData | None = None
+    """Site patterns as Fitch sets (for the rich observation's parsimony features)."""
+
+    def __post_init__(self):
+        if self.parsimony is None:
+            self.parsimony = ParsimonyData.of(self.alignment)
 
     @classmethod
     def build(cls, alignment, prepared: PreparedAlignment, name: str = "") -> "EnvAlignment":
@@ -144,8 +154,12 @@ class TreeEnv:
 
     def _observe(self) -> Observation:
         self._moves = enumerate_moves(self.tree, radius=self.config.radius)
-        return build_observation(self.tree, self._moves, move_metadata(self.tree, self._moves),
-                                 radius=self.config.radius)
+        return self.observation(self.config.features)
+
+    def observation(self, features: str | None = None) -> Observation:
+        """The current state under a feature set (default: the environment's own)."""
+        return observe(self.tree, self._moves, features or self.config.features, self.current.parsimony,
+                       radius=self.config.radius)
 
     def _info(self, delta: float) -> dict:
         engine = self.current.engine

@@ -56,6 +56,18 @@ class NetworkConfig:
     dropout: float = 0.0
     """Dropout probability after the Q head's first layer (training only)."""
 
+    features: str = "basic"
+    """The observation feature set the network reads (:mod:`phylorl.env.features`); the three
+    column counts above must match it (:meth:`for_features` sets them)."""
+
+    @classmethod
+    def for_features(cls, features: str, **fields) -> "NetworkConfig":
+        """A config whose input sizes match the feature set ``features`` (``basic`` or ``rich``)."""
+        from phylorl.env.features import feature_sizes
+
+        node, edge, meta = feature_sizes(features)
+        return cls(node_features=node, edge_features=edge, action_meta=meta, features=features, **fields)
+
     def __post_init__(self) -> None:
         for name in ("node_features", "edge_features", "action_meta", "hidden", "heads",
                      "action_hidden", "head_hidden"):

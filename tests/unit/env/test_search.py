@@ -53,3 +53,60 @@ def test_hillclimb_on_ds1_from_nj(ds_reference):
     # the value reported is the returned tree's log-likelihood
     fresh = LikelihoodEngine(aln, parse_model("JC")).loglik(result.tree)
     assert fresh == pytest.approx(result.final_loglik, abs=1e-4)
+
+
+@pytest.fixture(scope="module")
+def small_entry():
+    data = simulate_dataset(8, 300, np.random.default_rng(7))
+    return EnvAlignment.build(data.alignment, prepare_alignment(data.alignment, "HKY+G4"), "sim")
+
+
+def test_random_search_returns_the_best_tree_seen(small_entry):
+    env = TreeEnv([small_entry], EnvConfig(start="nj"), seed=0)
+    env.reset()
+    result = run_search(env, "random", steps=25, rng=np.random.default_rng(3))
+    # random moves from the NJ tree make it worse somewhere along the way: best and final differ
+    assert result.best_loglik == pytest.approx(max(result.start_loglik, *result.trajectory))
+    assert result.best_loglik > result.final_loglik
+    fresh = LikelihoodEngine(small_entry.alignment, parse_model(small_entry.prepared.model))
+    assert fresh.loglik(result.best_tree) == pytest.approx(result.best_loglik, abs=1e-5)
+    assert fresh.loglik(result.tree) == pytest.approx(result.final_loglik, abs=1e-5)
+    assert result.tree is not env.tree and result.best_tree is not env.tree  # copies
+
+
+class WorstMove:
+    """A policy that always takes the move of lowest log-likelihood (so its first tree is its best)."""
+
+    def choose(self, env):
+        return int(np.argmin(env.evaluate_moves())) if len(env.moves) else None
+
+
+def test_best_tree_seen_includes_the_start_tree(small_entry):
+    env = TreeEnv([small_entry], EnvConfig(start="nj"), seed=0)
+    env.reset()
+    start_tree = env.tree.copy()
+    result = run_search(env, WorstMove(), steps=3)
+    assert result.steps == 3 and result.final_loglik < result.start_loglik
+    assert result.best_loglik == result.start_loglik
+    fresh = LikelihoodEngine(small_entry.alignment, parse_model(small_entry.prepared.model))
+    assert fresh.loglik(result.best_tree) == pytest.approx(fresh.loglik(start_tree), abs=1e-9)
+
+
+@pytest.mark.parametrize("policy", ["greedy", "hillclimb"])
+def test_improving_searches_end_on_their_best_tree(small_entry, policy):
+    env = TreeEnv([small_entry], EnvConfig(start="random"), seed=1)
+    env.reset()
+    result = run_search(env, policy, steps=None if policy == "hillclimb" else 30)
+    assert result.best_loglik == pytest.approx(result.final_loglik, abs=1e-6)
+    fresh = LikelihoodEngine(small_entry.alignment, parse_model(small_entry.prepared.model))
+    assert fresh.loglik(result.best_tree) == pytest.approx(result.best_loglik, abs=1e-5)
+
+
+def test_hillclimb_with_restarts_returns_its_best_tree(small_entry):
+    env = TreeEnv([small_entry], EnvConfig(start="random"), seed=2)
+    env.reset()
+    result = run_search(env, "hillclimb", steps=None, restarts=2, rng=np.random.default_rng(0))
+    assert result.best_loglik >= result.final_loglik - 1e-6
+    fresh = LikelihoodEngine(small_entry.alignment, parse_model(small_entry.prepared.model))
+    assert fresh.loglik(result.best_tree) == pytest.approx(result.best_loglik, abs=1e-5)
+    assert fresh.loglik(result.tree) == pytest.approx(result.final_loglik, abs=1e-5)

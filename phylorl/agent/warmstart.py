@@ -1,0 +1,164 @@
+"""Supervised warm start: teach the Q networks the environment's own one-step reward of every move.
+
+A soft-Q agent acts greedily on ``Q(s, a) = r(s, a) + γ V(s')``; its first term is the reward of
+the move itself, which the environment can compute for every move of a state (one SPR plus local
+branch optimisation each, :meth:`TreeEnv.evaluate_moves`). Before reinforcement learning the
+networks are fitted to these labels on states that searches actually visit:
+
+* :func:`label_episode` runs one episode from a random start tree. At each state it labels every
+  move, then moves by a behaviour policy: with probability ``explore`` a uniformly random move,
+  otherwise the best move by its label (likelihood-greedy: the states a good searcher sees) or,
+  when a network is given, the network's greedy move (DAgger: the states *it* sees).
+* :func:`fit` minimises, per state, the squared error of both networks on every move's label plus
+  a listwise cross-entropy between the soft policies ``softmax(Q / T)`` and ``softmax(label / T)``
+  (``T`` = ``temperature``, in reward units), which puts the ranking at the top right.
+
+Nothing here does I/O: collecting in parallel and saving belong to the caller (``phylorl warmstart``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from phylorl.env import EnvAlignment, EnvConfig, TreeEnv
+from phylorl.env.observation import Observation
+from phylorl.nets.inputs import collate_observations, move_to
+from phylorl.nets.segment import segment_log_softmax
+
+
+@dataclass(frozen=True)
+class WarmStartConfig:
+    """How labelled states are collected and fitted."""
+
+    steps_factor: float = 2.0
+    """Steps per episode: this many times the alignment's number of taxa."""
+    explore: float = 0.25
+    """Probability of a uniformly random move (otherwise the greedy move of the behaviour)."""
+    epochs: int = 8
+    """Passes over the labelled states."""
+    batch_states: int = 16
+    """States per gradient step."""
+    lr: float = 1e-3
+    """Adam learning rate."""
+    temperature: float = 0.02
+    """Softmax temperature of the listwise loss, in reward units (0.02 ≈ 1 log-likelihood unit for a
+    tree of log-likelihood −5000 at reward scale 100)."""
+    rank_weight: float = 1.0
+    """Weight of the listwise cross-entropy against the squared error."""
+
+    def __post_init__(self) -> None:
+        if not self.steps_factor > 0 or not 0.0 <= self.explore <= 1.0:
+            raise ValueError("steps_factor must be > 0 and explore in [0, 1]")
+        if self.epochs < 1 or self.batch_states < 1 or not self.lr > 0 or not self.temperature > 0:
+            raise ValueError("epochs and batch_states must be >= 1; lr and temperature > 0")
+
+
+@dataclass
+class LabelledState:
+    """One state with the reward of each of its moves (same order as ``obs.actions``)."""
+
+    obs: Observation
+    rewards: np.ndarray
+    n_taxa: int
+
+
+def move_rewards(env: TreeEnv) -> np.ndarray:
+    """The reward each move of ``env``'s current state would earn (float32 ``[A]``)."""
+    scale = env.config.reward_scale / abs(env.current.prepared.nj_loglik)
+    return ((env.evaluate_moves() - env.loglik) * scale).astype(np.float32)
+
+
+def label_episode(entry: EnvAlignment, env_cfg: EnvConfig, cfg: WarmStartConfig, seed: int,
+                  policy=None) -> list[LabelledState]:
+    """Labelled states of one episode from a random start (see module docstring)."""
+    env = TreeEnv([entry], env_cfg, seed=seed)
+    obs, _ = env.reset(0)
+    rng = np.random.default_rng([seed, 7])
+    n = entry.alignment.n_taxa
+    out = []
+    for _ in range(max(1, int(round(cfg.steps_factor * n)))):
+        if not len(env.moves):
+            break
+        rewards = move_rewards(env)
+        out.append(LabelledState(obs, rewards, n))
+        if rng.random() < cfg.explore:
+            action = int(rng.integers(len(rewards)))
+        elif policy is not None:
+            action = policy.choose(env)
+        else:
+            action = int(np.argmax(rewards))
+        obs = env.step(action)[0]
+    return out
+
+
+def _loss(net, graphs, actions, labels, temperature: float, rank_weight: float):
+    q = net(graphs, actions)
+    mse = torch.mean((q - labels) ** 2)
+    target = torch.exp(segment_log_softmax(labels / temperature, actions.states))
+    ce = -(target * segment_log_softmax(q / temperature, actions.states)).sum() / actions.states.count
+    return mse + rank_weight * ce, mse, ce
+
+
+def fit(learner, states: list[LabelledState], cfg: WarmStartConfig, seed: int = 0, on_epoch=None) -> list[dict]:
+    """Fit ``learner``'s two online networks to ``states`` (targets copied from them at the end)."""
+    if not states:
+        raise ValueError("no labelled states to fit")
+    if states[0].obs.action_meta.shape[1] != learner.net_cfg.action_meta:
+        raise ValueError(f"states have {states[0].obs.action_meta.shape[1]} move features, the network "
+                         f"expects {learner.net_cfg.action_meta} (feature sets differ)")
+    device = learner.device
+    params = [*learner.q1.parameters(), *learner.q2.parameters()]
+    optimizer = torch.optim.Adam(params, lr=cfg.lr)
+    steps_total = cfg.epochs * math.ceil(len(states) / cfg.batch_states)
+    schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, max(1, steps_total))
+    rng = np.random.default_rng(seed)
+    history = []
+    learner.q1.train()
+    learner.q2.train()
+    for epoch in range(cfg.epochs):
+        order = rng.permutation(len(states))
+        sums = np.zeros(3)
+        batches = 0
+        for start in range(0, len(order), cfg.batch_states):
+            chunk = [states[i] for i in order[start:start + cfg.batch_states]]
+            graphs, actions = move_to(collate_observations([s.obs for s in chunk]), device)
+            labels = torch.from_numpy(np.concatenate([s.rewards for s in chunk])).to(device)
+            total = 0.0
+            parts = np.zeros(2)
+            for net in (learner.q1, learner.q2):
+                loss, mse, ce = _loss(net, graphs, actions, labels, cfg.temperature, cfg.rank_weight)
+                total = total + loss
+                parts += (float(mse), float(ce))
+            optimizer.zero_grad(set_to_none=True)
+            total.backward()
+            torch.nn.utils.clip_grad_norm_(params, 10.0)
+            optimizer.step()
+            schedule.step()
+            sums += (float(total) / 2, *(parts / 2))
+            batches += 1
+        record = {"epoch": epoch + 1, "loss": sums[0] / batches, "mse": sums[1] / batches, "ce": sums[2] / batches}
+        history.append(record)
+        if on_epoch is not None:
+            on_epoch(record)
+    learner.target1.load_state_dict(learner.q1.state_dict())
+    learner.target2.load_state_dict(learner.q2.state_dict())
+    learner.q1.eval()
+    learner.q2.eval()
+    return history
+
+
+@torch.no_grad()
+def top1_agreement(learner, states: list[LabelledState]) -> float:
+    """Fraction of states whose greedy move by ``min(Q1, Q2)`` is the best move by label."""
+    hits = 0
+    learner.q1.eval()
+    learner.q2.eval()
+    for s in states:
+        graphs, actions = move_to(collate_observations([s.obs]), learner.device)
+        q = torch.minimum(learner.q1(graphs, actions), learner.q2(graphs, actions))
+        hits += int(int(q.argmax()) == int(np.argmax(s.rewards)))
+    return hits / max(1, len(states))

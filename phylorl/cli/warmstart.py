@@ -1,0 +1,149 @@
+"""Supervised warm start of an agent: label the moves of visited states with their one-step reward
+in parallel worker processes, fit the twin Q networks to them, and write a learner checkpoint.
+
+The checkpoint is a normal learner checkpoint: ``phylorl eval``/``search --policy agent`` read it,
+and ``phylorl train --init-checkpoint`` continues from it with reinforcement learning. With
+``--behaviour CKPT`` the states are those that agent visits (a DAgger round) instead of those of
+likelihood-greedy search. See :mod:`phylorl.agent.warmstart`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from pathlib import Path
+
+HELP = "supervised warm start: fit an agent to the one-step reward of every move"
+
+_WORKER: dict = {}
+
+
+def add_arguments(p) -> None:
+    p.add_argument("--alignments", required=True, nargs="+", help="training alignments: files and/or directories")
+    p.add_argument("--out", required=True, help="checkpoint file to write")
+    p.add_argument("--minutes", type=float, default=5.0, help="time spent collecting labelled states (default: 5)")
+    p.add_argument("--max-states", type=int, default=0, help="stop collecting after this many states (0: no limit)")
+    p.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="labelling processes (default: all cores)")
+    p.add_argument("--model", default="GTR+F+G4", help="model string (default: GTR+F+G4)")
+    p.add_argument("--features", choices=("rich", "basic"), default="rich", help="observation feature set")
+    p.add_argument("--hidden", type=int, default=64, help="network width (default: 64)")
+    p.add_argument("--gat-layers", type=int, default=3, help="GAT layers (default: 3)")
+    p.add_argument("--epochs", type=int, default=8, help="passes over the states (default: 8)")
+    p.add_argument("--lr", type=float, default=1e-3, help="Adam learning rate (default: 1e-3)")
+    p.add_argument("--explore", type=float, default=0.25, help="probability of a random behaviour move")
+    p.add_argument("--behaviour", default=None, help="checkpoint whose greedy moves drive the episodes (DAgger)")
+    p.add_argument("--device", default="auto", help="cpu, cuda or auto (default)")
+    p.add_argument("--cache-dir", default=None, help="preparation cache (default: as phylorl search)")
+    p.add_argument("--seed", type=int, default=0, help="seed of start trees, exploration and the network")
+    p.add_argument("--json", action="store_true", help="print one JSON object with the results")
+
+
+def _init_worker(model: str, features: str, cache_dir: str, behaviour: str | None) -> None:
+    import torch
+
+    torch.set_num_threads(1)
+    _WORKER.update(model=model, features=features, cache_dir=cache_dir, entries={}, policy=None)
+    if behaviour:
+        from phylorl.agent.policy import AgentPolicy
+
+        _WORKER["policy"] = AgentPolicy.from_checkpoint(behaviour)
+
+
+def _episode(path: str, seed: int, cfg) -> list:
+    from phylorl.agent.warmstart import label_episode
+    from phylorl.env import EnvAlignment, EnvConfig, PreparationCache
+    from phylorl.phylo import load_alignment
+
+    entries = _WORKER["entries"]
+    if path not in entries:
+        alignment = load_alignment(path)
+        prepared = PreparationCache(_WORKER["cache_dir"]).get(alignment, _WORKER["model"])
+        entries[path] = EnvAlignment.build(alignment, prepared, Path(path).name)
+    env_cfg = EnvConfig(start="random", features=_WORKER["features"])
+    return label_episode(entries[path], env_cfg, cfg, seed, _WORKER["policy"])
+
+
+def run(args) -> int:
+    from phylorl.cli import CliError
+    from phylorl.cli.search import default_cache_dir
+    from phylorl.env.corpus import load_corpus
+    from phylorl.phylo import parse_model
+
+    if args.minutes <= 0 or args.threads < 1 or args.epochs < 1 or args.hidden < 4:
+        raise CliError("--minutes must be > 0, --threads and --epochs >= 1, --hidden >= 4")
+    parse_model(args.model)
+    out = Path(args.out)
+    if out.parent and not out.parent.exists():
+        raise CliError(f"--out: directory {out.parent} does not exist")
+    import torch
+
+    from phylorl.agent.config import AgentConfig
+    from phylorl.agent.learner import Learner
+    from phylorl.agent.warmstart import WarmStartConfig, fit, top1_agreement
+    from phylorl.nets.config import NetworkConfig
+
+    if args.behaviour:
+        from phylorl.agent.policy import AgentPolicy
+
+        AgentPolicy.from_checkpoint(args.behaviour)  # fails fast on a bad checkpoint
+    device = "cuda" if args.device == "auto" and torch.cuda.is_available() else \
+        ("cpu" if args.device == "auto" else args.device)
+    corpus = load_corpus(args.alignments)
+    paths = [str(e.path) for e in corpus.entries]
+    cfg = WarmStartConfig(epochs=args.epochs, lr=args.lr, explore=args.explore)
+    cache_dir = args.cache_dir or default_cache_dir()
+    states: list = []
+    started = time.perf_counter()
+    deadline = started + 60 * args.minutes
+    context = __import__("multiprocessing").get_context("fork")
+    with ProcessPoolExecutor(args.threads, mp_context=context, initializer=_init_worker,
+                             initargs=(args.model, args.features, cache_dir, args.behaviour)) as pool:
+        rng = __import__("numpy").random.default_rng(args.seed)
+        pending, task = set(), 0
+
+        def submit():
+            nonlocal task
+            path = paths[int(rng.integers(len(paths)))]
+            pending.add(pool.submit(_episode, path, args.seed * 1_000_003 + task, cfg))
+            task += 1
+
+        for _ in range(2 * args.threads):
+            submit()
+        while pending:
+            done, pending = wait(pending, timeout=5.0, return_when=FIRST_COMPLETED)
+            for future in done:
+                states.extend(future.result())
+            full = args.max_states and len(states) >= args.max_states
+            if time.perf_counter() < deadline and not full:
+                while len(pending) < 2 * args.threads:
+                    submit()
+            print(f"\rwarmstart: {len(states)} labelled states, {task - len(pending)} episodes, "
+                  f"{time.perf_counter() - started:.0f} s", end="", file=sys.stderr, flush=True)
+    print(file=sys.stderr)
+    collect_seconds = time.perf_counter() - started
+    if not states:
+        raise CliError("no labelled state was collected: give more --minutes")
+    holdout = states[::20]
+    train = [s for i, s in enumerate(states) if i % 20]
+    torch.manual_seed(args.seed)
+    net_cfg = NetworkConfig.for_features(args.features, hidden=args.hidden, action_hidden=args.hidden,
+                                         head_hidden=args.hidden, gat_layers=args.gat_layers)
+    learner = Learner(net_cfg, AgentConfig(), device, seed=args.seed)
+    fit_started = time.perf_counter()
+    history = fit(learner, train, cfg, seed=args.seed,
+                  on_epoch=lambda r: print(f"warmstart: epoch {r['epoch']} loss {r['loss']:.4f} "
+                                           f"(mse {r['mse']:.5f}, ce {r['ce']:.4f})", file=sys.stderr))
+    learner.save(out)
+    result = {"checkpoint": str(out), "states": len(states), "episodes": task,
+              "collect_seconds": collect_seconds, "fit_seconds": time.perf_counter() - fit_started,
+              "holdout_top1": top1_agreement(learner, holdout), "history": history,
+              "network": net_cfg.__dict__, "device": str(device), "alignments": len(paths)}
+    if args.json:
+        print(json.dumps(result))
+    else:
+        print(f"wrote {out}: {len(states)} states from {task} episodes; held-out top-1 agreement with "
+              f"likelihood-greedy {result['holdout_top1']:.3f}")
+    return 0

@@ -1,0 +1,184 @@
+"""What the network sees of a tree and its moves: the observation feature sets.
+
+``basic`` (as first designed): ``is_leaf`` per node, the raw branch length per edge, and three
+numbers per move (pruned edge length, regraft edge length, ``d(p, x) + 1``). Agents trained on it
+never see the alignment and do not find good trees.
+
+``rich`` (the default): normalised geometry and alignment-aware signals that cost no
+likelihood evaluation.
+
+* per edge: ``log(length)`` and ``length / tree length``;
+* per move (``RICH_MOVE_FEATURES`` columns, in this order):
+
+  ====  =======================================================================================
+  0     ``log`` length of the pruned edge ``(p, s)``
+  1     ``log`` length of the regraft edge ``(x, y)``
+  2     ``log`` length of the edge the prune leaves behind (``(a, p)`` + ``(p, b)``)
+  3     prune–regraft distance ``d(p, x) + 1`` in edges, / 10
+  4     the same distance in branch length (``p`` to the middle of ``(x, y)``), / tree length
+  5     leaves of the pruned subtree / ``n``
+  6     leaves beyond the regraft edge (``y``'s side) / ``n``
+  7     branch length inside the pruned subtree / tree length
+  8     branch length beyond the regraft edge / tree length
+  9     longest branch of the pruned subtree / tree length
+  10    parsimony change of the move (Fitch, weighted sites), × 100 / the tree's parsimony length
+  11    parsimony change − the best move's change, in steps, clipped to 20, / 5
+  12    rank of the parsimony change among the state's moves, 0 (best) … 1 (worst), ties averaged
+  ====  =======================================================================================
+
+The parsimony columns need the alignment's site patterns (:class:`ParsimonyData`); they are
+computed where the tree is (in the environment), so records and inference requests carry them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numba import njit
+
+from phylorl.phylo.parsimony import parsimony_tips, spr_parsimony_deltas
+from phylorl.phylo.tree import Tree
+
+FEATURE_SETS = ("basic", "rich")
+RICH_MOVE_FEATURES = 13
+RICH_EDGE_FEATURES = 2
+_MIN_LENGTH = 1e-6
+
+
+def feature_sizes(features: str) -> tuple[int, int, int]:
+    """``(node_features, edge_features, action_meta)`` columns of a feature set."""
+    if features == "basic":
+        return 1, 1, 3
+    if features == "rich":
+        return 1, RICH_EDGE_FEATURES, RICH_MOVE_FEATURES
+    raise ValueError(f"unknown feature set {features!r}: expected one of {FEATURE_SETS}")
+
+
+@dataclass(frozen=True)
+class ParsimonyData:
+    """An alignment's site patterns as Fitch leaf sets and their weights."""
+
+    tips: np.ndarray
+    weights: np.ndarray
+
+    @classmethod
+    def of(cls, alignment) -> "ParsimonyData":
+        patterns = alignment.patterns()
+        return cls(parsimony_tips(patterns.codes), np.ascontiguousarray(patterns.weights, dtype=np.float64))
+
+
+@njit(cache=True, nogil=True)
+def _directional(neighbors, node_edges, lengths, n_leaves):
+    """Per slot ``(v, k)``: leaves, branch length and longest branch of the subtree on
+    ``neighbors[v, k]``'s side (edge ``(v, neighbors[v, k])`` excluded); plus all-pairs path lengths."""
+    n_nodes = neighbors.shape[0]
+    leaves = np.zeros((n_nodes, 3))
+    total = np.zeros((n_nodes, 3))
+    longest = np.zeros((n_nodes, 3))
+    path = np.zeros((n_nodes, n_nodes))
+    stack = np.empty(n_nodes, np.int64)
+    parent = np.empty(n_nodes, np.int64)
+    for v in range(n_nodes):  # all-pairs path lengths and, from each node, its three subtrees
+        for k in range(3):
+            u0 = neighbors[v, k]
+            if u0 < 0:
+                continue
+            parent[u0] = v
+            stack[0] = u0
+            top = 1
+            path[v, u0] = lengths[node_edges[v, k]]
+            while top > 0:
+                top -= 1
+                u = stack[top]
+                if u < n_leaves:
+                    leaves[v, k] += 1
+                for j in range(3):
+                    w = neighbors[u, j]
+                    if w >= 0 and w != parent[u]:
+                        length = lengths[node_edges[u, j]]
+                        total[v, k] += length
+                        if length > longest[v, k]:
+                            longest[v, k] = length
+                        path[v, w] = path[v, u] + length
+                        parent[w] = u
+                        stack[top] = w
+                        top += 1
+    return leaves, total, longest, path
+
+
+@njit(cache=True, nogil=True)
+def _rich_moves(neighbors, node_edges, lengths, n_leaves, moves):
+    leaves, total, longest, path = _directional(neighbors, node_edges, lengths, n_leaves)
+    tree_length = max(lengths.sum(), _MIN_LENGTH)
+    out = np.empty((moves.shape[0], 13), np.float32)
+    for i in range(moves.shape[0]):
+        p, s, x, y = moves[i, 0], moves[i, 1], moves[i, 2], moves[i, 3]
+        ks, kx = -1, -1
+        joined = 0.0
+        for k in range(3):
+            if neighbors[p, k] == s:
+                ks = k
+            else:
+                joined += lengths[node_edges[p, k]]
+        for k in range(3):
+            if neighbors[x, k] == y:
+                kx = k
+        pruned = lengths[node_edges[p, ks]]
+        regraft = lengths[node_edges[x, kx]]
+        out[i, 0] = np.log(max(pruned, _MIN_LENGTH))
+        out[i, 1] = np.log(max(regraft, _MIN_LENGTH))
+        out[i, 2] = np.log(max(joined, _MIN_LENGTH))
+        out[i, 4] = (path[p, x] + 0.5 * regraft) / tree_length
+        out[i, 5] = leaves[p, ks] / n_leaves
+        out[i, 6] = leaves[x, kx] / n_leaves
+        out[i, 7] = total[p, ks] / tree_length
+        out[i, 8] = total[x, kx] / tree_length
+        out[i, 9] = longest[p, ks] / tree_length
+    return out
+
+
+def rich_move_features(tree: Tree, moves: np.ndarray, distance: np.ndarray, parsimony: ParsimonyData) -> np.ndarray:
+    """float32 ``[A, 13]`` (columns in the module docstring); ``distance`` = ``d(p, x) + 1`` per move."""
+    moves = np.ascontiguousarray(moves, dtype=np.int64).reshape(-1, 4)
+    deltas, length = spr_parsimony_deltas(tree, moves, parsimony.tips, parsimony.weights)
+    out = _rich_moves(tree.neighbors, tree.node_edges, tree.lengths, tree.n_leaves, moves)
+    out[:, 3] = distance / 10.0
+    if len(deltas):
+        out[:, 10] = deltas * 100.0 / max(length, 1.0)
+        out[:, 11] = np.minimum(deltas - deltas.min(), 20.0) / 5.0
+        order = np.argsort(deltas, kind="stable")
+        ranks = np.empty(len(deltas))
+        ranks[order] = np.arange(len(deltas))
+        # ties share their mean rank
+        uniq, inverse = np.unique(deltas, return_inverse=True)
+        mean_rank = np.bincount(inverse, weights=ranks) / np.bincount(inverse)
+        out[:, 12] = mean_rank[inverse] / max(len(deltas) - 1, 1)
+    return out
+
+
+def rich_edge_features(tree: Tree) -> np.ndarray:
+    """float32 ``[E, 2]``: ``log(length)`` and ``length / tree length`` per undirected edge."""
+    lengths = np.maximum(tree.lengths, _MIN_LENGTH)
+    return np.stack([np.log(lengths), lengths / lengths.sum()], axis=1).astype(np.float32)
+
+
+def observe(tree: Tree, moves: np.ndarray, features: str, parsimony: ParsimonyData | None = None, *,
+            radius: int | None = None):
+    """The network's :class:`~phylorl.env.observation.Observation` of ``tree`` with ``moves`` under a
+    feature set (``parsimony`` is required for ``rich``)."""
+    from phylorl.phylo import move_metadata
+
+    from .tree_observation import build_observation
+
+    meta = move_metadata(tree, moves)
+    obs = build_observation(tree, moves, meta, radius=radius)
+    if features == "basic":
+        return obs
+    if features != "rich":
+        raise ValueError(f"unknown feature set {features!r}: expected one of {FEATURE_SETS}")
+    if parsimony is None:
+        raise ValueError("the rich feature set needs the alignment's parsimony data")
+    obs.edge_attr = np.repeat(rich_edge_features(tree), 2, axis=0)
+    obs.action_meta = rich_move_features(tree, moves, meta[:, 2], parsimony)
+    return obs

@@ -1,0 +1,186 @@
+"""Run every search method from the same seeded start trees and score them against IQ-TREE.
+
+Start tree ``k`` of an alignment is the one ``TreeEnv([entry], EnvConfig(start="random"), seed=seed + k)``
+draws on ``reset(0)`` (branch lengths optimised), as :func:`phylorl.agent.policy.evaluate_episodes`
+does, so every method starts from the same trees. Each method's answer is the best tree it saw.
+
+``agent``         the policy (any object with ``choose(env) -> int | None``) for ``steps`` moves.
+``agent+polish``  hill-climbing from the agent's best tree (its start log-likelihood stays the random
+                  start's; its cost is the agent's plus the climb's).
+``random``        ``steps`` uniform random moves.
+``greedy``        the best move while one improves, at most ``steps`` moves.
+``hillclimb``     greedy to a local optimum with full branch optimisation, no move limit.
+``iqtree``        IQ-TREE's ML search, once per alignment (needs an :class:`IqtreeRunner`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Callable, Sequence
+
+import numpy as np
+
+from phylorl.env.search import Policy, run_search
+from phylorl.env.tree_env import EnvAlignment, EnvConfig, TreeEnv
+from phylorl.phylo import rf_distance, write_newick
+
+from .iqtree import IqtreeResult, IqtreeRunner
+from .metrics import (AGENT_METHODS, METHODS, MIN_GAIN, TOLERANCE, MethodSummary, StartResult, by_taxon_count,
+                      improvement, summarise, within)
+
+
+@dataclass
+class AlignmentInfo:
+    name: str
+    n_taxa: int
+    n_sites: int
+    model: str
+    steps: int
+    iqtree_loglik: float | None = None
+    iqtree_reported_loglik: float | None = None
+    iqtree_seconds: float | None = None
+    iqtree_tree: str | None = None
+
+
+@dataclass
+class Evaluation:
+    """Everything one evaluation produced (see :func:`evaluate_methods`)."""
+
+    settings: dict
+    alignments: list[AlignmentInfo]
+    rows: list[StartResult]
+    summary: list[MethodSummary]
+    by_taxa: dict[int, dict[str, float | None]]
+    has_reference: bool
+
+    def to_dict(self) -> dict:
+        rows = [asdict(r) | {"delta_loglik": r.delta} for r in self.rows]
+        return {"settings": self.settings, "has_reference": self.has_reference,
+                "alignments": [asdict(a) for a in self.alignments], "summary": [asdict(s) for s in self.summary],
+                "by_taxa": {str(n): v for n, v in self.by_taxa.items()}, "rows": rows}
+
+
+def check_methods(methods: Sequence[str], *, has_policy: bool, has_iqtree: bool) -> list[str]:
+    """``methods`` validated (known, each once, in the order given); ``ValueError`` otherwise."""
+    unknown = [m for m in methods if m not in METHODS]
+    if unknown:
+        raise ValueError(f"unknown method(s) {', '.join(map(repr, unknown))}: expected some of {', '.join(METHODS)}")
+    if not methods:
+        raise ValueError("no method to evaluate")
+    if not has_policy and any(m in AGENT_METHODS for m in methods):
+        raise ValueError("the agent methods need a policy")
+    if not has_iqtree and "iqtree" in methods:
+        raise ValueError("the iqtree method needs IQ-TREE")
+    return list(dict.fromkeys(methods))
+
+
+def evaluate_methods(entries: Sequence[EnvAlignment], policy: Policy | None = None, *, starts: int = 4,
+                     steps: int | None = None, seed: int = 0, methods: Sequence[str] | None = None,
+                     iqtree: IqtreeRunner | None = None, env_config: EnvConfig | None = None,
+                     on_progress: Callable[[str], None] | None = None) -> Evaluation:
+    """Evaluate ``methods`` (default: all that the arguments allow) on every entry from ``starts`` starts.
+
+    ``steps``: moves of the agent, random and greedy methods (default ``2 n``, n = taxa).
+    ``iqtree``: the reference; without it improvements are ``None``. ``on_progress(label)`` is called
+    before each unit of work (one IQ-TREE run, or one method from one start).
+    """
+    if starts < 1:
+        raise ValueError(f"starts must be >= 1, got {starts}")
+    if steps is not None and steps < 1:
+        raise ValueError(f"steps must be >= 1, got {steps}")
+    if methods is None:
+        methods = [m for m in METHODS if (policy is not None or m not in AGENT_METHODS)
+                   and (iqtree is not None or m != "iqtree")]
+    methods = check_methods(methods, has_policy=policy is not None, has_iqtree=iqtree is not None)
+    config = env_config or EnvConfig(start="random")
+    progress = on_progress or (lambda label: None)
+    infos, rows, iq_seconds = [], [], []
+    if entries and any(m in AGENT_METHODS for m in methods):  # one-time set-up (compilation) is not search time
+        policy.choose(_fresh_env(entries[0], config, seed))
+    for entry in entries:
+        n = entry.alignment.n_taxa
+        info = AlignmentInfo(entry.name, n, entry.alignment.n_sites, entry.prepared.model, steps or 2 * n)
+        reference: IqtreeResult | None = None
+        if iqtree is not None:
+            progress(f"{entry.name}: iqtree")
+            reference = iqtree.search(entry)
+            iq_seconds.append(reference.seconds)
+            info.iqtree_loglik, info.iqtree_reported_loglik = reference.loglik, reference.reported_loglik
+            info.iqtree_seconds, info.iqtree_tree = reference.seconds, reference.newick
+        infos.append(info)
+        for k in range(starts):
+            rows += _one_start(entry, k, seed, config, policy, methods, info.steps, reference, progress)
+    settings = {"starts": starts, "steps": steps, "seed": seed, "methods": methods,
+                "iqtree": iqtree is not None, "min_gain": MIN_GAIN, "tolerance": TOLERANCE}
+    return Evaluation(settings, infos, rows, summarise(rows, methods, iq_seconds), by_taxon_count(rows, methods),
+                      iqtree is not None)
+
+
+def _fresh_env(entry: EnvAlignment, config: EnvConfig, seed: int, tree=None) -> TreeEnv:
+    env = TreeEnv([entry], config, seed=seed)
+    env.reset(0, tree=tree)
+    return env
+
+
+def _one_start(entry, k, seed, config, policy, methods, steps, reference, progress) -> list[StartResult]:
+    out, agent = [], None
+    first = _fresh_env(entry, config, seed + k)  # start tree k; later methods rebuild the same one
+    start = first.loglik
+
+    def env() -> TreeEnv:
+        nonlocal first
+        made, first = first or _fresh_env(entry, config, seed + k), None
+        return made
+
+    for method in methods:
+        if method == "iqtree":
+            out.append(_row(entry, k, method, start, reference.loglik, reference.tree, reference, None, None,
+                            reference.seconds, []))
+            continue
+        progress(f"{entry.name}: start {k + 1}, {method}")
+        if method in AGENT_METHODS:
+            if agent is None:
+                agent = run_search(env(), policy, steps=steps)
+            result = agent
+            if method == "agent+polish":
+                polish = run_search(_fresh_env(entry, config, seed + k, tree=agent.best_tree), "hillclimb", steps=None)
+                better = polish if polish.best_loglik >= agent.best_loglik else agent
+                final, tree = better.best_loglik, better.best_tree
+                trajectory = _best_so_far(agent.start_loglik, agent.trajectory + polish.trajectory, final)
+                out.append(_row(entry, k, method, agent.start_loglik, final, tree, reference,
+                                agent.evaluations + polish.evaluations, agent.steps + polish.steps,
+                                agent.seconds + polish.seconds, trajectory))
+                continue
+        elif method == "random":
+            result = run_search(env(), "random", steps=steps, rng=np.random.default_rng([seed, k]))
+        elif method == "greedy":
+            result = run_search(env(), "greedy", steps=steps)
+        else:  # hillclimb
+            result = run_search(env(), "hillclimb", steps=None)
+        out.append(_row(entry, k, method, result.start_loglik, result.best_loglik, result.best_tree, reference,
+                        result.evaluations, result.steps, result.seconds,
+                        _best_so_far(result.start_loglik, result.trajectory, result.best_loglik)))
+    return out
+
+
+def _best_so_far(start: float, trajectory: Sequence[float], best: float) -> list[float]:
+    """Best log-likelihood after each move; the last point is the answer ``best`` (a full branch
+    optimisation at the end of a climb may raise it without a move)."""
+    points = [float(p) for p in np.maximum.accumulate([start, *trajectory])[1:]]
+    if points:
+        points[-1] = max(points[-1], best)
+    elif best > start:
+        points = [float(best)]
+    return points
+
+
+def _row(entry, k, method, start, final, tree, reference, evaluations, steps, seconds, trajectory) -> StartResult:
+    ref = reference.loglik if reference is not None else None
+    rf = rf_distance(tree, reference.tree) if reference is not None else None
+    max_rf = 2 * (entry.alignment.n_taxa - 3)
+    return StartResult(
+        alignment=entry.name, n_taxa=entry.alignment.n_taxa, start=k, method=method, start_loglik=float(start),
+        final_loglik=float(final), iqtree_loglik=ref, improvement=improvement(start, final, ref),
+        within_tolerance=within(final, ref), rf=rf, rf_normalised=None if rf is None else rf / max_rf,
+        evaluations=evaluations, steps=steps, seconds=float(seconds), trajectory=trajectory,
+        tree=write_newick(tree))

@@ -1,0 +1,174 @@
+"""End to end: ``phylorl eval`` (alias ``evaluate``) and ``phylorl search`` with a learner checkpoint.
+
+The corpus is simulated by ``phylorl simulate``; the agent is an untrained learner checkpoint; IQ-TREE
+is the real ``iqtree2`` (skipped locally when missing, a failure in CI).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+
+import pytest
+
+from phylorl.agent.config import AgentConfig
+from phylorl.agent.learner import Learner
+from phylorl.agent.policy import DEFAULT_CHECKPOINT, AgentPolicy
+from phylorl.env import EnvAlignment, EnvConfig, PreparationCache, TreeEnv
+from phylorl.env.search import run_search
+from phylorl.evaluation import METHODS
+from phylorl.nets.config import NetworkConfig
+from phylorl.phylo import LikelihoodEngine, load_alignment, parse_model, read_newick
+
+SMALL = NetworkConfig(hidden=16, heads=4, action_hidden=16, head_hidden=16)
+MODEL = "HKY+G4"  # free parameters: IQ-TREE then gets our estimated ones as a fixed model string
+
+
+def phylorl(*args):
+    return subprocess.run([sys.executable, "-m", "phylorl.cli", *map(str, args)], capture_output=True, text=True,
+                          timeout=600)
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+    root = tmp_path_factory.mktemp("eval")
+    proc = phylorl("simulate", "--out", root / "sim", "--count", 2, "--taxa", "7:8", "--sites", "200:300",
+                   "--seed", 1)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    checkpoints = root / "run" / "checkpoints"
+    checkpoints.mkdir(parents=True)
+    Learner(SMALL, AgentConfig(), seed=1).save(checkpoints / "learner-000000012.pt")
+    (checkpoints / "latest").write_text("learner-000000012.pt")
+    return {"alignments": root / "sim", "run": root / "run", "checkpoint": checkpoints / "learner-000000012.pt",
+            "cache": root / "cache"}
+
+
+def test_eval_compares_every_method_with_iqtree(setup, need, tmp_path):
+    need("iqtree2")
+    out, plots = tmp_path / "eval.json", tmp_path / "plots"
+    proc = phylorl("eval", "--alignments", setup["alignments"], "--checkpoint", setup["checkpoint"], "--starts", 2,
+                   "--model", MODEL, "--json", out, "--plots", plots, "--cache-dir", setup["cache"])
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(out.read_text())
+    assert result["settings"]["checkpoint"] == str(setup["checkpoint"].resolve())
+    assert result["settings"]["starts"] == 2 and result["settings"]["methods"] == list(METHODS)
+    assert sorted(a["n_taxa"] for a in result["alignments"]) == [7, 8]
+    for info in result["alignments"]:
+        assert info["model"].startswith("HKY{") and "+G4{" in info["model"]
+        assert info["steps"] == 2 * info["n_taxa"] and info["iqtree_seconds"] > 0
+        # IQ-TREE's tree re-scored by our engine is the reference; it agrees with IQ-TREE's own score
+        assert info["iqtree_loglik"] == pytest.approx(info["iqtree_reported_loglik"], abs=0.05)
+    rows = result["rows"]
+    assert len(rows) == 2 * 2 * len(METHODS)
+    for row in rows:
+        assert math.isfinite(row["improvement"]) and row["rf"] is not None and row["final_loglik"] >= row["start_loglik"]
+        assert row["delta_loglik"] == pytest.approx(row["final_loglik"] - row["start_loglik"])
+    starts = {}
+    for row in rows:  # every method starts from the same tree
+        starts.setdefault((row["alignment"], row["start"]), set()).add(round(row["start_loglik"], 9))
+    assert all(len(v) == 1 for v in starts.values()) and len(starts) == 4
+    summary = {s["method"]: s for s in result["summary"]}
+    assert set(summary) == set(METHODS)
+    assert all(math.isfinite(s["mean_improvement"]) and math.isfinite(s["mean_best_of_k_improvement"])
+               for s in summary.values())
+    assert summary["iqtree"]["mean_improvement"] == 1.0
+    assert all(r["improvement"] == 1.0 for r in rows if r["method"] == "iqtree")
+    assert summary["hillclimb"]["mean_improvement"] >= 0.9
+    assert summary["agent+polish"]["mean_improvement"] >= 0.9
+    assert set(result["by_taxa"]) == {"7", "8"}
+    for name in ("improvement_by_taxa.png", "trajectory.png"):
+        assert (plots / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    for word in METHODS + ("improvement", "best of K", "within 0.1", "by taxon count"):
+        assert word in proc.stdout
+    assert "Traceback" not in proc.stderr
+
+
+def test_evaluate_alias_without_iqtree_reports_deltas(setup, tmp_path):
+    out = tmp_path / "eval.json"
+    proc = phylorl("evaluate", "--alignments", setup["alignments"] / "sim_0000.fasta", "--checkpoint", setup["run"],
+                   "--starts", 1, "--steps", 3, "--methods", "agent,random,greedy", "--no-iqtree", "--model", MODEL,
+                   "--json", out, "--cache-dir", setup["cache"])
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(out.read_text())
+    assert not result["has_reference"] and result["settings"]["methods"] == ["agent", "random", "greedy"]
+    for row in result["rows"]:
+        assert row["improvement"] is None and row["iqtree_loglik"] is None and row["rf"] is None
+        assert row["steps"] <= 3
+    for s in result["summary"]:
+        assert s["mean_improvement"] is None and s["seconds_ratio_to_iqtree"] is None
+        assert math.isfinite(s["mean_delta_loglik"])
+    assert "improvement is undefined" in proc.stdout
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--checkpoint", "{tmp}/nothing.pt"], "checkpoint '{tmp}/nothing.pt' does not exist"),
+    (["--starts", 0], "--starts must be >= 1, got 0"),
+    (["--steps", 0], "--steps must be >= 1, got 0"),
+    (["--methods", "agent,annealing"], "unknown method(s) 'annealing'"),
+    (["--methods", "random,iqtree", "--no-iqtree"], "--methods names iqtree but --no-iqtree is given"),
+    (["--model", "GTR+Q"], "GTR+Q"),
+])
+def test_eval_errors_are_one_line_before_any_work(setup, tmp_path, args, message):
+    args = [str(a).replace("{tmp}", str(tmp_path)) for a in args]
+    if "--checkpoint" not in args:
+        args += ["--checkpoint", str(setup["checkpoint"])]
+    cache = tmp_path / "cache"
+    proc = phylorl("eval", "--alignments", setup["alignments"], "--cache-dir", cache, *args)
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("phylorl eval: error: "), proc.stderr
+    assert message.replace("{tmp}", str(tmp_path)) in lines[0]
+    assert not cache.exists()  # nothing was prepared
+
+
+def test_missing_default_checkpoint_is_one_line(setup, tmp_path):
+    if DEFAULT_CHECKPOINT.exists():
+        pytest.skip(f"{DEFAULT_CHECKPOINT} exists: the default is not missing")
+    for command in (["eval", "--alignments", setup["alignments"], "--no-iqtree"],
+                    ["search", "--alignment", setup["alignments"] / "sim_0000.fasta", "--policy", "agent"]):
+        proc = phylorl(*command, "--cache-dir", tmp_path / "cache")
+        assert proc.returncode == 2
+        lines = proc.stderr.strip().splitlines()
+        assert len(lines) == 1 and f"no agent checkpoint at {DEFAULT_CHECKPOINT}" in lines[0], proc.stderr
+        assert not (tmp_path / "cache").exists()
+
+
+def test_search_with_the_agent_reports_the_best_tree_and_matches_the_in_process_policy(setup, tmp_path):
+    alignment = setup["alignments"] / "sim_0001.fasta"
+    out = tmp_path / "best.nwk"
+    proc = phylorl("search", "--alignment", alignment, "--model", MODEL, "--policy", "agent", "--checkpoint",
+                   setup["run"], "--steps", 6, "--start", "random", "--seed", 3, "--cache-dir", setup["cache"],
+                   "--out", out, "--json")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(proc.stdout)
+    assert result["policy"] == "agent" and result["steps"] == 6 and not result["polish"]
+    aln = load_alignment(alignment)
+    entry = EnvAlignment.build(aln, PreparationCache(setup["cache"]).get(aln, MODEL), "sim")
+    env = TreeEnv([entry], EnvConfig(start="random", horizon=10**9), seed=3)
+    env.reset()
+    here = run_search(env, AgentPolicy.from_checkpoint(setup["run"]), steps=6)
+    assert result["start_loglik"] == pytest.approx(here.start_loglik, abs=1e-6)
+    assert result["final_loglik"] == pytest.approx(here.final_loglik, abs=1e-6)
+    assert result["best_loglik"] == pytest.approx(here.best_loglik, abs=1e-6)
+    assert result["best_loglik"] >= max(result["final_loglik"], result["start_loglik"])
+    # the tree written (and in the JSON) is the best one seen
+    engine = LikelihoodEngine(aln, parse_model(result["model"]))
+    assert out.read_text().strip() == result["tree"]
+    assert engine.loglik(read_newick(result["tree"], aln)) == pytest.approx(result["best_loglik"], abs=1e-4)
+
+
+def test_search_polish_hill_climbs_from_the_best_tree(setup):
+    alignment = setup["alignments"] / "sim_0000.fasta"
+    common = ["search", "--alignment", alignment, "--model", MODEL, "--policy", "random", "--steps", 5,
+              "--start", "random", "--seed", 4, "--cache-dir", setup["cache"], "--json"]
+    plain, polished = phylorl(*common), phylorl(*common, "--polish")
+    assert plain.returncode == 0 and polished.returncode == 0, polished.stderr[-3000:]
+    plain, polished = json.loads(plain.stdout), json.loads(polished.stdout)
+    assert polished["polish"] and polished["search_best_loglik"] == pytest.approx(plain["best_loglik"], abs=1e-9)
+    assert polished["best_loglik"] == pytest.approx(polished["polish_loglik"])
+    assert polished["best_loglik"] > plain["best_loglik"] and polished["evaluations"] > plain["evaluations"]
+    aln = load_alignment(alignment)
+    engine = LikelihoodEngine(aln, parse_model(polished["model"]))
+    assert engine.loglik(read_newick(polished["tree"], aln)) == pytest.approx(polished["best_loglik"], abs=1e-4)
