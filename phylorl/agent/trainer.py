@@ -126,6 +126,9 @@ class InProcessTrainer:
     def __init__(self, alignments: Sequence[EnvAlignment], env_cfg: EnvConfig = EnvConfig(),
                  net_cfg: NetworkConfig = NetworkConfig(), agent_cfg: AgentConfig = AgentConfig(),
                  trainer_cfg: TrainerConfig = TrainerConfig(), seed: int = 0):
+        if env_cfg.features != net_cfg.features:
+            raise ValueError(f"the environment emits {env_cfg.features!r} observations but the network reads "
+                             f"{net_cfg.features!r} ones (NetworkConfig.for_features)")
         self.config = trainer_cfg
         self.envs = VecTreeEnv(alignments, trainer_cfg.n_envs, env_cfg, seed=seed)
         self.learner = Learner(net_cfg, agent_cfg, trainer_cfg.device, seed=seed)

@@ -22,7 +22,7 @@ from phylorl.evaluation import METHODS
 from phylorl.nets.config import NetworkConfig
 from phylorl.phylo import LikelihoodEngine, load_alignment, parse_model, read_newick
 
-SMALL = NetworkConfig(hidden=16, heads=4, action_hidden=16, head_hidden=16)
+SMALL = NetworkConfig.for_features("rich", hidden=16, heads=4, action_hidden=16, head_hidden=16)
 MODEL = "HKY+G4"  # free parameters: IQ-TREE then gets our estimated ones as a fixed model string
 
 

@@ -7,13 +7,14 @@ import torch
 from phylorl.agent.config import AgentConfig
 from phylorl.agent.learner import Learner
 from phylorl.agent.policy import AgentPolicy, evaluate_episodes, evaluate_policy, resolve_checkpoint
-from phylorl.env import EnvAlignment, EnvConfig, TreeEnv, build_observation, prepare_alignment
+from phylorl.env import EnvAlignment, EnvConfig, TreeEnv, prepare_alignment
+from phylorl.env.features import ParsimonyData, observe
 from phylorl.nets.config import NetworkConfig
 from phylorl.nets.inputs import collate_observations
-from phylorl.phylo import move_metadata, parse_model
+from phylorl.phylo import parse_model
 from phylorl.phylo.simulate import dataset_rng, simulate_dataset
 
-SMALL = NetworkConfig(hidden=16, heads=4, action_hidden=16, head_hidden=16)
+SMALL = NetworkConfig.for_features("rich", hidden=16, heads=4, action_hidden=16, head_hidden=16)
 
 
 @pytest.fixture(scope="module")
@@ -33,7 +34,7 @@ def learner():
 
 def reference_q(learner, env):
     """min(Q1, Q2) over env.moves, computed here from the learner's own networks."""
-    obs = build_observation(env.tree, env.moves, move_metadata(env.tree, env.moves))
+    obs = observe(env.tree, env.moves, "rich", ParsimonyData.of(env.current.alignment))
     graphs, actions = collate_observations([obs])
     with torch.no_grad():
         q1 = learner.q1.eval()(graphs, actions, fast=False)  # the reference forward

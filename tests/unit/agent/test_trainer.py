@@ -13,7 +13,7 @@ from phylorl.nets.inputs import collate_observations
 from phylorl.phylo import parse_model
 from phylorl.phylo.simulate import dataset_rng, simulate_dataset
 
-SMALL = NetworkConfig(hidden=16, heads=4, action_hidden=16, head_hidden=16)
+SMALL = NetworkConfig.for_features("rich", hidden=16, heads=4, action_hidden=16, head_hidden=16)
 
 
 @pytest.fixture(scope="module")

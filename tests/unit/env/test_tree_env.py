@@ -47,16 +47,18 @@ def test_truncation_is_not_terminal(ds1_entry):
     assert flags == [(False, False), (False, False), (False, True)]
 
 
-def test_observation_shapes_and_action_round_trip(ds1_entry):
-    env = TreeEnv([ds1_entry], EnvConfig(), seed=3)
+@pytest.mark.parametrize("features, edge_cols, move_cols", [("basic", 1, 3), ("rich", 2, 13)])
+def test_observation_shapes_and_action_round_trip(ds1_entry, features, edge_cols, move_cols):
+    env = TreeEnv([ds1_entry], EnvConfig(features=features), seed=3)
     obs, _ = env.reset()
     n = ds1_entry.alignment.n_taxa
     assert obs.node_features.shape == (2 * n - 2, 1) and obs.node_features.dtype == np.float32
     assert obs.node_features[:n, 0].tolist() == [1.0] * n and obs.node_features[n:, 0].sum() == 0
     assert obs.edge_index.shape == (2, 2 * (2 * n - 3)) and obs.edge_index.dtype == np.int64
-    assert obs.edge_attr.shape == (2 * (2 * n - 3), 1)
+    assert obs.edge_attr.shape == (2 * (2 * n - 3), edge_cols)
     assert obs.n_actions == 2 * (n - 3) * (2 * n - 7)
-    assert obs.actions.shape == (obs.n_actions, 4) and obs.action_meta.shape == (obs.n_actions, 3)
+    assert obs.actions.shape == (obs.n_actions, 4) and obs.action_meta.shape == (obs.n_actions, move_cols)
+    assert np.isfinite(obs.action_meta).all() and np.isfinite(obs.edge_attr).all()
     # both directions of each edge, with the same length
     u, v = obs.edge_index
     assert np.array_equal(u[0::2], v[1::2]) and np.array_equal(v[0::2], u[1::2])
@@ -129,12 +131,12 @@ def test_config_errors():
         EnvConfig(start="parsimony")
 
 
-@pytest.mark.parametrize("radius", [None, 3])
-def test_episode_transitions_are_stored_as_trees_and_read_back_exactly(ds1_entry, radius):
+@pytest.mark.parametrize("radius, features", [(None, "basic"), (3, "basic"), (None, "rich")])
+def test_episode_transitions_are_stored_as_trees_and_read_back_exactly(ds1_entry, radius, features):
     from phylorl.env import Transition
     from phylorl.wire.record import decode_transition, encode_transition
 
-    env = TreeEnv([ds1_entry], EnvConfig(horizon=4, radius=radius), seed=5)
+    env = TreeEnv([ds1_entry], EnvConfig(horizon=4, radius=radius, features=features), seed=5)
     obs, _ = env.reset()
     transitions = []
     for step in range(4):
@@ -145,7 +147,8 @@ def test_episode_transitions_are_stored_as_trees_and_read_back_exactly(ds1_entry
     # encoded after the whole episode: the env's tree has changed since the early observations
     for t in transitions:
         data = encode_transition(t)
-        assert len(data) < 2_000  # DS1: 27 taxa, 2 x (52 nodes, 51 edges); the moves alone are ~40 kB
+        if features == "basic":  # stored as trees: the moves and their metadata are rebuilt
+            assert len(data) < 2_000  # DS1: 27 taxa, 2 x (52 nodes, 51 edges); the moves alone are ~40 kB
         back = decode_transition(data)
         for a, b in ((t.obs, back.obs), (t.next_obs, back.next_obs)):
             for name in ("node_features", "edge_index", "edge_attr", "actions", "action_meta"):
