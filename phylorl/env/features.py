@@ -7,7 +7,8 @@ never see the alignment and do not find good trees.
 ``rich`` (the default): normalised geometry and alignment-aware signals that cost no
 likelihood evaluation.
 
-* per edge: ``log(length)`` and ``length / tree length``;
+* per edge: ``log(length)``, ``length / tree length`` and the support of its split in a fast
+  bootstrap of NJ trees (:mod:`phylorl.phylo.bootstrap`, computed once per alignment);
 * per move (``RICH_MOVE_FEATURES`` columns, in this order):
 
   ====  =======================================================================================
@@ -24,25 +25,28 @@ likelihood evaluation.
   10    parsimony change of the move (Fitch, weighted sites), × 100 / the tree's parsimony length
   11    parsimony change − the best move's change, in steps, clipped to 20, / 5
   12    rank of the parsimony change among the state's moves, 0 (best) … 1 (worst), ties averaged
+  13    bootstrap support of the pruned edge's split (1 for a leaf edge)
+  14    bootstrap support of the regraft edge's split
   ====  =======================================================================================
 
-The parsimony columns need the alignment's site patterns (:class:`ParsimonyData`); they are
+The parsimony and support columns need the alignment (:class:`AlignmentSignals`); they are
 computed where the tree is (in the environment), so records and inference requests carry them.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from numba import njit
 
+from phylorl.phylo.bootstrap import edge_supports
 from phylorl.phylo.parsimony import parsimony_tips, spr_parsimony_deltas
 from phylorl.phylo.tree import Tree
 
 FEATURE_SETS = ("basic", "rich")
-RICH_MOVE_FEATURES = 13
-RICH_EDGE_FEATURES = 2
+RICH_MOVE_FEATURES = 15
+RICH_EDGE_FEATURES = 3
 _MIN_LENGTH = 1e-6
 
 
@@ -56,16 +60,20 @@ def feature_sizes(features: str) -> tuple[int, int, int]:
 
 
 @dataclass(frozen=True)
-class ParsimonyData:
-    """An alignment's site patterns as Fitch leaf sets and their weights."""
+class AlignmentSignals:
+    """What the rich features know of an alignment: its site patterns as Fitch leaf sets with their
+    weights, and the bootstrap support of splits (``{split: support}``, see
+    :func:`phylorl.phylo.bootstrap.nj_bootstrap_supports`; empty: every internal edge 0)."""
 
     tips: np.ndarray
     weights: np.ndarray
+    supports: dict = field(default_factory=dict)
 
     @classmethod
-    def of(cls, alignment) -> "ParsimonyData":
+    def of(cls, alignment, supports: dict | None = None) -> "AlignmentSignals":
         patterns = alignment.patterns()
-        return cls(parsimony_tips(patterns.codes), np.ascontiguousarray(patterns.weights, dtype=np.float64))
+        return cls(parsimony_tips(patterns.codes), np.ascontiguousarray(patterns.weights, dtype=np.float64),
+                   dict(supports or {}))
 
 
 @njit(cache=True, nogil=True)
@@ -108,10 +116,10 @@ def _directional(neighbors, node_edges, lengths, n_leaves):
 
 
 @njit(cache=True, nogil=True)
-def _rich_moves(neighbors, node_edges, lengths, n_leaves, moves):
+def _rich_moves(neighbors, node_edges, lengths, n_leaves, moves, support):
     leaves, total, longest, path = _directional(neighbors, node_edges, lengths, n_leaves)
     tree_length = max(lengths.sum(), _MIN_LENGTH)
-    out = np.empty((moves.shape[0], 13), np.float32)
+    out = np.empty((moves.shape[0], 15), np.float32)
     for i in range(moves.shape[0]):
         p, s, x, y = moves[i, 0], moves[i, 1], moves[i, 2], moves[i, 3]
         ks, kx = -1, -1
@@ -135,14 +143,21 @@ def _rich_moves(neighbors, node_edges, lengths, n_leaves, moves):
         out[i, 7] = total[p, ks] / tree_length
         out[i, 8] = total[x, kx] / tree_length
         out[i, 9] = longest[p, ks] / tree_length
+        out[i, 13] = support[node_edges[p, ks]]
+        out[i, 14] = support[node_edges[x, kx]]
     return out
 
 
-def rich_move_features(tree: Tree, moves: np.ndarray, distance: np.ndarray, parsimony: ParsimonyData) -> np.ndarray:
-    """float32 ``[A, 13]`` (columns in the module docstring); ``distance`` = ``d(p, x) + 1`` per move."""
+def rich_move_features(tree: Tree, moves: np.ndarray, distance: np.ndarray, signals: AlignmentSignals,
+                       support: np.ndarray | None = None) -> np.ndarray:
+    """float32 ``[A, 15]`` (columns in the module docstring); ``distance`` = ``d(p, x) + 1`` per move;
+    ``support``: each edge's split support (computed from ``signals`` when not given)."""
     moves = np.ascontiguousarray(moves, dtype=np.int64).reshape(-1, 4)
-    deltas, length = spr_parsimony_deltas(tree, moves, parsimony.tips, parsimony.weights)
-    out = _rich_moves(tree.neighbors, tree.node_edges, tree.lengths, tree.n_leaves, moves)
+    if support is None:
+        support = edge_supports(tree, signals.supports)
+    deltas, length = spr_parsimony_deltas(tree, moves, signals.tips, signals.weights)
+    out = _rich_moves(tree.neighbors, tree.node_edges, tree.lengths, tree.n_leaves, moves,
+                      np.ascontiguousarray(support, dtype=np.float64))
     out[:, 3] = distance / 10.0
     if len(deltas):
         out[:, 10] = deltas * 100.0 / max(length, 1.0)
@@ -157,16 +172,16 @@ def rich_move_features(tree: Tree, moves: np.ndarray, distance: np.ndarray, pars
     return out
 
 
-def rich_edge_features(tree: Tree) -> np.ndarray:
-    """float32 ``[E, 2]``: ``log(length)`` and ``length / tree length`` per undirected edge."""
+def rich_edge_features(tree: Tree, support: np.ndarray) -> np.ndarray:
+    """float32 ``[E, 3]``: ``log(length)``, ``length / tree length`` and split support per undirected edge."""
     lengths = np.maximum(tree.lengths, _MIN_LENGTH)
-    return np.stack([np.log(lengths), lengths / lengths.sum()], axis=1).astype(np.float32)
+    return np.stack([np.log(lengths), lengths / lengths.sum(), support], axis=1).astype(np.float32)
 
 
-def observe(tree: Tree, moves: np.ndarray, features: str, parsimony: ParsimonyData | None = None, *,
+def observe(tree: Tree, moves: np.ndarray, features: str, signals: AlignmentSignals | None = None, *,
             radius: int | None = None):
     """The network's :class:`~phylorl.env.observation.Observation` of ``tree`` with ``moves`` under a
-    feature set (``parsimony`` is required for ``rich``)."""
+    feature set (``signals`` is required for ``rich``)."""
     from phylorl.phylo import move_metadata
 
     from .tree_observation import build_observation
@@ -177,8 +192,9 @@ def observe(tree: Tree, moves: np.ndarray, features: str, parsimony: ParsimonyDa
         return obs
     if features != "rich":
         raise ValueError(f"unknown feature set {features!r}: expected one of {FEATURE_SETS}")
-    if parsimony is None:
-        raise ValueError("the rich feature set needs the alignment's parsimony data")
-    obs.edge_attr = np.repeat(rich_edge_features(tree), 2, axis=0)
-    obs.action_meta = rich_move_features(tree, moves, meta[:, 2], parsimony)
+    if signals is None:
+        raise ValueError("the rich feature set needs the alignment's signals (AlignmentSignals)")
+    support = edge_supports(tree, signals.supports)
+    obs.edge_attr = np.repeat(rich_edge_features(tree, support), 2, axis=0)
+    obs.action_meta = rich_move_features(tree, moves, meta[:, 2], signals, support)
     return obs

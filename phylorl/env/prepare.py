@@ -3,7 +3,8 @@
 Preparing an alignment means: build its neighbour-joining tree, estimate the free parameters of the
 model string on it (ML, jointly with branch lengths), and record the NJ tree's log-likelihood with
 optimised branch lengths. That log-likelihood's magnitude is the per-alignment constant the reward
-is divided by (DESIGN.md: reward = ΔlogL / |logL(NJ)| × scale).
+is divided by (DESIGN.md: reward = ΔlogL / |logL(NJ)| × scale). It also bootstraps NJ trees for
+the split supports the rich observation shows (:mod:`phylorl.phylo.bootstrap`).
 """
 
 from __future__ import annotations
@@ -12,12 +13,15 @@ import hashlib
 import json
 import os
 import tempfile
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from phylorl.phylo import LikelihoodEngine, nj_tree, parse_model, write_newick
+from phylorl.phylo.bootstrap import nj_bootstrap_supports
 
-PREPARATION_VERSION = 1  # bump when the procedure changes: old cache entries are then ignored
+BOOTSTRAP_REPLICATES = 100
+
+PREPARATION_VERSION = 2  # bump when the procedure changes: old cache entries are then ignored
 
 
 @dataclass(frozen=True)
@@ -34,6 +38,12 @@ class PreparedAlignment:
     """Its log-likelihood; ``abs(nj_loglik)`` normalises rewards."""
     n_patterns: int
     """Number of distinct site patterns."""
+    supports: list = field(default_factory=list)
+    """``[[split as hex, support], ...]``: split supports of a 100-replicate NJ bootstrap."""
+
+    def split_supports(self) -> dict[int, float]:
+        """``{split bitmask: support}`` (see :mod:`phylorl.phylo.bootstrap`)."""
+        return {int(split, 16): float(support) for split, support in self.supports}
 
 
 def prepare_alignment(alignment, model: str = "GTR+F+G4") -> PreparedAlignment:
@@ -48,6 +58,8 @@ def prepare_alignment(alignment, model: str = "GTR+F+G4") -> PreparedAlignment:
         nj_newick=write_newick(tree),
         nj_loglik=float(loglik),
         n_patterns=engine.n_patterns,
+        supports=[[format(split, "x"), support]
+                  for split, support in sorted(nj_bootstrap_supports(alignment, BOOTSTRAP_REPLICATES).items())],
     )
 
 

@@ -24,7 +24,7 @@ from phylorl.phylo import (
     read_newick,
 )
 
-from .features import FEATURE_SETS, ParsimonyData, observe
+from .features import FEATURE_SETS, AlignmentSignals, observe
 from .observation import Observation
 from .prepare import PreparedAlignment
 
@@ -79,12 +79,12 @@ class EnvAlignment:
     prepared: PreparedAlignment
     engine: LikelihoodEngine
     name: str = ""
-    parsimony: ParsimonyData | None = None
-    """Site patterns as Fitch sets (for the rich observation's parsimony features)."""
+    signals: AlignmentSignals | None = None
+    """Site patterns as Fitch sets and split supports (for the rich observation's features)."""
 
     def __post_init__(self):
-        if self.parsimony is None:
-            self.parsimony = ParsimonyData.of(self.alignment)
+        if self.signals is None:
+            self.signals = AlignmentSignals.of(self.alignment, self.prepared.split_supports())
 
     @classmethod
     def build(cls, alignment, prepared: PreparedAlignment, name: str = "") -> "EnvAlignment":
@@ -158,7 +158,7 @@ class TreeEnv:
 
     def observation(self, features: str | None = None) -> Observation:
         """The current state under a feature set (default: the environment's own)."""
-        return observe(self.tree, self._moves, features or self.config.features, self.current.parsimony,
+        return observe(self.tree, self._moves, features or self.config.features, self.current.signals,
                        radius=self.config.radius)
 
     def _info(self, delta: float) -> dict:

@@ -57,6 +57,16 @@ def split_lengths(tree: Tree) -> dict[int, float]:
     return lengths
 
 
+def edge_splits(tree: Tree) -> list[int]:
+    """The split of every edge, indexed by edge id (leaf 0 never set; a leaf edge gives its
+    trivial split, so ``bin(mask).count("1")`` is 1 or ``n - 1`` there)."""
+    order, parent, masks = _subtree_masks(tree, list(range(tree.n_leaves)))
+    out = [0] * tree.n_edges
+    for v in order[1:]:
+        out[tree.edge_between(v, parent[v])] = masks[v]
+    return out
+
+
 def rf_distance(a: Tree, b: Tree) -> int:
     """Robinson–Foulds distance: the number of splits in one tree but not the other.
 

@@ -8,7 +8,7 @@ from phylorl.agent.config import AgentConfig
 from phylorl.agent.learner import Learner
 from phylorl.agent.policy import AgentPolicy, evaluate_episodes, evaluate_policy, resolve_checkpoint
 from phylorl.env import EnvAlignment, EnvConfig, TreeEnv, prepare_alignment
-from phylorl.env.features import ParsimonyData, observe
+from phylorl.env.features import observe
 from phylorl.nets.config import NetworkConfig
 from phylorl.nets.inputs import collate_observations
 from phylorl.phylo import parse_model
@@ -34,7 +34,7 @@ def learner():
 
 def reference_q(learner, env):
     """min(Q1, Q2) over env.moves, computed here from the learner's own networks."""
-    obs = observe(env.tree, env.moves, "rich", ParsimonyData.of(env.current.alignment))
+    obs = observe(env.tree, env.moves, "rich", env.current.signals)
     graphs, actions = collate_observations([obs])
     with torch.no_grad():
         q1 = learner.q1.eval()(graphs, actions, fast=False)  # the reference forward

@@ -47,7 +47,7 @@ def test_truncation_is_not_terminal(ds1_entry):
     assert flags == [(False, False), (False, False), (False, True)]
 
 
-@pytest.mark.parametrize("features, edge_cols, move_cols", [("basic", 1, 3), ("rich", 2, 13)])
+@pytest.mark.parametrize("features, edge_cols, move_cols", [("basic", 1, 3), ("rich", 3, 15)])
 def test_observation_shapes_and_action_round_trip(ds1_entry, features, edge_cols, move_cols):
     env = TreeEnv([ds1_entry], EnvConfig(features=features), seed=3)
     obs, _ = env.reset()

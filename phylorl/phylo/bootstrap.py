@@ -1,0 +1,66 @@
+"""Split support from a fast bootstrap of neighbour-joining trees.
+
+Each replicate resamples the alignment's sites with replacement (as multinomial counts over the
+site patterns, so no column is copied), computes JC69 distances from the weighted patterns and
+builds the NJ tree; a split's support is the fraction of replicates whose tree has it. Done once
+per alignment (with its preparation) and cached; a tree's edges then look their support up.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from phylorl.phylo.splits import edge_splits, splits
+from phylorl.phylo.starts import MAX_JC_DISTANCE, nj_tree
+
+_UNAMBIGUOUS = np.array([1, 2, 4, 8], dtype=np.uint8)
+
+
+def weighted_jc_distances(codes: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """JC69 distances from site patterns ``codes`` ``[n, P]`` counted ``weights`` ``[P]`` times each.
+
+    Equal to :func:`phylorl.phylo.starts.jc_distances` of the alignment the patterns stand for.
+    """
+    onehot = (codes[:, :, None] == _UNAMBIGUOUS).astype(np.float64)  # [n, P, 4]
+    valid = onehot.sum(axis=2)
+    shared = (valid * weights) @ valid.T
+    flat = (onehot * weights[None, :, None]).reshape(codes.shape[0], -1)
+    same = flat @ onehot.reshape(codes.shape[0], -1).T
+    with np.errstate(divide="ignore", invalid="ignore"):
+        p = np.where(shared > 0, 1.0 - same / shared, 1.0)
+        dist = -0.75 * np.log(1.0 - p / 0.75)
+    dist = np.where((p >= 0.75) | ~np.isfinite(dist), MAX_JC_DISTANCE, dist)
+    dist = np.minimum(np.maximum(dist, 0.0), MAX_JC_DISTANCE)
+    np.fill_diagonal(dist, 0.0)
+    return dist
+
+
+def nj_bootstrap_supports(alignment, replicates: int = 100, seed: int = 0) -> dict[int, float]:
+    """``{split: support}`` over the non-trivial splits seen in ``replicates`` NJ bootstrap trees.
+
+    Splits are bitmasks as in :mod:`phylorl.phylo.splits` (leaf 0 never set); a split absent
+    from the dict has support 0. Deterministic for a given ``seed``.
+    """
+    if replicates < 1:
+        raise ValueError(f"replicates must be >= 1, got {replicates}")
+    patterns = alignment.patterns()
+    codes, weights = patterns.codes, patterns.weights
+    n_sites = int(round(weights.sum()))
+    rng = np.random.default_rng(seed)
+    counts: dict[int, int] = {}
+    for _ in range(replicates):
+        drawn = rng.multinomial(n_sites, weights / weights.sum()).astype(np.float64)
+        tree = nj_tree(weighted_jc_distances(codes, drawn), alignment.taxa)
+        for split in splits(tree):
+            counts[split] = counts.get(split, 0) + 1
+    return {split: count / replicates for split, count in counts.items()}
+
+
+def edge_supports(tree, supports: dict[int, float]) -> np.ndarray:
+    """Support of each edge's split, float64 ``[E]`` (1 for leaf edges, 0 for unseen splits)."""
+    n = tree.n_leaves
+    out = np.ones(tree.n_edges)
+    for e, mask in enumerate(edge_splits(tree)):
+        if 1 < mask.bit_count() < n - 1:
+            out[e] = supports.get(mask, 0.0)
+    return out

@@ -1,0 +1,94 @@
+"""The rich observation's move and edge features against plain Python recomputations."""
+
+import numpy as np
+import pytest
+
+from phylorl.env.features import AlignmentSignals, feature_sizes, observe
+from phylorl.phylo import enumerate_moves, move_metadata, parse_model, random_tree
+from phylorl.phylo.bootstrap import edge_supports, nj_bootstrap_supports
+from phylorl.phylo.parsimony import spr_parsimony_deltas
+from phylorl.phylo.simulate import dataset_rng, simulate_dataset
+
+
+@pytest.fixture(scope="module")
+def signals_and_tree():
+    alignment = simulate_dataset(11, 300, dataset_rng(2, 0), model=parse_model("JC")).alignment
+    signals = AlignmentSignals.of(alignment, nj_bootstrap_supports(alignment, 20, seed=0))
+    return signals, random_tree(alignment.taxa, np.random.default_rng(5))
+
+
+def side(tree, start, away):
+    """Leaves, total length and longest branch of the subtree at ``start`` seen from ``away``."""
+    leaves, total, longest, stack = 0, 0.0, 0.0, [(start, away)]
+    while stack:
+        v, parent = stack.pop()
+        leaves += v < tree.n_leaves
+        for k, u in enumerate(tree.neighbors[v]):
+            if u >= 0 and u != parent:
+                length = tree.lengths[tree.node_edges[v, k]]
+                total += length
+                longest = max(longest, length)
+                stack.append((int(u), v))
+    return leaves, total, longest
+
+
+def path_length(tree, a, b):
+    stack = [(a, -1, 0.0)]
+    while stack:
+        v, parent, dist = stack.pop()
+        if v == b:
+            return dist
+        for k, u in enumerate(tree.neighbors[v]):
+            if u >= 0 and u != parent:
+                stack.append((int(u), v, dist + tree.lengths[tree.node_edges[v, k]]))
+    raise AssertionError("no path")
+
+
+def test_rich_features_equal_plain_recomputation(signals_and_tree):
+    signals, tree = signals_and_tree
+    moves = enumerate_moves(tree)
+    obs = observe(tree, moves, "rich", signals)
+    node, edge, meta = feature_sizes("rich")
+    assert obs.node_features.shape[1] == node and obs.edge_attr.shape[1] == edge
+    assert obs.action_meta.shape == (len(moves), meta)
+    n, total = tree.n_leaves, tree.lengths.sum()
+    support = edge_supports(tree, signals.supports)
+    distance = move_metadata(tree, moves)[:, 2]
+    deltas, length = spr_parsimony_deltas(tree, moves, signals.tips, signals.weights)
+    edge_of = lambda a, b: tree.edge_between(a, b)  # noqa: E731
+    for i, (p, s, x, y) in enumerate(moves.tolist()):
+        f = obs.action_meta[i].astype(np.float64)
+        joined = sum(tree.lengths[edge_of(p, u)] for u in tree.neighbors[p] if u != s)
+        pruned = side(tree, s, p)
+        beyond = side(tree, y, x)
+        regraft = tree.lengths[edge_of(x, y)]
+        expected = [np.log(tree.lengths[edge_of(p, s)]), np.log(regraft), np.log(joined), distance[i] / 10,
+                    (path_length(tree, p, x) + regraft / 2) / total, pruned[0] / n, beyond[0] / n,
+                    pruned[1] / total, beyond[1] / total, pruned[2] / total, deltas[i] * 100 / length,
+                    min(deltas[i] - deltas.min(), 20) / 5]
+        np.testing.assert_allclose(f[:12], expected, rtol=1e-5, atol=1e-6)
+        assert f[13] == pytest.approx(support[edge_of(p, s)]) and f[14] == pytest.approx(support[edge_of(x, y)])
+    # rank: mean position among the moves sorted by parsimony change, scaled to 0..1
+    rank = obs.action_meta[:, 12].astype(np.float64)
+    position = np.argsort(np.argsort(deltas, kind="stable"), kind="stable")
+    for value in np.unique(deltas):
+        tied = deltas == value
+        assert np.ptp(rank[tied]) == 0.0
+        assert rank[tied][0] == pytest.approx(position[tied].mean() / (len(moves) - 1))
+    np.testing.assert_allclose(obs.edge_attr[0::2, 2], support, atol=1e-7)
+
+
+def test_basic_features_are_the_original_observation(signals_and_tree):
+    signals, tree = signals_and_tree
+    moves = enumerate_moves(tree)
+    obs = observe(tree, moves, "basic", signals)
+    np.testing.assert_array_equal(obs.action_meta, move_metadata(tree, moves))
+    assert obs.edge_attr.shape[1] == 1
+
+
+def test_rich_needs_signals_and_unknown_sets_are_named(signals_and_tree):
+    _, tree = signals_and_tree
+    with pytest.raises(ValueError, match="signals"):
+        observe(tree, enumerate_moves(tree), "rich")
+    with pytest.raises(ValueError, match="fancy"):
+        feature_sizes("fancy")
