@@ -214,6 +214,21 @@ class Learner:
             raise
 
     @classmethod
+    def warm_start(cls, path: str | os.PathLike, agent_cfg: AgentConfig, device: torch.device | str = "cpu",
+                   seed: int = 0) -> "Learner":
+        """A new learner (fresh optimisers, counters at 0, ``agent_cfg``) whose online and target
+        networks and ``alpha`` come from the checkpoint at ``path`` (its network config is kept)."""
+        state = torch.load(os.fspath(path), map_location="cpu", weights_only=True)
+        if not isinstance(state, dict) or state.get("format") != CHECKPOINT_FORMAT:
+            raise ValueError(f"{path}: not a learner checkpoint of format {CHECKPOINT_FORMAT}")
+        learner = cls(NetworkConfig(**state["net_cfg"]), agent_cfg, device, seed=seed)
+        for name in ("q1", "q2", "target1", "target2"):
+            getattr(learner, name).load_state_dict(state[name])
+        with torch.no_grad():
+            learner.log_alpha.copy_(state["log_alpha"])
+        return learner
+
+    @classmethod
     def restore(cls, path: str | os.PathLike, device: torch.device | str = "cpu") -> "Learner":
         """A learner from a checkpoint written by :meth:`save` (loaded with ``weights_only=True``)."""
         state = torch.load(os.fspath(path), map_location="cpu", weights_only=True)

@@ -1,10 +1,10 @@
 """The in-process trainer: environments, an in-memory prioritised replay and the learner in one process.
 
-It assembles the pieces the distributed system uses, without the wiring: :class:`VecTreeEnv` steps
-``n_envs`` environments, :func:`select_actions` picks their moves with the twin online networks (as
-the inference endpoint does, soft policy for exploration), finished episodes become ``n``-step
-transitions (:func:`n_step_transitions`) inserted with the actor's initial priority
-``|R + γ^k V(s_{t+k}) − Q(s_t, a_t)|``, and :meth:`Learner.step` updates on batches drawn from
+It assembles the pieces the distributed system uses, without the wiring: the actor's
+:class:`~phylorl.agent.collector.Collector` steps ``n_envs`` environments, :func:`select_actions`
+picks their moves with the twin online networks (as the inference endpoint does, soft policy for
+exploration), finished episodes become ``n``-step transitions inserted with the actor's initial
+priority ``|R + γ^k V(s_{t+k}) − Q(s_t, a_t)|``, and :meth:`Learner.step` updates on batches drawn from
 :class:`MemoryReplay` and collated by :func:`collate`, sending back ``|δ1| + |δ2|`` as new priorities.
 Acting uses the learner's current networks (no policy lag; the services act with the last
 published snapshot). For tests and debugging; nothing here does I/O.
@@ -12,7 +12,6 @@ published snapshot). For tests and debugging; nothing here does I/O.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import time
 from collections.abc import Callable, Sequence
@@ -26,8 +25,8 @@ from phylorl.agent.batch import collate
 from phylorl.agent.config import AgentConfig
 from phylorl.agent.learner import Learner
 from phylorl.agent.memory_replay import MemoryReplay
-from phylorl.agent.nstep import n_step_transitions
-from phylorl.env import EnvAlignment, EnvConfig, Transition, VecTreeEnv
+from phylorl.agent.collector import Collector
+from phylorl.env import EnvAlignment, EnvConfig, VecTreeEnv
 from phylorl.nets.config import NetworkConfig
 from phylorl.nets.inputs import collate_observations, move_to
 
@@ -102,15 +101,6 @@ class TrainingHistory:
     """:meth:`Learner.step` metrics of every update."""
 
 
-@dataclass
-class _Open:
-    """One environment's unfinished episode: one-step transitions, ``Q(s_t, a_t)`` and ``V(s_t)``."""
-
-    steps: list[Transition] = field(default_factory=list)
-    q: list[float] = field(default_factory=list)
-    v: list[float] = field(default_factory=list)
-
-
 class InProcessTrainer:
     """Collects experience with the current networks and trains them (see module docstring).
 
@@ -131,15 +121,13 @@ class InProcessTrainer:
                              f"{net_cfg.features!r} ones (NetworkConfig.for_features)")
         self.config = trainer_cfg
         self.envs = VecTreeEnv(alignments, trainer_cfg.n_envs, env_cfg, seed=seed)
+        self.collector = Collector(self.envs, trainer_cfg.gamma, trainer_cfg.n_step)
         self.learner = Learner(net_cfg, agent_cfg, trainer_cfg.device, seed=seed)
         self.replay = MemoryReplay(trainer_cfg.replay_capacity, trainer_cfg.replay_alpha, trainer_cfg.replay_beta,
                                    seed=seed)
         self.history = TrainingHistory()
         self._noise = torch.Generator(device=self.learner.device).manual_seed(seed)
         self._fast = agent_cfg.network_path == "fast"
-        self._obs = None
-        self._open = [_Open() for _ in range(trainer_cfg.n_envs)]
-        self._finished: list[_Open] = []  # episodes waiting for V(s_T) in the next call
         self._update_credit = 0.0
 
     def train(self, steps: int, on_progress: Callable[[TrainingHistory], None] | None = None) -> TrainingHistory:
@@ -148,8 +136,6 @@ class InProcessTrainer:
         if steps < 0:
             raise ValueError(f"steps must be >= 0, got {steps}")
         started = time.perf_counter()
-        if self._obs is None:
-            self._obs = self.envs.reset()
         for _ in range(steps):
             self._env_step()
             if len(self.replay) >= self.config.min_replay:
@@ -164,64 +150,26 @@ class InProcessTrainer:
 
     # ---------------------------------------------------------------------------- acting
 
-    def _act(self, observations) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """``(actions, q, v)`` for ``observations``, as the inference endpoint computes them."""
+    def _act(self, observations):
+        """``(actions, q, v, version)`` for ``observations``, as the inference endpoint computes them."""
         learner = self.learner
         learner.q1.eval()
         learner.q2.eval()  # Learner.step puts them back in training mode
         graphs, actions = move_to(collate_observations(observations), learner.device)
         chosen, q, v = select_actions((learner.q1, learner.q2), graphs, actions, learner.alpha,
                                       greedy=self.config.greedy_acting, generator=self._noise, fast=self._fast)
-        return chosen.cpu().numpy(), q.cpu().numpy().astype(np.float64), v.cpu().numpy().astype(np.float64)
+        return (chosen.cpu().numpy(), q.cpu().numpy().astype(np.float64), v.cpu().numpy().astype(np.float64),
+                learner.weights_version)
 
     def _env_step(self) -> None:
-        cfg = self.config
-        k = len(self._obs)
-        finished, self._finished = self._finished, []
-        extras = [episode.steps[-1].next_obs for episode in finished]
-        actions, q, v = self._act(list(self._obs) + extras)
-        for j, episode in enumerate(finished):
-            self._emit(episode, float(v[k + j]))
-        result = self.envs.step(actions[:k])
-        self.history.env_steps += k
-        version = self.learner.weights_version
-        for i in range(k):
-            episode = self._open[i]
-            episode.steps.append(Transition(self._obs[i], int(actions[i]), float(result.rewards[i]),
-                                            result.next_obs[i], bool(result.terminal[i]),
-                                            bool(result.truncated[i]), cfg.gamma, policy_version=version))
-            episode.q.append(float(q[i]))
-            episode.v.append(float(v[i]))
-            if result.terminal[i] or result.truncated[i]:
-                info = result.infos[i]
-                self.history.episode_delta_loglik.append(float(info["episode_delta_loglik"]))
-                self.history.episode_return.append(float(sum(t.reward for t in episode.steps)))
-                if result.terminal[i]:
-                    self._emit(episode, 0.0)
-                else:
-                    self._finished.append(episode)
-                self._open[i] = _Open()
-        self._obs = result.obs
-
-    def _emit(self, episode: _Open, final_value: float) -> None:
-        """Insert ``episode``'s ``n``-step transitions with the actor's initial priorities.
-
-        ``episode.v[t]`` is ``V(s_t)`` from the call that acted on ``s_t``; ``final_value`` is
-        ``V(s_T)`` of the state the episode ended in (0 for a true terminal).
-        """
-        n, steps = self.config.n_step, episode.steps
-        values = episode.v + [final_value]
-        transitions = n_step_transitions(steps, n)
-        priorities = np.empty(len(transitions))
-        out = []
-        for t, transition in enumerate(transitions):
-            end = min(t + n, len(steps))
-            next_v = 0.0 if transition.terminal else values[end]
-            priorities[t] = abs(transition.reward + transition.discount * next_v - episode.q[t])
-            out.append(dataclasses.replace(transition, policy_version=steps[t].policy_version))
-        for start in range(0, len(out), self.replay.capacity):
+        out = self.collector.step(self._act)
+        self.history.env_steps += out.env_steps
+        for info in out.episodes:
+            self.history.episode_delta_loglik.append(float(info["episode_delta_loglik"]))
+            self.history.episode_return.append(info["episode_return"])
+        for start in range(0, len(out.transitions), self.replay.capacity):
             chunk = slice(start, start + self.replay.capacity)
-            self.replay.insert(out[chunk], priorities[chunk])
+            self.replay.insert(out.transitions[chunk], out.priorities[chunk])
 
     # ---------------------------------------------------------------------------- learning
 

@@ -27,6 +27,10 @@ def add_arguments(p) -> None:
     p.add_argument("--run-dir", help="run directory (default runs/<date-time>)")
     p.add_argument("--model", help="model string (default GTR+F+G4, parameters estimated per alignment)")
     p.add_argument("--device", help="learner device: cpu, cuda or auto (default)")
+    p.add_argument("--features", choices=("rich", "basic"), help="observation feature set (default rich)")
+    p.add_argument("--init-checkpoint", help="warm start: a learner checkpoint (phylorl warmstart) to start from")
+    p.add_argument("--hidden", type=int, help="network width (default 64; ignored with --init-checkpoint)")
+    p.add_argument("--horizon", type=int, help="steps per episode (default 10)")
     p.add_argument("--seed", type=int)
     p.add_argument("--no-report", action="store_true", help="skip the PNG report at the end")
 
@@ -46,7 +50,8 @@ def build_config(args):
         if unknown:
             raise ValueError(f"{args.config}: unknown fields {unknown}; known: {sorted(known)}")
         values.update(loaded)
-    for name in ("actors", "envs_per_actor", "alignments", "updates", "minutes", "run_dir", "model", "device", "seed"):
+    for name in ("actors", "envs_per_actor", "alignments", "updates", "minutes", "run_dir", "model", "device", "seed",
+                 "features", "init_checkpoint", "hidden", "horizon"):
         value = getattr(args, name)
         if value is not None:
             values[name] = value
@@ -63,6 +68,10 @@ def run(args) -> int:
     from services.launcher.run import run_local
 
     config = build_config(args)
+    if config.init_checkpoint:
+        from phylorl.agent.policy import AgentPolicy
+
+        AgentPolicy.from_checkpoint(config.init_checkpoint)  # fail fast on a missing or foreign file
     run_dir = Path(config.run_dir or f"runs/{time.strftime('%Y%m%d-%H%M%S')}")
     if config.alignments:
         from phylorl.env.corpus import load_corpus

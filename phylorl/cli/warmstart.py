@@ -33,6 +33,7 @@ def add_arguments(p) -> None:
     p.add_argument("--gat-layers", type=int, default=3, help="GAT layers (default: 3)")
     p.add_argument("--epochs", type=int, default=8, help="passes over the states (default: 8)")
     p.add_argument("--lr", type=float, default=1e-3, help="Adam learning rate (default: 1e-3)")
+    p.add_argument("--batch-states", type=int, default=16, help="states per gradient step (default: 16)")
     p.add_argument("--explore", type=float, default=0.25, help="probability of a random behaviour move")
     p.add_argument("--behaviour", default=None, help="checkpoint whose greedy moves drive the episodes (DAgger)")
     p.add_argument("--device", default="auto", help="cpu, cuda or auto (default)")
@@ -93,8 +94,13 @@ def run(args) -> int:
         ("cpu" if args.device == "auto" else args.device)
     corpus = load_corpus(args.alignments)
     paths = [str(e.path) for e in corpus.entries]
-    cfg = WarmStartConfig(epochs=args.epochs, lr=args.lr, explore=args.explore)
+    cfg = WarmStartConfig(epochs=args.epochs, lr=args.lr, explore=args.explore, batch_states=args.batch_states)
     cache_dir = args.cache_dir or default_cache_dir()
+    # compile the kernels once here (the forked workers inherit them) and fail early on a bad corpus
+    threads = torch.get_num_threads()
+    _init_worker(args.model, args.features, cache_dir, args.behaviour)
+    _episode(paths[0], 10**9, WarmStartConfig(steps_factor=0.01))
+    torch.set_num_threads(threads)
     states: list = []
     started = time.perf_counter()
     deadline = started + 60 * args.minutes

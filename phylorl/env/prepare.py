@@ -73,6 +73,10 @@ class PreparationCache:
     def __init__(self, directory: str | os.PathLike):
         self.directory = Path(directory)
 
+    def has(self, alignment, model: str = "GTR+F+G4") -> bool:
+        """Whether ``alignment`` under ``model`` is already prepared here."""
+        return self._path(alignment, model).exists()
+
     def _path(self, alignment, model: str) -> Path:
         key = f"{alignment.content_hash()}|{model}|{PREPARATION_VERSION}"
         return self.directory / f"{hashlib.sha256(key.encode()).hexdigest()[:32]}.json"
@@ -91,3 +95,40 @@ class PreparationCache:
             json.dump(asdict(prepared), fh)
         os.replace(tmp, path)
         return prepared
+
+
+def _prepare_one(job: tuple[str, str, str]) -> str:
+    from phylorl.phylo import load_alignment
+
+    path, model, directory = job
+    PreparationCache(directory).get(load_alignment(path), model)
+    return path
+
+
+def prepare_corpus(paths, model: str, directory: str | os.PathLike, threads: int = 1, on_done=None) -> None:
+    """Prepare every alignment file in ``paths`` into the cache at ``directory``, ``threads`` at a
+    time (processes), so that every later reader (each actor, each evaluation) finds it cached.
+
+    ``on_done(path, done, total)`` is called after each one.
+    """
+    paths = [str(p) for p in paths]
+    cache = PreparationCache(directory)
+    from phylorl.phylo import load_alignment
+
+    todo = [p for p in paths if not cache.has(load_alignment(p), model)]
+    done = len(paths) - len(todo)
+    jobs = [(p, model, str(directory)) for p in todo]
+    if threads <= 1 or len(jobs) <= 1:
+        results = map(_prepare_one, jobs)
+    else:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        pool = ProcessPoolExecutor(threads, mp_context=multiprocessing.get_context("fork"))
+        results = pool.map(_prepare_one, jobs)
+    for path in results:
+        done += 1
+        if on_done is not None:
+            on_done(path, done, len(paths))
+    if threads > 1 and len(jobs) > 1:
+        pool.shutdown()

@@ -38,7 +38,7 @@ def build_envs(config: ActorConfig) -> VecTreeEnv:
                  entry.alignment.n_taxa, prepared.model, prepared.nj_loglik)
         entries.append(EnvAlignment.build(entry.alignment, prepared, str(entry.path)))
     env_config = EnvConfig(horizon=config.horizon, start=config.start, reward_scale=config.reward_scale,
-                           radius=config.radius)
+                           radius=config.radius, features=config.features)
     return VecTreeEnv(entries, config.envs, env_config, seed=config.seed)
 
 

@@ -1,11 +1,9 @@
 """The actor loop: K environments, one batched inference call per step, transitions to replay.
 
 Each step sends the K current states to the learner's inference endpoint and gets back a move, its
-``Q(s, a)`` and ``V(s)`` per state. A transition's initial priority ``|r + γ V(s') − Q(s, a)|``
-needs ``V(s')``, which the next call returns: transitions wait one step in ``pending``. When an
-episode was truncated, ``s'`` is not the next state acted on (a new episode started), so ``s'``
-rides along in the next call as an extra observation whose move is ignored. Terminal transitions
-need no ``V(s')``.
+``Q(s, a)`` and ``V(s)`` per state; :class:`~phylorl.agent.collector.Collector` (the same code the
+in-process run uses) steps the environments and turns finished episodes into n-step transitions
+with their initial priorities.
 
 Failures of the learner or the replay service are retried with exponential backoff; transitions
 wait in a bounded local buffer (oldest dropped, counted) while replay is away.
@@ -18,11 +16,11 @@ import logging
 import threading
 import time
 import uuid
-from dataclasses import dataclass, replace
 
 import grpc
 import numpy as np
 
+from phylorl.agent.collector import Collector
 from phylorl.env import Transition, VecTreeEnv
 from phylorl.wire import codec, record
 from phylorl.wire.v1 import inference_pb2, inference_pb2_grpc
@@ -34,15 +32,6 @@ log = logging.getLogger("phylorl.actor")
 RETRYABLE = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.DEADLINE_EXCEEDED,
              grpc.StatusCode.ABORTED, grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.INTERNAL,
              grpc.StatusCode.UNKNOWN, grpc.StatusCode.CANCELLED}
-
-
-@dataclass
-class Pending:
-    """A transition waiting for ``V(s')``; ``extra`` is its slot among the extra observations, or -1."""
-
-    transition: Transition
-    q: float
-    extra: int = -1
 
 
 class Actor:
@@ -117,54 +106,37 @@ class Actor:
         self.outbox.append((record.encode_transition(transition), float(priority)))
 
     # ---------------------------------------------------------------- loop
+    def _act_fn(self, observations):
+        """The collector's ``act``: one batched inference call (``None`` when stopping)."""
+        response = self._act(observations)
+        if response is None:
+            return None
+        self.weights_version = int(response.weights_version)
+        metrics.WEIGHTS_VERSION.set(self.weights_version)
+        return (codec.ndarray_from_proto(response.actions), codec.ndarray_from_proto(response.q),
+                codec.ndarray_from_proto(response.v), self.weights_version)
+
     def run(self) -> None:
         cfg = self.config
-        started = time.perf_counter()
-        obs = self.envs.reset()
-        metrics.ENV_RESET_SECONDS.observe((time.perf_counter() - started) / len(obs))
-        pending: list[Pending | None] = [None] * len(obs)
-        extras: list = []
+        collector = Collector(self.envs, cfg.gamma, cfg.n_step)
         while not self.stop.is_set():
-            response = self._act(list(obs) + extras)
-            if response is None:
+            first = collector.obs is None
+            out = collector.step(self._act_fn)
+            if first:
+                metrics.ENV_RESET_SECONDS.observe(collector.reset_seconds)
+            if out is None:
                 break
-            actions = codec.ndarray_from_proto(response.actions)
-            q = codec.ndarray_from_proto(response.q)
-            v = codec.ndarray_from_proto(response.v)
-            self.weights_version = int(response.weights_version)
-            metrics.WEIGHTS_VERSION.set(self.weights_version)
-            k = len(obs)
-            for i, item in enumerate(pending):
-                if item is None:
-                    continue
-                t = item.transition
-                if t.terminal:
-                    next_v = 0.0
-                else:
-                    next_v = float(v[k + item.extra] if item.extra >= 0 else v[i])
-                self._enqueue(t, abs(t.reward + t.discount * next_v - item.q))
-            t0 = time.perf_counter()
-            result = self.envs.step(actions[:k])
-            metrics.ENV_STEP_SECONDS.observe((time.perf_counter() - t0) / k)
-            metrics.ENV_STEPS.inc(k)
+            metrics.ENV_STEP_SECONDS.observe(out.step_seconds / out.env_steps)
+            metrics.ENV_STEPS.inc(out.env_steps)
             self.steps += 1
-            extras = []
-            for i in range(k):
-                transition = Transition(obs[i], int(actions[i]), float(result.rewards[i]), result.next_obs[i],
-                                        bool(result.terminal[i]), bool(result.truncated[i]), cfg.gamma,
-                                        policy_version=self.weights_version)
-                item = Pending(transition, float(q[i]))
-                if result.truncated[i] and not result.terminal[i]:
-                    item = replace(item, extra=len(extras))
-                    extras.append(result.next_obs[i])
-                if result.terminal[i] or result.truncated[i]:
-                    self.episodes += 1
-                    metrics.EPISODES.inc()
-                    metrics.EPISODE_DELTA_LOGLIK.observe(result.infos[i]["episode_delta_loglik"])
-                    metrics.EPISODE_DELTA_CUMULATIVE.inc(result.infos[i]["episode_delta_loglik"])
-                    metrics.ENV_RESET_SECONDS.observe(result.infos[i]["reset_seconds"])
-                pending[i] = item
-            obs = result.obs
+            for info in out.episodes:
+                self.episodes += 1
+                metrics.EPISODES.inc()
+                metrics.EPISODE_DELTA_LOGLIK.observe(info["episode_delta_loglik"])
+                metrics.EPISODE_DELTA_CUMULATIVE.inc(info["episode_delta_loglik"])
+                metrics.ENV_RESET_SECONDS.observe(info["reset_seconds"])
+            for transition, priority in zip(out.transitions, out.priorities):
+                self._enqueue(transition, priority)
             self._flush()
             if cfg.max_steps and self.steps >= cfg.max_steps:
                 break

@@ -26,7 +26,10 @@ class ActorConfig:
     start: str = doc("Start trees: random or nj.", "random")
     reward_scale: float = doc("Reward = ΔlogL / |logL(NJ)| × reward_scale.", 100.0)
     radius: int | None = doc("Largest SPR radius (None: all moves).", None)
-    gamma: float = doc("Discount stored with each transition (used for initial priorities too).", 0.99)
+    features: str = doc("Observation feature set: rich (move geometry, parsimony change, split support) or basic "
+                        "(the original); must match the learner's.", "rich")
+    gamma: float = doc("Discount per environment step (stored with each transition; initial priorities too).", 0.9)
+    n_step: int = doc("Steps per transition's return (gamma**k discount on the bootstrap, k <= n_step).", 1)
     greedy: bool = doc("Ask for greedy actions instead of samples of the soft policy.", False)
     send_batch: int = doc("Transitions per Insert call to the replay service.", 16)
     buffer_capacity: int = doc("Most transitions kept locally while the replay service is away (oldest dropped).", 5000)
@@ -41,12 +44,16 @@ class ActorConfig:
         problems = []
         if not self.alignments:
             problems.append("alignments is required (a directory or comma-separated files)")
+        if self.n_step < 1:
+            problems.append(f"n_step must be >= 1, got {self.n_step}")
         if self.envs < 1:
             problems.append(f"envs must be >= 1, got {self.envs}")
         if self.send_batch < 1 or self.buffer_capacity < self.send_batch:
             problems.append(f"need 1 <= send_batch <= buffer_capacity, got {self.send_batch}, {self.buffer_capacity}")
         if not 0.0 <= self.gamma <= 1.0:
             problems.append(f"gamma must lie in [0, 1], got {self.gamma}")
+        if self.features not in ("rich", "basic"):
+            problems.append(f"features must be rich or basic, got {self.features!r}")
         if self.start not in ("random", "nj"):
             problems.append(f"start must be random or nj, got {self.start!r}")
         if problems:

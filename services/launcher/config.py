@@ -39,6 +39,10 @@ class TrainConfig:
     """Replay's sampled-to-inserted ratio (rate limiter; 0 = none)."""
     publish_every: int = 10
     """Publish weights to the actors every this many updates."""
+    features: str = "rich"
+    """Observation feature set of actors and learner: rich or basic (the original)."""
+    init_checkpoint: str = ""
+    """Warm start: the learner starts from this checkpoint's networks (e.g. from phylorl warmstart)."""
     device: str = "auto"
     """Learner device: cpu, cuda or auto."""
     seed: int = 0
@@ -63,5 +67,7 @@ class TrainConfig:
             raise ValueError("actors and envs_per_actor must be >= 1")
         if self.updates < 0 or self.minutes < 0:
             raise ValueError("updates and minutes must be >= 0")
+        if self.features not in ("rich", "basic"):
+            raise ValueError(f"features must be rich or basic, got {self.features!r}")
         if self.updates == 0 and self.minutes == 0:
             raise ValueError("give --updates or --minutes (or both): the run needs an end")

@@ -15,6 +15,7 @@ Run directory: ``config.json``, ``logs/<service>.log``, ``redis/`` (AOF), ``chec
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 from dataclasses import asdict
@@ -38,12 +39,29 @@ def simulate_corpus(config: TrainConfig, run_dir: Path) -> str:
     return str(out)
 
 
+def prepare_shared_cache(config: TrainConfig, alignments: str, run_dir: Path) -> None:
+    """Prepare the corpus once, in parallel, into the cache every actor reads (``run_dir/cache``)."""
+    from phylorl.env.corpus import corpus_files
+    from phylorl.env.prepare import prepare_corpus
+
+    log_path = run_dir / "logs" / "prepare.log"
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(log_path, "a") as log:
+        def done(path, count, total):
+            log.write(f"prepared {path} ({count}/{total})\n")
+            log.flush()
+
+        prepare_corpus(corpus_files(alignments.split(",")), config.model, run_dir / "cache",
+                       threads=os.cpu_count() or 1, on_done=done)
+
+
 def run_local(config: TrainConfig, run_dir: Path, on_progress: Callable[[dict], None] | None = None,
               stop: threading.Event | None = None) -> dict:
     stop = stop or threading.Event()
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "config.json").write_text(json.dumps(asdict(config), indent=2) + "\n")
     alignments = config.alignments or simulate_corpus(config, run_dir)
+    prepare_shared_cache(config, alignments, run_dir)
     sup = Supervisor(run_dir)
     started = time.monotonic()
     reason = "unknown"
@@ -63,7 +81,7 @@ def run_local(config: TrainConfig, run_dir: Path, on_progress: Callable[[dict], 
             "replay_address": f"127.0.0.1:{replay_port}", "redis_url": redis_url, "run_dir": str(run_dir),
             "device": config.device, "batch_size": config.batch_size, "hidden": config.hidden,
             "updates": config.updates, "publish_every": config.publish_every, "seed": config.seed,
-            **config.learner}), run_dir / "logs" / "learner.log", learner_metrics, learner_port))
+            "features": config.features, "init_checkpoint": config.init_checkpoint, **config.learner}), run_dir / "logs" / "learner.log", learner_metrics, learner_port))
         sup.wait_serving(learner)
         actor_ports = []
         for i in range(config.actors):
@@ -73,7 +91,8 @@ def run_local(config: TrainConfig, run_dir: Path, on_progress: Callable[[dict], 
                 "learner_address": f"127.0.0.1:{learner_port}", "replay_address": f"127.0.0.1:{replay_port}",
                 "metrics_port": port, "alignments": alignments, "model": config.model,
                 "cache_dir": str(run_dir / "cache"), "envs": config.envs_per_actor, "horizon": config.horizon,
-                "seed": config.seed + 1000 * i, "actor_id": f"actor-{i}", **config.actor}),
+                "seed": config.seed + 1000 * i, "actor_id": f"actor-{i}", "features": config.features,
+                **config.actor}),
                 run_dir / "logs" / f"actor-{i}.log", port))
         previous = snapshot(time.monotonic() - started, learner_metrics, replay_metrics, actor_ports)
         with open(run_dir / "metrics.jsonl", "a") as series:

@@ -40,6 +40,10 @@ class LearnerConfig:
     inference_max_batch: int = doc("Most observations in one network call of the inference endpoint.", 64)
     inference_max_delay_ms: float = doc("Longest wait for more requests before a partial batch is run (ms).", 2.0)
     inference_queue: int = doc("Requests waiting for the network at most; beyond it: RESOURCE_EXHAUSTED.", 256)
+    features: str = doc("Observation feature set the network reads: rich (move geometry, parsimony change, split "
+                        "support) or basic (the original); the actors must send the same.", "rich")
+    init_checkpoint: str = doc("Warm start: a learner checkpoint (e.g. from phylorl warmstart) whose networks and "
+                               "alpha start this run when the run directory has no checkpoint of its own.", "")
     hidden: int = doc("Width of node embeddings, action embeddings and the Q head.", 256)
     gat_layers: int = doc("Number of GAT layers.", 3)
     action_features: str = doc("Action encoding: gather (node embeddings of p,s,x,y) or indices (original).",
@@ -60,6 +64,8 @@ class LearnerConfig:
             problems.append("inference_max_batch and inference_queue must be >= 1, inference_max_delay_ms >= 0")
         if self.action_features not in ("gather", "indices"):
             problems.append(f"action_features must be gather or indices, got {self.action_features!r}")
+        if self.features not in ("rich", "basic"):
+            problems.append(f"features must be rich or basic, got {self.features!r}")
         if self.keep_checkpoints < 1:
             problems.append("keep_checkpoints must be >= 1")
         if problems:

@@ -1,0 +1,114 @@
+"""Experience collection, shared by the actor service and the in-process run.
+
+:class:`Collector` steps ``K`` environments with one batched action choice per step (``act``: the
+inference endpoint in an actor, the learner's own networks in-process) and turns finished episodes
+into ``n``-step transitions with the initial priority ``|R + γ^k V(s_{t+k}) − Q(s_t, a_t)|``.
+
+``V(s)`` comes from the call that acts on ``s``. A truncated episode's last state is never acted on
+(the environment has started a new episode), so it rides along in the next call as an extra
+observation whose chosen move is ignored; a terminal one needs no value. Transitions keep the
+weights version that chose their action (the learner reports the policy lag from it).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from phylorl.agent.nstep import n_step_transitions
+from phylorl.env.observation import Observation, Transition
+
+Act = Callable[[Sequence[Observation]], "tuple[np.ndarray, np.ndarray, np.ndarray, int] | None"]
+"""``act(observations) -> (actions, q, v, weights_version)`` for every observation, or ``None`` to stop."""
+
+
+@dataclass
+class _Episode:
+    steps: list[Transition] = field(default_factory=list)
+    q: list[float] = field(default_factory=list)
+    v: list[float] = field(default_factory=list)
+
+
+@dataclass
+class Collected:
+    """What one :meth:`Collector.step` produced."""
+
+    transitions: list[Transition]
+    """``n``-step transitions of the episodes completed (their last value known) in this call."""
+    priorities: np.ndarray
+    """Initial priority of each transition."""
+    episodes: list[dict]
+    """Step info of every episode that ended in this step (``episode_delta_loglik``, ``episode_return``,
+    ``reset_seconds``, ...)."""
+    env_steps: int
+    """Environment steps taken (one per environment)."""
+    step_seconds: float
+    """Wall time of stepping the environments."""
+    weights_version: int
+    """Version of the weights that chose this step's moves."""
+
+
+class Collector:
+    """Steps ``envs`` with ``act`` and emits ``n_step`` transitions (see module docstring)."""
+
+    def __init__(self, envs, gamma: float, n_step: int = 1):
+        if not 0.0 <= gamma <= 1.0 or n_step < 1:
+            raise ValueError(f"need 0 <= gamma <= 1 and n_step >= 1, got {gamma}, {n_step}")
+        self.envs = envs
+        self.gamma = gamma
+        self.n_step = n_step
+        self.obs: list[Observation] | None = None
+        self.reset_seconds = 0.0
+        self._open = [_Episode() for _ in range(len(envs))]
+        self._waiting: list[_Episode] = []  # truncated episodes waiting for V(s_T)
+
+    def step(self, act: Act) -> Collected | None:
+        """One batched action choice and one step of every environment; ``None`` when ``act`` stops."""
+        if self.obs is None:
+            started = time.perf_counter()
+            self.obs = list(self.envs.reset())
+            self.reset_seconds = (time.perf_counter() - started) / len(self.obs)
+        k = len(self.obs)
+        waiting, self._waiting = self._waiting, []
+        answer = act(self.obs + [episode.steps[-1].next_obs for episode in waiting])
+        if answer is None:
+            self._waiting = waiting
+            return None
+        actions, q, v, version = answer
+        transitions: list[Transition] = []
+        priorities: list[float] = []
+        for j, episode in enumerate(waiting):
+            self._emit(episode, float(v[k + j]), transitions, priorities)
+        started = time.perf_counter()
+        result = self.envs.step(np.asarray(actions[:k], dtype=np.int64))
+        seconds = time.perf_counter() - started
+        ended = []
+        for i in range(k):
+            episode = self._open[i]
+            episode.steps.append(Transition(self.obs[i], int(actions[i]), float(result.rewards[i]), result.next_obs[i],
+                                            bool(result.terminal[i]), bool(result.truncated[i]), self.gamma,
+                                            policy_version=int(version)))
+            episode.q.append(float(q[i]))
+            episode.v.append(float(v[i]))
+            if result.terminal[i] or result.truncated[i]:
+                ended.append({**result.infos[i], "episode_return": float(sum(t.reward for t in episode.steps))})
+                if result.terminal[i]:
+                    self._emit(episode, 0.0, transitions, priorities)
+                else:
+                    self._waiting.append(episode)
+                self._open[i] = _Episode()
+        self.obs = list(result.obs)
+        return Collected(transitions, np.asarray(priorities, dtype=np.float64), ended, k, seconds, int(version))
+
+    def _emit(self, episode: _Episode, final_value: float, out: list[Transition], priorities: list[float]) -> None:
+        steps, n = episode.steps, self.n_step
+        values = episode.v + [final_value]
+        for t, transition in enumerate(n_step_transitions(steps, n)):
+            end = min(t + n, len(steps))
+            next_v = 0.0 if transition.terminal else values[end]
+            priorities.append(abs(transition.reward + transition.discount * next_v - episode.q[t]))
+            out.append(dataclasses.replace(transition, policy_version=steps[t].policy_version))

@@ -1,0 +1,68 @@
+"""The Collector (the actor's and the in-process run's experience loop) on real environments."""
+
+import numpy as np
+import pytest
+
+from phylorl.agent.collector import Collector
+from phylorl.env import EnvAlignment, EnvConfig, VecTreeEnv, prepare_alignment
+from phylorl.phylo import parse_model
+from phylorl.phylo.simulate import dataset_rng, simulate_dataset
+
+
+@pytest.fixture(scope="module")
+def entry():
+    data = simulate_dataset(7, 200, dataset_rng(9, 0), model=parse_model("JC"))
+    return EnvAlignment.build(data.alignment, prepare_alignment(data.alignment, "JC"), "sim")
+
+
+class ScriptedAct:
+    """Move 0 for every state; Q = 0.1 × call number, V = the observation's number of moves / 100."""
+
+    def __init__(self):
+        self.calls = []
+
+    def __call__(self, observations):
+        self.calls.append(list(observations))
+        n = len(observations)
+        v = np.array([o.n_actions / 100.0 for o in observations])
+        return np.zeros(n, np.int64), np.full(n, 0.1 * len(self.calls)), v, len(self.calls)
+
+
+@pytest.mark.parametrize("n_step", [1, 3])
+def test_truncated_episodes_become_n_step_transitions_with_bootstrap_priorities(entry, n_step):
+    horizon, k, gamma = 4, 2, 0.9
+    envs = VecTreeEnv([entry], k, EnvConfig(horizon=horizon, features="basic"), seed=0)
+    collector = Collector(envs, gamma, n_step)
+    act = ScriptedAct()
+    outs = [collector.step(act) for _ in range(horizon + 1)]
+    # nothing is emitted before an episode's last value is known: the call after the last step
+    assert all(not o.transitions for o in outs[:horizon])
+    assert [len(o.episodes) for o in outs] == [0, 0, 0, k, 0]
+    last = outs[horizon]
+    assert len(last.transitions) == k * horizon and last.priorities.shape == (k * horizon,)
+    # the truncated episodes' last states rode along as extra observations in that call
+    assert len(act.calls[horizon]) == 2 * k
+    for env_index in range(k):
+        steps = last.transitions[env_index * horizon:(env_index + 1) * horizon]
+        priorities = last.priorities[env_index * horizon:(env_index + 1) * horizon]
+        for t, (transition, priority) in enumerate(zip(steps, priorities)):
+            span = min(n_step, horizon - t)
+            assert transition.discount == pytest.approx(gamma ** span)
+            assert transition.policy_version == t + 1  # the weights version of the call that chose it
+            end = t + span
+            if end < horizon:
+                next_v = act.calls[end][env_index].n_actions / 100.0
+            else:
+                next_v = act.calls[horizon][k + env_index].n_actions / 100.0
+            q = 0.1 * (t + 1)
+            assert priority == pytest.approx(abs(transition.reward + transition.discount * next_v - q))
+            assert transition.truncated == (end == horizon) and not transition.terminal
+
+
+def test_stopping_act_returns_none_and_keeps_waiting_episodes(entry):
+    envs = VecTreeEnv([entry], 1, EnvConfig(horizon=1, features="basic"), seed=1)
+    collector = Collector(envs, 0.5)
+    assert collector.step(ScriptedAct()).episodes  # one-step episode ended, its value still unknown
+    assert collector.step(lambda obs: None) is None
+    out = collector.step(ScriptedAct())
+    assert len(out.transitions) == 1
