@@ -132,7 +132,7 @@ def fit(learner, states: list[LabelledState], cfg: WarmStartConfig, seed: int = 
             for net in (learner.q1, learner.q2):
                 loss, mse, ce = _loss(net, graphs, actions, labels, cfg.temperature, cfg.rank_weight)
                 total = total + loss
-                parts += (float(mse), float(ce))
+                parts += (float(mse.detach()), float(ce.detach()))
             optimizer.zero_grad(set_to_none=True)
             total.backward()
             torch.nn.utils.clip_grad_norm_(params, 10.0)

@@ -24,7 +24,11 @@ _WORKER: dict = {}
 def add_arguments(p) -> None:
     p.add_argument("--alignments", required=True, nargs="+", help="training alignments: files and/or directories")
     p.add_argument("--out", required=True, help="checkpoint file to write")
-    p.add_argument("--minutes", type=float, default=5.0, help="time spent collecting labelled states (default: 5)")
+    p.add_argument("--minutes", type=float, default=5.0,
+                   help="time spent collecting labelled states, per round (default: 5)")
+    p.add_argument("--rounds", type=int, default=1,
+                   help="collect-and-fit rounds; rounds after the first follow the agent fitted so far (DAgger) "
+                        "and refit on all states (default: 1)")
     p.add_argument("--max-states", type=int, default=0, help="stop collecting after this many states (0: no limit)")
     p.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="labelling processes (default: all cores)")
     p.add_argument("--model", default="GTR+F+G4", help="model string (default: GTR+F+G4)")
@@ -67,14 +71,49 @@ def _episode(path: str, seed: int, cfg) -> list:
     return label_episode(entries[path], env_cfg, cfg, seed, _WORKER["policy"])
 
 
+def _collect(args, paths, cfg, cache_dir, behaviour, task, have):
+    """Label episodes in ``args.threads`` processes for ``args.minutes``: ``(states, next task id)``."""
+    import numpy as np
+
+    states: list = []
+    started = time.perf_counter()
+    deadline = started + 60 * args.minutes
+    context = __import__("multiprocessing").get_context("fork")
+    with ProcessPoolExecutor(args.threads, mp_context=context, initializer=_init_worker,
+                             initargs=(args.model, args.features, cache_dir, behaviour)) as pool:
+        rng = np.random.default_rng([args.seed, task])
+        pending = set()
+
+        def submit():
+            nonlocal task
+            path = paths[int(rng.integers(len(paths)))]
+            pending.add(pool.submit(_episode, path, args.seed * 1_000_003 + task, cfg))
+            task += 1
+
+        for _ in range(2 * args.threads):
+            submit()
+        while pending:
+            done, pending = wait(pending, timeout=5.0, return_when=FIRST_COMPLETED)
+            for future in done:
+                states.extend(future.result())
+            full = args.max_states and have + len(states) >= args.max_states
+            if time.perf_counter() < deadline and not full:
+                while len(pending) < 2 * args.threads:
+                    submit()
+            print(f"\rwarmstart: {have + len(states)} labelled states, {time.perf_counter() - started:.0f} s",
+                  end="", file=sys.stderr, flush=True)
+    print(file=sys.stderr)
+    return states, task
+
+
 def run(args) -> int:
     from phylorl.cli import CliError
     from phylorl.cli.search import default_cache_dir
     from phylorl.env.corpus import load_corpus
     from phylorl.phylo import parse_model
 
-    if args.minutes <= 0 or args.threads < 1 or args.epochs < 1 or args.hidden < 4:
-        raise CliError("--minutes must be > 0, --threads and --epochs >= 1, --hidden >= 4")
+    if args.minutes <= 0 or args.threads < 1 or args.epochs < 1 or args.hidden < 4 or args.rounds < 1:
+        raise CliError("--minutes must be > 0, --threads, --epochs and --rounds >= 1, --hidden >= 4")
     parse_model(args.model)
     out = Path(args.out)
     if out.parent and not out.parent.exists():
@@ -101,55 +140,38 @@ def run(args) -> int:
     _init_worker(args.model, args.features, cache_dir, args.behaviour)
     _episode(paths[0], 10**9, WarmStartConfig(steps_factor=0.01))
     torch.set_num_threads(threads)
-    states: list = []
-    started = time.perf_counter()
-    deadline = started + 60 * args.minutes
-    context = __import__("multiprocessing").get_context("fork")
-    with ProcessPoolExecutor(args.threads, mp_context=context, initializer=_init_worker,
-                             initargs=(args.model, args.features, cache_dir, args.behaviour)) as pool:
-        rng = __import__("numpy").random.default_rng(args.seed)
-        pending, task = set(), 0
-
-        def submit():
-            nonlocal task
-            path = paths[int(rng.integers(len(paths)))]
-            pending.add(pool.submit(_episode, path, args.seed * 1_000_003 + task, cfg))
-            task += 1
-
-        for _ in range(2 * args.threads):
-            submit()
-        while pending:
-            done, pending = wait(pending, timeout=5.0, return_when=FIRST_COMPLETED)
-            for future in done:
-                states.extend(future.result())
-            full = args.max_states and len(states) >= args.max_states
-            if time.perf_counter() < deadline and not full:
-                while len(pending) < 2 * args.threads:
-                    submit()
-            print(f"\rwarmstart: {len(states)} labelled states, {task - len(pending)} episodes, "
-                  f"{time.perf_counter() - started:.0f} s", end="", file=sys.stderr, flush=True)
-    print(file=sys.stderr)
-    collect_seconds = time.perf_counter() - started
-    if not states:
-        raise CliError("no labelled state was collected: give more --minutes")
-    holdout = states[::20]
-    train = [s for i, s in enumerate(states) if i % 20]
     torch.manual_seed(args.seed)
     net_cfg = NetworkConfig.for_features(args.features, hidden=args.hidden, action_hidden=args.hidden,
                                          head_hidden=args.hidden, gat_layers=args.gat_layers)
     learner = Learner(net_cfg, AgentConfig(), device, seed=args.seed)
-    fit_started = time.perf_counter()
-    history = fit(learner, train, cfg, seed=args.seed,
-                  on_epoch=lambda r: print(f"warmstart: epoch {r['epoch']} loss {r['loss']:.4f} "
-                                           f"(mse {r['mse']:.5f}, ce {r['ce']:.4f})", file=sys.stderr))
-    learner.save(out)
-    result = {"checkpoint": str(out), "states": len(states), "episodes": task,
-              "collect_seconds": collect_seconds, "fit_seconds": time.perf_counter() - fit_started,
-              "holdout_top1": top1_agreement(learner, holdout), "history": history,
-              "network": net_cfg.__dict__, "device": str(device), "alignments": len(paths)}
+    states: list = []
+    rounds, behaviour, task = [], args.behaviour, 0
+    for round_index in range(args.rounds):
+        started = time.perf_counter()
+        fresh, task = _collect(args, paths, cfg, cache_dir, behaviour, task, len(states))
+        states += fresh
+        collect_seconds = time.perf_counter() - started
+        if not states:
+            raise CliError("no labelled state was collected: give more --minutes")
+        holdout = states[::20]
+        train = [s for i, s in enumerate(states) if i % 20]
+        fit_started = time.perf_counter()
+        history = fit(learner, train, cfg, seed=args.seed + round_index,
+                      on_epoch=lambda r: print(f"warmstart: epoch {r['epoch']} loss {r['loss']:.4f} "
+                                               f"(mse {r['mse']:.5f}, ce {r['ce']:.4f})", file=sys.stderr))
+        learner.save(out)
+        behaviour = str(out)  # the next round follows this agent (DAgger)
+        rounds.append({"round": round_index + 1, "states": len(states), "new_states": len(fresh),
+                       "collect_seconds": collect_seconds, "fit_seconds": time.perf_counter() - fit_started,
+                       "holdout_top1": top1_agreement(learner, holdout), "history": history})
+        print(f"warmstart: round {round_index + 1}: {len(states)} states, held-out top-1 agreement with "
+              f"likelihood-greedy {rounds[-1]['holdout_top1']:.3f}", file=sys.stderr)
+    result = {"checkpoint": str(out), "states": len(states), "episodes": task, "rounds": rounds,
+              "holdout_top1": rounds[-1]["holdout_top1"], "network": net_cfg.__dict__, "device": str(device),
+              "alignments": len(paths)}
     if args.json:
         print(json.dumps(result))
     else:
-        print(f"wrote {out}: {len(states)} states from {task} episodes; held-out top-1 agreement with "
-              f"likelihood-greedy {result['holdout_top1']:.3f}")
+        print(f"wrote {out}: {len(states)} states from {task} episodes in {len(rounds)} round(s); held-out "
+              f"top-1 agreement with likelihood-greedy {result['holdout_top1']:.3f}")
     return 0
