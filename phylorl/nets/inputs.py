@@ -66,9 +66,11 @@ class ActionBatch:
 
 
 def map_tensors(obj, fn: Callable[[Tensor], Tensor]):
-    """Apply ``fn`` to every tensor inside nested dataclasses (returns new dataclasses)."""
+    """Apply ``fn`` to every tensor inside nested dataclasses, tuples and lists (returns new ones)."""
     if isinstance(obj, Tensor):
         return fn(obj)
+    if isinstance(obj, (tuple, list)):
+        return type(obj)(map_tensors(item, fn) for item in obj)
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
         changes = {f.name: map_tensors(getattr(obj, f.name), fn) for f in dataclasses.fields(obj)}
         return dataclasses.replace(obj, **changes)

@@ -76,3 +76,22 @@ def test_a_node_with_four_neighbours_is_rejected():
     ea = np.concatenate([o.edge_attr, [[0.1], [0.1]]]).astype(np.float32)
     with pytest.raises(ValueError, match="node 4 .* 4 incoming edges"):
         collate_graphs([Observation(o.node_features, ei, ea, o.actions, o.action_meta)])
+
+
+def test_map_tensors_reaches_into_tuples_of_batches():
+    """``move_to(collate_observations(...), device)`` must move the pair, not hand it back untouched."""
+    import torch
+
+    from phylorl.nets.inputs import collate_observations, map_tensors
+    from phylorl.nets.synthetic import random_observation
+
+    pair = collate_observations([random_observation(6, np.random.default_rng(0))])
+    seen = []
+    def visit(t):
+        seen.append(t)
+        return t.to(torch.float64) if t.is_floating_point() else t
+
+    moved = map_tensors(pair, visit)
+    assert isinstance(moved, tuple) and len(moved) == 2
+    assert moved[0].x.dtype == torch.float64 and moved[1].meta.dtype == torch.float64
+    assert len(seen) > 10  # every tensor of both batches was visited
