@@ -19,6 +19,7 @@ Nothing here does I/O: collecting in parallel and saving belong to the caller (`
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -73,15 +74,16 @@ def move_rewards(env: TreeEnv) -> np.ndarray:
 
 
 def label_episode(entry: EnvAlignment, env_cfg: EnvConfig, cfg: WarmStartConfig, seed: int,
-                  policy=None) -> list[LabelledState]:
-    """Labelled states of one episode from a random start (see module docstring)."""
+                  policy=None, deadline: float | None = None) -> list[LabelledState]:
+    """Labelled states of one episode from a random start (see module docstring); the episode
+    ends early once ``time.time()`` passes ``deadline``."""
     env = TreeEnv([entry], env_cfg, seed=seed)
     obs, _ = env.reset(0)
     rng = np.random.default_rng([seed, 7])
     n = entry.alignment.n_taxa
     out = []
     for _ in range(max(1, int(round(cfg.steps_factor * n)))):
-        if not len(env.moves):
+        if not len(env.moves) or (deadline is not None and time.time() > deadline):
             break
         rewards = move_rewards(env)
         out.append(LabelledState(obs, rewards, n))
@@ -138,7 +140,7 @@ def fit(learner, states: list[LabelledState], cfg: WarmStartConfig, seed: int = 
             torch.nn.utils.clip_grad_norm_(params, 10.0)
             optimizer.step()
             schedule.step()
-            sums += (float(total) / 2, *(parts / 2))
+            sums += (float(total.detach()) / 2, *(parts / 2))
             batches += 1
         record = {"epoch": epoch + 1, "loss": sums[0] / batches, "mse": sums[1] / batches, "ce": sums[2] / batches}
         history.append(record)

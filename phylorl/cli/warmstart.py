@@ -57,7 +57,7 @@ def _init_worker(model: str, features: str, cache_dir: str, behaviour: str | Non
         _WORKER["policy"] = AgentPolicy.from_checkpoint(behaviour)
 
 
-def _episode(path: str, seed: int, cfg) -> list:
+def _episode(path: str, seed: int, cfg, deadline: float | None = None) -> list:
     from phylorl.agent.warmstart import label_episode
     from phylorl.env import EnvAlignment, EnvConfig, PreparationCache
     from phylorl.phylo import load_alignment
@@ -68,7 +68,7 @@ def _episode(path: str, seed: int, cfg) -> list:
         prepared = PreparationCache(_WORKER["cache_dir"]).get(alignment, _WORKER["model"])
         entries[path] = EnvAlignment.build(alignment, prepared, Path(path).name)
     env_cfg = EnvConfig(start="random", features=_WORKER["features"])
-    return label_episode(entries[path], env_cfg, cfg, seed, _WORKER["policy"])
+    return label_episode(entries[path], env_cfg, cfg, seed, _WORKER["policy"], deadline)
 
 
 def _collect(args, paths, cfg, cache_dir, behaviour, task, have):
@@ -78,6 +78,7 @@ def _collect(args, paths, cfg, cache_dir, behaviour, task, have):
     states: list = []
     started = time.perf_counter()
     deadline = started + 60 * args.minutes
+    wall_deadline = time.time() + 60 * args.minutes  # episodes still running then stop early
     context = __import__("multiprocessing").get_context("fork")
     with ProcessPoolExecutor(args.threads, mp_context=context, initializer=_init_worker,
                              initargs=(args.model, args.features, cache_dir, behaviour)) as pool:
@@ -87,7 +88,7 @@ def _collect(args, paths, cfg, cache_dir, behaviour, task, have):
         def submit():
             nonlocal task
             path = paths[int(rng.integers(len(paths)))]
-            pending.add(pool.submit(_episode, path, args.seed * 1_000_003 + task, cfg))
+            pending.add(pool.submit(_episode, path, args.seed * 1_000_003 + task, cfg, wall_deadline))
             task += 1
 
         for _ in range(2 * args.threads):
