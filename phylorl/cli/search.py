@@ -36,7 +36,7 @@ def add_arguments(p) -> None:
     p.add_argument("--polish", action="store_true",
                    help="hill-climb from the best tree the policy found (no move limit)")
     p.add_argument("--start", choices=("random", "nj"), default="nj", help="start tree (default: nj)")
-    p.add_argument("--steps", type=int, help="most moves (default: 20; hillclimb: until a local optimum)")
+    p.add_argument("--steps", type=int, help="most moves (default: 2n for n taxa; hillclimb: until a local optimum)")
     p.add_argument("--radius", type=int, help="largest SPR radius (default: all moves)")
     p.add_argument("--restarts", type=int, default=0,
                    help="hillclimb: perturb-and-climb rounds after the first climb (iterated local search)")
@@ -58,11 +58,11 @@ def run(args) -> int:
         raise CliError("--restarts applies to --policy hillclimb only")
     if args.restarts < 0:
         raise CliError(f"--restarts must be >= 0, got {args.restarts}")
-    steps = args.steps if args.steps is not None else (None if args.policy == "hillclimb" else 20)
     parse_model(args.model)  # fail fast on a bad model string
     policy = _agent(args.checkpoint) if args.policy == "agent" else args.policy
     started = time.perf_counter()
     alignment = load_alignment(args.alignment)
+    steps = args.steps if args.steps is not None else (None if args.policy == "hillclimb" else 2 * alignment.n_taxa)
     cache = PreparationCache(args.cache_dir or default_cache_dir())
     _status(f"preparing {args.alignment} ({alignment.n_taxa} taxa, {alignment.n_sites} sites) under {args.model}")
     prepared = cache.get(alignment, args.model)
@@ -70,7 +70,7 @@ def run(args) -> int:
     config = EnvConfig(start=args.start, horizon=10**9, radius=args.radius)
     env = TreeEnv([entry], config, seed=args.seed)
     env.reset()
-    search = partial(run_search, restarts=args.restarts)
+    search = partial(run_search, restarts=args.restarts, finish=args.policy != "hillclimb")
     result = _search_with_progress(env, policy, steps, np.random.default_rng(args.seed), search)
     best, best_tree, polish = result.best_loglik, result.best_tree, None
     if args.polish:

@@ -75,7 +75,7 @@ class SearchResult:
 
 def run_search(env: TreeEnv, policy: str | Policy, *, steps: int | None, rng: np.random.Generator | None = None,
                on_step: Callable[[int, float], None] | None = None, restarts: int = 0,
-               perturbation_moves: int = 4, perturbation_radius: int = 2) -> SearchResult:
+               perturbation_moves: int = 4, perturbation_radius: int = 2, finish: bool = False) -> SearchResult:
     """Search from ``env``'s current state (call ``env.reset`` first).
 
     Args:
@@ -87,6 +87,10 @@ def run_search(env: TreeEnv, policy: str | Policy, *, steps: int | None, rng: np
         restarts: hill-climbing only: perturb-and-climb rounds after the first climb.
         perturbation_moves: random SPR moves of a perturbation.
         perturbation_radius: largest radius of those moves.
+        finish: at the end, optimise every branch length of the best tree seen (Newton rounds until
+            the log-likelihood settles, as hill-climbing ends) and answer with that tree. Moves only
+            optimise the branches near them, so a tree reached by many moves has stale lengths
+            elsewhere; this costs no move evaluation.
 
     The result carries the final tree and the best tree seen (a copy of each).
     """
@@ -141,8 +145,10 @@ def run_search(env: TreeEnv, policy: str | Policy, *, steps: int | None, rng: np
             note_best()
             if on_step is not None:
                 on_step(done, env.loglik)
-    if restarts:  # a search with restarts answers with the best tree it found
+    if restarts or finish:  # answer with the best tree found
         env.reset(env.alignments.index(env.current), best_tree)
+        if finish:
+            env.loglik = engine.optimize_branch_lengths(env.tree, rounds=20, tol=1e-4)
         note_best()
     return SearchResult(
         start_loglik=start, final_loglik=env.loglik, best_loglik=best, steps=done,

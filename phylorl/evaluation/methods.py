@@ -140,7 +140,7 @@ def _one_start(entry, k, seed, config, policy, methods, steps, reference, progre
         progress(f"{entry.name}: start {k + 1}, {method}")
         if method in AGENT_METHODS:
             if agent is None:
-                agent = run_search(env(), policy, steps=steps)
+                agent = run_search(env(), policy, steps=steps, finish=True)
             result = agent
             if method == "agent+polish":
                 polish = run_search(_fresh_env(entry, config, seed + k, tree=agent.best_tree), "hillclimb", steps=None)
@@ -152,9 +152,9 @@ def _one_start(entry, k, seed, config, policy, methods, steps, reference, progre
                                 agent.seconds + polish.seconds, trajectory))
                 continue
         elif method == "random":
-            result = run_search(env(), "random", steps=steps, rng=np.random.default_rng([seed, k]))
+            result = run_search(env(), "random", steps=steps, rng=np.random.default_rng([seed, k]), finish=True)
         elif method == "greedy":
-            result = run_search(env(), "greedy", steps=steps)
+            result = run_search(env(), "greedy", steps=steps, finish=True)
         else:  # hillclimb
             result = run_search(env(), "hillclimb", steps=None)
         out.append(_row(entry, k, method, result.start_loglik, result.best_loglik, result.best_tree, reference,

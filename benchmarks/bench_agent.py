@@ -1,0 +1,71 @@
+"""Choosing a move with a trained agent: the rich observation's features plus the network's greedy
+choice, one CPU thread; prints one JSON line.
+
+For one real alignment of each size (7, 12, 15, 20 taxa from ``../shared/data/real/valid``) it walks
+a 2n-step agent episode from a random start and times, per state, building the features (SPR
+enumeration, parsimony change of every move, geometry, split supports) and the whole choice
+(features + collate + both Q networks + argmax). Figures are medians over the states, in ms.
+
+Usage: python benchmarks/bench_agent.py [--checkpoint PATH]  (default: the shipped models/agent.pt)
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import time
+
+os.environ.setdefault("NUMBA_NUM_THREADS", "1")
+
+import torch  # noqa: E402
+
+from common import REPO, emit, machine  # noqa: E402
+from phylorl.agent.policy import DEFAULT_CHECKPOINT, AgentPolicy  # noqa: E402
+from phylorl.env import EnvAlignment, EnvConfig, PreparationCache, TreeEnv  # noqa: E402
+from phylorl.phylo import load_alignment  # noqa: E402
+
+VALID = REPO.parent / "shared" / "data" / "real" / "valid"
+ROUNDS = 3
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--checkpoint", default=str(DEFAULT_CHECKPOINT))
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    policy = AgentPolicy.from_checkpoint(args.checkpoint)
+    cache = PreparationCache(REPO / ".cache" / "bench-prepared")
+    by_size: dict[int, object] = {}
+    for path in sorted(VALID.iterdir()):
+        alignment = load_alignment(path)
+        by_size.setdefault(alignment.n_taxa, (path, alignment))
+    result = {"benchmark": "agent_choose_move", "checkpoint": str(args.checkpoint),
+              "network": policy.nets[0].cfg.__dict__, "machine": machine(), "torch_threads": 1}
+    for n in (7, 12, 15, 20):
+        if n not in by_size:
+            continue
+        path, alignment = by_size[n]
+        entry = EnvAlignment.build(alignment, cache.get(alignment), path.name)
+        features, choose = [], []
+        for round_ in range(ROUNDS):
+            env = TreeEnv([entry], EnvConfig(start="random", features=policy.features), seed=round_)
+            env.reset(0)
+            policy.choose(env)  # warm-up
+            for _ in range(2 * n):
+                t0 = time.perf_counter()
+                env.observation(policy.features)
+                t1 = time.perf_counter()
+                action = policy.choose(env)
+                t2 = time.perf_counter()
+                features.append(t1 - t0)
+                choose.append(t2 - t1)
+                env.step(action)
+        result[f"n{n}_moves"] = len(env.moves)
+        result[f"n{n}_features_ms"] = round(1e3 * statistics.median(features), 3)
+        result[f"n{n}_choose_ms"] = round(1e3 * statistics.median(choose), 3)
+    emit(result)
+
+
+if __name__ == "__main__":
+    main()

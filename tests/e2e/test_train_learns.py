@@ -1,0 +1,59 @@
+"""The learning test, through the real services: a short ``phylorl train`` (redis-server, replay,
+learner, two actors as processes) on a tiny fixed corpus yields an agent clearly better than random
+moves and than the network it started from.
+
+Corpus: ``phylorl simulate --count 4 --taxa 8:8 --sites 500:500 --seed 7 --model JC``. The learner
+starts from the weights its seed gives (``Learner(config, seed=1)``); with the rich observation an
+untrained network's greedy policy can be good or bad by chance (measured over learner seeds 0–5 on
+this corpus: +193, −41, −35, +79, −49, −52 log-likelihood units per 8-move episode), so the seed is
+one whose start is bad, and the test asserts the gain over it.
+
+Measured on the 2-core development machine (300 updates, 47 s of training): trained agent +203.0,
+untrained start −38.6, random moves +0.2, likelihood-greedy (every move evaluated) +217.3.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+SEED, UPDATES = 1, 300
+EPISODES, MOVES, EVAL_SEED = 8, 8, 1000
+
+
+@pytest.mark.slow
+def test_phylorl_train_yields_an_agent_that_climbs(tmp_path, need):
+    need("redis-server")
+    corpus = tmp_path / "corpus"
+    subprocess.run([sys.executable, "-m", "phylorl.cli", "simulate", "--out", str(corpus), "--count", "4", "--taxa",
+                    "8:8", "--sites", "500:500", "--seed", "7", "--model", "JC"], check=True, capture_output=True)
+    config = tmp_path / "learn.yaml"
+    config.write_text("model: JC\nhorizon: 8\nbatch_size: 32\nhidden: 32\nmin_replay: 128\npublish_every: 5\n"
+                      "samples_per_insert: 4.0\nlearner: {checkpoint_every: 50, lr: 0.001}\nactor: {send_batch: 8}\n")
+    run_dir = tmp_path / "run"
+    proc = subprocess.run(
+        [sys.executable, "-m", "phylorl.cli", "train", "--config", str(config), "--alignments", str(corpus),
+         "--actors", "2", "--envs-per-actor", "4", "--updates", str(UPDATES), "--minutes", "10", "--seed", str(SEED),
+         "--run-dir", str(run_dir), "--no-report"], capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+
+    from phylorl.agent.learner import Learner
+    from phylorl.agent.policy import AgentPolicy, evaluate_policy
+    from phylorl.env import EnvAlignment, PreparationCache
+    from phylorl.env.corpus import load_corpus
+
+    agent = AgentPolicy.from_checkpoint(run_dir)
+    assert agent.features == "rich"
+    start = AgentPolicy.from_learner(Learner(agent.nets[0].cfg, seed=SEED))  # the learner's initial weights
+    cache = PreparationCache(run_dir / "cache")
+    gains = {"agent": [], "start": [], "random": []}
+    for item in load_corpus([corpus]):
+        entry = EnvAlignment.build(item.alignment, cache.get(item.alignment, "JC"), item.path.name)
+        for name, policy in (("agent", agent), ("start", start), ("random", "random")):
+            gains[name] += evaluate_policy(policy, entry, EPISODES, MOVES, seed=EVAL_SEED)
+    mean = {name: float(np.mean(values)) for name, values in gains.items()}
+    assert mean["agent"] > mean["random"] + 100.0, mean
+    assert mean["agent"] > mean["start"] + 100.0, mean
