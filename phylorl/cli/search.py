@@ -34,7 +34,8 @@ def add_arguments(p) -> None:
     p.add_argument("--checkpoint",
                    help="learner checkpoint file or run directory for --policy agent (default: models/agent.pt)")
     p.add_argument("--polish", action="store_true",
-                   help="hill-climb from the best tree the policy found (no move limit)")
+                   help="finish from the best tree the policy found: agent-guided perturb-and-climb rounds and a "
+                        "certified SPR climb (plain hill-climbing with restarts for the other policies)")
     p.add_argument("--start", choices=("random", "nj"), default="nj", help="start tree (default: nj)")
     p.add_argument("--steps", type=int, help="most moves (default: 2n for n taxa; hillclimb: until a local optimum)")
     p.add_argument("--radius", type=int, help="largest SPR radius (default: all moves)")
@@ -75,7 +76,10 @@ def run(args) -> int:
     best, best_tree, polish = result.best_loglik, result.best_tree, None
     if args.polish:
         env.reset(0, tree=result.best_tree)
-        polish = _search_with_progress(env, "hillclimb", None, None, run_search, label="polish")
+        from phylorl.agent.policy import polish as polish_search
+
+        _status("polishing: agent-guided perturb-and-climb rounds, then a certified climb")
+        polish = polish_search(env, policy if args.policy == "agent" else None, rng=np.random.default_rng(args.seed))
         if polish.best_loglik >= best:
             best, best_tree = polish.best_loglik, polish.best_tree
     newick = write_newick(best_tree)

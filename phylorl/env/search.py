@@ -96,7 +96,7 @@ def run_search(env: TreeEnv, policy: str | Policy, *, steps: int | None, rng: np
     """
     if env.tree is None:
         raise RuntimeError("reset the environment before searching")
-    hill = policy == "hillclimb"
+    hill = policy == "hillclimb" or getattr(policy, "climbs", False)
     rng = rng if rng is not None else np.random.default_rng()
     if isinstance(policy, str):
         if policy == "random":
@@ -108,7 +108,7 @@ def run_search(env: TreeEnv, policy: str | Policy, *, steps: int | None, rng: np
     if steps is None and not hill:
         raise ValueError("steps is required for every policy but hillclimb")
     if restarts and not hill:
-        raise ValueError("restarts apply to the hillclimb policy only")
+        raise ValueError("restarts apply to climbing policies only (hillclimb, a guided climb)")
     limit = steps if steps is not None else 10**9
     engine = env.current.engine
     evals0, branches0 = engine.n_evaluations, engine.n_branch_optimisations

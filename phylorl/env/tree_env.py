@@ -178,13 +178,15 @@ class TreeEnv:
         """The current state's SPR moves ``[A, 4]`` (rows are actions)."""
         return self._moves
 
-    def evaluate_moves(self) -> np.ndarray:
-        """Log-likelihood each move would reach (with the same local optimisation as ``step``).
+    def evaluate_moves(self, indices=None) -> np.ndarray:
+        """Log-likelihood each move (or each of the moves ``indices``) would reach, with the same
+        local optimisation as ``step``.
 
         Leaves the environment's tree unchanged; costs one local optimisation per move.
         """
         base = self.tree
-        out = np.empty(len(self._moves))
-        for i, move in enumerate(self._moves):
+        moves = self._moves if indices is None else self._moves[np.asarray(indices, dtype=np.int64)]
+        out = np.empty(len(moves))
+        for i, move in enumerate(moves):
             out[i] = self._apply(base.copy(), move)
         return out

@@ -5,8 +5,10 @@ draws on ``reset(0)`` (branch lengths optimised), as :func:`phylorl.agent.policy
 does, so every method starts from the same trees. Each method's answer is the best tree it saw.
 
 ``agent``         the policy (any object with ``choose(env) -> int | None``) for ``steps`` moves.
-``agent+polish``  hill-climbing from the agent's best tree (its start log-likelihood stays the random
-                  start's; its cost is the agent's plus the climb's).
+``agent+polish``  :func:`~phylorl.agent.policy.polish` from the agent's best tree: agent-guided
+                  climbs with perturb-and-climb rounds, then a certified climb (plain hill-climbing
+                  when the policy has no Q values); its start log-likelihood stays the random
+                  start's, its cost is the agent's plus the polish's.
 ``random``        ``steps`` uniform random moves.
 ``greedy``        the best move while one improves, at most ``steps`` moves.
 ``hillclimb``     greedy to a local optimum with full branch optimisation, no move limit.
@@ -143,7 +145,11 @@ def _one_start(entry, k, seed, config, policy, methods, steps, reference, progre
                 agent = run_search(env(), policy, steps=steps, finish=True)
             result = agent
             if method == "agent+polish":
-                polish = run_search(_fresh_env(entry, config, seed + k, tree=agent.best_tree), "hillclimb", steps=None)
+                from phylorl.agent.policy import polish as polish_search
+
+                polish = polish_search(_fresh_env(entry, config, seed + k, tree=agent.best_tree),
+                                       policy if hasattr(policy, "q_values") else None,
+                                       rng=np.random.default_rng([seed, k, 1]))
                 better = polish if polish.best_loglik >= agent.best_loglik else agent
                 final, tree = better.best_loglik, better.best_tree
                 trajectory = _best_so_far(agent.start_loglik, agent.trajectory + polish.trajectory, final)
@@ -184,3 +190,4 @@ def _row(entry, k, method, start, final, tree, reference, evaluations, steps, se
         within_tolerance=within(final, ref), rf=rf, rf_normalised=None if rf is None else rf / max_rf,
         evaluations=evaluations, steps=steps, seconds=float(seconds), trajectory=trajectory,
         tree=write_newick(tree))
+

@@ -41,6 +41,8 @@ class TrainConfig:
     """Publish weights to the actors every this many updates."""
     features: str = "rich"
     """Observation feature set of actors and learner: rich or basic (the original)."""
+    cache_dir: str = ""
+    """Preparation cache shared by the actors (default: the run directory's ``cache/``)."""
     init_checkpoint: str = ""
     """Warm start: the learner starts from this checkpoint's networks (e.g. from phylorl warmstart)."""
     device: str = "auto"

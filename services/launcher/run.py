@@ -39,6 +39,10 @@ def simulate_corpus(config: TrainConfig, run_dir: Path) -> str:
     return str(out)
 
 
+def cache_dir(config: TrainConfig, run_dir: Path) -> Path:
+    return Path(config.cache_dir) if config.cache_dir else run_dir / "cache"
+
+
 def prepare_shared_cache(config: TrainConfig, alignments: str, run_dir: Path) -> None:
     """Prepare the corpus once, in parallel, into the cache every actor reads (``run_dir/cache``)."""
     from phylorl.env.corpus import corpus_files
@@ -51,7 +55,7 @@ def prepare_shared_cache(config: TrainConfig, alignments: str, run_dir: Path) ->
             log.write(f"prepared {path} ({count}/{total})\n")
             log.flush()
 
-        prepare_corpus(corpus_files(alignments.split(",")), config.model, run_dir / "cache",
+        prepare_corpus(corpus_files(alignments.split(",")), config.model, cache_dir(config, run_dir),
                        threads=os.cpu_count() or 1, on_done=done)
 
 
@@ -90,7 +94,7 @@ def run_local(config: TrainConfig, run_dir: Path, on_progress: Callable[[dict], 
             sup.add(Service(f"actor-{i}", sup.python("services.actor", {
                 "learner_address": f"127.0.0.1:{learner_port}", "replay_address": f"127.0.0.1:{replay_port}",
                 "metrics_port": port, "alignments": alignments, "model": config.model,
-                "cache_dir": str(run_dir / "cache"), "envs": config.envs_per_actor, "horizon": config.horizon,
+                "cache_dir": str(cache_dir(config, run_dir)), "envs": config.envs_per_actor, "horizon": config.horizon,
                 "seed": config.seed + 1000 * i, "actor_id": f"actor-{i}", "features": config.features,
                 **config.actor}),
                 run_dir / "logs" / f"actor-{i}.log", port))
