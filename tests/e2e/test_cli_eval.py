@@ -148,7 +148,7 @@ def test_search_with_the_agent_reports_the_best_tree_and_matches_the_in_process_
     entry = EnvAlignment.build(aln, PreparationCache(setup["cache"]).get(aln, MODEL), "sim")
     env = TreeEnv([entry], EnvConfig(start="random", horizon=10**9), seed=3)
     env.reset()
-    here = run_search(env, AgentPolicy.from_checkpoint(setup["run"]), steps=6)
+    here = run_search(env, AgentPolicy.from_checkpoint(setup["run"]), steps=6, finish=True)
     assert result["start_loglik"] == pytest.approx(here.start_loglik, abs=1e-6)
     assert result["final_loglik"] == pytest.approx(here.final_loglik, abs=1e-6)
     assert result["best_loglik"] == pytest.approx(here.best_loglik, abs=1e-6)

@@ -1,0 +1,63 @@
+"""Agent-guided climbs and the polish: answers are SPR local optima, never worse than the start."""
+
+import numpy as np
+import pytest
+
+from phylorl.agent.learner import Learner
+from phylorl.agent.policy import AgentPolicy, GuidedClimb, polish
+from phylorl.env import EnvAlignment, EnvConfig, TreeEnv, prepare_alignment
+from phylorl.env.search import IMPROVEMENT_EPS, run_search
+from phylorl.nets.config import NetworkConfig
+from phylorl.phylo import parse_model
+from phylorl.phylo.simulate import dataset_rng, simulate_dataset
+
+SMALL = NetworkConfig.for_features("rich", hidden=16, heads=4, action_hidden=16, head_hidden=16)
+
+
+@pytest.fixture(scope="module")
+def entry():
+    data = simulate_dataset(8, 300, dataset_rng(21, 0), model=parse_model("JC"))
+    return EnvAlignment.build(data.alignment, prepare_alignment(data.alignment, "JC"), "sim")
+
+
+@pytest.fixture(scope="module")
+def agent():
+    return AgentPolicy.from_learner(Learner(SMALL, seed=3))
+
+
+def is_local_optimum(env):
+    return (env.evaluate_moves() <= env.loglik + IMPROVEMENT_EPS).all()
+
+
+def test_certified_guided_climb_ends_at_an_spr_local_optimum(entry, agent):
+    env = TreeEnv([entry], EnvConfig(start="random"), seed=0)
+    env.reset(0)
+    start = env.loglik
+    result = run_search(env, GuidedClimb(agent), steps=None)
+    assert result.best_loglik > start and result.steps > 0
+    env.reset(0, tree=result.best_tree)
+    assert is_local_optimum(env)
+
+
+def test_uncertified_climb_stops_when_no_top_move_improves(entry, agent):
+    env = TreeEnv([entry], EnvConfig(start="random"), seed=1)
+    env.reset(0)
+    climb = GuidedClimb(agent, top=0.0, min_top=1, certify=False)
+    result = run_search(env, climb, steps=None)
+    env.reset(0, tree=result.best_tree)
+    top = int(np.argmax(agent.q_values(env)))
+    assert env.evaluate_moves([top])[0] <= env.loglik + IMPROVEMENT_EPS + 1e-3
+
+
+@pytest.mark.parametrize("with_agent", [True, False])
+def test_polish_answers_a_local_optimum_at_least_as_good_as_its_start(entry, agent, with_agent):
+    env = TreeEnv([entry], EnvConfig(start="random"), seed=2)
+    env.reset(0)
+    start = env.loglik
+    result = polish(env, agent if with_agent else None, restarts=2, rng=np.random.default_rng(0))
+    assert result.start_loglik == pytest.approx(start) and result.best_loglik >= start
+    assert result.evaluations > 0
+    check = TreeEnv([entry], EnvConfig(start="random"), seed=2)
+    check.reset(0, tree=result.best_tree)
+    assert check.loglik == pytest.approx(result.best_loglik, abs=1e-2)
+    assert is_local_optimum(check)
