@@ -2,9 +2,10 @@
 choice, one CPU thread; prints one JSON line.
 
 For one real alignment of each size (7, 12, 15, 20 taxa from ``../shared/data/real/valid``) it walks
-a 2n-step agent episode from a random start and times, per state, building the features (SPR
-enumeration, parsimony change of every move, geometry, split supports) and the whole choice
-(features + collate + both Q networks + argmax). Figures are medians over the states, in ms.
+a 2n-step agent episode from a random start and times, per state, building the features (parsimony
+change of every move, geometry, split supports; the SPR enumeration is the environment's), the
+network's part (collate + both Q networks + argmax) and the whole choice (both). Figures are
+medians over the states, in ms.
 
 Usage: python benchmarks/bench_agent.py [--checkpoint PATH]  (default: the shipped models/agent.pt)
 """
@@ -47,22 +48,25 @@ def main() -> None:
             continue
         path, alignment = by_size[n]
         entry = EnvAlignment.build(alignment, cache.get(alignment), path.name)
-        features, choose = [], []
+        features, network, choose = [], [], []
         for round_ in range(ROUNDS):
             env = TreeEnv([entry], EnvConfig(start="random", features=policy.features), seed=round_)
             env.reset(0)
             policy.choose(env)  # warm-up
             for _ in range(2 * n):
+                env._last = None  # build the features anew, as after a move
                 t0 = time.perf_counter()
                 env.observation(policy.features)
                 t1 = time.perf_counter()
-                action = policy.choose(env)
+                action = policy.choose(env)  # reuses that observation: the network's part
                 t2 = time.perf_counter()
                 features.append(t1 - t0)
-                choose.append(t2 - t1)
+                network.append(t2 - t1)
+                choose.append(t2 - t0)
                 env.step(action)
         result[f"n{n}_moves"] = len(env.moves)
         result[f"n{n}_features_ms"] = round(1e3 * statistics.median(features), 3)
+        result[f"n{n}_network_ms"] = round(1e3 * statistics.median(network), 3)
         result[f"n{n}_choose_ms"] = round(1e3 * statistics.median(choose), 3)
     emit(result)
 

@@ -95,7 +95,7 @@ class AgentPolicy:
         obs = env.observation(self.features)
         return move_to(collate_observations([obs]), self.device)
 
-    @torch.no_grad()
+    @torch.inference_mode()
     def q_values(self, env: TreeEnv) -> np.ndarray:
         """``min(Q1, Q2)`` of every move of ``env``'s current state, float ``[A]``."""
         graphs, actions = self._inputs(env)
@@ -108,9 +108,7 @@ class AgentPolicy:
             raise RuntimeError("reset the environment before asking the policy for a move")
         if not len(env.moves):
             return None
-        graphs, actions = self._inputs(env)
-        chosen, _, _ = select_actions(self.nets, graphs, actions, self.alpha, greedy=True, fast=self.fast)
-        return int(chosen[0])
+        return int(np.argmax(self.q_values(env)))  # the first of equal maxima, as select_actions
 
 
 class GuidedClimb:

@@ -134,7 +134,7 @@ def run_search(env: TreeEnv, policy: str | Policy, *, steps: int | None, rng: np
                 if not hill:
                     break
                 before = env.loglik
-                env.loglik = engine.optimize_branch_lengths(env.tree, rounds=20, tol=1e-4)
+                env.optimize_all_branches()
                 note_best()
                 if env.loglik - before <= 1e-3:
                     break
@@ -148,7 +148,7 @@ def run_search(env: TreeEnv, policy: str | Policy, *, steps: int | None, rng: np
     if restarts or finish:  # answer with the best tree found
         env.reset(env.alignments.index(env.current), best_tree)
         if finish:
-            env.loglik = engine.optimize_branch_lengths(env.tree, rounds=20, tol=1e-4)
+            env.optimize_all_branches()
         note_best()
     return SearchResult(
         start_loglik=start, final_loglik=env.loglik, best_loglik=best, steps=done,

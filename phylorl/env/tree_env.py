@@ -106,6 +106,7 @@ class TreeEnv:
         self.start_loglik = float("nan")
         self.steps = 0
         self._moves = np.zeros((0, 4), dtype=np.int64)
+        self._last: tuple[str, Observation] | None = None
 
     # ------------------------------------------------------------- episodes
     def reset(self, alignment_index: int | None = None, tree: Tree | None = None) -> tuple[Observation, dict]:
@@ -154,12 +155,24 @@ class TreeEnv:
 
     def _observe(self) -> Observation:
         self._moves = enumerate_moves(self.tree, radius=self.config.radius)
+        self._last = None
         return self.observation(self.config.features)
 
     def observation(self, features: str | None = None) -> Observation:
-        """The current state under a feature set (default: the environment's own)."""
-        return observe(self.tree, self._moves, features or self.config.features, self.current.signals,
-                       radius=self.config.radius)
+        """The current state under a feature set (default: the environment's own); the last one
+        built is reused until the tree changes (treat it as read-only)."""
+        features = features or self.config.features
+        if self._last is None or self._last[0] != features:
+            self._last = (features, observe(self.tree, self._moves, features, self.current.signals,
+                                            radius=self.config.radius))
+        return self._last[1]
+
+    def optimize_all_branches(self, rounds: int = 20, tol: float = 1e-4) -> float:
+        """Optimise every branch length of the current tree (a move optimises only those near it);
+        returns and records the new log-likelihood."""
+        self.loglik = self.current.engine.optimize_branch_lengths(self.tree, rounds=rounds, tol=tol)
+        self._last = None  # the lengths the observation shows have changed
+        return self.loglik
 
     def _info(self, delta: float) -> dict:
         engine = self.current.engine
