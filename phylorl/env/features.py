@@ -148,19 +148,32 @@ def _rich_moves(neighbors, node_edges, lengths, n_leaves, moves, support):
     return out
 
 
-def rich_move_features(tree: Tree, moves: np.ndarray, distance: np.ndarray, signals: AlignmentSignals,
-                       support: np.ndarray | None = None) -> np.ndarray:
-    """float32 ``[A, 15]`` (columns in the module docstring); ``distance`` = ``d(p, x) + 1`` per move;
-    ``support``: each edge's split support (computed from ``signals`` when not given)."""
+@dataclass(frozen=True)
+class RichParts:
+    """What the rich features add to a tree, kept with the observation so that a replay record can
+    store these few arrays and rebuild the features bit for bit (:func:`rich_arrays`):
+    float32 branch lengths ``[E]``, each move's parsimony change ``[A]`` (whole numbers), the tree's
+    parsimony length, and each edge's split support ``[E]`` (float32)."""
+
+    lengths: np.ndarray
+    deltas: np.ndarray
+    parsimony_length: float
+    support: np.ndarray
+
+
+def rich_arrays(neighbors, node_edges, n_leaves: int, moves: np.ndarray, distance: np.ndarray,
+                parts: RichParts) -> tuple[np.ndarray, np.ndarray]:
+    """``(edge_attr [2E, 3], action_meta [A, 15])`` float32 from the tree and its :class:`RichParts`;
+    a pure function of its inputs, so an environment and a record decoder get the same bits."""
+    lengths = parts.lengths.astype(np.float64)
+    support = parts.support.astype(np.float64)
+    deltas = parts.deltas.astype(np.float64)
     moves = np.ascontiguousarray(moves, dtype=np.int64).reshape(-1, 4)
-    if support is None:
-        support = edge_supports(tree, signals.supports)
-    deltas, length = spr_parsimony_deltas(tree, moves, signals.tips, signals.weights)
-    out = _rich_moves(tree.neighbors, tree.node_edges, tree.lengths, tree.n_leaves, moves,
-                      np.ascontiguousarray(support, dtype=np.float64))
+    out = _rich_moves(np.ascontiguousarray(neighbors, dtype=np.int32), np.ascontiguousarray(node_edges, np.int32),
+                      lengths, int(n_leaves), moves, support)
     out[:, 3] = distance / 10.0
     if len(deltas):
-        out[:, 10] = deltas * 100.0 / max(length, 1.0)
+        out[:, 10] = deltas * 100.0 / max(parts.parsimony_length, 1.0)
         out[:, 11] = np.minimum(deltas - deltas.min(), 20.0) / 5.0
         order = np.argsort(deltas, kind="stable")
         ranks = np.empty(len(deltas))
@@ -169,19 +182,23 @@ def rich_move_features(tree: Tree, moves: np.ndarray, distance: np.ndarray, sign
         uniq, inverse = np.unique(deltas, return_inverse=True)
         mean_rank = np.bincount(inverse, weights=ranks) / np.bincount(inverse)
         out[:, 12] = mean_rank[inverse] / max(len(deltas) - 1, 1)
-    return out
+    clipped = np.maximum(lengths, _MIN_LENGTH)
+    edges = np.stack([np.log(clipped), clipped / clipped.sum(), support], axis=1).astype(np.float32)
+    return np.repeat(edges, 2, axis=0), out
 
 
-def rich_edge_features(tree: Tree, support: np.ndarray) -> np.ndarray:
-    """float32 ``[E, 3]``: ``log(length)``, ``length / tree length`` and split support per undirected edge."""
-    lengths = np.maximum(tree.lengths, _MIN_LENGTH)
-    return np.stack([np.log(lengths), lengths / lengths.sum(), support], axis=1).astype(np.float32)
+def rich_parts(tree: Tree, moves: np.ndarray, signals: AlignmentSignals) -> RichParts:
+    """The :class:`RichParts` of ``tree`` (its lengths rounded to float32, as records keep them)."""
+    deltas, length = spr_parsimony_deltas(tree, moves, signals.tips, signals.weights)
+    return RichParts(tree.lengths.astype(np.float32), deltas.astype(np.float32), float(length),
+                     edge_supports(tree, signals.supports).astype(np.float32))
 
 
 def observe(tree: Tree, moves: np.ndarray, features: str, signals: AlignmentSignals | None = None, *,
             radius: int | None = None):
     """The network's :class:`~phylorl.env.observation.Observation` of ``tree`` with ``moves`` under a
-    feature set (``signals`` is required for ``rich``)."""
+    feature set (``signals`` is required for ``rich``; the observation then carries its
+    :class:`RichParts` in ``obs.rich``)."""
     from phylorl.phylo import move_metadata
 
     from .tree_observation import build_observation
@@ -194,7 +211,8 @@ def observe(tree: Tree, moves: np.ndarray, features: str, signals: AlignmentSign
         raise ValueError(f"unknown feature set {features!r}: expected one of {FEATURE_SETS}")
     if signals is None:
         raise ValueError("the rich feature set needs the alignment's signals (AlignmentSignals)")
-    support = edge_supports(tree, signals.supports)
-    obs.edge_attr = np.repeat(rich_edge_features(tree, support), 2, axis=0)
-    obs.action_meta = rich_move_features(tree, moves, meta[:, 2], signals, support)
+    parts = rich_parts(tree, moves, signals)
+    obs.edge_attr, obs.action_meta = rich_arrays(tree.neighbors, tree.node_edges, tree.n_leaves, moves, meta[:, 2],
+                                                 parts)
+    obs.rich = parts
     return obs

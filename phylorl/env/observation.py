@@ -51,6 +51,9 @@ class Observation:
     action_meta: np.ndarray
     source: MoveSource | None = field(default=None, repr=False, compare=False)
     """How the moves were enumerated, when known (lets records store the tree instead of the moves)."""
+    rich: object | None = field(default=None, repr=False, compare=False)
+    """The rich features' :class:`~phylorl.env.features.RichParts`, when built from a tree (lets
+    records store those few arrays instead of the features)."""
 
     @property
     def n_nodes(self) -> int:

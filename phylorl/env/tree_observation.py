@@ -215,3 +215,45 @@ def _tree_tables(neighbors, edges, n_leaves):
     if count != n_nodes:
         return node_edges, 4
     return node_edges, 0
+
+
+def rich_observation_from_tree(neighbors: np.ndarray, edges: np.ndarray, n_leaves: int, radius: int, dedupe: bool,
+                               parts, node_features: np.ndarray | None = None) -> Observation:
+    """Rebuild a rich observation from tree arrays and its :class:`~phylorl.env.features.RichParts`
+    (``ValueError`` when they do not fit together)."""
+    from .features import rich_arrays
+
+    obs = observation_from_tree(neighbors, edges, parts.lengths, n_leaves, radius, dedupe, node_features)
+    if parts.deltas.shape != (obs.n_actions,) or parts.support.shape != (edges.shape[0],):
+        raise ValueError(f"rich parts do not fit the tree: {parts.deltas.shape[0]} move changes for "
+                         f"{obs.n_actions} moves, {parts.support.shape[0]} supports for {edges.shape[0]} edges")
+    node_edges, _ = _tree_tables(np.ascontiguousarray(neighbors, dtype=np.int32),
+                                 np.ascontiguousarray(edges, dtype=np.int32), int(n_leaves))
+    obs.edge_attr, obs.action_meta = rich_arrays(neighbors, node_edges, n_leaves, obs.actions, obs.action_meta[:, 2],
+                                                 parts)
+    obs.rich = parts
+    return obs
+
+
+def rich_tree_arrays_of(obs: Observation) -> tuple[np.ndarray, np.ndarray, bool] | None:
+    """``(neighbors, edges, default_node_features)`` when ``obs`` is exactly what
+    :func:`rich_observation_from_tree` rebuilds from them, ``obs.source`` and ``obs.rich``; else ``None``."""
+    source, parts = obs.source, obs.rich
+    if source is None or parts is None or obs.edge_index.ndim != 2 or obs.edge_index.shape[0] != 2:
+        return None
+    edges = np.ascontiguousarray(obs.edge_index[:, 0::2].T.astype(np.int32))
+    n_nodes = source.neighbors.shape[0]
+    features = obs.node_features
+    leaf = np.zeros((n_nodes, 1), np.float32)
+    leaf[: source.n_leaves, 0] = 1.0
+    leaf_features = features.dtype == np.float32 and features.shape == leaf.shape and features.tobytes() == leaf.tobytes()
+    try:
+        rebuilt = rich_observation_from_tree(source.neighbors, edges, source.n_leaves, source.radius, source.dedupe,
+                                             parts, None if leaf_features else features)
+    except ValueError:
+        return None
+    for name in ("node_features", "edge_index", "edge_attr", "actions", "action_meta"):
+        a, b = getattr(obs, name), getattr(rebuilt, name)
+        if a.dtype != b.dtype or a.shape != b.shape or a.tobytes() != b.tobytes():
+            return None
+    return source.neighbors, edges, leaf_features

@@ -19,7 +19,11 @@ One record holds one :class:`~phylorl.env.observation.Transition`. Layout (all l
                                   encoding 1 (dictionary): "<I" count, the distinct element bit
                                   patterns (count x itemsize), then one uint8/uint16 index per element
 
-The tree form is used when the observation carries a :class:`~phylorl.env.observation.MoveSource`
+      2 (rich tree)      as the tree form, then the rich features' parts (phylorl.env.features.RichParts):
+                         float32 lengths, each move's parsimony change, the parsimony length, and
+                         each edge's split support; the rich edge and move features are rebuilt.
+
+The tree forms are used when the observation carries a :class:`~phylorl.env.observation.MoveSource`
 and rebuilding from it gives back exactly its arrays (checked while encoding, so whatever happened
 to the observation, decoding returns what was encoded); otherwise the arrays form. Decoding gives
 back arrays with the original dtype, shape and bit patterns (``-0.0`` and NaN payloads included)
@@ -48,7 +52,7 @@ _ARRAY_HEADER = struct.Struct("<BBBB")
 _COUNT = struct.Struct("<I")
 _FORM = struct.Struct("<B")
 _TREE = struct.Struct("<IiB")
-_ARRAYS_FORM, _TREE_FORM = 0, 1
+_ARRAYS_FORM, _TREE_FORM, _RICH_FORM = 0, 1, 2
 _DEDUPE, _LEAF_FEATURES = 1, 2
 _SHAPES = tuple(struct.Struct(f"<{ndim}I") for ndim in range(256))
 _CAST, _DICTIONARY = 0, 1
@@ -72,6 +76,8 @@ def encode_transition(transition: Transition) -> bytes:
     parts = [_HEADER.pack(MAGIC, VERSION, flags, int(transition.action), float(transition.reward),
                           float(transition.discount), int(transition.policy_version))]
     for prefix, obs in (("obs", transition.obs), ("next_obs", transition.next_obs)):
+        if obs.rich is not None and obs.source is not None and _encode_rich(obs, prefix, parts):
+            continue
         tree = None
         if obs.source is not None:
             from phylorl.env.tree_observation import tree_arrays_of  # numba: only loaded when needed
@@ -90,6 +96,28 @@ def encode_transition(transition: Transition) -> bytes:
         if not leaf_features:
             _encode_array(obs.node_features, f"{prefix}.node_features", parts)
     return b"".join(parts)
+
+
+def _encode_rich(obs: Observation, prefix: str, parts: list[bytes]) -> bool:
+    """Append ``obs`` in the rich tree form when its rebuild is exact; ``False`` otherwise."""
+    from phylorl.env.tree_observation import rich_tree_arrays_of  # numba: only loaded when needed
+
+    tree = rich_tree_arrays_of(obs)
+    if tree is None:
+        return False
+    neighbors, edges, leaf_features = tree
+    rich = obs.rich
+    flags = (_DEDUPE if obs.source.dedupe else 0) | (_LEAF_FEATURES if leaf_features else 0)
+    parts += [_FORM.pack(_RICH_FORM), _TREE.pack(obs.source.n_leaves, obs.source.radius, flags)]
+    _encode_array(neighbors, f"{prefix}.neighbors", parts)
+    _encode_array(edges, f"{prefix}.edges", parts)
+    _encode_array(rich.lengths, f"{prefix}.lengths", parts)
+    _encode_array(rich.deltas, f"{prefix}.parsimony_deltas", parts)
+    _encode_array(np.array([rich.parsimony_length]), f"{prefix}.parsimony_length", parts)
+    _encode_array(rich.support, f"{prefix}.support", parts)
+    if not leaf_features:
+        _encode_array(obs.node_features, f"{prefix}.node_features", parts)
+    return True
 
 
 def decode_transition(record: bytes | bytearray | memoryview) -> Transition:
@@ -167,6 +195,8 @@ def _decode_observation(buf: memoryview, offset: int, legacy: bool) -> tuple[Obs
             array, offset = _decode_array(buf, offset)
             arrays.append(array)
         return Observation(*arrays), offset
+    if form == _RICH_FORM:
+        return _decode_rich(buf, offset)
     if form != _TREE_FORM:
         raise ValueError(f"corrupt transition record: unknown observation form {form} at byte {offset - 1}")
     if offset + _TREE.size > len(buf):
@@ -184,6 +214,33 @@ def _decode_observation(buf: memoryview, offset: int, legacy: bool) -> tuple[Obs
     from phylorl.env.tree_observation import observation_from_tree  # numba: only loaded when needed
     try:
         obs = observation_from_tree(neighbors, edges, lengths, n_leaves, radius, bool(flags & _DEDUPE), node_features)
+    except ValueError as e:
+        raise ValueError(f"corrupt transition record: {e}") from None
+    return obs, offset
+
+
+def _decode_rich(buf: memoryview, offset: int) -> tuple[Observation, int]:
+    if offset + _TREE.size > len(buf):
+        raise ValueError(f"transition record truncated at byte {offset}: missing a tree header")
+    n_leaves, radius, flags = _TREE.unpack_from(buf, offset)
+    offset += _TREE.size
+    arrays = []
+    for _ in range(6):
+        array, offset = _decode_array(buf, offset)
+        arrays.append(array)
+    neighbors, edges, lengths, deltas, length, support = arrays
+    node_features = None
+    if not flags & _LEAF_FEATURES:
+        node_features, offset = _decode_array(buf, offset)
+    if neighbors.dtype != np.int32 or edges.dtype != np.int32 or lengths.dtype != np.float32 \
+            or deltas.dtype != np.float32 or support.dtype != np.float32 or length.shape != (1,):
+        raise ValueError("corrupt transition record: rich tree arrays of the wrong dtype or shape")
+    from phylorl.env.features import RichParts  # numba: only loaded when needed
+    from phylorl.env.tree_observation import rich_observation_from_tree
+
+    try:
+        obs = rich_observation_from_tree(neighbors, edges, n_leaves, radius, bool(flags & _DEDUPE),
+                                         RichParts(lengths, deltas, float(length[0]), support), node_features)
     except ValueError as e:
         raise ValueError(f"corrupt transition record: {e}") from None
     return obs, offset
