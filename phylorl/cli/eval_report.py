@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 
 def _fmt(value, spec: str = ".3f", missing: str = "n/a") -> str:
     return missing if value is None else format(value, spec)
@@ -75,6 +77,10 @@ class Progress:
     def advance(self, label: str) -> None:
         self._bar.update(self._task, advance=1 if self._started else 0, description=label)
         self._started = True
+        if not self._bar.console.is_terminal:  # no live bar (a log, CI): one plain line per unit
+            task = self._bar.tasks[0]
+            print(f"eval {int(task.completed) + 1}/{int(task.total)} {task.elapsed or 0.0:.0f}s {label}",
+                  file=sys.stderr, flush=True)
 
     def __exit__(self, *exc):
         if exc[0] is None and self._started:

@@ -6,10 +6,10 @@ each run 8 moves from the same 8 random start trees per alignment. Random SPR mo
 optimised random tree lose log-likelihood on average; the trained agent must gain clearly more than
 both baselines (the untrained network guards against a "win" that only reflects a fixed move order).
 
-Measured on the shared 2-core machine (load about 3; seeds as below): mean ΔlogL of the agent
-+53.6, random -13.2, untrained network -36.1 (best-move greedy, for scale: +241.6); training took
-141 s. With trainer seeds 1 and 2 instead of 0 the agent reached +38.0 and +58.3 (untrained -21.9
-and -7.0), so MARGIN = 25 leaves room.
+Measured on the 2-core machine with the rich observation (seeds as below): mean ΔlogL of the agent
++219.6, random -13.2, untrained network -40.2; training took about 50 s. (With the original basic
+observation the agent reached +53.6, +38.0 and +58.3 for trainer seeds 0, 1, 2 and best-move greedy
++241.6, so MARGIN = 25 leaves room either way.)
 """
 
 import numpy as np
