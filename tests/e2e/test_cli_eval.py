@@ -11,6 +11,7 @@ import math
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 from phylorl.agent.config import AgentConfig
@@ -123,16 +124,39 @@ def test_eval_errors_are_one_line_before_any_work(setup, tmp_path, args, message
     assert not cache.exists()  # nothing was prepared
 
 
-def test_missing_default_checkpoint_is_one_line(setup, tmp_path):
-    if DEFAULT_CHECKPOINT.exists():
-        pytest.skip(f"{DEFAULT_CHECKPOINT} exists: the default is not missing")
-    for command in (["eval", "--alignments", setup["alignments"], "--no-iqtree"],
-                    ["search", "--alignment", setup["alignments"] / "sim_0000.fasta", "--policy", "agent"]):
-        proc = phylorl(*command, "--cache-dir", tmp_path / "cache")
-        assert proc.returncode == 2
-        lines = proc.stderr.strip().splitlines()
-        assert len(lines) == 1 and f"no agent checkpoint at {DEFAULT_CHECKPOINT}" in lines[0], proc.stderr
+def test_missing_default_checkpoint_is_one_line(setup, tmp_path, monkeypatch, capsys):
+    """Without --checkpoint both commands use the shipped models/agent.pt; when it is missing (here: the
+    default pointed at a file that does not exist) each says so in one line, before any preparation."""
+    import phylorl.agent.policy
+    from phylorl.cli import main
+
+    missing = tmp_path / "models" / "agent.pt"
+    monkeypatch.setattr(phylorl.agent.policy, "DEFAULT_CHECKPOINT", missing)
+    for command in (["eval", "--alignments", str(setup["alignments"]), "--no-iqtree"],
+                    ["search", "--alignment", str(setup["alignments"] / "sim_0000.fasta"), "--policy", "agent"]):
+        assert main([*command, "--cache-dir", str(tmp_path / "cache")]) == 2
+        lines = capsys.readouterr().err.strip().splitlines()
+        assert len(lines) == 1 and f"no agent checkpoint at {missing}" in lines[0], lines
         assert not (tmp_path / "cache").exists()
+
+
+def test_the_shipped_agent_loads_and_climbs(setup):
+    """models/agent.pt is a rich-observation checkpoint whose search, evaluating no move, gains about
+    what likelihood-greedy gains (which evaluates every move) and more than random moves."""
+    policy = AgentPolicy.from_checkpoint(DEFAULT_CHECKPOINT)
+    assert policy.features == "rich"
+    aln = load_alignment(setup["alignments"] / "sim_0000.fasta")
+    entry = EnvAlignment.build(aln, PreparationCache(setup["cache"]).get(aln, MODEL), "sim")
+    gains = {}
+    for name, chooser in (("agent", policy), ("random", "random"), ("greedy", "greedy")):
+        results = []
+        for k in range(4):
+            env = TreeEnv([entry], EnvConfig(start="random"), seed=100 + k)
+            env.reset()
+            result = run_search(env, chooser, steps=2 * aln.n_taxa, rng=np.random.default_rng(k), finish=True)
+            results.append(result.best_loglik - result.start_loglik)
+        gains[name] = float(np.mean(results))
+    assert gains["agent"] >= 0.95 * gains["greedy"] and gains["agent"] > gains["random"] + 10.0, gains
 
 
 def test_search_with_the_agent_reports_the_best_tree_and_matches_the_in_process_policy(setup, tmp_path):
