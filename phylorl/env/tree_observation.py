@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from phylorl.phylo.spr import _enumerate_moves, _move_metadata, _slot
+from phylorl.phylo.spr import _enumerate_moves, _move_metadata, slot_of
 from phylorl.phylo.tree import Tree
 
 from .observation import MoveSource, Observation
@@ -191,7 +191,7 @@ def _tree_tables(neighbors, edges, n_leaves):
         u, v = edges[e, 0], edges[e, 1]
         if u < 0 or u >= n_nodes or v < 0 or v >= n_nodes:
             return node_edges, 3
-        ku, kv = _slot(neighbors, u, v), _slot(neighbors, v, u)
+        ku, kv = slot_of(neighbors, u, v), slot_of(neighbors, v, u)
         if ku < 0 or kv < 0 or node_edges[u, ku] >= 0 or node_edges[v, kv] >= 0:
             return node_edges, 3
         node_edges[u, ku] = e

@@ -11,28 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from phylorl.phylo.splits import edge_splits, splits
-from phylorl.phylo.starts import MAX_JC_DISTANCE, nj_tree
-
-_UNAMBIGUOUS = np.array([1, 2, 4, 8], dtype=np.uint8)
-
-
-def weighted_jc_distances(codes: np.ndarray, weights: np.ndarray) -> np.ndarray:
-    """JC69 distances from site patterns ``codes`` ``[n, P]`` counted ``weights`` ``[P]`` times each.
-
-    Equal to :func:`phylorl.phylo.starts.jc_distances` of the alignment the patterns stand for.
-    """
-    onehot = (codes[:, :, None] == _UNAMBIGUOUS).astype(np.float64)  # [n, P, 4]
-    valid = onehot.sum(axis=2)
-    shared = (valid * weights) @ valid.T
-    flat = (onehot * weights[None, :, None]).reshape(codes.shape[0], -1)
-    same = flat @ onehot.reshape(codes.shape[0], -1).T
-    with np.errstate(divide="ignore", invalid="ignore"):
-        p = np.where(shared > 0, 1.0 - same / shared, 1.0)
-        dist = -0.75 * np.log(1.0 - p / 0.75)
-    dist = np.where((p >= 0.75) | ~np.isfinite(dist), MAX_JC_DISTANCE, dist)
-    dist = np.minimum(np.maximum(dist, 0.0), MAX_JC_DISTANCE)
-    np.fill_diagonal(dist, 0.0)
-    return dist
+from phylorl.phylo.starts import nj_tree, weighted_jc_distances
 
 
 def nj_bootstrap_supports(alignment, replicates: int = 100, seed: int = 0) -> dict[int, float]:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from phylorl.phylo.spr import slot_of
 from phylorl.phylo.tree import Tree
 
 
@@ -26,14 +27,6 @@ from phylorl.phylo.tree import Tree
 def _fitch(a, b):
     both = a & b
     return both if both else a | b
-
-
-@njit(cache=True, nogil=True)
-def _slot_of(neighbors, v, u):
-    for k in range(3):
-        if neighbors[v, k] == u:
-            return k
-    return -1
 
 
 @njit(cache=True, nogil=True)
@@ -64,7 +57,7 @@ def directional_sets(neighbors, n_leaves, tips):
     for i in range(n_nodes - 1, 0, -1):  # subtrees below each node, seen from its parent
         u = order[i]
         pu = parent[u]
-        k = _slot_of(neighbors, pu, u)
+        k = slot_of(neighbors, pu, u)
         if u < n_leaves:
             down[pu, k, :] = tips[u]
         else:
@@ -82,7 +75,7 @@ def directional_sets(neighbors, n_leaves, tips):
         if u < n_leaves:
             continue
         pu = parent[u]
-        j = _slot_of(neighbors, u, pu)
+        j = slot_of(neighbors, u, pu)
         m1, m2 = -1, -1
         for m in range(3):
             if neighbors[pu, m] != u:
@@ -203,7 +196,7 @@ def _length(neighbors, n_leaves, down, weights):
             if down[v, j1, c] & down[v, j2, c] == 0:
                 total += weights[c]
     # the root edge (leaf 0, root): one more union where the two sides do not meet
-    k0 = _slot_of(neighbors, root, 0)
+    k0 = slot_of(neighbors, root, 0)
     for c in range(n_pat):
         rest = _fitch(down[root, (k0 + 1) % 3, c], down[root, (k0 + 2) % 3, c])
         if rest & down[root, k0, c] == 0:
@@ -218,7 +211,7 @@ def _move_deltas(neighbors, n_leaves, tips, weights, moves):
     out = np.empty(moves.shape[0])
     for i in range(moves.shape[0]):
         p, s, y = moves[i, 0], moves[i, 1], moves[i, 3]
-        out[i] = table[p, _slot_of(neighbors, p, s), y]
+        out[i] = table[p, slot_of(neighbors, p, s), y]
     return out, _length(neighbors, n_leaves, down, weights)
 
 

@@ -93,7 +93,8 @@ def enumerate_moves(tree: Tree, radius: int | None = None, dedupe: bool = True) 
 
 
 @njit(cache=True, nogil=True)
-def _slot(neighbors, v, u):
+def slot_of(neighbors, v, u):
+    """The slot ``k`` with ``neighbors[v, k] == u`` (compiled), or -1 when ``u`` is not a neighbour."""
     for k in range(3):
         if neighbors[v, k] == u:
             return k
@@ -112,8 +113,8 @@ def _move_metadata(neighbors, node_edges, lengths, moves):
         p, s, x, y = moves[i, 0], moves[i, 1], moves[i, 2], moves[i, 3]
         if min(p, s, x, y) < 0 or max(p, s, x, y) >= n_nodes:
             return out, i
-        ks = _slot(neighbors, p, s)
-        ky = _slot(neighbors, x, y)
+        ks = slot_of(neighbors, p, s)
+        ky = slot_of(neighbors, x, y)
         if ks < 0 or ky < 0:
             return out, i
         if p != last_p:
@@ -172,12 +173,12 @@ def _apply_spr(neighbors, node_edges, edges, lengths, n_leaves, p, s, x, y, chan
         return 1
     if p < n_leaves:
         return 2
-    ks = _slot(neighbors, p, s)
+    ks = slot_of(neighbors, p, s)
     if ks < 0:
         return 3
     if x == p or y == p:
         return 4
-    kx = _slot(neighbors, x, y)
+    kx = slot_of(neighbors, x, y)
     if kx < 0:
         return 5
     # walk away from p, outside the s-subtree, until y is reached
@@ -217,14 +218,14 @@ def _apply_spr(neighbors, node_edges, edges, lengths, n_leaves, p, s, x, y, chan
     e_pa = node_edges[p, ia]
     e_pb = node_edges[p, ib]
     e_xy = node_edges[x, kx]
-    ky = _slot(neighbors, y, x)
+    ky = slot_of(neighbors, y, x)
     joined = lengths[e_pa] + lengths[e_pb]
     half = 0.5 * lengths[e_xy]
     # join a and b through e_pa
-    k = _slot(neighbors, a, p)
+    k = slot_of(neighbors, a, p)
     neighbors[a, k] = b
     node_edges[a, k] = e_pa
-    k = _slot(neighbors, b, p)
+    k = slot_of(neighbors, b, p)
     neighbors[b, k] = a
     node_edges[b, k] = e_pa
     edges[e_pa, 0] = a

@@ -55,11 +55,16 @@ def jc_distances(alignment) -> np.ndarray:
     codes = np.asarray(alignment.codes)
     if codes.ndim != 2:
         raise ValueError(f"alignment codes must be [n_taxa, n_sites], got shape {codes.shape}")
-    onehot = (codes[:, :, None] == _UNAMBIGUOUS).astype(np.float64)  # [n, sites, 4]
+    return weighted_jc_distances(codes, np.ones(codes.shape[1]))
+
+
+def weighted_jc_distances(codes: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """JC69 distances (as :func:`jc_distances`) from site patterns ``codes`` ``[n, P]``, pattern ``p``
+    counted ``weights[p]`` times (bootstrap replicates reweight patterns instead of copying columns)."""
+    onehot = (codes[:, :, None] == _UNAMBIGUOUS).astype(np.float64)  # [n, P, 4]
     valid = onehot.sum(axis=2)
-    shared = valid @ valid.T
-    flat = onehot.reshape(codes.shape[0], -1)
-    same = flat @ flat.T
+    shared = (valid * weights) @ valid.T
+    same = (onehot * weights[None, :, None]).reshape(codes.shape[0], -1) @ onehot.reshape(codes.shape[0], -1).T
     with np.errstate(divide="ignore", invalid="ignore"):
         p = np.where(shared > 0, 1.0 - same / shared, 1.0)
         dist = -0.75 * np.log(1.0 - p / 0.75)

@@ -5,10 +5,10 @@ import pytest
 
 from phylorl.phylo import nj_tree, parse_model
 from phylorl.phylo.alignment import Alignment
-from phylorl.phylo.bootstrap import edge_supports, nj_bootstrap_supports, weighted_jc_distances
+from phylorl.phylo.bootstrap import edge_supports, nj_bootstrap_supports
 from phylorl.phylo.simulate import dataset_rng, simulate_dataset
 from phylorl.phylo.splits import edge_splits, splits
-from phylorl.phylo.starts import jc_distances
+from phylorl.phylo.starts import jc_distances, weighted_jc_distances
 
 
 @pytest.fixture(scope="module")
