@@ -14,13 +14,14 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from phylorl.agent.acting import policy_networks, select_actions
+from phylorl.agent.acting import policy_networks
 from phylorl.agent.learner import CHECKPOINT_FORMAT, Learner
 from phylorl.env import EnvAlignment, EnvConfig, TreeEnv
 from phylorl.env.search import Policy, SearchResult, run_search
 from phylorl.nets.config import NetworkConfig
 from phylorl.nets.inputs import collate_observations, move_to
 from phylorl.nets.qnet import QNetwork
+from phylorl.phylo import spr_neighbor, topology_hash
 
 
 MODELS_DIR = Path(__file__).resolve().parents[2] / "models"
@@ -56,13 +57,19 @@ class AgentPolicy:
         nets: the twin online networks (put in eval mode here).
         alpha: the temperature (only enters the soft value, not the greedy choice).
         fast: use the networks' fast forward (same function as the reference one).
+        tabu: how many of the highest moves may be passed over to avoid a tree already visited.
     """
 
-    def __init__(self, nets: tuple[QNetwork, QNetwork], alpha: float = 1.0, fast: bool = True):
+    def __init__(self, nets: tuple[QNetwork, QNetwork], alpha: float = 1.0, fast: bool = True, tabu: int = 20):
         if len(nets) != 2:
             raise ValueError(f"AgentPolicy needs the two Q networks, got {len(nets)}")
+        if tabu < 0:
+            raise ValueError(f"tabu must be >= 0, got {tabu}")
         self.nets = tuple(net.eval() for net in nets)
         self.features = nets[0].cfg.features
+        self.tabu = tabu
+        self._search = None  # (environment, alignment, start log-likelihood) of the search in progress
+        self._visited: set[str] = set()
         self.alpha = float(alpha)
         self.fast = fast
         self.device = next(self.nets[0].parameters()).device
@@ -74,7 +81,8 @@ class AgentPolicy:
         return cls(nets, learner.alpha, learner.agent_cfg.network_path == "fast")
 
     @classmethod
-    def from_checkpoint(cls, path: str | os.PathLike, device: torch.device | str = "cpu") -> "AgentPolicy":
+    def from_checkpoint(cls, path: str | os.PathLike, device: torch.device | str = "cpu",
+                        tabu: int = 20) -> "AgentPolicy":
         """A policy from a :meth:`Learner.save` checkpoint file or a training run directory."""
         file = resolve_checkpoint(path)
         try:
@@ -89,7 +97,7 @@ class AgentPolicy:
         except (KeyError, TypeError, RuntimeError) as exc:
             raise ValueError(f"{file}: checkpoint does not match this version's Q network ({exc})") from None
         fast = state.get("agent_cfg", {}).get("network_path", "fast") == "fast"
-        return cls(nets, float(state["log_alpha"].exp()), fast)
+        return cls(nets, float(state["log_alpha"].exp()), fast, tabu)
 
     def _inputs(self, env: TreeEnv):
         obs = env.observation(self.features)
@@ -108,7 +116,18 @@ class AgentPolicy:
             raise RuntimeError("reset the environment before asking the policy for a move")
         if not len(env.moves):
             return None
-        return int(np.argmax(self.q_values(env)))  # the first of equal maxima, as select_actions
+        q = self.q_values(env)
+        if not self.tabu:
+            return int(np.argmax(q))  # the first of equal maxima, as select_actions
+        search = (id(env), id(env.current), env.start_loglik)
+        if search != self._search:
+            self._search, self._visited = search, set()
+        self._visited.add(topology_hash(env.tree))
+        order = np.argsort(-q, kind="stable")
+        for action in order[: self.tabu]:
+            if topology_hash(spr_neighbor(env.tree, env.moves[action])) not in self._visited:
+                return int(action)
+        return int(order[0])
 
 
 class GuidedClimb:

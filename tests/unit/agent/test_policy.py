@@ -51,7 +51,7 @@ def is_greedy(choice, q):
 def test_policy_from_a_checkpoint_file_takes_the_argmax_of_min_q(tmp_path, entry, learner):
     path = tmp_path / "learner.pt"
     learner.save(path)
-    policy = AgentPolicy.from_checkpoint(path)
+    policy = AgentPolicy.from_checkpoint(path, tabu=0)
     assert policy.alpha == pytest.approx(0.2)
     env = TreeEnv([entry], EnvConfig(start="nj"), seed=3)
     env.reset()
@@ -115,3 +115,24 @@ def test_every_policy_starts_from_the_same_trees(entry, learner):
     again = evaluate_policy("random", entry, episodes=3, steps=4, seed=7)
     assert again == [r.final_loglik - r.start_loglik for r in runs["random"]]
     assert evaluate_policy("random", entry, episodes=3, steps=4, seed=8) != again
+
+
+def test_tabu_never_returns_to_a_tree_of_the_same_search(tmp_path, entry, learner):
+    from phylorl.phylo import topology_hash
+
+    path = tmp_path / "learner.pt"
+    learner.save(path)
+    plain, tabu = AgentPolicy.from_checkpoint(path, tabu=0), AgentPolicy.from_checkpoint(path, tabu=20)
+    env = TreeEnv([entry], EnvConfig(start="random"), seed=5)
+    env.reset()
+    visited, revisits_without = {topology_hash(env.tree)}, 0
+    for _ in range(12):
+        choice = tabu.choose(env)
+        revisits_without += plain.choose(env) != choice
+        env.step(choice)
+        tree = topology_hash(env.tree)
+        assert tree not in visited  # 7 taxa, 56 moves: an unvisited tree is always among the top 20
+        visited.add(tree)
+    assert revisits_without > 0  # the plain greedy policy would have stepped back at least once
+    env.reset()  # a new search forgets the old one's trees: its first choice is the plain argmax
+    assert tabu.choose(env) == plain.choose(env)
