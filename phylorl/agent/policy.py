@@ -60,7 +60,7 @@ class AgentPolicy:
         tabu: how many of the highest moves may be passed over to avoid a tree already visited.
     """
 
-    def __init__(self, nets: tuple[QNetwork, QNetwork], alpha: float = 1.0, fast: bool = True, tabu: int = 20):
+    def __init__(self, nets: tuple[QNetwork, QNetwork], alpha: float = 1.0, fast: bool = True, tabu: int = 0):
         if len(nets) != 2:
             raise ValueError(f"AgentPolicy needs the two Q networks, got {len(nets)}")
         if tabu < 0:
@@ -82,7 +82,7 @@ class AgentPolicy:
 
     @classmethod
     def from_checkpoint(cls, path: str | os.PathLike, device: torch.device | str = "cpu",
-                        tabu: int = 20) -> "AgentPolicy":
+                        tabu: int = 0) -> "AgentPolicy":
         """A policy from a :meth:`Learner.save` checkpoint file or a training run directory."""
         file = resolve_checkpoint(path)
         try:
