@@ -30,6 +30,33 @@ def _fitch(a, b):
 
 
 @njit(cache=True, nogil=True)
+def _breadth_first(neighbors, root, above):
+    """``(order, parent)``: the nodes reached from ``root`` breadth first and each one's parent;
+    ``above`` (a neighbour of ``root``, or -1) is ``root``'s parent and is not entered."""
+    n_nodes = neighbors.shape[0]
+    order = np.empty(n_nodes, np.int64)
+    parent = np.full(n_nodes, -1, np.int64)
+    seen = np.zeros(n_nodes, np.bool_)
+    seen[root] = True
+    if above >= 0:
+        seen[above] = True
+    parent[root] = above
+    order[0] = root
+    head, tail = 0, 1
+    while head < tail:
+        v = order[head]
+        head += 1
+        for k in range(3):
+            u = neighbors[v, k]
+            if u >= 0 and not seen[u]:
+                seen[u] = True
+                parent[u] = v
+                order[tail] = u
+                tail += 1
+    return order[:tail], parent
+
+
+@njit(cache=True, nogil=True)
 def directional_sets(neighbors, n_leaves, tips):
     """``down[v, k, :]``: Fitch sets of the subtree on ``neighbors[v, k]``'s side of that edge.
 
@@ -38,22 +65,7 @@ def directional_sets(neighbors, n_leaves, tips):
     n_nodes = neighbors.shape[0]
     n_pat = tips.shape[1]
     down = np.zeros((n_nodes, 3, n_pat), np.uint8)
-    order = np.empty(n_nodes, np.int64)
-    parent = np.full(n_nodes, -1, np.int64)
-    root = n_leaves
-    order[0] = root
-    parent[root] = root
-    head, tail = 0, 1
-    while head < tail:
-        v = order[head]
-        head += 1
-        for k in range(3):
-            u = neighbors[v, k]
-            if u >= 0 and parent[u] < 0:
-                parent[u] = v
-                order[tail] = u
-                tail += 1
-    parent[root] = -1
+    order, parent = _breadth_first(neighbors, n_leaves, -1)
     for i in range(n_nodes - 1, 0, -1):  # subtrees below each node, seen from its parent
         u = order[i]
         pu = parent[u]
@@ -161,28 +173,12 @@ def _prune_table(neighbors, n_leaves, down, weights):
 @njit(cache=True, nogil=True)
 def _length(neighbors, n_leaves, down, weights):
     """Weighted Fitch length: root on the edge from leaf 0 and count the unions."""
-    n_nodes = neighbors.shape[0]
     n_pat = weights.shape[0]
     # length = sum over internal nodes of unions made in a postorder from leaf 0's edge
     total = 0.0
-    order = np.empty(n_nodes, np.int64)
-    parent = np.full(n_nodes, -1, np.int64)
     root = neighbors[0, 0]
-    parent[0] = root
-    parent[root] = 0
-    order[0] = root
-    head, tail = 0, 1
-    while head < tail:
-        v = order[head]
-        head += 1
-        for k in range(3):
-            u = neighbors[v, k]
-            if u >= 0 and parent[u] < 0:
-                parent[u] = v
-                order[tail] = u
-                tail += 1
-    for i in range(tail):
-        v = order[i]
+    order, parent = _breadth_first(neighbors, root, 0)
+    for v in order:
         if v < n_leaves:
             continue
         j1, j2 = -1, -1
