@@ -10,6 +10,7 @@ likelihood-greedy search. See :mod:`phylorl.agent.warmstart`.
 from __future__ import annotations
 
 import json
+import multiprocessing
 import os
 import sys
 import time
@@ -79,7 +80,7 @@ def _collect(args, paths, cfg, cache_dir, behaviour, task, have):
     started = time.perf_counter()
     deadline = started + 60 * args.minutes
     wall_deadline = time.time() + 60 * args.minutes  # episodes still running then stop early
-    context = __import__("multiprocessing").get_context("fork")
+    context = multiprocessing.get_context("fork")
     with ProcessPoolExecutor(args.threads, mp_context=context, initializer=_init_worker,
                              initargs=(args.model, args.features, cache_dir, behaviour)) as pool:
         rng = np.random.default_rng([args.seed, task])

@@ -9,10 +9,13 @@ the split supports the rich observation shows (:mod:`phylorl.phylo.bootstrap`).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+import multiprocessing
 import os
 import tempfile
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -118,17 +121,10 @@ def prepare_corpus(paths, model: str, directory: str | os.PathLike, threads: int
     todo = [p for p in paths if not cache.has(load_alignment(p), model)]
     done = len(paths) - len(todo)
     jobs = [(p, model, str(directory)) for p in todo]
-    if threads <= 1 or len(jobs) <= 1:
-        results = map(_prepare_one, jobs)
-    else:
-        import multiprocessing
-        from concurrent.futures import ProcessPoolExecutor
-
-        pool = ProcessPoolExecutor(threads, mp_context=multiprocessing.get_context("fork"))
-        results = pool.map(_prepare_one, jobs)
-    for path in results:
-        done += 1
-        if on_done is not None:
-            on_done(path, done, len(paths))
-    if threads > 1 and len(jobs) > 1:
-        pool.shutdown()
+    parallel = threads > 1 and len(jobs) > 1
+    with (ProcessPoolExecutor(threads, mp_context=multiprocessing.get_context("fork")) if parallel
+          else contextlib.nullcontext()) as pool:
+        for path in (pool.map if parallel else map)(_prepare_one, jobs):
+            done += 1
+            if on_done is not None:
+                on_done(path, done, len(paths))

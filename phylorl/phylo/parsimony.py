@@ -57,6 +57,19 @@ def _breadth_first(neighbors, root, above):
 
 
 @njit(cache=True, nogil=True)
+def _other_slots(neighbors, v, skip):
+    """The two slots of internal node ``v`` whose neighbours are not ``skip``."""
+    first, second = -1, -1
+    for j in range(3):
+        if neighbors[v, j] != skip:
+            if first < 0:
+                first = j
+            else:
+                second = j
+    return first, second
+
+
+@njit(cache=True, nogil=True)
 def directional_sets(neighbors, n_leaves, tips):
     """``down[v, k, :]``: Fitch sets of the subtree on ``neighbors[v, k]``'s side of that edge.
 
@@ -73,13 +86,7 @@ def directional_sets(neighbors, n_leaves, tips):
         if u < n_leaves:
             down[pu, k, :] = tips[u]
         else:
-            j1, j2 = -1, -1
-            for j in range(3):
-                if neighbors[u, j] != pu:
-                    if j1 < 0:
-                        j1 = j
-                    else:
-                        j2 = j
+            j1, j2 = _other_slots(neighbors, u, pu)
             for c in range(n_pat):
                 down[pu, k, c] = _fitch(down[u, j1, c], down[u, j2, c])
     for i in range(1, n_nodes):  # the rest of the tree, seen from each internal node
@@ -88,13 +95,7 @@ def directional_sets(neighbors, n_leaves, tips):
             continue
         pu = parent[u]
         j = slot_of(neighbors, u, pu)
-        m1, m2 = -1, -1
-        for m in range(3):
-            if neighbors[pu, m] != u:
-                if m1 < 0:
-                    m1 = m
-                else:
-                    m2 = m
+        m1, m2 = _other_slots(neighbors, pu, u)
         for c in range(n_pat):
             down[u, j, c] = _fitch(down[pu, m1, c], down[pu, m2, c])
     return down
@@ -131,13 +132,7 @@ def _prune_table(neighbors, n_leaves, down, weights):
                 if a < n_leaves:
                     continue
                 other = down[p, ko]  # the joined edge's far side, seen from a
-                j1, j2 = -1, -1
-                for j in range(3):
-                    if neighbors[a, j] != p:
-                        if j1 < 0:
-                            j1 = j
-                        else:
-                            j2 = j
+                j1, j2 = _other_slots(neighbors, a, p)
                 top = 0
                 for j, jo in ((j1, j2), (j2, j1)):
                     c = neighbors[a, j]
@@ -151,13 +146,7 @@ def _prune_table(neighbors, n_leaves, down, weights):
                 while top > 0:
                     top -= 1
                     x = stack[top]
-                    i1, i2 = -1, -1
-                    for j in range(3):
-                        if neighbors[x, j] != parent[x]:
-                            if i1 < 0:
-                                i1 = j
-                            else:
-                                i2 = j
+                    i1, i2 = _other_slots(neighbors, x, parent[x])
                     for j, jo in ((i1, i2), (i2, i1)):
                         y = neighbors[x, j]
                         for q in range(n_pat):
@@ -181,13 +170,7 @@ def _length(neighbors, n_leaves, down, weights):
     for v in order:
         if v < n_leaves:
             continue
-        j1, j2 = -1, -1
-        for j in range(3):
-            if neighbors[v, j] != parent[v]:
-                if j1 < 0:
-                    j1 = j
-                else:
-                    j2 = j
+        j1, j2 = _other_slots(neighbors, v, parent[v])
         for c in range(n_pat):
             if down[v, j1, c] & down[v, j2, c] == 0:
                 total += weights[c]
