@@ -12,11 +12,12 @@ from phylorl.nets.config import NetworkConfig
 from phylorl.nets.inputs import ActionBatch, GraphBatch
 from phylorl.nets.qnet import QNetwork
 from phylorl.nets.segment import segment_argmax
+from phylorl.nets.twin import TwinQ
 
 
 @torch.no_grad()
 def select_actions(
-    nets: Sequence[QNetwork],
+    nets: "Sequence[QNetwork] | TwinQ",
     graphs: GraphBatch,
     actions: ActionBatch,
     alpha: float,
@@ -29,22 +30,28 @@ def select_actions(
 
     ``greedy``: the action of highest ``Q``; otherwise a sample of ``softmax(Q / alpha)``
     (Gumbel-max, noise drawn from ``generator``). Each state must have at least one action.
-    ``fast`` and ``chunk``: as in :meth:`QNetwork.forward`.
+    ``fast`` and ``chunk``: as in :meth:`QNetwork.forward`. ``nets`` may be a :class:`TwinQ` of the
+    twins (the same ``min`` in one pass, for acting; ``fast`` and ``chunk`` do not apply to it).
 
     Returns ``(action [G] int64`` index into each state's own action list``, q [G]`` of that
     action``, v [G]`` soft value ``alpha * logsumexp(Q / alpha))``.
     """
-    if not nets:
+    twin = isinstance(nets, TwinQ)
+    if not twin and not nets:
         raise ValueError("select_actions needs at least one Q network")
     states = actions.states
     if states.count and int(states.sizes.min()) < 1:
         raise ValueError("every state needs at least one action to select from")
-    for net in nets:
+    for net in nets.nets if twin else nets:
         if net.training:
             raise ValueError("select_actions expects networks in eval mode (call .eval())")
-    q = nets[0](graphs, actions, fast, None, chunk)
-    for net in nets[1:]:
-        q = torch.minimum(q, net(graphs, actions, fast, None, chunk))
+    if twin:
+        q = nets(graphs, actions)
+    else:
+        plan = nets[0].plan(graphs, actions) if fast else None  # input-only tensors, shared by the nets
+        q = nets[0](graphs, actions, fast, None, chunk, plan)
+        for net in nets[1:]:
+            q = torch.minimum(q, net(graphs, actions, fast, None, chunk, plan))
     if greedy:
         scores = q
     else:

@@ -34,6 +34,9 @@ class Batch:
     ``discount``      float32 ``[B]``, applied to ``V(s')`` (``gamma**k`` for ``k``-step).
     ``terminal``      bool ``[B]``, true end of the task (no bootstrap); truncation is not terminal.
     ``weights``       float32 ``[B]``, importance-sampling weights of prioritised replay.
+    ``next_labels``   float32 ``[A']``, demonstration label of every action of ``next_actions`` (0
+                      where its state is unlabelled).
+    ``next_labelled`` bool ``[B]``, whether ``s'`` carries labels.
     """
 
     graphs: GraphBatch
@@ -44,6 +47,8 @@ class Batch:
     discount: Tensor
     terminal: Tensor
     weights: Tensor
+    next_labels: Tensor
+    next_labelled: Tensor
 
     @property
     def size(self) -> int:
@@ -97,8 +102,22 @@ def collate(
         discount=torch.tensor([t.discount for t in transitions], dtype=torch.float32),
         terminal=torch.tensor([bool(t.terminal) for t in transitions], dtype=torch.bool),
         weights=torch.from_numpy(weights.copy()),
+        next_labels=torch.from_numpy(_labels(transitions)),
+        next_labelled=torch.tensor([t.next_labels is not None for t in transitions], dtype=torch.bool),
     )
     return move_to(batch, device, pin_memory)
+
+
+def _labels(transitions: Sequence[Transition]) -> np.ndarray:
+    parts = []
+    for i, t in enumerate(transitions):
+        if t.next_labels is None:
+            parts.append(np.zeros(t.next_obs.n_actions, dtype=np.float32))
+        elif np.shape(t.next_labels) != (t.next_obs.n_actions,):
+            raise ValueError(f"transition {i}: {np.shape(t.next_labels)} labels for {t.next_obs.n_actions} next moves")
+        else:
+            parts.append(np.asarray(t.next_labels, dtype=np.float32))
+    return np.concatenate(parts) if parts else np.zeros(0, dtype=np.float32)
 
 
 Sample = tuple[Sequence[Transition], "np.ndarray | None", Any]

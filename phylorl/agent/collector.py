@@ -8,6 +8,12 @@ into ``n``-step transitions with the initial priority ``|R + γ^k V(s_{t+k}) −
 (the environment has started a new episode), so it rides along in the next call as an extra
 observation whose chosen move is ignored; a terminal one needs no value. Transitions keep the
 weights version that chose their action (the learner reports the policy lag from it).
+
+Demonstrations: with ``label_fraction > 0`` each state acted on is, with that probability, labelled
+with the environment's own reward of every one of its moves (:meth:`TreeEnv.move_rewards`, one
+local branch optimisation per move: the costly part, done where the tree is). The labels ride on the
+transition whose *next* state that is (``Transition.next_labels``), since a batch already carries all
+moves of its next states; the learner adds a supervised term on them (``AgentConfig.demo_weight``).
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ class _Episode:
     steps: list[Transition] = field(default_factory=list)
     q: list[float] = field(default_factory=list)
     v: list[float] = field(default_factory=list)
+    labels: list = field(default_factory=list)  # labels of steps[t].obs, or None
 
 
 @dataclass
@@ -55,12 +62,17 @@ class Collected:
 class Collector:
     """Steps ``envs`` with ``act`` and emits ``n_step`` transitions (see module docstring)."""
 
-    def __init__(self, envs, gamma: float, n_step: int = 1):
-        if not 0.0 <= gamma <= 1.0 or n_step < 1:
-            raise ValueError(f"need 0 <= gamma <= 1 and n_step >= 1, got {gamma}, {n_step}")
+    def __init__(self, envs, gamma: float, n_step: int = 1, label_fraction: float = 0.0, seed: int = 0):
+        if not 0.0 <= gamma <= 1.0 or n_step < 1 or not 0.0 <= label_fraction <= 1.0:
+            raise ValueError(f"need 0 <= gamma <= 1, n_step >= 1 and 0 <= label_fraction <= 1, "
+                             f"got {gamma}, {n_step}, {label_fraction}")
         self.envs = envs
         self.gamma = gamma
         self.n_step = n_step
+        self.label_fraction = label_fraction
+        self.labelled_states = 0
+        self.label_seconds = 0.0
+        self._rng = np.random.default_rng([seed, 0x1abe1])
         self.obs: list[Observation] | None = None
         self.reset_seconds = 0.0
         self._open = [_Episode() for _ in range(len(envs))]
@@ -79,6 +91,7 @@ class Collector:
             self._waiting = waiting
             return None
         actions, q, v, version = answer
+        labels = self._labels(k)
         transitions: list[Transition] = []
         priorities: list[float] = []
         for j, episode in enumerate(waiting):
@@ -94,6 +107,7 @@ class Collector:
                                             policy_version=int(version)))
             episode.q.append(float(q[i]))
             episode.v.append(float(v[i]))
+            episode.labels.append(labels[i])
             if result.terminal[i] or result.truncated[i]:
                 ended.append({**result.infos[i], "episode_return": float(sum(t.reward for t in episode.steps))})
                 if result.terminal[i]:
@@ -104,6 +118,19 @@ class Collector:
         self.obs = list(result.obs)
         return Collected(transitions, np.asarray(priorities, dtype=np.float64), ended, k, seconds, int(version))
 
+    def _labels(self, k: int) -> list:
+        """Labels of the ``k`` current states (``None`` for those not drawn for labelling)."""
+        out = [None] * k
+        if self.label_fraction <= 0.0:
+            return out
+        started = time.perf_counter()
+        for i in range(k):
+            if self._rng.random() < self.label_fraction:
+                out[i] = self.envs.envs[i].move_rewards()
+                self.labelled_states += 1
+        self.label_seconds += time.perf_counter() - started
+        return out
+
     def _emit(self, episode: _Episode, final_value: float, out: list[Transition], priorities: list[float]) -> None:
         steps, n = episode.steps, self.n_step
         values = episode.v + [final_value]
@@ -111,4 +138,5 @@ class Collector:
             end = min(t + n, len(steps))
             next_v = 0.0 if transition.terminal else values[end]
             priorities.append(abs(transition.reward + transition.discount * next_v - episode.q[t]))
-            out.append(dataclasses.replace(transition, policy_version=steps[t].policy_version))
+            out.append(dataclasses.replace(transition, policy_version=steps[t].policy_version,
+                                           next_labels=episode.labels[end] if end < len(steps) else None))

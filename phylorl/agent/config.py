@@ -51,7 +51,20 @@ class AgentConfig:
     """On CPU, evaluate the next states' actions this many at a time (cache-sized buffers, same
     values); 0 = all at once. Not used on other devices."""
 
+    demo_weight: float = 0.0
+    """Weight of the supervised term on demonstration labels (transitions whose next state carries the
+    reward of every move, ``Transition.next_labels``): squared error plus a listwise cross-entropy of
+    each online network on those states' moves. 0 ignores labels."""
+
+    demo_temperature: float = 0.02
+    """Softmax temperature of the demonstrations' listwise cross-entropy, in reward units."""
+
+    demo_rank_weight: float = 1.0
+    """Weight of that cross-entropy against the squared error."""
+
     def __post_init__(self) -> None:
+        if not (self.demo_weight >= 0 and self.demo_rank_weight >= 0 and self.demo_temperature > 0):
+            raise ValueError("AgentConfig.demo_weight and demo_rank_weight must be >= 0, demo_temperature > 0")
         for name in ("lr", "alpha_lr", "initial_alpha", "adam_eps"):
             value = getattr(self, name)
             if not (value > 0 and math.isfinite(value)):

@@ -28,6 +28,7 @@ from phylorl.agent.losses import (
     alpha_loss,
     clip_grad_norm,
     critic_loss,
+    demonstration_loss,
     policy_entropy,
     soft_update,
     soft_value,
@@ -42,11 +43,12 @@ CHECKPOINT_FORMAT = 1
 
 METRIC_NAMES = (
     "loss/q1", "loss/q2", "loss/alpha", "alpha", "q/mean", "target/mean", "td/abs_mean",
-    "entropy/mean", "entropy/target_mean", "grad_norm/q1", "grad_norm/q2",
+    "entropy/mean", "entropy/target_mean", "grad_norm/q1", "grad_norm/q2", "loss/demo", "demo/labelled",
 )
 """Keys of :meth:`Learner.step`'s metrics: losses, ``alpha`` (before its update), mean ``Q(s,a)`` of
 ``q1``, mean TD target, mean ``(|td1|+|td2|)/2``, the online policy's mean entropy on ``s'`` (nats) and
-its target, and each Q network's gradient norm before clipping."""
+its target, each Q network's gradient norm before clipping, the demonstration loss (summed over both
+networks, before ``demo_weight``; 0 without labels) and the fraction of the batch's next states labelled."""
 
 
 @contextmanager
@@ -104,13 +106,21 @@ class Learner:
         if batch.reward.device != self.device:
             batch = move_to(batch, self.device)
         alpha = self.log_alpha.detach().exp()
-        y, entropy, entropy_target = self._targets(batch, alpha, fast)
-
         self.q1.train()
         self.q2.train()
+        q_next = None  # the online networks' Q on every next move, when the demonstrations need it
+        if cfg.demo_weight > 0 and bool(batch.next_labelled.any()):
+            q_next = tuple(net(batch.next_graphs, batch.next_actions, fast, self.rng) for net in (self.q1, self.q2))
+        y, entropy, entropy_target = self._targets(batch, alpha, fast, q_next)
+
         q1 = self.q1(batch.graphs, batch.actions, fast, self.rng)
         q2 = self.q2(batch.graphs, batch.actions, fast, self.rng)
         loss, extra = critic_loss(q1, q2, y, batch.weights)
+        demo = None
+        if q_next is not None:
+            demo = sum(demonstration_loss(q, batch.next_labels, batch.next_actions.states, batch.next_labelled,
+                                          cfg.demo_temperature, cfg.demo_rank_weight)[0] for q in q_next)
+            loss = loss + cfg.demo_weight * demo
         self.q_optimizer.zero_grad(set_to_none=True)
         loss.backward()
         norm1 = clip_grad_norm(self.q1, cfg.max_grad_norm)
@@ -132,13 +142,20 @@ class Learner:
         values = torch.stack([
             extra["loss1"], extra["loss2"], a_loss.detach(), alpha, q1.detach().mean(), y.mean(),
             extra["priorities"].mean() / 2, entropy.mean(), entropy_target.mean(), norm1, norm2,
+            torch.zeros((), device=self.device) if demo is None else demo.detach(),
+            batch.next_labelled.float().mean(),
         ]).cpu().tolist()
         priorities = extra["priorities"].cpu().numpy().astype(np.float32, copy=False)
         return dict(zip(METRIC_NAMES, values)), priorities
 
     @torch.no_grad()
-    def _targets(self, batch: Batch, alpha: torch.Tensor, fast: bool):
-        """TD targets ``[B]``, policy entropy on ``s'`` ``[B]`` and its target ``[B]``."""
+    def _targets(self, batch: Batch, alpha: torch.Tensor, fast: bool, online_next=None):
+        """TD targets ``[B]``, policy entropy on ``s'`` ``[B]`` and its target ``[B]``.
+
+        ``online_next``: the online networks' Q on the next moves when the caller has computed them
+        (the demonstrations need them); they then stand in for the online policy's (same values when
+        there is no dropout). When no transition bootstraps (every discount 0, e.g. ``gamma = 0``),
+        the target networks are not run and the policy's entropy comes from the online networks."""
         cfg = self.agent_cfg
         states = batch.next_actions.states
         chunk = (cfg.cpu_action_chunk or None) if self.device.type == "cpu" else None
@@ -146,13 +163,18 @@ class Learner:
         def q_next(net: QNetwork) -> torch.Tensor:
             return net(batch.next_graphs, batch.next_actions, fast, chunk=chunk)
 
+        def online_policy() -> torch.Tensor:
+            if online_next is not None and self.net_cfg.dropout == 0.0:
+                return torch.minimum(online_next[0].detach(), online_next[1].detach())
+            with _eval_mode(self.q1, self.q2):
+                return torch.minimum(q_next(self.q1), q_next(self.q2))
+
+        if not bool(torch.any(batch.discount != 0)):
+            y = batch.reward.clone()
+            return y, policy_entropy(online_policy(), states, alpha), target_entropy(states, cfg.target_entropy_fraction)
         q_target = torch.minimum(q_next(self.target1), q_next(self.target2))
         y = td_target(batch.reward, batch.discount, batch.terminal, soft_value(q_target, states, alpha))
-        if cfg.entropy_networks == "online":
-            with _eval_mode(self.q1, self.q2):
-                q_policy = torch.minimum(q_next(self.q1), q_next(self.q2))
-        else:
-            q_policy = q_target
+        q_policy = online_policy() if cfg.entropy_networks == "online" else q_target
         entropy = policy_entropy(q_policy, states, alpha)
         return y, entropy, target_entropy(states, cfg.target_entropy_fraction)
 

@@ -81,6 +81,25 @@ def critic_loss(q1: Tensor, q2: Tensor, target: Tensor, weights: Tensor) -> tupl
     return loss1 + loss2, extra
 
 
+def demonstration_loss(q: Tensor, labels: Tensor, states: Segments, labelled: Tensor, temperature: float,
+                       rank_weight: float) -> tuple[Tensor, Tensor, Tensor]:
+    """Supervised loss of ``Q`` against every move's label on the labelled states.
+
+    ``q, labels [A]``; ``states`` groups them into ``G`` states; ``labelled [G]`` bool. Returns
+    ``(loss, mse, ce)``: the squared error averaged over the labelled states' moves, plus
+    ``rank_weight`` times the listwise cross-entropy between ``softmax(labels / T)`` and
+    ``softmax(Q / T)`` (``T = temperature``, in reward units) averaged over labelled states. Zero (with
+    a gradient path) when no state is labelled.
+    """
+    mask = labelled[states.index].to(q.dtype)
+    n_moves = mask.sum().clamp(min=1.0)
+    n_states = labelled.sum().clamp(min=1).to(q.dtype)
+    mse = (mask * (q - labels).square()).sum() / n_moves
+    target = torch.exp(segment_log_softmax(labels / temperature, states))
+    ce = -(mask * target * segment_log_softmax(q / temperature, states)).sum() / n_states
+    return mse + rank_weight * ce, mse, ce
+
+
 def alpha_loss(log_alpha: Tensor, entropy: Tensor, entropy_target: Tensor) -> Tensor:
     """``mean(log_alpha * (H - H_target))`` over states; gradient only reaches ``log_alpha``."""
     return (log_alpha * (entropy - entropy_target).detach()).mean()

@@ -21,6 +21,7 @@ from phylorl.env.search import Policy, SearchResult, run_search
 from phylorl.nets.config import NetworkConfig
 from phylorl.nets.inputs import collate_observations, move_to
 from phylorl.nets.qnet import QNetwork
+from phylorl.nets.twin import twin_or_none
 from phylorl.phylo import spr_neighbor, topology_hash
 
 
@@ -73,6 +74,7 @@ class AgentPolicy:
         self.alpha = float(alpha)
         self.fast = fast
         self.device = next(self.nets[0].parameters()).device
+        self._twin = twin_or_none(self.nets) if fast else None  # min(Q1, Q2) in one pass
 
     @classmethod
     def from_learner(cls, learner: Learner) -> "AgentPolicy":
@@ -107,6 +109,8 @@ class AgentPolicy:
     def q_values(self, env: TreeEnv) -> np.ndarray:
         """``min(Q1, Q2)`` of every move of ``env``'s current state, float ``[A]``."""
         graphs, actions = self._inputs(env)
+        if self._twin is not None:
+            return self._twin(graphs, actions).cpu().numpy()
         q = torch.minimum(self.nets[0](graphs, actions, self.fast), self.nets[1](graphs, actions, self.fast))
         return q.cpu().numpy()
 

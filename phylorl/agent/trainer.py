@@ -44,6 +44,10 @@ class TrainerConfig:
     n_step: int = 1
     """Steps per transition's return (``gamma**k`` discount on the bootstrap, ``k <= n_step``)."""
 
+    label_fraction: float = 0.0
+    """Fraction of states labelled with every move's reward as demonstrations (see
+    :class:`~phylorl.agent.collector.Collector`; used when ``AgentConfig.demo_weight > 0``)."""
+
     batch_size: int = 32
     """Transitions per learner update."""
 
@@ -74,6 +78,8 @@ class TrainerConfig:
                 raise ValueError(f"TrainerConfig.{name} must be >= 1, got {getattr(self, name)}")
         if not 0.0 <= self.gamma <= 1.0:
             raise ValueError(f"TrainerConfig.gamma must be in [0, 1], got {self.gamma}")
+        if not 0.0 <= self.label_fraction <= 1.0:
+            raise ValueError(f"TrainerConfig.label_fraction must be in [0, 1], got {self.label_fraction}")
         if self.replay_alpha < 0 or self.replay_beta < 0:
             raise ValueError("TrainerConfig.replay_alpha and replay_beta must be >= 0")
         if not 1 <= self.min_replay <= self.replay_capacity:
@@ -121,7 +127,8 @@ class InProcessTrainer:
                              f"{net_cfg.features!r} ones (NetworkConfig.for_features)")
         self.config = trainer_cfg
         self.envs = VecTreeEnv(alignments, trainer_cfg.n_envs, env_cfg, seed=seed)
-        self.collector = Collector(self.envs, trainer_cfg.gamma, trainer_cfg.n_step)
+        self.collector = Collector(self.envs, trainer_cfg.gamma, trainer_cfg.n_step, trainer_cfg.label_fraction,
+                                   seed=seed)
         self.learner = Learner(net_cfg, agent_cfg, trainer_cfg.device, seed=seed)
         self.replay = MemoryReplay(trainer_cfg.replay_capacity, trainer_cfg.replay_alpha, trainer_cfg.replay_beta,
                                    seed=seed)

@@ -26,9 +26,9 @@ import numpy as np
 import torch
 
 from phylorl.env import EnvAlignment, EnvConfig, TreeEnv
+from phylorl.agent.losses import demonstration_loss
 from phylorl.env.observation import Observation
 from phylorl.nets.inputs import collate_observations, move_to
-from phylorl.nets.segment import segment_log_softmax
 
 
 @dataclass(frozen=True)
@@ -67,12 +67,6 @@ class LabelledState:
     n_taxa: int
 
 
-def move_rewards(env: TreeEnv) -> np.ndarray:
-    """The reward each move of ``env``'s current state would earn (float32 ``[A]``)."""
-    scale = env.config.reward_scale / abs(env.current.prepared.nj_loglik)
-    return ((env.evaluate_moves() - env.loglik) * scale).astype(np.float32)
-
-
 def label_episode(entry: EnvAlignment, env_cfg: EnvConfig, cfg: WarmStartConfig, seed: int,
                   policy=None, deadline: float | None = None) -> list[LabelledState]:
     """Labelled states of one episode from a random start (see module docstring); the episode
@@ -85,7 +79,7 @@ def label_episode(entry: EnvAlignment, env_cfg: EnvConfig, cfg: WarmStartConfig,
     for _ in range(max(1, int(round(cfg.steps_factor * n)))):
         if not len(env.moves) or (deadline is not None and time.time() > deadline):
             break
-        rewards = move_rewards(env)
+        rewards = env.move_rewards()
         out.append(LabelledState(obs, rewards, n))
         if rng.random() < cfg.explore:
             action = int(rng.integers(len(rewards)))
@@ -95,14 +89,6 @@ def label_episode(entry: EnvAlignment, env_cfg: EnvConfig, cfg: WarmStartConfig,
             action = int(np.argmax(rewards))
         obs = env.step(action)[0]
     return out
-
-
-def _loss(net, graphs, actions, labels, temperature: float, rank_weight: float):
-    q = net(graphs, actions)
-    mse = torch.mean((q - labels) ** 2)
-    target = torch.exp(segment_log_softmax(labels / temperature, actions.states))
-    ce = -(target * segment_log_softmax(q / temperature, actions.states)).sum() / actions.states.count
-    return mse + rank_weight * ce, mse, ce
 
 
 def fit(learner, states: list[LabelledState], cfg: WarmStartConfig, seed: int = 0, on_epoch=None) -> list[dict]:
@@ -129,10 +115,12 @@ def fit(learner, states: list[LabelledState], cfg: WarmStartConfig, seed: int = 
             chunk = [states[i] for i in order[start:start + cfg.batch_states]]
             graphs, actions = move_to(collate_observations([s.obs for s in chunk]), device)
             labels = torch.from_numpy(np.concatenate([s.rewards for s in chunk])).to(device)
+            everything = torch.ones(len(chunk), dtype=torch.bool, device=device)
             total = 0.0
             parts = np.zeros(2)
             for net in (learner.q1, learner.q2):
-                loss, mse, ce = _loss(net, graphs, actions, labels, cfg.temperature, cfg.rank_weight)
+                loss, mse, ce = demonstration_loss(net(graphs, actions), labels, actions.states, everything,
+                                                   cfg.temperature, cfg.rank_weight)
                 total = total + loss
                 parts += (float(mse.detach()), float(ce.detach()))
             optimizer.zero_grad(set_to_none=True)

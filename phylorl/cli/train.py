@@ -31,6 +31,10 @@ def add_arguments(p) -> None:
     p.add_argument("--init-checkpoint", help="warm start: a learner checkpoint (phylorl warmstart) to start from")
     p.add_argument("--hidden", type=int, help="network width (default 64; ignored with --init-checkpoint)")
     p.add_argument("--horizon", type=int, help="steps per episode (default 10)")
+    p.add_argument("--gamma", type=float, help="discount per step (default 0.9)")
+    p.add_argument("--label-fraction", type=float,
+                   help="fraction of states whose every move the actors score as demonstrations (default 0)")
+    p.add_argument("--demo-weight", type=float, help="weight of the learner's supervised term on them (default 1)")
     p.add_argument("--seed", type=int)
     p.add_argument("--no-report", action="store_true", help="skip the PNG report at the end")
 
@@ -51,7 +55,7 @@ def build_config(args):
             raise ValueError(f"{args.config}: unknown fields {unknown}; known: {sorted(known)}")
         values.update(loaded)
     for name in ("actors", "envs_per_actor", "alignments", "updates", "minutes", "run_dir", "model", "device", "seed",
-                 "features", "init_checkpoint", "hidden", "horizon"):
+                 "features", "init_checkpoint", "hidden", "horizon", "gamma", "label_fraction", "demo_weight"):
         value = getattr(args, name)
         if value is not None:
             values[name] = value

@@ -83,3 +83,6 @@ class Transition:
     truncated: bool
     discount: float = 0.99
     policy_version: int = -1
+    next_labels: np.ndarray | None = field(default=None, repr=False, compare=False)
+    """Demonstration labels: the reward each move of ``next_obs`` would earn (float32 ``[A']``, in
+    the order of ``next_obs.actions``), when the actor computed them; ``None`` otherwise."""

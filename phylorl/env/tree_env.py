@@ -203,3 +203,9 @@ class TreeEnv:
         for i, move in enumerate(moves):
             out[i] = self._apply(base.copy(), move)
         return out
+
+    def move_rewards(self) -> np.ndarray:
+        """The reward each move of the current state would earn, exactly as :meth:`step` would pay
+        it (float32 ``[A]``, rows of :attr:`moves`): the environment's own labels of its moves."""
+        scale = self.config.reward_scale / abs(self.current.prepared.nj_loglik)
+        return ((self.evaluate_moves() - self.loglik) * scale).astype(np.float32)

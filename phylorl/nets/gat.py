@@ -59,25 +59,34 @@ def dense_slots(graphs: GraphBatch, heads: int, self_loops: bool) -> DenseSlots:
     return DenseSlots(nodes=nodes, attr=attr, mask=mask, rows=rows, heads=heads)
 
 
-def dense_gat(conv: GATConv, x: Tensor, slots: DenseSlots) -> Tensor:
+def gat_weights(conv: GATConv) -> tuple[Tensor, Tensor]:
+    """The parts of :func:`dense_gat` that depend on the weights alone: ``[W; a_s^T W; a_d^T W]^T``
+    ``[in, H*C + 2H]`` (node transform and both attention terms in one product) and the edge
+    coefficients ``a_e^T W_e`` ``[D, H]``."""
+    heads, channels = conv.heads, conv.out_channels
+    w = conv.lin.weight  # [H*C, in]
+    w_heads = w.view(heads, channels, -1)
+    # a_s^T W x and a_d^T W x per head fold into one [2H, in] product; likewise a_e^T W_e e -> [D, H]
+    w_all = torch.cat([w, (w_heads * conv.att_src.view(heads, channels, 1)).sum(1),
+                       (w_heads * conv.att_dst.view(heads, channels, 1)).sum(1)]).t().contiguous()
+    w_edge = conv.lin_edge.weight.view(heads, channels, -1)
+    edge_coef = (w_edge * conv.att_edge.view(heads, channels, 1)).sum(1).t().contiguous()  # [D, H]
+    return w_all, edge_coef
+
+
+def dense_gat(conv: GATConv, x: Tensor, slots: DenseSlots, weights: tuple[Tensor, Tensor] | None = None) -> Tensor:
     """Apply ``conv`` (a ``GATConv`` with ``concat=True``, ``edge_dim`` set, no residual) to ``x``.
 
     Shapes: ``x`` float ``[N, in]`` -> ``[N, heads * out_channels]``. The slots must have been built
-    with the conv's ``heads`` and ``add_self_loops``.
+    with the conv's ``heads`` and ``add_self_loops``. ``weights``: :func:`gat_weights` of ``conv``
+    when the caller has them already (inference reuses them between calls).
     """
     heads, channels = conv.heads, conv.out_channels
     if slots.heads != heads:
         raise ValueError(f"slots were built for {slots.heads} heads, the layer has {heads}")
     n = x.shape[0]
-    w = conv.lin.weight  # [H*C, in]
-    w_heads = w.view(heads, channels, -1)
-    # a_s^T W x and a_d^T W x per head fold into one [2H, in] product; likewise a_e^T W_e e -> [D, H]
-    w_att = torch.cat([(w_heads * conv.att_src.view(heads, channels, 1)).sum(1),
-                       (w_heads * conv.att_dst.view(heads, channels, 1)).sum(1)])
-    xl = x @ w.t()  # [N, H*C]
-    a_src, a_dst = (x @ w_att.t()).split(heads, dim=1)  # [N, H] each
-    w_edge = conv.lin_edge.weight.view(heads, channels, -1)
-    edge_coef = (w_edge * conv.att_edge.view(heads, channels, 1)).sum(1).t()  # [D, H]
+    w_all, edge_coef = gat_weights(conv) if weights is None else weights
+    xl, a_src, a_dst = (x @ w_all).split([heads * channels, heads, heads], dim=1)  # [N, H*C], [N, H] x 2
 
     logits = a_src[slots.nodes] + a_dst.unsqueeze(1) + slots.attr @ edge_coef  # [N, S, H]
     logits = F.leaky_relu(logits, conv.negative_slope)

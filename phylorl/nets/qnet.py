@@ -24,17 +24,30 @@ function:
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 from torch_geometric.nn import GATConv, global_add_pool, global_max_pool, global_mean_pool
 
 from phylorl.nets.config import NetworkConfig
-from phylorl.nets.gat import dense_gat, dense_slots
+from phylorl.nets.gat import DenseSlots, dense_gat, dense_slots, gat_weights
 from phylorl.nets.inputs import ActionBatch, GraphBatch
 from phylorl.nets.segment import segment_max, segment_mean, segment_sum
 
 MOVE_NODES = 4
+
+
+@dataclass
+class InputPlan:
+    """Tensors of the fast forward that depend on the inputs alone, so networks of one config reading
+    the same batch (the twin Q networks) build them once: the GAT's attention slots and, with many
+    actions, each action's ``embedding_bag`` rows and weights in the head's first layer."""
+
+    slots: DenseSlots
+    rows: Tensor | None = None
+    weights: Tensor | None = None
 
 
 def dropout(x: Tensor, p: float, training: bool, generator: torch.Generator | None) -> Tensor:
@@ -70,19 +83,71 @@ class QNetwork(nn.Module):
         self.head1 = nn.Linear(cfg.tree_embedding + cfg.action_hidden, cfg.head_hidden)
         self.head2 = nn.Linear(cfg.head_hidden, cfg.head_hidden)
         self.head3 = nn.Linear(cfg.head_hidden, 1)
+        self._derived: tuple | None = None  # (parameter versions, derived weights) while no grad is recorded
+
+    def derived_weights(self) -> dict:
+        """Tensors of the fast forward that depend on the parameters alone (the GAT layers' folded
+        attention weights, the factored first layer of the head). Without autograd they are computed
+        once and reused until a parameter changes (its version counter moves) or is replaced, which
+        takes about a quarter of the small operations out of a single-state inference call."""
+        if torch.is_grad_enabled():
+            return self._derive()
+        params = list(self.parameters())
+        key = tuple((id(p), p._version) for p in params)
+        if self._derived is None or self._derived[0] != key:
+            self._derived = (key, self._derive())
+        return self._derived[1]
+
+    def _derive(self) -> dict:
+        cfg = self.cfg
+        h, hh, t = cfg.hidden, cfg.head_hidden, cfg.tree_embedding
+        w_action = self.head1.weight[:, t:]
+        combined = w_action @ self.action_encoder.weight  # C: [head_hidden, action_in]
+        out = {
+            "gat": [gat_weights(conv) for conv in self.convs],
+            "combined_t": combined.t(),
+            "tree_t": self.head1.weight[:, :t].t(),
+            "tree_bias": self.head1.bias + w_action @ self.action_encoder.bias,
+        }
+        if cfg.action_features == "gather":
+            out["w_nodes"] = combined[:, : MOVE_NODES * h].reshape(hh, MOVE_NODES, h).permute(2, 1, 0).reshape(h, -1)
+            out["meta_rows"] = combined[:, MOVE_NODES * h:].t()
+        return out
+
+    def plan(self, graphs: GraphBatch, actions: ActionBatch) -> InputPlan:
+        """The :class:`InputPlan` of a batch (valid for every network with this one's config)."""
+        cfg = self.cfg
+        slots = dense_slots(graphs, cfg.heads, cfg.gat_self_loops)
+        n_actions, n_nodes = actions.nodes.shape[0], graphs.x.shape[0]
+        if cfg.action_features == "indices" or n_actions < n_nodes:
+            return InputPlan(slots)
+        k, device = cfg.action_meta, actions.nodes.device
+        tree_row = MOVE_NODES * n_nodes
+        meta_row = tree_row + graphs.num_graphs
+        roles = torch.arange(MOVE_NODES, device=device)
+        rows = torch.cat([
+            actions.nodes * MOVE_NODES + roles,
+            (actions.states.index + tree_row).unsqueeze(1),
+            (torch.arange(k, device=device) + meta_row).expand(n_actions, k),
+        ], dim=1)
+        weights = torch.cat([actions.meta.new_ones(n_actions, MOVE_NODES + 1), actions.meta], dim=1)
+        return InputPlan(slots, rows, weights)
 
     # -- tree encoder ---------------------------------------------------------------------------
 
-    def encode(self, graphs: GraphBatch, fast: bool = True) -> tuple[Tensor, Tensor]:
+    def encode(self, graphs: GraphBatch, fast: bool = True, plan: InputPlan | None = None) -> tuple[Tensor, Tensor]:
         """Node embeddings ``[N, hidden]`` and tree embeddings ``[G, 3 * hidden]`` (sum, mean, max)."""
         if graphs.x.shape[1] != self.cfg.node_features:
             raise ValueError(f"graphs have {graphs.x.shape[1]} node features, the network expects "
                              f"{self.cfg.node_features}")
         x = F.relu(self.node_encoder(graphs.x))
-        slots = dense_slots(graphs, self.cfg.heads, self.cfg.gat_self_loops) if fast else None
-        for conv in self.convs:
+        slots = None
+        if fast:
+            slots = plan.slots if plan is not None else dense_slots(graphs, self.cfg.heads, self.cfg.gat_self_loops)
+        derived = self.derived_weights()["gat"] if fast else None
+        for i, conv in enumerate(self.convs):
             if fast:
-                y = dense_gat(conv, x, slots)
+                y = dense_gat(conv, x, slots, derived[i])
             else:
                 y = conv(x, graphs.edge_index, graphs.edge_attr)
             x = F.relu(y) + x
@@ -109,38 +174,28 @@ class QNetwork(nn.Module):
         action = self.action_encoder(self._action_input(nodes, graphs, actions))
         return self.head1(torch.cat([tree[actions.states.index], action], dim=1))
 
-    def _first_layer_fast(self, nodes, tree, graphs, actions) -> Tensor | tuple[Tensor, Tensor, Tensor]:
+    def _first_layer_fast(self, nodes, tree, graphs, actions,
+                          plan: InputPlan | None = None) -> Tensor | tuple[Tensor, Tensor, Tensor]:
         """The first layer's pre-activation ``[A, head_hidden]``, or with many actions the
         ``(table, rows, weights)`` of an ``embedding_bag`` that computes it (so it can run in chunks)."""
         # head1([t; enc(u)]) = W_t t + b_1 + W_a b_enc + (W_a W_enc) u: a per-tree part plus C u
         cfg = self.cfg
-        w_tree = self.head1.weight[:, : cfg.tree_embedding]
-        w_action = self.head1.weight[:, cfg.tree_embedding:]
-        combined = w_action @ self.action_encoder.weight  # C: [head_hidden, action_in]
-        per_tree = torch.addmm(self.head1.bias + w_action @ self.action_encoder.bias, tree, w_tree.t())
+        derived = self.derived_weights()
+        per_tree = torch.addmm(derived["tree_bias"], tree, derived["tree_t"])
         n_actions, n_nodes, hh = actions.nodes.shape[0], nodes.shape[0], cfg.head_hidden
         if cfg.action_features == "indices" or n_actions < n_nodes:
             # few actions (e.g. the chosen one per state): apply C to each action's input
-            z = self._action_input(nodes, graphs, actions) @ combined.t()
+            z = self._action_input(nodes, graphs, actions) @ derived["combined_t"]
             if actions.states.uniform:
                 return (z.view(actions.states.count, -1, hh) + per_tree.unsqueeze(1)).view(z.shape)
             return z + per_tree[actions.states.index]
         # many actions: C_r h_v once per node and role r, then each action sums 4 rows, its tree's
         # row and its metadata rows (one embedding_bag: a weighted gather-sum)
-        h, k = cfg.hidden, cfg.action_meta
-        w_nodes = combined[:, : MOVE_NODES * h].reshape(hh, MOVE_NODES, h).permute(2, 1, 0).reshape(h, -1)
-        per_node = (nodes @ w_nodes).view(-1, hh)  # row 4 v + r = C_r h_v
-        table = torch.cat([per_node, per_tree, combined[:, MOVE_NODES * h:].t()], dim=0)
-        tree_row = MOVE_NODES * n_nodes
-        meta_row = tree_row + tree.shape[0]
-        roles = torch.arange(MOVE_NODES, device=nodes.device)
-        rows = torch.cat([
-            actions.nodes * MOVE_NODES + roles,
-            (actions.states.index + tree_row).unsqueeze(1),
-            (torch.arange(k, device=nodes.device) + meta_row).expand(n_actions, k),
-        ], dim=1)
-        weights = torch.cat([actions.meta.new_ones(n_actions, MOVE_NODES + 1), actions.meta], dim=1)
-        return table, rows, weights
+        per_node = (nodes @ derived["w_nodes"]).view(-1, hh)  # row 4 v + r = C_r h_v
+        table = torch.cat([per_node, per_tree, derived["meta_rows"]], dim=0)
+        if plan is None or plan.rows is None:
+            plan = self.plan(graphs, actions)
+        return table, plan.rows, plan.weights
 
     def first_layer(self, nodes: Tensor, tree: Tensor, graphs: GraphBatch, actions: ActionBatch,
                     fast: bool = True) -> Tensor:
@@ -161,7 +216,8 @@ class QNetwork(nn.Module):
         return self.head3(z).squeeze(-1)
 
     def head(self, nodes: Tensor, tree: Tensor, graphs: GraphBatch, actions: ActionBatch, fast: bool = True,
-             generator: torch.Generator | None = None, chunk: int | None = None) -> Tensor:
+             generator: torch.Generator | None = None, chunk: int | None = None,
+             plan: InputPlan | None = None) -> Tensor:
         """``Q`` per action ``[A]`` from node embeddings ``[N, h]`` and tree embeddings ``[G, 3h]``.
 
         ``chunk``: with the fast path, no autograd and eval mode, run the per-action layers this many
@@ -172,7 +228,7 @@ class QNetwork(nn.Module):
                              f"expects {self.cfg.action_meta}")
         if not fast:
             return self._head_rest(self._first_layer_reference(nodes, tree, graphs, actions), generator)
-        z = self._first_layer_fast(nodes, tree, graphs, actions)
+        z = self._first_layer_fast(nodes, tree, graphs, actions, plan)
         if isinstance(z, Tensor):
             return self._head_rest(z, generator)
         table, rows, weights = z
@@ -186,17 +242,19 @@ class QNetwork(nn.Module):
         ])
 
     def forward(self, graphs: GraphBatch, actions: ActionBatch, fast: bool = True,
-                generator: torch.Generator | None = None, chunk: int | None = None) -> Tensor:
+                generator: torch.Generator | None = None, chunk: int | None = None,
+                plan: InputPlan | None = None) -> Tensor:
         """``Q`` of every action in ``actions`` (on the trees in ``graphs``), float ``[A]``.
 
         ``fast``: which implementation (same function, same parameters); ``generator``: dropout RNG;
-        ``chunk``: see :meth:`head`.
+        ``chunk``: see :meth:`head`; ``plan``: :meth:`plan` of this batch, when the caller shares it
+        between networks (fast path only).
         """
         if actions.states.count != graphs.num_graphs:
             raise ValueError(f"actions are grouped into {actions.states.count} states but there are "
                              f"{graphs.num_graphs} trees")
-        nodes, tree = self.encode(graphs, fast)
-        return self.head(nodes, tree, graphs, actions, fast, generator, chunk)
+        nodes, tree = self.encode(graphs, fast, plan)
+        return self.head(nodes, tree, graphs, actions, fast, generator, chunk, plan)
 
 
 def count_parameters(module: nn.Module) -> int:

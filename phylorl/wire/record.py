@@ -2,7 +2,8 @@
 
 One record holds one :class:`~phylorl.env.observation.Transition`. Layout (all little-endian)::
 
-    header   "<4sBBqddq" magic b"PRLT", format version (3), flags (bit 0 terminal, bit 1 truncated),
+    header   "<4sBBqddq" magic b"PRLT", format version (3), flags (bit 0 terminal, bit 1 truncated,
+                         bit 2 labelled),
                          action (int64), reward (float64), discount (float64),
                          policy_version (int64: weights version that chose the action, -1 unknown)
     obs, next_obs        each one observation, in one of two forms, after a "<B" form byte:
@@ -22,6 +23,8 @@ One record holds one :class:`~phylorl.env.observation.Transition`. Layout (all l
       2 (rich tree)      as the tree form, then the rich features' parts (phylorl.env.features.RichParts):
                          float32 lengths, each move's parsimony change, the parsimony length, and
                          each edge's split support; the rich edge and move features are rebuilt.
+    next_labels          only with flag bit 2: one float32 array, the demonstration label (reward)
+                         of every move of next_obs, in the order of its actions.
 
 The tree forms are used when the observation carries a :class:`~phylorl.env.observation.MoveSource`
 and rebuilding from it gives back exactly its arrays (checked while encoding, so whatever happened
@@ -56,7 +59,7 @@ _ARRAYS_FORM, _TREE_FORM, _RICH_FORM = 0, 1, 2
 _DEDUPE, _LEAF_FEATURES = 1, 2
 _SHAPES = tuple(struct.Struct(f"<{ndim}I") for ndim in range(256))
 _CAST, _DICTIONARY = 0, 1
-_TERMINAL, _TRUNCATED = 1, 2
+_TERMINAL, _TRUNCATED, _LABELLED = 1, 2, 4
 _DICT_MIN_SIZE = 256  # smaller float arrays are stored as they are (a dictionary saves little there)
 
 _DTYPES = tuple(
@@ -72,7 +75,14 @@ _SIGNED = tuple((np.dtype(n), int(np.iinfo(n).min), int(np.iinfo(n).max)) for n 
 
 def encode_transition(transition: Transition) -> bytes:
     """Serialise ``transition`` into one compact record (see the module docstring)."""
-    flags = (_TERMINAL if transition.terminal else 0) | (_TRUNCATED if transition.truncated else 0)
+    labels = transition.next_labels
+    flags = ((_TERMINAL if transition.terminal else 0) | (_TRUNCATED if transition.truncated else 0)
+             | (_LABELLED if labels is not None else 0))
+    if labels is not None:
+        labels = np.asarray(labels)
+        if labels.dtype != np.float32 or labels.shape != (transition.next_obs.n_actions,):
+            raise ValueError(f"next_labels must be float32 of shape ({transition.next_obs.n_actions},) "
+                             f"(one per move of next_obs), got {labels.dtype} {labels.shape}")
     parts = [_HEADER.pack(MAGIC, VERSION, flags, int(transition.action), float(transition.reward),
                           float(transition.discount), int(transition.policy_version))]
     for prefix, obs in (("obs", transition.obs), ("next_obs", transition.next_obs)):
@@ -95,6 +105,8 @@ def encode_transition(transition: Transition) -> bytes:
         _encode_array(lengths, f"{prefix}.lengths", parts)
         if not leaf_features:
             _encode_array(obs.node_features, f"{prefix}.node_features", parts)
+    if labels is not None:
+        _encode_array(labels, "next_labels", parts)
     return b"".join(parts)
 
 
@@ -136,6 +148,12 @@ def decode_transition(record: bytes | bytearray | memoryview) -> Transition:
     for _ in range(2):
         obs, offset = _decode_observation(buf, offset, legacy=version == 2)
         observations.append(obs)
+    labels = None
+    if flags & _LABELLED:
+        labels, offset = _decode_array(buf, offset)
+        if labels.dtype != np.float32 or labels.shape != (observations[1].n_actions,):
+            raise ValueError(f"corrupt transition record: next_labels {labels.dtype} {labels.shape} do not "
+                             f"match the next state's {observations[1].n_actions} moves")
     if offset != len(buf):
         raise ValueError(f"transition record has {len(buf) - offset} trailing bytes after its two observations")
     return Transition(
@@ -147,6 +165,7 @@ def decode_transition(record: bytes | bytearray | memoryview) -> Transition:
         truncated=bool(flags & _TRUNCATED),
         discount=discount,
         policy_version=policy_version,
+        next_labels=labels,
     )
 
 

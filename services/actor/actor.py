@@ -118,7 +118,8 @@ class Actor:
 
     def run(self) -> None:
         cfg = self.config
-        collector = Collector(self.envs, cfg.gamma, cfg.n_step)
+        collector = Collector(self.envs, cfg.gamma, cfg.n_step, cfg.label_fraction, seed=cfg.seed)
+        labelled, label_seconds = 0, 0.0
         while not self.stop.is_set():
             first = collector.obs is None
             out = collector.step(self._act_fn)
@@ -128,6 +129,9 @@ class Actor:
                 break
             metrics.ENV_STEP_SECONDS.observe(out.step_seconds / out.env_steps)
             metrics.ENV_STEPS.inc(out.env_steps)
+            metrics.LABELLED_STATES.inc(collector.labelled_states - labelled)
+            metrics.LABEL_SECONDS.inc(collector.label_seconds - label_seconds)
+            labelled, label_seconds = collector.labelled_states, collector.label_seconds
             self.steps += 1
             for info in out.episodes:
                 self.episodes += 1

@@ -30,6 +30,9 @@ class ActorConfig:
                         "(the original); must match the learner's.", "rich")
     gamma: float = doc("Discount per environment step (stored with each transition; initial priorities too).", 0.9)
     n_step: int = doc("Steps per transition's return (gamma**k discount on the bootstrap, k <= n_step).", 1)
+    label_fraction: float = doc("Fraction of states whose every move is scored by the environment (one local branch "
+                                "optimisation per move) and sent as demonstration labels for the learner's "
+                                "supervised term; 0: none.", 0.0)
     greedy: bool = doc("Ask for greedy actions instead of samples of the soft policy.", False)
     send_batch: int = doc("Transitions per Insert call to the replay service.", 16)
     buffer_capacity: int = doc("Most transitions kept locally while the replay service is away (oldest dropped).", 5000)
@@ -52,6 +55,8 @@ class ActorConfig:
             problems.append(f"need 1 <= send_batch <= buffer_capacity, got {self.send_batch}, {self.buffer_capacity}")
         if not 0.0 <= self.gamma <= 1.0:
             problems.append(f"gamma must lie in [0, 1], got {self.gamma}")
+        if not 0.0 <= self.label_fraction <= 1.0:
+            problems.append(f"label_fraction must lie in [0, 1], got {self.label_fraction}")
         if self.features not in ("rich", "basic"):
             problems.append(f"features must be rich or basic, got {self.features!r}")
         if self.start not in ("random", "nj"):

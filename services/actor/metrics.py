@@ -13,6 +13,8 @@
 ``phylorl_actor_buffer_size``               gauge      transitions waiting locally to be sent
 ``phylorl_actor_weights_version``           gauge      weights version of the last inference answer
 ``phylorl_actor_reconnects_total``          counter    failed calls retried after a backoff, by service
+``phylorl_actor_labelled_states_total``     counter    states whose every move was scored as demonstration labels
+``phylorl_actor_label_seconds_total``       counter    time spent scoring those moves (s)
 """
 
 from __future__ import annotations
@@ -36,3 +38,5 @@ TRANSITIONS_DROPPED = Counter("phylorl_actor_transitions_dropped_total", "Transi
 BUFFER_SIZE = Gauge("phylorl_actor_buffer_size", "Transitions waiting locally to be sent")
 WEIGHTS_VERSION = Gauge("phylorl_actor_weights_version", "Weights version of the last inference answer")
 RECONNECTS = Counter("phylorl_actor_reconnects_total", "Failed calls retried after a backoff", ["service"])
+LABELLED_STATES = Counter("phylorl_actor_labelled_states_total", "States labelled as demonstrations")
+LABEL_SECONDS = Counter("phylorl_actor_label_seconds_total", "Time spent labelling demonstration states (s)")

@@ -29,6 +29,13 @@ class TrainConfig:
     """Model string; free parameters are estimated once per alignment on its NJ tree."""
     horizon: int = 10
     """Steps per episode."""
+    gamma: float = 0.9
+    """Discount per environment step (0: each move is judged by its own reward alone)."""
+    label_fraction: float = 0.0
+    """Fraction of the actors' states whose every move is scored by the environment and sent as
+    demonstration labels (costs one local branch optimisation per move)."""
+    demo_weight: float = 1.0
+    """Weight of the learner's supervised term on those labels."""
     batch_size: int = 32
     """Transitions per learner update."""
     hidden: int = 64
@@ -69,6 +76,8 @@ class TrainConfig:
             raise ValueError("actors and envs_per_actor must be >= 1")
         if self.updates < 0 or self.minutes < 0:
             raise ValueError("updates and minutes must be >= 0")
+        if not 0.0 <= self.gamma <= 1.0 or not 0.0 <= self.label_fraction <= 1.0 or self.demo_weight < 0:
+            raise ValueError("gamma and label_fraction must lie in [0, 1], demo_weight >= 0")
         if self.features not in ("rich", "basic"):
             raise ValueError(f"features must be rich or basic, got {self.features!r}")
         if self.updates == 0 and self.minutes == 0:

@@ -85,7 +85,8 @@ def run_local(config: TrainConfig, run_dir: Path, on_progress: Callable[[dict], 
             "replay_address": f"127.0.0.1:{replay_port}", "redis_url": redis_url, "run_dir": str(run_dir),
             "device": config.device, "batch_size": config.batch_size, "hidden": config.hidden,
             "updates": config.updates, "publish_every": config.publish_every, "seed": config.seed,
-            "features": config.features, "init_checkpoint": config.init_checkpoint, **config.learner}), run_dir / "logs" / "learner.log", learner_metrics, learner_port))
+            "features": config.features, "init_checkpoint": config.init_checkpoint,
+            "demo_weight": config.demo_weight, **config.learner}), run_dir / "logs" / "learner.log", learner_metrics, learner_port))
         sup.wait_serving(learner)
         actor_ports = []
         for i in range(config.actors):
@@ -96,6 +97,7 @@ def run_local(config: TrainConfig, run_dir: Path, on_progress: Callable[[dict], 
                 "metrics_port": port, "alignments": alignments, "model": config.model,
                 "cache_dir": str(cache_dir(config, run_dir)), "envs": config.envs_per_actor, "horizon": config.horizon,
                 "seed": config.seed + 1000 * i, "actor_id": f"actor-{i}", "features": config.features,
+                "gamma": config.gamma, "label_fraction": config.label_fraction,
                 **config.actor}),
                 run_dir / "logs" / f"actor-{i}.log", port))
         previous = snapshot(time.monotonic() - started, learner_metrics, replay_metrics, actor_ports)

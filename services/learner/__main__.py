@@ -45,7 +45,8 @@ def build_learner(config: LearnerConfig, device: torch.device, checkpoints: Chec
         log.info("resumed from %s at version %d", latest, learner.weights_version)
         return learner
     agent_cfg = AgentConfig(lr=config.lr, initial_alpha=config.initial_alpha,
-                            target_entropy_fraction=config.target_entropy_fraction, tau=config.tau)
+                            target_entropy_fraction=config.target_entropy_fraction, tau=config.tau,
+                            demo_weight=config.demo_weight, demo_temperature=config.demo_temperature)
     if config.init_checkpoint:
         learner = Learner.warm_start(config.init_checkpoint, agent_cfg, device, seed=config.seed)
         if learner.net_cfg.features != config.features:

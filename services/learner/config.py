@@ -52,6 +52,10 @@ class LearnerConfig:
     initial_alpha: float = doc("Starting temperature alpha.", 0.05)
     target_entropy_fraction: float = doc("Target policy entropy as a fraction of log|A| per state.", 0.5)
     tau: float = doc("Soft target update rate.", 0.005)
+    demo_weight: float = doc("Weight of the supervised term on demonstration labels (transitions from actors with "
+                             "label_fraction > 0); 0 ignores labels.", 1.0)
+    demo_temperature: float = doc("Softmax temperature of the demonstrations' listwise cross-entropy (reward units).",
+                                  0.02)
     seed: int = doc("Seed of the initial parameters and of action sampling.", 0)
     grace_s: float = doc("On SIGTERM, how long running calls may take to finish (s).", 10.0)
     log_level: str = doc("Python logging level.", "INFO")

@@ -19,6 +19,7 @@ import numpy as np
 import torch
 
 from phylorl.agent.acting import policy_networks, select_actions
+from phylorl.nets.twin import twin_or_none
 from phylorl.nets.config import NetworkConfig
 from phylorl.nets.inputs import collate_observations, move_to
 
@@ -70,6 +71,7 @@ class BatchingInference:
     def publish(self, weights: dict, alpha: float, version: int) -> Snapshot:
         """Serve ``weights`` (``Learner.policy_weights()``) from now on; returns the snapshot."""
         nets = policy_networks(self.net_cfg, weights, self.device)
+        nets = twin_or_none(nets) or nets  # min(Q1, Q2) in one pass where it applies
         buffer = io.BytesIO()
         torch.save({"version": version, "alpha": alpha, "weights": weights}, buffer)
         self._snapshot = Snapshot(nets, float(alpha), int(version), buffer.getvalue())

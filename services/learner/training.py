@@ -31,7 +31,7 @@ log = logging.getLogger("phylorl.learner")
 TRANSIENT = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.FAILED_PRECONDITION,
              grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.CANCELLED}
 UPDATE_COLUMNS = ("version", "time_s", "update_seconds", "batch_wait_seconds", "loss_q1", "loss_q2", "loss_alpha",
-                  "alpha", "q_mean", "td_abs_mean", "entropy")
+                  "alpha", "q_mean", "td_abs_mean", "entropy", "loss_demo")
 
 
 class Checkpoints:
@@ -154,7 +154,7 @@ class TrainingLoop:
                 writer.writerow([version, round(time.monotonic() - started, 4), round(elapsed, 6), round(waited, 6),
                                  *(round(values.get(k, float("nan")), 6) for k in
                                    ("loss/q1", "loss/q2", "loss/alpha", "alpha", "q/mean", "td/abs_mean",
-                                    "entropy/mean"))])
+                                    "entropy/mean", "loss/demo"))])
                 if version % cfg.publish_every == 0:
                     self.publish()
                     fh.flush()
@@ -171,7 +171,7 @@ class TrainingLoop:
 
     def _record(self, values: dict) -> None:
         metrics.WEIGHTS_VERSION.set(self.learner.weights_version)
-        for name in ("q1", "q2", "alpha"):
+        for name in ("q1", "q2", "alpha", "demo"):
             if f"loss/{name}" in values:
                 metrics.LOSS.labels(name).set(values[f"loss/{name}"])
         metrics.Q_MEAN.set(values.get("q/mean", float("nan")))

@@ -94,10 +94,15 @@ def test_greedy_answers_are_the_argmax_and_values_are_consistent(endpoint):
     from phylorl.agent.acting import select_actions
     from phylorl.nets.inputs import collate_observations
 
+    from phylorl.nets.twin import TwinQ
+
     nets = inference.snapshot.nets
+    assert isinstance(nets, TwinQ)  # the endpoint runs both networks in one pass
     graphs, acts = collate_observations(observations)
     with torch.no_grad():
-        all_q = torch.minimum(nets[0](graphs, acts), nets[1](graphs, acts)).numpy()
+        all_q = nets(graphs, acts).numpy()
+        separate = torch.minimum(nets.nets[0](graphs, acts), nets.nets[1](graphs, acts)).numpy()
+    np.testing.assert_allclose(all_q, separate, rtol=1e-5, atol=1e-5)
     start = 0
     for i, obs in enumerate(observations):
         mine = all_q[start:start + obs.n_actions]

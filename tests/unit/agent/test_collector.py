@@ -66,3 +66,45 @@ def test_stopping_act_returns_none_and_keeps_waiting_episodes(entry):
     assert collector.step(lambda obs: None) is None
     out = collector.step(ScriptedAct())
     assert len(out.transitions) == 1
+
+
+class RandomAct:
+    """A seeded uniformly random move for every state (Q = V = 0)."""
+
+    def __init__(self, seed):
+        self.rng = np.random.default_rng(seed)
+
+    def __call__(self, observations):
+        n = len(observations)
+        return np.array([self.rng.integers(o.n_actions) for o in observations]), np.zeros(n), np.zeros(n), 1
+
+
+def test_labelled_states_carry_every_moves_reward_on_the_transition_that_reaches_them(entry):
+    horizon, k = 5, 2
+    envs = VecTreeEnv([entry], k, EnvConfig(horizon=horizon, features="rich"), seed=3)
+    collector = Collector(envs, 0.9, n_step=1, label_fraction=1.0, seed=3)
+    act = RandomAct(3)
+    transitions = []
+    for _ in range(horizon + 1):
+        transitions += collector.step(act).transitions
+    assert len(transitions) == k * horizon and collector.labelled_states == k * (horizon + 1)  # + the new starts
+    for env_index in range(k):
+        episode = transitions[env_index * horizon:(env_index + 1) * horizon]
+        for t, transition in enumerate(episode):
+            if t == horizon - 1:  # the last state is never acted on, so never labelled
+                assert transition.next_labels is None
+                continue
+            labels = transition.next_labels
+            assert labels.dtype == np.float32 and labels.shape == (transition.next_obs.n_actions,)
+            # the label of the move then taken is the reward the environment paid for it
+            following = episode[t + 1]
+            assert following.obs is transition.next_obs
+            assert labels[following.action] == pytest.approx(following.reward, abs=1e-4)
+            assert np.all(np.isfinite(labels)) and labels.std() > 0
+
+
+def test_without_label_fraction_nothing_is_labelled(entry):
+    envs = VecTreeEnv([entry], 1, EnvConfig(horizon=2, features="basic"), seed=0)
+    collector = Collector(envs, 0.9)
+    transitions = [t for _ in range(3) for t in collector.step(RandomAct(0)).transitions]
+    assert transitions and all(t.next_labels is None for t in transitions) and collector.labelled_states == 0

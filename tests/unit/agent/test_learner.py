@@ -1,4 +1,5 @@
 import copy
+import dataclasses
 import math
 
 import numpy as np
@@ -164,3 +165,65 @@ def test_entropy_comes_from_the_configured_networks(source):
     metrics, _ = learner.step(toy_batches(1)[0])
     uniform = metrics["entropy/mean"] == pytest.approx(metrics["entropy/target_mean"], rel=1e-5)
     assert uniform == (source == "target")
+
+
+def _labelled_batch(seed=0, labelled=(True, True, False, True)):
+    rng = np.random.default_rng(seed)
+    trs = [random_transition(n, rng) for n in (5, 6, 7, 6)]
+    for t, on in zip(trs, labelled):
+        # a learnable label: minus the move's regraft distance (action_meta column 2), plus noise
+        t.next_labels = ((-t.next_obs.action_meta[:, 2] + rng.normal(0, 0.1, t.next_obs.n_actions)) / 10
+                         ).astype(np.float32) if on else None
+    return collate(trs)
+
+
+def test_demonstration_term_fits_the_labels_and_reports_itself():
+    batch = _labelled_batch()
+    assert batch.next_labelled.tolist() == [True, True, False, True]
+    states = batch.next_actions.states.index
+    for weight in (1.0, 0.0):
+        learner = Learner(SMALL, AgentConfig(lr=3e-3, demo_weight=weight, demo_temperature=0.05))
+        first, _ = learner.step(batch)
+        assert first["demo/labelled"] == pytest.approx(0.75)
+        for _ in range(60):
+            last, _ = learner.step(batch)
+        learner.q1.eval()
+        with torch.no_grad():
+            q = learner.q1(batch.next_graphs, batch.next_actions)
+        corr = [np.corrcoef(q[states == s].numpy(), batch.next_labels[states == s].numpy())[0, 1] for s in (0, 1, 3)]
+        if weight:
+            assert first["loss/demo"] > last["loss/demo"] > 0
+            assert min(corr) > 0.8  # Q ranks each labelled state's moves as the labels do
+        else:
+            assert last["loss/demo"] == 0.0 and max(corr) < 0.5  # demo_weight 0 ignores the labels
+
+
+def test_demonstration_term_changes_the_update_only_through_labelled_states():
+    batch = _labelled_batch()
+    a = Learner(SMALL, AgentConfig(demo_weight=1.0), seed=1)
+    b = Learner(SMALL, AgentConfig(demo_weight=1.0), seed=1)
+    other = _labelled_batch()
+    other.next_labels = batch.next_labels.clone()
+    states = batch.next_actions.states
+    unlabelled = (states.index == 2)
+    other.next_labels[unlabelled] = 123.0  # labels of the unlabelled state are ignored
+    a.step(batch)
+    b.step(other)
+    for pa, pb in zip(a.q1.parameters(), b.q1.parameters()):
+        assert torch.equal(pa, pb)
+
+
+def test_without_bootstrap_the_targets_skip_the_target_networks_and_agree():
+    batch = _labelled_batch()
+    batch.discount = torch.zeros_like(batch.discount)
+    learner = Learner(SMALL, AgentConfig(demo_weight=1.0), seed=2)
+    alpha = learner.log_alpha.detach().exp()
+    y, entropy, target = learner._targets(batch, alpha, True)
+    assert torch.equal(y, batch.reward)
+    tiny = dataclasses.replace(batch, discount=torch.full_like(batch.discount, 1e-30))  # forces the full path
+    y_full, entropy_full, target_full = learner._targets(tiny, alpha, True)
+    assert torch.allclose(y_full, batch.reward) and torch.allclose(entropy_full, entropy, atol=1e-5)
+    assert torch.equal(target, target_full)
+    online = tuple(net(batch.next_graphs, batch.next_actions) for net in (learner.q1, learner.q2))
+    _, entropy_reused, _ = learner._targets(batch, alpha, True, online)
+    assert torch.allclose(entropy_reused, entropy, atol=1e-5)

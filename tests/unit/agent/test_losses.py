@@ -7,6 +7,7 @@ from torch import nn
 from phylorl.agent.losses import (
     alpha_loss,
     critic_loss,
+    demonstration_loss,
     policy_entropy,
     soft_update,
     soft_value,
@@ -85,3 +86,21 @@ def test_soft_update_formula():
     soft_update(target, online, tau=1.0)
     for t, o in zip(target.parameters(), online.parameters()):
         torch.testing.assert_close(t, o)
+
+
+def test_demonstration_loss_by_hand_and_ignores_unlabelled_states():
+    q = torch.tensor([0.1, 0.5, -0.2, 0.3, 0.0, 0.9], requires_grad=True)
+    labels = torch.tensor([0.0, 1.0, -1.0, 0.2, 0.4, 0.0])
+    states = segments_from_sizes(torch.tensor([3, 1, 2]))
+    labelled = torch.tensor([True, False, True])
+    t, w = 0.5, 2.0
+    loss, mse, ce = demonstration_loss(q, labels, states, labelled, t, w)
+    rows = [(0, 3), (4, 6)]  # the labelled states' moves
+    sq = sum(((q[a:b] - labels[a:b]) ** 2).sum() for a, b in rows) / 5
+    ces = sum(-(torch.softmax(labels[a:b] / t, 0) * torch.log_softmax(q[a:b] / t, 0)).sum() for a, b in rows) / 2
+    assert float(mse) == pytest.approx(float(sq), rel=1e-6) and float(ce) == pytest.approx(float(ces), rel=1e-6)
+    assert float(loss) == pytest.approx(float(sq + w * ces), rel=1e-6)
+    loss.backward()
+    assert float(q.grad[3]) == 0.0  # the unlabelled state's move gets no gradient
+    none, _, _ = demonstration_loss(q, labels, states, torch.zeros(3, dtype=torch.bool), t, w)
+    assert float(none) == 0.0

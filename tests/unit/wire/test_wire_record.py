@@ -1,5 +1,6 @@
 """Compact transition records: exact round trips, compactness, corrupt input."""
 
+import dataclasses
 import struct
 
 import numpy as np
@@ -199,3 +200,22 @@ def test_format_version_2_records_are_still_read():
     legacy = b"".join(parts)
     assert record.is_record(legacy)
     assert_same_transition(record.decode_transition(legacy), t)
+
+
+def test_demonstration_labels_round_trip_and_are_checked():
+    t = _env_transition(12, seed=4)
+    t.next_labels = np.random.default_rng(0).normal(size=t.next_obs.n_actions).astype(np.float32)
+    data = record.encode_transition(t)
+    back = record.decode_transition(data)
+    assert_same_transition(back, t)
+    assert back.next_labels.dtype == np.float32 and np.array_equal(back.next_labels, t.next_labels)
+    assert record.decode_transition(record.encode_transition(_env_transition(12, seed=4))).next_labels is None
+    with pytest.raises(ValueError, match="one per move of next_obs"):
+        record.encode_transition(dataclasses.replace(t, next_labels=t.next_labels[:-1]))
+    with pytest.raises(ValueError, match="one per move of next_obs"):
+        record.encode_transition(dataclasses.replace(t, next_labels=t.next_labels.astype(np.float64)))
+    flags_at = 5  # the header's flags byte: dropping bit 2 leaves the labels as trailing bytes
+    corrupt = bytearray(data)
+    corrupt[flags_at] &= ~4
+    with pytest.raises(ValueError, match="trailing bytes"):
+        record.decode_transition(bytes(corrupt))

@@ -1,0 +1,127 @@
+r"""``min(Q1, Q2)`` of the twin Q networks in one pass: the acting path, where a call is small.
+
+Acting asks for ``min(Q1(s, .), Q2(s, .))`` over every move of one or a few trees. Run as two
+networks, that is two sequences of some hundred small tensor operations, whose fixed cost per
+operation dominates on a CPU (a 20-taxon tree has 38 nodes). :class:`TwinQ` stacks the two
+networks' weights along a leading axis of size 2 and runs each operation once for both: the node
+encoder and the GAT layers as batched products over ``[2, N, hidden]``, one ``embedding_bag`` for
+both networks' attention sums and both first head layers (the second network's rows offset past the
+first's table), and the last two head layers as batched products. Same parameters and maths as
+:meth:`QNetwork.forward`'s fast path (tests compare them); inference only (no autograd), and only for
+``action_features="gather"`` with at least as many actions as nodes, else it calls the two networks.
+
+The stacked weights are rebuilt when a parameter of either network changes (its version counter)
+or is replaced, so a ``TwinQ`` stays valid across ``load_state_dict``.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from phylorl.nets.inputs import ActionBatch, GraphBatch
+from phylorl.nets.qnet import InputPlan, QNetwork
+from phylorl.nets.segment import segment_max, segment_mean, segment_sum
+
+
+class TwinQ:
+    """``min(Q1, Q2)`` of two :class:`QNetwork` of one config (see module docstring)."""
+
+    def __init__(self, q1: QNetwork, q2: QNetwork):
+        if q1.cfg != q2.cfg:
+            raise ValueError("TwinQ needs two networks of the same config")
+        self.nets = (q1, q2)
+        self.cfg = q1.cfg
+        self._stacked: tuple | None = None
+
+    def _weights(self) -> dict:
+        params = [p for net in self.nets for p in net.parameters()]
+        key = tuple((id(p), p._version) for p in params)
+        if self._stacked is None or self._stacked[0] != key:
+            self._stacked = (key, self._stack())
+        return self._stacked[1]
+
+    def _stack(self) -> dict:
+        a, b = self.nets
+        da, db = a.derived_weights(), b.derived_weights()
+
+        def both(f):
+            return torch.stack([f(a, da), f(b, db)]).contiguous()
+
+        return {
+            "enc_w": both(lambda n, d: n.node_encoder.weight.t()),  # [2, F, h]
+            "enc_b": both(lambda n, d: n.node_encoder.bias).unsqueeze(1),  # [2, 1, h]
+            "gat": [(both(lambda n, d, i=i: d["gat"][i][0]),  # [2, h, H*C + 2H]
+                     both(lambda n, d, i=i: d["gat"][i][1]),  # [2, D, H]
+                     both(lambda n, d, i=i: n.convs[i].bias).unsqueeze(1))  # [2, 1, h]
+                    for i in range(len(a.convs))],
+            "tree_t": both(lambda n, d: d["tree_t"]),  # [2, 3h, hh]
+            "tree_b": both(lambda n, d: d["tree_bias"]).unsqueeze(1),  # [2, 1, hh]
+            "w_nodes": both(lambda n, d: d["w_nodes"]),  # [2, h, 4 hh]
+            "meta_rows": both(lambda n, d: d["meta_rows"]),  # [2, K, hh]
+            "w2": both(lambda n, d: n.head2.weight.t()),  # [2, hh, hh]
+            "b2": both(lambda n, d: n.head2.bias).unsqueeze(1),
+            "w3": both(lambda n, d: n.head3.weight.t()),  # [2, hh, 1]
+            "b3": both(lambda n, d: n.head3.bias).unsqueeze(1),
+        }
+
+    @torch.no_grad()
+    def __call__(self, graphs: GraphBatch, actions: ActionBatch, plan: InputPlan | None = None) -> Tensor:
+        """``min(Q1, Q2)`` of every action, float ``[A]`` (networks in eval mode)."""
+        a, b = self.nets
+        if a.training or b.training:
+            raise ValueError("TwinQ is for acting: put the networks in eval mode")
+        if actions.states.count != graphs.num_graphs:
+            raise ValueError(f"actions are grouped into {actions.states.count} states but there are "
+                             f"{graphs.num_graphs} trees")
+        plan = plan if plan is not None else a.plan(graphs, actions)
+        if plan.rows is None or graphs.x.shape[1] != self.cfg.node_features \
+                or actions.meta.shape[1] != self.cfg.action_meta:
+            return torch.minimum(a(graphs, actions, True, plan=plan), b(graphs, actions, True, plan=plan))
+        w = self._weights()
+        nodes, tree = self._encode(graphs, plan, w)
+        return self._head(nodes, tree, actions, plan, w).amin(0)
+
+    def _encode(self, graphs: GraphBatch, plan: InputPlan, w: dict) -> tuple[Tensor, Tensor]:
+        cfg, slots = self.cfg, plan.slots
+        n, heads, channels = graphs.x.shape[0], cfg.heads, cfg.hidden // cfg.heads
+        x = torch.relu(torch.baddbmm(w["enc_b"], graphs.x.expand(2, -1, -1), w["enc_w"]))  # [2, N, h]
+        rows = torch.cat([slots.rows, slots.rows + n * heads])  # the second network's rows follow the first's
+        for conv, (w_all, edge_coef, bias) in zip(self.nets[0].convs, w["gat"]):
+            xl, a_src, a_dst = torch.bmm(x, w_all).split([heads * channels, heads, heads], dim=2)
+            logits = a_src[:, slots.nodes] + a_dst.unsqueeze(2) + torch.matmul(slots.attr, edge_coef.unsqueeze(1))
+            logits = F.leaky_relu(logits, conv.negative_slope)
+            logits = logits.masked_fill(~slots.mask.unsqueeze(-1), float("-inf"))  # [2, N, S, H]
+            attention = torch.softmax(logits, dim=2).transpose(2, 3).reshape(2 * n * heads, -1)
+            out = F.embedding_bag(rows, xl.reshape(2 * n * heads, channels), per_sample_weights=attention, mode="sum")
+            x = torch.relu(out.view(2, n, heads * channels) + bias) + x
+        flat = x.transpose(0, 1).reshape(n, -1)  # [N, 2h]: pool both networks' embeddings at once
+        seg = graphs.nodes
+        pooled = [f(flat, seg).view(-1, 2, cfg.hidden) for f in (segment_sum, segment_mean, segment_max)]
+        tree = torch.cat(pooled, dim=2).transpose(0, 1)  # [2, G, 3h]
+        return x, tree
+
+    def _head(self, nodes: Tensor, tree: Tensor, actions: ActionBatch, plan: InputPlan, w: dict) -> Tensor:
+        hh = self.cfg.head_hidden
+        per_tree = torch.baddbmm(w["tree_b"], tree, w["tree_t"])  # [2, G, hh]
+        per_node = torch.bmm(nodes, w["w_nodes"]).view(2, -1, hh)  # row 4 v + r = C_r h_v, per network
+        table = torch.cat([per_node, per_tree, w["meta_rows"]], dim=1)  # [2, R, hh]
+        size = table.shape[1]
+        rows = torch.cat([plan.rows, plan.rows + size])
+        weights = plan.weights.repeat(2, 1)
+        z = F.embedding_bag(rows, table.view(2 * size, hh), per_sample_weights=weights, mode="sum")
+        z = torch.relu_(z).view(2, -1, hh)
+        z = torch.relu_(torch.baddbmm(w["b2"], z, w["w2"]))
+        return torch.baddbmm(w["b3"], z, w["w3"]).squeeze(-1)  # [2, A]
+
+    def __repr__(self) -> str:
+        return f"TwinQ({self.cfg})"
+
+
+def twin_or_none(nets) -> TwinQ | None:
+    """A :class:`TwinQ` for ``nets`` when it applies (two networks of one ``gather`` config), else ``None``."""
+    if len(nets) != 2 or nets[0].cfg != nets[1].cfg or nets[0].cfg.action_features != "gather":
+        return None
+    return TwinQ(nets[0], nets[1])
+
