@@ -16,7 +16,7 @@ from phylorl.wire.codec import PackedRecords
 from services.replay.cache import RecordCache
 from services.replay.rate_limiter import RateLimiter
 from services.replay.store import RedisStore
-from services.replay.sumtree import SumTree, check_priorities
+from phylorl.agent.priority_table import PriorityTable
 
 MAX_SAMPLE_BATCH = 1 << 16
 _REFETCH_ATTEMPTS = 8
@@ -73,8 +73,9 @@ class ReplayStats:
 class PrioritizedReplay:
     """Capacity-bounded FIFO table sampled with probability ``priority ** alpha / Σ priority ** alpha``.
 
-    Transition ``k`` (keys count up from 0 forever) sits in sum-tree slot ``k % capacity``; the keys
-    held are ``head <= k < next_key``. Every record and raw priority is in Redis (``RedisStore``);
+    Keys, eviction, sampling, importance weights and priority updates are
+    :class:`~phylorl.agent.priority_table.PriorityTable` (the in-process run's ``MemoryReplay`` drives
+    the same object); this class adds durability, record caching, locks and the rate limiter. Every record and raw priority is in Redis (``RedisStore``);
     the constructor rebuilds the sum tree from there, so a new instance on the same Redis and
     prefix continues where the last one stopped. Thread-safe: calls block (up to their timeout)
     while the rate limiter refuses them. Redis writes happen in key order under one writer lock.
@@ -94,17 +95,12 @@ class PrioritizedReplay:
     def __init__(self, store: RedisStore, *, capacity: int, alpha: float, beta: float,
                  rate_limiter: RateLimiter, seed: int | None = None, max_waiting: int | None = None,
                  cache_records: bool = True):
-        if capacity < 1:
-            raise ValueError(f"capacity must be >= 1, got {capacity}")
-        if not alpha >= 0 or not beta >= 0:
-            raise ValueError(f"alpha and beta must be >= 0, got alpha={alpha}, beta={beta}")
+        self._table = PriorityTable(capacity, alpha, beta, seed)
         if rate_limiter.min_size_to_sample > capacity:
             raise ValueError(f"min_size_to_sample={rate_limiter.min_size_to_sample} exceeds capacity={capacity}")
-        self.capacity, self.alpha, self.beta = int(capacity), float(alpha), float(beta)
+        self.capacity, self.alpha, self.beta = self._table.capacity, self._table.alpha, self._table.beta
         self._store = store
         self._limiter = rate_limiter
-        self._rng = np.random.default_rng(seed)
-        self._tree = SumTree(self.capacity)
         self._cache = RecordCache() if cache_records else None
         self._cond = threading.Condition()
         self._write_lock = threading.Lock()
@@ -112,8 +108,6 @@ class PrioritizedReplay:
         self._max_waiting = max_waiting
         self._waiting = {"insert": 0, "sample": 0}
         self._inserted = self._sampled = self._evicted = 0
-        self._head = self._next_key = 0
-        self._max_priority = 1.0
         self._stale = True  # the sum tree does not reflect Redis yet
         self._refresh()
 
@@ -124,11 +118,8 @@ class PrioritizedReplay:
         """Append ``records`` with raw ``priorities`` ``[n]`` (default: the largest seen), evicting the oldest."""
         records = PackedRecords.from_records(records)
         n = len(records)
-        if not 1 <= n <= self.capacity:
-            raise ValueError(f"an insert must hold 1..capacity={self.capacity} transitions, got {n}")
-        if priorities is None:
-            priorities = np.full(n, self._max_priority)
-        priorities = check_priorities(priorities, n)
+        table = self._table
+        priorities = table.insert_priorities(n, priorities)
         self._refresh()
         with self._cond:
             waited = self._wait(lambda: self._limiter.can_insert(self._size),
@@ -136,25 +127,21 @@ class PrioritizedReplay:
             self._limiter.record_insert(n)
         with self._write_lock:
             with self._cond:
-                first, head = self._next_key, self._head
-                new_head = max(head, first + n - self.capacity)
-                # Samplers stop drawing the evicted keys from here on; the key range moves on commit.
-                self._tree.set(np.arange(head, new_head) % self.capacity, np.zeros(new_head - head))
+                head = table.head
+                first, new_head = table.plan_insert(n)
+                table.evict(new_head)  # samplers stop drawing the evicted keys; the key range moves on commit
             try:
                 self._store.commit_insert(first, records, priorities, new_head)
             except BaseException:
                 self._stale = True  # Redis may or may not hold the batch: rebuild before the next call
                 raise
-            keys = np.arange(first, first + n, dtype=np.int64)
             with self._cond:
-                self._tree.set(keys % self.capacity, priorities ** self.alpha)
+                keys = table.commit_insert(first, priorities, new_head)
                 if self._cache is not None:
                     self._cache.drop_below(new_head)
                     self._cache.append(first, records)
-                self._head, self._next_key = new_head, first + n
                 self._inserted += n
                 self._evicted += new_head - head
-                self._max_priority = max(self._max_priority, float(priorities.max()))
                 self._cond.notify_all()
                 return InsertResult(keys=keys, size=self._size, waited_s=waited)
 
@@ -162,8 +149,7 @@ class PrioritizedReplay:
         """Draw ``batch_size`` transitions (with replacement) and their importance weights."""
         if not 1 <= batch_size <= MAX_SAMPLE_BATCH:
             raise ValueError(f"batch_size must lie in 1..{MAX_SAMPLE_BATCH}, got {batch_size}")
-        beta = self.beta if beta is None else float(beta)
-        if not beta >= 0:
+        if beta is not None and not float(beta) >= 0:
             raise ValueError(f"beta must be >= 0, got {beta}")
         self._refresh()
         with self._cond:
@@ -182,29 +168,21 @@ class PrioritizedReplay:
             records, missing = self._store.fetch(keys)
             if missing.any():
                 records = self._refetch(keys, probabilities, records, missing)
-        weights = (size * probabilities) ** -beta
-        weights /= weights.max()
-        return SampleBatch(keys=keys, weights=weights.astype(np.float32), probabilities=probabilities,
+        weights = self._table.importance_weights(probabilities, size, beta)
+        return SampleBatch(keys=keys, weights=weights, probabilities=probabilities,
                            records=records, size=size, waited_s=waited)
 
     def update_priorities(self, keys: np.ndarray, priorities: np.ndarray) -> int:
         """Set raw ``priorities`` ``[n]`` of ``keys`` ``[n]``; returns how many keys were still held."""
-        keys = np.asarray(keys, dtype=np.int64).reshape(-1)
-        priorities = check_priorities(priorities, keys.size)
-        # The last occurrence of a repeated key wins.
-        _, last = np.unique(keys[::-1], return_index=True)
-        keep = keys.size - 1 - last
-        keys, priorities = keys[keep], priorities[keep]
+        keys, priorities = self._table.last_of_each(keys, priorities)  # a repeated key: the last wins
         self._refresh()
         with self._write_lock:  # no eviction can happen until this update is done
             with self._cond:
-                held = (keys >= self._head) & (keys < self._next_key)
+                held = self._table.held(keys)
             keys, priorities = keys[held], priorities[held]
             self._store.set_priorities(keys, priorities)
             with self._cond:
-                self._tree.set(keys % self.capacity, priorities ** self.alpha)
-                if keys.size:
-                    self._max_priority = max(self._max_priority, float(priorities.max()))
+                self._table.set_priorities(keys, priorities)
                 self._cond.notify_all()
         return int(keys.size)
 
@@ -216,15 +194,15 @@ class PrioritizedReplay:
         with self._cond:
             return ReplayStats(size=self._size, capacity=self.capacity, inserted_total=self._inserted,
                                sampled_total=self._sampled, evicted_total=self._evicted,
-                               next_key=self._next_key, total_priority=self._tree.total,
-                               max_priority=self._max_priority, rate_limiter_diff=self._limiter.diff,
+                               next_key=self._table.next_key, total_priority=self._table.tree.total,
+                               max_priority=self._table.max_priority, rate_limiter_diff=self._limiter.diff,
                                waiting_inserts=self._waiting["insert"], waiting_samples=self._waiting["sample"])
 
     def priorities(self) -> tuple[np.ndarray, np.ndarray]:
         """``(keys, raw priorities)`` of every held transition, read back from Redis (for checks and tools)."""
         with self._write_lock:
             with self._cond:
-                head, next_key = self._head, self._next_key
+                head, next_key = self._table.head, self._table.next_key
             return np.arange(head, next_key, dtype=np.int64), self._store.read_priorities(head, next_key)
 
     def close(self) -> None:
@@ -237,7 +215,7 @@ class PrioritizedReplay:
 
     @property
     def _size(self) -> int:
-        return self._next_key - self._head
+        return self._table.size
 
     def _refresh(self) -> None:
         """Rebuild the sum tree from Redis if it may differ (at start, after a failed write).
@@ -252,18 +230,13 @@ class PrioritizedReplay:
                 return
             stored = self._store.open(self.capacity, with_records=self._cache is not None)
             head, next_key, raw, batches = stored.head, stored.next_key, stored.priorities, stored.batches
-            weights = np.zeros(self.capacity)
-            weights[np.arange(head, next_key) % self.capacity] = raw ** self.alpha
             with self._cond:
-                self._tree.assign(weights)
+                self._table.assign(head, next_key, raw)
                 if batches is not None:
                     self._cache.clear()
                     for first, records in batches:
                         self._cache.append(first, records)
-                self._head, self._next_key = head, next_key
                 self._limiter.reset(next_key - head)
-                if raw.size:
-                    self._max_priority = float(raw.max())
                 self._stale = False
                 self._cond.notify_all()
 
@@ -287,13 +260,9 @@ class PrioritizedReplay:
 
     def _draw(self, count: int) -> tuple[np.ndarray, np.ndarray]:
         """``count`` keys and their probabilities from the sum tree (caller holds the lock)."""
-        total = self._tree.total
-        if not total > 0:
+        if not self._table.tree.total > 0:
             raise NothingToSample(f"all {self._size} held transitions have priority 0")
-        slots = self._tree.sample(count, self._rng)
-        probabilities = self._tree.get(slots) / total
-        keys = self._head + (slots - self._head) % self.capacity
-        return keys, probabilities
+        return self._table.draw(count)
 
     def _wait(self, admitted: Callable[[], bool], reason: Callable[[], str], timeout_s: float,
               kind: str, count: int) -> float:

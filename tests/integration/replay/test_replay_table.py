@@ -305,3 +305,26 @@ def test_all_zero_priorities_cannot_be_sampled(redis_client):
     table.insert(records(3), np.zeros(3))
     with pytest.raises(NothingToSample, match="all 3 held transitions have priority 0"):
         table.sample(2)
+
+
+def test_the_service_table_and_the_in_process_replay_draw_the_same_keys(redis_client):
+    """Both drive one PriorityTable: the same inserts, priorities and seed give the same draws and
+    weights, and the same priority updates."""
+    from phylorl.agent.memory_replay import MemoryReplay
+
+    table = make_table(redis_client, capacity=5, alpha=0.7, beta=0.5, seed=3)
+    memory = MemoryReplay(capacity=5, alpha=0.7, beta=0.5, seed=3)
+    data = records(7)
+    items = [decode_transition(r) for r in data]
+    rng = np.random.default_rng(0)
+    for start in (0, 3, 5):
+        priorities = rng.uniform(0.1, 2.0, size=len(data[start:start + 3]))
+        table.insert(data[start:start + 3], priorities)
+        memory.insert(items[start:start + 3], priorities)
+    batch = table.sample(16)
+    drawn, weights, keys = memory.sample(16)
+    assert np.array_equal(batch.keys, keys) and np.allclose(batch.weights, weights)
+    assert [bytes(r) for r in batch.records] == [encode_transition(t) for t in drawn]
+    new = rng.uniform(0.1, 2.0, size=keys.size)
+    assert table.update_priorities(keys, new) == memory.update_priorities(keys, new)
+    assert np.array_equal(table.sample(16).keys, memory.sample(16)[2])

@@ -91,9 +91,3 @@ def test_bad_input_is_rejected_with_clear_messages():
         replay.insert(transitions(1), [-1.0])
     with pytest.raises(ValueError, match="expected 2 priorities"):
         replay.insert(transitions(2), [1.0])
-
-
-def test_services_replay_re_exports_the_library_sum_tree():
-    from services.replay.sumtree import SumTree as ServiceSumTree
-
-    assert ServiceSumTree is SumTree
