@@ -89,8 +89,8 @@ class AgentPolicy:
         file = resolve_checkpoint(path)
         try:
             state = torch.load(file, map_location="cpu", weights_only=True)
-        except Exception as exc:  # torch raises several types for a file that is not a checkpoint
-            raise ValueError(f"{file}: not a learner checkpoint ({type(exc).__name__}: {exc})") from None
+        except Exception:  # torch raises several types for a file that is not a checkpoint
+            raise ValueError(f"{file}: not a learner checkpoint (torch cannot read it as a saved checkpoint)") from None
         if not isinstance(state, dict) or state.get("format") != CHECKPOINT_FORMAT:
             raise ValueError(f"{file}: not a learner checkpoint of format {CHECKPOINT_FORMAT}")
         try:

@@ -32,7 +32,10 @@ class CliError(Exception):
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from phylorl import __version__
+
     parser = argparse.ArgumentParser(prog="phylorl", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"phylorl {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, module_name in COMMANDS.items():
         module = importlib.import_module(f"{__name__}.{module_name}")

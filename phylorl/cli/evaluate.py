@@ -18,14 +18,15 @@ import json
 import time
 from pathlib import Path
 
+from phylorl.cli.common import add_alignments
+
 HELP = "evaluate the agent and classical searches against IQ-TREE"
 
 
 def add_arguments(p) -> None:
     from phylorl.evaluation.metrics import METHODS  # light: no engine, no torch
 
-    p.add_argument("--alignments", required=True, nargs="+", action="extend",
-                   help="alignment files and/or directories of alignments (FASTA, PHYLIP, NEXUS); repeatable")
+    add_alignments(p, "alignment files and/or directories of alignments (FASTA, PHYLIP, NEXUS); repeatable")
     p.add_argument("--checkpoint", default=None,
                    help="learner checkpoint file or training run directory (default: models/agent.pt, the shipped agent)")
     p.add_argument("--starts", type=int, default=4, metavar="K", help="random start trees per alignment (default: 4)")

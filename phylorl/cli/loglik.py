@@ -5,11 +5,13 @@ from __future__ import annotations
 import json
 import time
 
+from phylorl.cli.common import add_alignments, single_alignment
+
 HELP = "log-likelihood of a tree for an alignment"
 
 
 def add_arguments(p) -> None:
-    p.add_argument("--alignment", required=True, help="FASTA, PHYLIP or NEXUS file")
+    add_alignments(p, "the alignment (FASTA, PHYLIP or NEXUS); one file, or a directory holding one")
     p.add_argument("--tree", required=True, help="Newick file (or a Newick string)")
     p.add_argument("--model", default="GTR+F+G4",
                    help="IQ-TREE-style model string; parameters without numbers are estimated (default: GTR+F+G4)")
@@ -20,12 +22,16 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
+    from phylorl.cli import CliError
     from phylorl.phylo import LikelihoodEngine, load_alignment, parse_model, read_newick, write_newick
 
     start = time.perf_counter()
-    alignment = load_alignment(args.alignment)
+    alignment = load_alignment(single_alignment(args.alignments))
     spec = parse_model(args.model)
-    tree = read_newick(args.tree, alignment, resolve_polytomies=args.resolve_polytomies)
+    try:
+        tree = read_newick(args.tree, alignment, resolve_polytomies=args.resolve_polytomies)
+    except ValueError as exc:
+        raise CliError(f"tree {args.tree}: {exc}") from None
     engine = LikelihoodEngine(alignment, spec)
     loglik = engine.loglik(tree)
     if args.optimize_branches:

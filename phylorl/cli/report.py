@@ -20,6 +20,7 @@ HELP = "PNG plots (learning curve, update latency, throughput) of a run director
 
 def add_arguments(p) -> None:
     p.add_argument("run_dir", help="a run directory written by phylorl train")
+    p.add_argument("--json", action="store_true", help="print one JSON object naming the plots written")
 
 
 def _series(path: Path) -> list[dict]:
@@ -97,5 +98,9 @@ def run(args) -> int:
     fig.tight_layout()
     fig.savefig(out / "throughput.png", dpi=110)
     plt.close(fig)
-    print(f"report written to {out}: learning_curve.png, update_latency.png, throughput.png")
+    plots = ("learning_curve.png", "update_latency.png", "throughput.png")
+    if args.json:
+        print(json.dumps({"run_dir": str(args.run_dir), "out": str(out), "plots": [str(out / p) for p in plots]}))
+    else:
+        print(f"report written to {out}: {', '.join(plots)}")
     return 0

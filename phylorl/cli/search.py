@@ -18,6 +18,8 @@ from pathlib import Path
 
 import numpy as np
 
+from phylorl.cli.common import add_alignments, single_alignment
+
 HELP = "search tree space for an alignment with a policy"
 POLICIES = ("random", "greedy", "hillclimb", "agent")
 
@@ -28,7 +30,7 @@ def default_cache_dir() -> Path:
 
 
 def add_arguments(p) -> None:
-    p.add_argument("--alignment", required=True, help="FASTA, PHYLIP or NEXUS file")
+    add_alignments(p, "the alignment to search (FASTA, PHYLIP or NEXUS); one file, or a directory holding one")
     p.add_argument("--model", default="GTR+F+G4", help="model string; free parameters are estimated on the NJ tree")
     p.add_argument("--policy", required=True, choices=POLICIES)
     p.add_argument("--checkpoint",
@@ -59,15 +61,18 @@ def run(args) -> int:
         raise CliError("--restarts applies to --policy hillclimb only")
     if args.restarts < 0:
         raise CliError(f"--restarts must be >= 0, got {args.restarts}")
+    if args.radius is not None and args.radius < 1:
+        raise CliError(f"--radius must be >= 1, got {args.radius}")
     parse_model(args.model)  # fail fast on a bad model string
+    path = single_alignment(args.alignments)
     policy = _agent(args.checkpoint) if args.policy == "agent" else args.policy
     started = time.perf_counter()
-    alignment = load_alignment(args.alignment)
+    alignment = load_alignment(path)
     steps = args.steps if args.steps is not None else (None if args.policy == "hillclimb" else 2 * alignment.n_taxa)
     cache = PreparationCache(args.cache_dir or default_cache_dir())
-    _status(f"preparing {args.alignment} ({alignment.n_taxa} taxa, {alignment.n_sites} sites) under {args.model}")
+    _status(f"preparing {path} ({alignment.n_taxa} taxa, {alignment.n_sites} sites) under {args.model}")
     prepared = cache.get(alignment, args.model)
-    entry = EnvAlignment.build(alignment, prepared, Path(args.alignment).name)
+    entry = EnvAlignment.build(alignment, prepared, path.name)
     config = EnvConfig(start=args.start, horizon=10**9, radius=args.radius)
     env = TreeEnv([entry], config, seed=args.seed)
     env.reset()
@@ -86,7 +91,7 @@ def run(args) -> int:
     if args.out:
         Path(args.out).write_text(newick + "\n")
     summary = {
-        "alignment": args.alignment,
+        "alignment": str(path),
         "policy": args.policy,
         "model": prepared.model,
         "start": args.start,

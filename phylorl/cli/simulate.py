@@ -31,6 +31,7 @@ def add_arguments(p) -> None:
     p.add_argument("--gaps", type=float, default=0.0, metavar="FRACTION",
                    help="replace this fraction of characters by gaps, independently (default 0)")
     p.add_argument("--force", action="store_true", help="overwrite existing files")
+    p.add_argument("--json", action="store_true", help="print the manifest (one JSON object) instead of a line")
 
 
 def parse_range(text: str, option: str, minimum: int) -> tuple[int, int]:
@@ -116,5 +117,8 @@ def run(args) -> int:
         "datasets": datasets,
     }
     (out / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
-    print(f"wrote {args.count} data set(s) to {out} (see {out / MANIFEST})")
+    if args.json:
+        print(json.dumps({"out": str(out), "manifest": str(out / MANIFEST), **manifest}))
+    else:
+        print(f"wrote {args.count} data set(s) to {out} (see {out / MANIFEST})")
     return 0

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import shutil
 import sys
 import threading
 import time
@@ -21,7 +22,8 @@ def add_arguments(p) -> None:
     p.add_argument("--config", help="YAML/JSON file of TrainConfig fields (plus replay:, learner:, actor: sections)")
     p.add_argument("--actors", type=int, help="actor processes (default 2)")
     p.add_argument("--envs-per-actor", type=int, help="environments per actor (default 2)")
-    p.add_argument("--alignments", help="corpus directory or comma-separated files (default: simulate one)")
+    p.add_argument("--alignments", nargs="+", action="extend", metavar="PATH",
+                   help="alignment files and/or directories, repeatable (default: simulate a small corpus)")
     p.add_argument("--updates", type=int, help="learner updates (default 300; 0: until --minutes)")
     p.add_argument("--minutes", type=float, help="wall-clock limit (default 10; 0: none)")
     p.add_argument("--run-dir", help="run directory (default runs/<date-time>)")
@@ -35,6 +37,9 @@ def add_arguments(p) -> None:
     p.add_argument("--label-fraction", type=float,
                    help="fraction of states whose every move the actors score as demonstrations (default 0)")
     p.add_argument("--demo-weight", type=float, help="weight of the learner's supervised term on them (default 1)")
+    p.add_argument("--prometheus", type=int, nargs="?", const=9090, metavar="PORT",
+                   help="start the installed Prometheus on PORT (default 9090) scraping the run's services, so the "
+                        "dashboards' queries work on this run")
     p.add_argument("--seed", type=int)
     p.add_argument("--no-report", action="store_true", help="skip the PNG report at the end")
 
@@ -54,8 +59,11 @@ def build_config(args):
         if unknown:
             raise ValueError(f"{args.config}: unknown fields {unknown}; known: {sorted(known)}")
         values.update(loaded)
-    for name in ("actors", "envs_per_actor", "alignments", "updates", "minutes", "run_dir", "model", "device", "seed",
-                 "features", "init_checkpoint", "hidden", "horizon", "gamma", "label_fraction", "demo_weight"):
+    if args.alignments:
+        values["alignments"] = ",".join(args.alignments)
+    for name in ("actors", "envs_per_actor", "updates", "minutes", "run_dir", "model", "device", "seed",
+                 "features", "init_checkpoint", "hidden", "horizon", "gamma", "label_fraction", "demo_weight",
+                 "prometheus"):
         value = getattr(args, name)
         if value is not None:
             values[name] = value
@@ -64,14 +72,29 @@ def build_config(args):
     return TrainConfig(**values)
 
 
+def totals(summary: dict) -> str:
+    """One line of a finished run's totals (from ``summary.json``)."""
+    episodes = summary.get("episodes", 0) or 0
+    mean = summary.get("episode_delta_sum", 0.0) / episodes if episodes else float("nan")
+    return (f"{summary.get('seconds', 0):6.0f}s  updates {summary.get('updates', 0):.0f}  env steps "
+            f"{summary.get('env_steps', 0):.0f}  episodes {episodes:.0f} (mean ΔlogL {mean:.2f})  "
+            f"weights v{summary.get('weights_version', 0):.0f}")
+
+
 def run(args) -> int:
     from rich.console import Console
     from rich.live import Live
     from rich.text import Text
 
+    from phylorl.cli import CliError
     from services.launcher.run import run_local
+    from services.launcher.supervisor import LaunchError
 
     config = build_config(args)
+    if shutil.which("redis-server") is None:
+        raise CliError("redis-server is not installed (scripts/install.sh installs it)")
+    if config.prometheus and shutil.which("prometheus") is None:
+        raise CliError("--prometheus: prometheus is not installed (scripts/install.sh installs it)")
     if config.init_checkpoint:
         from phylorl.agent.policy import AgentPolicy
 
@@ -93,12 +116,21 @@ def run(args) -> int:
             f"({record['env_steps_per_s']:.1f}/s)  replay {record['replay_size']:.0f}  "
             f"episode ΔlogL {record['mean_episode_delta_loglik']:.2f}  weights v{record['weights_version']:.0f}")
 
+    def started(ports: dict) -> None:
+        if ports.get("prometheus"):
+            console.print(f"Prometheus: http://127.0.0.1:{ports['prometheus']} (ports of every service: "
+                          f"{run_dir / 'ports.json'})")
+
     with Live(line, console=console, refresh_per_second=2, transient=False):
         try:
-            summary = run_local(config, run_dir, lambda r: (show(r)), stop)
+            summary = run_local(config, run_dir, lambda r: (show(r)), stop, on_started=started)
         except KeyboardInterrupt:
             stop.set()
             raise
+        except LaunchError as exc:
+            line.plain = "not started"
+            raise CliError(f"{exc} (run directory {run_dir})") from None
+        line.plain = totals(summary)  # the run's totals, not the rates of a stopped system
     console.print(f"stopped: {summary['reason']} after {summary['seconds']:.0f} s; "
                   f"summary in {run_dir / 'summary.json'}")
     if summary.get("failure_log"):

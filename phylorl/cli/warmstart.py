@@ -17,13 +17,15 @@ import time
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from pathlib import Path
 
+from phylorl.cli.common import add_alignments
+
 HELP = "supervised warm start: fit an agent to the one-step reward of every move"
 
 _WORKER: dict = {}
 
 
 def add_arguments(p) -> None:
-    p.add_argument("--alignments", required=True, nargs="+", help="training alignments: files and/or directories")
+    add_alignments(p, "training alignments: files and/or directories, repeatable")
     p.add_argument("--out", required=True, help="checkpoint file to write")
     p.add_argument("--minutes", type=float, default=5.0,
                    help="time spent collecting labelled states, per round (default: 5)")

@@ -52,6 +52,9 @@ class TrainConfig:
     """Preparation cache shared by the actors (default: the run directory's ``cache/``)."""
     init_checkpoint: str = ""
     """Warm start: the learner starts from this checkpoint's networks (e.g. from phylorl warmstart)."""
+    prometheus: int = 0
+    """Start the installed Prometheus on this port, scraping the run's services with the compose stack's
+    job names (so the dashboards' queries work); 0: none."""
     device: str = "auto"
     """Learner device: cpu, cuda or auto."""
     seed: int = 0
@@ -80,5 +83,7 @@ class TrainConfig:
             raise ValueError("gamma and label_fraction must lie in [0, 1], demo_weight >= 0")
         if self.features not in ("rich", "basic"):
             raise ValueError(f"features must be rich or basic, got {self.features!r}")
+        if not 0 <= self.prometheus < 65536:
+            raise ValueError(f"prometheus must be a port (0: none), got {self.prometheus}")
         if self.updates == 0 and self.minutes == 0:
             raise ValueError("give --updates or --minutes (or both): the run needs an end")

@@ -9,7 +9,9 @@ when a service dies; then it stops everything cleanly and writes ``summary.json`
 
 Run directory: ``config.json``, ``logs/<service>.log``, ``redis/`` (AOF), ``checkpoints/``,
 ``learner/updates.csv``, ``cache/`` (alignment preparation), ``corpus/`` (if simulated),
-``metrics.jsonl``, ``summary.json``.
+``metrics.jsonl``, ``summary.json``, ``ports.json`` (every service's gRPC and metrics port, also in the
+summary) and, with ``config.prometheus``, ``prometheus/`` (its config and data: the installed Prometheus
+scraping the run under the compose stack's job names; ``services/launcher/prometheus.py``).
 """
 
 from __future__ import annotations
@@ -24,7 +26,8 @@ from typing import Callable
 
 from .config import TrainConfig
 from .progress import rates, snapshot
-from .supervisor import Service, Supervisor, free_port
+from .prometheus import start_prometheus
+from .supervisor import LaunchError, Service, Supervisor, free_port
 
 
 def simulate_corpus(config: TrainConfig, run_dir: Path) -> str:
@@ -60,7 +63,7 @@ def prepare_shared_cache(config: TrainConfig, alignments: str, run_dir: Path) ->
 
 
 def run_local(config: TrainConfig, run_dir: Path, on_progress: Callable[[dict], None] | None = None,
-              stop: threading.Event | None = None) -> dict:
+              stop: threading.Event | None = None, on_started: Callable[[dict], None] | None = None) -> dict:
     stop = stop or threading.Event()
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "config.json").write_text(json.dumps(asdict(config), indent=2) + "\n")
@@ -100,6 +103,17 @@ def run_local(config: TrainConfig, run_dir: Path, on_progress: Callable[[dict], 
                 "gamma": config.gamma, "label_fraction": config.label_fraction,
                 **config.actor}),
                 run_dir / "logs" / f"actor-{i}.log", port))
+        ports = {"redis": redis.grpc_port, "replay": {"grpc": replay_port, "metrics": replay_metrics},
+                 "learner": {"grpc": learner_port, "metrics": learner_metrics}, "actors": actor_ports,
+                 "prometheus": config.prometheus or None}
+        if config.prometheus:
+            start_prometheus(sup, run_dir / "prometheus", config.prometheus, {
+                "replay": [f"127.0.0.1:{replay_metrics}"], "learner": [f"127.0.0.1:{learner_metrics}"],
+                "actor": [f"127.0.0.1:{p}" for p in actor_ports]})
+        summary["ports"] = ports
+        (run_dir / "ports.json").write_text(json.dumps(ports, indent=2) + "\n")
+        if on_started is not None:
+            on_started(ports)
         previous = snapshot(time.monotonic() - started, learner_metrics, replay_metrics, actor_ports)
         with open(run_dir / "metrics.jsonl", "a") as series:
             while True:
@@ -130,6 +144,10 @@ def run_local(config: TrainConfig, run_dir: Path, on_progress: Callable[[dict], 
                     reason = "time limit"
                     break
         summary.update(asdict(snapshot(time.monotonic() - started, learner_metrics, replay_metrics, actor_ports)))
+    except LaunchError as exc:
+        reason = "failed to start"
+        summary["error"] = str(exc)
+        raise
     finally:
         summary["exit_codes"] = sup.stop_all()
         summary["reason"] = reason

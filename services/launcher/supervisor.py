@@ -16,6 +16,10 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 
+class LaunchError(RuntimeError):
+    """A service of the local run could not be started (the message is one line naming what and where)."""
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -80,7 +84,7 @@ class Supervisor:
     def start_redis(self) -> Service:
         exe = shutil.which("redis-server")
         if exe is None:
-            raise RuntimeError("redis-server is not installed (scripts/install.sh installs it)")
+            raise LaunchError("redis-server is not installed (scripts/install.sh installs it)")
         port = free_port()
         data = self.run_dir / "redis"
         data.mkdir(parents=True, exist_ok=True)
@@ -94,22 +98,23 @@ class Supervisor:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if not service.alive:
-                raise RuntimeError(f"{service.name} exited (status {service.process.returncode}) before it could "
-                                   f"{what}; last log lines:\n{service.log_tail()}")
+                raise LaunchError(f"{service.name} exited (status {service.process.returncode}) before it could "
+                                  f"{what}; see {service.log_path}")
             if ready():
                 return
             time.sleep(0.2)
-        raise RuntimeError(f"{service.name} did not {what} within {timeout_s:.0f} s; see {service.log_path}")
+        raise LaunchError(f"{service.name} did not {what} within {timeout_s:.0f} s; see {service.log_path}")
 
     def wait_serving(self, service: Service, timeout_s: float = 300.0) -> None:
         self.wait_for(service, lambda: grpc_serving(f"127.0.0.1:{service.grpc_port}"), "report SERVING", timeout_s)
 
     def stop_all(self, timeout_s: float = 30.0) -> dict[str, int | None]:
-        """SIGTERM actors first, then learner, replay and Redis; SIGKILL what is left after ``timeout_s``."""
-        order = sorted(self.services, key=lambda s: {"actor": 0, "learner": 1, "replay": 2, "redis": 3}.get(
-            s.name.split("-")[0], 0))
-        for group in ("actor", "learner", "replay", "redis"):
-            members = [s for s in order if s.name.split("-")[0] == group and s.alive]
+        """SIGTERM actors first, then learner, replay, Redis and Prometheus (which sees the others stop);
+        SIGKILL what is left of a group after ``timeout_s``."""
+        groups = ("actor", "learner", "replay", "redis", "prometheus")
+        for group in groups:
+            members = [s for s in self.services if s.alive and (s.name.split("-")[0] == group or (
+                group == groups[-1] and s.name.split("-")[0] not in groups))]
             for s in members:
                 s.process.send_signal(signal.SIGTERM)
             deadline = time.monotonic() + timeout_s

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import subprocess
+import signal
 import sys
+import time
 
 
 
@@ -36,3 +38,55 @@ def test_train_runs_the_whole_system(tmp_path, need):
         assert (run_dir / "report" / png).read_bytes()[:4] == b"\x89PNG"
     rows = (run_dir / "learner" / "updates.csv").read_text().splitlines()
     assert len(rows) == 21  # header + one row per update
+
+
+def test_train_prometheus_scrapes_the_local_run(tmp_path, need):
+    """``phylorl train --prometheus PORT``: the installed Prometheus scrapes every service of the run
+    under the compose stack's job names, and the dashboards' kind of query answers."""
+    import urllib.parse
+    import urllib.request
+
+    from services.launcher.supervisor import free_port
+
+    need("redis-server")
+    need("prometheus")
+    port = free_port()
+    run_dir = tmp_path / "run"
+    config = tmp_path / "tiny.yaml"
+    config.write_text("model: JC\nhorizon: 5\nbatch_size: 16\nhidden: 32\nmin_replay: 48\npublish_every: 5\n"
+                      "simulate_count: 2\nsimulate_taxa: '6:6'\nsimulate_sites: '200:200'\n")
+    proc = subprocess.Popen([sys.executable, "-m", "phylorl.cli", "train", "--config", str(config), "--actors", "2",
+                             "--updates", "0", "--minutes", "4", "--run-dir", str(run_dir), "--no-report",
+                             "--prometheus", str(port)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    def query(expr):
+        url = f"http://127.0.0.1:{port}/api/v1/query?" + urllib.parse.urlencode({"query": expr})
+        with urllib.request.urlopen(url, timeout=2) as reply:
+            return json.loads(reply.read())["data"]["result"]
+
+    try:
+        deadline = time.monotonic() + 240
+        up, updates = {}, []
+        while time.monotonic() < deadline and proc.poll() is None:
+            try:
+                up = {r["metric"]["job"]: r["value"][1] for r in query("up")}
+                updates = query("sum(phylorl_learner_updates_total)")
+            except OSError:
+                pass
+            if set(up) == {"replay", "learner", "actor", "prometheus"} and set(up.values()) == {"1"} \
+                    and updates and float(updates[0]["value"][1]) > 0:
+                break
+            time.sleep(1)
+        assert set(up) == {"replay", "learner", "actor", "prometheus"} and set(up.values()) == {"1"}, up
+        assert updates and float(updates[0]["value"][1]) > 0
+        actors = query("up{job='actor'}")
+        ports = json.loads((run_dir / "ports.json").read_text())
+        assert {r["metric"]["instance"] for r in actors} == {f"127.0.0.1:{p}" for p in ports["actors"]}
+        assert ports["prometheus"] == port
+    finally:
+        proc.send_signal(signal.SIGINT)  # Ctrl-C: the run stops every service and writes its summary
+        out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err[-3000:]
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["reason"] == "interrupted" and summary["ports"]["prometheus"] == port
+    assert summary["exit_codes"]["prometheus"] == 0

@@ -188,17 +188,11 @@ class Prometheus:
 
 
 def local_prometheus_config(stack: LocalStack, port: int) -> dict:
-    """deploy/prometheus/prometheus.yml with the jobs' targets replaced by the local stack's, scraped every 1 s."""
-    config = yaml.safe_load(PROMETHEUS_CONFIG.read_text())
-    config["global"].update(scrape_interval="1s", scrape_timeout="1s", evaluation_interval="1s")
-    targets = {**stack.targets, "prometheus": [f"127.0.0.1:{port}"]}
-    jobs = []
-    for job in config["scrape_configs"]:
-        name = job["job_name"]
-        if name in targets:
-            jobs.append({"job_name": name, "static_configs": [{"targets": targets[name]}]})
-    config["scrape_configs"] = jobs
-    return config
+    """deploy/prometheus/prometheus.yml with the jobs' targets replaced by the local stack's, scraped every
+    1 s (the same function ``phylorl train --prometheus`` uses)."""
+    from services.launcher.prometheus import local_config
+
+    return local_config({**stack.targets, "prometheus": [f"127.0.0.1:{port}"]})
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,94 @@
+"""Every CLI error path: exit status 2, one line on stderr naming what is wrong, never a traceback;
+plus ``--version`` and the ``--json`` of the commands that gained it. Real child processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import phylorl
+
+ALIGNMENT = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "real" / "valid" / "TreeBASE_10756.phy"
+
+
+def phylorl_cli(*args, env=None, cwd=None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "phylorl.cli", *map(str, args)], capture_output=True, text=True,
+                          timeout=300, env=env, cwd=cwd)
+
+
+def assert_one_line_error(proc: subprocess.CompletedProcess, *expected: str) -> None:
+    assert proc.returncode == 2, (proc.returncode, proc.stderr[-2000:])
+    assert "Traceback" not in proc.stderr
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, proc.stderr
+    for text in expected:
+        assert text in lines[0], lines[0]
+
+
+def test_version():
+    proc = phylorl_cli("--version")
+    assert proc.returncode == 0 and proc.stdout.strip() == f"phylorl {phylorl.__version__}"
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    d = tmp_path_factory.mktemp("cli-errors")
+    (d / "foreign.nwk").write_text("((a,b),c);\n")
+    (d / "garbage.nwk").write_text("not a tree\n")
+    (d / "empty").mkdir()
+    (d / "two").mkdir()
+    for name in ("a.phy", "b.phy"):
+        (d / "two" / name).write_bytes(ALIGNMENT.read_bytes())
+    return d
+
+
+CASES = {
+    "missing alignment": (["search", "--alignments", "{d}/nothere.fa", "--policy", "random"], ["nothere.fa"]),
+    "directory of two for search": (["search", "--alignments", "{d}/two", "--policy", "random"],
+                                    ["takes one alignment", "names 2"]),
+    "negative radius": (["search", "--alignments", "{a}", "--policy", "random", "--radius", "-3"], ["--radius"]),
+    "restarts without hillclimb": (["search", "--alignments", "{a}", "--policy", "random", "--restarts", "2"],
+                                   ["--restarts"]),
+    "bad model": (["search", "--alignments", "{a}", "--policy", "random", "--model", "XYZ+Q"], ["XYZ"]),
+    "missing checkpoint": (["search", "--alignments", "{a}", "--policy", "agent", "--checkpoint", "{d}/none.pt"],
+                           ["none.pt"]),
+    "tree file that is not a checkpoint": (["eval", "--alignments", "{a}", "--checkpoint", "{d}/foreign.nwk",
+                                            "--starts", "1", "--no-iqtree"],
+                                           ["foreign.nwk", "not a learner checkpoint"]),
+    "unparsable tree": (["loglik", "--alignments", "{a}", "--tree", "{d}/garbage.nwk"], ["garbage.nwk"]),
+    "tree of other taxa": (["loglik", "--alignments", "{a}", "--tree", "{d}/foreign.nwk"],
+                           ["foreign.nwk", "taxa differ"]),
+    "empty corpus for train": (["train", "--alignments", "{d}/empty", "--updates", "1"], ["empty", "no alignment"]),
+    "simulate bad range": (["simulate", "--out", "{d}/sim", "--count", "1", "--taxa", "9:5"], ["--taxa"]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_errors_are_one_line_with_status_2(case, files):
+    args, expected = CASES[case]
+    args = [a.format(d=files, a=ALIGNMENT) for a in args]
+    assert_one_line_error(phylorl_cli(*args), *expected)
+
+
+def test_train_without_redis_server_is_one_line_before_any_work(tmp_path):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "python").symlink_to(sys.executable)  # a PATH with python and nothing else
+    env = {**os.environ, "PATH": str(bin_dir)}
+    proc = phylorl_cli("train", "--updates", "1", "--run-dir", tmp_path / "run", env=env)
+    assert_one_line_error(proc, "redis-server is not installed")
+    assert not (tmp_path / "run").exists()  # nothing was simulated or started
+
+
+def test_simulate_prints_json(tmp_path):
+    proc = phylorl_cli("simulate", "--out", tmp_path / "sim", "--count", "2", "--taxa", "5", "--sites", "50",
+                       "--json")
+    assert proc.returncode == 0, proc.stderr
+    manifest = json.loads(proc.stdout)
+    assert [d["name"] for d in manifest["datasets"]] == ["sim_0000", "sim_0001"]
+    assert manifest["manifest"] == str(tmp_path / "sim" / "manifest.json")
