@@ -1,4 +1,6 @@
-"""Write the Grafana dashboard ``dashboards/phylorl.json`` from the panel table below.
+"""Write the Grafana dashboard ``dashboards/phylorl.json`` from the panel table below, with Grafana's typed
+builders (``grafana-foundation-sdk``, the release generated for Grafana 11.3, the image compose runs), so
+the JSON follows Grafana's own schema.
 
     python deploy/grafana/dashboard.py            # rewrite the JSON
     python deploy/grafana/dashboard.py --check    # exit 1 when the JSON differs from this table
@@ -17,7 +19,15 @@ import json
 import sys
 from pathlib import Path
 
+from grafana_foundation_sdk.builders import common, prometheus, timeseries
+from grafana_foundation_sdk.builders.dashboard import Dashboard, Row
+from grafana_foundation_sdk.cog.encoder import JSONEncoder
+from grafana_foundation_sdk.models.common import (LegendDisplayMode, LegendPlacement, SortOrder, TimeZoneBrowser,
+                                                  TooltipDisplayMode)
+from grafana_foundation_sdk.models.dashboard import DashboardCursorSync, DataSourceRef, GridPos
+
 DATASOURCE = {"type": "prometheus", "uid": "phylorl-prometheus"}  # provisioning/datasources/prometheus.yml
+DATASOURCE_REF = DataSourceRef(type_val=DATASOURCE["type"], uid=DATASOURCE["uid"])
 OUT = Path(__file__).resolve().parent / "dashboards" / "phylorl.json"
 W = "[$__rate_interval]"
 
@@ -144,36 +154,35 @@ PANELS = [
 ]
 
 
-def panel(pid: int, title: str, description: str, unit: str, queries: list, x: int, y: int) -> dict:
-    return {
-        "id": pid, "type": "timeseries", "title": title, "description": description, "datasource": DATASOURCE,
-        "gridPos": {"h": 8, "w": 8, "x": x, "y": y},
-        "fieldConfig": {"defaults": {"unit": unit, "custom": {"lineWidth": 1, "fillOpacity": 0}}, "overrides": []},
-        "options": {"legend": {"displayMode": "list", "placement": "bottom", "showLegend": True},
-                    "tooltip": {"mode": "multi", "sort": "none"}},
-        "targets": [{"refId": chr(ord("A") + i), "datasource": DATASOURCE, "expr": expr, "legendFormat": legend,
-                     "range": True} for i, (expr, legend) in enumerate(queries)],
-    }
+def panel(pid: int, title: str, description: str, unit: str, queries: list, x: int, y: int) -> timeseries.Panel:
+    """One time-series panel (Grafana's typed builder) at grid position ``(x, y)``."""
+    built = (timeseries.Panel().id(pid).title(title).description(description).datasource(DATASOURCE_REF)
+             .unit(unit).line_width(1).fill_opacity(0).grid_pos(GridPos(h=8, w=8, x=x, y=y))
+             .legend(common.VizLegendOptions().display_mode(LegendDisplayMode.LIST)
+                     .placement(LegendPlacement.BOTTOM).show_legend(True))
+             .tooltip(common.VizTooltipOptions().mode(TooltipDisplayMode.MULTI).sort(SortOrder.NONE)))
+    for i, (expr, legend) in enumerate(queries):
+        built = built.with_target(prometheus.Dataquery().ref_id(chr(ord("A") + i)).datasource(DATASOURCE_REF)
+                                  .expr(expr).legend_format(legend).range())
+    return built
 
 
 def dashboard() -> dict:
-    panels, pid, y = [], 1, 0
+    """The dashboard as Grafana's JSON model (built with grafana-foundation-sdk, then encoded)."""
+    board = (Dashboard("phylorl training").uid("phylorl-training").tags(["phylorl"]).readonly()
+             .version(1).refresh("10s").time("now-30m", "now").timezone(TimeZoneBrowser)
+             .tooltip(DashboardCursorSync.CROSSHAIR)
+             .description("Learner update and inference latency, actors' environment steps, replay, weights and "
+                          "policy lag, episode ΔlogL. Panel descriptions say what each shows (docs/deploy.md)."))
+    pid, y = 1, 0
     for row, row_panels in PANELS:
-        panels.append({"id": pid, "type": "row", "title": row, "collapsed": False, "panels": [],
-                       "gridPos": {"h": 1, "w": 24, "x": 0, "y": y}})
+        board = board.with_row(Row(row).id(pid).grid_pos(GridPos(h=1, w=24, x=0, y=y)))
         pid, y = pid + 1, y + 1
         for i, (title, description, unit, queries) in enumerate(row_panels):
-            panels.append(panel(pid, title, description, unit, queries, x=8 * (i % 3), y=y + 8 * (i // 3)))
+            board = board.with_panel(panel(pid, title, description, unit, queries, x=8 * (i % 3), y=y + 8 * (i // 3)))
             pid += 1
         y += 8 * ((len(row_panels) + 2) // 3)
-    return {
-        "uid": "phylorl-training", "title": "phylorl training", "tags": ["phylorl"], "editable": False,
-        "schemaVersion": 39, "version": 1, "refresh": "10s", "time": {"from": "now-30m", "to": "now"},
-        "timezone": "browser", "graphTooltip": 1, "templating": {"list": []}, "annotations": {"list": []},
-        "description": "Learner update and inference latency, actors' environment steps, replay, weights and "
-                       "policy lag, episode ΔlogL. Panel descriptions say what each shows (docs/deploy.md).",
-        "panels": panels,
-    }
+    return json.loads(json.dumps(board.build(), cls=JSONEncoder))
 
 
 def main(argv: list[str]) -> int:
