@@ -10,7 +10,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import shutil
-import sys
 import threading
 import time
 from pathlib import Path

@@ -36,7 +36,7 @@ import numpy as np
 from phylorl.phylo.alignment import Alignment
 from phylorl.phylo.models import ModelError, ModelSpec, SubstitutionModel, build_model
 from phylorl.phylo.starts import MIN_BRANCH_LENGTH, random_tree
-from phylorl.phylo.tree import Tree, taxon_names
+from phylorl.phylo.tree import Tree
 
 TYPICAL_EXCHANGEABILITIES = (1.0, 3.0, 0.8, 0.8, 3.0, 1.0)
 """Centre of the log-normal exchangeability draws: AC, AG, AT, CG, CT, GT."""

@@ -23,3 +23,26 @@ def start_service(config, log: logging.Logger) -> threading.Event:
         start_http_server(config.metrics_port)
         log.info("metrics on :%d/metrics", config.metrics_port)
     return stop
+
+
+def wait_for_redis(ping, url: str, wait_s: float, stop: threading.Event, log: logging.Logger) -> bool:
+    """Call ``ping()`` (a Redis PING) once a second until it answers; ``False`` when ``stop`` is set first.
+
+    Raises ``redis.ConnectionError`` naming ``url`` after ``wait_s`` seconds without an answer (in a swarm or
+    compose stack, a service may start before Redis's name resolves).
+    """
+    import time
+
+    import redis
+
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            ping()
+            return True
+        except redis.ConnectionError as e:
+            if time.monotonic() > deadline:
+                raise redis.ConnectionError(f"{url} did not answer within {wait_s:g} s: {e}") from None
+            log.info("waiting for Redis at %s: %s", url, e)
+            if stop.wait(1.0):
+                return False

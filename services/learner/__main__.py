@@ -18,7 +18,7 @@ import torch
 from phylorl.agent.config import AgentConfig
 from phylorl.agent.learner import Learner
 from phylorl.nets.config import NetworkConfig
-from services.common.runtime import start_service
+from services.common.runtime import start_service, wait_for_redis
 from services.learner import metrics
 from services.learner.config import LearnerConfig, load
 from services.learner.inference import BatchingInference
@@ -77,6 +77,11 @@ def main(argv: list[str] | None = None) -> int:
     server.start()
     log.info("inference endpoint on %s:%d", config.host, server.port)
     redis_client = redis.Redis.from_url(config.redis_url) if config.redis_url else None
+    if redis_client is not None and not wait_for_redis(redis_client.ping, config.redis_url, config.redis_wait_s,
+                                                       stop, log):
+        server.stop(0)
+        inference.close()
+        return 0
     replay = ReplayClient(config.replay_address)
     loop = TrainingLoop(config, learner, replay, inference, redis_client, checkpoints, stop)
     loop.publish()

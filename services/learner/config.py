@@ -20,6 +20,7 @@ class LearnerConfig:
     replay_address: str = doc("host:port of the replay service.", "127.0.0.1:50051")
     redis_url: str = doc("Redis where versioned weights are published ('' turns publishing to Redis off).",
                          "redis://127.0.0.1:6379/0")
+    redis_wait_s: float = doc("How long to wait at start for Redis to answer before giving up (s).", 30.0)
     weights_key: str = doc("Redis key prefix of the published weights.", "phylorl:weights")
     run_dir: str = doc("Run directory: checkpoints/ and learner/updates.csv go here.", "runs/learner")
     device: str = doc("cpu, cuda, cuda:N or auto (cuda when available).", "auto")

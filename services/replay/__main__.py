@@ -15,7 +15,7 @@ import time
 
 import redis
 
-from services.common.runtime import start_service
+from services.common.runtime import start_service, wait_for_redis
 from services.replay import metrics
 from services.replay.buffer import PrioritizedReplay
 from services.replay.config import ReplayConfig, load_config
@@ -61,17 +61,8 @@ def _open_table(config: ReplayConfig, stop: threading.Event) -> PrioritizedRepla
     """Wait for Redis (up to ``redis_wait_s``), then rebuild the table's index from it."""
     client = redis.Redis.from_url(config.redis_url)
     store = RedisStore(client, config.key_prefix)
-    deadline = time.monotonic() + config.redis_wait_s
-    while True:
-        try:
-            store.ping()
-            break
-        except redis.ConnectionError as e:
-            if time.monotonic() > deadline:
-                raise redis.ConnectionError(f"{config.redis_url} did not answer within {config.redis_wait_s:g} s: {e}")
-            log.info("waiting for Redis at %s: %s", config.redis_url, e)
-            if stop.wait(1.0):
-                return None
+    if not wait_for_redis(store.ping, config.redis_url, config.redis_wait_s, stop, log):
+        return None
     started = time.monotonic()
     log.info("rebuilding the index from %s (prefix %s)", config.redis_url, config.key_prefix)
     table = PrioritizedReplay(
