@@ -37,9 +37,14 @@ def add_arguments(p) -> None:
     p.add_argument("--model", default="GTR+F+G4", help="model string; free parameters are estimated on the NJ tree")
     p.add_argument("--seed", type=int, default=0, help="start tree k uses seed + k; IQ-TREE uses seed (default: 0)")
     p.add_argument("--no-iqtree", action="store_true", help="run without IQ-TREE (no reference: no improvement)")
-    p.add_argument("--json", metavar="OUT", default=None, help="write every result to this JSON file")
+    p.add_argument("--json", metavar="OUT", nargs="?", const="-", default=None,
+                   help="every result as one JSON object: into the file OUT, or on stdout without OUT (the tables "
+                        "then go to stderr)")
     p.add_argument("--plots", metavar="DIR", default=None, help="write PNG plots into this directory")
     p.add_argument("--cache-dir", default=None, help="preparation cache (default: as phylorl search)")
+    p.add_argument("--threads", type=int, default=1, metavar="T",
+                   help="alignments evaluated at once, each in its own single-threaded process (default 1); "
+                        "every method's time and IQ-TREE's are then measured side by side under the same load")
 
 
 def run(args) -> int:
@@ -54,6 +59,12 @@ def run(args) -> int:
     # every cheap check before the first expensive step (preparing alignments, IQ-TREE, searches)
     if args.starts < 1:
         raise CliError(f"--starts must be >= 1, got {args.starts}")
+    if args.threads < 1:
+        raise CliError(f"--threads must be >= 1, got {args.threads}")
+    if args.threads > 1:
+        import torch
+
+        torch.set_num_threads(1)  # before any torch work: the worker processes are forked from this one
     if args.steps is not None and args.steps < 1:
         raise CliError(f"--steps must be >= 1, got {args.steps}")
     if args.methods is None:
@@ -64,7 +75,8 @@ def run(args) -> int:
         if args.no_iqtree and "iqtree" in methods:
             raise CliError("--methods names iqtree but --no-iqtree is given")
     parse_model(args.model)
-    if args.json and not Path(args.json).resolve().parent.is_dir():
+    to_stdout = args.json == "-"
+    if args.json and not to_stdout and not Path(args.json).resolve().parent.is_dir():
         raise CliError(f"--json {args.json}: directory {Path(args.json).resolve().parent} does not exist")
     if args.plots and Path(args.plots).exists() and not Path(args.plots).is_dir():
         raise CliError(f"--plots {args.plots} is a file, not a directory")
@@ -83,12 +95,19 @@ def run(args) -> int:
             advance(f"{item.path.name}: preparing")
             entries.append(EnvAlignment.build(item.alignment, cache.get(item.alignment, args.model), str(item.path)))
         results = evaluate_methods(entries, policy, starts=args.starts, steps=args.steps, seed=args.seed,
-                                   methods=methods, iqtree=runner, on_progress=lambda label: advance(_short(label)))
+                                   methods=methods, iqtree=runner, on_progress=lambda label: advance(_short(label)),
+                                   workers=args.threads)
     settings = {"alignments": [str(p) for p in args.alignments], "model": args.model, "checkpoint": checkpoint,
                 "cache_dir": str(cache.directory), "seconds": time.perf_counter() - started}
     results.settings.update(settings)
-    print_tables(results)
-    if args.json:
+    if to_stdout:
+        from rich.console import Console
+
+        print_tables(results, Console(stderr=True, width=130))
+        print(json.dumps(results.to_dict()))
+    else:
+        print_tables(results)
+    if args.json and not to_stdout:
         Path(args.json).write_text(json.dumps(results.to_dict(), indent=1) + "\n")
     if args.plots:
         from phylorl.evaluation.plots import write_plots

@@ -19,7 +19,8 @@ MANIFEST = "manifest.json"
 
 
 def add_arguments(p) -> None:
-    p.add_argument("--out", required=True, help="output directory (created if missing)")
+    p.add_argument("--out-dir", "--out", dest="out", required=True, metavar="DIR",
+                   help="output directory (created if missing)")
     p.add_argument("--count", type=int, required=True, help="number of data sets")
     p.add_argument("--taxa", default="8:20", help="taxa per data set: N or A:B, uniform in A..B (default 8:20)")
     p.add_argument("--sites", default="300:2000",
@@ -76,7 +77,7 @@ def run(args) -> int:
 
     out = Path(args.out)
     if out.exists() and not out.is_dir():
-        raise CliError(f"--out {str(out)!r} exists and is not a directory")
+        raise CliError(f"--out-dir {str(out)!r} exists and is not a directory")
     names = [f"sim_{i:04d}" for i in range(args.count)]
     targets = [out / MANIFEST] + [out / f"{name}{suffix}" for name in names
                                    for suffix in (".fasta", ".true.nwk", ".model.txt")]

@@ -120,6 +120,7 @@ def run(args) -> int:
             console.print(f"Prometheus: http://127.0.0.1:{ports['prometheus']} (ports of every service: "
                           f"{run_dir / 'ports.json'})")
 
+    failed = None
     with Live(line, console=console, refresh_per_second=2, transient=False):
         try:
             summary = run_local(config, run_dir, lambda r: (show(r)), stop, on_started=started)
@@ -127,9 +128,12 @@ def run(args) -> int:
             stop.set()
             raise
         except LaunchError as exc:
-            line.plain = "not started"
-            raise CliError(f"{exc} (run directory {run_dir})") from None
-        line.plain = totals(summary)  # the run's totals, not the rates of a stopped system
+            failed = exc
+            line.plain = "every service stopped"
+        else:
+            line.plain = totals(summary)  # the run's totals, not the rates of a stopped system
+    if failed is not None:
+        raise CliError(f"{failed} (run directory {run_dir})")
     console.print(f"stopped: {summary['reason']} after {summary['seconds']:.0f} s; "
                   f"summary in {run_dir / 'summary.json'}")
     if summary.get("failure_log"):

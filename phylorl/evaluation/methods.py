@@ -79,13 +79,18 @@ def check_methods(methods: Sequence[str], *, has_policy: bool, has_iqtree: bool)
 def evaluate_methods(entries: Sequence[EnvAlignment], policy: Policy | None = None, *, starts: int = 4,
                      steps: int | None = None, seed: int = 0, methods: Sequence[str] | None = None,
                      iqtree: IqtreeRunner | None = None, env_config: EnvConfig | None = None,
-                     on_progress: Callable[[str], None] | None = None) -> Evaluation:
+                     on_progress: Callable[[str], None] | None = None, workers: int = 1) -> Evaluation:
     """Evaluate ``methods`` (default: all that the arguments allow) on every entry from ``starts`` starts.
 
     ``steps``: moves of the agent, random and greedy methods (default ``2 n``, n = taxa).
     ``iqtree``: the reference; without it improvements are ``None``. ``on_progress(label)`` is called
-    before each unit of work (one IQ-TREE run, or one method from one start).
+    before each unit of work (one IQ-TREE run, or one method from one start). ``workers > 1``: that many
+    alignments at once in forked processes (set torch to one thread before, as ``phylorl eval --threads``
+    does: a process that has run multi-threaded torch must not fork); the results are the same rows in
+    the same order, and every method's seconds and IQ-TREE's are measured side by side under the same load.
     """
+    if workers < 1:
+        raise ValueError(f"workers must be >= 1, got {workers}")
     if starts < 1:
         raise ValueError(f"starts must be >= 1, got {starts}")
     if steps is not None and steps < 1:
@@ -96,26 +101,86 @@ def evaluate_methods(entries: Sequence[EnvAlignment], policy: Policy | None = No
     methods = check_methods(methods, has_policy=policy is not None, has_iqtree=iqtree is not None)
     config = env_config or EnvConfig(start="random")
     progress = on_progress or (lambda label: None)
-    infos, rows, iq_seconds = [], [], []
+    job = _Job(entries, policy, methods, starts, steps, seed, config, iqtree)
     if entries and any(m in AGENT_METHODS for m in methods):  # one-time set-up (compilation) is not search time
         policy.choose(_fresh_env(entries[0], config, seed))
-    for entry in entries:
-        n = entry.alignment.n_taxa
-        info = AlignmentInfo(entry.name, n, entry.alignment.n_sites, entry.prepared.model, steps or 2 * n)
-        reference: IqtreeResult | None = None
-        if iqtree is not None:
-            progress(f"{entry.name}: iqtree")
-            reference = iqtree.search(entry)
-            iq_seconds.append(reference.seconds)
-            info.iqtree_loglik, info.iqtree_reported_loglik = reference.loglik, reference.reported_loglik
-            info.iqtree_seconds, info.iqtree_tree = reference.seconds, reference.newick
-        infos.append(info)
-        for k in range(starts):
-            rows += _one_start(entry, k, seed, config, policy, methods, info.steps, reference, progress)
+    if workers > 1 and len(entries) > 1:
+        done = _parallel(job, workers, progress)
+    else:
+        done = [_one_alignment(job, i, progress) for i in range(len(entries))]
+    infos = [info for info, _, _ in done]
+    rows = [row for _, alignment_rows, _ in done for row in alignment_rows]
+    iq_seconds = [seconds for _, _, seconds in done if seconds is not None]
     settings = {"starts": starts, "steps": steps, "seed": seed, "methods": methods,
-                "iqtree": iqtree is not None, "min_gain": MIN_GAIN, "tolerance": TOLERANCE}
+                "iqtree": iqtree is not None, "min_gain": MIN_GAIN, "tolerance": TOLERANCE, "workers": workers}
     return Evaluation(settings, infos, rows, summarise(rows, methods, iq_seconds), by_taxon_count(rows, methods),
                       iqtree is not None)
+
+
+@dataclass
+class _Job:
+    entries: Sequence[EnvAlignment]
+    policy: Policy | None
+    methods: list[str]
+    starts: int
+    steps: int | None
+    seed: int
+    config: EnvConfig
+    iqtree: IqtreeRunner | None
+
+
+def _one_alignment(job: _Job, index: int, progress: Callable[[str], None]):
+    """``(AlignmentInfo, rows, IQ-TREE seconds or None)`` of entry ``index``: IQ-TREE, then every start."""
+    entry = job.entries[index]
+    n = entry.alignment.n_taxa
+    info = AlignmentInfo(entry.name, n, entry.alignment.n_sites, entry.prepared.model, job.steps or 2 * n)
+    reference: IqtreeResult | None = None
+    if job.iqtree is not None:
+        progress(f"{entry.name}: iqtree")
+        reference = job.iqtree.search(entry)
+        info.iqtree_loglik, info.iqtree_reported_loglik = reference.loglik, reference.reported_loglik
+        info.iqtree_seconds, info.iqtree_tree = reference.seconds, reference.newick
+    rows = []
+    for k in range(job.starts):
+        rows += _one_start(entry, k, job.seed, job.config, job.policy, job.methods, info.steps, reference, progress)
+    return info, rows, None if reference is None else reference.seconds
+
+
+_PARALLEL: tuple | None = None  # (job, progress queue) inherited by forked workers
+
+
+def _parallel(job: _Job, workers: int, progress: Callable[[str], None]) -> list:
+    """:func:`_one_alignment` of every entry in ``workers`` forked processes (one alignment each at a time,
+    results in entry order); their progress labels come back through a queue."""
+    import multiprocessing as mp
+    import queue as queue_module
+
+    global _PARALLEL
+    ctx = mp.get_context("fork")
+    labels = ctx.Queue()
+    _PARALLEL = (job, labels)
+    try:
+        with ctx.Pool(workers) as pool:
+            pending = pool.map_async(_worker, range(len(job.entries)), chunksize=1)
+            while True:
+                try:
+                    progress(labels.get(timeout=0.2))
+                except queue_module.Empty:
+                    if pending.ready():
+                        break
+            while True:
+                try:
+                    progress(labels.get_nowait())
+                except queue_module.Empty:
+                    break
+            return pending.get()
+    finally:
+        _PARALLEL = None
+
+
+def _worker(index: int):
+    job, labels = _PARALLEL
+    return _one_alignment(job, index, labels.put)
 
 
 def _fresh_env(entry: EnvAlignment, config: EnvConfig, seed: int, tree=None) -> TreeEnv:

@@ -92,3 +92,26 @@ def test_simulate_prints_json(tmp_path):
     manifest = json.loads(proc.stdout)
     assert [d["name"] for d in manifest["datasets"]] == ["sim_0000", "sim_0001"]
     assert manifest["manifest"] == str(tmp_path / "sim" / "manifest.json")
+
+
+def test_train_prometheus_port_in_use_is_one_line_and_stops_the_run(tmp_path, need):
+    import socket
+
+    need("redis-server")
+    need("prometheus")
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        config = tmp_path / "tiny.yaml"
+        config.write_text("model: JC\nsimulate_count: 2\nsimulate_taxa: '6:6'\nsimulate_sites: '100:100'\n")
+        proc = phylorl_cli("train", "--config", config, "--updates", "5", "--run-dir", tmp_path / "run",
+                           "--no-report", "--prometheus", port)
+    # the run had started (its banner and progress are on stderr): the error is its last line, and the only one
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    errors = [line for line in proc.stderr.splitlines() if "error:" in line]
+    assert len(errors) == 1 and proc.stderr.rstrip().splitlines()[-1] == errors[0]
+    assert "prometheus exited" in errors[0] and "prometheus.log" in errors[0]
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["reason"] == "failed to start" and "prometheus" in summary["error"]
+    assert all(code is not None for code in summary["exit_codes"].values())  # every service was stopped

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import subprocess
 import sys
 
@@ -196,3 +197,31 @@ def test_search_polish_hill_climbs_from_the_best_tree(setup):
     aln = load_alignment(alignment)
     engine = LikelihoodEngine(aln, parse_model(polished["model"]))
     assert engine.loglik(read_newick(polished["tree"], aln)) == pytest.approx(polished["best_loglik"], abs=1e-4)
+
+
+def test_eval_threads_gives_the_same_results_in_the_same_order(setup, tmp_path):
+    """--threads 2 evaluates the alignments in two forked processes: same rows, same order, as one thread."""
+    rows = {}
+    for threads in (1, 2):
+        out = tmp_path / f"eval-{threads}.json"
+        proc = phylorl("eval", "--alignments", setup["alignments"], "--checkpoint", setup["checkpoint"], "--starts", 2,
+                       "--model", MODEL, "--methods", "agent,random,greedy", "--no-iqtree", "--json", out,
+                       "--cache-dir", setup["cache"], "--threads", threads)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        result = json.loads(out.read_text())
+        assert result["settings"]["workers"] == threads
+        rows[threads] = [(r["alignment"], r["start"], r["method"], r["final_loglik"], r["evaluations"], r["tree"])
+                         for r in result["rows"]]
+        plain = [line for line in proc.stderr.splitlines() if re.match(r"eval \d+/\d+ .*: start ", line)]
+        assert len(plain) == 2 * 2 * 3  # every unit of progress reported, from the workers too
+    assert len(rows[1]) == 2 * 2 * 3
+    assert [r[:3] + (r[4], r[5]) for r in rows[2]] == [r[:3] + (r[4], r[5]) for r in rows[1]]
+    np.testing.assert_allclose([r[3] for r in rows[2]], [r[3] for r in rows[1]], rtol=0, atol=1e-9)
+
+
+def test_eval_json_without_a_file_prints_one_object_on_stdout(setup):
+    proc = phylorl("eval", "--alignments", setup["alignments"], "--checkpoint", setup["checkpoint"], "--starts", 1,
+                   "--model", MODEL, "--methods", "agent,random", "--no-iqtree", "--json", "--cache-dir", setup["cache"])
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(proc.stdout)  # nothing else on stdout: the tables went to stderr
+    assert len(result["rows"]) == 2 * 2 and "agent" in proc.stderr
