@@ -47,7 +47,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
+    names = {args.command, *ALIASES.get(args.command, [])}
+    args.argv = argv[next(i for i, a in enumerate(argv) if a in names) + 1:]  # this command's own flags
     try:
         return int(args._run(args) or 0)
     except KeyboardInterrupt:

@@ -3,16 +3,12 @@
 Starts redis-server, the replay service, the learner and N actors; shows one live progress line;
 stops everything cleanly on Ctrl-C, at --updates or after --minutes; leaves a run directory with
 the config, logs, checkpoints, metrics, a summary and (unless --no-report) PNG plots.
+
+The flags are defined here; the run itself is ``python -m services.launcher`` (``services/launcher/cli.py``),
+started as a child process, so that the library never imports the services.
 """
 
 from __future__ import annotations
-
-import dataclasses
-import json
-import shutil
-import threading
-import time
-from pathlib import Path
 
 HELP = "train an agent: redis, replay, learner and actors as local processes"
 
@@ -43,105 +39,22 @@ def add_arguments(p) -> None:
     p.add_argument("--no-report", action="store_true", help="skip the PNG report at the end")
 
 
-def build_config(args):
-    import yaml
-
-    from services.launcher.config import TrainConfig
-
-    values = {}
-    if args.config:
-        loaded = yaml.safe_load(Path(args.config).read_text()) or {}
-        if not isinstance(loaded, dict):
-            raise ValueError(f"{args.config}: expected a mapping of TrainConfig fields")
-        known = {f.name for f in dataclasses.fields(TrainConfig)}
-        unknown = sorted(set(loaded) - known)
-        if unknown:
-            raise ValueError(f"{args.config}: unknown fields {unknown}; known: {sorted(known)}")
-        values.update(loaded)
-    if args.alignments:
-        values["alignments"] = ",".join(args.alignments)
-    for name in ("actors", "envs_per_actor", "updates", "minutes", "run_dir", "model", "device", "seed",
-                 "features", "init_checkpoint", "hidden", "horizon", "gamma", "label_fraction", "demo_weight",
-                 "prometheus"):
-        value = getattr(args, name)
-        if value is not None:
-            values[name] = value
-    if args.no_report:
-        values["report"] = False
-    return TrainConfig(**values)
-
-
-def totals(summary: dict) -> str:
-    """One line of a finished run's totals (from ``summary.json``)."""
-    episodes = summary.get("episodes", 0) or 0
-    mean = summary.get("episode_delta_sum", 0.0) / episodes if episodes else float("nan")
-    return (f"{summary.get('seconds', 0):6.0f}s  updates {summary.get('updates', 0):.0f}  env steps "
-            f"{summary.get('env_steps', 0):.0f}  episodes {episodes:.0f} (mean ΔlogL {mean:.2f})  "
-            f"weights v{summary.get('weights_version', 0):.0f}")
-
-
 def run(args) -> int:
-    from rich.console import Console
-    from rich.live import Live
-    from rich.text import Text
+    """Run ``python -m services.launcher`` with this command's own flags and wait for it; Ctrl-C and
+    SIGTERM are passed on once (the child has its own process group, so a terminal's Ctrl-C reaches it
+    only through here)."""
+    import signal
+    import subprocess
+    import sys
 
-    from phylorl.cli import CliError
-    from services.launcher.run import run_local
-    from services.launcher.supervisor import LaunchError
+    child = subprocess.Popen([sys.executable, "-m", "services.launcher", *args.argv], start_new_session=True)
 
-    config = build_config(args)
-    if shutil.which("redis-server") is None:
-        raise CliError("redis-server is not installed (scripts/install.sh installs it)")
-    if config.prometheus and shutil.which("prometheus") is None:
-        raise CliError("--prometheus: prometheus is not installed (scripts/install.sh installs it)")
-    if config.init_checkpoint:
-        from phylorl.agent.policy import AgentPolicy
+    def forward(signum, _frame) -> None:
+        child.send_signal(signum)
 
-        AgentPolicy.from_checkpoint(config.init_checkpoint)  # fail fast on a missing or foreign file
-    run_dir = Path(config.run_dir or f"runs/{time.strftime('%Y%m%d-%H%M%S')}")
-    if config.alignments:
-        from phylorl.env.corpus import load_corpus
-
-        load_corpus(config.alignments.split(","))  # fail fast, naming every unreadable file
-    console = Console(stderr=True)
-    console.print(f"run directory: {run_dir}  (logs in {run_dir / 'logs'})")
-    stop = threading.Event()
-    line = Text("starting redis, replay, learner and actors ...")
-
-    def show(record: dict) -> None:
-        line.plain = (
-            f"{record['time_s']:6.0f}s  updates {record['updates']:.0f} ({record['updates_per_s']:.2f}/s, "
-            f"{record['mean_update_ms']:.0f} ms)  env steps {record['env_steps']:.0f} "
-            f"({record['env_steps_per_s']:.1f}/s)  replay {record['replay_size']:.0f}  "
-            f"episode ΔlogL {record['mean_episode_delta_loglik']:.2f}  weights v{record['weights_version']:.0f}")
-
-    def started(ports: dict) -> None:
-        if ports.get("prometheus"):
-            console.print(f"Prometheus: http://127.0.0.1:{ports['prometheus']} (ports of every service: "
-                          f"{run_dir / 'ports.json'})")
-
-    failed = None
-    with Live(line, console=console, refresh_per_second=2, transient=False):
-        try:
-            summary = run_local(config, run_dir, lambda r: (show(r)), stop, on_started=started)
-        except KeyboardInterrupt:
-            stop.set()
-            raise
-        except LaunchError as exc:
-            failed = exc
-            line.plain = "every service stopped"
-        else:
-            line.plain = totals(summary)  # the run's totals, not the rates of a stopped system
-    if failed is not None:
-        raise CliError(f"{failed} (run directory {run_dir})")
-    console.print(f"stopped: {summary['reason']} after {summary['seconds']:.0f} s; "
-                  f"summary in {run_dir / 'summary.json'}")
-    if summary.get("failure_log"):
-        console.print(summary["failure_log"])
-    if config.report and (run_dir / "metrics.jsonl").exists():
-        from phylorl.cli import main as cli_main
-
-        cli_main(["report", str(run_dir)])
-    print(json.dumps({k: summary[k] for k in ("run_dir", "reason", "updates", "weights_version", "env_steps",
-                                              "episodes") if k in summary}))
-    return 0 if summary["reason"] in ("updates done", "time limit", "interrupted") else 1
+    previous = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        return child.wait()
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)

@@ -1,0 +1,33 @@
+"""The package boundaries the design fixes, checked on the source: the library never imports the
+services, and no file of either grows past a few hundred lines (generated protobuf code aside)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _python_files(package: str) -> list[Path]:
+    return [p for p in (REPO / package).rglob("*.py") if "/v1/" not in p.as_posix()]
+
+
+def test_the_library_never_imports_the_services():
+    offenders = []
+    for path in _python_files("phylorl"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0:
+                names = [node.module or ""]
+            offenders += [f"{path.relative_to(REPO)}: {name}" for name in names
+                          if name == "services" or name.startswith("services.")]
+    assert not offenders, offenders
+
+
+def test_files_stay_small():
+    long = {str(p.relative_to(REPO)): n for package in ("phylorl", "services") for p in _python_files(package)
+            if (n := len(p.read_text().splitlines())) > 400}
+    assert not long, f"files over 400 lines: {long}"
