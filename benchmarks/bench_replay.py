@@ -32,7 +32,6 @@ import json
 import os
 import platform
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -49,6 +48,7 @@ sys.path.insert(0, str(REPO))
 
 from phylorl.env.observation import Transition  # noqa: E402
 from phylorl.wire.record import decode_transition, encode_transition  # noqa: E402
+from services.launcher.supervisor import free_port  # noqa: E402
 from services.replay.client import ReplayClient  # noqa: E402
 from services.replay.memory import keep_freed_memory  # noqa: E402
 
@@ -87,12 +87,6 @@ def per_item_us(fn, items, repeats: int) -> float:
             fn(item)
         runs.append((time.perf_counter() - start) / len(items) * 1e6)
     return statistics.median(runs)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def wait_for_redis(port: int) -> None:

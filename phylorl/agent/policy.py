@@ -15,6 +15,7 @@ import numpy as np
 import torch
 
 from phylorl.agent.acting import policy_networks
+from phylorl.agent.checkpoints import latest_checkpoint
 from phylorl.agent.learner import CHECKPOINT_FORMAT, Learner
 from phylorl.env import EnvAlignment, EnvConfig, TreeEnv
 from phylorl.env.search import Policy, SearchResult, run_search
@@ -41,11 +42,9 @@ def resolve_checkpoint(path: str | os.PathLike) -> Path:
         return path
     if not path.exists():
         raise FileNotFoundError(f"checkpoint {str(path)!r} does not exist")
-    for pointer in (path / "checkpoints" / "latest", path / "latest"):
-        if pointer.is_file():
-            target = pointer.parent / pointer.read_text().strip()
-            if not target.is_file():
-                raise FileNotFoundError(f"{pointer} names {target.name!r}, which does not exist")
+    for directory in (path / "checkpoints", path):
+        target = latest_checkpoint(directory)
+        if target is not None:
             return target
     raise FileNotFoundError(f"{str(path)!r} is a directory without checkpoints/latest: pass a checkpoint file "
                             "or a training run directory")

@@ -33,10 +33,6 @@ class SumTree:
         """Weights ``[B]`` of ``slots`` ``[B]``."""
         return self._nodes[self._leaves + self._check_slots(slots)]
 
-    def max(self) -> float:
-        """Largest weight (0.0 when empty); ``O(capacity)``."""
-        return float(self._nodes[self._leaves:self._leaves + self.capacity].max())
-
     def set(self, slots: np.ndarray, weights: np.ndarray) -> None:
         """Set ``weights`` ``[B]`` (finite, >= 0) at ``slots`` ``[B]``; a repeated slot keeps its last weight."""
         slots = np.asarray(slots, dtype=np.int64).reshape(-1)

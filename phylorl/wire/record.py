@@ -32,7 +32,6 @@ to the observation, decoding returns what was encoded); otherwise the arrays for
 back arrays with the original dtype, shape and bit patterns (``-0.0`` and NaN payloads included)
 and Python scalars for the rest. For a 20-taxon tree (38 nodes, 74 directed edges, 1122 moves) a
 record is about 0.8 kB in tree form and about 17 kB in arrays form, against 102 kB of raw arrays.
-Records of format version 2 (arrays form only, no form byte) are still read.
 """
 
 from __future__ import annotations
@@ -47,7 +46,7 @@ from phylorl.env.observation import Observation, Transition
 
 MAGIC = b"PRLT"
 VERSION = 3
-READABLE_VERSIONS = (2, 3)
+READABLE_VERSIONS = (3,)
 OBS_FIELDS = ("node_features", "edge_index", "edge_attr", "actions", "action_meta")
 
 _HEADER = struct.Struct("<4sBBqddq")
@@ -146,7 +145,7 @@ def decode_transition(record: bytes | bytearray | memoryview) -> Transition:
     offset = _HEADER.size
     observations = []
     for _ in range(2):
-        obs, offset = _decode_observation(buf, offset, legacy=version == 2)
+        obs, offset = _decode_observation(buf, offset)
         observations.append(obs)
     labels = None
     if flags & _LABELLED:
@@ -201,13 +200,11 @@ def _invalid_records(buf, offsets, magic, versions):
     return np.flatnonzero(bad)
 
 
-def _decode_observation(buf: memoryview, offset: int, legacy: bool) -> tuple[Observation, int]:
-    form = _ARRAYS_FORM
-    if not legacy:
-        if offset + _FORM.size > len(buf):
-            raise ValueError(f"transition record truncated at byte {offset}: missing an observation")
-        (form,) = _FORM.unpack_from(buf, offset)
-        offset += _FORM.size
+def _decode_observation(buf: memoryview, offset: int) -> tuple[Observation, int]:
+    if offset + _FORM.size > len(buf):
+        raise ValueError(f"transition record truncated at byte {offset}: missing an observation")
+    (form,) = _FORM.unpack_from(buf, offset)
+    offset += _FORM.size
     if form == _ARRAYS_FORM:
         arrays = []
         for _ in OBS_FIELDS:

@@ -19,11 +19,11 @@ from phylorl.env import EnvAlignment, EnvConfig, PreparationCache, VecTreeEnv
 from phylorl.env.corpus import load_corpus
 from services.actor.actor import Actor
 from services.actor.config import ActorConfig, load
+from services.common.rpc import MAX_MESSAGE_BYTES, message_options
 from services.common.runtime import start_service
 from services.replay.client import ReplayClient
 
 log = logging.getLogger("phylorl.actor")
-MAX_MESSAGE_BYTES = 256 * 1024 * 1024
 
 
 def build_envs(config: ActorConfig) -> VecTreeEnv:
@@ -46,9 +46,7 @@ def main(argv: list[str] | None = None) -> int:
     config = load(sys.argv[1:] if argv is None else argv, os.environ)
     stop = start_service(config, log)
     envs = build_envs(config)
-    options = [("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
-               ("grpc.max_send_message_length", MAX_MESSAGE_BYTES)]
-    channel = grpc.insecure_channel(config.learner_address, options=options)
+    channel = grpc.insecure_channel(config.learner_address, options=message_options(MAX_MESSAGE_BYTES))
     replay = ReplayClient(config.replay_address, MAX_MESSAGE_BYTES)
     actor = Actor(config, envs, channel, replay, stop)
     log.info("actor %s (run %s) stepping %d environments", actor.actor_id, actor.run_id, len(envs))

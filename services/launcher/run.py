@@ -24,6 +24,8 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Callable
 
+from phylorl.agent.checkpoints import latest_checkpoint
+
 from .config import TrainConfig
 from .progress import rates, snapshot
 from .prometheus import start_prometheus
@@ -153,9 +155,12 @@ def run_local(config: TrainConfig, run_dir: Path, on_progress: Callable[[dict], 
         summary["reason"] = reason
         summary["seconds"] = time.monotonic() - started
         _learner_totals(run_dir, summary)
-        latest = run_dir / "checkpoints" / "latest"
-        if latest.exists():
-            summary["checkpoint"] = str(run_dir / "checkpoints" / latest.read_text().strip())
+        try:
+            latest = latest_checkpoint(run_dir / "checkpoints")
+        except FileNotFoundError:
+            latest = None
+        if latest is not None:
+            summary["checkpoint"] = str(latest)
         (run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     return summary
 

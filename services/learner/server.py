@@ -10,6 +10,8 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from phylorl.wire import codec
 from phylorl.wire.v1 import inference_pb2, inference_pb2_grpc
 
+from services.common.rpc import MAX_MESSAGE_BYTES, message_options
+
 from .inference import BatchingInference, Overloaded
 
 WEIGHTS_FORMAT = "torch.save/{version,alpha,weights:{q1,q2}}"
@@ -50,10 +52,9 @@ class InferenceServer:
     """The gRPC server; health is NOT_SERVING until :meth:`set_serving`."""
 
     def __init__(self, inference: BatchingInference, host: str, port: int, max_workers: int = 64,
-                 max_message_bytes: int = 256 * 1024 * 1024):
-        options = [("grpc.max_receive_message_length", max_message_bytes),
-                   ("grpc.max_send_message_length", max_message_bytes)]
-        self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=max_workers), options=options)
+                 max_message_bytes: int = MAX_MESSAGE_BYTES):
+        self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=max_workers),
+                                  options=message_options(max_message_bytes))
         inference_pb2_grpc.add_InferenceServiceServicer_to_server(InferenceServicer(inference), self.server)
         self.health = health.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)

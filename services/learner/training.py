@@ -21,6 +21,7 @@ import grpc
 import numpy as np
 
 from phylorl.agent.batch import Prefetcher
+from phylorl.agent.checkpoints import LATEST, latest_checkpoint
 from phylorl.agent.learner import Learner
 
 from . import metrics
@@ -42,19 +43,18 @@ class Checkpoints:
         self.keep = keep
 
     def latest(self) -> Path | None:
-        pointer = self.directory / "latest"
-        if not pointer.exists():
+        try:
+            return latest_checkpoint(self.directory)
+        except FileNotFoundError:  # a pointer to a deleted file: start afresh, as without one
             return None
-        path = self.directory / pointer.read_text().strip()
-        return path if path.exists() else None
 
     def save(self, learner: Learner) -> Path:
         self.directory.mkdir(parents=True, exist_ok=True)
         path = self.directory / f"learner-{learner.weights_version:09d}.pt"
         learner.save(path)
-        tmp = self.directory / "latest.tmp"
+        tmp = self.directory / f"{LATEST}.tmp"
         tmp.write_text(path.name)
-        os.replace(tmp, self.directory / "latest")
+        os.replace(tmp, self.directory / LATEST)
         for old in sorted(self.directory.glob("learner-*.pt"))[:-self.keep]:
             old.unlink()
         metrics.CHECKPOINTS.inc()

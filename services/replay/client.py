@@ -12,6 +12,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from phylorl.env.observation import Transition
 from phylorl.wire import codec, record
 from phylorl.wire.v1 import replay_pb2, replay_pb2_grpc
+from services.common.rpc import MAX_MESSAGE_BYTES, message_options
 from services.replay import wire
 
 _RPC_MARGIN_S = 5.0  # the gRPC deadline exceeds the rate-limiter timeout, so the server's message arrives
@@ -32,10 +33,8 @@ class SampledRecords:
 class ReplayClient:
     """Blocking client; ``timeout_s`` arguments bound the wait for the rate limiter (None: server default)."""
 
-    def __init__(self, target: str, max_message_bytes: int = 256 * 1024 * 1024):
-        options = [("grpc.max_receive_message_length", max_message_bytes),
-                   ("grpc.max_send_message_length", max_message_bytes)]
-        self._channel = grpc.insecure_channel(target, options=options)
+    def __init__(self, target: str, max_message_bytes: int = MAX_MESSAGE_BYTES):
+        self._channel = grpc.insecure_channel(target, options=message_options(max_message_bytes))
         self._stub = replay_pb2_grpc.ReplayServiceStub(self._channel)
         # The bulky calls bypass the protobuf runtime for their payload (services.replay.wire).
         self._insert = self._channel.unary_unary(

@@ -13,6 +13,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from phylorl.wire import codec
 from phylorl.wire.v1 import replay_pb2
+from services.common.rpc import message_options
 from services.replay import metrics, wire
 from services.replay.buffer import (NothingToSample, PrioritizedReplay, RateLimited, ReplayClosed,
                                     TooManyWaiting)
@@ -122,11 +123,9 @@ class ReplayServer:
 
     def __init__(self, *, host: str, port: int, max_workers: int, max_message_bytes: int,
                  default_timeout_s: float):
-        options = [("grpc.max_receive_message_length", max_message_bytes),
-                   ("grpc.max_send_message_length", max_message_bytes)]
         self._server = grpc.server(futures.ThreadPoolExecutor(max_workers=max_workers,
                                                               thread_name_prefix="replay-rpc"),
-                                   options=options)
+                                   options=message_options(max_message_bytes))
         self.servicer = ReplayServicer(default_timeout_s)
         self.health = health.HealthServicer()
         self._server.add_generic_rpc_handlers((_handlers(self.servicer),))

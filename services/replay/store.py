@@ -20,8 +20,7 @@ priority update for an evicted transition cannot land on its successor.
 
 One string per insert instead of one key per transition costs Redis a few microseconds per
 transition rather than ten, and the service builds a handful of command arguments per insert.
-Layout 1 (one string ``P:t:<k>`` per transition, every priority in ``P:p``), written by earlier
-versions, is converted to layout 2 in one transaction when a table is opened.
+A table of any other layout is refused at open, naming the layout found.
 """
 
 from __future__ import annotations
@@ -40,7 +39,6 @@ import redis
 from phylorl.wire.codec import PackedRecords
 
 LAYOUT_VERSION = b"2"
-_LAYOUT_1 = b"1"
 _BATCH_MAGIC = b"PRB1"
 _BATCH_HEAD = struct.Struct("<4sI")
 _CHUNK = 4096  # keys (or batches) per Redis command when walking large ranges
@@ -84,7 +82,6 @@ class RedisStore:
         self._priorities = f"{prefix}:p".encode()
         self._index_key = f"{prefix}:bi".encode()
         self._batch_format = (prefix.replace("%", "%%") + ":b:%d").encode()   # bytes % first key
-        self._record_format = (prefix.replace("%", "%%") + ":t:%d").encode()  # layout 1 records
         self._batches: deque[_Batch] = deque()
         self._firsts: list[int] = []  # first keys of self._batches, for bisect (rebuilt when they change)
         self._index_lock = threading.Lock()
@@ -96,10 +93,8 @@ class RedisStore:
     # ------------------------------------------------------------------ opening
 
     def open(self, capacity: int, with_records: bool) -> StoredTable:
-        """Read the stored table (converting layout 1) and index it; evicts the oldest keys beyond ``capacity``."""
-        head, next_key, layout = self._read_meta()
-        if layout == _LAYOUT_1:
-            self._convert_layout_1(head, next_key)
+        """Read the stored table and index it; evicts the oldest keys beyond ``capacity``."""
+        head, next_key = self._read_meta()
         batches, blobs = self._read_batches(head, next_key, with_records)
         self._set_index(batches)
         if next_key - head > capacity:
@@ -161,35 +156,18 @@ class RedisStore:
                 priorities[key - head] = np.frombuffer(value, dtype="<f8")[0]
         return priorities, records
 
-    def _read_meta(self) -> tuple[int, int, bytes]:
+    def _read_meta(self) -> tuple[int, int]:
         meta = self._client.hgetall(self._meta)
         if not meta:
-            return 0, 0, LAYOUT_VERSION
+            return 0, 0
         layout = meta.get(b"layout")
-        if layout not in (LAYOUT_VERSION, _LAYOUT_1):
-            raise RuntimeError(f"{self._meta.decode()} has layout {layout!r}; this service reads layouts "
-                               f"{_LAYOUT_1!r} and {LAYOUT_VERSION!r}")
+        if layout != LAYOUT_VERSION:
+            raise RuntimeError(f"{self._meta.decode()} has layout {layout!r}; this service reads layout "
+                               f"{LAYOUT_VERSION!r} only")
         head, next_key = int(meta[b"head"]), int(meta[b"next_key"])
         if not 0 <= head <= next_key:
             raise RuntimeError(f"{self._meta.decode()} holds an impossible key range head={head}, next_key={next_key}")
-        return head, next_key, layout
-
-    def _convert_layout_1(self, head: int, next_key: int) -> None:
-        """Rewrite a layout-1 table (a string per record, every priority in the hash) as layout 2."""
-        commands: list[tuple] = [(b"DEL", self._priorities, self._index_key)]
-        for lo in range(head, next_key, _CHUNK):
-            hi = min(lo + _CHUNK, next_key)
-            names = [self._record_format % k for k in range(lo, hi)]
-            records, priorities = self._send([(b"MGET", *names), (b"HMGET", self._priorities, *_fields(range(lo, hi)))])
-            lost = [lo + i for i, (r, p) in enumerate(zip(records, priorities)) if r is None or p is None or len(p) != 8]
-            if lost:
-                raise RuntimeError(f"layout-1 table {self._prefix} lacks the record or priority of {len(lost)} held "
-                                   f"keys, e.g. {lost[:5]}: the table is corrupt")
-            blob, _ = _batch_blob(PackedRecords.from_records(records), np.frombuffer(b"".join(priorities), "<f8"))
-            commands += [(b"SET", self._batch_name(lo), blob), (b"RPUSH", self._index_key, b"%d:%d" % (lo, hi - lo)),
-                         (b"DEL", *names)]
-        commands.append((b"HSET", self._meta, b"head", head, b"next_key", next_key, b"layout", LAYOUT_VERSION))
-        self._send(commands, transaction=True)
+        return head, next_key
 
     # ------------------------------------------------------------------ writing
 

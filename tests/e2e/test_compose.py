@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 import time
 import urllib.parse
@@ -26,6 +25,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+
+from services.launcher.supervisor import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 COMPOSE_FILE = REPO / "deploy" / "docker-compose.yml"
@@ -62,18 +63,12 @@ def _skip_or_fail(message: str) -> None:
     pytest.fail(message) if os.environ.get("CI") else pytest.skip(message)
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 class Stack:
     """One compose project (its own name, so several can coexist) with Prometheus on a free loopback port."""
 
     def __init__(self, compose: list[str], override: Path):
         self.project = f"phylorl-e2e-{uuid.uuid4().hex[:8]}"
-        self.prometheus_port = _free_port()
+        self.prometheus_port = free_port()
         self.base = [*compose, "--project-name", self.project, "--file", str(COMPOSE_FILE), "--file", str(override)]
         self.env = {**os.environ, "PHYLORL_BIND": "127.0.0.1", "PHYLORL_PROMETHEUS_PORT": str(self.prometheus_port)}
 

@@ -22,8 +22,10 @@ from pathlib import Path
 import pytest
 import yaml
 
+from services.launcher.supervisor import free_port
+
 from test_compose import (BUILD_TIMEOUT_S, SCALE_TIMEOUT_S, TEST_OVERRIDE, TRAIN_TIMEOUT_S, UP_TIMEOUT_S,  # noqa: F401
-                          Stack, _all_up, _first_value, _free_port, _wait_for, compose, image)
+                          Stack, _all_up, _first_value, _wait_for, compose, image)
 
 REPO = Path(__file__).resolve().parents[2]
 STACK_FILE = REPO / "deploy" / "docker-stack.yml"
@@ -59,7 +61,7 @@ class SwarmStack(Stack):
 
     def __init__(self, directory: Path):
         self.project = f"phylorl-e2e-{uuid.uuid4().hex[:8]}"
-        self.prometheus_port = _free_port()
+        self.prometheus_port = free_port()
         spec = yaml.safe_load(STACK_FILE.read_text())
         del spec["services"]["grafana"]  # its image cannot be pulled here (see docs/deploy.md)
         for name in ("grafana-datasource", "grafana-dashboards", "grafana-dashboard"):

@@ -32,7 +32,7 @@ import numpy as np
 import pytest
 import yaml
 
-from conftest import free_port
+from services.launcher.supervisor import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 DASHBOARDS = sorted((REPO / "deploy" / "grafana" / "dashboards").glob("*.json"))

@@ -174,22 +174,11 @@ def test_a_batch_lost_while_serving_is_reported_by_sample(redis_client, record_c
             table.sample(4)
 
 
-def test_a_layout_1_table_is_converted_and_keeps_everything(redis_client):
-    data = records(5)
-    priorities = np.array([0.5, 1.5, 2.5, 3.5, 4.5])
-    for k in range(1, 5):  # as an earlier version wrote it: keys 1..4 held, one string per record
-        redis_client.set(f"{PREFIX}:t:{k}", data[k])
-        redis_client.hset(f"{PREFIX}:p", str(k), priorities[k].tobytes())
+def test_a_table_of_another_layout_is_refused_and_left_as_it_is(redis_client):
     redis_client.hset(f"{PREFIX}:meta", mapping={"head": 1, "next_key": 5, "layout": "1"})
-    table = make_table(redis_client, capacity=8)
-    keys, held = table.priorities()
-    np.testing.assert_array_equal(keys, [1, 2, 3, 4])
-    np.testing.assert_array_equal(held, priorities[1:])
-    for key, got in zip(*(lambda b: (b.keys, b.records))(table.sample(50))):
-        assert got == data[key]
-    assert redis_client.hget(f"{PREFIX}:meta", "layout") == b"2"
-    assert not redis_client.keys(f"{PREFIX}:t:*") and redis_client.hlen(f"{PREFIX}:p") == 0
-    assert table.insert(records(1)).keys[0] == 5
+    with pytest.raises(RuntimeError, match="has layout b'1'; this service reads layout b'2' only"):
+        make_table(redis_client, capacity=8)
+    assert redis_client.hget(f"{PREFIX}:meta", "layout") == b"1"
 
 
 def test_restart_with_smaller_capacity_evicts_the_oldest(redis_client):

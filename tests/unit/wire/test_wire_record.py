@@ -191,15 +191,13 @@ def test_corrupt_tree_form_raises_a_clear_error():
         record.decode_transition(bytes(data))
 
 
-def test_format_version_2_records_are_still_read():
+def test_records_of_another_format_version_are_refused():
     t = random_transition(6, 40, np.random.default_rng(6))
-    parts = [struct.pack("<4sBBqddq", b"PRLT", 2, 2 * t.truncated + t.terminal, t.action, t.reward, t.discount, -1)]
-    for obs in (t.obs, t.next_obs):
-        for name in record.OBS_FIELDS:
-            record._encode_array(getattr(obs, name), name, parts)
-    legacy = b"".join(parts)
-    assert record.is_record(legacy)
-    assert_same_transition(record.decode_transition(legacy), t)
+    data = bytearray(record.encode_transition(t))
+    data[4] = 2  # the header's version byte
+    assert not record.is_record(bytes(data))
+    with pytest.raises(ValueError, match="format version 2; this code reads versions 3"):
+        record.decode_transition(bytes(data))
 
 
 def test_demonstration_labels_round_trip_and_are_checked():
