@@ -68,8 +68,7 @@ class Actor:
         return None
 
     def _act(self, observations) -> inference_pb2.ActResponse | None:
-        request = inference_pb2.ActRequest(actor_id=self.actor_id, run_id=self.run_id, greedy=self.config.greedy)
-        codec.ndarray_to_proto(np.arange(len(observations), dtype=np.int64), request.env_ids)
+        request = inference_pb2.ActRequest(actor_id=self.actor_id, greedy=self.config.greedy)
         for obs in observations:
             codec.observation_to_proto(obs, request.observations.add())
 

@@ -115,7 +115,9 @@ class TrainingLoop:
     # ------------------------------------------------------------------- loop
     def run(self) -> None:
         cfg = self.config
-        self.publish()
+        snapshot = self.inference.snapshot
+        if snapshot is None or snapshot.version != self.learner.weights_version:  # main publishes before serving
+            self.publish()
         self._priority_thread.start()
         log_path = Path(cfg.run_dir) / "learner" / "updates.csv"
         log_path.parent.mkdir(parents=True, exist_ok=True)

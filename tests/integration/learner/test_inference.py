@@ -48,7 +48,7 @@ def endpoint():
 
 
 def _act(stub, observations, greedy=False):
-    request = inference_pb2.ActRequest(actor_id="t", run_id="r", greedy=greedy)
+    request = inference_pb2.ActRequest(actor_id="t", greedy=greedy)
     for obs in observations:
         codec.observation_to_proto(obs, request.observations.add())
     return stub.Act(request, timeout=60)
