@@ -43,12 +43,13 @@ CHECKPOINT_FORMAT = 1
 
 METRIC_NAMES = (
     "loss/q1", "loss/q2", "loss/alpha", "alpha", "q/mean", "target/mean", "td/abs_mean",
-    "entropy/mean", "entropy/target_mean", "grad_norm/q1", "grad_norm/q2", "loss/demo", "demo/labelled",
+    "entropy/mean", "entropy/target_mean", "grad_norm/q1", "grad_norm/q2", "loss/demo", "demo/labelled", "skipped",
 )
 """Keys of :meth:`Learner.step`'s metrics: losses, ``alpha`` (before its update), mean ``Q(s,a)`` of
 ``q1``, mean TD target, mean ``(|td1|+|td2|)/2``, the online policy's mean entropy on ``s'`` (nats) and
 its target, each Q network's gradient norm before clipping, the demonstration loss (summed over both
-networks, before ``demo_weight``; 0 without labels) and the fraction of the batch's next states labelled."""
+networks, before ``demo_weight``; 0 without labels), the fraction of the batch's next states labelled, and
+``skipped``: 1 when the batch was skipped because its loss or a gradient was not finite (0 otherwise)."""
 
 
 @contextmanager
@@ -90,16 +91,22 @@ class Learner:
         self.rng.manual_seed(seed)
         self.steps = 0
         self.weights_version = 0
+        self.skipped = 0
+        """Batches skipped because their loss or gradients were not finite (not saved with checkpoints)."""
 
     @property
     def alpha(self) -> float:
         return float(self.log_alpha.detach().exp())
 
-    def step(self, batch: Batch) -> tuple[dict[str, float], np.ndarray]:
+    def step(self, batch: Batch) -> tuple[dict[str, float], np.ndarray | None]:
         """One update on ``batch``; returns ``(metrics, priorities)``.
 
         ``metrics``: see :data:`METRIC_NAMES`. ``priorities``: float32 ``[B]``, ``|td1| + |td2|`` of
         this update (before the parameters change), for the replay service.
+
+        A batch whose loss or gradient norm is NaN or infinite (a NaN reward, say) never reaches the
+        weights: nothing is updated (networks, optimiser state, alpha, targets, version), the metrics
+        are NaN but ``skipped`` = 1, and ``priorities`` is ``None``.
         """
         cfg = self.agent_cfg
         fast = cfg.network_path == "fast"
@@ -125,9 +132,13 @@ class Learner:
         loss.backward()
         norm1 = clip_grad_norm(self.q1, cfg.max_grad_norm)
         norm2 = clip_grad_norm(self.q2, cfg.max_grad_norm)
+        a_loss = alpha_loss(self.log_alpha, entropy, entropy_target)
+        if not bool(torch.isfinite(torch.stack([loss.detach(), norm1, norm2, a_loss.detach()])).all()):
+            self.q_optimizer.zero_grad(set_to_none=True)
+            self.skipped += 1
+            return {**{name: math.nan for name in METRIC_NAMES}, "skipped": 1.0}, None
         self.q_optimizer.step()
 
-        a_loss = alpha_loss(self.log_alpha, entropy, entropy_target)
         if cfg.learn_alpha:
             self.alpha_optimizer.zero_grad(set_to_none=True)
             a_loss.backward()
@@ -143,7 +154,7 @@ class Learner:
             extra["loss1"], extra["loss2"], a_loss.detach(), alpha, q1.detach().mean(), y.mean(),
             extra["priorities"].mean() / 2, entropy.mean(), entropy_target.mean(), norm1, norm2,
             torch.zeros((), device=self.device) if demo is None else demo.detach(),
-            batch.next_labelled.float().mean(),
+            batch.next_labelled.float().mean(), torch.zeros((), device=self.device),
         ]).cpu().tolist()
         priorities = extra["priorities"].cpu().numpy().astype(np.float32, copy=False)
         return dict(zip(METRIC_NAMES, values)), priorities

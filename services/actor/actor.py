@@ -30,8 +30,10 @@ from .config import ActorConfig
 
 log = logging.getLogger("phylorl.actor")
 RETRYABLE = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.DEADLINE_EXCEEDED,
-             grpc.StatusCode.ABORTED, grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.INTERNAL,
-             grpc.StatusCode.UNKNOWN, grpc.StatusCode.CANCELLED}
+             grpc.StatusCode.ABORTED}
+"""Transient statuses: a service away or restarting, overloaded, rate-limited, or a call to repeat. Anything
+else (INVALID_ARGUMENT, INTERNAL, UNKNOWN, ...) is a bug on one side, which retrying forever would turn
+into an endless warning loop: the actor stops with the error instead."""
 
 
 class Actor:

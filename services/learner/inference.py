@@ -19,9 +19,9 @@ import numpy as np
 import torch
 
 from phylorl.agent.acting import policy_networks, select_actions
-from phylorl.nets.twin import twin_or_none
 from phylorl.nets.config import NetworkConfig
-from phylorl.nets.inputs import collate_observations, move_to
+from phylorl.nets.inputs import check_observation, collate_observations, move_to
+from phylorl.nets.twin import twin_or_none
 
 from . import metrics
 
@@ -87,9 +87,13 @@ class BatchingInference:
         """``(actions, q, v, version)`` for ``observations``; blocks until answered."""
         if not observations:
             raise ValueError("an Act request needs at least one observation")
+        cfg = self.net_cfg
         for i, obs in enumerate(observations):
-            if obs.n_actions < 1:
-                raise ValueError(f"observation {i} has no actions to choose from")
+            try:
+                check_observation(obs, cfg.node_features, cfg.edge_features, cfg.action_meta)
+            except ValueError as exc:
+                raise ValueError(f"observation {i} of {len(observations)}: {str(exc).removeprefix('observation: ')}") \
+                    from None
         request = _Request(observations, bool(greedy))
         try:
             self._queue.put_nowait(request)

@@ -144,6 +144,11 @@ class TrainingLoop:
                 t0 = time.perf_counter()
                 values, priorities = self.learner.step(batch)
                 elapsed = time.perf_counter() - t0
+                if priorities is None:  # a non-finite loss or gradient: nothing reached the weights
+                    metrics.SKIPPED_BATCHES.inc()
+                    log.warning("skipped a batch whose loss or gradients were not finite (%d so far)",
+                                self.learner.skipped)
+                    continue
                 metrics.UPDATE_SECONDS.observe(elapsed)
                 metrics.UPDATES.inc()
                 self.updates_done += 1

@@ -227,3 +227,19 @@ def test_without_bootstrap_the_targets_skip_the_target_networks_and_agree():
     online = tuple(net(batch.next_graphs, batch.next_actions) for net in (learner.q1, learner.q2))
     _, entropy_reused, _ = learner._targets(batch, alpha, True, online)
     assert torch.allclose(entropy_reused, entropy, atol=1e-5)
+
+
+def test_a_batch_with_a_nan_reward_never_reaches_the_weights():
+    learner = Learner(SMALL, AgentConfig(), seed=3)
+    good = toy_batches(1)[0]
+    bad = toy_batches(1, seed=5)[0]
+    bad.reward[1] = float("nan")
+    before = [t.clone() for t in all_tensors(learner)]
+    metrics, priorities = learner.step(bad)
+    assert priorities is None and metrics["skipped"] == 1.0 and learner.skipped == 1
+    assert learner.weights_version == 0 and learner.steps == 0
+    after = all_tensors(learner)
+    assert len(before) == len(after) and all(torch.equal(a, b) for a, b in zip(before, after))
+    metrics, priorities = learner.step(good)  # and the next good batch trains as usual
+    assert metrics["skipped"] == 0.0 and priorities is not None and np.isfinite(priorities).all()
+    assert learner.weights_version == 1
