@@ -13,6 +13,7 @@
 ``phylorl_learner_policy_lag_versions``   histogram  learner version minus the version that chose the action
 ``phylorl_learner_checkpoints_total``     counter    checkpoints written
 ``phylorl_learner_skipped_batches_total`` counter   batches skipped: loss or gradients not finite
+``phylorl_learner_corrupt_records_total`` counter  sampled records that did not decode (priority set to 0)
 ``phylorl_inference_latency_seconds``     histogram  one Act request, from arrival to answer
 ``phylorl_inference_batch_size``          histogram  observations per network call
 ``phylorl_inference_queue_depth``         gauge      requests waiting for the network
@@ -40,6 +41,8 @@ ENTROPY = Gauge("phylorl_learner_entropy", "Mean policy entropy on next states (
 POLICY_LAG = Histogram("phylorl_learner_policy_lag_versions", "Learner version minus acting version",
                        buckets=LAG_BUCKETS)
 CHECKPOINTS = Counter("phylorl_learner_checkpoints_total", "Checkpoints written")
+CORRUPT_RECORDS = Counter("phylorl_learner_corrupt_records_total",
+                          "Sampled replay records that did not decode (retired with priority 0)")
 SKIPPED_BATCHES = Counter("phylorl_learner_skipped_batches_total",
                           "Batches skipped because their loss or gradients were not finite")
 INFERENCE_LATENCY = Histogram("phylorl_inference_latency_seconds", "One Act request (s)", buckets=LATENCY_BUCKETS_S)

@@ -23,6 +23,7 @@ import numpy as np
 from phylorl.agent.batch import Prefetcher
 from phylorl.agent.checkpoints import LATEST, latest_checkpoint
 from phylorl.agent.learner import Learner
+from phylorl.wire.record import decode_transition
 
 from . import metrics
 from .config import LearnerConfig
@@ -95,11 +96,27 @@ class TrainingLoop:
             if exc.code() in TRANSIENT:
                 return None
             raise
-        transitions = drawn.transitions()
+        transitions, good = [], []
+        for i, data in enumerate(drawn.records):
+            try:
+                transitions.append(decode_transition(data))
+                good.append(i)
+            except ValueError as exc:  # a corrupt record must not stop training: it is retired instead
+                metrics.CORRUPT_RECORDS.inc()
+                log.warning("replay key %d holds a record that does not decode (%s); its priority is set to 0",
+                            int(drawn.keys[i]), exc)
+        bad = np.setdiff1d(np.asarray(drawn.keys), np.asarray(drawn.keys)[good])
+        if bad.size:
+            try:
+                self._priorities.put_nowait((bad, np.zeros(bad.size)))  # never drawn again
+            except queue.Full:
+                log.warning("priority queue full: %d corrupt records stay drawable for now", bad.size)
+        if not transitions:
+            return None
         lag = [self.learner.weights_version - t.policy_version for t in transitions if t.policy_version >= 0]
         for value in lag:
             metrics.POLICY_LAG.observe(value)
-        return transitions, drawn.weights, drawn.keys
+        return transitions, np.asarray(drawn.weights)[good], np.asarray(drawn.keys)[good]
 
     def _send_priorities(self) -> None:
         while not (self.stop.is_set() and self._priorities.empty()):

@@ -206,3 +206,35 @@ def test_blocked_inserts_cannot_starve_the_sample_that_frees_them(serve):
         t.join(timeout=30)
     assert not any(t.is_alive() for t in threads)
     assert codes == [grpc.StatusCode.RESOURCE_EXHAUSTED] * 3 + [grpc.StatusCode.OK]
+
+
+def test_a_corrupt_record_is_retired_by_the_learner_and_training_goes_on(serve, tmp_path):
+    """A record with a valid header but a broken body (stored as any record is) does not stop the
+    learner's sampling: it is dropped from the batch, counted, and its priority set to 0 in the real
+    replay service, so it is never drawn again."""
+    import threading
+
+    from phylorl.agent.learner import Learner
+    from phylorl.nets.config import NetworkConfig
+    from phylorl.wire.record import encode_transition
+    from services.learner import metrics
+    from services.learner.config import LearnerConfig
+    from services.learner.training import Checkpoints, TrainingLoop
+
+    _, client = serve(capacity=64)
+    good = [encode_transition(t) for t in transitions(5, n_taxa=6, n_moves=30)]
+    corrupt = good[0][:40] + b"\xff" * (len(good[0]) - 40)  # header intact, body garbage
+    keys = client.insert_records([*good, corrupt], np.ones(6))
+    config = LearnerConfig(batch_size=64, run_dir=str(tmp_path), redis_url="")
+    loop = TrainingLoop(config, Learner(NetworkConfig(hidden=16, action_hidden=16, head_hidden=16)), client,
+                        inference=None, redis_client=None, checkpoints=Checkpoints(tmp_path, 1),
+                        stop=threading.Event())
+    before = metrics.CORRUPT_RECORDS._value.get()
+    transitions_, weights, drawn = loop._sample()
+    assert len(transitions_) == len(weights) == len(drawn) and keys[5] not in drawn
+    assert metrics.CORRUPT_RECORDS._value.get() > before
+    bad_keys, zeros = loop._priorities.get_nowait()
+    assert list(bad_keys) == [keys[5]] and not zeros.any()
+    client.update_priorities(bad_keys, zeros)
+    for _ in range(5):  # retired: never drawn again
+        assert keys[5] not in loop._sample()[2]
