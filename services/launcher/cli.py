@@ -71,9 +71,10 @@ def totals(summary: dict) -> str:
     """One line of a finished run's totals (from ``summary.json``)."""
     episodes = summary.get("episodes", 0) or 0
     mean = summary.get("episode_delta_sum", 0.0) / episodes if episodes else float("nan")
+    restarts = ", ".join(f"{name} {count}" for name, count in summary.get("restarts", {}).items())
     return (f"{summary.get('seconds', 0):6.0f}s  updates {summary.get('updates', 0):.0f}  env steps "
             f"{summary.get('env_steps', 0):.0f}  episodes {episodes:.0f} (mean ΔlogL {mean:.2f})  "
-            f"weights v{summary.get('weights_version', 0):.0f}")
+            f"weights v{summary.get('weights_version', 0):.0f}" + (f"  restarts: {restarts}" if restarts else ""))
 
 
 def run(args) -> int:

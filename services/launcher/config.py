@@ -55,6 +55,11 @@ class TrainConfig:
     prometheus: int = 0
     """Start the installed Prometheus on this port, scraping the run's services with the compose stack's
     job names (so the dashboards' queries work); 0: none."""
+    max_restarts: int = 5
+    """A service that dies (replay, learner, actor, Redis, Prometheus) is started again, at most this many
+    times each; after that the run ends with "<service> failed"."""
+    restart_backoff_s: float = 1.0
+    """Wait before a restart: this, doubled per earlier restart of the same service, at most 30 s."""
     device: str = "auto"
     """Learner device: cpu, cuda or auto."""
     seed: int = 0
@@ -83,6 +88,8 @@ class TrainConfig:
             raise ValueError("gamma and label_fraction must lie in [0, 1], demo_weight >= 0")
         if self.features not in ("rich", "basic"):
             raise ValueError(f"features must be rich or basic, got {self.features!r}")
+        if self.max_restarts < 0 or not self.restart_backoff_s >= 0:
+            raise ValueError("max_restarts and restart_backoff_s must be >= 0")
         if not 0 <= self.prometheus < 65536:
             raise ValueError(f"prometheus must be a port (0: none), got {self.prometheus}")
         if self.updates == 0 and self.minutes == 0:

@@ -117,7 +117,7 @@ def run_local(config: TrainConfig, run_dir: Path, on_progress: Callable[[dict], 
         if on_started is not None:
             on_started(ports)
         previous = snapshot(time.monotonic() - started, learner_metrics, replay_metrics, actor_ports)
-        with open(run_dir / "metrics.jsonl", "a") as series:
+        with open(run_dir / "metrics.jsonl", "a") as series, _EventLog(run_dir / "logs" / "supervisor.log") as events:
             while True:
                 try:
                     interrupted = stop.wait(1.0)
@@ -128,19 +128,20 @@ def run_local(config: TrainConfig, run_dir: Path, on_progress: Callable[[dict], 
                     break
                 now = time.monotonic() - started
                 current = snapshot(now, learner_metrics, replay_metrics, actor_ports)
-                record = {**asdict(current), **rates(previous, current)}
+                record = {**asdict(current), **rates(previous, current),
+                          "restarts": sum(service.restarts for service in sup.services)}
                 series.write(json.dumps(record) + "\n")
                 series.flush()
                 if on_progress is not None:
                     on_progress(record)
                 previous = current
-                if not learner.alive:
-                    reason = "updates done" if learner.process.returncode == 0 else "learner failed"
+                if not learner.alive and learner.process.returncode == 0:
+                    reason = "updates done"
                     break
-                dead = [s for s in sup.services if s.name != "learner" and not s.alive]
-                if dead:
-                    reason = f"{dead[0].name} failed"
-                    summary["failure_log"] = dead[0].log_tail()
+                given_up = sup.revive(config.max_restarts, config.restart_backoff_s, events.write_line)
+                if given_up:
+                    reason = f"{given_up[0].name} failed"
+                    summary["failure_log"] = given_up[0].log_tail()
                     break
                 if config.minutes and now >= 60 * config.minutes:
                     reason = "time limit"
@@ -152,6 +153,7 @@ def run_local(config: TrainConfig, run_dir: Path, on_progress: Callable[[dict], 
         raise
     finally:
         summary["exit_codes"] = sup.stop_all()
+        summary["restarts"] = {service.name: service.restarts for service in sup.services if service.restarts}
         summary["reason"] = reason
         summary["seconds"] = time.monotonic() - started
         _learner_totals(run_dir, summary)
@@ -163,6 +165,24 @@ def run_local(config: TrainConfig, run_dir: Path, on_progress: Callable[[dict], 
             summary["checkpoint"] = str(latest)
         (run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     return summary
+
+
+class _EventLog:
+    """``logs/supervisor.log``: one timestamped line per restart event."""
+
+    def __init__(self, path: Path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._file = open(path, "a")
+
+    def write_line(self, message: str) -> None:
+        self._file.write(f"{time.strftime('%Y-%m-%d %H:%M:%S')} {message}\n")
+        self._file.flush()
+
+    def __enter__(self) -> "_EventLog":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._file.close()
 
 
 def _learner_totals(run_dir: Path, summary: dict) -> None:

@@ -44,9 +44,15 @@ class Service:
     grpc_port: int = 0
     process: subprocess.Popen | None = None
     log_file: object = field(default=None, repr=False)
+    restarts: int = 0
+    """Times this service was started again after it died."""
+    restart_due: float | None = None
+    """``time.monotonic()`` at which a dead service is started again (None: not dead, or given up)."""
 
     def start(self, env: dict) -> None:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        if self.log_file is not None and not self.log_file.closed:
+            self.log_file.close()
         self.log_file = open(self.log_path, "ab")
         self.process = subprocess.Popen(self.argv, stdout=self.log_file, stderr=subprocess.STDOUT,
                                         stdin=subprocess.DEVNULL, env=env, start_new_session=True)
@@ -77,6 +83,30 @@ class Supervisor:
         self.services.append(service)
         service.start(self.env)
         return service
+
+    def revive(self, max_restarts: int, backoff_s: float, log) -> list[Service]:
+        """Start again every dead service (the learner only when it failed) once its backoff has passed:
+        ``backoff_s`` doubled per earlier restart, at most 30 s; ``log(message)`` records each event.
+        Returns the services that died more than ``max_restarts`` times (the run cannot go on)."""
+        now = time.monotonic()
+        given_up = []
+        for service in self.services:
+            if service.alive or (service.name == "learner" and service.process.returncode == 0):
+                continue
+            if service.restarts >= max_restarts:
+                given_up.append(service)
+                continue
+            if service.restart_due is None:
+                delay = min(30.0, backoff_s * 2 ** service.restarts)
+                service.restart_due = now + delay
+                log(f"{service.name} exited with status {service.process.returncode}; restarting in {delay:.1f} s "
+                    f"(restart {service.restarts + 1} of at most {max_restarts})")
+            elif now >= service.restart_due:
+                service.restart_due = None
+                service.restarts += 1
+                service.start(self.env)
+                log(f"{service.name} started again (pid {service.process.pid})")
+        return given_up
 
     def python(self, module: str, args: dict) -> list[str]:
         return [sys.executable, "-m", module, *flags(args)]

@@ -90,3 +90,53 @@ def test_train_prometheus_scrapes_the_local_run(tmp_path, need):
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["reason"] == "interrupted" and summary["ports"]["prometheus"] == port
     assert summary["exit_codes"]["prometheus"] == 0
+
+
+def test_train_restarts_killed_services_and_goes_on(tmp_path, need):
+    """kill -9 of the replay service and of an actor during ``phylorl train``: each is started again
+    (logged, counted in the summary), the learner goes on to its last update, and the run ends well."""
+    import os
+
+    need("redis-server")
+    run_dir = tmp_path / "run"
+    config = tmp_path / "tiny.yaml"
+    config.write_text("model: JC\nhorizon: 5\nbatch_size: 16\nhidden: 32\nmin_replay: 48\npublish_every: 5\n"
+                      "simulate_count: 2\nsimulate_taxa: '6:6'\nsimulate_sites: '200:200'\nrestart_backoff_s: 0.5\n"
+                      "learner: {checkpoint_every: 10}\nactor: {send_batch: 4}\n")
+    proc = subprocess.Popen([sys.executable, "-m", "phylorl.cli", "train", "--config", str(config), "--actors", "2",
+                             "--updates", "120", "--minutes", "6", "--run-dir", str(run_dir), "--no-report"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    def updates() -> float:
+        lines = (run_dir / "metrics.jsonl").read_text().splitlines() if (run_dir / "metrics.jsonl").exists() else []
+        return json.loads(lines[-1])["updates"] if lines else 0.0
+
+    def pid_of(module: str, port: int) -> int:
+        out = subprocess.run(["pgrep", "-f", f"{module} .*--port {port}( |$)"], capture_output=True, text=True).stdout
+        return int(out.split()[0])
+
+    def metrics_pid_of(module: str, port: int) -> int:
+        out = subprocess.run(["pgrep", "-f", f"{module} .*--metrics-port {port}( |$)"], capture_output=True,
+                             text=True).stdout
+        return int(out.split()[0])
+
+    try:
+        deadline = time.monotonic() + 240
+        while updates() < 10:
+            assert time.monotonic() < deadline and proc.poll() is None, "the run did not start updating"
+            time.sleep(0.5)
+        ports = json.loads((run_dir / "ports.json").read_text())
+        os.kill(pid_of("services.replay", ports["replay"]["grpc"]), 9)
+        os.kill(metrics_pid_of("services.actor", ports["actors"][0]), 9)
+        out, err = proc.communicate(timeout=420)
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+            proc.communicate(timeout=120)
+    assert proc.returncode == 0, err[-3000:]
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["reason"] == "updates done" and summary["weights_version"] >= 120
+    assert summary["restarts"] == {"replay": 1, "actor-0": 1}
+    assert all(code == 0 for code in summary["exit_codes"].values()), summary["exit_codes"]
+    events = (run_dir / "logs" / "supervisor.log").read_text()
+    assert "replay exited with status -9" in events and "actor-0 started again" in events
