@@ -48,7 +48,8 @@ class Actor:
         self.stop = stop
         self.run_id = uuid.uuid4().hex
         self.actor_id = config.actor_id or f"actor-{self.run_id[:8]}"
-        self.outbox: collections.deque[tuple[bytes, float]] = collections.deque()
+        self.outbox: collections.deque[tuple[bytes, float, int]] = collections.deque()  # (record, priority, number)
+        self.sequence = 0  # number of the next transition: the replay service stores each number once
         self.steps = 0
         self.episodes = 0
         self.weights_version = -1
@@ -86,10 +87,11 @@ class Actor:
         """Send buffered transitions in batches of ``send_batch`` (all of them when ``force``)."""
         while self.outbox and (force or len(self.outbox) >= self.config.send_batch) and not self.stop.is_set():
             batch = [self.outbox.popleft() for _ in range(min(self.config.send_batch, len(self.outbox)))]
-            records = [r for r, _ in batch]
-            priorities = np.array([p for _, p in batch], dtype=np.float64)
-            try:
-                self.replay.insert_records(records, priorities, timeout_s=self.config.rpc_timeout_s)
+            records = [r for r, _, _ in batch]
+            priorities = np.array([p for _, p, _ in batch], dtype=np.float64)
+            try:  # a resend after a lost answer is safe: the service skips the numbers it already stored
+                self.replay.insert_records(records, priorities, timeout_s=self.config.rpc_timeout_s,
+                                           producer=self.run_id, first_sequence=batch[0][2])
                 metrics.TRANSITIONS_SENT.inc(len(batch))
             except grpc.RpcError as exc:
                 if exc.code() not in RETRYABLE:
@@ -104,7 +106,8 @@ class Actor:
         if len(self.outbox) >= self.config.buffer_capacity:
             self.outbox.popleft()
             metrics.TRANSITIONS_DROPPED.inc()
-        self.outbox.append((record.encode_transition(transition), float(priority)))
+        self.outbox.append((record.encode_transition(transition), float(priority), self.sequence))
+        self.sequence += 1
 
     # ---------------------------------------------------------------- loop
     def _act_fn(self, observations):

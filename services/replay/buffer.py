@@ -40,9 +40,10 @@ class ReplayClosed(RuntimeError):
 
 @dataclass(frozen=True)
 class InsertResult:
-    keys: np.ndarray          # int64 [n]
+    keys: np.ndarray          # int64 [m], keys of the transitions stored by this call
     size: int                 # transitions held after the insert
     waited_s: float           # time spent waiting for the rate limiter
+    duplicates: int = 0       # records skipped as already stored (idempotent inserts)
 
 
 @dataclass(frozen=True)
@@ -108,14 +109,20 @@ class PrioritizedReplay:
         self._max_waiting = max_waiting
         self._waiting = {"insert": 0, "sample": 0}
         self._inserted = self._sampled = self._evicted = 0
+        self._marks: dict[str, int] = {}  # producer -> highest sequence number stored (from Redis)
         self._stale = True  # the sum tree does not reflect Redis yet
         self._refresh()
 
     # ------------------------------------------------------------------ public API
 
     def insert(self, records: Sequence[bytes | memoryview], priorities: np.ndarray | None = None,
-               timeout_s: float = 0.0) -> InsertResult:
-        """Append ``records`` with raw ``priorities`` ``[n]`` (default: the largest seen), evicting the oldest."""
+               timeout_s: float = 0.0, producer: str = "", first_sequence: int = 0) -> InsertResult:
+        """Append ``records`` with raw ``priorities`` ``[n]`` (default: the largest seen), evicting the oldest.
+
+        With ``producer``, the records are that producer's transitions ``first_sequence, first_sequence + 1,
+        ...``: those numbered at or below the highest number already stored for it are skipped (a resend
+        after a lost answer), and the new highest number is committed with the batch.
+        """
         records = PackedRecords.from_records(records)
         n = len(records)
         table = self._table
@@ -126,12 +133,26 @@ class PrioritizedReplay:
                                 lambda: self._limiter.why_no_insert(self._size), timeout_s, "insert", n)
             self._limiter.record_insert(n)
         with self._write_lock:
+            mark = None
+            if producer:
+                skip = int(np.clip(self._marks.get(producer, -1) + 1 - first_sequence, 0, n))
+                if skip == n:
+                    with self._cond:
+                        return InsertResult(keys=np.zeros(0, dtype=np.int64), size=self._size, waited_s=waited,
+                                            duplicates=n)
+                if skip:
+                    records = PackedRecords.from_records(list(records)[skip:])
+                    priorities = priorities[skip:]
+                mark = (producer, first_sequence + n - 1)
+                duplicates, n = skip, n - skip
+            else:
+                duplicates = 0
             with self._cond:
                 head = table.head
                 first, new_head = table.plan_insert(n)
                 table.evict(new_head)  # samplers stop drawing the evicted keys; the key range moves on commit
             try:
-                self._store.commit_insert(first, records, priorities, new_head)
+                self._store.commit_insert(first, records, priorities, new_head, mark)
             except BaseException:
                 self._stale = True  # Redis may or may not hold the batch: rebuild before the next call
                 raise
@@ -142,8 +163,10 @@ class PrioritizedReplay:
                     self._cache.append(first, records)
                 self._inserted += n
                 self._evicted += new_head - head
+                if mark is not None:
+                    self._marks[mark[0]] = mark[1]
                 self._cond.notify_all()
-                return InsertResult(keys=keys, size=self._size, waited_s=waited)
+                return InsertResult(keys=keys, size=self._size, waited_s=waited, duplicates=duplicates)
 
     def sample(self, batch_size: int, timeout_s: float = 0.0, beta: float | None = None) -> SampleBatch:
         """Draw ``batch_size`` transitions (with replacement) and their importance weights."""
@@ -232,6 +255,7 @@ class PrioritizedReplay:
             head, next_key, raw, batches = stored.head, stored.next_key, stored.priorities, stored.batches
             with self._cond:
                 self._table.assign(head, next_key, raw)
+                self._marks = dict(stored.marks)
                 if batches is not None:
                     self._cache.clear()
                     for first, records in batches:

@@ -69,9 +69,10 @@ class ReplayClient:
         return self.insert_records([record.encode_transition(t) for t in transitions], priorities, timeout_s)
 
     def insert_records(self, records: Sequence[bytes], priorities: np.ndarray | None = None,
-                       timeout_s: float | None = None) -> np.ndarray:
-        """Insert already-encoded records; returns their keys ``[n]``."""
-        request = wire.encode_insert_request(records, priorities, _ms(timeout_s))
+                       timeout_s: float | None = None, producer: str = "", first_sequence: int = 0) -> np.ndarray:
+        """Insert already-encoded records; returns the keys of those stored ``[m]`` (with ``producer``,
+        records numbered ``first_sequence..`` that the service already holds are skipped: ``m <= n``)."""
+        request = wire.encode_insert_request(records, priorities, _ms(timeout_s), producer, first_sequence)
         response = self._insert(request, timeout=_deadline(timeout_s))
         return codec.ndarray_from_proto(response.keys)
 

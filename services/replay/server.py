@@ -48,11 +48,14 @@ class ReplayServicer:
         def insert() -> replay_pb2.InsertResponse:
             request = wire.decode_insert_request(raw_request)
             result = self._ready().insert(request.records, request.priorities,
-                                          self._timeout(request.timeout_ms, context))
+                                          self._timeout(request.timeout_ms, context), request.producer,
+                                          request.first_sequence)
             metrics.RATE_LIMITED_SECONDS.labels("insert").inc(result.waited_s)
-            metrics.INSERTED.inc(len(request.records))
+            metrics.INSERTED.inc(len(result.keys))
+            metrics.DUPLICATES.inc(result.duplicates)
             metrics.SIZE.set(result.size)
-            return replay_pb2.InsertResponse(keys=codec.ndarray_to_proto(result.keys), size=result.size)
+            return replay_pb2.InsertResponse(keys=codec.ndarray_to_proto(result.keys), size=result.size,
+                                             duplicates=result.duplicates)
 
         response = _answer(context, "insert", insert)
         metrics.INSERT_SECONDS.observe(time.perf_counter() - start)

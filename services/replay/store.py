@@ -8,6 +8,8 @@ For a key prefix ``P`` (e.g. ``phylorl:replay``), layout 2::
     P:bi          list    "<first>:<n>" of every stored batch, oldest first
     P:p           hash    <k> -> raw priority of transition k set after its insert (8 bytes
                           little-endian float64); a key without one has its batch's initial priority
+    P:seq         hash    <producer> -> the highest sequence number of that producer's transitions
+                          stored (idempotent inserts: a record numbered at or below it is a duplicate)
 
     batch         "<4sI" magic b"PRB1", n; n x "<d" initial raw priorities; (n + 1) x "<I" record
                   offsets into the data; the n records concatenated (phylorl.wire.record)
@@ -54,6 +56,8 @@ class StoredTable:
     next_key: int
     priorities: np.ndarray
     batches: list[tuple[int, PackedRecords]] | None
+    marks: dict[str, int]
+    """Producer -> highest sequence number stored (idempotent inserts)."""
 
 
 @dataclass
@@ -81,6 +85,7 @@ class RedisStore:
         self._meta = f"{prefix}:meta".encode()
         self._priorities = f"{prefix}:p".encode()
         self._index_key = f"{prefix}:bi".encode()
+        self._marks = f"{prefix}:seq".encode()
         self._batch_format = (prefix.replace("%", "%%") + ":b:%d").encode()   # bytes % first key
         self._batches: deque[_Batch] = deque()
         self._firsts: list[int] = []  # first keys of self._batches, for bisect (rebuilt when they change)
@@ -101,7 +106,8 @@ class RedisStore:
             head = next_key - capacity
             self.evict(head, next_key)
         priorities, records = self._contents(batches, blobs, head, next_key, with_records)
-        return StoredTable(head, next_key, priorities, records)
+        marks = {k.decode(): int(v) for k, v in self._client.hgetall(self._marks).items()}
+        return StoredTable(head, next_key, priorities, records, marks)
 
     def read_priorities(self, head: int, next_key: int) -> np.ndarray:
         """Raw priorities ``[next_key - head]`` of keys ``head..next_key-1`` as Redis holds them now."""
@@ -172,8 +178,9 @@ class RedisStore:
     # ------------------------------------------------------------------ writing
 
     def commit_insert(self, first_key: int, records: Sequence[bytes | memoryview], priorities: np.ndarray,
-                      new_head: int) -> None:
-        """Store ``records`` as keys ``first_key..`` with raw ``priorities``; keys below ``new_head`` are evicted."""
+                      new_head: int, mark: tuple[str, int] | None = None) -> None:
+        """Store ``records`` as keys ``first_key..`` with raw ``priorities``; keys below ``new_head`` are evicted.
+        ``mark``: ``(producer, highest sequence number now stored)``, recorded in the same transaction."""
         packed = PackedRecords.from_records(records)
         if self._batches and self._batches[-1].stop != first_key:
             raise RuntimeError(f"insert at key {first_key} does not follow the stored batches "
@@ -185,6 +192,8 @@ class RedisStore:
         commands += self._deletions(dropped)
         commands.append((b"HSET", self._meta, b"head", new_head, b"next_key", first_key + len(packed),
                          b"layout", LAYOUT_VERSION))
+        if mark is not None:
+            commands.append((b"HSET", self._marks, mark[0].encode(), mark[1]))
         self._send(commands, transaction=True)
         with self._index_lock:
             for _ in range(len(dropped)):

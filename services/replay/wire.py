@@ -28,12 +28,14 @@ class InsertPayload:
     records: codec.PackedRecords
     priorities: np.ndarray | None   # float64 [n] or None (absent)
     timeout_ms: int
+    producer: str = ""              # idempotent inserts: who numbered the records ...
+    first_sequence: int = 0         # ... and the first one's number
 
 
 def encode_insert_request(records: Sequence[bytes | memoryview], priorities: np.ndarray | None,
-                          timeout_ms: int) -> bytes:
+                          timeout_ms: int, producer: str = "", first_sequence: int = 0) -> bytes:
     """Serialised ``InsertRequest`` carrying ``records`` as its ``packed`` payload."""
-    small = replay_pb2.InsertRequest(timeout_ms=timeout_ms)
+    small = replay_pb2.InsertRequest(timeout_ms=timeout_ms, producer=producer, first_sequence=first_sequence)
     if priorities is not None:
         codec.ndarray_to_proto(np.asarray(priorities, dtype=np.float64), small.priorities)
     return b"".join([small.SerializeToString(), *codec.packed_records_field(_INSERT_PACKED, records)])
@@ -55,7 +57,10 @@ def decode_insert_request(raw: bytes) -> InsertPayload:
     else:
         raise ValueError("InsertRequest carries no transitions (set `packed` or `transitions`)")
     priorities = codec.ndarray_from_proto(request.priorities) if request.HasField("priorities") else None
-    return InsertPayload(records=records, priorities=priorities, timeout_ms=request.timeout_ms)
+    if request.first_sequence < 0:
+        raise ValueError(f"first_sequence must be >= 0, got {request.first_sequence}")
+    return InsertPayload(records=records, priorities=priorities, timeout_ms=request.timeout_ms,
+                         producer=request.producer, first_sequence=request.first_sequence)
 
 
 def encode_sample_response(small: replay_pb2.SampleResponse, records: Sequence[bytes | memoryview]) -> bytes:

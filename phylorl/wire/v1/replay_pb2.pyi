@@ -14,24 +14,30 @@ class TransitionList(_message.Message):
     def __init__(self, transitions: _Optional[_Iterable[_Union[_common_pb2.Transition, _Mapping]]] = ...) -> None: ...
 
 class InsertRequest(_message.Message):
-    __slots__ = ("packed", "transitions", "priorities", "timeout_ms")
+    __slots__ = ("packed", "transitions", "priorities", "timeout_ms", "producer", "first_sequence")
     PACKED_FIELD_NUMBER: _ClassVar[int]
     TRANSITIONS_FIELD_NUMBER: _ClassVar[int]
     PRIORITIES_FIELD_NUMBER: _ClassVar[int]
     TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    PRODUCER_FIELD_NUMBER: _ClassVar[int]
+    FIRST_SEQUENCE_FIELD_NUMBER: _ClassVar[int]
     packed: _common_pb2.PackedTransitions
     transitions: TransitionList
     priorities: _common_pb2.NDArray
     timeout_ms: int
-    def __init__(self, packed: _Optional[_Union[_common_pb2.PackedTransitions, _Mapping]] = ..., transitions: _Optional[_Union[TransitionList, _Mapping]] = ..., priorities: _Optional[_Union[_common_pb2.NDArray, _Mapping]] = ..., timeout_ms: _Optional[int] = ...) -> None: ...
+    producer: str
+    first_sequence: int
+    def __init__(self, packed: _Optional[_Union[_common_pb2.PackedTransitions, _Mapping]] = ..., transitions: _Optional[_Union[TransitionList, _Mapping]] = ..., priorities: _Optional[_Union[_common_pb2.NDArray, _Mapping]] = ..., timeout_ms: _Optional[int] = ..., producer: _Optional[str] = ..., first_sequence: _Optional[int] = ...) -> None: ...
 
 class InsertResponse(_message.Message):
-    __slots__ = ("keys", "size")
+    __slots__ = ("keys", "size", "duplicates")
     KEYS_FIELD_NUMBER: _ClassVar[int]
     SIZE_FIELD_NUMBER: _ClassVar[int]
+    DUPLICATES_FIELD_NUMBER: _ClassVar[int]
     keys: _common_pb2.NDArray
     size: int
-    def __init__(self, keys: _Optional[_Union[_common_pb2.NDArray, _Mapping]] = ..., size: _Optional[int] = ...) -> None: ...
+    duplicates: int
+    def __init__(self, keys: _Optional[_Union[_common_pb2.NDArray, _Mapping]] = ..., size: _Optional[int] = ..., duplicates: _Optional[int] = ...) -> None: ...
 
 class SampleRequest(_message.Message):
     __slots__ = ("batch_size", "timeout_ms", "beta")

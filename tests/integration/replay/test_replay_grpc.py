@@ -9,6 +9,7 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from scipy import stats
 
+from phylorl.wire.record import encode_transition
 from phylorl.wire import codec
 from phylorl.wire.synthetic import random_transition
 from phylorl.wire.v1 import replay_pb2, replay_pb2_grpc
@@ -216,7 +217,7 @@ def test_a_corrupt_record_is_retired_by_the_learner_and_training_goes_on(serve, 
 
     from phylorl.agent.learner import Learner
     from phylorl.nets.config import NetworkConfig
-    from phylorl.wire.record import encode_transition
+
     from services.learner import metrics
     from services.learner.config import LearnerConfig
     from services.learner.training import Checkpoints, TrainingLoop
@@ -238,3 +239,25 @@ def test_a_corrupt_record_is_retired_by_the_learner_and_training_goes_on(serve, 
     client.update_priorities(bad_keys, zeros)
     for _ in range(5):  # retired: never drawn again
         assert keys[5] not in loop._sample()[2]
+
+
+def test_inserts_are_idempotent_per_producer_and_the_marks_survive_a_restart(serve, redis_client):
+    """A producer's resend of records it numbered stores each number once: a whole batch again, and a
+    batch overlapping the stored numbers; a restarted service (its table rebuilt from Redis) remembers."""
+    from services.replay import metrics
+
+    server, client = serve(capacity=64)
+    data = [encode_transition(t) for t in transitions(6, n_taxa=6, n_moves=30)]
+    before = metrics.DUPLICATES._value.get()
+    first = client.insert_records(data[:4], np.ones(4), producer="actor-a", first_sequence=0)
+    assert len(first) == 4
+    assert len(client.insert_records(data[:4], np.ones(4), producer="actor-a", first_sequence=0)) == 0
+    overlapping = client.insert_records(data[2:6], np.ones(4), producer="actor-a", first_sequence=2)
+    np.testing.assert_array_equal(overlapping, [4, 5])  # numbers 4 and 5 are new, 2 and 3 were stored
+    assert len(client.insert_records(data[:2], np.ones(2), producer="actor-b", first_sequence=0)) == 2  # its own
+    assert len(client.insert_records(data[:2], np.ones(2))) == 2  # no producer: no deduplication
+    assert metrics.DUPLICATES._value.get() - before == 6
+    assert redis_client.hgetall(f"{PREFIX}:seq") == {b"actor-a": b"5", b"actor-b": b"1"}
+    _, restarted = serve(capacity=64)  # a new service on the same Redis rebuilds its table, marks included
+    assert len(restarted.insert_records(data[:6], np.ones(6), producer="actor-a", first_sequence=0)) == 0
+    assert restarted.stats().size == 4 + 2 + 2 + 2
