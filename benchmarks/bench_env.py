@@ -4,7 +4,8 @@ A TreeEnv step = apply the SPR move + optimise the branches around the regraft p
 passes over the 3 edges at p) + compute the reward + build the next observation (enumerate moves,
 their metadata, graph arrays). Measured on DS1 (27 taxa, GTR+F+G4 fixed to IQ-TREE's estimates) and
 on a simulated 20-taxon, 1000-site alignment, with random moves from random start trees, one core.
-Figures are medians over repeated blocks of steps (milliseconds per step).
+Figures are medians over repeated blocks of steps (milliseconds per step). ``sim20_vec_env``: a
+VecTreeEnv of 4 environments stepping on the same alignment (each environment has its own engine state).
 
 Usage: python benchmarks/bench_env.py  (needs ../shared/data/ds for DS1)
 """
@@ -83,13 +84,34 @@ def measure(entry: EnvAlignment, seed: int) -> dict:
     return out
 
 
+def measure_vec(entry: EnvAlignment, n_envs: int, seed: int) -> dict:
+    """``VecTreeEnv`` of ``n_envs`` environments on one alignment, random moves: ms per environment step
+    (median over blocks). The environments interleave on the same alignment, the case where a shared
+    engine would recompute every partial at every step."""
+    from phylorl.env import VecTreeEnv
+
+    vec = VecTreeEnv([entry], n_envs, EnvConfig(start="random", horizon=10**9, features="basic"), seed=seed)
+    obs = vec.reset()
+    rng = np.random.default_rng(seed)
+    blocks = []
+    for _ in range(BLOCKS):
+        started = time.perf_counter()
+        for _ in range(STEPS_PER_BLOCK):
+            actions = [int(rng.integers(o.n_actions)) for o in obs]
+            obs = vec.step(actions).obs
+        blocks.append((time.perf_counter() - started) / (STEPS_PER_BLOCK * n_envs) * 1e3)
+    return {"n_envs": n_envs, "ms_per_env_step": round(statistics.median(blocks), 4)}
+
+
 def main() -> None:
     result = {"bench": "env", "machine": machine(), "steps_per_block": STEPS_PER_BLOCK, "blocks": BLOCKS}
     ds1 = load_alignment(DS_DIR / "DS1.fasta")
     model = json.loads((DS_DIR / "reference" / "DS1.GTR_G4.json").read_text())["model"]
     result["ds1_gtr_f_g4"] = measure(EnvAlignment.build(ds1, prepared_for(ds1, model)), seed=0)
     sim = simulate_dataset(20, 1000, np.random.default_rng(7))
-    result["sim20_gtr_g"] = measure(EnvAlignment.build(sim.alignment, prepared_for(sim.alignment, sim.model)), seed=1)
+    sim_entry = EnvAlignment.build(sim.alignment, prepared_for(sim.alignment, sim.model))
+    result["sim20_gtr_g"] = measure(sim_entry, seed=1)
+    result["sim20_vec_env"] = measure_vec(sim_entry, n_envs=4, seed=2)
     emit(result)
 
 

@@ -110,7 +110,7 @@ def run_search(env: TreeEnv, policy: str | Policy, *, steps: int | None, rng: np
     if restarts and not hill:
         raise ValueError("restarts apply to climbing policies only (hillclimb, a guided climb)")
     limit = steps if steps is not None else 10**9
-    engine = env.current.engine
+    engine = env.engine
     evals0, branches0 = engine.n_evaluations, engine.n_branch_optimisations
     started = time.perf_counter()
     start = env.loglik

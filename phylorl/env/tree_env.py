@@ -107,6 +107,17 @@ class TreeEnv:
         self.steps = 0
         self._moves = np.zeros((0, 4), dtype=np.int64)
         self._last: tuple[str, Observation] | None = None
+        self._engine: tuple[EnvAlignment, LikelihoodEngine] | None = None  # this environment's own state
+
+    @property
+    def engine(self) -> LikelihoodEngine:
+        """This environment's likelihood engine for the current alignment: its own, so that environments
+        stepping on the same alignment do not overwrite each other's cached partials (the engine keeps
+        the last tree it saw). Made when an episode starts on another alignment (same model)."""
+        if self._engine is None or self._engine[0] is not self.current:
+            self._engine = (self.current, LikelihoodEngine(self.current.alignment,
+                                                              self.current.engine.model or self.current.engine.spec))
+        return self._engine[1]
 
     # ------------------------------------------------------------- episodes
     def reset(self, alignment_index: int | None = None, tree: Tree | None = None) -> tuple[Observation, dict]:
@@ -124,7 +135,7 @@ class TreeEnv:
         else:
             raise ValueError("start='given' needs a tree passed to reset()")
         self.tree = start
-        self.loglik = entry.engine.optimize_branch_lengths(start, rounds=self.config.start_rounds, tol=1e-3)
+        self.loglik = self.engine.optimize_branch_lengths(start, rounds=self.config.start_rounds, tol=1e-3)
         self.start_loglik = self.loglik
         self.steps = 0
         obs = self._observe()
@@ -150,7 +161,7 @@ class TreeEnv:
     def _apply(self, tree: Tree, move) -> float:
         apply_spr(tree, move)
         edges = edges_near(tree, [int(move[0])], self.config.local_depth)
-        return self.current.engine.optimize_branch_lengths(tree, edges, rounds=self.config.local_rounds, tol=1e-3,
+        return self.engine.optimize_branch_lengths(tree, edges, rounds=self.config.local_rounds, tol=1e-3,
                                                            newton_tol=self.config.local_newton_tol)
 
     def _observe(self) -> Observation:
@@ -170,12 +181,12 @@ class TreeEnv:
     def optimize_all_branches(self, rounds: int = 20, tol: float = 1e-4) -> float:
         """Optimise every branch length of the current tree (a move optimises only those near it);
         returns and records the new log-likelihood."""
-        self.loglik = self.current.engine.optimize_branch_lengths(self.tree, rounds=rounds, tol=tol)
+        self.loglik = self.engine.optimize_branch_lengths(self.tree, rounds=rounds, tol=tol)
         self._last = None  # the lengths the observation shows have changed
         return self.loglik
 
     def _info(self, delta: float) -> dict:
-        engine = self.current.engine
+        engine = self.engine
         return {
             "delta_loglik": float(delta),
             "loglik": float(self.loglik),

@@ -157,3 +157,27 @@ def test_episode_transitions_are_stored_as_trees_and_read_back_exactly(ds1_entry
                 assert x.dtype == y.dtype and x.shape == y.shape and x.tobytes() == y.tobytes()
         assert (back.action, back.reward, back.truncated, back.policy_version) == \
                (t.action, t.reward, t.truncated, t.policy_version)
+
+
+def test_environments_on_one_alignment_keep_their_own_engine_state(ds1_entry):
+    """Interleaved environments on the same alignment: each has its own engine, so each computes exactly
+    what it computes alone (the same log-likelihoods and the same partial updates: none is recomputed
+    because the other environment's tree came in between)."""
+    config = EnvConfig(horizon=100, features="basic")
+
+    def run(envs, rngs):
+        logliks, updates = [[] for _ in envs], []
+        for env in envs:
+            env.reset(0)
+        before = [env.engine.n_partial_updates for env in envs]
+        for _ in range(5):
+            for i, env in enumerate(envs):
+                logliks[i].append(env.step(int(rngs[i].integers(len(env.moves))))[4]["loglik"])
+        return logliks, [env.engine.n_partial_updates - b for env, b in zip(envs, before)]
+
+    alone = [run([TreeEnv([ds1_entry], config, seed=s)], [np.random.default_rng(s)]) for s in (1, 2)]
+    envs = [TreeEnv([ds1_entry], config, seed=s) for s in (1, 2)]
+    together = run(envs, [np.random.default_rng(s) for s in (1, 2)])
+    assert envs[0].engine is not envs[1].engine and envs[0].engine is not ds1_entry.engine
+    assert together[0] == [a[0][0] for a in alone]
+    assert together[1] == [a[1][0] for a in alone]
