@@ -5,17 +5,18 @@ Each step sends the K current states to the learner's inference endpoint and get
 in-process run uses) steps the environments and turns finished episodes into n-step transitions
 with their initial priorities.
 
-Failures of the learner or the replay service are retried with exponential backoff; transitions
-wait in a bounded local buffer (oldest dropped, counted) while replay is away.
+Transient failures of the learner or the replay service are retried with exponential backoff;
+transitions wait in the :class:`~services.actor.outbox.Outbox` (memory, then a spool file on disk) until
+the replay service has stored them, numbered so that a resend stores nothing twice.
 """
 
 from __future__ import annotations
 
-import collections
 import logging
 import threading
 import time
 import uuid
+from pathlib import Path
 
 import grpc
 import numpy as np
@@ -27,6 +28,7 @@ from phylorl.wire.v1 import inference_pb2, inference_pb2_grpc
 
 from . import metrics
 from .config import ActorConfig
+from .outbox import Outbox
 
 log = logging.getLogger("phylorl.actor")
 RETRYABLE = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.DEADLINE_EXCEEDED,
@@ -48,8 +50,9 @@ class Actor:
         self.stop = stop
         self.run_id = uuid.uuid4().hex
         self.actor_id = config.actor_id or f"actor-{self.run_id[:8]}"
-        self.outbox: collections.deque[tuple[bytes, float, int]] = collections.deque()  # (record, priority, number)
-        self.sequence = 0  # number of the next transition: the replay service stores each number once
+        spool = Path(config.spool_dir) / f"{self.actor_id}-{self.run_id[:8]}.spool" if config.spool_dir else None
+        self.outbox = Outbox(config.buffer_capacity, spool, int(config.spool_max_mb * 1024 * 1024))
+        self._dropped_counted = 0
         self.steps = 0
         self.episodes = 0
         self.weights_version = -1
@@ -84,30 +87,37 @@ class Actor:
         return self._retrying("inference", call)
 
     def _flush(self, force: bool = False) -> None:
-        """Send buffered transitions in batches of ``send_batch`` (all of them when ``force``)."""
-        while self.outbox and (force or len(self.outbox) >= self.config.send_batch) and not self.stop.is_set():
-            batch = [self.outbox.popleft() for _ in range(min(self.config.send_batch, len(self.outbox)))]
+        """Send waiting transitions in batches of ``send_batch`` (all of them when ``force``, even while
+        stopping); a batch leaves the outbox only once the replay service has answered, and the first
+        failure ends the attempt."""
+        while self.outbox and (force or (len(self.outbox) >= self.config.send_batch and not self.stop.is_set())):
+            batch = self.outbox.front(self.config.send_batch)
             records = [r for r, _, _ in batch]
             priorities = np.array([p for _, p, _ in batch], dtype=np.float64)
             try:  # a resend after a lost answer is safe: the service skips the numbers it already stored
                 self.replay.insert_records(records, priorities, timeout_s=self.config.rpc_timeout_s,
                                            producer=self.run_id, first_sequence=batch[0][2])
+                self.outbox.commit(len(batch))
                 metrics.TRANSITIONS_SENT.inc(len(batch))
             except grpc.RpcError as exc:
                 if exc.code() not in RETRYABLE:
                     raise
-                self.outbox.extendleft(reversed(batch))
                 metrics.RECONNECTS.labels("replay").inc()
-                log.warning("replay insert failed (%s); %d transitions wait locally", exc.code().name, len(self.outbox))
+                log.warning("replay insert failed (%s); %d transitions wait (%d of them on disk)", exc.code().name,
+                            len(self.outbox), self.outbox.spooled)
                 break
-        metrics.BUFFER_SIZE.set(len(self.outbox))
+        self._outbox_metrics()
 
     def _enqueue(self, transition: Transition, priority: float) -> None:
-        if len(self.outbox) >= self.config.buffer_capacity:
-            self.outbox.popleft()
-            metrics.TRANSITIONS_DROPPED.inc()
-        self.outbox.append((record.encode_transition(transition), float(priority), self.sequence))
-        self.sequence += 1
+        self.outbox.append(record.encode_transition(transition), priority)
+        metrics.TRANSITIONS_PRODUCED.inc()
+        self._outbox_metrics()
+
+    def _outbox_metrics(self) -> None:
+        metrics.BUFFER_SIZE.set(len(self.outbox.memory))
+        metrics.SPOOLED.set(self.outbox.spooled)
+        metrics.TRANSITIONS_DROPPED.inc(self.outbox.dropped - self._dropped_counted)
+        self._dropped_counted = self.outbox.dropped
 
     # ---------------------------------------------------------------- loop
     def _act_fn(self, observations):
@@ -149,3 +159,11 @@ class Actor:
             if cfg.max_steps and self.steps >= cfg.max_steps:
                 break
         self._flush(force=True)
+        delay = 0.05
+        while self.outbox and not self.stop.is_set():  # done stepping (max_steps): deliver what was made
+            self.stop.wait(delay)
+            delay = min(2 * delay, cfg.backoff_max_s)
+            self._flush(force=True)
+        if self.outbox:
+            log.warning("stopping with %d transitions the replay service has not stored", len(self.outbox))
+        self.outbox.close()

@@ -9,8 +9,10 @@
 ``phylorl_actor_episode_delta_loglik_cumulative`` gauge  sum of those gains (the histogram has negative
                                                          buckets, so prometheus_client exports no ``_sum``)
 ``phylorl_actor_transitions_sent_total``    counter    transitions accepted by the replay service
-``phylorl_actor_transitions_dropped_total`` counter    transitions dropped because the local buffer was full
-``phylorl_actor_buffer_size``               gauge      transitions waiting locally to be sent
+``phylorl_actor_transitions_dropped_total`` counter    transitions dropped: memory full without a spool, or the spool full
+``phylorl_actor_buffer_size``               gauge      transitions waiting in memory to be sent
+``phylorl_actor_spooled``                   gauge      transitions waiting on disk (spool file) to be sent
+``phylorl_actor_transitions_produced_total`` counter   transitions made (each stored by replay once, or counted dropped)
 ``phylorl_actor_weights_version``           gauge      weights version of the last inference answer
 ``phylorl_actor_reconnects_total``          counter    failed calls retried after a backoff, by service
 ``phylorl_actor_labelled_states_total``     counter    states whose every move was scored as demonstration labels
@@ -35,7 +37,9 @@ EPISODE_DELTA_CUMULATIVE = Gauge("phylorl_actor_episode_delta_loglik_cumulative"
                                  "Sum of the log-likelihood gained over finished episodes")
 TRANSITIONS_SENT = Counter("phylorl_actor_transitions_sent_total", "Transitions accepted by the replay service")
 TRANSITIONS_DROPPED = Counter("phylorl_actor_transitions_dropped_total", "Transitions dropped (local buffer full)")
-BUFFER_SIZE = Gauge("phylorl_actor_buffer_size", "Transitions waiting locally to be sent")
+BUFFER_SIZE = Gauge("phylorl_actor_buffer_size", "Transitions waiting in memory to be sent")
+SPOOLED = Gauge("phylorl_actor_spooled", "Transitions waiting on disk (spool file) to be sent")
+TRANSITIONS_PRODUCED = Counter("phylorl_actor_transitions_produced_total", "Transitions made by this actor")
 WEIGHTS_VERSION = Gauge("phylorl_actor_weights_version", "Weights version of the last inference answer")
 RECONNECTS = Counter("phylorl_actor_reconnects_total", "Failed calls retried after a backoff", ["service"])
 LABELLED_STATES = Counter("phylorl_actor_labelled_states_total", "States labelled as demonstrations")

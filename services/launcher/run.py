@@ -102,7 +102,7 @@ def run_local(config: TrainConfig, run_dir: Path, on_progress: Callable[[dict], 
                 "metrics_port": port, "alignments": alignments, "model": config.model,
                 "cache_dir": str(cache_dir(config, run_dir)), "envs": config.envs_per_actor, "horizon": config.horizon,
                 "seed": config.seed + 1000 * i, "actor_id": f"actor-{i}", "features": config.features,
-                "gamma": config.gamma, "label_fraction": config.label_fraction,
+                "gamma": config.gamma, "label_fraction": config.label_fraction, "spool_dir": str(run_dir / "spool"),
                 **config.actor}),
                 run_dir / "logs" / f"actor-{i}.log", port))
         ports = {"redis": redis.grpc_port, "replay": {"grpc": replay_port, "metrics": replay_metrics},

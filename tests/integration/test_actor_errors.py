@@ -60,3 +60,58 @@ def test_a_non_transient_status_stops_the_actor_instead_of_retrying(basic_endpoi
     assert time.monotonic() - started < 10.0 and actor.steps == 0
     assert metrics.RECONNECTS.labels("inference")._value.get() == reconnects  # not retried
     channel.close()
+
+
+def test_transitions_wait_on_disk_while_replay_is_away_and_each_is_stored_once(tmp_path, redis_client,
+                                                                              free_port_factory):
+    """The actor steps with the replay service down: transitions wait in memory (8) and then in its spool
+    file; the service comes up on that address and every transition is stored exactly once."""
+    from phylorl.env import EnvAlignment as Entry
+    from services.replay.buffer import PrioritizedReplay
+    from services.replay.rate_limiter import RateLimiter
+    from services.replay.server import ReplayServer
+    from services.replay.store import RedisStore
+
+    rich = NetworkConfig.for_features("rich", hidden=16, action_hidden=16, head_hidden=16)
+    learner = Learner(rich, device="cpu", seed=0)
+    inference = BatchingInference(rich, torch.device("cpu"), max_batch=8, max_delay_s=0.001, max_queue=8)
+    inference.publish(learner.policy_weights(), learner.alpha, 1)
+    endpoint = InferenceServer(inference, "127.0.0.1", 0)
+    endpoint.start()
+    endpoint.set_serving()
+    data = simulate_dataset(6, 100, dataset_rng(4, 0), model=parse_model("JC"))
+    entry = Entry.build(data.alignment, prepare_alignment(data.alignment, "JC"), "sim")
+    envs = VecTreeEnv([entry], 2, EnvConfig(horizon=5, features="rich"), seed=0)
+    replay_port = free_port_factory()
+    config = ActorConfig(learner_address=f"127.0.0.1:{endpoint.port}", replay_address=f"127.0.0.1:{replay_port}",
+                         alignments="unused", metrics_port=0, backoff_max_s=0.2, rpc_timeout_s=2.0, send_batch=4,
+                         buffer_capacity=8, spool_dir=str(tmp_path / "spool"), max_steps=30)
+    stop = threading.Event()
+    channel = grpc.insecure_channel(config.learner_address)
+    actor = Actor(config, envs, channel, ReplayClient(config.replay_address), stop)
+    runner = threading.Thread(target=actor.run)
+    runner.start()
+    deadline = time.monotonic() + 60
+    while actor.outbox.spooled < 10:  # replay is away: memory fills, then the spool
+        assert time.monotonic() < deadline and runner.is_alive()
+        time.sleep(0.05)
+    assert len(actor.outbox.memory) <= 8
+    table = PrioritizedReplay(RedisStore(redis_client, "test:outbox"), capacity=10_000, alpha=0.6, beta=0.4,
+                              rate_limiter=RateLimiter(1, 0.0))
+    server = ReplayServer(host="127.0.0.1", port=replay_port, max_workers=4, max_message_bytes=64 << 20,
+                          default_timeout_s=5.0)
+    server.start()
+    server.serve(table)
+    try:
+        runner.join(timeout=120)
+        assert not runner.is_alive()
+        produced = actor.outbox.next_number
+        assert produced > 20 and actor.outbox.dropped == 0 and len(actor.outbox) == 0
+        assert table.stats().size == produced  # every transition stored, none twice
+        assert not any((tmp_path / "spool").iterdir())  # the spool file is gone with the actor
+    finally:
+        stop.set()
+        server.stop(grace_s=1.0)
+        endpoint.stop(1.0)
+        inference.close()
+        channel.close()
