@@ -82,6 +82,12 @@ def main(argv: list[str] | None = None) -> int:
         server.stop(0)
         inference.close()
         return 0
+    if redis_client is not None:  # a restart resumes from its last checkpoint, maybe older than what was served
+        published = redis_client.get(f"{config.weights_key}:version")
+        if published is not None and int(published) > learner.weights_version:
+            log.info("weights version %s was published before this start; going on from %d, not %d (versions never "
+                     "go back)", published.decode(), int(published) + 1, learner.weights_version)
+            learner.weights_version = int(published) + 1
     replay = ReplayClient(config.replay_address)
     loop = TrainingLoop(config, learner, replay, inference, redis_client, checkpoints, stop)
     loop.publish()

@@ -93,8 +93,9 @@ def test_train_prometheus_scrapes_the_local_run(tmp_path, need):
 
 
 def test_train_restarts_killed_services_and_goes_on(tmp_path, need):
-    """kill -9 of the replay service and of an actor during ``phylorl train``: each is started again
-    (logged, counted in the summary), the learner goes on to its last update, and the run ends well."""
+    """kill -9 of the replay service, of an actor and of the learner during ``phylorl train``: each is
+    started again (logged, counted in the summary), the learner resumes from its last checkpoint with
+    weights versions that never go back, it goes on to its last update, and the run ends well."""
     import os
 
     need("redis-server")
@@ -128,6 +129,10 @@ def test_train_restarts_killed_services_and_goes_on(tmp_path, need):
         ports = json.loads((run_dir / "ports.json").read_text())
         os.kill(pid_of("services.replay", ports["replay"]["grpc"]), 9)
         os.kill(metrics_pid_of("services.actor", ports["actors"][0]), 9)
+        while updates() < 40:
+            assert time.monotonic() < deadline + 120 and proc.poll() is None, "no updates after the restarts"
+            time.sleep(0.5)
+        os.kill(pid_of("services.learner", ports["learner"]["grpc"]), 9)
         out, err = proc.communicate(timeout=420)
     finally:
         if proc.poll() is None:
@@ -136,7 +141,11 @@ def test_train_restarts_killed_services_and_goes_on(tmp_path, need):
     assert proc.returncode == 0, err[-3000:]
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["reason"] == "updates done" and summary["weights_version"] >= 120
-    assert summary["restarts"] == {"replay": 1, "actor-0": 1}
+    assert summary["restarts"] == {"replay": 1, "actor-0": 1, "learner": 1}
+    seen = [json.loads(line)["actor_weights_version"] for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    seen = [v for v in seen if v >= 0]
+    assert seen == sorted(seen)  # the versions the actors were answered with never went back
+    assert "versions never go back" in (run_dir / "logs" / "learner.log").read_text()
     assert all(code == 0 for code in summary["exit_codes"].values()), summary["exit_codes"]
     events = (run_dir / "logs" / "supervisor.log").read_text()
     assert "replay exited with status -9" in events and "actor-0 started again" in events
