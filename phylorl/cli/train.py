@@ -37,6 +37,9 @@ def add_arguments(p) -> None:
                         "dashboards' queries work on this run")
     p.add_argument("--seed", type=int)
     p.add_argument("--no-report", action="store_true", help="skip the PNG report at the end")
+    p.add_argument("--json", action="store_true",
+                   help="print the whole summary (summary.json) as the one JSON object on stdout, instead of its "
+                        "main fields")
 
 
 def run(args) -> int:

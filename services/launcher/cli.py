@@ -10,6 +10,7 @@ the config, logs, checkpoints, metrics, a summary and (unless --no-report) PNG p
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import shutil
@@ -132,7 +133,9 @@ def run(args) -> int:
     if summary.get("failure_log"):
         console.print(summary["failure_log"])
     if config.report and (run_dir / "metrics.jsonl").exists():
-        cli_main(["report", str(run_dir)])
-    print(json.dumps({k: summary[k] for k in ("run_dir", "reason", "updates", "weights_version", "env_steps",
-                                              "episodes") if k in summary}))
+        with contextlib.redirect_stdout(sys.stderr):  # stdout carries the one JSON object below
+            cli_main(["report", str(run_dir)])
+    shown = summary if args.json else {k: summary[k] for k in ("run_dir", "reason", "updates", "weights_version",
+                                                              "env_steps", "episodes") if k in summary}
+    print(json.dumps(shown))
     return 0 if summary["reason"] in ("updates done", "time limit", "interrupted") else 1

@@ -16,8 +16,10 @@ scraping the run under the compose stack's job names; ``services/launcher/promet
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import sys
 import threading
 import time
 from dataclasses import asdict
@@ -37,10 +39,12 @@ def simulate_corpus(config: TrainConfig, run_dir: Path) -> str:
     from phylorl.cli import main as cli_main
 
     out = run_dir / "corpus"
-    status = cli_main(["simulate", "--out", str(out), "--count", str(config.simulate_count), "--taxa",
-                       config.simulate_taxa, "--sites", config.simulate_sites, "--seed", str(config.seed), "--force"])
+    with contextlib.redirect_stdout(sys.stderr):  # stdout is the run's one JSON line
+        status = cli_main(["simulate", "--out-dir", str(out), "--count", str(config.simulate_count), "--taxa",
+                           config.simulate_taxa, "--sites", config.simulate_sites, "--seed", str(config.seed),
+                           "--force"])
     if status != 0:
-        raise RuntimeError("simulating the default corpus failed")
+        raise LaunchError("simulating the default corpus failed (see the lines above)")
     return str(out)
 
 

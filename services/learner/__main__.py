@@ -23,7 +23,7 @@ from services.learner import metrics
 from services.learner.config import LearnerConfig, load
 from services.learner.inference import BatchingInference
 from services.learner.server import InferenceServer
-from services.learner.training import Checkpoints, TrainingLoop
+from services.learner.training import Checkpoints, TrainingLoop, continue_published_version
 from services.replay.client import ReplayClient
 
 log = logging.getLogger("phylorl.learner")
@@ -83,11 +83,7 @@ def main(argv: list[str] | None = None) -> int:
         inference.close()
         return 0
     if redis_client is not None:  # a restart resumes from its last checkpoint, maybe older than what was served
-        published = redis_client.get(f"{config.weights_key}:version")
-        if published is not None and int(published) > learner.weights_version:
-            log.info("weights version %s was published before this start; going on from %d, not %d (versions never "
-                     "go back)", published.decode(), int(published) + 1, learner.weights_version)
-            learner.weights_version = int(published) + 1
+        continue_published_version(learner, redis_client, config.weights_key)
     replay = ReplayClient(config.replay_address)
     loop = TrainingLoop(config, learner, replay, inference, redis_client, checkpoints, stop)
     loop.publish()

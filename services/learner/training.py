@@ -62,6 +62,16 @@ class Checkpoints:
         return path
 
 
+def continue_published_version(learner: Learner, redis_client, weights_key: str) -> None:
+    """After a restart from a checkpoint older than the last weights published (``<weights_key>:version``
+    in Redis), go on from the version after the published one, so that versions never go back."""
+    published = redis_client.get(f"{weights_key}:version")
+    if published is not None and int(published) >= learner.weights_version:
+        log.info("weights version %d was published before this start; going on from %d, not %d (versions never "
+                 "go back)", int(published), int(published) + 1, learner.weights_version)
+        learner.weights_version = int(published) + 1
+
+
 class TrainingLoop:
     def __init__(self, config: LearnerConfig, learner: Learner, replay, inference: BatchingInference,
                  redis_client, checkpoints: Checkpoints, stop: threading.Event):

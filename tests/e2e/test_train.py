@@ -20,10 +20,11 @@ def test_train_runs_the_whole_system(tmp_path, need):
         "learner: {checkpoint_every: 10}\nactor: {send_batch: 4}\n")
     proc = subprocess.run(
         [sys.executable, "-m", "phylorl.cli", "train", "--config", str(config), "--actors", "2", "--updates", "20",
-         "--minutes", "8", "--run-dir", str(run_dir)],
+         "--minutes", "8", "--run-dir", str(run_dir), "--json"],
         capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]
     summary = json.loads((run_dir / "summary.json").read_text())
+    assert json.loads(proc.stdout) == summary  # --json: stdout is that one object (the report's line is on stderr)
     assert summary["reason"] == "updates done"
     assert summary["weights_version"] >= 20
     assert all(code == 0 for code in summary["exit_codes"].values()), summary["exit_codes"]
@@ -145,7 +146,8 @@ def test_train_restarts_killed_services_and_goes_on(tmp_path, need):
     seen = [json.loads(line)["actor_weights_version"] for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     seen = [v for v in seen if v >= 0]
     assert seen == sorted(seen)  # the versions the actors were answered with never went back
-    assert "versions never go back" in (run_dir / "logs" / "learner.log").read_text()
+    # (a learner killed after its last checkpoint resumes below the published version, logs it and
+    # continues from the published one; one killed right at a checkpoint has nothing to skip)
     assert all(code == 0 for code in summary["exit_codes"].values()), summary["exit_codes"]
     events = (run_dir / "logs" / "supervisor.log").read_text()
     assert "replay exited with status -9" in events and "actor-0 started again" in events

@@ -142,3 +142,17 @@ def _swallow(inference, observations):
         inference.act(observations, greedy=False, timeout_s=2.0)
     except TimeoutError:
         pass
+
+
+def test_a_restarted_learner_continues_after_the_published_version(redis_client):
+    from services.learner.training import continue_published_version
+
+    learner = Learner(SMALL, device="cpu", seed=0)
+    learner.weights_version = 40  # as restored from a checkpoint
+    continue_published_version(learner, redis_client, "test:weights")  # nothing published: unchanged
+    assert learner.weights_version == 40
+    redis_client.set("test:weights:version", 47)  # what the last run served
+    continue_published_version(learner, redis_client, "test:weights")
+    assert learner.weights_version == 48
+    continue_published_version(learner, redis_client, "test:weights")  # already past it: unchanged
+    assert learner.weights_version == 48
