@@ -49,6 +49,10 @@ class Batch:
     weights: Tensor
     next_labels: Tensor
     next_labelled: Tensor
+    any_labelled: bool = True
+    """Whether any next state carries labels (known on the host: no device sync to ask)."""
+    bootstraps: bool = True
+    """Whether any transition's target bootstraps (a discount other than 0; known on the host)."""
 
     @property
     def size(self) -> int:
@@ -104,6 +108,8 @@ def collate(
         weights=torch.from_numpy(weights.copy()),
         next_labels=torch.from_numpy(_labels(transitions)),
         next_labelled=torch.tensor([t.next_labels is not None for t in transitions], dtype=torch.bool),
+        any_labelled=any(t.next_labels is not None for t in transitions),
+        bootstraps=any(t.discount != 0 for t in transitions),
     )
     return move_to(batch, device, pin_memory)
 

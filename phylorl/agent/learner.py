@@ -116,7 +116,7 @@ class Learner:
         self.q1.train()
         self.q2.train()
         q_next = None  # the online networks' Q on every next move, when the demonstrations need it
-        if cfg.demo_weight > 0 and bool(batch.next_labelled.any()):
+        if cfg.demo_weight > 0 and batch.any_labelled:
             q_next = tuple(net(batch.next_graphs, batch.next_actions, fast, self.rng) for net in (self.q1, self.q2))
         y, entropy, entropy_target = self._targets(batch, alpha, fast, q_next)
 
@@ -180,7 +180,7 @@ class Learner:
             with _eval_mode(self.q1, self.q2):
                 return torch.minimum(q_next(self.q1), q_next(self.q2))
 
-        if not bool(torch.any(batch.discount != 0)):
+        if not batch.bootstraps:
             y = batch.reward.clone()
             return y, policy_entropy(online_policy(), states, alpha), target_entropy(states, cfg.target_entropy_fraction)
         q_target = torch.minimum(q_next(self.target1), q_next(self.target2))

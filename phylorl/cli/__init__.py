@@ -51,13 +51,18 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     names = {args.command, *ALIASES.get(args.command, [])}
     args.argv = argv[next(i for i, a in enumerate(argv) if a in names) + 1:]  # this command's own flags
+    return run_command(args.command, args._run, args)
+
+
+def run_command(name: str, run, args) -> int:
+    """``run(args)``'s exit status; an expected failure becomes one line on stderr and status 2, Ctrl-C 130."""
     try:
-        return int(args._run(args) or 0)
+        return int(run(args) or 0)
     except KeyboardInterrupt:
         print("phylorl: interrupted", file=sys.stderr)
         return 130
     except (CliError, ValueError, OSError) as exc:  # input errors carry their own clear messages
-        print(f"phylorl {args.command}: error: {exc}", file=sys.stderr)
+        print(f"phylorl {name}: error: {exc}", file=sys.stderr)
         return 2
 
 

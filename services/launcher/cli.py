@@ -23,6 +23,7 @@ import yaml
 
 from phylorl.cli import CliError
 from phylorl.cli import main as cli_main
+from phylorl.cli import run_command
 from phylorl.cli.train import HELP, add_arguments
 
 from .config import TrainConfig
@@ -33,15 +34,7 @@ from .supervisor import LaunchError
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="phylorl train", description=HELP)
     add_arguments(parser)
-    args = parser.parse_args(argv)
-    try:
-        return run(args)
-    except KeyboardInterrupt:
-        print("phylorl: interrupted", file=sys.stderr)
-        return 130
-    except (CliError, ValueError, OSError) as exc:  # input errors carry their own clear messages
-        print(f"phylorl train: error: {exc}", file=sys.stderr)
-        return 2
+    return run_command("train", run, parser.parse_args(argv))
 
 
 def build_config(args):

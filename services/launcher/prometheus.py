@@ -40,13 +40,14 @@ def start_prometheus(sup: Supervisor, directory: Path, port: int, targets: dict[
     argv = [binary, f"--config.file={directory / 'prometheus.yml'}", f"--storage.tsdb.path={directory / 'data'}",
             f"--web.listen-address=127.0.0.1:{port}"]
     service = sup.add(Service("prometheus", argv, sup.run_dir / "logs" / "prometheus.log", metrics_port=port))
-    sup.wait_for(service, lambda: _ready(port), "answer /-/ready", timeout_s=60.0)
+    sup.wait_for(service, lambda: ready(f"http://127.0.0.1:{port}"), "answer /-/ready", timeout_s=60.0)
     return service
 
 
-def _ready(port: int) -> bool:
+def ready(url: str) -> bool:
+    """Whether the Prometheus at ``url`` answers ``/-/ready``."""
     try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/-/ready", timeout=1.0) as reply:
+        with urllib.request.urlopen(f"{url}/-/ready", timeout=2.0) as reply:
             return reply.status == 200
     except OSError:
         return False

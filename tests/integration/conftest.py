@@ -5,6 +5,7 @@
 ``redis_factory``  starts extra Redis processes (e.g. to stop and restart one on the same data dir);
                    every process it started is stopped after the test.
 ``free_port_factory``  returns :func:`free_port`, for servers a test starts itself.
+``inference_factory``  starts real inference endpoints (learner's batching + gRPC) for a network config.
 """
 
 from __future__ import annotations
@@ -116,3 +117,32 @@ def redis_factory(tmp_path: Path) -> Iterator[Callable[..., RedisProcess]]:
     yield start
     for server in started:
         server.stop()
+
+
+@pytest.fixture
+def inference_factory() -> Iterator[Callable[..., str]]:
+    """Starts real inference endpoints (``services.learner``: batching + gRPC on loopback) serving a new
+    learner's weights for a network config; returns each one's ``host:port``. All stopped afterwards."""
+    import torch
+
+    from phylorl.agent.learner import Learner
+    from services.learner.inference import BatchingInference
+    from services.learner.server import InferenceServer
+
+    running = []
+
+    def start(cfg, version: int = 1, max_batch: int = 8, max_delay_s: float = 0.001, max_queue: int = 64) -> str:
+        learner = Learner(cfg, device="cpu", seed=0)
+        inference = BatchingInference(cfg, torch.device("cpu"), max_batch=max_batch, max_delay_s=max_delay_s,
+                                      max_queue=max_queue)
+        inference.publish(learner.policy_weights(), learner.alpha, version)
+        server = InferenceServer(inference, "127.0.0.1", 0)
+        server.start()
+        server.set_serving()
+        running.append((server, inference))
+        return f"127.0.0.1:{server.port}"
+
+    yield start
+    for server, inference in running:
+        server.stop(1.0)
+        inference.close()

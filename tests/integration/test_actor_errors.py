@@ -12,9 +12,7 @@ import time
 
 import grpc
 import pytest
-import torch
 
-from phylorl.agent.learner import Learner
 from phylorl.env import EnvAlignment, EnvConfig, VecTreeEnv, prepare_alignment
 from phylorl.nets.config import NetworkConfig
 from phylorl.phylo import parse_model
@@ -22,27 +20,13 @@ from phylorl.phylo.simulate import dataset_rng, simulate_dataset
 from services.actor import metrics
 from services.actor.actor import Actor
 from services.actor.config import ActorConfig
-from services.learner.inference import BatchingInference
-from services.learner.server import InferenceServer
 from services.replay.client import ReplayClient
 
 BASIC = NetworkConfig(hidden=16, action_hidden=16, head_hidden=16)
 
 
-@pytest.fixture()
-def basic_endpoint():
-    learner = Learner(BASIC, device="cpu", seed=0)
-    inference = BatchingInference(BASIC, torch.device("cpu"), max_batch=8, max_delay_s=0.001, max_queue=8)
-    inference.publish(learner.policy_weights(), learner.alpha, 1)
-    server = InferenceServer(inference, "127.0.0.1", 0)
-    server.start()
-    server.set_serving()
-    yield f"127.0.0.1:{server.port}"
-    server.stop(1.0)
-    inference.close()
-
-
-def test_a_non_transient_status_stops_the_actor_instead_of_retrying(basic_endpoint, free_port_factory):
+def test_a_non_transient_status_stops_the_actor_instead_of_retrying(inference_factory, free_port_factory):
+    basic_endpoint = inference_factory(BASIC)
     data = simulate_dataset(6, 100, dataset_rng(3, 0), model=parse_model("JC"))
     entry = EnvAlignment.build(data.alignment, prepare_alignment(data.alignment, "JC"), "sim")
     envs = VecTreeEnv([entry], 1, EnvConfig(horizon=4, features="rich"), seed=0)
@@ -63,7 +47,7 @@ def test_a_non_transient_status_stops_the_actor_instead_of_retrying(basic_endpoi
 
 
 def test_transitions_wait_on_disk_while_replay_is_away_and_each_is_stored_once(tmp_path, redis_client,
-                                                                              free_port_factory):
+                                                                              free_port_factory, inference_factory):
     """The actor steps with the replay service down: transitions wait in memory (8) and then in its spool
     file; the service comes up on that address and every transition is stored exactly once."""
     from phylorl.env import EnvAlignment as Entry
@@ -72,18 +56,12 @@ def test_transitions_wait_on_disk_while_replay_is_away_and_each_is_stored_once(t
     from services.replay.server import ReplayServer
     from services.replay.store import RedisStore
 
-    rich = NetworkConfig.for_features("rich", hidden=16, action_hidden=16, head_hidden=16)
-    learner = Learner(rich, device="cpu", seed=0)
-    inference = BatchingInference(rich, torch.device("cpu"), max_batch=8, max_delay_s=0.001, max_queue=8)
-    inference.publish(learner.policy_weights(), learner.alpha, 1)
-    endpoint = InferenceServer(inference, "127.0.0.1", 0)
-    endpoint.start()
-    endpoint.set_serving()
+    endpoint = inference_factory(NetworkConfig.for_features("rich", hidden=16, action_hidden=16, head_hidden=16))
     data = simulate_dataset(6, 100, dataset_rng(4, 0), model=parse_model("JC"))
     entry = Entry.build(data.alignment, prepare_alignment(data.alignment, "JC"), "sim")
     envs = VecTreeEnv([entry], 2, EnvConfig(horizon=5, features="rich"), seed=0)
     replay_port = free_port_factory()
-    config = ActorConfig(learner_address=f"127.0.0.1:{endpoint.port}", replay_address=f"127.0.0.1:{replay_port}",
+    config = ActorConfig(learner_address=endpoint, replay_address=f"127.0.0.1:{replay_port}",
                          alignments="unused", metrics_port=0, backoff_max_s=0.2, rpc_timeout_s=2.0, send_batch=4,
                          buffer_capacity=8, spool_dir=str(tmp_path / "spool"), max_steps=30)
     stop = threading.Event()
@@ -112,6 +90,4 @@ def test_transitions_wait_on_disk_while_replay_is_away_and_each_is_stored_once(t
     finally:
         stop.set()
         server.stop(grace_s=1.0)
-        endpoint.stop(1.0)
-        inference.close()
         channel.close()

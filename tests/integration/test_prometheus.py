@@ -32,6 +32,7 @@ import numpy as np
 import pytest
 import yaml
 
+from services.launcher.prometheus import ready
 from services.launcher.supervisor import free_port
 
 REPO = Path(__file__).resolve().parents[2]
@@ -213,7 +214,7 @@ def prometheus(local_stack: LocalStack, tmp_path_factory) -> Iterator[Prometheus
                                    stdout=log, stderr=subprocess.STDOUT)
     server = Prometheus(url=f"http://127.0.0.1:{port}", jobs={job["job_name"] for job in config["scrape_configs"]})
     try:
-        _wait_for(lambda: _ready(server.url), "Prometheus ready", 30, process, log_path)
+        _wait_for(lambda: ready(server.url), "Prometheus ready", 30, process, log_path)
         yield server
     finally:
         process.terminate()
@@ -222,14 +223,6 @@ def prometheus(local_stack: LocalStack, tmp_path_factory) -> Iterator[Prometheus
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
-
-
-def _ready(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(f"{url}/-/ready", timeout=2) as response:
-            return response.status == 200
-    except OSError:
-        return False
 
 
 def _wait_for(condition, what: str, timeout_s: float, process: subprocess.Popen | None = None,

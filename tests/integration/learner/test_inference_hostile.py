@@ -7,36 +7,24 @@ from __future__ import annotations
 import grpc
 import numpy as np
 import pytest
-import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from phylorl.agent.learner import Learner
 from phylorl.env import build_observation
 from phylorl.env.observation import Observation
 from phylorl.nets.config import NetworkConfig
 from phylorl.phylo import enumerate_moves, move_metadata, random_tree
 from phylorl.wire import codec
 from phylorl.wire.v1 import inference_pb2, inference_pb2_grpc
-from services.learner.inference import BatchingInference
-from services.learner.server import InferenceServer
 
 CFG = NetworkConfig(hidden=16, action_hidden=16, head_hidden=16)
 
 
-@pytest.fixture(scope="module")
-def stub():
-    learner = Learner(CFG, device="cpu", seed=0)
-    inference = BatchingInference(CFG, torch.device("cpu"), max_batch=8, max_delay_s=0.001, max_queue=64)
-    inference.publish(learner.policy_weights(), learner.alpha, 1)
-    server = InferenceServer(inference, "127.0.0.1", 0)
-    server.start()
-    server.set_serving()
-    channel = grpc.insecure_channel(f"127.0.0.1:{server.port}")
+@pytest.fixture
+def stub(inference_factory):
+    channel = grpc.insecure_channel(inference_factory(CFG))
     yield inference_pb2_grpc.InferenceServiceStub(channel)
     channel.close()
-    server.stop(1.0)
-    inference.close()
 
 
 def valid(seed: int = 0, n_taxa: int = 6) -> Observation:

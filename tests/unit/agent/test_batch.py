@@ -121,3 +121,16 @@ def test_prefetcher_get_times_out_when_no_data():
         with pytest.raises(TimeoutError):
             pf.get(timeout=0.05)
     assert not any(t.is_alive() for t in pf._threads)
+
+
+def test_collate_marks_labels_and_bootstrapping_on_the_host():
+    rng = np.random.default_rng(0)
+    trs = [random_transition(5, rng) for _ in range(3)]
+    plain = collate(trs)
+    assert plain.bootstraps and not plain.any_labelled and not plain.next_labelled.any()
+    for t in trs:
+        t.discount = 0.0
+    trs[1].next_labels = np.zeros(trs[1].next_obs.n_actions, dtype=np.float32)
+    marked = collate(trs)
+    assert not marked.bootstraps and marked.any_labelled
+    assert marked.next_labelled.tolist() == [False, True, False]

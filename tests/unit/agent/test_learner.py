@@ -216,11 +216,12 @@ def test_demonstration_term_changes_the_update_only_through_labelled_states():
 def test_without_bootstrap_the_targets_skip_the_target_networks_and_agree():
     batch = _labelled_batch()
     batch.discount = torch.zeros_like(batch.discount)
+    batch.bootstraps = False  # as collate marks a batch of such transitions
     learner = Learner(SMALL, AgentConfig(demo_weight=1.0), seed=2)
     alpha = learner.log_alpha.detach().exp()
     y, entropy, target = learner._targets(batch, alpha, True)
     assert torch.equal(y, batch.reward)
-    tiny = dataclasses.replace(batch, discount=torch.full_like(batch.discount, 1e-30))  # forces the full path
+    tiny = dataclasses.replace(batch, discount=torch.full_like(batch.discount, 1e-30), bootstraps=True)  # full path
     y_full, entropy_full, target_full = learner._targets(tiny, alpha, True)
     assert torch.allclose(y_full, batch.reward) and torch.allclose(entropy_full, entropy, atol=1e-5)
     assert torch.equal(target, target_full)
