@@ -177,8 +177,13 @@ def test_compose_trains_and_scales_actors(stack: Stack):
     assert stack.value("sum(phylorl_replay_inserted_total)") > 0
     assert stack.value("sum(phylorl_actor_env_steps_total)") > 0
 
+    scale_to_three_and_check(stack, targets, lambda: stack.up(actors=3))
+
+
+def scale_to_three_and_check(stack, targets: list[dict], scale) -> None:
+    """``scale()`` 2 -> 3 actors; Prometheus then scrapes a third actor instance and it steps."""
     actors_before = {t["labels"]["instance"] for t in targets if t["labels"]["job"] == "actor"}
-    stack.up(actors=3)
+    scale()
     targets = _wait_for(lambda: _all_up(stack, actors=3), "the third actor scraped", SCALE_TIMEOUT_S)
     actors_after = {t["labels"]["instance"] for t in targets if t["labels"]["job"] == "actor"}
     assert actors_before < actors_after and len(actors_after) == 3

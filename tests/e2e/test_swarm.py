@@ -25,7 +25,8 @@ import yaml
 from services.launcher.supervisor import free_port
 
 from test_compose import (BUILD_TIMEOUT_S, SCALE_TIMEOUT_S, TEST_OVERRIDE, TRAIN_TIMEOUT_S, UP_TIMEOUT_S,  # noqa: F401
-                          Stack, _all_up, _first_value, _wait_for, compose, image)
+                          Stack, _all_up, _first_value, _wait_for, compose, image,
+                          scale_to_three_and_check)
 
 REPO = Path(__file__).resolve().parents[2]
 STACK_FILE = REPO / "deploy" / "docker-stack.yml"
@@ -124,14 +125,7 @@ def test_swarm_stack_trains_and_scales_actors(swarm, image, tmp_path):
                   TRAIN_TIMEOUT_S)
         assert stack.value("sum(phylorl_replay_inserted_total)") > 0
 
-        before = {t["labels"]["instance"] for t in targets if t["labels"]["job"] == "actor"}
-        stack.scale_actors(3)
-        targets = _wait_for(lambda: _all_up(stack, actors=3), "the third actor scraped", SCALE_TIMEOUT_S)
-        after = {t["labels"]["instance"] for t in targets if t["labels"]["job"] == "actor"}
-        assert before < after and len(after) == 3
-        new = (after - before).pop()
-        _wait_for(lambda: stack.value(f'phylorl_actor_env_steps_total{{instance="{new}"}}'),
-                  f"the third actor ({new}) stepping", SCALE_TIMEOUT_S)
+        scale_to_three_and_check(stack, targets, lambda: stack.scale_actors(3))
     finally:
         print(stack.logs())
         stack.remove()
