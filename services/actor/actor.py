@@ -6,12 +6,16 @@ in-process run uses) steps the environments and turns finished episodes into n-s
 with their initial priorities.
 
 Transient failures of the learner or the replay service are retried with exponential backoff;
-transitions wait in the :class:`~services.actor.outbox.Outbox` (memory, then a spool file on disk) until
-the replay service has stored them, numbered so that a resend stores nothing twice.
+transitions wait in the :class:`~services.actor.outbox.Outbox` (a journal on disk and memory) until
+the replay service has stored them, numbered so that a resend stores nothing twice. At start an actor
+with a ``spool_dir`` first sends what the journals of dead actors there still hold (a crashed
+predecessor's), under their producer names. ``<spool_dir>/ledger.jsonl`` gets one line per producer when
+it stops or is recovered: ``{"producer", "produced", "pending", "event"}`` (what a soak adds up).
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
@@ -28,7 +32,7 @@ from phylorl.wire.v1 import inference_pb2, inference_pb2_grpc
 
 from . import metrics
 from .config import ActorConfig
-from .outbox import Outbox
+from .outbox import Outbox, claim_orphans, read_journal
 
 log = logging.getLogger("phylorl.actor")
 RETRYABLE = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.DEADLINE_EXCEEDED,
@@ -50,8 +54,8 @@ class Actor:
         self.stop = stop
         self.run_id = uuid.uuid4().hex
         self.actor_id = config.actor_id or f"actor-{self.run_id[:8]}"
-        spool = Path(config.spool_dir) / f"{self.actor_id}-{self.run_id[:8]}.spool" if config.spool_dir else None
-        self.outbox = Outbox(config.buffer_capacity, spool, int(config.spool_max_mb * 1024 * 1024))
+        journal = Path(config.spool_dir) / f"{self.actor_id}-{self.run_id[:8]}.journal" if config.spool_dir else None
+        self.outbox = Outbox(config.buffer_capacity, journal, int(config.spool_max_mb * 1024 * 1024), self.run_id)
         self._dropped_counted = 0
         self.steps = 0
         self.episodes = 0
@@ -86,17 +90,51 @@ class Actor:
 
         return self._retrying("inference", call)
 
+    def _insert(self, batch, producer: str) -> bool:
+        records = [r for r, _, _ in batch]
+        priorities = np.array([p for _, p, _ in batch], dtype=np.float64)
+        # a resend after a lost answer is safe: the service skips the numbers it already stored
+        self.replay.insert_records(records, priorities, timeout_s=self.config.rpc_timeout_s,
+                                   producer=producer, first_sequence=batch[0][2])
+        return True
+
+    def _ledger(self, producer: str, produced: int, pending: int, event: str) -> None:
+        line = json.dumps({"producer": producer, "produced": produced, "pending": pending, "event": event,
+                           "actor": self.actor_id})
+        with open(Path(self.config.spool_dir) / "ledger.jsonl", "a") as ledger:
+            ledger.write(line + "\n")
+
+    def recover(self) -> int:
+        """Send what the journals of dead actors in ``spool_dir`` still hold (under their producer names and
+        numbers), then delete them; returns the transitions sent (``0`` also when stopped first)."""
+        if not self.config.spool_dir:
+            return 0
+        sent = 0
+        for path, handle in claim_orphans(self.config.spool_dir):
+            try:
+                found = read_journal(path)
+                log.info("recovering %s: producer %s numbered %d transitions, %d not confirmed stored", path.name,
+                         found.producer, found.produced, len(found.pending))
+                for i in range(0, len(found.pending), self.config.send_batch):
+                    batch = found.pending[i:i + self.config.send_batch]
+                    if not self._retrying("replay", lambda: self._insert(batch, found.producer)):
+                        return sent  # stopping: the journal stays for the next actor
+                    sent += len(batch)
+                    metrics.RECOVERED.inc(len(batch))
+                self._ledger(found.producer, found.produced, len(found.pending), "recovered")
+                path.unlink()
+            finally:
+                handle.close()
+        return sent
+
     def _flush(self, force: bool = False) -> None:
         """Send waiting transitions in batches of ``send_batch`` (all of them when ``force``, even while
         stopping); a batch leaves the outbox only once the replay service has answered, and the first
         failure ends the attempt."""
         while self.outbox and (force or (len(self.outbox) >= self.config.send_batch and not self.stop.is_set())):
             batch = self.outbox.front(self.config.send_batch)
-            records = [r for r, _, _ in batch]
-            priorities = np.array([p for _, p, _ in batch], dtype=np.float64)
-            try:  # a resend after a lost answer is safe: the service skips the numbers it already stored
-                self.replay.insert_records(records, priorities, timeout_s=self.config.rpc_timeout_s,
-                                           producer=self.run_id, first_sequence=batch[0][2])
+            try:
+                self._insert(batch, self.run_id)
                 self.outbox.commit(len(batch))
                 metrics.TRANSITIONS_SENT.inc(len(batch))
             except grpc.RpcError as exc:
@@ -132,6 +170,7 @@ class Actor:
 
     def run(self) -> None:
         cfg = self.config
+        self.recover()
         collector = Collector(self.envs, cfg.gamma, cfg.n_step, cfg.label_fraction, seed=cfg.seed)
         labelled, label_seconds = 0, 0.0
         while not self.stop.is_set():
@@ -165,5 +204,8 @@ class Actor:
             delay = min(2 * delay, cfg.backoff_max_s)
             self._flush(force=True)
         if self.outbox:
-            log.warning("stopping with %d transitions the replay service has not stored", len(self.outbox))
+            log.warning("stopping with %d transitions the replay service has not stored%s", len(self.outbox),
+                        " (left in the journal for the next actor)" if cfg.spool_dir else "")
+        if cfg.spool_dir:
+            self._ledger(self.run_id, self.outbox.next_number, len(self.outbox), "stopped")
         self.outbox.close()

@@ -35,16 +35,17 @@ class ActorConfig:
                                 "supervised term; 0: none.", 0.0)
     greedy: bool = doc("Ask for greedy actions instead of samples of the soft policy.", False)
     send_batch: int = doc("Transitions per Insert call to the replay service.", 16)
-    buffer_capacity: int = doc("Most transitions waiting in memory for the replay service; beyond it they wait in "
-                               "the spool file (spool_dir), or without one the oldest are dropped (counted).", 5000)
-    spool_dir: str = doc("Directory of this actor's spool file of transitions waiting for the replay service "
-                         "beyond buffer_capacity ('' = none: drop the oldest instead).", "")
-    spool_max_mb: float = doc("Largest spool file (MiB); beyond it new transitions are dropped (counted).", 1024.0)
+    buffer_capacity: int = doc("Most transitions waiting in memory for the replay service; beyond it they wait only "
+                               "in the journal (spool_dir), or without one the oldest are dropped (counted).", 5000)
+    spool_dir: str = doc("Directory of the actors' outbox journals: every transition is written there until the "
+                         "replay service has stored it, and an actor starting sends what dead actors' journals "
+                         "still hold ('' = none: memory only, a crash loses what waits).", "")
+    spool_max_mb: float = doc("Largest journal (MiB); beyond it new transitions are dropped (counted).", 1024.0)
     max_steps: int = doc("Stop after this many environment steps per env (0: run until stopped).", 0)
     backoff_max_s: float = doc("Longest wait between reconnection attempts (s).", 5.0)
     rpc_timeout_s: float = doc("Deadline of one inference call (s).", 60.0)
     seed: int = doc("Seed of the environments (each env adds its index).", 0)
-    actor_id: str = doc("Name of this actor in requests and logs (default: host-pid).", "")
+    actor_id: str = doc("Name of this actor in requests, logs and journal names (default: actor-<random>).", "")
     log_level: str = doc("Python logging level.", "INFO")
 
     def __post_init__(self) -> None:

@@ -11,7 +11,8 @@
 ``phylorl_actor_transitions_sent_total``    counter    transitions accepted by the replay service
 ``phylorl_actor_transitions_dropped_total`` counter    transitions dropped: memory full without a spool, or the spool full
 ``phylorl_actor_buffer_size``               gauge      transitions waiting in memory to be sent
-``phylorl_actor_spooled``                   gauge      transitions waiting on disk (spool file) to be sent
+``phylorl_actor_spooled``                   gauge      transitions waiting only in the journal (beyond memory) to be sent
+``phylorl_actor_recovered_transitions_total`` counter  transitions of dead actors' journals sent at start
 ``phylorl_actor_transitions_produced_total`` counter   transitions made (each stored by replay once, or counted dropped)
 ``phylorl_actor_weights_version``           gauge      weights version of the last inference answer
 ``phylorl_actor_reconnects_total``          counter    failed calls retried after a backoff, by service
@@ -38,7 +39,9 @@ EPISODE_DELTA_CUMULATIVE = Gauge("phylorl_actor_episode_delta_loglik_cumulative"
 TRANSITIONS_SENT = Counter("phylorl_actor_transitions_sent_total", "Transitions accepted by the replay service")
 TRANSITIONS_DROPPED = Counter("phylorl_actor_transitions_dropped_total", "Transitions dropped (local buffer full)")
 BUFFER_SIZE = Gauge("phylorl_actor_buffer_size", "Transitions waiting in memory to be sent")
-SPOOLED = Gauge("phylorl_actor_spooled", "Transitions waiting on disk (spool file) to be sent")
+SPOOLED = Gauge("phylorl_actor_spooled", "Transitions waiting only in the journal (beyond memory) to be sent")
+RECOVERED = Counter("phylorl_actor_recovered_transitions_total",
+                    "Transitions of dead actors' journals sent to the replay service at start")
 TRANSITIONS_PRODUCED = Counter("phylorl_actor_transitions_produced_total", "Transitions made by this actor")
 WEIGHTS_VERSION = Gauge("phylorl_actor_weights_version", "Weights version of the last inference answer")
 RECONNECTS = Counter("phylorl_actor_reconnects_total", "Failed calls retried after a backoff", ["service"])

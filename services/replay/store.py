@@ -10,6 +10,8 @@ For a key prefix ``P`` (e.g. ``phylorl:replay``), layout 2::
                           little-endian float64); a key without one has its batch's initial priority
     P:seq         hash    <producer> -> the highest sequence number of that producer's transitions
                           stored (idempotent inserts: a record numbered at or below it is a duplicate)
+    P:o           hash    <first> -> "<producer> <sequence number of record first>" of a batch inserted
+                          with a producer (where each transition came from; read by services/replay/audit.py)
 
     batch         "<4sI" magic b"PRB1", n; n x "<d" initial raw priorities; (n + 1) x "<I" record
                   offsets into the data; the n records concatenated (phylorl.wire.record)
@@ -86,6 +88,7 @@ class RedisStore:
         self._priorities = f"{prefix}:p".encode()
         self._index_key = f"{prefix}:bi".encode()
         self._marks = f"{prefix}:seq".encode()
+        self._origins = f"{prefix}:o".encode()
         self._batch_format = (prefix.replace("%", "%%") + ":b:%d").encode()   # bytes % first key
         self._batches: deque[_Batch] = deque()
         self._firsts: list[int] = []  # first keys of self._batches, for bisect (rebuilt when they change)
@@ -193,7 +196,8 @@ class RedisStore:
         commands.append((b"HSET", self._meta, b"head", new_head, b"next_key", first_key + len(packed),
                          b"layout", LAYOUT_VERSION))
         if mark is not None:
-            commands.append((b"HSET", self._marks, mark[0].encode(), mark[1]))
+            commands += [(b"HSET", self._marks, mark[0].encode(), mark[1]),
+                         (b"HSET", self._origins, first_key, b"%s %d" % (mark[0].encode(), mark[1] + 1 - len(packed)))]
         self._send(commands, transaction=True)
         with self._index_lock:
             for _ in range(len(dropped)):
@@ -267,6 +271,7 @@ class RedisStore:
         for lo in range(0, len(batches), _CHUNK):
             chunk = batches[lo:lo + _CHUNK]
             commands.append((b"DEL", *[self._batch_name(b.first) for b in chunk]))
+            commands.append((b"HDEL", self._origins, *_fields(b.first for b in chunk)))
             fields = [f for b in chunk for f in _fields(range(b.first, b.stop))]
             for start in range(0, len(fields), _CHUNK):
                 commands.append((b"HDEL", self._priorities, *fields[start:start + _CHUNK]))

@@ -7,6 +7,11 @@ would loop forever, so the actor must stop with the error at once.
 
 from __future__ import annotations
 
+import json
+import os
+import signal
+import subprocess
+import sys
 import threading
 import time
 
@@ -86,7 +91,81 @@ def test_transitions_wait_on_disk_while_replay_is_away_and_each_is_stored_once(t
         produced = actor.outbox.next_number
         assert produced > 20 and actor.outbox.dropped == 0 and len(actor.outbox) == 0
         assert table.stats().size == produced  # every transition stored, none twice
-        assert not any((tmp_path / "spool").iterdir())  # the spool file is gone with the actor
+        # the journal is gone with the actor; its ledger line counts what it made
+        assert [p.name for p in (tmp_path / "spool").iterdir()] == ["ledger.jsonl"]
+        line = json.loads((tmp_path / "spool" / "ledger.jsonl").read_text())
+        assert line["produced"] == produced and line["pending"] == 0 and line["event"] == "stopped"
+    finally:
+        stop.set()
+        server.stop(grace_s=1.0)
+        channel.close()
+
+
+def test_a_killed_actors_journal_is_sent_by_the_next_actor_and_each_transition_stored_once(
+        tmp_path, redis_client, free_port_factory, inference_factory):
+    """An actor process steps with the replay service away and is killed with signal 9; a new actor on the
+    same journal directory sends what the dead one had made (under its producer name), then its own: the
+    table holds exactly the two actors' transitions, each once."""
+    from phylorl.phylo.alignment import format_fasta
+    from services.actor.outbox import read_journal
+    from services.replay.audit import read_table
+    from services.replay.buffer import PrioritizedReplay
+    from services.replay.rate_limiter import RateLimiter
+    from services.replay.server import ReplayServer
+    from services.replay.store import RedisStore
+
+    endpoint = inference_factory(NetworkConfig.for_features("rich", hidden=16, action_hidden=16, head_hidden=16))
+    data = simulate_dataset(6, 100, dataset_rng(5, 0), model=parse_model("JC"))
+    fasta = tmp_path / "sim.fasta"
+    fasta.write_text(format_fasta(data.alignment))
+    spool, replay_port = tmp_path / "spool", free_port_factory()
+    flags = ["--learner-address", endpoint, "--replay-address", f"127.0.0.1:{replay_port}", "--alignments",
+             str(fasta), "--model", "JC", "--cache-dir", str(tmp_path / "cache"), "--metrics-port", "0",
+             "--horizon", "5", "--send-batch", "4", "--buffer-capacity", "8", "--spool-dir", str(spool),
+             "--backoff-max-s", "0.2", "--rpc-timeout-s", "2", "--actor-id", "doomed"]
+    first = subprocess.Popen([sys.executable, "-m", "services.actor", *flags], stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL, env={**os.environ, "PYTHONPATH": os.getcwd()})
+    try:
+        deadline = time.monotonic() + 120
+        journals = []
+        while not journals or read_journal(journals[0]).produced < 30:
+            assert time.monotonic() < deadline and first.poll() is None, "the first actor did not step"
+            time.sleep(0.2)
+            journals = list(spool.glob("doomed-*.journal")) if spool.exists() else []
+        first.send_signal(signal.SIGKILL)
+        first.wait(10)
+    finally:
+        first.kill()
+    dead = read_journal(journals[0])
+    assert len(dead.pending) == dead.produced >= 30  # the replay service never answered: all of it waits
+
+    table = PrioritizedReplay(RedisStore(redis_client, "test:recover"), capacity=10_000, alpha=0.6, beta=0.4,
+                              rate_limiter=RateLimiter(1, 0.0))
+    server = ReplayServer(host="127.0.0.1", port=replay_port, max_workers=4, max_message_bytes=64 << 20,
+                          default_timeout_s=5.0)
+    server.start()
+    server.serve(table)
+    envs = VecTreeEnv([EnvAlignment.build(data.alignment, prepare_alignment(data.alignment, "JC"), "sim")], 1,
+                      EnvConfig(horizon=5, features="rich"), seed=1)
+    config = ActorConfig(learner_address=endpoint, replay_address=f"127.0.0.1:{replay_port}", alignments="unused",
+                         metrics_port=0, backoff_max_s=0.2, rpc_timeout_s=2.0, send_batch=4, buffer_capacity=8,
+                         spool_dir=str(spool), max_steps=10, actor_id="successor")
+    stop = threading.Event()
+    channel = grpc.insecure_channel(endpoint)
+    try:
+        actor = Actor(config, envs, channel, ReplayClient(config.replay_address), stop)
+        actor.run()
+        made = actor.outbox.next_number
+        assert made > 0 and table.stats().size == dead.produced + made  # every transition once, none lost
+        held = read_table(redis_client, "test:recover")
+        assert held.duplicates() == 0 and len(held.records) == table.stats().size
+        assert held.distinct_by_producer() == {dead.producer: dead.produced, actor.run_id: made}
+        assert [r for r, o in zip(held.records, held.origins) if o[0] == dead.producer] == \
+            [r for r, _, _ in dead.pending]  # the dead actor's own records, in its order
+        ledger = [json.loads(line) for line in (spool / "ledger.jsonl").read_text().splitlines()]
+        assert {(x["producer"], x["produced"], x["event"]) for x in ledger} == {
+            (dead.producer, dead.produced, "recovered"), (actor.run_id, made, "stopped")}
+        assert sorted(p.name for p in spool.iterdir()) == ["ledger.jsonl"]
     finally:
         stop.set()
         server.stop(grace_s=1.0)
