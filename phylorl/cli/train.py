@@ -35,6 +35,9 @@ def add_arguments(p) -> None:
     p.add_argument("--prometheus", type=int, nargs="?", const=9090, metavar="PORT",
                    help="start the installed Prometheus on PORT (default 9090) scraping the run's services, so the "
                         "dashboards' queries work on this run")
+    p.add_argument("--secure", action="store_true", default=None,
+                   help="gRPC with TLS and a shared token (certificates and token made in the run's secrets/); "
+                        "Redis always requires its ACL user's password")
     p.add_argument("--seed", type=int)
     p.add_argument("--no-report", action="store_true", help="skip the PNG report at the end")
     p.add_argument("--json", action="store_true",

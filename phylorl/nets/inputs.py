@@ -17,7 +17,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from phylorl.env.observation import Observation
+from phylorl.env.observation import Observation, check_observation  # noqa: F401 (the endpoint's check)
 from phylorl.nets.segment import Segments
 
 MAX_DEGREE = 3
@@ -183,37 +183,3 @@ def collate_observations(observations: Sequence[Observation]) -> tuple[GraphBatc
         [o.n_nodes for o in observations],
     )
     return graphs, actions
-
-
-def check_observation(obs: Observation, node_features: int, edge_features: int, action_meta: int) -> None:
-    """``ValueError`` naming the first thing wrong with ``obs`` for a network reading ``node_features``
-    node, ``edge_features`` edge and ``action_meta`` move columns: shapes, dtypes, node ids out of range,
-    a node with more than 3 neighbours, NaN or infinite values, no move. Cheap enough for every request."""
-    def fail(what: str):
-        raise ValueError(f"observation: {what}")
-
-    x, edge_index, edge_attr = obs.node_features, obs.edge_index, obs.edge_attr
-    actions, meta = obs.actions, obs.action_meta
-    for name, array, kind in (("node_features", x, "f"), ("edge_index", edge_index, "iu"),
-                              ("edge_attr", edge_attr, "f"), ("actions", actions, "iu"), ("action_meta", meta, "f")):
-        if not isinstance(array, np.ndarray) or array.ndim != 2 or array.dtype.kind not in kind:
-            fail(f"{name} must be a 2-D {'float' if kind == 'f' else 'integer'} array, got "
-                 f"{getattr(array, 'dtype', type(array).__name__)} {getattr(array, 'shape', '')}")
-        if kind == "f" and not np.isfinite(array).all():
-            fail(f"{name} holds NaN or infinite values")
-    n = x.shape[0]
-    if x.shape[1] != node_features:
-        fail(f"{x.shape[1]} node feature columns, the network reads {node_features}")
-    if edge_index.shape[0] != 2 or edge_attr.shape != (edge_index.shape[1], edge_features):
-        fail(f"edge_index {edge_index.shape} and edge_attr {edge_attr.shape} do not match [2, 2E] and "
-             f"[2E, {edge_features}] (the network reads {edge_features} edge feature columns)")
-    if actions.shape[1] != 4 or meta.shape != (actions.shape[0], action_meta):
-        fail(f"actions {actions.shape} and action_meta {meta.shape} do not match [A, 4] and [A, {action_meta}] "
-             f"(the network reads {action_meta} move feature columns)")
-    if actions.shape[0] < 1:
-        fail("no move to choose from")
-    for name, ids in (("edge_index", edge_index), ("actions", actions)):
-        if ids.size and (ids.min() < 0 or ids.max() >= n):
-            fail(f"{name} names node {int(ids.max() if ids.max() >= n else ids.min())} of a tree with {n} nodes")
-    if edge_index.size and np.bincount(edge_index[0], minlength=n).max() > 3:
-        fail("a node has more than 3 neighbours: not an unrooted binary tree")

@@ -142,17 +142,10 @@ def decode_transition(record: bytes | bytearray | memoryview) -> Transition:
     if version not in READABLE_VERSIONS:
         raise ValueError(f"transition record format version {version}; this code reads versions "
                          f"{', '.join(map(str, READABLE_VERSIONS))}")
-    offset = _HEADER.size
-    observations = []
-    for _ in range(2):
-        obs, offset = _decode_observation(buf, offset)
-        observations.append(obs)
-    labels = None
-    if flags & _LABELLED:
-        labels, offset = _decode_array(buf, offset)
-        if labels.dtype != np.float32 or labels.shape != (observations[1].n_actions,):
-            raise ValueError(f"corrupt transition record: next_labels {labels.dtype} {labels.shape} do not "
-                             f"match the next state's {observations[1].n_actions} moves")
+    try:
+        observations, labels, offset = _decode_body(buf, flags)
+    except (struct.error, IndexError, OverflowError) as e:  # a length or count that runs past the record
+        raise ValueError(f"corrupt transition record: {e}") from None
     if offset != len(buf):
         raise ValueError(f"transition record has {len(buf) - offset} trailing bytes after its two observations")
     return Transition(
@@ -166,6 +159,21 @@ def decode_transition(record: bytes | bytearray | memoryview) -> Transition:
         policy_version=policy_version,
         next_labels=labels,
     )
+
+
+def _decode_body(buf: memoryview, flags: int):
+    offset = _HEADER.size
+    observations = []
+    for _ in range(2):
+        obs, offset = _decode_observation(buf, offset)
+        observations.append(obs)
+    labels = None
+    if flags & _LABELLED:
+        labels, offset = _decode_array(buf, offset)
+        if labels.dtype != np.float32 or labels.shape != (observations[1].n_actions,):
+            raise ValueError(f"corrupt transition record: next_labels {labels.dtype} {labels.shape} do not "
+                             f"match the next state's {observations[1].n_actions} moves")
+    return observations, labels, offset
 
 
 def is_record(record: bytes | bytearray | memoryview) -> bool:

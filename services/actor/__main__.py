@@ -19,6 +19,7 @@ from phylorl.env import EnvAlignment, EnvConfig, PreparationCache, VecTreeEnv
 from phylorl.env.corpus import load_corpus
 from services.actor.actor import Actor
 from services.actor.config import ActorConfig, load
+from services.common import security
 from services.common.rpc import MAX_MESSAGE_BYTES, message_options
 from services.common.runtime import start_service
 from services.replay.client import ReplayClient
@@ -46,8 +47,8 @@ def main(argv: list[str] | None = None) -> int:
     config = load(sys.argv[1:] if argv is None else argv, os.environ)
     stop = start_service(config, log)
     envs = build_envs(config)
-    channel = grpc.insecure_channel(config.learner_address, options=message_options(MAX_MESSAGE_BYTES))
-    replay = ReplayClient(config.replay_address, MAX_MESSAGE_BYTES)
+    channel = security.channel(config.learner_address, config, message_options(MAX_MESSAGE_BYTES))
+    replay = ReplayClient(config.replay_address, MAX_MESSAGE_BYTES, security=config)
     actor = Actor(config, envs, channel, replay, stop)
     log.info("actor %s (run %s) stepping %d environments", actor.actor_id, actor.run_id, len(envs))
     # the loop runs on a worker thread so that SIGTERM is handled at once even while a call blocks
@@ -56,6 +57,13 @@ def main(argv: list[str] | None = None) -> int:
     def loop() -> None:
         try:
             actor.run()
+        except grpc.RpcError as exc:
+            if stop.is_set() and exc.code() == grpc.StatusCode.CANCELLED:
+                log.info("stopped during a call (what waits stays in the journal for the next actor)")
+                return
+            log.exception("actor loop failed")
+            errors.append(exc)
+            stop.set()
         except BaseException as exc:  # reported below; the process then exits non-zero
             log.exception("actor loop failed")
             errors.append(exc)

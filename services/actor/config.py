@@ -5,13 +5,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from services.common import security
 from services.common.config import doc, load_config
 
 ENV_PREFIX = "PHYLORL_ACTOR_"
 
 
 @dataclass(frozen=True)
-class ActorConfig:
+class ActorConfig(security.ClientTLS, security.GrpcToken):
     """Everything an actor needs; see each field's ``doc``."""
 
     learner_address: str = doc("host:port of the learner's inference endpoint.", "127.0.0.1:50052")

@@ -52,7 +52,7 @@ def build_config(args):
         values["alignments"] = ",".join(args.alignments)
     for name in ("actors", "envs_per_actor", "updates", "minutes", "run_dir", "model", "device", "seed",
                  "features", "init_checkpoint", "hidden", "horizon", "gamma", "label_fraction", "demo_weight",
-                 "prometheus"):
+                 "prometheus", "secure"):
         value = getattr(args, name)
         if value is not None:
             values[name] = value

@@ -55,6 +55,9 @@ class TrainConfig:
     prometheus: int = 0
     """Start the installed Prometheus on this port, scraping the run's services with the compose stack's
     job names (so the dashboards' queries work); 0: none."""
+    secure: bool = False
+    """gRPC between the services with TLS and a shared token (made in the run directory's ``secrets/``).
+    Redis always requires a password: the run's own ACL user, made there too."""
     max_restarts: int = 5
     """A service that dies (replay, learner, actor, Redis, Prometheus) is started again, at most this many
     times each; after that the run ends with "<service> failed"."""

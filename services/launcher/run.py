@@ -10,7 +10,9 @@ when a service dies; then it stops everything cleanly and writes ``summary.json`
 Run directory: ``config.json``, ``logs/<service>.log``, ``redis/`` (AOF), ``checkpoints/``,
 ``learner/updates.csv``, ``cache/`` (alignment preparation), ``corpus/`` (if simulated),
 ``metrics.jsonl``, ``summary.json``, ``ports.json`` (every service's gRPC and metrics port, also in the
-summary) and, with ``config.prometheus``, ``prometheus/`` (its config and data: the installed Prometheus
+summary), ``secrets/`` (mode 0600: Redis' ACL file and the password of its one user, which replay and the
+learner log in as; with ``config.secure`` the TLS certificates and gRPC token too), ``spool/`` (the
+actors' outbox journals and ``ledger.jsonl``) and, with ``config.prometheus``, ``prometheus/`` (its config and data: the installed Prometheus
 scraping the run under the compose stack's job names; ``services/launcher/prometheus.py``).
 """
 
@@ -28,7 +30,10 @@ from typing import Callable
 
 from phylorl.agent.checkpoints import latest_checkpoint
 
+from services.common.security import ClientCredentials, RedisAuth
+
 from .config import TrainConfig
+from .credentials import REDIS_USER, make_credentials
 from .progress import rates, snapshot
 from .prometheus import start_prometheus
 from .supervisor import LaunchError, Service, Supervisor, free_port
@@ -80,14 +85,23 @@ def run_local(config: TrainConfig, run_dir: Path, on_progress: Callable[[dict], 
     reason = "unknown"
     summary: dict = {"run_dir": str(run_dir)}
     try:
-        redis = sup.start_redis()
+        made = make_credentials(run_dir / "secrets", hosts=("localhost", "127.0.0.1"))
+        redis_auth = {"redis_username": REDIS_USER, "redis_password_file": str(made["redis_password"])}
+        grpc_server, grpc_client = {}, {}
+        if config.secure:
+            grpc_client = {"tls_ca_file": str(made["ca.crt"]), "token_file": str(made["grpc_token"])}
+            grpc_server = {"tls_cert_file": str(made["server.crt"]), "tls_key_file": str(made["server.key"]),
+                           "token_file": str(made["grpc_token"])}
+        client = ClientCredentials(**grpc_client)
+        redis = sup.start_redis(made["redis_users.acl"], RedisAuth(**redis_auth))
         redis_url = f"redis://127.0.0.1:{redis.grpc_port}/0"
         replay_port, replay_metrics = free_port(), free_port()
         replay = sup.add(Service("replay", sup.python("services.replay", {
             "host": "127.0.0.1", "port": replay_port, "metrics_port": replay_metrics, "redis_url": redis_url,
             "min_size_to_sample": config.min_replay, "samples_per_insert": config.samples_per_insert,
-            "seed": config.seed, **config.replay}), run_dir / "logs" / "replay.log", replay_metrics, replay_port))
-        sup.wait_serving(replay)
+            "seed": config.seed, **redis_auth, **grpc_server, **config.replay}), run_dir / "logs" / "replay.log",
+            replay_metrics, replay_port))
+        sup.wait_serving(replay, client)
         learner_port, learner_metrics = free_port(), free_port()
         learner = sup.add(Service("learner", sup.python("services.learner", {
             "host": "127.0.0.1", "port": learner_port, "metrics_port": learner_metrics,
@@ -95,8 +109,9 @@ def run_local(config: TrainConfig, run_dir: Path, on_progress: Callable[[dict], 
             "device": config.device, "batch_size": config.batch_size, "hidden": config.hidden,
             "updates": config.updates, "publish_every": config.publish_every, "seed": config.seed,
             "features": config.features, "init_checkpoint": config.init_checkpoint,
-            "demo_weight": config.demo_weight, **config.learner}), run_dir / "logs" / "learner.log", learner_metrics, learner_port))
-        sup.wait_serving(learner)
+            "demo_weight": config.demo_weight, **redis_auth, **grpc_server, **grpc_client, **config.learner}),
+            run_dir / "logs" / "learner.log", learner_metrics, learner_port))
+        sup.wait_serving(learner, client)
         actor_ports = []
         for i in range(config.actors):
             port = free_port()
@@ -107,7 +122,7 @@ def run_local(config: TrainConfig, run_dir: Path, on_progress: Callable[[dict], 
                 "cache_dir": str(cache_dir(config, run_dir)), "envs": config.envs_per_actor, "horizon": config.horizon,
                 "seed": config.seed + 1000 * i, "actor_id": f"actor-{i}", "features": config.features,
                 "gamma": config.gamma, "label_fraction": config.label_fraction, "spool_dir": str(run_dir / "spool"),
-                **config.actor}),
+                **grpc_client, **config.actor}),
                 run_dir / "logs" / f"actor-{i}.log", port))
         ports = {"redis": redis.grpc_port, "replay": {"grpc": replay_port, "metrics": replay_metrics},
                  "learner": {"grpc": learner_port, "metrics": learner_metrics}, "actors": actor_ports,

@@ -15,6 +15,8 @@ from pathlib import Path
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from services.common import security
+
 
 class LaunchError(RuntimeError):
     """A service of the local run could not be started (the message is one line naming what and where)."""
@@ -111,7 +113,9 @@ class Supervisor:
     def python(self, module: str, args: dict) -> list[str]:
         return [sys.executable, "-m", module, *flags(args)]
 
-    def start_redis(self) -> Service:
+    def start_redis(self, acl_file: Path, auth) -> Service:
+        """redis-server on a free loopback port, AOF in the run directory, users from ``acl_file``;
+        ready once ``auth`` (a :class:`~services.common.security.RedisAuth`) gets an answer to PING."""
         exe = shutil.which("redis-server")
         if exe is None:
             raise LaunchError("redis-server is not installed (scripts/install.sh installs it)")
@@ -119,9 +123,9 @@ class Supervisor:
         data = self.run_dir / "redis"
         data.mkdir(parents=True, exist_ok=True)
         argv = [exe, "--port", str(port), "--bind", "127.0.0.1", "--dir", str(data), "--appendonly", "yes",
-                "--save", "", "--protected-mode", "yes"]
+                "--save", "", "--protected-mode", "yes", "--aclfile", str(acl_file)]
         service = self.add(Service("redis", argv, self.run_dir / "logs" / "redis.log", grpc_port=port))
-        self.wait_for(service, lambda: _redis_ping(port), "answer PING")
+        self.wait_for(service, lambda: _redis_ping(f"redis://127.0.0.1:{port}/0", auth), "answer PING")
         return service
 
     def wait_for(self, service: Service, ready, what: str, timeout_s: float = 180.0) -> None:
@@ -135,8 +139,9 @@ class Supervisor:
             time.sleep(0.2)
         raise LaunchError(f"{service.name} did not {what} within {timeout_s:.0f} s; see {service.log_path}")
 
-    def wait_serving(self, service: Service, timeout_s: float = 300.0) -> None:
-        self.wait_for(service, lambda: grpc_serving(f"127.0.0.1:{service.grpc_port}"), "report SERVING", timeout_s)
+    def wait_serving(self, service: Service, credentials=None, timeout_s: float = 300.0) -> None:
+        self.wait_for(service, lambda: grpc_serving(f"127.0.0.1:{service.grpc_port}", credentials=credentials),
+                      "report SERVING", timeout_s)
 
     def stop_all(self, timeout_s: float = 30.0) -> dict[str, int | None]:
         """SIGTERM actors first, then learner, replay, Redis and Prometheus (which sees the others stop);
@@ -160,9 +165,11 @@ class Supervisor:
         return {s.name: (s.process.returncode if s.process else None) for s in self.services}
 
 
-def grpc_serving(target: str, timeout_s: float = 1.0) -> bool:
+def grpc_serving(target: str, timeout_s: float = 1.0, credentials=None) -> bool:
+    """Whether ``target``'s health service says SERVING (``credentials``: a
+    :class:`~services.common.security.ClientCredentials` for a secured service)."""
     try:
-        with grpc.insecure_channel(target) as channel:
+        with security.channel(target, credentials) as channel:
             stub = health_pb2_grpc.HealthStub(channel)
             reply = stub.Check(health_pb2.HealthCheckRequest(service=""), timeout=timeout_s)
             return reply.status == health_pb2.HealthCheckResponse.SERVING
@@ -170,10 +177,10 @@ def grpc_serving(target: str, timeout_s: float = 1.0) -> bool:
         return False
 
 
-def _redis_ping(port: int) -> bool:
+def _redis_ping(url: str, auth) -> bool:
+    import redis
+
     try:
-        with socket.create_connection(("127.0.0.1", port), timeout=0.5) as s:
-            s.sendall(b"PING\r\n")
-            return s.recv(16).startswith(b"+PONG")
-    except OSError:
+        return bool(security.redis_client(url, auth).ping())
+    except redis.RedisError:
         return False

@@ -12,12 +12,12 @@ import logging
 import os
 import sys
 
-import redis
 import torch
 
 from phylorl.agent.config import AgentConfig
 from phylorl.agent.learner import Learner
 from phylorl.nets.config import NetworkConfig
+from services.common import security
 from services.common.runtime import start_service, wait_for_redis
 from services.learner import metrics
 from services.learner.config import LearnerConfig, load
@@ -73,10 +73,10 @@ def main(argv: list[str] | None = None) -> int:
     inference = BatchingInference(learner.net_cfg, device, max_batch=config.inference_max_batch,
                                   max_delay_s=config.inference_max_delay_ms / 1000.0,
                                   max_queue=config.inference_queue, seed=config.seed)
-    server = InferenceServer(inference, config.host, config.port)
+    server = InferenceServer(inference, config.host, config.port, security=config)
     server.start()
     log.info("inference endpoint on %s:%d", config.host, server.port)
-    redis_client = redis.Redis.from_url(config.redis_url) if config.redis_url else None
+    redis_client = security.redis_client(config.redis_url, config) if config.redis_url else None
     if redis_client is not None and not wait_for_redis(redis_client.ping, config.redis_url, config.redis_wait_s,
                                                        stop, log):
         server.stop(0)
@@ -84,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if redis_client is not None:  # a restart resumes from its last checkpoint, maybe older than what was served
         continue_published_version(learner, redis_client, config.weights_key)
-    replay = ReplayClient(config.replay_address)
+    replay = ReplayClient(config.replay_address, security=config)
     loop = TrainingLoop(config, learner, replay, inference, redis_client, checkpoints, stop)
     loop.publish()
     server.set_serving()

@@ -5,13 +5,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from services.common import security
 from services.common.config import doc, load_config
 
 ENV_PREFIX = "PHYLORL_LEARNER_"
 
 
 @dataclass(frozen=True)
-class LearnerConfig:
+class LearnerConfig(security.ServerTLS, security.ClientTLS, security.GrpcToken, security.RedisAuth):
     """Everything the learner needs; see each field's ``doc``."""
 
     host: str = doc("Interface the gRPC inference endpoint listens on.", "0.0.0.0")
@@ -73,6 +74,7 @@ class LearnerConfig:
             problems.append(f"features must be rich or basic, got {self.features!r}")
         if self.keep_checkpoints < 1:
             problems.append("keep_checkpoints must be >= 1")
+        problems += security.check(self)
         if problems:
             raise ValueError("invalid learner config: " + "; ".join(problems))
 

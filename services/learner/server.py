@@ -10,6 +10,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from phylorl.wire import codec
 from phylorl.wire.v1 import inference_pb2, inference_pb2_grpc
 
+from services.common import security as secure
 from services.common.rpc import MAX_MESSAGE_BYTES, message_options
 
 from .inference import BatchingInference, Overloaded
@@ -52,13 +53,15 @@ class InferenceServer:
     """The gRPC server; health is NOT_SERVING until :meth:`set_serving`."""
 
     def __init__(self, inference: BatchingInference, host: str, port: int, max_workers: int = 64,
-                 max_message_bytes: int = MAX_MESSAGE_BYTES):
+                 max_message_bytes: int = MAX_MESSAGE_BYTES, security=None):
+        """``security``: a config with TLS and token fields (:mod:`services.common.security`); None: plaintext."""
         self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=max_workers),
-                                  options=message_options(max_message_bytes))
+                                  options=message_options(max_message_bytes),
+                                  interceptors=secure.server_interceptors(security))
         inference_pb2_grpc.add_InferenceServiceServicer_to_server(InferenceServicer(inference), self.server)
         self.health = health.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
-        self.port = self.server.add_insecure_port(f"{host}:{port}")
+        self.port = secure.add_port(self.server, f"{host}:{port}", security)
         self.health.set("", health_pb2.HealthCheckResponse.NOT_SERVING)
 
     def start(self) -> None:

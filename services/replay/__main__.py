@@ -17,6 +17,7 @@ import redis
 
 from services.common.runtime import start_service, wait_for_redis
 from services.replay import metrics
+from services.common import security
 from services.replay.buffer import PrioritizedReplay
 from services.replay.config import ReplayConfig, load_config
 from services.replay.memory import keep_freed_memory
@@ -33,7 +34,8 @@ def main(argv: list[str] | None = None) -> int:
     if keep_freed_memory(config.malloc_keep_mb):
         log.info("glibc malloc keeps up to %d MiB of freed memory for reuse", config.malloc_keep_mb)
     server = ReplayServer(host=config.host, port=config.port, max_workers=config.max_workers,
-                          max_message_bytes=config.max_message_bytes, default_timeout_s=config.default_timeout_s)
+                          max_message_bytes=config.max_message_bytes, default_timeout_s=config.default_timeout_s,
+                          security=config, validate_records=config.validate_records)
     server.start()
     log.info("gRPC listening on %s:%d (health NOT_SERVING until the index is rebuilt)", config.host, server.port)
 
@@ -59,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _open_table(config: ReplayConfig, stop: threading.Event) -> PrioritizedReplay | None:
     """Wait for Redis (up to ``redis_wait_s``), then rebuild the table's index from it."""
-    client = redis.Redis.from_url(config.redis_url)
+    client = security.redis_client(config.redis_url, config)
     store = RedisStore(client, config.key_prefix)
     if not wait_for_redis(store.ping, config.redis_url, config.redis_wait_s, stop, log):
         return None

@@ -12,6 +12,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from phylorl.env.observation import Transition
 from phylorl.wire import codec, record
 from phylorl.wire.v1 import replay_pb2, replay_pb2_grpc
+from services.common import security as secure
 from services.common.rpc import MAX_MESSAGE_BYTES, message_options
 from services.replay import wire
 
@@ -33,8 +34,9 @@ class SampledRecords:
 class ReplayClient:
     """Blocking client; ``timeout_s`` arguments bound the wait for the rate limiter (None: server default)."""
 
-    def __init__(self, target: str, max_message_bytes: int = MAX_MESSAGE_BYTES):
-        self._channel = grpc.insecure_channel(target, options=message_options(max_message_bytes))
+    def __init__(self, target: str, max_message_bytes: int = MAX_MESSAGE_BYTES, security=None):
+        """``security``: a config with ``tls_ca_file``/``token_file`` (:mod:`services.common.security`)."""
+        self._channel = secure.channel(target, security, message_options(max_message_bytes))
         self._stub = replay_pb2_grpc.ReplayServiceStub(self._channel)
         # The bulky calls bypass the protobuf runtime for their payload (services.replay.wire).
         self._insert = self._channel.unary_unary(

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from services.common import security
 from services.common.config import config_json, doc
 from services.common.config import load_config as _load_config
 
@@ -18,7 +19,7 @@ __all__ = ["ENV_PREFIX", "ReplayConfig", "config_json", "load_config"]
 
 
 @dataclass(frozen=True)
-class ReplayConfig:
+class ReplayConfig(security.ServerTLS, security.GrpcToken, security.RedisAuth):
     """Everything the replay service needs; see each field's ``doc``."""
 
     host: str = doc("Interface the gRPC server listens on.", "0.0.0.0")
@@ -37,6 +38,9 @@ class ReplayConfig:
     cache_records: bool = doc("Also keep every held record in this service's memory (about capacity x record "
                               "size, ~1 kB for 20 taxa) and sample from there; Redis stays the durable copy. "
                               "false reads every sample from Redis.", True)
+    validate_records: bool = doc("Decode every inserted record and check it (shapes, node ids, finite values, "
+                                 "the action one of the moves); a bad one fails its Insert with INVALID_ARGUMENT. "
+                                 "Costs tens of microseconds per record.", True)
     default_timeout_s: float = doc("Longest rate-limiter wait of a call that names no timeout (s).", 30.0)
     max_workers: int = doc("gRPC handler threads, i.e. calls handled at once (waiting ones included).", 32)
     max_message_mb: int = doc("Largest gRPC message sent or received (MiB).", 256)
@@ -71,6 +75,7 @@ class ReplayConfig:
                             f"got {self.max_workers}, {self.max_message_mb}")
         if not self.key_prefix:
             problems.append("key_prefix must not be empty")
+        problems += security.check(self)
         if problems:
             raise ValueError("invalid replay config: " + "; ".join(problems))
 

@@ -13,6 +13,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from phylorl.wire import codec
 from phylorl.wire.v1 import replay_pb2
+from services.common import security as secure
 from services.common.rpc import message_options
 from services.replay import metrics, wire
 from services.replay.buffer import (NothingToSample, PrioritizedReplay, RateLimited, ReplayClosed,
@@ -34,9 +35,10 @@ class ReplayServicer:
     every priority is 0; ``UNAVAILABLE`` starting, shutting down, or Redis unreachable.
     """
 
-    def __init__(self, default_timeout_s: float):
+    def __init__(self, default_timeout_s: float, validate_records: bool = True):
         self._table: PrioritizedReplay | None = None
         self._default_timeout_s = default_timeout_s
+        self._validate = validate_records
 
     def attach(self, table: PrioritizedReplay) -> None:
         """Start answering with ``table`` (until then every call is ``UNAVAILABLE``)."""
@@ -46,7 +48,7 @@ class ReplayServicer:
         start = time.perf_counter()
 
         def insert() -> replay_pb2.InsertResponse:
-            request = wire.decode_insert_request(raw_request)
+            request = wire.decode_insert_request(raw_request, self._validate)
             result = self._ready().insert(request.records, request.priorities,
                                           self._timeout(request.timeout_ms, context), request.producer,
                                           request.first_sequence)
@@ -125,16 +127,18 @@ class ReplayServer:
     """A gRPC server with ReplayService and health, bound to ``host:port`` (``port=0``: any free port)."""
 
     def __init__(self, *, host: str, port: int, max_workers: int, max_message_bytes: int,
-                 default_timeout_s: float):
+                 default_timeout_s: float, security=None, validate_records: bool = True):
+        """``security``: a config with TLS and token fields (:mod:`services.common.security`); None: plaintext."""
         self._server = grpc.server(futures.ThreadPoolExecutor(max_workers=max_workers,
                                                               thread_name_prefix="replay-rpc"),
-                                   options=message_options(max_message_bytes))
-        self.servicer = ReplayServicer(default_timeout_s)
+                                   options=message_options(max_message_bytes),
+                                   interceptors=secure.server_interceptors(security))
+        self.servicer = ReplayServicer(default_timeout_s, validate_records)
         self.health = health.HealthServicer()
         self._server.add_generic_rpc_handlers((_handlers(self.servicer),))
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self._server)
         self._set_health(health_pb2.HealthCheckResponse.NOT_SERVING)
-        self.port = self._server.add_insecure_port(f"{host}:{port}")
+        self.port = secure.add_port(self._server, f"{host}:{port}", security)
         if self.port == 0:
             raise OSError(f"cannot bind the replay gRPC server to {host}:{port}")
         self._table: PrioritizedReplay | None = None

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+from google.protobuf.message import DecodeError
 
 from phylorl.wire import codec, record
 from phylorl.wire.v1 import replay_pb2
@@ -41,9 +42,14 @@ def encode_insert_request(records: Sequence[bytes | memoryview], priorities: np.
     return b"".join([small.SerializeToString(), *codec.packed_records_field(_INSERT_PACKED, records)])
 
 
-def decode_insert_request(raw: bytes) -> InsertPayload:
-    """Read an ``InsertRequest``; plain Transitions are encoded into records."""
-    request = replay_pb2.InsertRequest.FromString(raw)
+def decode_insert_request(raw: bytes, validate: bool = False) -> InsertPayload:
+    """Read an ``InsertRequest``; plain Transitions are encoded into records. ``ValueError`` says what is
+    wrong with a malformed request, and with ``validate`` with the first record that does not decode to a
+    well-formed transition (:func:`~phylorl.env.observation.check_transition`)."""
+    try:
+        request = replay_pb2.InsertRequest.FromString(raw)
+    except DecodeError:
+        raise ValueError("the request is not an InsertRequest message (protobuf cannot parse it)") from None
     payload = request.WhichOneof("payload")
     if payload == "transitions":  # the convenience path
         records = codec.PackedRecords.from_records([record.encode_transition(codec.transition_from_proto(t))
@@ -56,6 +62,14 @@ def decode_insert_request(raw: bytes) -> InsertPayload:
                              f"{' or '.join(map(str, record.READABLE_VERSIONS))}")
     else:
         raise ValueError("InsertRequest carries no transitions (set `packed` or `transitions`)")
+    if validate:
+        from phylorl.env.observation import check_transition  # numba (tree records): only when validating
+
+        for i, one in enumerate(records):
+            try:
+                check_transition(record.decode_transition(one))
+            except ValueError as e:
+                raise ValueError(f"record {i}: {e}") from None
     priorities = codec.ndarray_from_proto(request.priorities) if request.HasField("priorities") else None
     if request.first_sequence < 0:
         raise ValueError(f"first_sequence must be >= 0, got {request.first_sequence}")

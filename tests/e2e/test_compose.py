@@ -66,11 +66,12 @@ def _skip_or_fail(message: str) -> None:
 class Stack:
     """One compose project (its own name, so several can coexist) with Prometheus on a free loopback port."""
 
-    def __init__(self, compose: list[str], override: Path):
+    def __init__(self, compose: list[str], override: Path, secrets: Path):
         self.project = f"phylorl-e2e-{uuid.uuid4().hex[:8]}"
         self.prometheus_port = free_port()
         self.base = [*compose, "--project-name", self.project, "--file", str(COMPOSE_FILE), "--file", str(override)]
-        self.env = {**os.environ, "PHYLORL_BIND": "127.0.0.1", "PHYLORL_PROMETHEUS_PORT": str(self.prometheus_port)}
+        self.env = {**os.environ, "PHYLORL_BIND": "127.0.0.1", "PHYLORL_PROMETHEUS_PORT": str(self.prometheus_port),
+                    "PHYLORL_SECRETS": str(secrets)}
 
     def run(self, *args: str, timeout_s: float = UP_TIMEOUT_S, check: bool = True) -> subprocess.CompletedProcess:
         result = subprocess.run([*self.base, *args], env=self.env, capture_output=True, text=True, timeout=timeout_s,
@@ -150,11 +151,21 @@ def image(compose) -> str:
     return "phylorl:latest"
 
 
+@pytest.fixture(scope="module")
+def secrets_dir(compose, tmp_path_factory) -> Path:
+    """The stack's secrets, made by scripts/make_secrets.sh (as root: owned by the containers' uid 10001)."""
+    directory = tmp_path_factory.mktemp("secrets")
+    result = subprocess.run(["bash", str(REPO / "scripts" / "make_secrets.sh"), str(directory)], cwd=REPO,
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    return directory
+
+
 @pytest.fixture
-def stack(compose, image, tmp_path) -> Iterator[Stack]:
+def stack(compose, image, secrets_dir, tmp_path) -> Iterator[Stack]:
     override = tmp_path / "docker-compose.test.yml"
     override.write_text(yaml.safe_dump(TEST_OVERRIDE))
-    stack = Stack(compose, override)
+    stack = Stack(compose, override, secrets_dir)
     try:
         yield stack
     finally:
@@ -176,8 +187,28 @@ def test_compose_trains_and_scales_actors(stack: Stack):
               TRAIN_TIMEOUT_S)
     assert stack.value("sum(phylorl_replay_inserted_total)") > 0
     assert stack.value("sum(phylorl_actor_env_steps_total)") > 0
+    check_locked_down(stack)
 
     scale_to_three_and_check(stack, targets, lambda: stack.up(actors=3))
+
+
+def check_locked_down(stack: Stack) -> None:
+    """Inside the running stack: every service runs as uid 10001, Redis refuses a client without the password
+    and cannot even be reached from an actor (internal network), and the replay service refuses a gRPC call
+    without the token although it comes over TLS."""
+    def run_in(service: str, *command: str) -> subprocess.CompletedProcess:
+        return stack.run("exec", "-T", service, *command, check=False, timeout_s=60)
+
+    for service in ("redis", "replay", "learner", "actor", "prometheus"):
+        assert run_in(service, "id", "-u").stdout.strip() == "10001", service
+    assert "NOAUTH" in run_in("redis", "redis-cli", "-p", "6379", "ping").stdout
+    unreachable = run_in("actor", "python", "-c", "import socket; socket.create_connection(('redis', 6379), 3)")
+    assert unreachable.returncode != 0 and ("gaierror" in unreachable.stderr or "Errno" in unreachable.stderr)
+    no_token = run_in("actor", "python", "/opt/phylorl/healthcheck.py", "replay:50051", "--ca", "/run/secrets/ca_crt")
+    assert no_token.returncode == 1 and "UNAUTHENTICATED" in no_token.stderr
+    with_token = run_in("actor", "python", "/opt/phylorl/healthcheck.py", "replay:50051", "--ca",
+                        "/run/secrets/ca_crt", "--token-file", "/run/secrets/grpc_token")
+    assert with_token.returncode == 0, with_token.stderr
 
 
 def scale_to_three_and_check(stack, targets: list[dict], scale) -> None:

@@ -26,7 +26,7 @@ from services.launcher.supervisor import free_port
 
 from test_compose import (BUILD_TIMEOUT_S, SCALE_TIMEOUT_S, TEST_OVERRIDE, TRAIN_TIMEOUT_S, UP_TIMEOUT_S,  # noqa: F401
                           Stack, _all_up, _first_value, _wait_for, compose, image,
-                          scale_to_three_and_check)
+                          scale_to_three_and_check, secrets_dir)
 
 REPO = Path(__file__).resolve().parents[2]
 STACK_FILE = REPO / "deploy" / "docker-stack.yml"
@@ -60,7 +60,7 @@ def swarm(compose) -> str:
 class SwarmStack(Stack):
     """A deployed stack: Prometheus queries as in the compose test, on a host-mode published port."""
 
-    def __init__(self, directory: Path):
+    def __init__(self, directory: Path, secrets: Path):
         self.project = f"phylorl-e2e-{uuid.uuid4().hex[:8]}"
         self.prometheus_port = free_port()
         spec = yaml.safe_load(STACK_FILE.read_text())
@@ -72,6 +72,8 @@ class SwarmStack(Stack):
             spec["services"][name]["environment"].update(override["environment"])
         for name, config in spec["configs"].items():  # the stack file names its configs relative to deploy/
             config["file"] = str((STACK_FILE.parent / config["file"]).resolve())
+        for name, secret in spec["secrets"].items():  # ${PHYLORL_SECRETS:-./secrets}/<file>
+            secret["file"] = str(secrets / secret["file"].rsplit("/", 1)[1])
         spec["services"]["prometheus"]["ports"][0]["published"] = self.prometheus_port
         self.file = directory / "docker-stack.test.yml"
         self.file.write_text(yaml.safe_dump(spec))
@@ -108,8 +110,8 @@ class SwarmStack(Stack):
             docker("volume", "rm", volume, check=False)
 
 
-def test_swarm_stack_trains_and_scales_actors(swarm, image, tmp_path):
-    stack = SwarmStack(tmp_path)
+def test_swarm_stack_trains_and_scales_actors(swarm, image, secrets_dir, tmp_path):
+    stack = SwarmStack(tmp_path, secrets_dir)
     try:
         stack.deploy()
         targets = _wait_for(lambda: _all_up(stack, actors=2), "every Prometheus target up with 2 actors",

@@ -11,6 +11,7 @@ import time
 
 
 def test_train_runs_the_whole_system(tmp_path, need):
+    """``phylorl train --secure``: every service up, updates done, weights reach the actors, reports."""
     need("redis-server")
     run_dir = tmp_path / "run"
     config = tmp_path / "tiny.yaml"
@@ -20,7 +21,7 @@ def test_train_runs_the_whole_system(tmp_path, need):
         "learner: {checkpoint_every: 10}\nactor: {send_batch: 4}\n")
     proc = subprocess.run(
         [sys.executable, "-m", "phylorl.cli", "train", "--config", str(config), "--actors", "2", "--updates", "20",
-         "--minutes", "8", "--run-dir", str(run_dir), "--json"],
+         "--minutes", "8", "--run-dir", str(run_dir), "--json", "--secure"],
         capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]
     summary = json.loads((run_dir / "summary.json").read_text())
@@ -39,6 +40,16 @@ def test_train_runs_the_whole_system(tmp_path, need):
         assert (run_dir / "report" / png).read_bytes()[:4] == b"\x89PNG"
     rows = (run_dir / "learner" / "updates.csv").read_text().splitlines()
     assert len(rows) == 21  # header + one row per update
+    # --secure: gRPC with TLS and the token, Redis with its ACL user; the secrets are the owner's alone and
+    # no log holds them
+    secrets = {p.name: p for p in (run_dir / "secrets").iterdir()}
+    assert set(secrets) >= {"ca.crt", "server.crt", "server.key", "grpc_token", "redis_password", "redis_users.acl"}
+    assert all(p.stat().st_mode & 0o077 == 0 for p in secrets.values())
+    replay_log = (run_dir / "logs" / "replay.log").read_text()
+    assert '"tls_cert_file": "' in replay_log and '"redis_username": "phylorl"' in replay_log
+    logs = "".join(p.read_text(errors="replace") for p in (run_dir / "logs").iterdir()) + proc.stdout + proc.stderr
+    for name in ("grpc_token", "redis_password"):
+        assert secrets[name].read_text().strip() not in logs
 
 
 def test_train_prometheus_scrapes_the_local_run(tmp_path, need):

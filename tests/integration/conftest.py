@@ -52,8 +52,10 @@ class RedisProcess:
                 self.process.wait()
 
 
-def start_redis(directory: Path, port: int | None = None) -> RedisProcess:
-    """Start ``redis-server`` with AOF persistence in ``directory`` and wait until it answers PING."""
+def start_redis(directory: Path, port: int | None = None, extra_args: tuple[str, ...] = (),
+                password: str | None = None, username: str | None = None) -> RedisProcess:
+    """Start ``redis-server`` with AOF persistence in ``directory`` (plus ``extra_args``) and wait until it
+    answers PING (as ``username``/``password`` when given)."""
     binary = shutil.which("redis-server")
     if binary is None:  # same policy as tests/conftest.py: skip locally, fail in CI
         message = "redis-server is not installed (scripts/install.sh installs it)"
@@ -65,7 +67,7 @@ def start_redis(directory: Path, port: int | None = None) -> RedisProcess:
     log = open(directory / "redis.log", "ab")
     process = subprocess.Popen(
         [binary, "--port", str(port), "--bind", "127.0.0.1", "--dir", str(directory), "--save", "",
-         "--appendonly", "yes", "--daemonize", "no"],
+         "--appendonly", "yes", "--daemonize", "no", *extra_args],
         stdout=log, stderr=subprocess.STDOUT)
     log.close()
     server = RedisProcess(port=port, directory=directory, process=process)
@@ -75,7 +77,7 @@ def start_redis(directory: Path, port: int | None = None) -> RedisProcess:
             raise RuntimeError(f"redis-server exited with {process.returncode}: "
                                f"{(directory / 'redis.log').read_text()[-2000:]}")
         try:
-            if server.client().ping():
+            if redis.Redis(host="127.0.0.1", port=port, username=username, password=password).ping():
                 return server
         except redis.ConnectionError:
             pass
@@ -109,8 +111,8 @@ def redis_client(redis_server: RedisProcess) -> Iterator[redis.Redis]:
 def redis_factory(tmp_path: Path) -> Iterator[Callable[..., RedisProcess]]:
     started: list[RedisProcess] = []
 
-    def start(directory: Path | None = None, port: int | None = None) -> RedisProcess:
-        server = start_redis(directory or tmp_path / f"redis{len(started)}", port)
+    def start(directory: Path | None = None, port: int | None = None, **kwargs) -> RedisProcess:
+        server = start_redis(directory or tmp_path / f"redis{len(started)}", port, **kwargs)
         started.append(server)
         return server
 
@@ -131,12 +133,13 @@ def inference_factory() -> Iterator[Callable[..., str]]:
 
     running = []
 
-    def start(cfg, version: int = 1, max_batch: int = 8, max_delay_s: float = 0.001, max_queue: int = 64) -> str:
+    def start(cfg, version: int = 1, max_batch: int = 8, max_delay_s: float = 0.001, max_queue: int = 64,
+              security=None, max_workers: int = 64) -> str:
         learner = Learner(cfg, device="cpu", seed=0)
         inference = BatchingInference(cfg, torch.device("cpu"), max_batch=max_batch, max_delay_s=max_delay_s,
                                       max_queue=max_queue)
         inference.publish(learner.policy_weights(), learner.alpha, version)
-        server = InferenceServer(inference, "127.0.0.1", 0)
+        server = InferenceServer(inference, "127.0.0.1", 0, max_workers=max_workers, security=security)
         server.start()
         server.set_serving()
         running.append((server, inference))

@@ -38,12 +38,13 @@ def serve(redis_client):
     running = []
 
     def start(capacity=64, alpha=1.0, beta=0.4, min_size=1, spi=0.0, error_buffer=1.0, max_workers=8,
-              default_timeout_s=5.0):
+              default_timeout_s=5.0, validate_records=True):
         table = PrioritizedReplay(RedisStore(redis_client, PREFIX), capacity=capacity, alpha=alpha, beta=beta,
                                   rate_limiter=RateLimiter(min_size, spi, error_buffer), seed=7,
                                   max_waiting=(max_workers - 1) // 2)
         server = ReplayServer(host="127.0.0.1", port=0, max_workers=max_workers,
-                              max_message_bytes=64 * 1024 * 1024, default_timeout_s=default_timeout_s)
+                              max_message_bytes=64 * 1024 * 1024, default_timeout_s=default_timeout_s,
+                              validate_records=validate_records)
         server.start()
         server.serve(table)
         client = ReplayClient(f"127.0.0.1:{server.port}")
@@ -210,9 +211,9 @@ def test_blocked_inserts_cannot_starve_the_sample_that_frees_them(serve):
 
 
 def test_a_corrupt_record_is_retired_by_the_learner_and_training_goes_on(serve, tmp_path):
-    """A record with a valid header but a broken body (stored as any record is) does not stop the
-    learner's sampling: it is dropped from the batch, counted, and its priority set to 0 in the real
-    replay service, so it is never drawn again."""
+    """A record with a valid header but a broken body (stored by a replay service with validate_records
+    off, or damaged in Redis) does not stop the learner's sampling: it is dropped from the batch, counted,
+    and its priority set to 0 in the real replay service, so it is never drawn again."""
     import threading
 
     from phylorl.agent.learner import Learner
@@ -222,7 +223,7 @@ def test_a_corrupt_record_is_retired_by_the_learner_and_training_goes_on(serve, 
     from services.learner.config import LearnerConfig
     from services.learner.training import Checkpoints, TrainingLoop
 
-    _, client = serve(capacity=64)
+    _, client = serve(capacity=64, validate_records=False)
     good = [encode_transition(t) for t in transitions(5, n_taxa=6, n_moves=30)]
     corrupt = good[0][:40] + b"\xff" * (len(good[0]) - 40)  # header intact, body garbage
     keys = client.insert_records([*good, corrupt], np.ones(6))

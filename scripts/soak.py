@@ -1,0 +1,276 @@
+#!/usr/bin/env python3
+"""Soak: ``phylorl train`` for a while under a schedule of faults, then count what was lost.
+
+    python scripts/soak.py --minutes 30 --json soak.json [--actors 2] [--fault-every 30] [--run-dir DIR]
+
+The run is the embedded default (redis-server, replay, learner, actors as local processes, supervised).
+Every ``--fault-every`` seconds the next fault of the cycle is injected:
+
+    kill-replay, kill-actor, kill-learner    kill -9 of that service (the launcher starts it again)
+    restart-redis                            SIGTERM to redis-server (it writes its AOF and exits; the
+                                             launcher starts it again on the same data)
+    stall-replay, stall-redis                SIGSTOP for --stall-s seconds, then SIGCONT: a link that stops
+                                             carrying anything while its peers wait
+
+A fault is survived when the service runs again and the learner's update count moves past where it was.
+Faults stop ``--quiet-s`` before the end, so restarted actors can deliver; then the run is stopped with
+Ctrl-C (SIGINT) as a user would. Then:
+
+- produced: the transitions the actors numbered, from their own ledger (``spool/ledger.jsonl``: one line per
+  producer when it stops, or when the next actor recovers its journal after a kill) and any journal left;
+- stored: read back from Redis (a fresh redis-server on the run's AOF) with services/replay/audit.py, each
+  record with the producer and number it was sent with;
+- lost: numbers a producer gave out that Redis does not hold and no journal still holds; duplicated:
+  records held twice (same producer and number); stored_but_not_produced: held numbers beyond a ledger.
+
+A probe asks the inference endpoint for a move every 0.25 s (a real observation of the run's corpus) and
+reports the worst and p99 latency of the calls answered. The JSON also has the faults, the restarts and
+the run's summary. Exit status 0 when lost and duplicated are 0 and every fault was survived, else 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import defaultdict
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+FAULTS = ("kill-replay", "kill-actor", "kill-learner", "restart-redis", "stall-replay", "stall-redis")
+
+
+def parse(argv):
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[1])
+    p.add_argument("--minutes", type=float, required=True, help="length of the run (faults included)")
+    p.add_argument("--json", required=True, help="where the report goes")
+    p.add_argument("--actors", type=int, default=2)
+    p.add_argument("--fault-every", type=float, default=30.0, help="seconds between faults")
+    p.add_argument("--stall-s", type=float, default=8.0, help="how long a stall lasts")
+    p.add_argument("--quiet-s", type=float, default=45.0, help="no faults in the last this many seconds")
+    p.add_argument("--run-dir", default="", help="the run directory (default: a new one under runs/)")
+    p.add_argument("--seed", type=int, default=0)
+    return p.parse_args(argv)
+
+
+def pid_of(pattern: str) -> int | None:
+    out = subprocess.run(["pgrep", "-f", pattern], capture_output=True, text=True).stdout.split()
+    return int(out[0]) if out else None
+
+
+def updates(run_dir: Path) -> float:
+    try:
+        lines = (run_dir / "metrics.jsonl").read_text().splitlines()
+        return float(json.loads(lines[-1])["updates"]) if lines else 0.0
+    except (OSError, ValueError, KeyError):
+        return 0.0
+
+
+class Probe(threading.Thread):
+    """Asks the learner's inference endpoint for one move every ``every_s``; keeps the answered latencies."""
+
+    def __init__(self, run_dir: Path, address: str, every_s: float = 0.25):
+        super().__init__(daemon=True)
+        self.run_dir, self.address, self.every_s = run_dir, address, every_s
+        self.latencies: list[float] = []
+        self.refused = 0
+        self.stop = threading.Event()
+
+    def observation_request(self):
+        from phylorl.env import EnvAlignment, EnvConfig, PreparationCache, TreeEnv
+        from phylorl.env.corpus import load_corpus
+        from phylorl.wire import codec
+        from phylorl.wire.v1 import inference_pb2
+
+        config = json.loads((self.run_dir / "config.json").read_text())
+        entry = load_corpus([str(self.run_dir / "corpus")]).entries[0]
+        prepared = PreparationCache(self.run_dir / "cache").get(entry.alignment, config["model"])
+        env = TreeEnv([EnvAlignment.build(entry.alignment, prepared, str(entry.path))],
+                      EnvConfig(features=config["features"]), seed=1)
+        env.reset(0)
+        request = inference_pb2.ActRequest(actor_id="soak-probe", greedy=True)
+        codec.observation_to_proto(env.observation(config["features"]), request.observations.add())
+        return request
+
+    def run(self) -> None:
+        import grpc
+
+        from phylorl.wire.v1 import inference_pb2_grpc
+
+        request = self.observation_request()
+        with grpc.insecure_channel(self.address) as channel:
+            stub = inference_pb2_grpc.InferenceServiceStub(channel)
+            while not self.stop.wait(self.every_s):
+                started = time.perf_counter()
+                try:
+                    stub.Act(request, timeout=30)
+                    self.latencies.append(time.perf_counter() - started)
+                except grpc.RpcError:
+                    self.refused += 1  # the learner away (killed, restarting) or overloaded
+
+
+class Soak:
+    def __init__(self, args, run_dir: Path):
+        self.args, self.run_dir = args, run_dir
+        self.ports: dict = {}
+        self.faults: list[dict] = []
+
+    def targets(self) -> dict[str, str]:
+        p = self.ports
+        return {"replay": f"services.replay .*--port {p['replay']['grpc']}( |$)",
+                "learner": f"services.learner .*--port {p['learner']['grpc']}( |$)",
+                "redis": f"redis-server .*:{p['redis']}",
+                **{f"actor-{i}": f"services.actor .*--metrics-port {port}( |$)" for i, port in enumerate(p["actors"])}}
+
+    def inject(self, kind: str, index: int) -> None:
+        service = {"kill-replay": "replay", "kill-learner": "learner", "restart-redis": "redis",
+                   "stall-replay": "replay", "stall-redis": "redis"}.get(kind, f"actor-{index % len(self.ports['actors'])}")
+        pattern = self.targets()[service]
+        pid, before, at = pid_of(pattern), updates(self.run_dir), time.monotonic()
+        record = {"kind": kind, "service": service, "at_s": round(at - self.started, 1), "pid": pid,
+                  "updates_before": before, "survived": False}
+        self.faults.append(record)
+        if pid is None:
+            record["error"] = "no such process"
+            return
+        if kind.startswith("kill"):
+            os.kill(pid, signal.SIGKILL)
+        elif kind == "restart-redis":
+            os.kill(pid, signal.SIGTERM)
+        else:
+            os.kill(pid, signal.SIGSTOP)
+            time.sleep(self.args.stall_s)
+            os.kill(pid, signal.SIGCONT)
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline:
+            now = pid_of(pattern)
+            if now is not None and (kind.startswith("stall") or now != pid) and updates(self.run_dir) > before:
+                record.update(survived=True, recovered_s=round(time.monotonic() - at, 1), new_pid=now)
+                return
+            time.sleep(0.5)
+
+    def run(self) -> dict:
+        args = self.args
+        config = self.run_dir.with_suffix(".yaml")
+        config.write_text(
+            "model: GTR+F+G4\nhorizon: 10\nbatch_size: 16\nhidden: 32\nmin_replay: 64\npublish_every: 5\n"
+            "simulate_count: 4\nsimulate_taxa: '7:9'\nsimulate_sites: '300:500'\nmax_restarts: 1000\n"
+            f"restart_backoff_s: 0.5\nseed: {args.seed}\nreplay: {{capacity: 5000000}}\n"
+            "learner: {checkpoint_every: 50, checkpoint_seconds: 20}\nactor: {send_batch: 8, rpc_timeout_s: 30}\n")
+        command = [sys.executable, "-m", "phylorl.cli", "train", "--config", str(config), "--actors", str(args.actors),
+                   "--updates", "0", "--minutes", str(args.minutes + 5), "--run-dir", str(self.run_dir), "--no-report"]
+        env = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+        train = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
+        self.started = time.monotonic()
+        try:
+            while not (self.run_dir / "ports.json").exists() or updates(self.run_dir) < 1:
+                if train.poll() is not None or time.monotonic() - self.started > 600:
+                    raise RuntimeError(f"the run did not start: {train.stderr.read()[-2000:]}")
+                time.sleep(1)
+            self.ports = json.loads((self.run_dir / "ports.json").read_text())
+            probe = Probe(self.run_dir, f"127.0.0.1:{self.ports['learner']['grpc']}")
+            probe.start()
+            end = self.started + 60 * args.minutes
+            index = 0
+            while time.monotonic() + args.fault_every < end - args.quiet_s:
+                time.sleep(args.fault_every)
+                kind = FAULTS[index % len(FAULTS)]
+                print(f"[soak +{time.monotonic() - self.started:5.0f}s] {kind}", flush=True)
+                self.inject(kind, index // len(FAULTS))
+                index += 1
+            while time.monotonic() < end:
+                time.sleep(1)
+            probe.stop.set()
+        finally:
+            if train.poll() is None:
+                train.send_signal(signal.SIGINT)
+            _, err = train.communicate(timeout=300)
+        summary = json.loads((self.run_dir / "summary.json").read_text())
+        latencies = sorted(probe.latencies)
+        counts = count_transitions(self.run_dir)
+        return {
+            "minutes": args.minutes, "actors": args.actors, "run_dir": str(self.run_dir),
+            "transitions": counts,
+            "faults": {"injected": len(self.faults), "survived": sum(f["survived"] for f in self.faults),
+                       "schedule": self.faults},
+            "restarts": summary.get("restarts", {}), "reason": summary.get("reason"),
+            "exit_status": train.returncode, "updates": summary.get("updates"),
+            "weights_version": summary.get("weights_version"),
+            "inference": {"answered": len(latencies), "refused": probe.refused,
+                          "worst_s": round(latencies[-1], 4) if latencies else None,
+                          "p99_s": round(latencies[int(0.99 * (len(latencies) - 1))], 4) if latencies else None},
+            "hardware": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores",
+        }
+
+
+def count_transitions(run_dir: Path) -> dict:
+    """Produced (the actors' ledger and journals) against stored (Redis, read back from the run's AOF)."""
+    import redis
+
+    from services.actor.outbox import read_journal
+    from services.launcher.credentials import REDIS_USER
+    from services.launcher.supervisor import free_port
+    from services.replay.audit import read_table
+
+    produced: dict[str, int] = {}
+    ledger = run_dir / "spool" / "ledger.jsonl"
+    for line in ledger.read_text().splitlines() if ledger.exists() else []:
+        entry = json.loads(line)
+        produced[entry["producer"]] = max(produced.get(entry["producer"], 0), entry["produced"])
+    waiting: dict[str, set[int]] = defaultdict(set)
+    for journal in (run_dir / "spool").glob("*.journal"):  # left by an actor stopped or killed at the very end
+        found = read_journal(journal)
+        produced[found.producer] = max(produced.get(found.producer, 0), found.produced)
+        waiting[found.producer].update(number for _, _, number in found.pending)
+    port, password = free_port(), (run_dir / "secrets" / "redis_password").read_text().strip()
+    server = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--dir",
+                               str(run_dir / "redis"), "--appendonly", "yes", "--save", "", "--aclfile",
+                               str(run_dir / "secrets" / "redis_users.acl")], stdout=subprocess.DEVNULL)
+    try:
+        client = redis.Redis(port=port, username=REDIS_USER, password=password)
+        for _ in range(100):
+            try:
+                client.ping()
+                break
+            except (redis.ConnectionError, redis.BusyLoadingError):
+                time.sleep(0.2)
+        held = read_table(client, "phylorl:replay")
+    finally:
+        server.terminate()
+        server.wait(30)
+    stored: dict[str, set[int]] = defaultdict(set)
+    for origin in held.origins:
+        if origin is not None:
+            stored[origin[0]].add(origin[1])
+    lost = sum(len(set(range(n)) - stored[p] - waiting[p]) for p, n in produced.items())
+    beyond = sum(sum(1 for k in stored[p] if k >= produced.get(p, 0)) for p in stored)
+    return {"produced": sum(produced.values()), "stored": len(held.records),
+            "waiting_in_journals": sum(len(w - stored[p]) for p, w in waiting.items()),
+            "lost": lost, "duplicated": held.duplicates(), "producers": len(produced),
+            "stored_but_not_produced": beyond, "without_origin": sum(o is None for o in held.origins)}
+
+
+def main(argv=None) -> int:
+    args = parse(sys.argv[1:] if argv is None else argv)
+    run_dir = Path(args.run_dir or REPO / "runs" / time.strftime("soak-%Y%m%d-%H%M%S")).resolve()
+    run_dir.parent.mkdir(parents=True, exist_ok=True)
+    report = Soak(args, run_dir).run()
+    Path(args.json).write_text(json.dumps(report, indent=2) + "\n")
+    t = report["transitions"]
+    print(f"soak {args.minutes:g} min: produced {t['produced']}, stored {t['stored']}, lost {t['lost']}, "
+          f"duplicated {t['duplicated']}; faults {report['faults']['survived']}/{report['faults']['injected']} "
+          f"survived; worst inference {report['inference']['worst_s']} s; report in {args.json}")
+    ok = t["lost"] == 0 and t["duplicated"] == 0 and report["faults"]["survived"] == report["faults"]["injected"]
+    return 0 if ok and not t["stored_but_not_produced"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

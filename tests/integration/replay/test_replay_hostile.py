@@ -1,0 +1,122 @@
+"""Hostile input against the real replay service (gRPC on loopback, a real redis-server), property-based:
+garbage bytes, records cut short, transitions with one thing broken (shapes, dtypes, NaN or infinite
+values, node ids out of range, an action that is not a move, a discount outside [0, 1]), bad priorities.
+Each Insert is answered INVALID_ARGUMENT, nothing of it is stored, and the service keeps serving. A message
+beyond the size limit gets gRPC's own RESOURCE_EXHAUSTED and the service goes on too."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import grpc
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from hostile import BAD_FLOATS, broken, valid
+from phylorl.env.observation import Transition
+from phylorl.wire.record import encode_transition
+from services.replay import wire
+from services.replay.buffer import PrioritizedReplay
+from services.replay.client import ReplayClient
+from services.replay.rate_limiter import RateLimiter
+from services.replay.server import ReplayServer
+from services.replay.store import RedisStore
+
+MAX_MESSAGE_BYTES = 1 << 20
+
+
+@pytest.fixture(scope="module")
+def served(redis_server):
+    client = redis_server.client()
+    client.flushdb()
+    table = PrioritizedReplay(RedisStore(client, "test:hostile"), capacity=10_000, alpha=0.6, beta=0.4,
+                              rate_limiter=RateLimiter(1, 0.0))
+    server = ReplayServer(host="127.0.0.1", port=0, max_workers=4, max_message_bytes=MAX_MESSAGE_BYTES,
+                          default_timeout_s=5.0)
+    server.start()
+    server.serve(table)
+    channel = grpc.insecure_channel(f"127.0.0.1:{server.port}")
+    raw_insert = channel.unary_unary("/phylorl.v1.ReplayService/Insert", request_serializer=None,
+                                     response_deserializer=None)
+    replay = ReplayClient(f"127.0.0.1:{server.port}")
+    yield table, raw_insert, replay
+    replay.close()
+    channel.close()
+    server.stop(grace_s=1.0)
+
+
+def good_transition(seed: int = 0) -> Transition:
+    return Transition(obs=valid(seed, 6), action=1, reward=0.25, next_obs=valid(seed + 1, 6), terminal=False,
+                      truncated=False, discount=0.9)
+
+
+def refused(served, raw: bytes) -> str:
+    """Send ``raw`` as an Insert: it must be INVALID_ARGUMENT, store nothing, and a good insert must follow."""
+    table, raw_insert, replay = served
+    size = table.stats().size
+    with pytest.raises(grpc.RpcError) as raised:
+        raw_insert(raw, timeout=30)
+    assert raised.value.code() == grpc.StatusCode.INVALID_ARGUMENT, raised.value.details()
+    assert table.stats().size == size
+    replay.insert_records([encode_transition(good_transition())], np.ones(1))  # still serving
+    assert table.stats().size == size + 1
+    return raised.value.details()
+
+
+def insert_bytes(records, priorities=None) -> bytes:
+    return wire.encode_insert_request(records, priorities, timeout_ms=5000)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(garbage=st.binary(min_size=1, max_size=300))
+def test_garbage_bytes_are_invalid_argument(served, garbage):
+    refused(served, garbage)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(seed=st.integers(0, 50), cut=st.floats(0.0, 0.999), position=st.integers(0, 2))
+def test_a_record_cut_short_is_invalid_argument(served, seed, cut, position):
+    records = [encode_transition(good_transition(seed + i)) for i in range(3)]
+    records[position] = records[position][:int(cut * len(records[position]))]
+    assert f"record {position}" in refused(served, insert_bytes(records))  # "[packed ]record <i>: why"
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(bad=broken(), which=st.sampled_from(["obs", "next_obs"]))
+def test_a_broken_observation_is_invalid_argument(served, bad, which):
+    transition = dataclasses.replace(good_transition(3), **{which: bad})
+    transition = dataclasses.replace(transition, action=min(transition.action, max(transition.obs.n_actions - 1, 0)))
+    details = refused(served, insert_bytes([encode_transition(good_transition(4)), encode_transition(transition)]))
+    assert details.startswith("record 1:")
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(what=st.sampled_from(["reward", "discount", "action"]), bad_float=BAD_FLOATS,
+       out=st.sampled_from([-0.5, 1.5, 7.0]), action=st.sampled_from([-1, 10_000]))
+def test_bad_scalars_are_invalid_argument(served, what, bad_float, out, action):
+    good = good_transition(5)
+    value = {"reward": bad_float, "discount": out if np.isfinite(bad_float) else bad_float, "action": action}[what]
+    details = refused(served, insert_bytes([encode_transition(dataclasses.replace(good, **{what: value}))]))
+    assert details.startswith("record 0:") and what in details
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(how=st.sampled_from(["count", "nan", "inf", "negative"]))
+def test_bad_priorities_are_invalid_argument(served, how):
+    records = [encode_transition(good_transition(i)) for i in range(2)]
+    priorities = {"count": np.ones(3), "nan": np.array([1.0, np.nan]), "inf": np.array([np.inf, 1.0]),
+                  "negative": np.array([1.0, -2.0])}[how]
+    refused(served, insert_bytes(records, priorities))
+
+
+def test_an_oversized_message_is_refused_and_the_service_goes_on(served):
+    table, raw_insert, replay = served
+    size = table.stats().size
+    with pytest.raises(grpc.RpcError) as raised:
+        raw_insert(insert_bytes([b"PRLT\x03" + bytes(MAX_MESSAGE_BYTES)]), timeout=30)
+    assert raised.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED  # gRPC's status for a message too large
+    assert table.stats().size == size
+    replay.insert_records([encode_transition(good_transition())], np.ones(1))
+    assert table.stats().size == size + 1

@@ -1,0 +1,127 @@
+"""Load against the real servers on loopback, for a bounded time (counts asserted, not speed).
+
+- 64 concurrent actor streams against one inference endpoint whose queue holds 16 requests: every call
+  ends within its deadline, the only error is the explicit overload status (RESOURCE_EXHAUSTED), and
+  every stream is answered.
+- Inserters and samplers at once against one replay service: every insert is stored, every sample is
+  whole, and no call fails.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+
+import grpc
+import numpy as np
+import pytest
+
+from hostile import valid
+from phylorl.nets.config import NetworkConfig
+from phylorl.wire import codec
+from phylorl.wire.record import encode_transition
+from phylorl.wire.synthetic import random_transition
+from phylorl.wire.v1 import inference_pb2, inference_pb2_grpc
+from services.replay.buffer import PrioritizedReplay
+from services.replay.client import ReplayClient
+from services.replay.rate_limiter import RateLimiter
+from services.replay.server import ReplayServer
+from services.replay.store import RedisStore
+
+pytestmark = pytest.mark.slow
+STREAMS = 64
+SECONDS = 8.0
+DEADLINE_S = 10.0
+
+
+def test_64_streams_get_answers_or_the_overload_status_and_nothing_else(inference_factory):
+    address = inference_factory(NetworkConfig(hidden=16, action_hidden=16, head_hidden=16), max_batch=16,
+                                max_delay_s=0.002, max_queue=16, max_workers=STREAMS + 8)
+    request = inference_pb2.ActRequest(actor_id="load", greedy=False)
+    for seed in range(2):  # each stream asks for two environments, as an actor does
+        codec.observation_to_proto(valid(seed, 12), request.observations.add())
+    codes: list[Counter] = [Counter() for _ in range(STREAMS)]
+    worst = [0.0] * STREAMS
+    start = threading.Barrier(STREAMS)
+
+    def stream(i: int) -> None:
+        with grpc.insecure_channel(address) as channel:
+            stub = inference_pb2_grpc.InferenceServiceStub(channel)
+            start.wait()
+            end = time.monotonic() + SECONDS
+            while time.monotonic() < end:
+                began = time.monotonic()
+                try:
+                    reply = stub.Act(request, timeout=DEADLINE_S)
+                    assert codec.ndarray_from_proto(reply.actions).shape == (2,)
+                    codes[i]["OK"] += 1
+                except grpc.RpcError as e:
+                    codes[i][e.code().name] += 1
+                    if e.code() == grpc.StatusCode.RESOURCE_EXHAUSTED:
+                        time.sleep(0.01)  # an actor backs off, then retries
+                worst[i] = max(worst[i], time.monotonic() - began)
+
+    threads = [threading.Thread(target=stream, args=(i,)) for i in range(STREAMS)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(SECONDS + 2 * DEADLINE_S)
+    total = sum(codes, Counter())
+    print(f"64 streams, {SECONDS:g} s: {dict(total)}, worst call {max(worst):.3f} s")
+    assert set(total) <= {"OK", "RESOURCE_EXHAUSTED"}, total
+    assert all(c["OK"] > 0 for c in codes), codes  # no stream starved
+    assert max(worst) < DEADLINE_S  # bounded: no call ran into its deadline
+
+
+def test_sustained_inserts_and_samples_all_succeed(redis_client):
+    table = PrioritizedReplay(RedisStore(redis_client, "test:load"), capacity=100_000, alpha=0.6, beta=0.4,
+                              rate_limiter=RateLimiter(64, 0.0))
+    server = ReplayServer(host="127.0.0.1", port=0, max_workers=16, max_message_bytes=64 << 20,
+                          default_timeout_s=10.0)
+    server.start()
+    server.serve(table)
+    target = f"127.0.0.1:{server.port}"
+    rng = np.random.default_rng(0)
+    records = [encode_transition(random_transition(12, 200, rng)) for _ in range(64)]
+    inserted, sampled, errors = Counter(), Counter(), []
+    stop = threading.Event()
+
+    def inserter(i: int) -> None:
+        with ReplayClient(target) as client:
+            number = 0
+            while not stop.is_set():
+                try:
+                    keys = client.insert_records(records[:16], np.ones(16), producer=f"load-{i}",
+                                                 first_sequence=number)
+                    number += 16
+                    inserted[i] += len(keys)
+                except grpc.RpcError as e:
+                    errors.append(("insert", e.code().name, e.details()))
+
+    def sampler(i: int) -> None:
+        with ReplayClient(target) as client:
+            while not stop.is_set():
+                try:
+                    batch = client.sample(32, timeout_s=5.0)
+                    assert len(batch.records) == 32
+                    client.update_priorities(batch.keys, np.full(32, 0.5))
+                    sampled[i] += 1
+                except grpc.RpcError as e:
+                    errors.append(("sample", e.code().name, e.details()))
+
+    threads = [threading.Thread(target=inserter, args=(i,)) for i in range(4)]
+    threads += [threading.Thread(target=sampler, args=(i,)) for i in range(4)]
+    try:
+        for t in threads:
+            t.start()
+        time.sleep(SECONDS)
+        stop.set()
+        for t in threads:
+            t.join(30)
+    finally:
+        stop.set()
+        server.stop(grace_s=2.0)
+    print(f"replay load, {SECONDS:g} s: {sum(inserted.values())} inserted, {sum(sampled.values())} batches sampled")
+    assert not errors, errors[:5]
+    assert table.stats().size == sum(inserted.values()) > 0 and all(sampled[i] > 0 for i in range(4))
