@@ -12,7 +12,7 @@ Every ``--fault-every`` seconds the next fault of the cycle is injected:
     stall-replay, stall-redis                SIGSTOP for --stall-s seconds, then SIGCONT: a link that stops
                                              carrying anything while its peers wait
 
-A fault is survived when the service runs again and the learner's update count moves past where it was.
+A fault is survived when the service runs again and the learner's weights version moves past where it was.
 Faults stop ``--quiet-s`` before the end, so restarted actors can deliver; then the run is stopped with
 Ctrl-C (SIGINT) as a user would. Then:
 
@@ -66,10 +66,11 @@ def pid_of(pattern: str) -> int | None:
     return int(out[0]) if out else None
 
 
-def updates(run_dir: Path) -> float:
+def progress(run_dir: Path) -> float:
+    """The learner's weights version (one per update; unlike its update counter it goes on across restarts)."""
     try:
         lines = (run_dir / "metrics.jsonl").read_text().splitlines()
-        return float(json.loads(lines[-1])["updates"]) if lines else 0.0
+        return float(json.loads(lines[-1])["weights_version"]) if lines else 0.0
     except (OSError, ValueError, KeyError):
         return 0.0
 
@@ -134,9 +135,9 @@ class Soak:
         service = {"kill-replay": "replay", "kill-learner": "learner", "restart-redis": "redis",
                    "stall-replay": "replay", "stall-redis": "redis"}.get(kind, f"actor-{index % len(self.ports['actors'])}")
         pattern = self.targets()[service]
-        pid, before, at = pid_of(pattern), updates(self.run_dir), time.monotonic()
+        pid, before, at = pid_of(pattern), progress(self.run_dir), time.monotonic()
         record = {"kind": kind, "service": service, "at_s": round(at - self.started, 1), "pid": pid,
-                  "updates_before": before, "survived": False}
+                  "version_before": before, "survived": False}
         self.faults.append(record)
         if pid is None:
             record["error"] = "no such process"
@@ -152,7 +153,7 @@ class Soak:
         deadline = time.monotonic() + 240
         while time.monotonic() < deadline:
             now = pid_of(pattern)
-            if now is not None and (kind.startswith("stall") or now != pid) and updates(self.run_dir) > before:
+            if now is not None and (kind.startswith("stall") or now != pid) and progress(self.run_dir) > before:
                 record.update(survived=True, recovered_s=round(time.monotonic() - at, 1), new_pid=now)
                 return
             time.sleep(0.5)
@@ -171,7 +172,7 @@ class Soak:
         train = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
         self.started = time.monotonic()
         try:
-            while not (self.run_dir / "ports.json").exists() or updates(self.run_dir) < 1:
+            while not (self.run_dir / "ports.json").exists() or progress(self.run_dir) < 1:
                 if train.poll() is not None or time.monotonic() - self.started > 600:
                     raise RuntimeError(f"the run did not start: {train.stderr.read()[-2000:]}")
                 time.sleep(1)

@@ -10,7 +10,7 @@ local run.) Files, each mode 0600 (``--owner`` hands them to the containers' use
     server.crt/.key   the services' certificate (EC P-256), valid for every name in ``hosts``
     grpc_token        the shared token every gRPC call carries
     redis_password    the password of Redis user ``phylorl``
-    redis_users.acl   Redis ACL file: the default user off; ``phylorl`` may run only REDIS_COMMANDS, on keys
+    redis_users.acl   Redis ACL file: the default user off (no login); ``phylorl`` may run only REDIS_COMMANDS, on keys
                       ``phylorl:*`` (its password stored as a SHA-256 hash)
 """
 
@@ -37,8 +37,10 @@ DEFAULT_HOSTS = ("localhost", "127.0.0.1", "replay", "learner")
 def redis_acl(password: str) -> str:
     digest = hashlib.sha256(password.encode()).hexdigest()
     commands = " ".join(f"+{c}" for c in REDIS_COMMANDS)
-    # the default user: off and without "nopass", so Redis' protected mode stays on and refuses it everywhere
-    return (f"user default off resetpass resetkeys resetchannels -@all\n"
+    # The default user is off (nobody can log in as it) and has no "nopass", so protected mode stays on. It
+    # keeps every permission because Redis 7.0 checks the transactions it replays from the AOF at start
+    # against the default user's rules: without them a restart would drop every MULTI/EXEC insert.
+    return (f"user default off resetpass ~* &* +@all\n"
             f"user {REDIS_USER} on #{digest} ~{KEY_PATTERN} resetchannels -@all {commands}\n")
 
 

@@ -14,6 +14,7 @@
 ``phylorl_learner_checkpoints_total``     counter    checkpoints written
 ``phylorl_learner_skipped_batches_total`` counter   batches skipped: loss or gradients not finite
 ``phylorl_learner_corrupt_records_total`` counter  sampled records that did not decode (priority set to 0)
+``phylorl_learner_redis_failures_total``  counter    publications to Redis that failed (Redis away; the next one retries)
 ``phylorl_inference_latency_seconds``     histogram  one Act request, from arrival to answer
 ``phylorl_inference_batch_size``          histogram  observations per network call
 ``phylorl_inference_queue_depth``         gauge      requests waiting for the network
@@ -43,6 +44,8 @@ POLICY_LAG = Histogram("phylorl_learner_policy_lag_versions", "Learner version m
 CHECKPOINTS = Counter("phylorl_learner_checkpoints_total", "Checkpoints written")
 CORRUPT_RECORDS = Counter("phylorl_learner_corrupt_records_total",
                           "Sampled replay records that did not decode (retired with priority 0)")
+REDIS_FAILURES = Counter("phylorl_learner_redis_failures_total",
+                         "Publications of the weights to Redis that failed (Redis away; the next one retries)")
 SKIPPED_BATCHES = Counter("phylorl_learner_skipped_batches_total",
                           "Batches skipped because their loss or gradients were not finite")
 INFERENCE_LATENCY = Histogram("phylorl_inference_latency_seconds", "One Act request (s)", buckets=LATENCY_BUCKETS_S)

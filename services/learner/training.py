@@ -19,6 +19,7 @@ from pathlib import Path
 
 import grpc
 import numpy as np
+import redis
 
 from phylorl.agent.batch import Prefetcher
 from phylorl.agent.checkpoints import LATEST, latest_checkpoint
@@ -95,7 +96,14 @@ class TrainingLoop:
             pipe = self.redis.pipeline()
             pipe.set(f"{prefix}:blob", snapshot.blob)
             pipe.set(f"{prefix}:version", snapshot.version)
-            pipe.execute()
+            try:
+                pipe.execute()
+            except (redis.ConnectionError, redis.TimeoutError, redis.BusyLoadingError) as exc:
+                # Redis away (restarting): the actors already have these weights from the inference endpoint;
+                # the next publication writes Redis' copy again
+                metrics.REDIS_FAILURES.inc()
+                log.warning("weights version %d not written to Redis (%s); the next publication retries",
+                            snapshot.version, exc)
         metrics.PUBLISHED_VERSION.set(snapshot.version)
 
     # ----------------------------------------------------------------- replay

@@ -35,11 +35,14 @@ def secrets_dir(tmp_path_factory):
     return directory
 
 
+def acl_args(secrets_dir) -> tuple[str, ...]:
+    return ("--aclfile", str(secrets_dir / "redis_users.acl"))
+
+
 @pytest.fixture
 def acl_redis(redis_factory, secrets_dir):
     password = (secrets_dir / "redis_password").read_text().strip()
-    return redis_factory(extra_args=("--aclfile", str(secrets_dir / "redis_users.acl")), username=REDIS_USER,
-                         password=password)
+    return redis_factory(extra_args=acl_args(secrets_dir), username=REDIS_USER, password=password)
 
 
 def server_security(secrets_dir):
@@ -47,7 +50,8 @@ def server_security(secrets_dir):
                           token_file=str(secrets_dir / "grpc_token"))
 
 
-def test_redis_refuses_a_client_without_the_password_and_serves_the_replay_table_with_it(acl_redis, secrets_dir):
+def test_redis_refuses_a_client_without_the_password_and_serves_the_replay_table_with_it(acl_redis, secrets_dir,
+                                                                                         redis_factory):
     for client in (redis.Redis(port=acl_redis.port),
                    redis.Redis(port=acl_redis.port, username=REDIS_USER, password="wrong")):
         with pytest.raises((redis.AuthenticationError, redis.ResponseError)):
@@ -69,9 +73,14 @@ def test_redis_refuses_a_client_without_the_password_and_serves_the_replay_table
     batch = table.sample(4)
     table.update_priorities(batch.keys, np.full(4, 2.0))
     table.close()
+    # a restart replays the AOF's transactions (Redis 7.0 checks them against the default user's rules)
+    acl_redis.stop()
+    restarted = redis_factory(acl_redis.directory, acl_redis.port, extra_args=acl_args(secrets_dir),
+                              username=REDIS_USER, password=(secrets_dir / "redis_password").read_text().strip())
+    client = security.redis_client(f"redis://127.0.0.1:{restarted.port}/0", auth)
     reopened = PrioritizedReplay(RedisStore(client, "phylorl:replay"), capacity=8, alpha=0.6, beta=0.4,
                                  rate_limiter=RateLimiter(1, 0.0))
-    assert reopened.stats().size == 8
+    assert reopened.stats().size == 8 and reopened.priorities()[1].tolist().count(2.0) == 4
     pipe = client.pipeline()  # the learner's weights publication (a MULTI/EXEC of two SETs)
     pipe.set("phylorl:weights:blob", b"w")
     pipe.set("phylorl:weights:version", 3)
