@@ -6,7 +6,8 @@
 The run is the embedded default (redis-server, replay, learner, actors as local processes, supervised).
 Every ``--fault-every`` seconds the next fault of the cycle is injected:
 
-    kill-replay, kill-actor, kill-learner    kill -9 of that service (the launcher starts it again)
+    kill-replay, kill-actor, kill-learner,   kill -9 of that service (the launcher starts it again; Redis
+    kill-redis                               on its AOF, fsynced before every acknowledged insert)
     restart-redis                            SIGTERM to redis-server (it writes its AOF and exits; the
                                              launcher starts it again on the same data)
     stall-replay, stall-redis                SIGSTOP for --stall-s seconds, then SIGCONT: a link that stops
@@ -45,7 +46,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-FAULTS = ("kill-replay", "kill-actor", "kill-learner", "restart-redis", "stall-replay", "stall-redis")
+FAULTS = ("kill-replay", "kill-actor", "kill-learner", "kill-redis", "restart-redis", "stall-replay", "stall-redis")
 
 
 def parse(argv):
@@ -132,7 +133,7 @@ class Soak:
                 **{f"actor-{i}": f"services.actor .*--metrics-port {port}( |$)" for i, port in enumerate(p["actors"])}}
 
     def inject(self, kind: str, index: int) -> None:
-        service = {"kill-replay": "replay", "kill-learner": "learner", "restart-redis": "redis",
+        service = {"kill-replay": "replay", "kill-learner": "learner", "restart-redis": "redis", "kill-redis": "redis",
                    "stall-replay": "replay", "stall-redis": "redis"}.get(kind, f"actor-{index % len(self.ports['actors'])}")
         pattern = self.targets()[service]
         pid, before, at = pid_of(pattern), progress(self.run_dir), time.monotonic()

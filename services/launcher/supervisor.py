@@ -122,8 +122,10 @@ class Supervisor:
         port = free_port()
         data = self.run_dir / "redis"
         data.mkdir(parents=True, exist_ok=True)
+        # appendfsync always: an insert is on disk before replay acknowledges it, so even kill -9 of Redis
+        # loses no acknowledged transition (one fsync per insert batch)
         argv = [exe, "--port", str(port), "--bind", "127.0.0.1", "--dir", str(data), "--appendonly", "yes",
-                "--save", "", "--protected-mode", "yes", "--aclfile", str(acl_file)]
+                "--appendfsync", "always", "--save", "", "--protected-mode", "yes", "--aclfile", str(acl_file)]
         service = self.add(Service("redis", argv, self.run_dir / "logs" / "redis.log", grpc_port=port))
         self.wait_for(service, lambda: _redis_ping(f"redis://127.0.0.1:{port}/0", auth), "answer PING")
         return service

@@ -33,3 +33,60 @@ def test_table_survives_a_redis_restart(redis_factory, tmp_path):
     assert again.stats().total_priority == table.stats().total_priority
     batch = again.sample(200)
     assert all(record == data[key] for key, record in zip(batch.keys, batch.records))
+
+
+def test_redis_killed_with_signal_9_mid_inserts_keeps_every_acknowledged_insert(redis_factory, tmp_path):
+    """kill -9 of Redis (appendfsync always, as every stack runs it) while a producer inserts through the real
+    gRPC service: calls fail UNAVAILABLE and are resent; Redis restarts on its AOF; in the end Redis holds every
+    acknowledged number of the producer exactly once, and the service's own view agrees."""
+    import threading
+    import time
+
+    import grpc
+
+    from services.replay.audit import read_table
+    from services.replay.client import ReplayClient
+    from services.replay.server import ReplayServer
+
+    args = ("--appendfsync", "always")
+    first = redis_factory(tmp_path / "data", extra_args=args)
+    client = first.client()
+    table = PrioritizedReplay(RedisStore(client, "kill"), capacity=100_000, alpha=0.6, beta=0.4,
+                              rate_limiter=RateLimiter(1), seed=0)
+    server = ReplayServer(host="127.0.0.1", port=0, max_workers=4, max_message_bytes=64 << 20, default_timeout_s=5.0)
+    server.start()
+    server.serve(table)
+    records = [encode_transition(random_transition(8, 40, np.random.default_rng(i))) for i in range(8)]
+    acknowledged, failures, stop = [], [], threading.Event()
+
+    def produce():
+        with ReplayClient(f"127.0.0.1:{server.port}") as replay:
+            number = 0
+            while not stop.is_set() and number < 8 * 400:
+                try:
+                    replay.insert_records(records, np.ones(8), timeout_s=2.0, producer="p", first_sequence=number)
+                    acknowledged.extend(range(number, number + 8))
+                    number += 8
+                except grpc.RpcError as e:
+                    failures.append(e.code())
+                    time.sleep(0.05)  # the same batch again, as an actor resends
+
+    producer = threading.Thread(target=produce)
+    producer.start()
+    try:
+        while len(acknowledged) < 400:
+            time.sleep(0.01)
+        first.process.kill()  # signal 9: no shutdown, no final fsync
+        first.process.wait()
+        time.sleep(1.0)
+        redis_factory(tmp_path / "data", first.port, extra_args=args)
+        producer.join(120)
+    finally:
+        stop.set()
+        producer.join(10)
+        server.stop(grace_s=1.0)
+    assert failures and set(failures) <= {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED}
+    assert acknowledged == list(range(8 * 400))
+    held = read_table(client, "kill")
+    assert held.duplicates() == 0 and sorted(n for _, n in held.origins) == acknowledged
+    assert table.stats().size == len(held.records) == 8 * 400
