@@ -46,7 +46,7 @@ import redis
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from phylorl.env.observation import Transition  # noqa: E402
+from phylorl.types import Transition  # noqa: E402
 from phylorl.wire.record import decode_transition, encode_transition  # noqa: E402
 from services.launcher.supervisor import free_port  # noqa: E402
 from services.replay.client import ReplayClient  # noqa: E402

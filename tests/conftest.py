@@ -12,6 +12,7 @@ import os
 import re
 import shutil
 import subprocess
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -54,23 +55,37 @@ def ds_reference(ds_dir):
     return get
 
 
+@dataclass(frozen=True)
+class IqtreeRun:
+    """One ``iqtree2`` evaluation of a fixed tree: its standard output and its ``.iqtree`` report."""
+
+    stdout: str
+    report: str
+
+    @property
+    def loglik(self) -> float:
+        return float(re.search(r"Log-likelihood of the tree: (\S+)", self.report).group(1))
+
+
 @pytest.fixture(scope="session")
-def iqtree_fixed_loglik(tmp_path_factory):
-    """Run ``iqtree2 -s ALN -te TREE -blfix -m MODEL`` and return the log-likelihood it reports."""
+def iqtree_fixed(tmp_path_factory):
+    """The one IQ-TREE runner of the tests: ``run(alignment, newick, model, *extra)`` evaluates ``newick`` with
+    its branch lengths fixed (``iqtree2 -s ALN -te TREE -blfix -m MODEL -nt 1 [extra]``) and returns an
+    :class:`IqtreeRun`. A missing ``iqtree2`` skips locally and fails under CI."""
     exe = require_program("iqtree2")
     work = tmp_path_factory.mktemp("iqtree-fixed")
     counter = iter(range(1_000_000))
 
-    def run(alignment: Path, newick: str, model: str) -> float:
+    def run(alignment: Path, newick: str, model: str, *extra: str) -> IqtreeRun:
         i = next(counter)
         tree = work / f"t{i}.nwk"
-        tree.write_text(newick)
+        tree.write_text(newick.strip() + "\n")
         prefix = work / f"run{i}"
-        cmd = [exe, "-s", str(alignment), "-te", str(tree), "-blfix", "-m", model, "-nt", "1",
-               "-redo", "-quiet", "-pre", str(prefix)]
-        subprocess.run(cmd, check=True, capture_output=True, timeout=300)
-        text = Path(f"{prefix}.iqtree").read_text()
-        return float(re.search(r"Log-likelihood of the tree: (\S+)", text).group(1))
+        cmd = [exe, "-s", str(alignment), "-te", str(tree), "-blfix", "-m", model, "-nt", "1", "-redo",
+               "-pre", str(prefix), *(extra or ("-quiet",))]
+        result = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+        assert result.returncode == 0, f"{' '.join(cmd)} failed:\n{result.stdout[-2000:]}{result.stderr[-2000:]}"
+        return IqtreeRun(result.stdout, Path(f"{prefix}.iqtree").read_text())
 
     return run
 

@@ -4,23 +4,15 @@
     learner = Learner(NetworkConfig(), AgentConfig(), device)
     metrics, priorities = learner.step(collate(transitions, device, weights))
 
-Names are imported lazily, so ``phylorl.agent.sumtree`` (used by the replay service) loads without
-torch and torch-geometric.
+The replay table's logic (sum tree, priority table, rate limiter) is :mod:`phylorl.replay`, which needs
+neither torch nor numba.
 """
 
-from importlib import import_module
+from .acting import policy_networks, select_actions
+from .batch import Batch, Prefetcher, collate
+from .config import AgentConfig
+from .learner import METRIC_NAMES, Learner
+from .nstep import n_step_transitions
 
-_EXPORTS = {
-    "policy_networks": "acting", "select_actions": "acting",
-    "Batch": "batch", "Prefetcher": "batch", "collate": "batch",
-    "AgentConfig": "config",
-    "METRIC_NAMES": "learner", "Learner": "learner",
-    "n_step_transitions": "nstep",
-}
-__all__ = sorted(_EXPORTS)
-
-
-def __getattr__(name: str):
-    if name in _EXPORTS:
-        return getattr(import_module(f".{_EXPORTS[name]}", __name__), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__all__ = ["METRIC_NAMES", "AgentConfig", "Batch", "Learner", "Prefetcher", "collate", "n_step_transitions",
+           "policy_networks", "select_actions"]

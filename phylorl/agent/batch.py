@@ -18,7 +18,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from phylorl.env.observation import Transition
+from phylorl.types import Transition
 from phylorl.nets.inputs import ActionBatch, GraphBatch, collate_actions, collate_graphs, map_tensors, move_to
 
 

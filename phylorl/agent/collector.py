@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from phylorl.agent.nstep import n_step_transitions
-from phylorl.env.observation import Observation, Transition
+from phylorl.types import Observation, Transition
 
 Act = Callable[[Sequence[Observation]], "tuple[np.ndarray, np.ndarray, np.ndarray, int] | None"]
 """``act(observations) -> (actions, q, v, weights_version)`` for every observation, or ``None`` to stop."""

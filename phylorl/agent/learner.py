@@ -4,9 +4,11 @@
 besides :meth:`Learner.save` / :meth:`Learner.restore`, which write and read one checkpoint file
 (tensors and plain containers only, loadable with ``torch.load(..., weights_only=True)``).
 
-``weights_version`` counts updates of the online networks: it increases by one per :meth:`step`
-and is saved with the checkpoint, so versions keep increasing across a restore. Anything cached from
-network outputs must be keyed by it.
+Two counters, both saved with the checkpoint: ``updates`` is the number of updates done (what
+``--updates`` limits; the checkpoint key is ``"steps"``), and ``weights_version`` labels the online
+networks: it increases by one per :meth:`step`, and a restarted learner may move it forward past a
+version published before its last checkpoint (versions never go back), so it can exceed ``updates``.
+Anything cached from network outputs must be keyed by the version.
 """
 
 from __future__ import annotations
@@ -89,7 +91,7 @@ class Learner:
         self.alpha_optimizer = torch.optim.Adam([self.log_alpha], lr=agent_cfg.alpha_lr, eps=agent_cfg.adam_eps)
         self.rng = torch.Generator(device=self.device)
         self.rng.manual_seed(seed)
-        self.steps = 0
+        self.updates = 0
         self.weights_version = 0
         self.skipped = 0
         """Batches skipped because their loss or gradients were not finite (not saved with checkpoints)."""
@@ -144,9 +146,9 @@ class Learner:
             a_loss.backward()
             self.alpha_optimizer.step()
 
-        self.steps += 1
+        self.updates += 1
         self.weights_version += 1
-        if self.steps % cfg.target_update_period == 0:
+        if self.updates % cfg.target_update_period == 0:
             soft_update(self.target1, self.q1, cfg.tau)
             soft_update(self.target2, self.q2, cfg.tau)
 
@@ -210,7 +212,7 @@ class Learner:
             "q_optimizer": self.q_optimizer.state_dict(),
             "alpha_optimizer": self.alpha_optimizer.state_dict(),
             "rng": self.rng.get_state(),
-            "steps": self.steps,
+            "steps": self.updates,
             "weights_version": self.weights_version,
         }
 
@@ -227,7 +229,7 @@ class Learner:
         self.q_optimizer.load_state_dict(state["q_optimizer"])
         self.alpha_optimizer.load_state_dict(state["alpha_optimizer"])
         self.rng.set_state(state["rng"].cpu())
-        self.steps = int(state["steps"])
+        self.updates = int(state["steps"])
         self.weights_version = int(state["weights_version"])
 
     def save(self, path: str | os.PathLike) -> None:

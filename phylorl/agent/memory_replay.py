@@ -1,7 +1,7 @@
 r"""An in-memory prioritised replay for the in-process trainer: the replay service's table without Redis.
 
 Keys, eviction, proportional sampling, importance weights and priority updates are
-:class:`~phylorl.agent.priority_table.PriorityTable`, the same object ``services.replay.buffer``
+:class:`~phylorl.replay.priority_table.PriorityTable`, the same object ``services.replay.buffer``
 drives; this class only keeps the :class:`Transition` objects (and raw priorities) by slot.
 """
 
@@ -11,8 +11,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from phylorl.agent.priority_table import PriorityTable
-from phylorl.env.observation import Transition
+from phylorl.replay.priority_table import PriorityTable
+from phylorl.types import Transition
 
 
 class MemoryReplay:

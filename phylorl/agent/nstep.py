@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from phylorl.env.observation import Transition
+from phylorl.types import Transition
 
 
 def n_step_transitions(episode: Sequence[Transition], n: int) -> list[Transition]:

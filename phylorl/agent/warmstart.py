@@ -27,7 +27,7 @@ import torch
 
 from phylorl.env import EnvAlignment, EnvConfig, TreeEnv
 from phylorl.agent.losses import demonstration_loss
-from phylorl.env.observation import Observation
+from phylorl.types import Observation
 from phylorl.nets.inputs import collate_observations, move_to
 
 

@@ -1,22 +1,17 @@
-"""Tree-search environments: observations, per-alignment preparation, TreeEnv and VecTreeEnv.
+"""Tree-search environments: per-alignment preparation, observations built from trees, TreeEnv and VecTreeEnv.
 
-Names are imported lazily, so ``phylorl.env.observation`` (the wire contract, needed by the replay
-service) loads without the likelihood engine and its numba/scipy start-up cost.
+The observation and transition types themselves live in :mod:`phylorl.types` (numpy only), so the
+replay service and the wire codecs use them without loading the likelihood engine; they are
+re-exported here for the environments' users.
 """
 
-from importlib import import_module
+from phylorl.types import MoveSource, Observation, Transition
 
-_EXPORTS = {
-    "MoveSource": "observation", "Observation": "observation", "Transition": "observation",
-    "PreparationCache": "prepare", "PreparedAlignment": "prepare", "prepare_alignment": "prepare",
-    "EnvAlignment": "tree_env", "EnvConfig": "tree_env", "TreeEnv": "tree_env",
-    "build_observation": "tree_observation", "observation_from_tree": "tree_observation",
-    "VecStep": "vec_env", "VecTreeEnv": "vec_env",
-}
-__all__ = sorted(_EXPORTS)
+from .prepare import PreparationCache, PreparedAlignment, prepare_alignment
+from .tree_env import EnvAlignment, EnvConfig, TreeEnv
+from .tree_observation import build_observation, observation_from_tree
+from .vec_env import VecStep, VecTreeEnv
 
-
-def __getattr__(name: str):
-    if name in _EXPORTS:
-        return getattr(import_module(f".{_EXPORTS[name]}", __name__), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__all__ = ["EnvAlignment", "EnvConfig", "MoveSource", "Observation", "PreparationCache", "PreparedAlignment",
+           "Transition", "TreeEnv", "VecStep", "VecTreeEnv", "build_observation", "observation_from_tree",
+           "prepare_alignment"]

@@ -196,7 +196,7 @@ def rich_parts(tree: Tree, moves: np.ndarray, signals: AlignmentSignals) -> Rich
 
 def observe(tree: Tree, moves: np.ndarray, features: str, signals: AlignmentSignals | None = None, *,
             radius: int | None = None):
-    """The network's :class:`~phylorl.env.observation.Observation` of ``tree`` with ``moves`` under a
+    """The network's :class:`~phylorl.types.Observation` of ``tree`` with ``moves`` under a
     feature set (``signals`` is required for ``rich``; the observation then carries its
     :class:`RichParts` in ``obs.rich``)."""
     from phylorl.phylo import move_metadata

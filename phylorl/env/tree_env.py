@@ -25,7 +25,7 @@ from phylorl.phylo import (
 )
 
 from .features import FEATURE_SETS, AlignmentSignals, observe
-from .observation import Observation
+from phylorl.types import Observation
 from .prepare import PreparedAlignment
 
 START_KINDS = ("random", "nj", "given")

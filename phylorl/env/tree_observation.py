@@ -1,8 +1,8 @@
 """Observations built from tree arrays: what the environment emits and what a record rebuilds.
 
 :func:`build_observation` turns a :class:`~phylorl.phylo.tree.Tree` and its moves into the
-network's :class:`~phylorl.env.observation.Observation` and attaches a
-:class:`~phylorl.env.observation.MoveSource`. :func:`observation_from_tree` goes the other way
+network's :class:`~phylorl.types.Observation` and attaches a
+:class:`~phylorl.types.MoveSource`. :func:`observation_from_tree` goes the other way
 round for a stored tree: from the neighbour table, the edge list and the float32 branch lengths it
 rebuilds the same five arrays bit for bit (moves and their metadata are a deterministic function
 of the neighbour table's slot order and the lengths). :func:`tree_arrays_of` checks that an
@@ -15,10 +15,10 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from phylorl.phylo.spr import _enumerate_moves, _move_metadata, slot_of
+from phylorl.phylo.spr import enumerate_moves_kernel, move_metadata_kernel, slot_of
 from phylorl.phylo.tree import Tree
 
-from .observation import MoveSource, Observation
+from phylorl.types import MoveSource, Observation
 
 _TABLE_ERRORS = {
     1: "the node and edge counts do not fit a binary tree with this many leaves",
@@ -164,8 +164,8 @@ def _rebuild(neighbors, edges, lengths, n_leaves, radius, dedupe):
         edge_index[1, 2 * e + 1] = u
         edge_attr[2 * e, 0] = lengths[e]
         edge_attr[2 * e + 1, 0] = lengths[e]
-    actions = _enumerate_moves(neighbors, n_leaves, radius, dedupe)
-    meta, bad = _move_metadata(neighbors, node_edges, lengths.astype(np.float64), actions)
+    actions = enumerate_moves_kernel(neighbors, n_leaves, radius, dedupe)
+    meta, bad = move_metadata_kernel(neighbors, node_edges, lengths.astype(np.float64), actions)
     if bad >= 0:  # cannot happen for a valid tree; kept as a guard against a broken enumeration
         return 5, edge_index, edge_attr, actions, meta
     return 0, edge_index, edge_attr, actions, meta

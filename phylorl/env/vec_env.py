@@ -8,7 +8,7 @@ from typing import Sequence
 
 import numpy as np
 
-from .observation import Observation
+from phylorl.types import Observation
 from .tree_env import EnvAlignment, EnvConfig, TreeEnv
 
 

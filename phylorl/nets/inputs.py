@@ -17,7 +17,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from phylorl.env.observation import Observation, check_observation  # noqa: F401 (the endpoint's check)
+from phylorl.types import Observation, check_observation  # noqa: F401 (the endpoint's check)
 from phylorl.nets.segment import Segments
 
 MAX_DEGREE = 3

@@ -1,6 +1,6 @@
 """Random trees and observations for tests and benchmarks (no alignment, no likelihood).
 
-Observations are built exactly as the environment describes them (``phylorl.env.observation``):
+Observations are built exactly as the environment describes them (``phylorl.types``):
 ``is_leaf`` per node, both directions of every edge with its branch length, all SPR moves
 (``phylorl.phylo.spr``) with their metadata.
 """
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from phylorl.env.observation import Observation, Transition
+from phylorl.types import Observation, Transition
 from phylorl.phylo.spr import enumerate_moves, move_metadata
 from phylorl.phylo.starts import random_tree
 from phylorl.phylo.tree import Tree

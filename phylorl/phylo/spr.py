@@ -29,7 +29,8 @@ from phylorl.phylo.tree import Tree
 
 
 @njit(cache=True, nogil=True)
-def _enumerate_moves(neighbors, n_leaves, radius, dedupe):
+def enumerate_moves_kernel(neighbors, n_leaves, radius, dedupe):
+    """:func:`enumerate_moves` on a bare neighbour table (compiled; for code that holds arrays, not a Tree)."""
     n_nodes = neighbors.shape[0]
     capacity = max(1, 3 * (n_nodes - n_leaves) * (2 * n_leaves - 3))
     out = np.empty((capacity, 4), np.int64)
@@ -89,7 +90,7 @@ def enumerate_moves(tree: Tree, radius: int | None = None, dedupe: bool = True) 
         radius = -1
     elif isinstance(radius, bool) or not isinstance(radius, (int, np.integer)) or radius < 0:
         raise ValueError(f"radius must be None or a non-negative int, got {radius!r}")
-    return _enumerate_moves(tree.neighbors, tree.n_leaves, int(radius), bool(dedupe))
+    return enumerate_moves_kernel(tree.neighbors, tree.n_leaves, int(radius), bool(dedupe))
 
 
 @njit(cache=True, nogil=True)
@@ -102,8 +103,8 @@ def slot_of(neighbors, v, u):
 
 
 @njit(cache=True, nogil=True)
-def _move_metadata(neighbors, node_edges, lengths, moves):
-    """Returns (metadata, index of the first bad move or -1)."""
+def move_metadata_kernel(neighbors, node_edges, lengths, moves):
+    """:func:`move_metadata` on bare arrays (compiled): returns (metadata, index of the first bad move or -1)."""
     n_nodes = neighbors.shape[0]
     out = np.empty((moves.shape[0], 3), np.float32)
     dist = np.empty(n_nodes, np.int64)
@@ -148,7 +149,7 @@ def move_metadata(tree: Tree, moves: np.ndarray) -> np.ndarray:
     moves = np.ascontiguousarray(moves, dtype=np.int64)
     if moves.ndim != 2 or moves.shape[1] != 4:
         raise ValueError(f"moves must have shape [A, 4], got {moves.shape}")
-    out, bad = _move_metadata(tree.neighbors, tree.node_edges, tree.lengths, moves)
+    out, bad = move_metadata_kernel(tree.neighbors, tree.node_edges, tree.lengths, moves)
     if bad >= 0:
         raise ValueError(f"move {bad} {tuple(moves[bad].tolist())}: (p, s) or (x, y) is not an edge")
     return out

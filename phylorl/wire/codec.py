@@ -14,7 +14,7 @@ from collections.abc import Iterator, Sequence
 
 import numpy as np
 
-from phylorl.env.observation import Observation, Transition
+from phylorl.types import Observation, Transition
 from phylorl.wire import protowire
 from phylorl.wire.record import OBS_FIELDS
 from phylorl.wire.v1 import common_pb2

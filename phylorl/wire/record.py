@@ -1,6 +1,6 @@
 """Compact, lossless binary records of transitions: the form the replay service keeps in Redis.
 
-One record holds one :class:`~phylorl.env.observation.Transition`. Layout (all little-endian)::
+One record holds one :class:`~phylorl.types.Transition`. Layout (all little-endian)::
 
     header   "<4sBBqddq" magic b"PRLT", format version (3), flags (bit 0 terminal, bit 1 truncated,
                          bit 2 labelled),
@@ -26,7 +26,7 @@ One record holds one :class:`~phylorl.env.observation.Transition`. Layout (all l
     next_labels          only with flag bit 2: one float32 array, the demonstration label (reward)
                          of every move of next_obs, in the order of its actions.
 
-The tree forms are used when the observation carries a :class:`~phylorl.env.observation.MoveSource`
+The tree forms are used when the observation carries a :class:`~phylorl.types.MoveSource`
 and rebuilding from it gives back exactly its arrays (checked while encoding, so whatever happened
 to the observation, decoding returns what was encoded); otherwise the arrays form. Decoding gives
 back arrays with the original dtype, shape and bit patterns (``-0.0`` and NaN payloads included)
@@ -42,7 +42,7 @@ import struct
 import numpy as np
 from numba import njit
 
-from phylorl.env.observation import Observation, Transition
+from phylorl.types import Observation, Transition
 
 MAGIC = b"PRLT"
 VERSION = 3

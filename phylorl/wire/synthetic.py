@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from phylorl.env.observation import Observation, Transition
+from phylorl.types import Observation, Transition
 
 
 def random_observation(n_taxa: int, n_moves: int, rng: np.random.Generator) -> Observation:

@@ -94,7 +94,7 @@ def run_local(config: TrainConfig, run_dir: Path, on_progress: Callable[[dict], 
                            "token_file": str(made["grpc_token"])}
         client = ClientCredentials(**grpc_client)
         redis = sup.start_redis(made["redis_users.acl"], RedisAuth(**redis_auth))
-        redis_url = f"redis://127.0.0.1:{redis.grpc_port}/0"
+        redis_url = f"redis://127.0.0.1:{redis.port}/0"
         replay_port, replay_metrics = free_port(), free_port()
         replay = sup.add(Service("replay", sup.python("services.replay", {
             "host": "127.0.0.1", "port": replay_port, "metrics_port": replay_metrics, "redis_url": redis_url,
@@ -124,7 +124,7 @@ def run_local(config: TrainConfig, run_dir: Path, on_progress: Callable[[dict], 
                 "gamma": config.gamma, "label_fraction": config.label_fraction, "spool_dir": str(run_dir / "spool"),
                 **grpc_client, **config.actor}),
                 run_dir / "logs" / f"actor-{i}.log", port))
-        ports = {"redis": redis.grpc_port, "replay": {"grpc": replay_port, "metrics": replay_metrics},
+        ports = {"redis": redis.port, "replay": {"grpc": replay_port, "metrics": replay_metrics},
                  "learner": {"grpc": learner_port, "metrics": learner_metrics}, "actors": actor_ports,
                  "prometheus": config.prometheus or None}
         if config.prometheus:

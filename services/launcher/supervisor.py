@@ -43,7 +43,7 @@ class Service:
     argv: list[str]
     log_path: Path
     metrics_port: int = 0
-    grpc_port: int = 0
+    port: int = 0
     process: subprocess.Popen | None = None
     log_file: object = field(default=None, repr=False)
     restarts: int = 0
@@ -126,7 +126,7 @@ class Supervisor:
         # loses no acknowledged transition (one fsync per insert batch)
         argv = [exe, "--port", str(port), "--bind", "127.0.0.1", "--dir", str(data), "--appendonly", "yes",
                 "--appendfsync", "always", "--save", "", "--protected-mode", "yes", "--aclfile", str(acl_file)]
-        service = self.add(Service("redis", argv, self.run_dir / "logs" / "redis.log", grpc_port=port))
+        service = self.add(Service("redis", argv, self.run_dir / "logs" / "redis.log", port=port))
         self.wait_for(service, lambda: _redis_ping(f"redis://127.0.0.1:{port}/0", auth), "answer PING")
         return service
 
@@ -142,7 +142,7 @@ class Supervisor:
         raise LaunchError(f"{service.name} did not {what} within {timeout_s:.0f} s; see {service.log_path}")
 
     def wait_serving(self, service: Service, credentials=None, timeout_s: float = 300.0) -> None:
-        self.wait_for(service, lambda: grpc_serving(f"127.0.0.1:{service.grpc_port}", credentials=credentials),
+        self.wait_for(service, lambda: grpc_serving(f"127.0.0.1:{service.port}", credentials=credentials),
                       "report SERVING", timeout_s)
 
     def stop_all(self, timeout_s: float = 30.0) -> dict[str, int | None]:

@@ -166,7 +166,7 @@ class TrainingLoop:
             if new_file:
                 writer.writerow(UPDATE_COLUMNS)
             while not self.stop.is_set():
-                if cfg.updates and self.learner.steps >= cfg.updates:
+                if cfg.updates and self.learner.updates >= cfg.updates:
                     log.info("reached %d updates", cfg.updates)
                     break
                 waited = time.perf_counter()

@@ -21,7 +21,7 @@ from services.common import security
 from services.replay.buffer import PrioritizedReplay
 from services.replay.config import ReplayConfig, load_config
 from services.replay.memory import keep_freed_memory
-from services.replay.rate_limiter import RateLimiter
+from phylorl.replay.rate_limiter import RateLimiter
 from services.replay.server import ReplayServer
 from services.replay.store import RedisStore
 

@@ -14,9 +14,9 @@ import numpy as np
 
 from phylorl.wire.codec import PackedRecords
 from services.replay.cache import RecordCache
-from services.replay.rate_limiter import RateLimiter
+from phylorl.replay.rate_limiter import RateLimiter
 from services.replay.store import RedisStore
-from phylorl.agent.priority_table import PriorityTable
+from phylorl.replay.priority_table import PriorityTable
 
 MAX_SAMPLE_BATCH = 1 << 16
 _REFETCH_ATTEMPTS = 8
@@ -75,7 +75,7 @@ class PrioritizedReplay:
     """Capacity-bounded FIFO table sampled with probability ``priority ** alpha / Σ priority ** alpha``.
 
     Keys, eviction, sampling, importance weights and priority updates are
-    :class:`~phylorl.agent.priority_table.PriorityTable` (the in-process run's ``MemoryReplay`` drives
+    :class:`~phylorl.replay.priority_table.PriorityTable` (the in-process run's ``MemoryReplay`` drives
     the same object); this class adds durability, record caching, locks and the rate limiter. Every record and raw priority is in Redis (``RedisStore``);
     the constructor rebuilds the sum tree from there, so a new instance on the same Redis and
     prefix continues where the last one stopped. Thread-safe: calls block (up to their timeout)

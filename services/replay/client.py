@@ -9,7 +9,7 @@ import grpc
 import numpy as np
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from phylorl.env.observation import Transition
+from phylorl.types import Transition
 from phylorl.wire import codec, record
 from phylorl.wire.v1 import replay_pb2, replay_pb2_grpc
 from services.common import security as secure

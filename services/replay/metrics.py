@@ -15,8 +15,7 @@ from __future__ import annotations
 
 from prometheus_client import Counter, Gauge, Histogram
 
-# 100 us .. 10 s: sub-millisecond resolution for the fast path, seconds for rate-limited waits.
-LATENCY_BUCKETS_S = (1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2, 2.5e-2, 5e-2, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+from phylorl.telemetry import LATENCY_BUCKETS_S
 
 INSERT_SECONDS = Histogram("phylorl_replay_insert_seconds", "Handling time of one Insert call (s)",
                            buckets=LATENCY_BUCKETS_S)

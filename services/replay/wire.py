@@ -45,7 +45,7 @@ def encode_insert_request(records: Sequence[bytes | memoryview], priorities: np.
 def decode_insert_request(raw: bytes, validate: bool = False) -> InsertPayload:
     """Read an ``InsertRequest``; plain Transitions are encoded into records. ``ValueError`` says what is
     wrong with a malformed request, and with ``validate`` with the first record that does not decode to a
-    well-formed transition (:func:`~phylorl.env.observation.check_transition`)."""
+    well-formed transition (:func:`~phylorl.types.check_transition`)."""
     try:
         request = replay_pb2.InsertRequest.FromString(raw)
     except DecodeError:
@@ -63,7 +63,7 @@ def decode_insert_request(raw: bytes, validate: bool = False) -> InsertPayload:
     else:
         raise ValueError("InsertRequest carries no transitions (set `packed` or `transitions`)")
     if validate:
-        from phylorl.env.observation import check_transition  # numba (tree records): only when validating
+        from phylorl.types import check_transition  # numba (tree records): only when validating
 
         for i, one in enumerate(records):
             try:

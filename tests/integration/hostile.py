@@ -7,7 +7,7 @@ import numpy as np
 from hypothesis import strategies as st
 
 from phylorl.env import build_observation
-from phylorl.env.observation import Observation
+from phylorl.types import Observation
 from phylorl.phylo import enumerate_moves, move_metadata, random_tree
 
 

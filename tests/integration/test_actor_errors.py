@@ -57,7 +57,7 @@ def test_transitions_wait_on_disk_while_replay_is_away_and_each_is_stored_once(t
     file; the service comes up on that address and every transition is stored exactly once."""
     from phylorl.env import EnvAlignment as Entry
     from services.replay.buffer import PrioritizedReplay
-    from services.replay.rate_limiter import RateLimiter
+    from phylorl.replay.rate_limiter import RateLimiter
     from services.replay.server import ReplayServer
     from services.replay.store import RedisStore
 
@@ -110,7 +110,7 @@ def test_a_killed_actors_journal_is_sent_by_the_next_actor_and_each_transition_s
     from services.actor.outbox import read_journal
     from services.replay.audit import read_table
     from services.replay.buffer import PrioritizedReplay
-    from services.replay.rate_limiter import RateLimiter
+    from phylorl.replay.rate_limiter import RateLimiter
     from services.replay.server import ReplayServer
     from services.replay.store import RedisStore
 

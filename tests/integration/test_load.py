@@ -25,7 +25,7 @@ from phylorl.wire.synthetic import random_transition
 from phylorl.wire.v1 import inference_pb2, inference_pb2_grpc
 from services.replay.buffer import PrioritizedReplay
 from services.replay.client import ReplayClient
-from services.replay.rate_limiter import RateLimiter
+from phylorl.replay.rate_limiter import RateLimiter
 from services.replay.server import ReplayServer
 from services.replay.store import RedisStore
 

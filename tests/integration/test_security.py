@@ -23,7 +23,7 @@ from services.common.security import ClientCredentials, RedisAuth, ServerCredent
 from services.launcher.credentials import REDIS_USER, make_credentials
 from services.replay.buffer import PrioritizedReplay
 from services.replay.client import ReplayClient
-from services.replay.rate_limiter import RateLimiter
+from phylorl.replay.rate_limiter import RateLimiter
 from services.replay.server import ReplayServer
 from services.replay.store import RedisStore
 

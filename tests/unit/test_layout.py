@@ -27,6 +27,20 @@ def test_the_library_never_imports_the_services():
     assert not offenders, offenders
 
 
+def test_shared_types_load_without_torch_or_numba_and_the_replay_service_without_torch():
+    import subprocess
+    import sys
+
+    def loaded(modules: str) -> str:
+        code = (f"import sys, {modules}; "
+                "print(sorted(m for m in ('torch', 'numba', 'torch_geometric') if m in sys.modules))")
+        return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO,
+                              check=True).stdout.strip()
+
+    assert loaded("phylorl.types, phylorl.telemetry") == "[]"
+    assert loaded("phylorl.replay, services.replay.server, services.replay.__main__") == "['numba']"
+
+
 def test_files_stay_small():
     long = {str(p.relative_to(REPO)): n for package in ("phylorl", "services") for p in _python_files(package)
             if (n := len(p.read_text().splitlines())) > 400}

@@ -15,7 +15,7 @@ from phylorl.wire.synthetic import random_transition
 from phylorl.wire.v1 import replay_pb2, replay_pb2_grpc
 from services.replay.buffer import PrioritizedReplay
 from services.replay.client import ReplayClient
-from services.replay.rate_limiter import RateLimiter
+from phylorl.replay.rate_limiter import RateLimiter
 from services.replay.server import SERVICE_NAME, ReplayServer
 from services.replay.store import RedisStore
 

@@ -15,12 +15,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from hostile import BAD_FLOATS, broken, valid
-from phylorl.env.observation import Transition
+from phylorl.types import Transition
 from phylorl.wire.record import encode_transition
 from services.replay import wire
 from services.replay.buffer import PrioritizedReplay
 from services.replay.client import ReplayClient
-from services.replay.rate_limiter import RateLimiter
+from phylorl.replay.rate_limiter import RateLimiter
 from services.replay.server import ReplayServer
 from services.replay.store import RedisStore
 

@@ -5,7 +5,7 @@ import numpy as np
 from phylorl.wire.record import encode_transition
 from phylorl.wire.synthetic import random_transition
 from services.replay.buffer import PrioritizedReplay
-from services.replay.rate_limiter import RateLimiter
+from phylorl.replay.rate_limiter import RateLimiter
 from services.replay.store import RedisStore
 
 

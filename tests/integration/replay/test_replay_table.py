@@ -11,7 +11,7 @@ from phylorl.wire.record import decode_transition, encode_transition
 from phylorl.wire.synthetic import random_transition
 from services.replay.buffer import (NothingToSample, PrioritizedReplay, RateLimited, ReplayClosed,
                                     TooManyWaiting)
-from services.replay.rate_limiter import RateLimiter
+from phylorl.replay.rate_limiter import RateLimiter
 from services.replay.store import RedisStore
 
 PREFIX = "test:replay"

@@ -3,7 +3,7 @@ import pytest
 import torch
 
 from phylorl.agent.batch import Prefetcher, collate
-from phylorl.env.observation import Transition
+from phylorl.types import Transition
 from phylorl.nets.synthetic import random_transition
 
 

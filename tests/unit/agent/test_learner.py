@@ -238,7 +238,7 @@ def test_a_batch_with_a_nan_reward_never_reaches_the_weights():
     before = [t.clone() for t in all_tensors(learner)]
     metrics, priorities = learner.step(bad)
     assert priorities is None and metrics["skipped"] == 1.0 and learner.skipped == 1
-    assert learner.weights_version == 0 and learner.steps == 0
+    assert learner.weights_version == 0 and learner.updates == 0
     after = all_tensors(learner)
     assert len(before) == len(after) and all(torch.equal(a, b) for a, b in zip(before, after))
     metrics, priorities = learner.step(good)  # and the next good batch trains as usual

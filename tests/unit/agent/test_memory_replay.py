@@ -5,8 +5,8 @@ import pytest
 from scipy import stats
 
 from phylorl.agent.memory_replay import MemoryReplay
-from phylorl.agent.sumtree import SumTree
-from phylorl.env.observation import Observation, Transition
+from phylorl.replay.sumtree import SumTree
+from phylorl.types import Observation, Transition
 
 
 def transitions(n, start=0):

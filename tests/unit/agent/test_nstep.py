@@ -1,7 +1,7 @@
 import pytest
 
 from phylorl.agent.nstep import n_step_transitions
-from phylorl.env.observation import Transition
+from phylorl.types import Transition
 
 
 def episode(rewards, gamma, terminal=False, truncated=False):

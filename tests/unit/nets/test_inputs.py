@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from phylorl.env.observation import Observation
+from phylorl.types import Observation
 from phylorl.nets.inputs import collate_graphs, collate_observations
 from phylorl.nets.synthetic import random_observation
 

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import re
-import shutil
-import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -282,89 +280,6 @@ def test_gaps_damp_the_eight_em_rounds_as_in_iqtree():
     p = np.array([10, 3, 2, 1]) / 16
     expected = p + (4 / 20) ** 8 * (0.25 - p)
     np.testing.assert_allclose(alignment.empirical_frequencies(), expected, rtol=0, atol=1e-15)
-
-
-# IQ-TREE 2.0.7 ("iqtree2 -s AMBIG.fa -st DNA -m GTR+F -te TREE -blfix -v"), its 10-digit verbose line
-# "Empirical state frequencies: 0.2624322144 0.2142731996 0.2148956103 0.3083989757".
-AMBIG = """>t1
-ACGTRYNN-ACGTTA?
->t2
-ACGTACGTACG-TTAA
->t3
-AAGTSWKMBDHVACGT
->t4
-CCGT--GTACGTTTAA
->t5
-GCGTACGTAYRTTTCC
-"""
-AMBIG_IQTREE_FREQS = [0.2624322144, 0.2142731996, 0.2148956103, 0.3083989757]
-
-
-def test_ambiguity_codes_match_recorded_iqtree_frequencies():
-    freqs = parse_alignment(AMBIG).empirical_frequencies()
-    np.testing.assert_allclose(freqs, AMBIG_IQTREE_FREQS, rtol=0, atol=5e-11)
-
-
-def caterpillar(taxa) -> str:
-    """Newick of the caterpillar tree (t0,t1,(t2,(t3,...))) with all branches 0.1."""
-    newick = f"{taxa[-1]}:0.1"
-    for name in reversed(taxa[2:-1]):
-        newick = f"({name}:0.1,{newick}):0.1"
-    return f"({taxa[0]}:0.1,{taxa[1]}:0.1,{newick});"
-
-
-def run_iqtree(alignment_path: Path, tmp_path: Path, taxa) -> tuple[str, str]:
-    """Run iqtree2 (GTR+F, fixed tree and branch lengths); returns (stdout, the .iqtree report)."""
-    if shutil.which("iqtree2") is None:
-        pytest.skip("iqtree2 is not on PATH")
-    tree = tmp_path / "fixed.tre"
-    tree.write_text(caterpillar(taxa) + "\n")
-    prefix = tmp_path / "iq"
-    result = subprocess.run(
-        ["iqtree2", "-s", str(alignment_path), "-st", "DNA", "-m", "GTR+F", "-te", str(tree), "-blfix",
-         "-nt", "1", "-redo", "-v", "-pre", str(prefix)],
-        capture_output=True, text=True, timeout=120, check=False,
-    )
-    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
-    return result.stdout, Path(f"{prefix}.iqtree").read_text()
-
-
-def iqtree_figures(stdout: str, report: str) -> tuple[tuple[int, int, int], list[float], list[float]]:
-    counts = re.search(r"Alignment has (\d+) sequences with (\d+) columns, (\d+) distinct patterns", stdout)
-    verbose = re.search(r"Empirical state frequencies: ([0-9. ]+)", stdout)
-    printed = [float(re.search(rf"pi\({base}\) = ([0-9.]+)", report)[1]) for base in "ACGT"]
-    return tuple(int(x) for x in counts.groups()), [float(x) for x in verbose[1].split()], printed
-
-
-def repeated_columns(text: str) -> str:
-    """AMBIG plus its first 8 columns again with '-' and 'N' swapped (same masks: 16 patterns, 24 sites)."""
-    swap = str.maketrans("-N", "N-")
-    lines = [line if line.startswith(">") else line + line[:8].translate(swap) for line in text.splitlines()]
-    return "\n".join(lines) + "\n"
-
-
-@pytest.mark.parametrize(
-    "text",
-    [AMBIG, AMBIG.replace("?", "N") + ">t6\nRRRRYYYY--NNACGT\n", repeated_columns(AMBIG)],
-    ids=["ambiguity", "six-taxa", "repeated-columns"],
-)
-def test_frequencies_and_patterns_match_live_iqtree(tmp_path, text):
-    path = tmp_path / "ambig.fasta"
-    path.write_text(text)
-    alignment = load_alignment(path)
-    (n_seq, n_col, n_pat), verbose, printed = iqtree_figures(*run_iqtree(path, tmp_path, alignment.taxa))
-    assert (n_seq, n_col, n_pat) == (alignment.n_taxa, alignment.n_sites, alignment.patterns().n_patterns)
-    freqs = alignment.empirical_frequencies()
-    np.testing.assert_allclose(freqs, verbose, rtol=0, atol=5e-11)  # 10 printed digits
-    np.testing.assert_allclose(freqs, printed, rtol=0, atol=5e-5)  # the report's 4 digits
-
-
-def test_ds1_frequencies_and_patterns_match_live_iqtree(tmp_path):
-    alignment = load_alignment(DS1)
-    (n_seq, n_col, n_pat), verbose, printed = iqtree_figures(*run_iqtree(DS1, tmp_path, alignment.taxa))
-    assert (n_seq, n_col, n_pat) == (27, 1949, alignment.patterns().n_patterns) == (27, 1949, 934)
-    np.testing.assert_allclose(alignment.empirical_frequencies(), verbose, rtol=0, atol=5e-11)
-    np.testing.assert_allclose(alignment.empirical_frequencies(), printed, rtol=0, atol=5e-5)
 
 
 # ------------------------------------------------------------------------------------- content hash

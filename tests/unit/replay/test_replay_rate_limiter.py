@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from services.replay.rate_limiter import RateLimiter
+from phylorl.replay.rate_limiter import RateLimiter
 
 
 def test_min_size_only():

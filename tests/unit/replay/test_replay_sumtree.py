@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from phylorl.agent.sumtree import SumTree
+from phylorl.replay.sumtree import SumTree
 
 
 def test_total_and_get_after_updates_with_repeats():

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from phylorl.env.observation import Observation, Transition
+from phylorl.types import Observation, Transition
 from phylorl.wire import codec
 from phylorl.wire.synthetic import random_observation, random_transition
 from phylorl.wire.v1 import common_pb2

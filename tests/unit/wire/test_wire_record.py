@@ -6,7 +6,7 @@ import struct
 import numpy as np
 import pytest
 
-from phylorl.env.observation import Observation, Transition
+from phylorl.types import Observation, Transition
 from phylorl.wire import record
 from phylorl.wire.synthetic import random_transition
 

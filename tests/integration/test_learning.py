@@ -14,6 +14,7 @@ observation the agent reached +53.6, +38.0 and +58.3 for trainer seeds 0, 1, 2 a
 
 import numpy as np
 import pytest
+import torch
 
 from phylorl.agent.config import AgentConfig
 from phylorl.agent.learner import Learner
@@ -46,6 +47,15 @@ def corpus():
 def mean_gain(policy, corpus) -> float:
     """Mean ΔlogL over every alignment's EPISODES start trees (the same trees for every policy)."""
     return float(np.mean([evaluate_policy(policy, entry, EPISODES, MOVES, EVAL_SEED, ENV) for entry in corpus]))
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    """Tiny tensors: one intra-op thread avoids contention on the shared 2-core machine."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
 
 
 @pytest.mark.slow

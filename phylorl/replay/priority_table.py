@@ -1,7 +1,7 @@
 r"""The bookkeeping of a prioritised FIFO replay table, shared by the replay service and the in-process run.
 
 Transition ``k`` (keys count up from 0 forever) sits in slot ``k % capacity`` of a
-:class:`~phylorl.agent.sumtree.SumTree` holding ``priority ** alpha``; the keys held are
+:class:`~phylorl.replay.sumtree.SumTree` holding ``priority ** alpha``; the keys held are
 ``head <= k < next_key``. Sampling draws slot ``i`` with probability
 
 .. math::
@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from phylorl.agent.sumtree import SumTree, check_priorities
+from phylorl.replay.sumtree import SumTree, check_priorities
 
 
 class PriorityTable:

@@ -1,0 +1,91 @@
+"""The learner service's loop and checkpoints against real servers: a replay service on a real Redis, the
+real batching inference endpoint, Redis for the published weights, checkpoint files on disk."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+import torch
+
+from phylorl.agent.learner import Learner
+from phylorl.nets.config import NetworkConfig
+from phylorl.replay import RateLimiter
+from phylorl.wire.record import encode_transition
+from phylorl.wire.synthetic import random_transition
+from services.learner.config import LearnerConfig
+from services.learner.inference import BatchingInference
+from services.learner.training import Checkpoints, TrainingLoop, continue_published_version
+from services.replay.buffer import PrioritizedReplay
+from services.replay.client import ReplayClient
+from services.replay.server import ReplayServer
+from services.replay.store import RedisStore
+
+NET = NetworkConfig(hidden=16, action_hidden=16, head_hidden=16)
+
+
+@pytest.fixture
+def replay(redis_client):
+    table = PrioritizedReplay(RedisStore(redis_client, "test:loop"), capacity=1000, alpha=0.6, beta=0.4,
+                              rate_limiter=RateLimiter(16, 0.0), seed=3)
+    server = ReplayServer(host="127.0.0.1", port=0, max_workers=8, max_message_bytes=64 << 20, default_timeout_s=5.0)
+    server.start()
+    server.serve(table)
+    rng = np.random.default_rng(0)
+    client = ReplayClient(f"127.0.0.1:{server.port}")
+    client.insert_records([encode_transition(random_transition(7, 40, rng)) for _ in range(64)], np.ones(64))
+    yield table, client
+    client.close()
+    server.stop(grace_s=1.0)
+
+
+def test_the_loop_updates_from_replay_publishes_sends_priorities_and_checkpoints(replay, redis_client, tmp_path):
+    table, client = replay
+    config = LearnerConfig(run_dir=str(tmp_path), batch_size=16, updates=12, publish_every=5, checkpoint_every=4,
+                           checkpoint_seconds=0, keep_checkpoints=2, prefetch_workers=1, weights_key="phylorl:w")
+    learner = Learner(NET, device="cpu", seed=0)
+    inference = BatchingInference(NET, torch.device("cpu"), max_batch=4, max_delay_s=0.001, max_queue=8)
+    checkpoints = Checkpoints(tmp_path, config.keep_checkpoints)
+    loop = TrainingLoop(config, learner, client, inference, redis_client, checkpoints, threading.Event())
+    try:
+        loop.run()
+    finally:
+        inference.close()
+    assert learner.updates == loop.updates_done == 12 and learner.weights_version == 12
+    rows = (tmp_path / "learner" / "updates.csv").read_text().splitlines()
+    assert len(rows) == 13 and [int(r.split(",")[0]) for r in rows[1:]] == list(range(1, 13))
+    assert inference.snapshot.version == 12 and int(redis_client.get("phylorl:w:version")) == 12
+    assert redis_client.get("phylorl:w:blob") == inference.snapshot.blob
+    names = sorted(p.name for p in (tmp_path / "checkpoints").glob("learner-*.pt"))
+    assert names == ["learner-000000008.pt", "learner-000000012.pt"]  # every 4 updates and at the end, 2 kept
+    assert checkpoints.latest().name == "learner-000000012.pt"
+    _, priorities = table.priorities()
+    assert np.count_nonzero(priorities != 1.0) > 0  # the learner's |TD| priorities reached the service
+
+    restored = Learner.restore(checkpoints.latest())
+    assert restored.updates == 12 and restored.weights_version == 12
+    for a, b in zip(learner.policy_weights()["q1"].values(), restored.policy_weights()["q1"].values()):
+        assert torch.equal(a, b)
+
+
+def test_checkpoints_keep_the_newest_and_a_dangling_latest_means_none(tmp_path):
+    learner = Learner(NET, device="cpu", seed=0)
+    checkpoints = Checkpoints(tmp_path, keep=2)
+    assert checkpoints.latest() is None
+    for version in (3, 7, 11):
+        learner.weights_version = version
+        checkpoints.save(learner)
+    assert sorted(p.name for p in checkpoints.directory.glob("*.pt")) == ["learner-000000007.pt",
+                                                                          "learner-000000011.pt"]
+    assert checkpoints.latest().name == "learner-000000011.pt"
+    checkpoints.latest().unlink()
+    assert checkpoints.latest() is None  # start afresh rather than fail
+
+
+def test_a_restart_goes_on_after_the_published_version(redis_client):
+    learner = Learner(NET, device="cpu", seed=0)
+    learner.weights_version = 40  # the last checkpoint
+    redis_client.set("phylorl:v:version", 45)  # published after it, before the kill
+    continue_published_version(learner, redis_client, "phylorl:v")
+    assert learner.weights_version == 46 and learner.updates == 0
