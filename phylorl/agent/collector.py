@@ -20,16 +20,13 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from phylorl.agent.nstep import n_step_transitions
+from phylorl.interfaces import Act
 from phylorl.types import Observation, Transition
-
-Act = Callable[[Sequence[Observation]], "tuple[np.ndarray, np.ndarray, np.ndarray, int] | None"]
-"""``act(observations) -> (actions, q, v, weights_version)`` for every observation, or ``None`` to stop."""
 
 
 @dataclass

@@ -45,7 +45,8 @@ class TrainConfig:
     samples_per_insert: float = 8.0
     """Replay's sampled-to-inserted ratio (rate limiter; 0 = none)."""
     publish_every: int = 10
-    """Publish weights to the actors every this many updates."""
+    """Publish the weights to the inference endpoint the actors ask (and their version to Redis) every this
+    many updates."""
     features: str = "rich"
     """Observation feature set of actors and learner: rich or basic (the original)."""
     cache_dir: str = ""

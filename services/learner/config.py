@@ -19,16 +19,19 @@ class LearnerConfig(security.ServerTLS, security.ClientTLS, security.GrpcToken, 
     port: int = doc("gRPC port of the inference endpoint (0 picks a free one, logged at start).", 50052)
     metrics_port: int = doc("Port of the Prometheus /metrics endpoint; 0 turns it off.", 9102)
     replay_address: str = doc("host:port of the replay service.", "127.0.0.1:50051")
-    redis_url: str = doc("Redis where versioned weights are published ('' turns publishing to Redis off).",
+    redis_url: str = doc("Redis where the published weights version is kept, read back at a restart so that "
+                         "versions never go back ('' turns it off).",
                          "redis://127.0.0.1:6379/0")
     redis_wait_s: float = doc("How long to wait at start for Redis to answer before giving up (s).", 30.0)
-    weights_key: str = doc("Redis key prefix of the published weights.", "phylorl:weights")
+    weights_key: str = doc("Redis key prefix of the published weights version (<prefix>:version).",
+                           "phylorl:weights")
     run_dir: str = doc("Run directory: checkpoints/ and learner/updates.csv go here.", "runs/learner")
     device: str = doc("cpu, cuda, cuda:N or auto (cuda when available).", "auto")
     torch_threads: int = doc("CPU threads for torch (0: torch's default).", 0)
     batch_size: int = doc("Transitions per update.", 64)
     updates: int = doc("Stop after this many updates in total, restored ones included (0: run until stopped).", 0)
-    publish_every: int = doc("Publish weights (inference endpoint + Redis) every this many updates.", 10)
+    publish_every: int = doc("Publish the weights to the inference endpoint (their version to Redis) every this "
+                             "many updates.", 10)
     checkpoint_every: int = doc("Write a checkpoint every this many updates (0: only by time and at exit).", 500)
     checkpoint_seconds: float = doc("... and at least every this many seconds (0: not by time).", 300.0)
     keep_checkpoints: int = doc("Checkpoints kept on disk (oldest deleted).", 3)

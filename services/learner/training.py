@@ -3,7 +3,8 @@
 Batches are sampled from the replay service and collated on the prefetch thread, so an update
 never waits on Python collation when data is available. New priorities go back to replay from a
 separate thread. Every ``publish_every`` updates the online networks are published to the
-inference endpoint and to Redis (``<weights_key>:version`` and ``<weights_key>:blob``); checkpoints
+inference endpoint (which also serves them whole through ``GetWeights``) and their version to Redis
+(``<weights_key>:version``, which a restarted learner reads so that versions never go back); checkpoints
 are written every ``checkpoint_every`` updates or ``checkpoint_seconds`` seconds and at exit.
 """
 
@@ -24,11 +25,11 @@ import redis
 from phylorl.agent.batch import Prefetcher
 from phylorl.agent.checkpoints import LATEST, latest_checkpoint
 from phylorl.agent.learner import Learner
+from phylorl.interfaces import ReplaySource, WeightsSink
 from phylorl.wire.record import decode_transition
 
 from . import metrics
 from .config import LearnerConfig
-from .inference import BatchingInference
 
 log = logging.getLogger("phylorl.learner")
 TRANSIENT = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.FAILED_PRECONDITION,
@@ -74,7 +75,10 @@ def continue_published_version(learner: Learner, redis_client, weights_key: str)
 
 
 class TrainingLoop:
-    def __init__(self, config: LearnerConfig, learner: Learner, replay, inference: BatchingInference,
+    """Updates from ``replay`` until ``config.updates`` or ``stop``; publishes to ``inference`` (and the
+    version to ``redis_client`` when given), sends priorities back, checkpoints."""
+
+    def __init__(self, config: LearnerConfig, learner: Learner, replay: ReplaySource, inference: WeightsSink,
                  redis_client, checkpoints: Checkpoints, stop: threading.Event):
         self.config = config
         self.learner = learner
@@ -93,14 +97,11 @@ class TrainingLoop:
         snapshot = self.inference.publish(learner.policy_weights(), learner.alpha, learner.weights_version)
         if self.redis is not None:
             prefix = self.config.weights_key
-            pipe = self.redis.pipeline()
-            pipe.set(f"{prefix}:blob", snapshot.blob)
-            pipe.set(f"{prefix}:version", snapshot.version)
             try:
-                pipe.execute()
+                self.redis.set(f"{prefix}:version", snapshot.version)
             except (redis.ConnectionError, redis.TimeoutError, redis.BusyLoadingError) as exc:
                 # Redis away (restarting): the actors already have these weights from the inference endpoint;
-                # the next publication writes Redis' copy again
+                # the next publication writes the version again
                 metrics.REDIS_FAILURES.inc()
                 log.warning("weights version %d not written to Redis (%s); the next publication retries",
                             snapshot.version, exc)

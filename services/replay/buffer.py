@@ -12,10 +12,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from phylorl.interfaces import RecordStore
+from phylorl.replay.rate_limiter import RateLimiter
 from phylorl.wire.codec import PackedRecords
 from services.replay.cache import RecordCache
-from phylorl.replay.rate_limiter import RateLimiter
-from services.replay.store import RedisStore
 from phylorl.replay.priority_table import PriorityTable
 
 MAX_SAMPLE_BATCH = 1 << 16
@@ -93,7 +93,7 @@ class PrioritizedReplay:
     thread while the sample that frees them sits in the queue).
     """
 
-    def __init__(self, store: RedisStore, *, capacity: int, alpha: float, beta: float,
+    def __init__(self, store: RecordStore, *, capacity: int, alpha: float, beta: float,
                  rate_limiter: RateLimiter, seed: int | None = None, max_waiting: int | None = None,
                  cache_records: bool = True):
         self._table = PriorityTable(capacity, alpha, beta, seed)

@@ -45,3 +45,16 @@ def test_files_stay_small():
     long = {str(p.relative_to(REPO)): n for package in ("phylorl", "services") for p in _python_files(package)
             if (n := len(p.read_text().splitlines())) > 400}
     assert not long, f"files over 400 lines: {long}"
+
+
+def test_the_implementations_still_meet_the_interfaces():
+    from phylorl import interfaces
+    from services.learner.inference import BatchingInference
+    from services.replay.client import ReplayClient, SampledRecords
+    from services.replay.store import RedisStore
+
+    for implementation, protocol in ((ReplayClient, interfaces.ReplaySource), (BatchingInference, interfaces.WeightsSink),
+                                     (RedisStore, interfaces.RecordStore)):
+        missing = [name for name in dir(protocol) if not name.startswith("_") and not hasattr(implementation, name)]
+        assert not missing, f"{implementation.__name__} lacks {missing} of {protocol.__name__}"
+    assert {"keys", "weights", "records"} <= set(SampledRecords.__dataclass_fields__)

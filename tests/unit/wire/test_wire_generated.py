@@ -1,5 +1,6 @@
 """The generated protobuf code matches the .proto files and imports as phylorl.wire.v1."""
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -10,7 +11,11 @@ REPO = Path(__file__).resolve().parents[3]
 
 
 def test_generated_code_is_up_to_date():
-    pytest.importorskip("grpc_tools", reason="grpcio-tools regenerates the code")
+    try:
+        import grpc_tools  # noqa: F401
+    except ImportError:  # the CI policy: a missing tool fails under CI and skips elsewhere
+        message = "grpcio-tools (a dev extra) regenerates the code"
+        pytest.fail(message) if os.environ.get("CI") else pytest.skip(message)
     result = subprocess.run([sys.executable, str(REPO / "scripts" / "gen_protos.py"), "--check"],
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
