@@ -35,7 +35,7 @@ def main() -> None:
         engine.loglik(tree)
 
         def full():
-            engine._valid[:] = False  # forget every cached partial
+            engine._b.valid[:] = False  # forget every cached partial
             engine._loglik_at(tree, 0)
 
         t_full = median_seconds(full, repeats=31, calls=20)

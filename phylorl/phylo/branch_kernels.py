@@ -167,14 +167,20 @@ def newton_branch(coef, eigvals, rates, pattern_weights, t0, t_min, t_max, max_i
 
 @njit(cache=True, nogil=True)
 def optimize_edges(order, rounds, tol, max_iter, newton_tol, t_min, t_max,
-                   neighbors, node_edges, edges, lengths, snap_lengths, n_leaves, tip_codes, mask_vectors,
-                   pmat, tip_pmat, clv, scale, valid, stack, freqs, weights, eigvals, U, U_inv, rates,
-                   inv_lik, pinv, pattern_weights, coef, inv_scaled, site, site_scale):
+                   neighbors, node_edges, edges, lengths, snap_lengths, n_leaves, tip_codes, pattern_weights,
+                   buffers, model):
     """Passes of per-branch Newton over ``order`` until a pass gains less than ``tol``.
 
-    Updates ``lengths`` (and the snapshot) in place and keeps partials consistent. Returns
-    ``(loglik, partials recomputed, branches optimised)``.
+    ``buffers`` is the engine's :class:`~phylorl.phylo.likelihood.Buffers` and ``model`` its
+    :class:`~phylorl.phylo.likelihood.ModelArrays`. Updates ``lengths`` (and the snapshot) in place and
+    keeps partials consistent. Returns ``(loglik, partials recomputed, branches optimised, last edge)``.
     """
+    mask_vectors = kn.MASK_VECTORS
+    pmat, tip_pmat, clv, scale, valid, stack = (buffers.pmat, buffers.tip_pmat, buffers.clv, buffers.scale,
+                                                buffers.valid, buffers.stack)
+    site, site_scale, coef, inv_scaled = buffers.site, buffers.site_scale, buffers.coef, buffers.inv_scaled
+    freqs, weights, eigvals, U, U_inv, rates = model.freqs, model.weights, model.eigvals, model.U, model.U_inv, model.rates
+    inv_lik, pinv = model.inv_lik, model.pinv
     one = np.empty(1, dtype=np.int64)
     n_updates = 0
     n_branches = 0

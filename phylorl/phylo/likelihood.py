@@ -11,6 +11,8 @@ tree the engine sees and then held fixed; :attr:`LikelihoodEngine.model` shows t
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 from . import branch_kernels as bk
@@ -21,6 +23,42 @@ from .tree import Tree
 
 BRLEN_MIN = 1e-6  # IQ-TREE's minimum branch length
 BRLEN_MAX = 100.0
+
+
+class Buffers(NamedTuple):
+    """The engine's work arrays for one tree size (``E`` edges, ``C`` rate categories, ``P`` patterns), handed
+    to the compiled kernels as one argument."""
+
+    clv: np.ndarray         # float64 [2E, C, 4, P]  partial likelihoods per directed edge
+    scale: np.ndarray       # int32 [2E, P]          their scaling exponents
+    valid: np.ndarray       # bool [2E]              which partials are current
+    pmat: np.ndarray        # float64 [E, C, 4, 4]   transition matrices per edge and category
+    tip_pmat: np.ndarray    # float64 [E, C, 4, 16]  the same applied to every tip state mask
+    stack: np.ndarray       # int64 [4E + 8]         traversal stack
+    site: np.ndarray        # float64 [P]            site likelihoods at the evaluation edge
+    site_scale: np.ndarray  # int64 [P]              and their scaling exponents
+    coef: np.ndarray        # float64 [C, 4, P]      one branch's likelihood coefficients (Newton)
+    inv_scaled: np.ndarray  # float64 [P]            the invariant-site term on their scale
+
+    @classmethod
+    def allocate(cls, n_edges: int, n_cats: int, n_patterns: int) -> "Buffers":
+        E, C, P = n_edges, n_cats, n_patterns
+        return cls(np.zeros((2 * E, C, 4, P)), np.zeros((2 * E, P), dtype=np.int32), np.zeros(2 * E, dtype=np.bool_),
+                   np.zeros((E, C, 4, 4)), np.zeros((E, C, 4, 16)), np.zeros(4 * E + 8, dtype=np.int64),
+                   np.zeros(P), np.zeros(P, dtype=np.int64), np.zeros((C, 4, P)), np.zeros(P))
+
+
+class ModelArrays(NamedTuple):
+    """A substitution model as the kernels read it."""
+
+    freqs: np.ndarray    # float64 [4]
+    weights: np.ndarray  # float64 [C] category weights
+    eigvals: np.ndarray  # float64 [4]
+    U: np.ndarray        # float64 [4, 4] eigenvectors
+    U_inv: np.ndarray    # float64 [4, 4]
+    rates: np.ndarray    # float64 [C] category rates
+    inv_lik: np.ndarray  # float64 [P] likelihood of each pattern if the site is invariant
+    pinv: float          # proportion of invariant sites
 
 
 class LikelihoodEngine:
@@ -75,15 +113,13 @@ class LikelihoodEngine:
         """Use ``model`` from now on (every cached partial becomes stale)."""
         self.model = model
         C = int(model.rates.shape[0])
-        self._freqs = np.ascontiguousarray(model.freqs, dtype=np.float64)
-        self._eig = np.ascontiguousarray(model.eigvals, dtype=np.float64)
-        self._U = np.ascontiguousarray(model.U, dtype=np.float64)
-        self._U_inv = np.ascontiguousarray(model.U_inv, dtype=np.float64)
-        self._rates = np.ascontiguousarray(model.rates, dtype=np.float64)
-        self._weights = np.ascontiguousarray(model.weights, dtype=np.float64)
-        self._pinv = float(model.pinv)
-        # likelihood of each pattern if the site is invariant: sum_i pi_i * [state i fits every taxon]
-        self._inv_lik = kn.MASK_VECTORS[self._common] @ self._freqs
+        freqs = np.ascontiguousarray(model.freqs, dtype=np.float64)
+        self._m = ModelArrays(
+            freqs, np.ascontiguousarray(model.weights, dtype=np.float64),
+            np.ascontiguousarray(model.eigvals, dtype=np.float64), np.ascontiguousarray(model.U, dtype=np.float64),
+            np.ascontiguousarray(model.U_inv, dtype=np.float64), np.ascontiguousarray(model.rates, dtype=np.float64),
+            # likelihood of each pattern if the site is invariant: sum_i pi_i * [state i fits every taxon]
+            kn.MASK_VECTORS[self._common] @ freqs, float(model.pinv))
         self._n_cats = C
         self._snap_edges = None  # forces a full recomputation
 
@@ -101,20 +137,8 @@ class LikelihoodEngine:
 
     # ------------------------------------------------------------ bookkeeping
     def _allocate(self, tree: Tree) -> None:
-        E = tree.n_edges
-        C = self._n_cats
-        P = self.n_patterns
-        self._clv = np.zeros((2 * E, C, 4, P))
-        self._scale = np.zeros((2 * E, P), dtype=np.int32)
-        self._valid = np.zeros(2 * E, dtype=np.bool_)
-        self._pmat = np.zeros((E, C, 4, 4))
-        self._tip_pmat = np.zeros((E, C, 4, 16))
-        self._stack = np.zeros(4 * E + 8, dtype=np.int64)
-        self._site = np.zeros(P)
-        self._site_scale = np.zeros(P, dtype=np.int64)
-        self._coef = np.zeros((C, 4, P))
-        self._inv_scaled = np.zeros(P)
-        self._n_edges = E
+        self._b = Buffers.allocate(tree.n_edges, self._n_cats, self.n_patterns)
+        self._n_edges = tree.n_edges
 
     def _check_tree(self, tree: Tree) -> None:
         if tree.n_leaves != self.tip_codes.shape[0]:
@@ -134,35 +158,39 @@ class LikelihoodEngine:
             self._seen_taxa = tree.taxa
         if self._snap_edges is None or getattr(self, "_n_edges", -1) != tree.n_edges:
             self._check_tree(tree)
-            if getattr(self, "_n_edges", -1) != tree.n_edges or self._clv.shape[1] != self._n_cats:
+            if getattr(self, "_n_edges", -1) != tree.n_edges or self._b.clv.shape[1] != self._n_cats:
                 self._allocate(tree)
-            self._valid[:] = False
+            self._b.valid[:] = False
             all_edges = np.arange(tree.n_edges, dtype=np.int64)
             self._update_pmats(tree, all_edges)
             self._snap_edges = tree.edges.copy()
             self._snap_lengths = tree.lengths.copy()
             return
+        b, m = self._b, self._m
         first = kn.sync_tree(tree.neighbors, tree.node_edges, tree.edges, tree.lengths, self._snap_edges,
-                             self._snap_lengths, self._valid, self._stack, self._eig, self._U, self._U_inv,
-                             self._rates, self._pmat, self._tip_pmat, kn.MASK_VECTORS)
+                             self._snap_lengths, b.valid, b.stack, m.eigvals, m.U, m.U_inv, m.rates, b.pmat,
+                             b.tip_pmat, kn.MASK_VECTORS)
         if first >= 0:
             self._root_edge = int(first)
 
     def _update_pmats(self, tree: Tree, edge_ids: np.ndarray) -> None:
-        kn.compute_pmats(edge_ids, tree.lengths, self._eig, self._U, self._U_inv, self._rates,
-                         self._pmat, self._tip_pmat, kn.MASK_VECTORS)
+        b, m = self._b, self._m
+        kn.compute_pmats(edge_ids, tree.lengths, m.eigvals, m.U, m.U_inv, m.rates, b.pmat, b.tip_pmat,
+                         kn.MASK_VECTORS)
 
     def _ensure_edge(self, tree: Tree, e: int) -> None:
+        b = self._b
         for d in (2 * e, 2 * e + 1):
             self.n_partial_updates += kn.ensure_valid(
                 d, tree.neighbors, tree.node_edges, tree.edges, tree.n_leaves, self.tip_codes,
-                self._pmat, self._tip_pmat, self._clv, self._scale, self._valid, self._stack)
+                b.pmat, b.tip_pmat, b.clv, b.scale, b.valid, b.stack)
 
     def _loglik_at(self, tree: Tree, e: int) -> float:
         self._ensure_edge(tree, e)
-        kn.edge_site_likelihoods(e, tree.n_leaves, tree.edges, self.tip_codes, self._pmat, self._tip_pmat,
-                                 self._clv, self._scale, self._freqs, self._weights, self._site, self._site_scale)
-        return float(kn.total_loglik(self._site, self._site_scale, self.pattern_weights, self._inv_lik, self._pinv))
+        b, m = self._b, self._m
+        kn.edge_site_likelihoods(e, tree.n_leaves, tree.edges, self.tip_codes, b.pmat, b.tip_pmat, b.clv, b.scale,
+                                 m.freqs, m.weights, b.site, b.site_scale)
+        return float(kn.total_loglik(b.site, b.site_scale, self.pattern_weights, m.inv_lik, m.pinv))
 
     # ----------------------------------------------------------------- public
     def loglik(self, tree: Tree) -> float:
@@ -175,10 +203,10 @@ class LikelihoodEngine:
         """Log-likelihood of every alignment site (``float64 [n_sites]``)."""
         self._sync(tree)
         self._loglik_at(tree, self._root_edge)
-        lv = np.log(self._site) - self._site_scale * kn.LOG_SCALE
-        if self._pinv > 0:
+        lv = np.log(self._b.site) - self._b.site_scale * kn.LOG_SCALE
+        if self._m.pinv > 0:
             with np.errstate(divide="ignore"):
-                li = np.log(self._pinv * self._inv_lik)
+                li = np.log(self._m.pinv * self._m.inv_lik)
             lv = np.logaddexp(lv, li)
         return lv[self.alignment.patterns().site_pattern]
 
@@ -202,10 +230,7 @@ class LikelihoodEngine:
         loglik, n_updates, n_branches, last = bk.optimize_edges(
             order, rounds, tol, newton_iterations, newton_tol, self.brlen_min, self.brlen_max,
             tree.neighbors, tree.node_edges, tree.edges, tree.lengths, self._snap_lengths, tree.n_leaves,
-            self.tip_codes, kn.MASK_VECTORS, self._pmat, self._tip_pmat, self._clv, self._scale, self._valid,
-            self._stack, self._freqs, self._weights, self._eig, self._U, self._U_inv, self._rates,
-            self._inv_lik, self._pinv, self.pattern_weights, self._coef, self._inv_scaled, self._site,
-            self._site_scale)
+            self.tip_codes, self.pattern_weights, self._b, self._m)
         self.n_partial_updates += n_updates
         self.n_branch_optimisations += n_branches
         self.n_evaluations += 1
