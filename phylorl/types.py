@@ -27,6 +27,20 @@ from dataclasses import dataclass, field
 import numpy as np
 
 
+FEATURE_SETS = ("basic", "rich")
+"""The observation feature sets (:mod:`phylorl.env.features` builds them)."""
+RICH_EDGE_FEATURES = 3
+RICH_MOVE_FEATURES = 15
+
+
+def feature_sizes(features: str) -> tuple[int, int, int]:
+    """``(node_features, edge_features, action_meta)`` columns of a feature set."""
+    if features == "basic":
+        return 1, 1, 3
+    if features == "rich":
+        return 1, RICH_EDGE_FEATURES, RICH_MOVE_FEATURES
+    raise ValueError(f"unknown feature set {features!r}: expected one of {FEATURE_SETS}")
+
 @dataclass(frozen=True)
 class MoveSource:
     """Where an observation's moves came from: ``enumerate_moves`` on this neighbour table.

@@ -48,6 +48,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["train"]:  # its flags (--help too) belong to python -m services.launcher
+        from phylorl.cli import train
+
+        return run_command("train", train.run, argparse.Namespace(argv=argv[1:]))
     args = build_parser().parse_args(argv)
     names = {args.command, *ALIASES.get(args.command, [])}
     args.argv = argv[next(i for i, a in enumerate(argv) if a in names) + 1:]  # this command's own flags

@@ -44,19 +44,8 @@ from phylorl.phylo.bootstrap import edge_supports
 from phylorl.phylo.parsimony import parsimony_tips, spr_parsimony_deltas
 from phylorl.phylo.tree import Tree
 
-FEATURE_SETS = ("basic", "rich")
-RICH_MOVE_FEATURES = 15
-RICH_EDGE_FEATURES = 3
+from phylorl.types import FEATURE_SETS, RICH_EDGE_FEATURES, RICH_MOVE_FEATURES, feature_sizes  # noqa: F401
 _MIN_LENGTH = 1e-6
-
-
-def feature_sizes(features: str) -> tuple[int, int, int]:
-    """``(node_features, edge_features, action_meta)`` columns of a feature set."""
-    if features == "basic":
-        return 1, 1, 3
-    if features == "rich":
-        return 1, RICH_EDGE_FEATURES, RICH_MOVE_FEATURES
-    raise ValueError(f"unknown feature set {features!r}: expected one of {FEATURE_SETS}")
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from phylorl.types import FEATURE_SETS, feature_sizes
+
 ActionFeatures = Literal["indices", "gather"]
 
 
@@ -17,14 +19,15 @@ class NetworkConfig:
     7-number action input by the GNN embeddings of the move's four nodes (792,577 parameters).
     """
 
-    node_features: int = 1
-    """Columns of ``Observation.node_features`` (1: ``is_leaf``)."""
+    node_features: int | None = None
+    """Columns of ``Observation.node_features`` (None: those of ``features``; basic: 1, ``is_leaf``)."""
 
-    edge_features: int = 1
-    """Columns of ``Observation.edge_attr`` (1: branch length)."""
+    edge_features: int | None = None
+    """Columns of ``Observation.edge_attr`` (None: those of ``features``; basic: 1, the branch length)."""
 
-    action_meta: int = 3
-    """Columns of ``Observation.action_meta`` (pruned length, regraft length, distance)."""
+    action_meta: int | None = None
+    """Columns of ``Observation.action_meta`` (None: those of ``features``; basic: 3, pruned length,
+    regraft length, distance)."""
 
     hidden: int = 256
     """Width of node embeddings; the tree embedding is ``3 * hidden`` (sum, mean, max pooling)."""
@@ -57,18 +60,23 @@ class NetworkConfig:
     """Dropout probability after the Q head's first layer (training only)."""
 
     features: str = "basic"
-    """The observation feature set the network reads (:mod:`phylorl.env.features`); the three
-    column counts above must match it (:meth:`for_features` sets them)."""
+    """The observation feature set the network reads (:mod:`phylorl.env.features`); the three column
+    counts above default to its own."""
 
     @classmethod
     def for_features(cls, features: str, **fields) -> "NetworkConfig":
         """A config whose input sizes match the feature set ``features`` (``basic`` or ``rich``)."""
-        from phylorl.env.features import feature_sizes
-
-        node, edge, meta = feature_sizes(features)
-        return cls(node_features=node, edge_features=edge, action_meta=meta, features=features, **fields)
+        return cls(features=features, **fields)
 
     def __post_init__(self) -> None:
+        own = feature_sizes(self.features)
+        given = (self.node_features, self.edge_features, self.action_meta)
+        # sizes that are exactly another feature set's were carried over from a copy of a config of that set
+        # (``dataclasses.replace(cfg, features=...)``, a config section's default): they follow ``features``
+        stale = any(given == feature_sizes(other) for other in FEATURE_SETS if other != self.features)
+        for name, size, value in zip(("node_features", "edge_features", "action_meta"), own, given):
+            if value is None or stale:
+                object.__setattr__(self, name, size)
         for name in ("node_features", "edge_features", "action_meta", "hidden", "heads",
                      "action_hidden", "head_hidden"):
             if getattr(self, name) < 1:

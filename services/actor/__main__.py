@@ -15,7 +15,7 @@ import threading
 
 import grpc
 
-from phylorl.env import EnvAlignment, EnvConfig, PreparationCache, VecTreeEnv
+from phylorl.env import EnvAlignment, PreparationCache, VecTreeEnv
 from phylorl.env.corpus import load_corpus
 from services.actor.actor import Actor
 from services.actor.config import ActorConfig, load
@@ -38,9 +38,7 @@ def build_envs(config: ActorConfig) -> VecTreeEnv:
         log.info("prepared %s (%d/%d): %d taxa, model %s, NJ logL %.3f", entry.path, i + 1, len(corpus),
                  entry.alignment.n_taxa, prepared.model, prepared.nj_loglik)
         entries.append(EnvAlignment.build(entry.alignment, prepared, str(entry.path)))
-    env_config = EnvConfig(horizon=config.horizon, start=config.start, reward_scale=config.reward_scale,
-                           radius=config.radius, features=config.features)
-    return VecTreeEnv(entries, config.envs, env_config, seed=config.seed)
+    return VecTreeEnv(entries, config.envs, config.env, seed=config.seed)
 
 
 def main(argv: list[str] | None = None) -> int:

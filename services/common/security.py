@@ -23,7 +23,6 @@ from pathlib import Path
 
 import grpc
 
-from .config import doc
 
 TOKEN_ENV = "PHYLORL_GRPC_TOKEN"
 REDIS_PASSWORD_ENV = "PHYLORL_REDIS_PASSWORD"
@@ -33,25 +32,29 @@ REDIS_PASSWORD_ENV = "PHYLORL_REDIS_PASSWORD"
 class ServerTLS:
     """TLS fields of a config whose service serves gRPC."""
 
-    tls_cert_file: str = doc("PEM certificate (chain) of this service's gRPC port; with tls_key_file the port "
-                             "accepts TLS only ('' = plaintext).", "")
-    tls_key_file: str = doc("PEM private key of tls_cert_file.", "")
+    tls_cert_file: str = ""
+    """PEM certificate (chain) of this service's gRPC port; with tls_key_file the port accepts TLS only ('' =
+    plaintext)."""
+    tls_key_file: str = ""
+    """PEM private key of tls_cert_file."""
 
 
 @dataclass(frozen=True)
 class ClientTLS:
     """TLS fields of a config whose service calls gRPC services."""
 
-    tls_ca_file: str = doc("PEM CA certificate that the gRPC services this one calls must be signed by; set, calls "
-                           "use TLS ('' = plaintext).", "")
+    tls_ca_file: str = ""
+    """PEM CA certificate that the gRPC services this one calls must be signed by; set, calls use TLS ('' =
+    plaintext)."""
 
 
 @dataclass(frozen=True)
 class GrpcToken:
     """The shared token (servers require it, clients send it)."""
 
-    token_file: str = doc(f"File holding the shared gRPC token, required of every call served and sent with every "
-                          f"call made ('' = ${TOKEN_ENV} if set, else no token).", "")
+    token_file: str = ""
+    """File holding the shared gRPC token, required of every call served and sent with every call made ('' =
+    $PHYLORL_GRPC_TOKEN if set, else no token)."""
 
 
 @dataclass(frozen=True)
@@ -68,9 +71,10 @@ class ServerCredentials(ServerTLS, GrpcToken):
 class RedisAuth:
     """Redis fields of a service config."""
 
-    redis_username: str = doc("Redis ACL user to authenticate as ('' = Redis' default user).", "")
-    redis_password_file: str = doc(f"File holding that user's password ('' = ${REDIS_PASSWORD_ENV} if set, else "
-                                   f"no password).", "")
+    redis_username: str = ""
+    """Redis ACL user to authenticate as ('' = Redis' default user)."""
+    redis_password_file: str = ""
+    """File holding that user's password ('' = $PHYLORL_REDIS_PASSWORD if set, else no password)."""
 
 
 def read_secret(path: str, env_name: str, what: str, environ=os.environ) -> str | None:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import dataclasses
 import json
 import shutil
 import sys
@@ -19,46 +18,53 @@ import threading
 import time
 from pathlib import Path
 
-import yaml
 
 from phylorl.cli import CliError
 from phylorl.cli import main as cli_main
 from phylorl.cli import run_command
-from phylorl.cli.train import HELP, add_arguments
+from phylorl.cli.train import HELP
+from services.common.config import add_flags, build, env_values, file_values, flag_values, merge, paths
 
-from .config import TrainConfig
+from .config import SET_BY_LAUNCHER, TrainConfig
 from .run import run_local
 from .supervisor import LaunchError
 
 
+ENV_PREFIX = "PHYLORL_TRAIN_"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """``phylorl train``'s flags: one per TrainConfig field (sections included), derived from the dataclass."""
+    parser = argparse.ArgumentParser(prog="phylorl train", description=f"{HELP}. Every field below can also come "
+                                     f"from --config FILE (YAML/JSON, sections as mappings) or {ENV_PREFIX}<FIELD> "
+                                     f"(sections joined with __).")
+    parser.add_argument("--config", help="YAML or JSON file of TrainConfig fields (sections replay:, learner:, actor:)")
+    add_flags(parser, TrainConfig(), ENV_PREFIX, exclude=SET_BY_LAUNCHER)
+    parser.add_argument("--no-report", action="store_true", help="the same as --report false")
+    parser.add_argument("--json", action="store_true",
+                        help="print the whole summary (summary.json) as the one JSON object on stdout, instead of its "
+                             "main fields")
+    return parser
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="phylorl train", description=HELP)
-    add_arguments(parser)
+    parser = build_parser()
     return run_command("train", run, parser.parse_args(argv))
 
 
-def build_config(args):
-    values = {}
-    if args.config:
-        loaded = yaml.safe_load(Path(args.config).read_text()) or {}
-        if not isinstance(loaded, dict):
-            raise ValueError(f"{args.config}: expected a mapping of TrainConfig fields")
-        known = {f.name for f in dataclasses.fields(TrainConfig)}
-        unknown = sorted(set(loaded) - known)
-        if unknown:
-            raise ValueError(f"{args.config}: unknown fields {unknown}; known: {sorted(known)}")
-        values.update(loaded)
-    if args.alignments:
-        values["alignments"] = ",".join(args.alignments)
-    for name in ("actors", "envs_per_actor", "updates", "minutes", "run_dir", "model", "device", "seed",
-                 "features", "init_checkpoint", "hidden", "horizon", "gamma", "label_fraction", "demo_weight",
-                 "prometheus", "secure"):
-        value = getattr(args, name)
-        if value is not None:
-            values[name] = value
+def build_config(args, environ=None) -> TrainConfig:
+    import os
+
+    environ = os.environ if environ is None else environ
+    values = merge(file_values(args.config) if args.config else {}, env_values(TrainConfig(), environ, ENV_PREFIX),
+                   flag_values(args, TrainConfig()))
     if args.no_report:
         values["report"] = False
-    return TrainConfig(**values)
+    taken = sorted(set(paths(values)) & SET_BY_LAUNCHER)
+    if taken:
+        raise ValueError(f"{taken[0]} is set by the launcher for a local run (ports, addresses, Redis, secrets, "
+                         f"directories and seeds are its own); leave it out")
+    return build(TrainConfig, values)
 
 
 def totals(summary: dict) -> str:

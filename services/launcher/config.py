@@ -1,12 +1,48 @@
-"""Settings of the embedded local run (``phylorl train``): one frozen dataclass.
+"""Settings of the embedded local run (``phylorl train``): one frozen dataclass with the three services' configs
+as typed sections.
 
-Per-service settings beyond these go in the ``--config`` file under ``replay:``, ``learner:`` and
-``actor:`` (field names as in each service's ``--help``); they become that service's flags.
+Loaded by :func:`services.common.config.load_config` like every service's config: ``--config FILE`` (YAML or
+JSON, sections as nested mappings), ``PHYLORL_TRAIN_<FIELD>`` (``PHYLORL_TRAIN_LEARNER__AGENT__LR``) and
+flags (``--learner.agent.lr``), every one listed by ``phylorl train --help``. The sections default to the
+services' own defaults except where a short local run on a small machine wants others (``local_*`` below);
+the launcher sets what connects the services (addresses, ports, Redis, secrets, directories, seeds). The
+short fields (``--hidden``, ``--horizon``, ...) set their section fields, as their docs say; left unset
+(None) they leave the sections as they are.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
+
+from phylorl.env.tree_env import EnvConfig
+from phylorl.nets.config import NetworkConfig
+from services.actor.config import ActorConfig
+from services.learner.config import LearnerConfig
+from services.replay.config import ReplayConfig
+
+
+_CONNECTION = ("host", "port", "metrics_port", "redis_url", "redis_username", "redis_password_file", "tls_cert_file",
+               "tls_key_file", "tls_ca_file", "token_file")
+SET_BY_LAUNCHER = frozenset(
+    [f"replay.{name}" for name in (*_CONNECTION, "seed")]
+    + [f"learner.{name}" for name in (*_CONNECTION, "replay_address", "run_dir", "updates", "seed")]
+    + [f"actor.{name}" for name in ("learner_address", "replay_address", "metrics_port", "alignments", "cache_dir",
+                                    "seed", "actor_id", "spool_dir", "tls_ca_file", "token_file")])
+"""Section fields the launcher sets itself (addresses, ports, Redis, secrets, directories, seeds): not flags."""
+
+
+def local_replay() -> ReplayConfig:
+    return ReplayConfig(min_size_to_sample=128, samples_per_insert=8.0)
+
+
+def local_learner() -> LearnerConfig:
+    return LearnerConfig(batch_size=32, net=NetworkConfig(features="rich", hidden=64, action_hidden=64,
+                                                          head_hidden=64))
+
+
+def local_actor() -> ActorConfig:
+    return ActorConfig(envs=2, env=EnvConfig(horizon=10))
 
 
 @dataclass(frozen=True)
@@ -15,59 +51,30 @@ class TrainConfig:
 
     actors: int = 2
     """Actor processes."""
-    envs_per_actor: int = 2
-    """Environments stepped together by each actor."""
-    alignments: str = ""
-    """Corpus (directory or comma-separated files); empty: simulate a small one into the run directory."""
+    alignments: str = field(default="", metadata={"multiple": True})
+    """Corpus (directories and/or files; comma-separated or the flag repeated); empty: simulate a small one into
+    the run directory."""
     updates: int = 300
     """Learner updates to run (0: until --minutes or Ctrl-C)."""
     minutes: float = 10.0
     """Wall-clock limit of the run (0: none)."""
     run_dir: str = ""
     """Run directory (default: runs/<date-time>)."""
-    model: str = "GTR+F+G4"
-    """Model string; free parameters are estimated once per alignment on its NJ tree."""
-    horizon: int = 10
-    """Steps per episode."""
-    gamma: float = 0.9
-    """Discount per environment step (0: each move is judged by its own reward alone)."""
-    label_fraction: float = 0.0
-    """Fraction of the actors' states whose every move is scored by the environment and sent as
-    demonstration labels (costs one local branch optimisation per move)."""
-    demo_weight: float = 1.0
-    """Weight of the learner's supervised term on those labels."""
-    batch_size: int = 32
-    """Transitions per learner update."""
-    hidden: int = 64
-    """Network width (the designed 256 is for a GPU learner)."""
-    min_replay: int = 128
-    """Transitions in replay before the learner starts."""
-    samples_per_insert: float = 8.0
-    """Replay's sampled-to-inserted ratio (rate limiter; 0 = none)."""
-    publish_every: int = 10
-    """Publish the weights to the inference endpoint the actors ask (and their version to Redis) every this
-    many updates."""
-    features: str = "rich"
-    """Observation feature set of actors and learner: rich or basic (the original)."""
+    seed: int = 0
+    """Seed of the simulated corpus, the replay service, the learner and the actors (actor i: seed + 1000 i)."""
     cache_dir: str = ""
     """Preparation cache shared by the actors (default: the run directory's ``cache/``)."""
-    init_checkpoint: str = ""
-    """Warm start: the learner starts from this checkpoint's networks (e.g. from phylorl warmstart)."""
-    prometheus: int = 0
-    """Start the installed Prometheus on this port, scraping the run's services with the compose stack's
-    job names (so the dashboards' queries work); 0: none."""
+    prometheus: int = field(default=0, metadata={"const": 9090})
+    """Start the installed Prometheus on this port (the flag alone: 9090), scraping the run's services with the
+    compose stack's job names (so the dashboards' queries work); 0: none."""
     secure: bool = False
-    """gRPC between the services with TLS and a shared token (made in the run directory's ``secrets/``).
-    Redis always requires a password: the run's own ACL user, made there too."""
+    """gRPC between the services with TLS and a shared token (made in the run directory's ``secrets/``). Redis
+    always requires a password: the run's own ACL user, made there too."""
     max_restarts: int = 5
-    """A service that dies (replay, learner, actor, Redis, Prometheus) is started again, at most this many
-    times each; after that the run ends with "<service> failed"."""
+    """A service that dies (replay, learner, actor, Redis, Prometheus) is started again, at most this many times
+    each; after that the run ends with "<service> failed"."""
     restart_backoff_s: float = 1.0
     """Wait before a restart: this, doubled per earlier restart of the same service, at most 30 s."""
-    device: str = "auto"
-    """Learner device: cpu, cuda or auto."""
-    seed: int = 0
-    """Seed of the simulated corpus, the learner and the actors."""
     simulate_count: int = 8
     """Alignments simulated when no corpus is given ..."""
     simulate_taxa: str = "7:10"
@@ -76,25 +83,76 @@ class TrainConfig:
     """... and of sites."""
     report: bool = True
     """Write the PNG report (phylorl report) at the end."""
-    replay: dict = field(default_factory=dict)
-    """Extra replay-service fields."""
-    learner: dict = field(default_factory=dict)
-    """Extra learner-service fields."""
-    actor: dict = field(default_factory=dict)
-    """Extra actor-service fields."""
+
+    envs_per_actor: int | None = None
+    """Sets actor.envs: environments stepped together by each actor."""
+    model: str | None = None
+    """Sets actor.model: the model string; free parameters are estimated once per alignment on its NJ tree."""
+    features: str | None = None
+    """Sets actor.env.features and learner.net.features: the observation feature set (rich or basic)."""
+    horizon: int | None = None
+    """Sets actor.env.horizon: steps per episode."""
+    gamma: float | None = None
+    """Sets actor.gamma: discount per environment step (0: each move is judged by its own reward alone)."""
+    label_fraction: float | None = None
+    """Sets actor.label_fraction: the fraction of states whose every move is scored by the environment and sent
+    as demonstration labels (one local branch optimisation per move)."""
+    demo_weight: float | None = None
+    """Sets learner.agent.demo_weight: the weight of the supervised term on those labels."""
+    hidden: int | None = None
+    """Sets learner.net.hidden, action_hidden and head_hidden: the network width (a GPU learner can take the
+    designed 256)."""
+    batch_size: int | None = None
+    """Sets learner.batch_size: transitions per update."""
+    publish_every: int | None = None
+    """Sets learner.publish_every: updates between publications of the weights to the inference endpoint."""
+    device: str | None = None
+    """Sets learner.device: cpu, cuda or auto."""
+    init_checkpoint: str | None = None
+    """Sets learner.init_checkpoint: a checkpoint whose networks start the run (e.g. from phylorl warmstart)."""
+    min_replay: int | None = None
+    """Sets replay.min_size_to_sample: transitions in replay before the learner starts."""
+    samples_per_insert: float | None = None
+    """Sets replay.samples_per_insert: the sampled-to-inserted ratio of the rate limiter (0: none)."""
+
+    replay: ReplayConfig = field(default_factory=local_replay)
+    """The replay service (its address, ports and Redis are the launcher's)."""
+    learner: LearnerConfig = field(default_factory=local_learner)
+    """The learner (its addresses, ports, run directory and Redis are the launcher's)."""
+    actor: ActorConfig = field(default_factory=local_actor)
+    """Every actor (addresses, ports, ids, seeds, corpus, cache and journal directory are the launcher's)."""
 
     def __post_init__(self):
-        if self.actors < 1 or self.envs_per_actor < 1:
-            raise ValueError("actors and envs_per_actor must be >= 1")
+        if self.actors < 1:
+            raise ValueError("actors must be >= 1")
         if self.updates < 0 or self.minutes < 0:
             raise ValueError("updates and minutes must be >= 0")
-        if not 0.0 <= self.gamma <= 1.0 or not 0.0 <= self.label_fraction <= 1.0 or self.demo_weight < 0:
-            raise ValueError("gamma and label_fraction must lie in [0, 1], demo_weight >= 0")
-        if self.features not in ("rich", "basic"):
-            raise ValueError(f"features must be rich or basic, got {self.features!r}")
         if self.max_restarts < 0 or not self.restart_backoff_s >= 0:
             raise ValueError("max_restarts and restart_backoff_s must be >= 0")
         if not 0 <= self.prometheus < 65536:
             raise ValueError(f"prometheus must be a port (0: none), got {self.prometheus}")
         if self.updates == 0 and self.minutes == 0:
             raise ValueError("give --updates or --minutes (or both): the run needs an end")
+        replay, learner, actor = self.sections()  # the services' own checks, with the short fields applied
+        if learner.net.features != actor.env.features:
+            raise ValueError(f"learner.net.features ({learner.net.features}) and actor.env.features "
+                             f"({actor.env.features}) must be the same feature set")
+
+    def sections(self) -> tuple[ReplayConfig, LearnerConfig, ActorConfig]:
+        """The three sections with the short fields that are set applied (and ``updates``, ``seed``)."""
+        replay = _set(self.replay, seed=self.seed, min_size_to_sample=self.min_replay,
+                      samples_per_insert=self.samples_per_insert)
+        net = _set(self.learner.net, features=self.features, hidden=self.hidden, action_hidden=self.hidden,
+                   head_hidden=self.hidden)
+        learner = _set(self.learner, net=net, agent=_set(self.learner.agent, demo_weight=self.demo_weight),
+                       batch_size=self.batch_size, publish_every=self.publish_every, device=self.device,
+                       init_checkpoint=self.init_checkpoint, updates=self.updates, seed=self.seed)
+        actor = _set(self.actor, env=_set(self.actor.env, features=self.features, horizon=self.horizon),
+                     envs=self.envs_per_actor, model=self.model, gamma=self.gamma, label_fraction=self.label_fraction)
+        return replay, learner, actor
+
+
+def _set(config, **values):
+    """``config`` with the ``values`` that are not None."""
+    given = {k: v for k, v in values.items() if v is not None}
+    return dataclasses.replace(config, **given) if given else config

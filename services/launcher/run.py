@@ -7,7 +7,8 @@ then watches them: every second it reads their metrics endpoints, hands a progre
 ``config.updates`` updates, when ``config.minutes`` have passed, when ``stop`` is set (Ctrl-C) or
 when a service dies; then it stops everything cleanly and writes ``summary.json``.
 
-Run directory: ``config.json``, ``logs/<service>.log``, ``redis/`` (AOF), ``checkpoints/``,
+Run directory: ``config.json`` (the whole TrainConfig), ``config/<service>.json`` (each service's config as it
+reads it), ``logs/<service>.log``, ``redis/`` (AOF), ``checkpoints/``,
 ``learner/updates.csv``, ``cache/`` (alignment preparation), ``corpus/`` (if simulated),
 ``metrics.jsonl``, ``summary.json``, ``ports.json`` (every service's gRPC and metrics port, also in the
 summary), ``secrets/`` (mode 0600: Redis' ACL file and the password of its one user, which replay and the
@@ -24,12 +25,13 @@ import os
 import sys
 import threading
 import time
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Callable
 
 from phylorl.agent.checkpoints import latest_checkpoint
 
+from services.common.config import write_config
 from services.common.security import ClientCredentials, RedisAuth
 
 from .config import TrainConfig
@@ -57,7 +59,16 @@ def cache_dir(config: TrainConfig, run_dir: Path) -> Path:
     return Path(config.cache_dir) if config.cache_dir else run_dir / "cache"
 
 
-def prepare_shared_cache(config: TrainConfig, alignments: str, run_dir: Path) -> None:
+def start_service(sup: Supervisor, name: str, service_config, run_dir: Path, port: int = 0) -> Service:
+    """``python -m services.<kind> --config run_dir/config/<name>.json``: the whole section as the service reads
+    it (ports also as flags, so that ``ps`` shows which process is which)."""
+    path = write_config(service_config, run_dir / "config" / f"{name}.json")
+    flags = {"config": path, "metrics_port": service_config.metrics_port, **({"port": port} if port else {})}
+    return sup.add(Service(name, sup.python(f"services.{name.split('-')[0]}", flags), run_dir / "logs" / f"{name}.log",
+                           service_config.metrics_port, port))
+
+
+def prepare_shared_cache(model: str, cache: Path, alignments: str, run_dir: Path) -> None:
     """Prepare the corpus once, in parallel, into the cache every actor reads (``run_dir/cache``)."""
     from phylorl.env.corpus import corpus_files
     from phylorl.env.prepare import prepare_corpus
@@ -69,8 +80,7 @@ def prepare_shared_cache(config: TrainConfig, alignments: str, run_dir: Path) ->
             log.write(f"prepared {path} ({count}/{total})\n")
             log.flush()
 
-        prepare_corpus(corpus_files(alignments.split(",")), config.model, cache_dir(config, run_dir),
-                       threads=os.cpu_count() or 1, on_done=done)
+        prepare_corpus(corpus_files(alignments.split(",")), model, cache, threads=os.cpu_count() or 1, on_done=done)
 
 
 def run_local(config: TrainConfig, run_dir: Path, on_progress: Callable[[dict], None] | None = None,
@@ -78,8 +88,9 @@ def run_local(config: TrainConfig, run_dir: Path, on_progress: Callable[[dict], 
     stop = stop or threading.Event()
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "config.json").write_text(json.dumps(asdict(config), indent=2) + "\n")
+    replay_cfg, learner_cfg, actor_cfg = config.sections()
     alignments = config.alignments or simulate_corpus(config, run_dir)
-    prepare_shared_cache(config, alignments, run_dir)
+    prepare_shared_cache(actor_cfg.model, cache_dir(config, run_dir), alignments, run_dir)
     sup = Supervisor(run_dir)
     started = time.monotonic()
     reason = "unknown"
@@ -96,34 +107,25 @@ def run_local(config: TrainConfig, run_dir: Path, on_progress: Callable[[dict], 
         redis = sup.start_redis(made["redis_users.acl"], RedisAuth(**redis_auth))
         redis_url = f"redis://127.0.0.1:{redis.port}/0"
         replay_port, replay_metrics = free_port(), free_port()
-        replay = sup.add(Service("replay", sup.python("services.replay", {
-            "host": "127.0.0.1", "port": replay_port, "metrics_port": replay_metrics, "redis_url": redis_url,
-            "min_size_to_sample": config.min_replay, "samples_per_insert": config.samples_per_insert,
-            "seed": config.seed, **redis_auth, **grpc_server, **config.replay}), run_dir / "logs" / "replay.log",
-            replay_metrics, replay_port))
+        replay = start_service(sup, "replay", replace(replay_cfg, host="127.0.0.1", port=replay_port,
+                                                      metrics_port=replay_metrics, redis_url=redis_url,
+                                                      **redis_auth, **grpc_server), run_dir, replay_port)
         sup.wait_serving(replay, client)
         learner_port, learner_metrics = free_port(), free_port()
-        learner = sup.add(Service("learner", sup.python("services.learner", {
-            "host": "127.0.0.1", "port": learner_port, "metrics_port": learner_metrics,
-            "replay_address": f"127.0.0.1:{replay_port}", "redis_url": redis_url, "run_dir": str(run_dir),
-            "device": config.device, "batch_size": config.batch_size, "hidden": config.hidden,
-            "updates": config.updates, "publish_every": config.publish_every, "seed": config.seed,
-            "features": config.features, "init_checkpoint": config.init_checkpoint,
-            "demo_weight": config.demo_weight, **redis_auth, **grpc_server, **grpc_client, **config.learner}),
-            run_dir / "logs" / "learner.log", learner_metrics, learner_port))
+        learner = start_service(sup, "learner", replace(
+            learner_cfg, host="127.0.0.1", port=learner_port, metrics_port=learner_metrics,
+            replay_address=f"127.0.0.1:{replay_port}", redis_url=redis_url, run_dir=str(run_dir), **redis_auth,
+            **{**grpc_server, **grpc_client}), run_dir, learner_port)
         sup.wait_serving(learner, client)
         actor_ports = []
         for i in range(config.actors):
             port = free_port()
             actor_ports.append(port)
-            sup.add(Service(f"actor-{i}", sup.python("services.actor", {
-                "learner_address": f"127.0.0.1:{learner_port}", "replay_address": f"127.0.0.1:{replay_port}",
-                "metrics_port": port, "alignments": alignments, "model": config.model,
-                "cache_dir": str(cache_dir(config, run_dir)), "envs": config.envs_per_actor, "horizon": config.horizon,
-                "seed": config.seed + 1000 * i, "actor_id": f"actor-{i}", "features": config.features,
-                "gamma": config.gamma, "label_fraction": config.label_fraction, "spool_dir": str(run_dir / "spool"),
-                **grpc_client, **config.actor}),
-                run_dir / "logs" / f"actor-{i}.log", port))
+            start_service(sup, f"actor-{i}", replace(
+                actor_cfg, learner_address=f"127.0.0.1:{learner_port}", replay_address=f"127.0.0.1:{replay_port}",
+                metrics_port=port, alignments=alignments, cache_dir=str(cache_dir(config, run_dir)),
+                seed=config.seed + 1000 * i, actor_id=f"actor-{i}", spool_dir=str(run_dir / "spool"), **grpc_client),
+                run_dir)
         ports = {"redis": redis.port, "replay": {"grpc": replay_port, "metrics": replay_metrics},
                  "learner": {"grpc": learner_port, "metrics": learner_metrics}, "actors": actor_ports,
                  "prometheus": config.prometheus or None}

@@ -14,9 +14,7 @@ import sys
 
 import torch
 
-from phylorl.agent.config import AgentConfig
 from phylorl.agent.learner import Learner
-from phylorl.nets.config import NetworkConfig
 from services.common import security
 from services.common.runtime import start_service, wait_for_redis
 from services.learner import metrics
@@ -44,20 +42,14 @@ def build_learner(config: LearnerConfig, device: torch.device, checkpoints: Chec
         learner = Learner.restore(latest, device)
         log.info("resumed from %s at version %d", latest, learner.weights_version)
         return learner
-    agent_cfg = AgentConfig(lr=config.lr, initial_alpha=config.initial_alpha,
-                            target_entropy_fraction=config.target_entropy_fraction, tau=config.tau,
-                            demo_weight=config.demo_weight, demo_temperature=config.demo_temperature)
     if config.init_checkpoint:
-        learner = Learner.warm_start(config.init_checkpoint, agent_cfg, device, seed=config.seed)
-        if learner.net_cfg.features != config.features:
+        learner = Learner.warm_start(config.init_checkpoint, config.agent, device, seed=config.seed)
+        if learner.net_cfg.features != config.net.features:
             raise ValueError(f"init_checkpoint {config.init_checkpoint} reads {learner.net_cfg.features!r} "
-                             f"observations, this run's actors send {config.features!r}")
+                             f"observations, this run's actors send {config.net.features!r}")
         log.info("warm start from %s (network %s)", config.init_checkpoint, learner.net_cfg)
         return learner
-    net_cfg = NetworkConfig.for_features(config.features, hidden=config.hidden, action_hidden=config.hidden,
-                                         head_hidden=config.hidden, gat_layers=config.gat_layers,
-                                         action_features=config.action_features)
-    return Learner(net_cfg, agent_cfg, device, seed=config.seed)
+    return Learner(config.net, config.agent, device, seed=config.seed)
 
 
 def main(argv: list[str] | None = None) -> int:

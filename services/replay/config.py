@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from services.common import security
-from services.common.config import config_json, doc
+from services.common.config import config_json
 from services.common.config import load_config as _load_config
 
 ENV_PREFIX = "PHYLORL_REPLAY_"
@@ -20,35 +20,53 @@ __all__ = ["ENV_PREFIX", "ReplayConfig", "config_json", "load_config"]
 
 @dataclass(frozen=True)
 class ReplayConfig(security.ServerTLS, security.GrpcToken, security.RedisAuth):
-    """Everything the replay service needs; see each field's ``doc``."""
+    """Everything the replay service needs."""
 
-    host: str = doc("Interface the gRPC server listens on.", "0.0.0.0")
-    port: int = doc("gRPC port (0 picks a free one, logged at start).", 50051)
-    metrics_port: int = doc("Port of the Prometheus /metrics endpoint; 0 turns it off.", 9101)
-    redis_url: str = doc("Redis holding the table, e.g. redis://127.0.0.1:6379/0.", "redis://127.0.0.1:6379/0")
-    redis_wait_s: float = doc("How long to wait at start for Redis to answer before giving up (s).", 30.0)
-    key_prefix: str = doc("Prefix of every Redis key of this table (several tables can share a Redis).",
-                          "phylorl:replay")
-    capacity: int = doc("Most transitions held; the oldest are evicted first (FIFO).", 100_000)
-    alpha: float = doc("Priority exponent: P(i) is proportional to priority_i ** alpha (0 = uniform).", 0.6)
-    beta: float = doc("Default importance-sampling exponent (a Sample call may override it).", 0.4)
-    min_size_to_sample: int = doc("Transitions needed before any Sample is served.", 1_000)
-    samples_per_insert: float = doc("Target ratio of sampled to inserted transitions; 0 = no ratio limit.", 0.0)
-    error_buffer: float = doc("Allowed drift of the sample/insert balance, in sampled transitions.", 1_000.0)
-    cache_records: bool = doc("Also keep every held record in this service's memory (about capacity x record "
-                              "size, ~1 kB for 20 taxa) and sample from there; Redis stays the durable copy. "
-                              "false reads every sample from Redis.", True)
-    validate_records: bool = doc("Decode every inserted record and check it (shapes, node ids, finite values, "
-                                 "the action one of the moves); a bad one fails its Insert with INVALID_ARGUMENT. "
-                                 "Costs tens of microseconds per record.", True)
-    default_timeout_s: float = doc("Longest rate-limiter wait of a call that names no timeout (s).", 30.0)
-    max_workers: int = doc("gRPC handler threads, i.e. calls handled at once (waiting ones included).", 32)
-    max_message_mb: int = doc("Largest gRPC message sent or received (MiB).", 256)
-    grace_s: float = doc("On SIGTERM, how long running calls may take to finish (s).", 10.0)
-    seed: int = doc("Seed of the sampling random generator; -1 draws one from the OS.", -1)
-    malloc_keep_mb: int = doc("Freed memory glibc keeps for reuse instead of returning it (MiB); "
-                              "avoids page faults on every large message. 0 keeps glibc's defaults.", 1024)
-    log_level: str = doc("Python logging level.", "INFO")
+    host: str = "0.0.0.0"
+    """Interface the gRPC server listens on."""
+    port: int = 50051
+    """gRPC port (0 picks a free one, logged at start)."""
+    metrics_port: int = 9101
+    """Port of the Prometheus /metrics endpoint; 0 turns it off."""
+    redis_url: str = "redis://127.0.0.1:6379/0"
+    """Redis holding the table, e.g. redis://127.0.0.1:6379/0."""
+    redis_wait_s: float = 30.0
+    """How long to wait at start for Redis to answer before giving up (s)."""
+    key_prefix: str = "phylorl:replay"
+    """Prefix of every Redis key of this table (several tables can share a Redis)."""
+    capacity: int = 100_000
+    """Most transitions held; the oldest are evicted first (FIFO)."""
+    alpha: float = 0.6
+    """Priority exponent: P(i) is proportional to priority_i ** alpha (0 = uniform)."""
+    beta: float = 0.4
+    """Default importance-sampling exponent (a Sample call may override it)."""
+    min_size_to_sample: int = 1_000
+    """Transitions needed before any Sample is served."""
+    samples_per_insert: float = 0.0
+    """Target ratio of sampled to inserted transitions; 0 = no ratio limit."""
+    error_buffer: float = 1_000.0
+    """Allowed drift of the sample/insert balance, in sampled transitions."""
+    cache_records: bool = True
+    """Also keep every held record in this service's memory (about capacity x record size, ~1 kB for 20 taxa) and
+    sample from there; Redis stays the durable copy. false reads every sample from Redis."""
+    validate_records: bool = True
+    """Decode every inserted record and check it (shapes, node ids, finite values, the action one of the moves); a
+    bad one fails its Insert with INVALID_ARGUMENT. Costs tens of microseconds per record."""
+    default_timeout_s: float = 30.0
+    """Longest rate-limiter wait of a call that names no timeout (s)."""
+    max_workers: int = 32
+    """gRPC handler threads, i.e. calls handled at once (waiting ones included)."""
+    max_message_mb: int = 256
+    """Largest gRPC message sent or received (MiB)."""
+    grace_s: float = 10.0
+    """On SIGTERM, how long running calls may take to finish (s)."""
+    seed: int = -1
+    """Seed of the sampling random generator; -1 draws one from the OS."""
+    malloc_keep_mb: int = 1024
+    """Freed memory glibc keeps for reuse instead of returning it (MiB); avoids page faults on every large message.
+    0 keeps glibc's defaults."""
+    log_level: str = "INFO"
+    """Python logging level."""
 
     def __post_init__(self) -> None:
         problems = []

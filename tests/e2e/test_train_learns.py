@@ -35,7 +35,7 @@ def _train_and_measure(tmp_path, need, updates: int, extra: list[str]) -> tuple[
                     "8:8", "--sites", "500:500", "--seed", "7", "--model", "JC"], check=True, capture_output=True)
     config = tmp_path / "learn.yaml"
     config.write_text("model: JC\nhorizon: 8\nbatch_size: 32\nhidden: 32\nmin_replay: 128\npublish_every: 5\n"
-                      "samples_per_insert: 4.0\nlearner: {checkpoint_every: 50, lr: 0.001}\nactor: {send_batch: 8}\n")
+                      "samples_per_insert: 4.0\nlearner: {checkpoint_every: 50, agent: {lr: 0.001}}\nactor: {send_batch: 8}\n")
     run_dir = tmp_path / "run"
     proc = subprocess.run(
         [sys.executable, "-m", "phylorl.cli", "train", "--config", str(config), "--alignments", str(corpus),

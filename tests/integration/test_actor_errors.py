@@ -121,7 +121,7 @@ def test_a_killed_actors_journal_is_sent_by_the_next_actor_and_each_transition_s
     spool, replay_port = tmp_path / "spool", free_port_factory()
     flags = ["--learner-address", endpoint, "--replay-address", f"127.0.0.1:{replay_port}", "--alignments",
              str(fasta), "--model", "JC", "--cache-dir", str(tmp_path / "cache"), "--metrics-port", "0",
-             "--horizon", "5", "--send-batch", "4", "--buffer-capacity", "8", "--spool-dir", str(spool),
+             "--env.horizon", "5", "--send-batch", "4", "--buffer-capacity", "8", "--spool-dir", str(spool),
              "--backoff-max-s", "0.2", "--rpc-timeout-s", "2", "--actor-id", "doomed"]
     first = subprocess.Popen([sys.executable, "-m", "services.actor", *flags], stdout=subprocess.DEVNULL,
                              stderr=subprocess.DEVNULL, env={**os.environ, "PYTHONPATH": os.getcwd()})
