@@ -215,11 +215,10 @@ class Soak:
 
 def count_transitions(run_dir: Path) -> dict:
     """Produced (the actors' ledger and journals) against stored (Redis, read back from the run's AOF)."""
-    import redis
-
     from services.actor.outbox import read_journal
+    from services.common.security import RedisAuth, redis_client
     from services.launcher.credentials import REDIS_USER
-    from services.launcher.supervisor import free_port
+    from services.launcher.supervisor import Supervisor
     from services.replay.audit import read_table
 
     produced: dict[str, int] = {}
@@ -232,22 +231,14 @@ def count_transitions(run_dir: Path) -> dict:
         found = read_journal(journal)
         produced[found.producer] = max(produced.get(found.producer, 0), found.produced)
         waiting[found.producer].update(number for _, _, number in found.pending)
-    port, password = free_port(), (run_dir / "secrets" / "redis_password").read_text().strip()
-    server = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--dir",
-                               str(run_dir / "redis"), "--appendonly", "yes", "--save", "", "--aclfile",
-                               str(run_dir / "secrets" / "redis_users.acl")], stdout=subprocess.DEVNULL)
+    # a fresh redis-server on the run's own AOF and ACL, started as the launcher starts it
+    supervisor = Supervisor(run_dir)
+    auth = RedisAuth(redis_username=REDIS_USER, redis_password_file=str(run_dir / "secrets" / "redis_password"))
     try:
-        client = redis.Redis(port=port, username=REDIS_USER, password=password)
-        for _ in range(100):
-            try:
-                client.ping()
-                break
-            except (redis.ConnectionError, redis.BusyLoadingError):
-                time.sleep(0.2)
-        held = read_table(client, "phylorl:replay")
+        redis_service = supervisor.start_redis(run_dir / "secrets" / "redis_users.acl", auth)
+        held = read_table(redis_client(f"redis://127.0.0.1:{redis_service.port}/0", auth), "phylorl:replay")
     finally:
-        server.terminate()
-        server.wait(30)
+        supervisor.stop_all()
     stored: dict[str, set[int]] = defaultdict(set)
     for origin in held.origins:
         if origin is not None:

@@ -2,26 +2,17 @@
 
 :func:`evaluate_methods` runs the methods from common seeded start trees and returns an
 :class:`Evaluation` (per start rows, per method summaries, a breakdown by taxon count);
-:func:`write_plots` draws it. The ``phylorl eval`` command is a thin layer over these.
-
-Names are imported lazily, so :mod:`.metrics` (scores and summaries, plain Python) loads without the
-likelihood engine.
+:func:`write_plots` draws it (matplotlib is imported only when it draws). The ``phylorl eval`` command is a
+thin layer over these.
 """
 
-from importlib import import_module
+from .iqtree import IqtreeError, IqtreeResult, IqtreeRunner, find_iqtree
+from .methods import AlignmentInfo, Evaluation, check_methods, evaluate_methods
+from .metrics import (AGENT_METHODS, METHODS, MIN_GAIN, TOLERANCE, MethodSummary, StartResult, by_taxon_count,
+                      improvement, mean_curve, normalised_trajectory, summarise, within)
+from .plots import write_plots
 
-_EXPORTS = {
-    "IqtreeError": "iqtree", "IqtreeResult": "iqtree", "IqtreeRunner": "iqtree", "find_iqtree": "iqtree",
-    "AlignmentInfo": "methods", "Evaluation": "methods", "check_methods": "methods", "evaluate_methods": "methods",
-    "AGENT_METHODS": "metrics", "METHODS": "metrics", "MIN_GAIN": "metrics", "TOLERANCE": "metrics",
-    "MethodSummary": "metrics", "StartResult": "metrics", "by_taxon_count": "metrics", "improvement": "metrics",
-    "mean_curve": "metrics", "normalised_trajectory": "metrics", "summarise": "metrics", "within": "metrics",
-    "write_plots": "plots",
-}
-__all__ = sorted(_EXPORTS)
-
-
-def __getattr__(name: str):
-    if name in _EXPORTS:
-        return getattr(import_module(f".{_EXPORTS[name]}", __name__), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__all__ = ["AGENT_METHODS", "METHODS", "MIN_GAIN", "TOLERANCE", "AlignmentInfo", "Evaluation", "IqtreeError",
+           "IqtreeResult", "IqtreeRunner", "MethodSummary", "StartResult", "by_taxon_count", "check_methods",
+           "evaluate_methods", "find_iqtree", "improvement", "mean_curve", "normalised_trajectory", "summarise",
+           "within", "write_plots"]
