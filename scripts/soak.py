@@ -92,14 +92,15 @@ class Probe(threading.Thread):
         from phylorl.wire import codec
         from phylorl.wire.v1 import inference_pb2
 
-        config = json.loads((self.run_dir / "config.json").read_text())
+        actor = json.loads((self.run_dir / "config" / "actor-0.json").read_text())  # as the actors run
+        features = actor["env"]["features"]
         entry = load_corpus([str(self.run_dir / "corpus")]).entries[0]
-        prepared = PreparationCache(self.run_dir / "cache").get(entry.alignment, config["model"])
+        prepared = PreparationCache(self.run_dir / "cache").get(entry.alignment, actor["model"])
         env = TreeEnv([EnvAlignment.build(entry.alignment, prepared, str(entry.path))],
-                      EnvConfig(features=config["features"]), seed=1)
+                      EnvConfig(features=features), seed=1)
         env.reset(0)
         request = inference_pb2.ActRequest(actor_id="soak-probe", greedy=True)
-        codec.observation_to_proto(env.observation(config["features"]), request.observations.add())
+        codec.observation_to_proto(env.observation(features), request.observations.add())
         return request
 
     def run(self) -> None:

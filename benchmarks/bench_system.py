@@ -1,0 +1,174 @@
+"""The whole system at a chosen size: ``phylorl train`` (redis-server, replay, learner, N actors as real
+processes) for a fixed time, measured from the services' own Prometheus endpoints and /proc.
+
+    python benchmarks/bench_system.py [--actors N] [--envs-per-actor K] [--taxa 20] [--batch-size 128]
+                                      [--hidden 256] [--seconds 60] [--warmup-s 60] [--device auto]
+
+After the warm-up (preparation, compilation, replay filling to its minimum) it reads every endpoint, waits
+``--seconds`` and reads them again. One JSON line: sustained updates/s and environment steps/s, the actors'
+inference call latency p50/p99 (their histogram), the learner's update latency p50 and mean, the fraction of
+the learner's time spent waiting for a batch (its feed), the policy lag (weights versions between acting and
+learning), and the CPU each service used (cores, from /proc), with the machine named.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+from prometheus_client.parser import text_string_to_metric_families
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.common import REPO, emit, machine  # noqa: E402
+
+
+def read_metrics(port: int) -> dict:
+    """``{(name, labels without le): value}`` plus histogram buckets as ``{(name, labels): {le: count}}``."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as reply:
+        text = reply.read().decode()
+    values, buckets = {}, {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            labels = tuple(sorted((k, v) for k, v in s.labels.items() if k != "le"))
+            if s.name.endswith("_bucket"):
+                buckets.setdefault((s.name[:-7], labels), {})[float(s.labels["le"])] = s.value
+            else:
+                values[(s.name, labels)] = s.value
+    return {"values": values, "buckets": buckets}
+
+
+def total(readings: list[dict], name: str) -> float:
+    return sum(v for r in readings for (n, _), v in r["values"].items() if n == name)
+
+
+def histogram(readings: list[dict], name: str) -> dict[float, float]:
+    out: dict[float, float] = {}
+    for r in readings:
+        for (n, _), counts in r["buckets"].items():
+            if n == name:
+                for le, c in counts.items():
+                    out[le] = out.get(le, 0.0) + c
+    return out
+
+
+def quantile(before: dict[float, float], after: dict[float, float], q: float) -> float | None:
+    """The ``q`` quantile of the observations between two readings of a cumulative histogram (linear within a
+    bucket, Prometheus' histogram_quantile)."""
+    edges = sorted(after)
+    counts = [after[e] - before.get(e, 0.0) for e in edges]
+    if not counts or counts[-1] <= 0:
+        return None
+    target, lower, below = q * counts[-1], 0.0, 0.0
+    for edge, count in zip(edges, counts):
+        if count >= target:
+            if edge == float("inf"):
+                return lower
+            return lower + (edge - lower) * (target - below) / max(count - below, 1e-12)
+        lower, below = edge, count
+    return lower
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def pid_of(pattern: str) -> int | None:
+    out = subprocess.run(["pgrep", "-f", pattern], capture_output=True, text=True).stdout.split()
+    return int(out[0]) if out else None
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--actors", type=int, default=max(1, (os.cpu_count() or 2) - 2))
+    p.add_argument("--envs-per-actor", type=int, default=2)
+    p.add_argument("--taxa", type=int, default=20)
+    p.add_argument("--batch-size", type=int, default=128)
+    p.add_argument("--hidden", type=int, default=256)
+    p.add_argument("--seconds", type=float, default=60.0)
+    p.add_argument("--warmup-s", type=float, default=60.0)
+    p.add_argument("--device", default="auto")
+    p.add_argument("--run-dir", default="")
+    args = p.parse_args(argv)
+    run_dir = Path(args.run_dir or tempfile.mkdtemp(prefix="bench-system-")) / "run"
+    config = run_dir.parent / "bench.yaml"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text(f"simulate_count: 8\nsimulate_taxa: '{args.taxa}:{args.taxa}'\nsimulate_sites: '1000:1000'\n"
+                      f"batch_size: {args.batch_size}\nhidden: {args.hidden}\nmin_replay: 1000\nhorizon: 20\n"
+                      "samples_per_insert: 8.0\n")
+    minutes = (args.warmup_s + args.seconds) / 60 + 15
+    train = subprocess.Popen([sys.executable, "-m", "phylorl.cli", "train", "--config", str(config), "--actors",
+                              str(args.actors), "--envs-per-actor", str(args.envs_per_actor), "--updates", "0",
+                              "--minutes", f"{minutes:.2f}", "--device", args.device, "--run-dir", str(run_dir),
+                              "--no-report"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                             env={**os.environ, "PYTHONPATH": str(REPO)})
+    try:
+        started = time.monotonic()
+        while not (run_dir / "ports.json").exists():
+            if train.poll() is not None or time.monotonic() - started > 900:
+                raise RuntimeError(f"the run did not start: {train.stderr.read()[-2000:]}")
+            time.sleep(1)
+        ports = json.loads((run_dir / "ports.json").read_text())
+        endpoints = {"replay": [ports["replay"]["metrics"]], "learner": [ports["learner"]["metrics"]],
+                     "actor": ports["actors"]}
+        while total([read_metrics(ports["learner"]["metrics"])], "phylorl_learner_updates_total") < 1:
+            if train.poll() is not None or time.monotonic() - started > 1800:
+                raise RuntimeError(f"the learner never updated: {train.stderr.read()[-2000:]}")
+            time.sleep(2)
+        time.sleep(args.warmup_s)
+        pids = {"redis": pid_of(f"redis-server .*:{ports['redis']}"),
+                "replay": pid_of(f"services.replay .*--port {ports['replay']['grpc']}( |$)"),
+                "learner": pid_of(f"services.learner .*--port {ports['learner']['grpc']}( |$)"),
+                **{f"actor-{i}": pid_of(f"services.actor .*--metrics-port {port}( |$)")
+                   for i, port in enumerate(ports["actors"])}}
+
+        def reading():
+            return ({kind: [read_metrics(port) for port in group] for kind, group in endpoints.items()},
+                    {name: cpu_seconds(pid) for name, pid in pids.items() if pid}, time.monotonic())
+
+        (first, cpu0, t0), _ = reading(), time.sleep(args.seconds)
+        second, cpu1, t1 = reading()
+    finally:
+        if train.poll() is None:
+            train.send_signal(signal.SIGINT)
+        train.wait(300)
+    elapsed = t1 - t0
+
+    def delta(kind: str, name: str) -> float:
+        return total(second[kind], name) - total(first[kind], name)
+
+    def q(kind: str, name: str, quant: float) -> float | None:
+        value = quantile(histogram(first[kind], name), histogram(second[kind], name), quant)
+        return None if value is None else round(value, 5)
+
+    updates = delta("learner", "phylorl_learner_updates_total")
+    actor_cpu = sum(cpu1[n] - cpu0[n] for n in cpu1 if n.startswith("actor") and n in cpu0)
+    emit({"benchmark": "bench_system", "machine": machine(), "actors": args.actors,
+          "envs_per_actor": args.envs_per_actor, "taxa": args.taxa, "batch_size": args.batch_size,
+          "hidden": args.hidden, "seconds": round(elapsed, 1),
+          "updates_per_s": round(updates / elapsed, 3),
+          "env_steps_per_s": round(delta("actor", "phylorl_actor_env_steps_total") / elapsed, 2),
+          "transitions_per_s": round(delta("replay", "phylorl_replay_inserted_total") / elapsed, 2),
+          "inference_p50_s": q("actor", "phylorl_actor_inference_call_seconds", 0.5),
+          "inference_p99_s": q("actor", "phylorl_actor_inference_call_seconds", 0.99),
+          "update_p50_s": q("learner", "phylorl_learner_update_seconds", 0.5),
+          "update_mean_s": round(delta("learner", "phylorl_learner_update_seconds_sum") / max(updates, 1), 5),
+          "feed_wait_fraction": round(delta("learner", "phylorl_learner_batch_wait_seconds_sum") / elapsed, 4),
+          "policy_lag_p50_versions": q("learner", "phylorl_learner_policy_lag_versions", 0.5),
+          "cpu_cores": {**{n: round((cpu1[n] - cpu0[n]) / elapsed, 3) for n in cpu1
+                           if n in cpu0 and not n.startswith("actor")},
+                        "actors (all)": round(actor_cpu / elapsed, 3)}})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
