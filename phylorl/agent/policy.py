@@ -58,9 +58,11 @@ class AgentPolicy:
         alpha: the temperature (only enters the soft value, not the greedy choice).
         fast: use the networks' fast forward (same function as the reference one).
         tabu: how many of the highest moves may be passed over to avoid a tree already visited.
+        reduce: how the twin networks' values combine: ``min`` (as the learner's targets) or ``mean``.
     """
 
-    def __init__(self, nets: tuple[QNetwork, QNetwork], alpha: float = 1.0, fast: bool = True, tabu: int = 0):
+    def __init__(self, nets: tuple[QNetwork, QNetwork], alpha: float = 1.0, fast: bool = True, tabu: int = 0,
+                 reduce: str = "min"):
         if len(nets) != 2:
             raise ValueError(f"AgentPolicy needs the two Q networks, got {len(nets)}")
         if tabu < 0:
@@ -68,6 +70,9 @@ class AgentPolicy:
         self.nets = tuple(net.eval() for net in nets)
         self.features = nets[0].cfg.features
         self.tabu = tabu
+        if reduce not in ("min", "mean"):
+            raise ValueError(f"reduce must be min or mean, got {reduce!r}")
+        self.reduce = reduce
         self._search = None  # (environment, alignment, start log-likelihood) of the search in progress
         self._visited: set[str] = set()
         self.alpha = float(alpha)
@@ -109,9 +114,9 @@ class AgentPolicy:
         """``min(Q1, Q2)`` of every move of ``env``'s current state, float ``[A]``."""
         graphs, actions = self._inputs(env)
         if self._twin is not None:
-            return self._twin(graphs, actions).cpu().numpy()
-        q = torch.minimum(self.nets[0](graphs, actions, self.fast), self.nets[1](graphs, actions, self.fast))
-        return q.cpu().numpy()
+            return self._twin(graphs, actions, reduce=self.reduce).cpu().numpy()
+        both = torch.stack([net(graphs, actions, self.fast) for net in self.nets])
+        return (both.amin(0) if self.reduce == "min" else both.mean(0)).cpu().numpy()
 
     def choose(self, env: TreeEnv) -> int | None:
         """Index of the greedy move in ``env.moves``; ``None`` when the state has no move."""

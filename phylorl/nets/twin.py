@@ -67,8 +67,11 @@ class TwinQ:
         }
 
     @torch.no_grad()
-    def __call__(self, graphs: GraphBatch, actions: ActionBatch, plan: InputPlan | None = None) -> Tensor:
-        """``min(Q1, Q2)`` of every action, float ``[A]`` (networks in eval mode)."""
+    def __call__(self, graphs: GraphBatch, actions: ActionBatch, plan: InputPlan | None = None,
+                 reduce: str = "min") -> Tensor:
+        """``min(Q1, Q2)`` (``reduce="mean"``: their mean) of every action, float ``[A]`` (networks in eval mode)."""
+        if reduce not in ("min", "mean"):
+            raise ValueError(f"reduce must be min or mean, got {reduce!r}")
         a, b = self.nets
         if a.training or b.training:
             raise ValueError("TwinQ is for acting: put the networks in eval mode")
@@ -78,10 +81,12 @@ class TwinQ:
         plan = plan if plan is not None else a.plan(graphs, actions)
         if plan.rows is None or graphs.x.shape[1] != self.cfg.node_features \
                 or actions.meta.shape[1] != self.cfg.action_meta:
-            return torch.minimum(a(graphs, actions, True, plan=plan), b(graphs, actions, True, plan=plan))
-        w = self._weights()
-        nodes, tree = self._encode(graphs, plan, w)
-        return self._head(nodes, tree, actions, plan, w).amin(0)
+            both = torch.stack([a(graphs, actions, True, plan=plan), b(graphs, actions, True, plan=plan)])
+        else:
+            w = self._weights()
+            nodes, tree = self._encode(graphs, plan, w)
+            both = self._head(nodes, tree, actions, plan, w)
+        return both.amin(0) if reduce == "min" else both.mean(0)
 
     def _encode(self, graphs: GraphBatch, plan: InputPlan, w: dict) -> tuple[Tensor, Tensor]:
         cfg, slots = self.cfg, plan.slots

@@ -4,7 +4,8 @@ The flow: ``scripts/build_image.sh`` (offline, from deploy/wheelhouse/; with Doc
 after a source change redoes only the last layers), then ``up -d --scale actor=2`` of redis, replay, learner, actor and
 prometheus (Grafana's image cannot be pulled on a machine without a registry: see docs/deploy.md), wait
 until every Prometheus target is up (the two actors found by DNS) and the learner's weights version
-advances, ``up -d --scale actor=3`` and wait until Prometheus scrapes the third actor. The project (a name
+advances, check that the stack is locked down and that a replay container killed with signal 9 is restarted
+by compose, ``up -d --scale actor=3`` and wait until Prometheus scrapes the third actor. The project (a name
 of its own, volumes included) is always taken down, even when a step fails; the services' logs are printed
 then. Needs a Docker daemon (``scripts/docker_setup.sh`` installs and starts one, as root): skipped without
 one, except under CI, where it fails.
@@ -188,8 +189,26 @@ def test_compose_trains_and_scales_actors(stack: Stack):
     assert stack.value("sum(phylorl_replay_inserted_total)") > 0
     assert stack.value("sum(phylorl_actor_env_steps_total)") > 0
     check_locked_down(stack)
+    check_a_killed_container_restarts(stack, version)
 
     scale_to_three_and_check(stack, targets, lambda: stack.up(actors=3))
+
+
+def check_a_killed_container_restarts(stack: Stack, version: str) -> None:
+    """kill -9 of the replay container's process (from the host, as a crash would end it): compose's
+    ``restart: unless-stopped`` starts it again (its restart count goes to 1), it becomes healthy from its
+    Redis table, and the learner's weights version goes on rising."""
+    container = stack.run("ps", "-q", "replay").stdout.strip()
+
+    def inspect(field: str) -> str:
+        return subprocess.run(["docker", "inspect", "-f", field, container], capture_output=True,
+                              text=True).stdout.strip()
+
+    os.kill(int(inspect("{{.State.Pid}}")), 9)
+    _wait_for(lambda: inspect("{{.RestartCount}}") == "1" and inspect("{{.State.Health.Status}}") == "healthy",
+              "the killed replay container restarted and healthy", UP_TIMEOUT_S)
+    before = stack.value(version) or 0.0
+    _wait_for(lambda: (stack.value(version) or 0.0) > before, "training going on after the restart", TRAIN_TIMEOUT_S)
 
 
 def check_locked_down(stack: Stack) -> None:
