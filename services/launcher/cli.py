@@ -13,6 +13,7 @@ import argparse
 import contextlib
 import json
 import shutil
+import signal
 import sys
 import threading
 import time
@@ -99,6 +100,11 @@ def run(args) -> int:
     console = Console(stderr=True)
     console.print(f"run directory: {run_dir}  (logs in {run_dir / 'logs'})")
     stop = threading.Event()
+    # SIGINT (Ctrl-C, forwarded by `phylorl train`) and SIGTERM end the run cleanly. Handlers are installed
+    # here, not left to Python's default: a program started in the background by a shell (`phylorl train &`,
+    # nohup) begins with SIGINT ignored, and Python then installs no KeyboardInterrupt handler at all.
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, lambda _signum, _frame: stop.set())
     line = Text("starting redis, replay, learner and actors ...")
 
     def show(record: dict) -> None:

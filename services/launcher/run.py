@@ -38,7 +38,7 @@ from .config import TrainConfig
 from .credentials import REDIS_USER, make_credentials
 from .progress import rates, snapshot
 from .prometheus import start_prometheus
-from .supervisor import LaunchError, Service, Supervisor, free_port
+from .supervisor import LaunchError, Service, StartInterrupted, Supervisor, free_port
 
 
 def simulate_corpus(config: TrainConfig, run_dir: Path) -> str:
@@ -91,7 +91,7 @@ def run_local(config: TrainConfig, run_dir: Path, on_progress: Callable[[dict], 
     replay_cfg, learner_cfg, actor_cfg = config.sections()
     alignments = config.alignments or simulate_corpus(config, run_dir)
     prepare_shared_cache(actor_cfg.model, cache_dir(config, run_dir), alignments, run_dir)
-    sup = Supervisor(run_dir)
+    sup = Supervisor(run_dir, stop)
     started = time.monotonic()
     reason = "unknown"
     summary: dict = {"run_dir": str(run_dir)}
@@ -168,6 +168,8 @@ def run_local(config: TrainConfig, run_dir: Path, on_progress: Callable[[dict], 
                     reason = "time limit"
                     break
         summary.update(asdict(snapshot(time.monotonic() - started, learner_metrics, replay_metrics, actor_ports)))
+    except StartInterrupted:
+        reason = "interrupted"
     except LaunchError as exc:
         reason = "failed to start"
         summary["error"] = str(exc)

@@ -22,6 +22,10 @@ class LaunchError(RuntimeError):
     """A service of the local run could not be started (the message is one line naming what and where)."""
 
 
+class StartInterrupted(Exception):
+    """The run was asked to stop (Ctrl-C, SIGTERM) while its services were starting."""
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -73,8 +77,9 @@ class Service:
 class Supervisor:
     """Owns the child processes; :meth:`stop_all` is safe to call more than once."""
 
-    def __init__(self, run_dir: Path):
+    def __init__(self, run_dir: Path, stop=None):
         self.run_dir = run_dir
+        self.stop = stop  # a threading.Event: set, waiting for a service to start gives up (StartInterrupted)
         self.services: list[Service] = []
         self.env = dict(os.environ)
         repo = str(Path(__file__).resolve().parents[2])
@@ -133,6 +138,8 @@ class Supervisor:
     def wait_for(self, service: Service, ready, what: str, timeout_s: float = 180.0) -> None:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
+            if self.stop is not None and self.stop.is_set():
+                raise StartInterrupted(f"stopped while waiting for {service.name} to {what}")
             if not service.alive:
                 raise LaunchError(f"{service.name} exited (status {service.process.returncode}) before it could "
                                   f"{what}; see {service.log_path}")

@@ -67,9 +67,12 @@ def test_train_prometheus_scrapes_the_local_run(tmp_path, need):
     config = tmp_path / "tiny.yaml"
     config.write_text("model: JC\nhorizon: 5\nbatch_size: 16\nhidden: 32\nmin_replay: 48\npublish_every: 5\n"
                       "simulate_count: 2\nsimulate_taxa: '6:6'\nsimulate_sites: '200:200'\n")
+    # started as a shell starts a background job (`phylorl train ... &`, nohup): SIGINT ignored from the start,
+    # so Python installs no KeyboardInterrupt handler; the run must still stop cleanly on the SIGINT below
     proc = subprocess.Popen([sys.executable, "-m", "phylorl.cli", "train", "--config", str(config), "--actors", "2",
                              "--updates", "0", "--minutes", "4", "--run-dir", str(run_dir), "--no-report",
-                             "--prometheus", str(port)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                             "--prometheus", str(port)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
 
     def query(expr):
         url = f"http://127.0.0.1:{port}/api/v1/query?" + urllib.parse.urlencode({"query": expr})
