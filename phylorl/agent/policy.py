@@ -1,8 +1,8 @@
 """A trained agent as a search policy, and the evaluation of policies on common start trees.
 
 :class:`AgentPolicy` plays the :class:`~phylorl.env.search.Policy` protocol: at each step it takes
-the move of highest ``min(Q1, Q2)`` (the twin online networks of a learner checkpoint, as the
-inference endpoint's greedy answer). :func:`evaluate_policy` runs any policy from the same seeded
+the move of highest ``min(Q1, Q2)`` of the twin online networks of a learner checkpoint (as the inference
+endpoint's greedy answer). :func:`evaluate_policy` runs any policy from the same seeded
 start trees, so policies are compared on equal terms.
 """
 
@@ -51,14 +51,16 @@ def resolve_checkpoint(path: str | os.PathLike) -> Path:
 
 
 class AgentPolicy:
-    """Greedy policy of twin Q networks: the move of highest ``min(Q1(s, a), Q2(s, a))``.
+    """Greedy policy of twin Q networks: the move of highest ``min(Q1(s, a), Q2(s, a))`` (see ``reduce``).
 
     Args:
         nets: the twin online networks (put in eval mode here).
         alpha: the temperature (only enters the soft value, not the greedy choice).
         fast: use the networks' fast forward (same function as the reference one).
         tabu: how many of the highest moves may be passed over to avoid a tree already visited.
-        reduce: how the twin networks' values combine: ``min`` (as the learner's targets) or ``mean``.
+        reduce: how the twin networks' values combine to rank moves: ``min`` (default, the learner's
+            pessimistic target) or ``mean`` (better on training alignments, equal on ``valid/``: see
+            models/README.md).
     """
 
     def __init__(self, nets: tuple[QNetwork, QNetwork], alpha: float = 1.0, fast: bool = True, tabu: int = 0,
@@ -78,7 +80,7 @@ class AgentPolicy:
         self.alpha = float(alpha)
         self.fast = fast
         self.device = next(self.nets[0].parameters()).device
-        self._twin = twin_or_none(self.nets) if fast else None  # min(Q1, Q2) in one pass
+        self._twin = twin_or_none(self.nets) if fast else None  # both networks in one pass
 
     @classmethod
     def from_learner(cls, learner: Learner) -> "AgentPolicy":
@@ -111,7 +113,8 @@ class AgentPolicy:
 
     @torch.inference_mode()
     def q_values(self, env: TreeEnv) -> np.ndarray:
-        """``min(Q1, Q2)`` of every move of ``env``'s current state, float ``[A]``."""
+        """The twin networks' values (their min, or their mean with ``reduce="mean"``) of every move of ``env``'s
+        current state, float ``[A]``."""
         graphs, actions = self._inputs(env)
         if self._twin is not None:
             return self._twin(graphs, actions, reduce=self.reduce).cpu().numpy()
