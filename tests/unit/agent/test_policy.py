@@ -32,8 +32,8 @@ def learner():
     return learner
 
 
-def reference_q(learner, env, reduce="mean"):
-    """mean (or min) of Q1, Q2 over env.moves, computed here from the learner's own networks."""
+def reference_q(learner, env, reduce="min"):
+    """min (or mean) of Q1, Q2 over env.moves, computed here from the learner's own networks."""
     obs = observe(env.tree, env.moves, "rich", env.current.signals)
     graphs, actions = collate_observations([obs])
     with torch.no_grad():
