@@ -30,6 +30,22 @@ from services.replay.client import ReplayClient
 BASIC = NetworkConfig(hidden=16, action_hidden=16, head_hidden=16)
 
 
+def serve_replay(redis_client, prefix: str, port: int):
+    """A real replay service on ``port`` (where the actor has been sending all along) over the test Redis."""
+    from phylorl.replay import RateLimiter
+    from services.replay.buffer import PrioritizedReplay
+    from services.replay.server import ReplayServer
+    from services.replay.store import RedisStore
+
+    table = PrioritizedReplay(RedisStore(redis_client, prefix), capacity=10_000, alpha=0.6, beta=0.4,
+                              rate_limiter=RateLimiter(1, 0.0))
+    server = ReplayServer(host="127.0.0.1", port=port, max_workers=4, max_message_bytes=64 << 20,
+                          default_timeout_s=5.0)
+    server.start()
+    server.serve(table)
+    return table, server
+
+
 def test_a_non_transient_status_stops_the_actor_instead_of_retrying(inference_factory, free_port_factory):
     basic_endpoint = inference_factory(BASIC)
     data = simulate_dataset(6, 100, dataset_rng(3, 0), model=parse_model("JC"))
@@ -56,10 +72,6 @@ def test_transitions_wait_on_disk_while_replay_is_away_and_each_is_stored_once(t
     """The actor steps with the replay service down: transitions wait in memory (8) and then in its spool
     file; the service comes up on that address and every transition is stored exactly once."""
     from phylorl.env import EnvAlignment as Entry
-    from services.replay.buffer import PrioritizedReplay
-    from phylorl.replay.rate_limiter import RateLimiter
-    from services.replay.server import ReplayServer
-    from services.replay.store import RedisStore
 
     endpoint = inference_factory(NetworkConfig.for_features("rich", hidden=16, action_hidden=16, head_hidden=16))
     data = simulate_dataset(6, 100, dataset_rng(4, 0), model=parse_model("JC"))
@@ -79,12 +91,7 @@ def test_transitions_wait_on_disk_while_replay_is_away_and_each_is_stored_once(t
         assert time.monotonic() < deadline and runner.is_alive()
         time.sleep(0.05)
     assert len(actor.outbox.memory) <= 8
-    table = PrioritizedReplay(RedisStore(redis_client, "test:outbox"), capacity=10_000, alpha=0.6, beta=0.4,
-                              rate_limiter=RateLimiter(1, 0.0))
-    server = ReplayServer(host="127.0.0.1", port=replay_port, max_workers=4, max_message_bytes=64 << 20,
-                          default_timeout_s=5.0)
-    server.start()
-    server.serve(table)
+    table, server = serve_replay(redis_client, "test:outbox", replay_port)
     try:
         runner.join(timeout=120)
         assert not runner.is_alive()
@@ -109,10 +116,6 @@ def test_a_killed_actors_journal_is_sent_by_the_next_actor_and_each_transition_s
     from phylorl.phylo.alignment import format_fasta
     from services.actor.outbox import read_journal
     from services.replay.audit import read_table
-    from services.replay.buffer import PrioritizedReplay
-    from phylorl.replay.rate_limiter import RateLimiter
-    from services.replay.server import ReplayServer
-    from services.replay.store import RedisStore
 
     endpoint = inference_factory(NetworkConfig.for_features("rich", hidden=16, action_hidden=16, head_hidden=16))
     data = simulate_dataset(6, 100, dataset_rng(5, 0), model=parse_model("JC"))
@@ -139,12 +142,7 @@ def test_a_killed_actors_journal_is_sent_by_the_next_actor_and_each_transition_s
     dead = read_journal(journals[0])
     assert len(dead.pending) == dead.produced >= 30  # the replay service never answered: all of it waits
 
-    table = PrioritizedReplay(RedisStore(redis_client, "test:recover"), capacity=10_000, alpha=0.6, beta=0.4,
-                              rate_limiter=RateLimiter(1, 0.0))
-    server = ReplayServer(host="127.0.0.1", port=replay_port, max_workers=4, max_message_bytes=64 << 20,
-                          default_timeout_s=5.0)
-    server.start()
-    server.serve(table)
+    table, server = serve_replay(redis_client, "test:recover", replay_port)
     envs = VecTreeEnv([EnvAlignment.build(data.alignment, prepare_alignment(data.alignment, "JC"), "sim")], 1,
                       EnvConfig(horizon=5, features="rich"), seed=1)
     config = ActorConfig(learner_address=endpoint, replay_address=f"127.0.0.1:{replay_port}", alignments="unused",
