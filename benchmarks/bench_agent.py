@@ -7,7 +7,10 @@ change of every move, geometry, split supports; the SPR enumeration is the envir
 network's part (collate + both Q networks + argmax) and the whole choice (both). Figures are
 medians over the states, in ms.
 
-Usage: python benchmarks/bench_agent.py [--checkpoint PATH]  (default: the shipped models/agent.pt)
+The network's part includes the tabu check (the compiled topology key of the chosen move's tree against
+the trees visited in the episode), as ``phylorl search``/``eval`` run the agent.
+
+Usage: python benchmarks/bench_agent.py [--checkpoint PATH] [--tabu K]  (default: the shipped models/agent.pt, 20)
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ os.environ.setdefault("NUMBA_NUM_THREADS", "1")
 import torch  # noqa: E402
 
 from common import REPO, emit, machine  # noqa: E402
-from phylorl.agent.policy import DEFAULT_CHECKPOINT, AgentPolicy  # noqa: E402
+from phylorl.agent.policy import DEFAULT_CHECKPOINT, DEFAULT_TABU, AgentPolicy  # noqa: E402
 from phylorl.env import EnvAlignment, EnvConfig, PreparationCache, TreeEnv  # noqa: E402
 from phylorl.phylo import load_alignment  # noqa: E402
 
@@ -33,16 +36,17 @@ ROUNDS = 3
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--checkpoint", default=str(DEFAULT_CHECKPOINT))
+    parser.add_argument("--tabu", type=int, default=DEFAULT_TABU)
     args = parser.parse_args()
     torch.set_num_threads(1)
-    policy = AgentPolicy.from_checkpoint(args.checkpoint)
+    policy = AgentPolicy.from_checkpoint(args.checkpoint, tabu=args.tabu)
     cache = PreparationCache(REPO / ".cache" / "bench-prepared")
     by_size: dict[int, object] = {}
     for path in sorted(VALID.iterdir()):
         alignment = load_alignment(path)
         by_size.setdefault(alignment.n_taxa, (path, alignment))
     result = {"benchmark": "agent_choose_move", "checkpoint": str(args.checkpoint),
-              "network": policy.nets[0].cfg.__dict__, "machine": machine(), "torch_threads": 1}
+              "network": policy.nets[0].cfg.__dict__, "machine": machine(), "torch_threads": 1, "tabu": policy.tabu}
     for n in (7, 12, 15, 20):
         if n not in by_size:
             continue

@@ -36,7 +36,7 @@ def requests(count: int, seed: int):
     for i in range(count):
         tree = random_tree([f"t{j}" for j in range(20)], rng)
         moves = enumerate_moves(tree)
-        request = inference_pb2.ActRequest(actor_id=f"a{i}", run_id="bench")
+        request = inference_pb2.ActRequest(actor_id=f"a{i}")
         codec.observation_to_proto(build_observation(tree, moves, move_metadata(tree, moves)),
                                    request.observations.add())
         out.append(request)

@@ -180,7 +180,7 @@ def main() -> None:
              "--metrics-port", "0", "--redis-url", f"redis://127.0.0.1:{redis_port}/0", "--key-prefix", "bench",
              "--capacity", str(args.capacity), "--min-size-to-sample", "1", "--log-level", "WARNING",
              "--malloc-keep-mb", str(args.malloc_keep_mb), "--cache-records", args.cache_records],
-            cwd=REPO, env=dict(os.environ, PYTHONPATH=str(REPO))))
+            cwd=REPO, env=dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))))
         target = f"127.0.0.1:{grpc_port}"
         with ReplayClient(target) as client:
             client.wait_until_serving(timeout_s=60)

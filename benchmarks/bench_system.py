@@ -2,7 +2,7 @@
 processes) for a fixed time, measured from the services' own Prometheus endpoints and /proc.
 
     python benchmarks/bench_system.py [--actors N] [--envs-per-actor K] [--taxa 20] [--batch-size 128]
-                                      [--hidden 256] [--seconds 60] [--warmup-s 60] [--device auto]
+                                      [--hidden 256] [--seconds 60] [--warmup-s 60] [--device auto] [--cuda-graphs]
 
 After the warm-up (preparation, compilation, replay filling to its minimum) it reads every endpoint, waits
 ``--seconds`` and reads them again. One JSON line: sustained updates/s and environment steps/s, the actors'
@@ -98,19 +98,21 @@ def main(argv=None) -> int:
     p.add_argument("--warmup-s", type=float, default=60.0)
     p.add_argument("--device", default="auto")
     p.add_argument("--run-dir", default="")
+    p.add_argument("--cuda-graphs", action="store_true", help="the learner replays its updates as CUDA graphs")
     args = p.parse_args(argv)
     run_dir = Path(args.run_dir or tempfile.mkdtemp(prefix="bench-system-")) / "run"
     config = run_dir.parent / "bench.yaml"
     config.parent.mkdir(parents=True, exist_ok=True)
     config.write_text(f"simulate_count: 8\nsimulate_taxa: '{args.taxa}:{args.taxa}'\nsimulate_sites: '1000:1000'\n"
                       f"batch_size: {args.batch_size}\nhidden: {args.hidden}\nmin_replay: 1000\nhorizon: 20\n"
-                      "samples_per_insert: 8.0\n")
+                      "samples_per_insert: 8.0\n"
+                      + ("learner: {agent: {cuda_graphs: true}}\n" if args.cuda_graphs else ""))
     minutes = (args.warmup_s + args.seconds) / 60 + 15
     train = subprocess.Popen([sys.executable, "-m", "phylorl.cli", "train", "--config", str(config), "--actors",
                               str(args.actors), "--envs-per-actor", str(args.envs_per_actor), "--updates", "0",
                               "--minutes", f"{minutes:.2f}", "--device", args.device, "--run-dir", str(run_dir),
                               "--no-report"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                             env={**os.environ, "PYTHONPATH": str(REPO)})
+                             env={**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))})
     try:
         started = time.monotonic()
         while not (run_dir / "ports.json").exists():
@@ -154,7 +156,7 @@ def main(argv=None) -> int:
     actor_cpu = sum(cpu1[n] - cpu0[n] for n in cpu1 if n.startswith("actor") and n in cpu0)
     emit({"benchmark": "bench_system", "machine": machine(), "actors": args.actors,
           "envs_per_actor": args.envs_per_actor, "taxa": args.taxa, "batch_size": args.batch_size,
-          "hidden": args.hidden, "seconds": round(elapsed, 1),
+          "hidden": args.hidden, "cuda_graphs": args.cuda_graphs, "seconds": round(elapsed, 1),
           "updates_per_s": round(updates / elapsed, 3),
           "env_steps_per_s": round(delta("actor", "phylorl_actor_env_steps_total") / elapsed, 2),
           "transitions_per_s": round(delta("replay", "phylorl_replay_inserted_total") / elapsed, 2),

@@ -1,11 +1,17 @@
-"""Learner update latency: reference (PyG GATConv, naive head) vs fast path, in one run.
+"""Learner update latency: reference (PyG GATConv, naive head), fast path and (CUDA) the fast path
+replayed as CUDA graphs, in one run.
 
 Batch of 128 transitions between random 20-taxon trees, every SPR move of each next state
 (1122 for 20 taxa), default network and agent configs. The timed call is ``Learner.step`` on a
 batch already collated on the device (collation runs on the prefetcher's thread in training; its
 own median is reported too). Prints one JSON line.
 
+``graphs`` (``AgentConfig.cuda_graphs``) captures after the warm-up updates (``--warmup`` must exceed
+``cuda_graphs.WARMUP``; the capture itself is part of the last warm-up update). ``--tf32`` lets float32
+matrix products use TF32 (CUDA; the default is full float32).
+
     PYTHONPATH=. python benchmarks/bench_update.py [--repeats 20] [--threads 2] [--device cpu]
+                                                   [--paths fast,reference,graphs] [--tf32]
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ import torch
 from common import cpu_model
 from phylorl.agent.batch import collate
 from phylorl.agent.config import AgentConfig
+from phylorl.agent.cuda_graphs import WARMUP
 from phylorl.agent.learner import Learner
 from phylorl.nets.config import NetworkConfig
 from phylorl.nets.qnet import count_parameters
@@ -37,7 +44,9 @@ def sync(device: torch.device) -> None:
 
 
 def time_path(path: str, batches, device, repeats: int, warmup: int) -> dict:
-    learner = Learner(NetworkConfig(), AgentConfig(network_path=path), device, seed=0)
+    graphs = path == "graphs"
+    learner = Learner(NetworkConfig(), AgentConfig(network_path="fast" if graphs else path, cuda_graphs=graphs),
+                      device, seed=0)
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
     times = []
@@ -58,6 +67,9 @@ def time_path(path: str, batches, device, repeats: int, warmup: int) -> dict:
     }
     if device.type == "cuda":
         out["peak_cuda_allocated_bytes"] = int(torch.cuda.max_memory_allocated(device))
+    if graphs:
+        out["captured_shapes"] = len(learner.graphs.captured)
+        out["eager_updates"] = learner.graphs.eager_updates
     # ru_maxrss is in KiB on Linux and is the process peak so far
     out["peak_rss_bytes"] = int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
     return out
@@ -68,12 +80,16 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=128)
     parser.add_argument("--taxa", type=int, default=20)
     parser.add_argument("--repeats", type=int, default=20, help="timed updates per path (median reported)")
-    parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--warmup", type=int, default=4)
     parser.add_argument("--distinct-batches", type=int, default=4, help="batches cycled through")
     parser.add_argument("--threads", type=int, default=2, help="torch intra-op threads")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    parser.add_argument("--paths", default="fast,reference", help="comma-separated: fast, reference")
+    parser.add_argument("--paths", default="fast,reference", help="comma-separated: fast, reference, graphs (CUDA)")
+    parser.add_argument("--tf32", action="store_true", help="TF32 float32 matrix products (CUDA)")
     args = parser.parse_args()
+    if "graphs" in args.paths.split(",") and (args.device != "cuda" or args.warmup <= WARMUP):
+        parser.error(f"--paths graphs needs --device cuda and --warmup > {WARMUP}")
+    torch.backends.cuda.matmul.allow_tf32 = args.tf32
 
     torch.set_num_threads(args.threads)
     device = torch.device(args.device)
@@ -94,6 +110,7 @@ def main() -> None:
         "gpu": torch.cuda.get_device_name(device) if device.type == "cuda" else None,
         "torch": torch.__version__,
         "threads": torch.get_num_threads(),
+        "tf32": args.tf32,
         "load_average_1m_before": round(load_before, 2),
         "batch": args.batch,
         "taxa": args.taxa,
@@ -108,6 +125,8 @@ def main() -> None:
         result[path] = time_path(path, batches, device, args.repeats, args.warmup)
     if "fast" in result and "reference" in result:
         result["speedup"] = round(result["reference"]["median_ms"] / result["fast"]["median_ms"], 2)
+    if "fast" in result and "graphs" in result:
+        result["graphs_speedup"] = round(result["fast"]["median_ms"] / result["graphs"]["median_ms"], 2)
     result["load_average_1m_after"] = round(os.getloadavg()[0], 2)
     print(json.dumps(result))
 

@@ -51,6 +51,13 @@ class AgentConfig:
     """On CPU, evaluate the next states' actions this many at a time (cache-sized buffers, same
     values); 0 = all at once. Not used on other devices."""
 
+    cuda_graphs: bool = False
+    """On a CUDA device, replay each update as two captured CUDA graphs (forward and backward; optimiser and
+    target step) instead of launching its few hundred kernels one by one. A batch shape is captured after
+    its first 2 eager updates, for at most 8 shapes (batches of one tree size, as at the design size, share
+    one); other batches run eagerly. Needs the fast path and no dropout. Equal to eager updates up to
+    float32 rounding (tests/gpu/test_cuda_graphs.py)."""
+
     demo_weight: float = 0.0
     """Weight of the supervised term on demonstration labels (transitions whose next state carries the
     reward of every move, ``Transition.next_labels``): squared error plus a listwise cross-entropy of

@@ -18,7 +18,7 @@ import dataclasses
 import math
 import os
 import tempfile
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 
 import numpy as np
 import torch
@@ -26,6 +26,7 @@ from torch import nn
 
 from phylorl.agent.batch import Batch
 from phylorl.agent.config import AgentConfig
+from phylorl.agent.cuda_graphs import CudaGraphs
 from phylorl.agent.losses import (
     alpha_loss,
     clip_grad_norm,
@@ -85,16 +86,20 @@ class Learner:
         self.target1 = copy.deepcopy(self.q1).requires_grad_(False).eval()
         self.target2 = copy.deepcopy(self.q2).requires_grad_(False).eval()
         self.log_alpha = nn.Parameter(torch.tensor(math.log(agent_cfg.initial_alpha), device=self.device))
+        graphs = agent_cfg.cuda_graphs and self.device.type == "cuda"
         self.q_optimizer = torch.optim.Adam(
             [*self.q1.parameters(), *self.q2.parameters()], lr=agent_cfg.lr, eps=agent_cfg.adam_eps,
-            fused=self.device.type == "cuda")
-        self.alpha_optimizer = torch.optim.Adam([self.log_alpha], lr=agent_cfg.alpha_lr, eps=agent_cfg.adam_eps)
+            fused=self.device.type == "cuda", capturable=graphs)
+        self.alpha_optimizer = torch.optim.Adam([self.log_alpha], lr=agent_cfg.alpha_lr, eps=agent_cfg.adam_eps,
+                                                capturable=graphs)
         self.rng = torch.Generator(device=self.device)
         self.rng.manual_seed(seed)
         self.updates = 0
         self.weights_version = 0
         self.skipped = 0
         """Batches skipped because their loss or gradients were not finite (not saved with checkpoints)."""
+        self.graphs: CudaGraphs | None = CudaGraphs(self) if graphs else None
+        """The captured updates (``AgentConfig.cuda_graphs`` on a CUDA device), else ``None``."""
 
     @property
     def alpha(self) -> float:
@@ -110,10 +115,42 @@ class Learner:
         weights: nothing is updated (networks, optimiser state, alpha, targets, version), the metrics
         are NaN but ``skipped`` = 1, and ``priorities`` is ``None``.
         """
-        cfg = self.agent_cfg
-        fast = cfg.network_path == "fast"
         if batch.reward.device != self.device:
             batch = move_to(batch, self.device)
+        captured = self.graphs.prepare(batch) if self.graphs is not None else None
+        with self.graphs.eager() if self.graphs is not None and captured is None else nullcontext():
+            if captured is not None:
+                values, priorities = captured.compute(batch)
+            else:
+                self.q_optimizer.zero_grad(set_to_none=True)
+                self.log_alpha.grad = None
+                values, priorities = self.compute(batch)
+            host = values.cpu().tolist()  # the one device sync of an update
+            if not host[-1]:
+                if captured is None:  # (a captured update's gradients live in its graph and are reassigned)
+                    self.q_optimizer.zero_grad(set_to_none=True)
+                self.skipped += 1
+                return {**{name: math.nan for name in METRIC_NAMES}, "skipped": 1.0}, None
+            if captured is not None:
+                captured.apply()
+            else:
+                self.apply()
+            self.updates += 1
+            self.weights_version += 1
+            if self.updates % self.agent_cfg.target_update_period == 0 and not (captured and captured.updates_targets):
+                self.update_targets()
+            priorities = priorities.cpu().numpy().astype(np.float32, copy=False)
+        return dict(zip(METRIC_NAMES, host[:-1])), priorities
+
+    def compute(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
+        """Forward and backward of one update, no parameter changed: the Q networks' gradients (clipped)
+        and ``log alpha``'s are *assigned* (call with them ``None``, as CUDA graph capture needs).
+
+        Returns device tensors ``(values, priorities)``: ``values`` holds :data:`METRIC_NAMES`'s values
+        then 1 if the loss, both gradient norms and alpha's loss are finite (else 0); ``priorities``
+        ``[B]``. No host sync: :attr:`graphs` captures this as it is."""
+        cfg = self.agent_cfg
+        fast = cfg.network_path == "fast"
         alpha = self.log_alpha.detach().exp()
         self.q1.train()
         self.q2.train()
@@ -125,41 +162,35 @@ class Learner:
         q1 = self.q1(batch.graphs, batch.actions, fast, self.rng)
         q2 = self.q2(batch.graphs, batch.actions, fast, self.rng)
         loss, extra = critic_loss(q1, q2, y, batch.weights)
-        demo = None
+        zero = torch.zeros((), device=self.device)
+        demo = zero
         if q_next is not None:
             demo = sum(demonstration_loss(q, batch.next_labels, batch.next_actions.states, batch.next_labelled,
                                           cfg.demo_temperature, cfg.demo_rank_weight)[0] for q in q_next)
             loss = loss + cfg.demo_weight * demo
-        self.q_optimizer.zero_grad(set_to_none=True)
         loss.backward()
         norm1 = clip_grad_norm(self.q1, cfg.max_grad_norm)
         norm2 = clip_grad_norm(self.q2, cfg.max_grad_norm)
         a_loss = alpha_loss(self.log_alpha, entropy, entropy_target)
-        if not bool(torch.isfinite(torch.stack([loss.detach(), norm1, norm2, a_loss.detach()])).all()):
-            self.q_optimizer.zero_grad(set_to_none=True)
-            self.skipped += 1
-            return {**{name: math.nan for name in METRIC_NAMES}, "skipped": 1.0}, None
-        self.q_optimizer.step()
-
-        if cfg.learn_alpha:
-            self.alpha_optimizer.zero_grad(set_to_none=True)
-            a_loss.backward()
-            self.alpha_optimizer.step()
-
-        self.updates += 1
-        self.weights_version += 1
-        if self.updates % cfg.target_update_period == 0:
-            soft_update(self.target1, self.q1, cfg.tau)
-            soft_update(self.target2, self.q2, cfg.tau)
-
+        a_loss.backward()  # reaches log alpha alone (the entropies are detached)
+        finite = torch.isfinite(torch.stack([loss.detach(), norm1, norm2, a_loss.detach()])).all()
         values = torch.stack([
             extra["loss1"], extra["loss2"], a_loss.detach(), alpha, q1.detach().mean(), y.mean(),
             extra["priorities"].mean() / 2, entropy.mean(), entropy_target.mean(), norm1, norm2,
-            torch.zeros((), device=self.device) if demo is None else demo.detach(),
-            batch.next_labelled.float().mean(), torch.zeros((), device=self.device),
-        ]).cpu().tolist()
-        priorities = extra["priorities"].cpu().numpy().astype(np.float32, copy=False)
-        return dict(zip(METRIC_NAMES, values)), priorities
+            demo.detach(), batch.next_labelled.float().mean(), zero, finite.float(),
+        ])
+        return values, extra["priorities"]
+
+    def apply(self) -> None:
+        """The optimiser steps of the gradients :meth:`compute` left (no host sync)."""
+        self.q_optimizer.step()
+        if self.agent_cfg.learn_alpha:
+            self.alpha_optimizer.step()
+
+    def update_targets(self) -> None:
+        """The soft target update (no host sync)."""
+        soft_update(self.target1, self.q1, self.agent_cfg.tau)
+        soft_update(self.target2, self.q2, self.agent_cfg.tau)
 
     @torch.no_grad()
     def _targets(self, batch: Batch, alpha: torch.Tensor, fast: bool, online_next=None):
@@ -227,6 +258,8 @@ class Learner:
         with torch.no_grad():
             self.log_alpha.copy_(state["log_alpha"])
         self.q_optimizer.load_state_dict(state["q_optimizer"])
+        if self.graphs is not None:
+            self.graphs = CudaGraphs(self)  # the optimiser's state tensors were replaced: capture anew
         self.alpha_optimizer.load_state_dict(state["alpha_optimizer"])
         self.rng.set_state(state["rng"].cpu())
         self.updates = int(state["steps"])

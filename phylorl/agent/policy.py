@@ -23,7 +23,7 @@ from phylorl.nets.config import NetworkConfig
 from phylorl.nets.inputs import collate_observations, move_to
 from phylorl.nets.qnet import QNetwork
 from phylorl.nets.twin import twin_or_none
-from phylorl.phylo import spr_neighbor, topology_hash
+from phylorl.phylo.topology_key import neighbor_key, topology_key
 
 
 MODELS_DIR = Path(__file__).resolve().parents[2] / "models"
@@ -50,6 +50,12 @@ def resolve_checkpoint(path: str | os.PathLike) -> Path:
                             "or a training run directory")
 
 
+DEFAULT_TABU = 20
+"""How many of its best-ranked moves the agent may pass over to avoid a tree it has already visited in
+the same search (``phylorl search``/``eval`` ``--tabu``; 0: plain greedy). Chosen on ``train/``: see
+models/README.md."""
+
+
 class AgentPolicy:
     """Greedy policy of twin Q networks: the move of highest ``min(Q1(s, a), Q2(s, a))`` (see ``reduce``).
 
@@ -57,7 +63,9 @@ class AgentPolicy:
         nets: the twin online networks (put in eval mode here).
         alpha: the temperature (only enters the soft value, not the greedy choice).
         fast: use the networks' fast forward (same function as the reference one).
-        tabu: how many of the highest moves may be passed over to avoid a tree already visited.
+        tabu: how many of the highest moves may be passed over to avoid a tree already visited in the
+            same search (0: plain greedy). Only the topology counts (compiled 64-bit keys of the split
+            sets, :mod:`phylorl.phylo.topology_key`); no likelihood is evaluated to choose.
         reduce: how the twin networks' values combine to rank moves: ``min`` (default, the learner's
             pessimistic target) or ``mean`` (better on training alignments, equal on ``valid/``: see
             models/README.md).
@@ -76,7 +84,7 @@ class AgentPolicy:
             raise ValueError(f"reduce must be min or mean, got {reduce!r}")
         self.reduce = reduce
         self._search = None  # (environment, alignment, start log-likelihood) of the search in progress
-        self._visited: set[str] = set()
+        self._visited: set[int] = set()
         self.alpha = float(alpha)
         self.fast = fast
         self.device = next(self.nets[0].parameters()).device
@@ -90,7 +98,7 @@ class AgentPolicy:
 
     @classmethod
     def from_checkpoint(cls, path: str | os.PathLike, device: torch.device | str = "cpu",
-                        tabu: int = 0) -> "AgentPolicy":
+                        tabu: int = DEFAULT_TABU) -> "AgentPolicy":
         """A policy from a :meth:`Learner.save` checkpoint file or a training run directory."""
         file = resolve_checkpoint(path)
         try:
@@ -131,12 +139,15 @@ class AgentPolicy:
         if not self.tabu:
             return int(np.argmax(q))  # the first of equal maxima, as select_actions
         search = (id(env), id(env.current), env.start_loglik)
-        if search != self._search:
+        if search != self._search or env.steps == 0:  # a new search: a fresh memory of visited trees
             self._search, self._visited = search, set()
-        self._visited.add(topology_hash(env.tree))
+        self._visited.add(topology_key(env.tree))
+        best = int(np.argmax(q))  # the first of equal maxima, as the stable order below
+        if neighbor_key(env.tree, env.moves[best]) not in self._visited:
+            return best  # the usual case: no sort needed
         order = np.argsort(-q, kind="stable")
-        for action in order[: self.tabu]:
-            if topology_hash(spr_neighbor(env.tree, env.moves[action])) not in self._visited:
+        for action in order[1: self.tabu]:
+            if neighbor_key(env.tree, env.moves[action]) not in self._visited:
                 return int(action)
         return int(order[0])
 

@@ -29,6 +29,9 @@ def add_arguments(p) -> None:
     add_alignments(p, "alignment files and/or directories of alignments (FASTA, PHYLIP, NEXUS); repeatable")
     p.add_argument("--checkpoint", default=None,
                    help="learner checkpoint file or training run directory (default: models/agent.pt, the shipped agent)")
+    p.add_argument("--tabu", type=int, default=None, metavar="K",
+                   help="the agent passes over at most K of its best moves to avoid a tree it already visited "
+                        "in the same search; 0: plain greedy (default: 20)")
     p.add_argument("--starts", type=int, default=4, metavar="K", help="random start trees per alignment (default: 4)")
     p.add_argument("--steps", type=int, default=None, metavar="S",
                    help="moves of the agent, random and greedy methods (default: 2n for n taxa)")
@@ -67,6 +70,8 @@ def run(args) -> int:
         torch.set_num_threads(1)  # before any torch work: the worker processes are forked from this one
     if args.steps is not None and args.steps < 1:
         raise CliError(f"--steps must be >= 1, got {args.steps}")
+    if args.tabu is not None and args.tabu < 0:
+        raise CliError(f"--tabu must be >= 0, got {args.tabu}")
     if args.methods is None:
         methods = [m for m in METHODS if not (args.no_iqtree and m == "iqtree")]
     else:
@@ -83,7 +88,7 @@ def run(args) -> int:
     runner = None if args.no_iqtree else IqtreeRunner(find_iqtree(), args.seed)
     policy, checkpoint = None, None
     if any(m in AGENT_METHODS for m in methods):
-        policy, checkpoint = _load_policy(args.checkpoint)
+        policy, checkpoint = _load_policy(args.checkpoint, args.tabu)
     corpus = load_corpus(args.alignments)
 
     cache = PreparationCache(args.cache_dir or default_cache_dir())
@@ -98,7 +103,7 @@ def run(args) -> int:
                                    methods=methods, iqtree=runner, on_progress=lambda label: advance(_short(label)),
                                    workers=args.threads)
     settings = {"alignments": [str(p) for p in args.alignments], "model": args.model, "checkpoint": checkpoint,
-                "cache_dir": str(cache.directory), "seconds": time.perf_counter() - started}
+                "tabu": None if policy is None else policy.tabu, "cache_dir": str(cache.directory), "seconds": time.perf_counter() - started}
     results.settings.update(settings)
     if to_stdout:
         from rich.console import Console
@@ -122,9 +127,9 @@ def _short(label: str) -> str:
     return f"{Path(path).name}: {rest}" if path else label
 
 
-def _load_policy(path: str | None):
+def _load_policy(path: str | None, tabu: int | None = None):
     """``(policy, checkpoint file)``; a missing default checkpoint is a one-line error."""
-    from phylorl.agent.policy import DEFAULT_CHECKPOINT, AgentPolicy, resolve_checkpoint
+    from phylorl.agent.policy import DEFAULT_CHECKPOINT, DEFAULT_TABU, AgentPolicy, resolve_checkpoint
     from phylorl.cli import CliError
 
     if path is None:
@@ -132,4 +137,5 @@ def _load_policy(path: str | None):
             raise CliError(f"no agent checkpoint at {DEFAULT_CHECKPOINT} (the default): pass --checkpoint PATH, "
                            "or leave the agent methods out with --methods")
         path = DEFAULT_CHECKPOINT
-    return AgentPolicy.from_checkpoint(path), str(resolve_checkpoint(path).resolve())
+    return (AgentPolicy.from_checkpoint(path, tabu=DEFAULT_TABU if tabu is None else tabu),
+            str(resolve_checkpoint(path).resolve()))

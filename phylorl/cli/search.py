@@ -35,6 +35,9 @@ def add_arguments(p) -> None:
     p.add_argument("--policy", required=True, choices=POLICIES)
     p.add_argument("--checkpoint",
                    help="learner checkpoint file or run directory for --policy agent (default: models/agent.pt)")
+    p.add_argument("--tabu", type=int, default=None, metavar="K",
+                   help="--policy agent: pass over at most K of the agent's best moves to avoid a tree already "
+                        "visited in this search; 0: plain greedy (default: 20)")
     p.add_argument("--polish", action="store_true",
                    help="finish from the best tree the policy found: agent-guided perturb-and-climb rounds and a "
                         "certified SPR climb (plain hill-climbing with restarts for the other policies)")
@@ -63,9 +66,11 @@ def run(args) -> int:
         raise CliError(f"--restarts must be >= 0, got {args.restarts}")
     if args.radius is not None and args.radius < 1:
         raise CliError(f"--radius must be >= 1, got {args.radius}")
+    if args.tabu is not None and (args.tabu < 0 or args.policy != "agent"):
+        raise CliError(f"--tabu must be >= 0, got {args.tabu}" if args.tabu < 0 else "--tabu applies to --policy agent only")
     parse_model(args.model)  # fail fast on a bad model string
     path = single_alignment(args.alignments)
-    policy = _agent(args.checkpoint) if args.policy == "agent" else args.policy
+    policy = _agent(args.checkpoint, args.tabu) if args.policy == "agent" else args.policy
     started = time.perf_counter()
     alignment = load_alignment(path)
     steps = args.steps if args.steps is not None else (None if args.policy == "hillclimb" else 2 * alignment.n_taxa)
@@ -120,16 +125,16 @@ def run(args) -> int:
     return 0
 
 
-def _agent(checkpoint: str | None):
+def _agent(checkpoint: str | None, tabu: int | None = None):
     """The agent policy of ``checkpoint`` (default: the shipped one; its absence is a one-line error)."""
-    from phylorl.agent.policy import DEFAULT_CHECKPOINT, AgentPolicy
+    from phylorl.agent.policy import DEFAULT_CHECKPOINT, DEFAULT_TABU, AgentPolicy
     from phylorl.cli import CliError
 
     if checkpoint is None:
         if not Path(DEFAULT_CHECKPOINT).exists():
             raise CliError(f"no agent checkpoint at {DEFAULT_CHECKPOINT} (the default): pass --checkpoint PATH")
         checkpoint = DEFAULT_CHECKPOINT
-    return AgentPolicy.from_checkpoint(checkpoint)
+    return AgentPolicy.from_checkpoint(checkpoint, tabu=DEFAULT_TABU if tabu is None else tabu)
 
 
 def _status(message: str) -> None:

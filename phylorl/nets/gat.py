@@ -24,6 +24,7 @@ from torch import Tensor
 from torch_geometric.nn import GATConv
 
 from phylorl.nets.inputs import GraphBatch
+from phylorl.nets.segment import take
 
 
 @dataclass
@@ -74,12 +75,15 @@ def gat_weights(conv: GATConv) -> tuple[Tensor, Tensor]:
     return w_all, edge_coef
 
 
-def dense_gat(conv: GATConv, x: Tensor, slots: DenseSlots, weights: tuple[Tensor, Tensor] | None = None) -> Tensor:
+def dense_gat(conv: GATConv, x: Tensor, slots: DenseSlots, weights: tuple[Tensor, Tensor] | None = None,
+              capture_safe: bool = False) -> Tensor:
     """Apply ``conv`` (a ``GATConv`` with ``concat=True``, ``edge_dim`` set, no residual) to ``x``.
 
     Shapes: ``x`` float ``[N, in]`` -> ``[N, heads * out_channels]``. The slots must have been built
     with the conv's ``heads`` and ``add_self_loops``. ``weights``: :func:`gat_weights` of ``conv``
-    when the caller has them already (inference reuses them between calls).
+    when the caller has them already (inference reuses them between calls). ``capture_safe``: gather and
+    sum instead of ``embedding_bag``, whose CUDA backward syncs with the host and so cannot be captured in
+    a CUDA graph (same values up to rounding).
     """
     heads, channels = conv.heads, conv.out_channels
     if slots.heads != heads:
@@ -88,12 +92,15 @@ def dense_gat(conv: GATConv, x: Tensor, slots: DenseSlots, weights: tuple[Tensor
     w_all, edge_coef = gat_weights(conv) if weights is None else weights
     xl, a_src, a_dst = (x @ w_all).split([heads * channels, heads, heads], dim=1)  # [N, H*C], [N, H] x 2
 
-    logits = a_src[slots.nodes] + a_dst.unsqueeze(1) + slots.attr @ edge_coef  # [N, S, H]
+    logits = take(a_src, slots.nodes) + a_dst.unsqueeze(1) + slots.attr @ edge_coef  # [N, S, H]
     logits = F.leaky_relu(logits, conv.negative_slope)
     logits = logits.masked_fill(~slots.mask.unsqueeze(-1), float("-inf"))
     attention = torch.softmax(logits, dim=1).transpose(1, 2).reshape(n * heads, -1)  # [N*H, S]
     # out[v, h] = sum_s attention[v, s, h] * xl[slot node, h]: one weighted gather-sum per (v, h)
-    out = F.embedding_bag(slots.rows, xl.reshape(n * heads, channels), per_sample_weights=attention,
-                          mode="sum")
+    if capture_safe:
+        out = (take(xl.reshape(n * heads, channels), slots.rows) * attention.unsqueeze(-1)).sum(1)
+    else:
+        out = F.embedding_bag(slots.rows, xl.reshape(n * heads, channels), per_sample_weights=attention,
+                              mode="sum")
     out = out.view(n, heads * channels)
     return out + conv.bias if conv.bias is not None else out

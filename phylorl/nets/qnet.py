@@ -34,7 +34,7 @@ from torch_geometric.nn import GATConv, global_add_pool, global_max_pool, global
 from phylorl.nets.config import NetworkConfig
 from phylorl.nets.gat import DenseSlots, dense_gat, dense_slots, gat_weights
 from phylorl.nets.inputs import ActionBatch, GraphBatch
-from phylorl.nets.segment import segment_max, segment_mean, segment_sum
+from phylorl.nets.segment import segment_max, segment_mean, segment_sum, take
 
 MOVE_NODES = 4
 
@@ -84,13 +84,22 @@ class QNetwork(nn.Module):
         self.head2 = nn.Linear(cfg.head_hidden, cfg.head_hidden)
         self.head3 = nn.Linear(cfg.head_hidden, 1)
         self._derived: tuple | None = None  # (parameter versions, derived weights) while no grad is recorded
+        self.cache_derived = True
+        """Reuse the derived weights between calls without autograd (off where the calls are captured in a
+        CUDA graph: a cached tensor would be baked into the graph)."""
+        self.capture_safe = False
+        """Where autograd records, gather-and-sum instead of ``embedding_bag`` (whose CUDA backward cannot be
+        captured in a CUDA graph; its forward can); same function up to rounding, more memory."""
+
+    def _gathers(self) -> bool:
+        return self.capture_safe and torch.is_grad_enabled()
 
     def derived_weights(self) -> dict:
         """Tensors of the fast forward that depend on the parameters alone (the GAT layers' folded
         attention weights, the factored first layer of the head). Without autograd they are computed
         once and reused until a parameter changes (its version counter moves) or is replaced, which
         takes about a quarter of the small operations out of a single-state inference call."""
-        if torch.is_grad_enabled():
+        if torch.is_grad_enabled() or not self.cache_derived:
             return self._derive()
         params = list(self.parameters())
         key = tuple((id(p), p._version) for p in params)
@@ -147,7 +156,7 @@ class QNetwork(nn.Module):
         derived = self.derived_weights()["gat"] if fast else None
         for i, conv in enumerate(self.convs):
             if fast:
-                y = dense_gat(conv, x, slots, derived[i])
+                y = dense_gat(conv, x, slots, derived[i], self._gathers())
             else:
                 y = conv(x, graphs.edge_index, graphs.edge_attr)
             x = F.relu(y) + x
@@ -165,7 +174,7 @@ class QNetwork(nn.Module):
     def _action_input(self, nodes: Tensor, graphs: GraphBatch, actions: ActionBatch) -> Tensor:
         """The action encoder's input per action: ``[A, 4 * hidden + K]`` (gather) or ``[A, 4 + K]``."""
         if self.cfg.action_features == "gather":
-            gathered = nodes[actions.nodes].reshape(actions.nodes.shape[0], -1)  # [A, 4 * hidden]
+            gathered = take(nodes, actions.nodes).reshape(actions.nodes.shape[0], -1)  # [A, 4 * hidden]
             return torch.cat([gathered, actions.meta], dim=1)
         local = actions.nodes - graphs.node_offset[actions.states.index].unsqueeze(1)
         return torch.cat([local.to(actions.meta.dtype), actions.meta], dim=1)
@@ -188,10 +197,15 @@ class QNetwork(nn.Module):
             z = self._action_input(nodes, graphs, actions) @ derived["combined_t"]
             if actions.states.uniform:
                 return (z.view(actions.states.count, -1, hh) + per_tree.unsqueeze(1)).view(z.shape)
-            return z + per_tree[actions.states.index]
+            return z + take(per_tree, actions.states.index)
         # many actions: C_r h_v once per node and role r, then each action sums 4 rows, its tree's
         # row and its metadata rows (one embedding_bag: a weighted gather-sum)
         per_node = (nodes @ derived["w_nodes"]).view(-1, hh)  # row 4 v + r = C_r h_v
+        if self._gathers():  # the same sum as gathers and one product (no embedding_bag backward)
+            z = take(per_tree, actions.states.index) + actions.meta @ derived["meta_rows"]
+            for role in range(MOVE_NODES):
+                z = z + take(per_node, actions.nodes[:, role] * MOVE_NODES + role)
+            return z
         table = torch.cat([per_node, per_tree, derived["meta_rows"]], dim=0)
         if plan is None or plan.rows is None:
             plan = self.plan(graphs, actions)

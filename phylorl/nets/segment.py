@@ -70,7 +70,7 @@ def segment_logsumexp(x: Tensor, seg: Segments) -> Tensor:
         return torch.logsumexp(x.reshape(seg.count, seg.size), dim=1)
     m = segment_max(x, seg).detach()
     m = torch.where(torch.isfinite(m), m, torch.zeros_like(m))
-    s = segment_sum(torch.exp(x - m[seg.index]), seg)
+    s = segment_sum(torch.exp(x - take(m, seg.index)), seg)
     return m + torch.log(s)
 
 
@@ -78,7 +78,7 @@ def segment_log_softmax(x: Tensor, seg: Segments) -> Tensor:
     """``x - logsumexp(x)`` within each row's segment: ``[L] -> [L]``."""
     if seg.uniform:
         return torch.log_softmax(x.reshape(seg.count, seg.size), dim=1).reshape(-1)
-    return x - segment_logsumexp(x, seg)[seg.index]
+    return x - take(segment_logsumexp(x, seg), seg.index)
 
 
 def segment_argmax(x: Tensor, seg: Segments) -> Tensor:
@@ -96,6 +96,13 @@ def segment_argmax(x: Tensor, seg: Segments) -> Tensor:
     out = torch.full((seg.count,), x.shape[0], dtype=pos.dtype, device=x.device)
     out = out.scatter_reduce(0, seg.index, first, reduce="amin", include_self=True)
     return out - starts
+
+
+def take(x: Tensor, index: Tensor) -> Tensor:
+    """``x[index]`` for an integer ``index`` of any shape, as ``index_select``: its backward is an
+    ``index_add`` (no sort, no host sync, so it can be captured in a CUDA graph), where advanced
+    indexing's backward sorts. ``[R, *D]``, ``[*I] -> [*I, *D]``."""
+    return x.index_select(0, index.reshape(-1)).reshape(*index.shape, *x.shape[1:])
 
 
 def segments_from_sizes(sizes: Tensor, size: int | None = None) -> Segments:

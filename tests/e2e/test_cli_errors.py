@@ -54,6 +54,8 @@ CASES = {
     "negative radius": (["search", "--alignments", "{a}", "--policy", "random", "--radius", "-3"], ["--radius"]),
     "restarts without hillclimb": (["search", "--alignments", "{a}", "--policy", "random", "--restarts", "2"],
                                    ["--restarts"]),
+    "tabu without the agent": (["search", "--alignments", "{a}", "--policy", "random", "--tabu", "5"], ["--tabu"]),
+    "negative tabu for eval": (["eval", "--alignments", "{a}", "--tabu", "-1", "--no-iqtree"], ["--tabu", "-1"]),
     "bad model": (["search", "--alignments", "{a}", "--policy", "random", "--model", "XYZ+Q"], ["XYZ"]),
     "missing checkpoint": (["search", "--alignments", "{a}", "--policy", "agent", "--checkpoint", "{d}/none.pt"],
                            ["none.pt"]),

@@ -1,0 +1,136 @@
+"""The learner's update replayed as CUDA graphs equals the eager update (needs a CUDA device: skipped
+elsewhere; run on a lent GPU machine with ``pytest tests/gpu``)."""
+
+import dataclasses
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from phylorl.agent.batch import collate
+from phylorl.agent.config import AgentConfig
+from phylorl.agent.cuda_graphs import WARMUP
+from phylorl.agent.learner import Learner
+from phylorl.nets.config import NetworkConfig
+from phylorl.nets.synthetic import random_transition
+
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+
+NET = NetworkConfig(hidden=64, action_hidden=64, head_hidden=64)
+
+
+@pytest.fixture(autouse=True)
+def full_precision():
+    before = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = False
+    yield
+    torch.backends.cuda.matmul.allow_tf32 = before
+
+
+def batches(n_taxa, count, size=16, seed=0, labelled=False):
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(count):
+        trs = [random_transition(n_taxa, rng) for _ in range(size)]
+        if labelled:
+            trs = [_with_labels(t, rng) for t in trs]
+        out.append(collate(trs, "cuda"))
+    return out
+
+
+def _with_labels(t, rng):
+    return dataclasses.replace(t, next_labels=rng.normal(size=t.next_obs.n_actions).astype(np.float32),
+                               discount=0.0)
+
+
+def pair(agent_cfg):
+    """An eager learner and a graphed one, from the same parameters. The eager one computes with the same
+    gathers as the graphs (``capture_safe``; tests/unit/nets checks those against embedding_bag), and
+    Adam's epsilon is large enough that a gradient component that is zero up to rounding cannot flip
+    the sign of a whole learning-rate step."""
+    agent_cfg = AgentConfig(**{**agent_cfg.__dict__, "adam_eps": 1e-4})
+    eager = Learner(NET, agent_cfg, "cuda", seed=3)
+    for net in (eager.q1, eager.q2, eager.target1, eager.target2):
+        net.capture_safe = True
+    graphed = Learner(NET, AgentConfig(**{**agent_cfg.__dict__, "cuda_graphs": True}), "cuda", seed=3)
+    return eager, graphed
+
+
+def assert_same_learners(a, b, rtol=2e-4):
+    """Every parameter within ``rtol`` or within 2% of one learning-rate step of the other learner's: a
+    missed, repeated or stale update moves parameters by about a whole step (Adam's steps are ~lr)."""
+    step = 0.02 * a.agent_cfg.lr
+    for name in ("q1", "q2", "target1", "target2"):
+        for (k, pa), pb in zip(getattr(a, name).state_dict().items(), getattr(b, name).state_dict().values()):
+            scale = float(pa.abs().max()) or 1.0
+            torch.testing.assert_close(pb, pa, rtol=rtol, atol=max(rtol * scale, step), msg=f"{name}.{k}")
+    assert math.isclose(a.alpha, b.alpha, rel_tol=1e-5)
+    assert (a.updates, a.weights_version) == (b.updates, b.weights_version)
+
+
+@torch.no_grad()
+def sync(dst: Learner, src: Learner) -> None:
+    """Copy ``src``'s whole state into ``dst`` *in place* (the graphs keep pointing at ``dst``'s tensors):
+    networks, targets, alpha and both optimisers' moments and step counts."""
+    for name in ("q1", "q2", "target1", "target2"):
+        for pd, ps in zip(getattr(dst, name).state_dict().values(), getattr(src, name).state_dict().values()):
+            pd.copy_(ps)
+    dst.log_alpha.copy_(src.log_alpha)
+    for opt_d, opt_s in ((dst.q_optimizer, src.q_optimizer), (dst.alpha_optimizer, src.alpha_optimizer)):
+        params_d = [p for g in opt_d.param_groups for p in g["params"]]
+        params_s = [p for g in opt_s.param_groups for p in g["params"]]
+        for pd, ps in zip(params_d, params_s):
+            for key, value in opt_s.state[ps].items():
+                opt_d.state[pd][key].copy_(value)
+
+
+@pytest.mark.parametrize("labelled", [False, True])
+def test_each_graphed_update_equals_the_eager_one_from_the_same_state(labelled):
+    # Trajectories of two learners drift apart from the first update's float32 rounding (even the graphed
+    # learner's eager warm-ups, on a side stream, pick other cuBLAS kernels), and the demonstrations' loss
+    # amplifies it; so each update starts from the eager learner's state, copied in place.
+    cfg = AgentConfig(demo_weight=1.0 if labelled else 0.0, lr=1e-3)
+    eager, graphed = pair(cfg)
+    data = batches(20, 3, labelled=labelled)
+    for step in range(WARMUP + 4):
+        batch = data[step % len(data)]
+        sync(graphed, eager)
+        m_e, p_e = eager.step(batch)
+        m_g, p_g = graphed.step(batch)
+        for key in m_e:
+            assert m_g[key] == pytest.approx(m_e[key], rel=1e-3, abs=1e-5), (step, key)
+        np.testing.assert_allclose(p_g, p_e, rtol=1e-3, atol=1e-5)
+        assert_same_learners(eager, graphed)
+    assert graphed.graphs.eager_updates == WARMUP and graphed.graphs.replays == 4
+    assert len(graphed.graphs.captured) == 1
+
+
+def test_a_non_finite_batch_is_skipped_by_the_graphs_too():
+    eager, graphed = pair(AgentConfig())
+    data = batches(12, 2)
+    for step in range(WARMUP + 1):
+        eager.step(data[0])
+        graphed.step(data[0])
+    bad = data[0]
+    bad.reward[0] = float("nan")
+    for learner in (eager, graphed):
+        metrics, priorities = learner.step(bad)
+        assert metrics["skipped"] == 1.0 and priorities is None
+    assert_same_learners(eager, graphed)  # nothing moved, in either
+    assert graphed.skipped == eager.skipped == 1
+    bad.reward[0] = 0.5
+    eager.step(data[1])
+    graphed.step(data[1])
+    assert_same_learners(eager, graphed)
+
+
+def test_each_batch_shape_gets_its_own_capture():
+    eager, graphed = pair(AgentConfig())
+    small, large = batches(8, 1, seed=1)[0], batches(14, 1, seed=2)[0]
+    for step in range(2 * (WARMUP + 2)):
+        batch = small if step % 2 else large
+        eager.step(batch)
+        graphed.step(batch)
+        assert_same_learners(eager, graphed)
+    assert len(graphed.graphs.captured) == 2 and graphed.graphs.replays == 4
