@@ -18,7 +18,7 @@ from phylorl.agent.acting import policy_networks
 from phylorl.agent.checkpoints import latest_checkpoint
 from phylorl.agent.learner import CHECKPOINT_FORMAT, Learner
 from phylorl.env import EnvAlignment, EnvConfig, TreeEnv
-from phylorl.env.search import Policy, SearchResult, run_search
+from phylorl.env.search import Policy, RankedClimb, SearchResult, ranked_climb_with_restarts, run_search
 from phylorl.nets.config import NetworkConfig
 from phylorl.nets.inputs import collate_observations, move_to
 from phylorl.nets.qnet import QNetwork
@@ -152,40 +152,16 @@ class AgentPolicy:
         return int(order[0])
 
 
-class GuidedClimb:
-    """Hill-climbing whose candidate moves are ordered by an agent (a ``climbs`` policy for
-    :func:`~phylorl.env.search.run_search`: at a local optimum it optimises every branch and goes on).
-
-    Each step evaluates (SPR + local branch optimisation) the ``top`` moves the agent ranks highest
-    and takes the best of them if it raises the log-likelihood; only when none does are the other
-    moves evaluated (``certify``), so the climb still stops only at a true SPR local optimum, at a
-    fraction of the evaluations while the agent's ranking is right. Without ``certify`` it stops when
-    none of the top moves improves (cheaper, for perturb-and-climb rounds).
-    """
-
-    climbs = True
+class GuidedClimb(RankedClimb):
+    """Hill-climbing whose candidate moves are ordered by an agent (:class:`~phylorl.env.search.RankedClimb`
+    on ``min(Q1, Q2)``): the top 5% of moves (at least 8) by the agent's values are scored first."""
 
     def __init__(self, agent: AgentPolicy, top: float = 0.05, min_top: int = 8, certify: bool = True):
+        super().__init__(top, min_top, certify)
         self.agent = agent
-        self.top = top
-        self.min_top = min_top
-        self.certify = certify
 
-    def choose(self, env: TreeEnv) -> int | None:
-        from phylorl.env.search import IMPROVEMENT_EPS
-
-        if not len(env.moves):
-            return None
-        order = np.argsort(-self.agent.q_values(env), kind="stable")
-        k = min(len(order), max(self.min_top, int(np.ceil(self.top * len(order)))))
-        for part in (order[:k], order[k:]) if self.certify else (order[:k],):
-            if not len(part):
-                continue
-            values = env.evaluate_moves(part)
-            best = int(np.argmax(values))
-            if values[best] > env.loglik + IMPROVEMENT_EPS:
-                return int(part[best])
-        return None
+    def scores(self, env: TreeEnv) -> np.ndarray:
+        return self.agent.q_values(env)
 
 
 POLISH_RESTARTS = 3
@@ -197,22 +173,13 @@ def polish(env: TreeEnv, agent: AgentPolicy | None, restarts: int = POLISH_RESTA
     """Finish a search from ``env``'s current tree (an agent's answer): agent-guided climbs with
     ``restarts`` perturb-and-climb rounds (each climb stops when none of the agent's top moves
     improves), then one certified climb from the best tree, so the answer is an SPR local optimum
-    with every branch optimised. Without an agent: plain hill-climbing with the same restarts.
-    Returns one :class:`~phylorl.env.search.SearchResult` covering both phases."""
-    import dataclasses
-
+    with every branch optimised (:func:`~phylorl.env.search.ranked_climb_with_restarts`). Without an
+    agent: plain hill-climbing with the same restarts. Returns one
+    :class:`~phylorl.env.search.SearchResult` covering both phases."""
     rng = rng if rng is not None else np.random.default_rng(0)
     if agent is None:
         return run_search(env, "hillclimb", steps=None, restarts=restarts, rng=rng)
-    rounds = run_search(env, GuidedClimb(agent, certify=False), steps=None, restarts=restarts, rng=rng)
-    env.reset(env.alignments.index(env.current), rounds.best_tree)
-    final = run_search(env, GuidedClimb(agent), steps=None)
-    better = final if final.best_loglik >= rounds.best_loglik else rounds
-    return dataclasses.replace(
-        final, start_loglik=rounds.start_loglik, best_loglik=better.best_loglik, best_tree=better.best_tree,
-        steps=rounds.steps + final.steps, evaluations=rounds.evaluations + final.evaluations,
-        branch_optimisations=rounds.branch_optimisations + final.branch_optimisations,
-        seconds=rounds.seconds + final.seconds, trajectory=rounds.trajectory + final.trajectory)
+    return ranked_climb_with_restarts(env, lambda certify: GuidedClimb(agent, certify=certify), restarts, rng)
 
 
 def evaluate_episodes(policy: str | Policy, entry: EnvAlignment, episodes: int, steps: int, seed: int = 0,

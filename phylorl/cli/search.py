@@ -21,7 +21,8 @@ import numpy as np
 from phylorl.cli.common import add_alignments, single_alignment
 
 HELP = "search tree space for an alignment with a policy"
-POLICIES = ("random", "greedy", "hillclimb", "agent")
+POLICIES = ("random", "greedy", "hillclimb", "fastclimb", "agent")
+CLIMBS = ("hillclimb", "fastclimb")
 
 
 def default_cache_dir() -> Path:
@@ -42,10 +43,10 @@ def add_arguments(p) -> None:
                    help="finish from the best tree the policy found: agent-guided perturb-and-climb rounds and a "
                         "certified SPR climb (plain hill-climbing with restarts for the other policies)")
     p.add_argument("--start", choices=("random", "nj"), default="nj", help="start tree (default: nj)")
-    p.add_argument("--steps", type=int, help="most moves (default: 2n for n taxa; hillclimb: until a local optimum)")
+    p.add_argument("--steps", type=int, help="most moves (default: 2n for n taxa; the climbs: until a local optimum)")
     p.add_argument("--radius", type=int, help="largest SPR radius (default: all moves)")
     p.add_argument("--restarts", type=int, default=0,
-                   help="hillclimb: perturb-and-climb rounds after the first climb (iterated local search)")
+                   help="hillclimb, fastclimb: perturb-and-climb rounds after the first climb (iterated local search)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", help="write the best tree seen (Newick) here")
     p.add_argument("--cache-dir", default=None, help=f"preparation cache (default: {default_cache_dir()})")
@@ -60,8 +61,8 @@ def run(args) -> int:
 
     if args.steps is not None and args.steps < 1:
         raise CliError(f"--steps must be >= 1, got {args.steps}")
-    if args.restarts and args.policy != "hillclimb":
-        raise CliError("--restarts applies to --policy hillclimb only")
+    if args.restarts and args.policy not in CLIMBS:
+        raise CliError("--restarts applies to --policy hillclimb or fastclimb only")
     if args.restarts < 0:
         raise CliError(f"--restarts must be >= 0, got {args.restarts}")
     if args.radius is not None and args.radius < 1:
@@ -73,7 +74,7 @@ def run(args) -> int:
     policy = _agent(args.checkpoint, args.tabu) if args.policy == "agent" else args.policy
     started = time.perf_counter()
     alignment = load_alignment(path)
-    steps = args.steps if args.steps is not None else (None if args.policy == "hillclimb" else 2 * alignment.n_taxa)
+    steps = args.steps if args.steps is not None else (None if args.policy in CLIMBS else 2 * alignment.n_taxa)
     cache = PreparationCache(args.cache_dir or default_cache_dir())
     _status(f"preparing {path} ({alignment.n_taxa} taxa, {alignment.n_sites} sites) under {args.model}")
     prepared = cache.get(alignment, args.model)
@@ -81,7 +82,7 @@ def run(args) -> int:
     config = EnvConfig(start=args.start, horizon=10**9, radius=args.radius)
     env = TreeEnv([entry], config, seed=args.seed)
     env.reset()
-    search = partial(run_search, restarts=args.restarts, finish=args.policy != "hillclimb")
+    search = partial(run_search, restarts=args.restarts, finish=args.policy not in CLIMBS)
     result = _search_with_progress(env, policy, steps, np.random.default_rng(args.seed), search)
     best, best_tree, polish = result.best_loglik, result.best_tree, None
     if args.polish:

@@ -12,6 +12,8 @@ does, so every method starts from the same trees. Each method's answer is the be
 ``random``        ``steps`` uniform random moves.
 ``greedy``        the best move while one improves, at most ``steps`` moves.
 ``hillclimb``     greedy to a local optimum with full branch optimisation, no move limit.
+``fastclimb``     the same climb scoring first the moves that raise parsimony least (the others only
+                  when none of those improves): :class:`~phylorl.env.search.ParsimonyClimb`.
 ``iqtree``        IQ-TREE's ML search, once per alignment (needs an :class:`IqtreeRunner`).
 """
 
@@ -226,8 +228,8 @@ def _one_start(entry, k, seed, config, policy, methods, steps, reference, progre
             result = run_search(env(), "random", steps=steps, rng=np.random.default_rng([seed, k]), finish=True)
         elif method == "greedy":
             result = run_search(env(), "greedy", steps=steps, finish=True)
-        else:  # hillclimb
-            result = run_search(env(), "hillclimb", steps=None)
+        else:  # hillclimb, fastclimb
+            result = run_search(env(), method, steps=None)
         out.append(_row(entry, k, method, result.start_loglik, result.best_loglik, result.best_tree, reference,
                         result.evaluations, result.steps, result.seconds,
                         _best_so_far(result.start_loglik, result.trajectory, result.best_loglik)))

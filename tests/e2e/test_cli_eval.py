@@ -78,7 +78,8 @@ def test_eval_compares_every_method_with_iqtree(setup, need, tmp_path):
                for s in summary.values())
     assert summary["iqtree"]["mean_improvement"] == 1.0
     assert all(r["improvement"] == 1.0 for r in rows if r["method"] == "iqtree")
-    assert summary["hillclimb"]["mean_improvement"] >= 0.9
+    assert summary["hillclimb"]["mean_improvement"] >= 0.9 and summary["fastclimb"]["mean_improvement"] >= 0.9
+    assert summary["fastclimb"]["mean_evaluations"] < summary["hillclimb"]["mean_evaluations"]
     assert summary["agent+polish"]["mean_improvement"] >= 0.9
     assert set(result["by_taxa"]) == {"7", "8"}
     for name in ("improvement_by_taxa.png", "trajectory.png"):
@@ -199,6 +200,18 @@ def test_search_polish_hill_climbs_from_the_best_tree(setup):
     aln = load_alignment(alignment)
     engine = LikelihoodEngine(aln, parse_model(polished["model"]))
     assert engine.loglik(read_newick(polished["tree"], aln)) == pytest.approx(polished["best_loglik"], abs=1e-4)
+
+
+def test_search_fastclimb_with_restarts_climbs_and_writes_its_best_tree(setup, tmp_path):
+    alignment, out = setup["alignments"] / "sim_0001.fasta", tmp_path / "best.nwk"
+    proc = phylorl("search", "--alignment", alignment, "--model", MODEL, "--policy", "fastclimb", "--restarts", 2,
+                   "--start", "random", "--seed", 1, "--cache-dir", setup["cache"], "--out", out, "--json")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(proc.stdout)
+    assert result["policy"] == "fastclimb" and result["best_loglik"] > result["start_loglik"] + 1.0
+    aln = load_alignment(alignment)
+    engine = LikelihoodEngine(aln, parse_model(result["model"]))
+    assert engine.loglik(read_newick(out.read_text(), aln)) == pytest.approx(result["best_loglik"], abs=1e-4)
 
 
 def test_eval_threads_gives_the_same_results_in_the_same_order(setup, tmp_path):

@@ -1,0 +1,85 @@
+"""Classical search against IQ-TREE, run in the same invocation: log-likelihood and seconds.
+
+For every alignment and model: the alignment is prepared (NJ tree, model parameters on it; not timed),
+IQ-TREE's default ML search runs under the same fixed model string with one thread (its tree re-scored
+by our engine: the reference), then each method searches from the NJ tree (``--start nj``) or from seeded
+random trees (``--start random``, ``--starts K``). Per case: each method's final log-likelihood minus
+IQ-TREE's, its search seconds (preparation excluded, as IQ-TREE's wall time includes its own start-up),
+likelihood evaluations. Summary per method: cases within 0.1 of IQ-TREE and total seconds against
+IQ-TREE's. Prints one JSON line; progress on stderr.
+
+    python benchmarks/bench_search.py [--alignments PATH ...] [--models JC,GTR+F+G4]
+                                      [--methods hillclimb,fastclimb,fastclimb:8] [--start nj|random] [--starts 1]
+
+A method ``NAME:R`` runs ``NAME`` with R perturb-and-climb restarts (seed 0). Default alignments: DS1–DS4.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+os.environ.setdefault("NUMBA_NUM_THREADS", "1")
+
+import numpy as np  # noqa: E402
+
+from common import REPO, emit, machine  # noqa: E402
+from phylorl.env import EnvAlignment, EnvConfig, TreeEnv, prepare_alignment  # noqa: E402
+from phylorl.env.corpus import load_corpus  # noqa: E402
+from phylorl.env.search import run_search  # noqa: E402
+from phylorl.evaluation import IqtreeRunner, find_iqtree  # noqa: E402
+
+DS = REPO.parent / "shared" / "data" / "ds"
+TOLERANCE = 0.1
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--alignments", nargs="+", default=[str(DS / f"DS{i}.fasta") for i in range(1, 5)])
+    p.add_argument("--models", default="JC,GTR+F+G4")
+    p.add_argument("--methods", default="hillclimb,fastclimb,fastclimb:8")
+    p.add_argument("--start", choices=("nj", "random"), default="nj")
+    p.add_argument("--starts", type=int, default=1, help="random starts per alignment (--start random)")
+    args = p.parse_args()
+    runner = IqtreeRunner(find_iqtree(), seed=0)
+    methods = [(m.split(":")[0], int(m.split(":")[1]) if ":" in m else 0) for m in args.methods.split(",")]
+    corpus = load_corpus([Path(a) for a in args.alignments])
+    rows = []
+    for item in corpus:
+        for model in args.models.split(","):
+            entry = EnvAlignment.build(item.alignment, prepare_alignment(item.alignment, model), item.path.name)
+            reference = runner.search(entry)
+            for k in range(args.starts if args.start == "random" else 1):
+                for name, restarts in methods:
+                    env = TreeEnv([entry], EnvConfig(start=args.start), seed=k)
+                    env.reset()
+                    started = time.perf_counter()
+                    result = run_search(env, name, steps=None, restarts=restarts, rng=np.random.default_rng(0))
+                    seconds = time.perf_counter() - started
+                    row = {"alignment": item.path.name, "taxa": item.alignment.n_taxa, "model": model, "start": k,
+                           "method": f"{name}:{restarts}" if restarts else name,
+                           "minus_iqtree": round(result.best_loglik - reference.loglik, 3),
+                           "seconds": round(seconds, 2), "iqtree_seconds": round(reference.seconds, 2),
+                           "evaluations": result.evaluations}
+                    rows.append(row)
+                    print(f"{row['alignment']} {model} start {k} {row['method']}: {row['minus_iqtree']:+.3f} "
+                          f"in {seconds:.2f} s (IQ-TREE {reference.seconds:.2f} s)", file=sys.stderr, flush=True)
+    summary = {}
+    for method in dict.fromkeys(r["method"] for r in rows):
+        mine = [r for r in rows if r["method"] == method]
+        # IQ-TREE's time counts once per search it is compared with
+        summary[method] = {"cases": len(mine),
+                           "within_0.1": sum(r["minus_iqtree"] >= -TOLERANCE for r in mine),
+                           "seconds": round(sum(r["seconds"] for r in mine), 2),
+                           "iqtree_seconds": round(sum(r["iqtree_seconds"] for r in mine), 2),
+                           "time_ratio": round(sum(r["seconds"] for r in mine)
+                                               / max(sum(r["iqtree_seconds"] for r in mine), 1e-9), 3)}
+    emit({"benchmark": "search", "machine": machine(), "start": args.start, "models": args.models,
+          "summary": summary, "rows": rows})
+
+
+if __name__ == "__main__":
+    main()
