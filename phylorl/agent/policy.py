@@ -64,15 +64,15 @@ class AgentPolicy:
         alpha: the temperature (only enters the soft value, not the greedy choice).
         fast: use the networks' fast forward (same function as the reference one).
         tabu: how many of the highest moves may be passed over to avoid a tree already visited in the
-            same search (0: plain greedy). Only the topology counts (compiled 64-bit keys of the split
+            same search (default :data:`DEFAULT_TABU`; 0: plain greedy). Only the topology counts (compiled 64-bit keys of the split
             sets, :mod:`phylorl.phylo.topology_key`); no likelihood is evaluated to choose.
         reduce: how the twin networks' values combine to rank moves: ``min`` (default, the learner's
             pessimistic target) or ``mean`` (better on training alignments, equal on ``valid/``: see
             models/README.md).
     """
 
-    def __init__(self, nets: tuple[QNetwork, QNetwork], alpha: float = 1.0, fast: bool = True, tabu: int = 0,
-                 reduce: str = "min"):
+    def __init__(self, nets: tuple[QNetwork, QNetwork], alpha: float = 1.0, fast: bool = True,
+                 tabu: int = DEFAULT_TABU, reduce: str = "min"):
         if len(nets) != 2:
             raise ValueError(f"AgentPolicy needs the two Q networks, got {len(nets)}")
         if tabu < 0:
@@ -91,10 +91,10 @@ class AgentPolicy:
         self._twin = twin_or_none(self.nets) if fast else None  # both networks in one pass
 
     @classmethod
-    def from_learner(cls, learner: Learner) -> "AgentPolicy":
+    def from_learner(cls, learner: Learner, tabu: int = DEFAULT_TABU) -> "AgentPolicy":
         """A policy from a copy of ``learner``'s current online networks."""
         nets = policy_networks(learner.net_cfg, learner.policy_weights(), learner.device)
-        return cls(nets, learner.alpha, learner.agent_cfg.network_path == "fast")
+        return cls(nets, learner.alpha, learner.agent_cfg.network_path == "fast", tabu)
 
     @classmethod
     def from_checkpoint(cls, path: str | os.PathLike, device: torch.device | str = "cpu",
