@@ -64,8 +64,9 @@ class AgentPolicy:
         alpha: the temperature (only enters the soft value, not the greedy choice).
         fast: use the networks' fast forward (same function as the reference one).
         tabu: how many of the highest moves may be passed over to avoid a tree already visited in the
-            same search (default :data:`DEFAULT_TABU`; 0: plain greedy). Only the topology counts (compiled 64-bit keys of the split
-            sets, :mod:`phylorl.phylo.topology_key`); no likelihood is evaluated to choose.
+            same search (default :data:`DEFAULT_TABU`; 0: plain greedy). Only the topology counts
+            (compiled 64-bit keys of the split sets, :mod:`phylorl.phylo.topology_key`); no likelihood
+            is evaluated to choose.
         reduce: how the twin networks' values combine to rank moves: ``min`` (default, the learner's
             pessimistic target) or ``mean`` (better on training alignments, equal on ``valid/``: see
             models/README.md).
