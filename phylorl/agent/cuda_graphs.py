@@ -65,7 +65,7 @@ class CapturedUpdate:
         self.learner = learner
         self.static = map_tensors(batch, lambda t: t.clone())
         self._inputs = _tensors(self.static)
-        params = [*learner.q1.parameters(), *learner.q2.parameters(), learner.log_alpha]
+        self.params = params = [*learner.q1.parameters(), *learner.q2.parameters(), learner.log_alpha]
         for p in params:
             p.grad = None  # captured backward then assigns (not accumulates) into buffers of its own
         self.compute_graph = torch.cuda.CUDAGraph()
@@ -83,8 +83,7 @@ class CapturedUpdate:
     def compute(self, batch: "Batch") -> tuple[Tensor, Tensor]:
         for dst, src in zip(self._inputs, _tensors(batch)):
             dst.copy_(src, non_blocking=True)
-        for p, g in zip([*self.learner.q1.parameters(), *self.learner.q2.parameters(), self.learner.log_alpha],
-                        self.grads):
+        for p, g in zip(self.params, self.grads):
             p.grad = g  # so that the learner (and anyone reading .grad) sees this update's gradients
         self.compute_graph.replay()
         return self.values, self.priorities
