@@ -165,7 +165,7 @@ class GuidedClimb(RankedClimb):
         return self.agent.q_values(env)
 
 
-POLISH_RESTARTS = 3
+POLISH_RESTARTS = 5
 """Perturb-and-climb rounds of :func:`polish` after its first climb."""
 
 

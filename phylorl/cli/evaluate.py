@@ -18,7 +18,7 @@ import json
 import time
 from pathlib import Path
 
-from phylorl.cli.common import add_alignments
+from phylorl.cli.common import add_alignments, add_rescore, rescore_value
 
 HELP = "evaluate the agent and classical searches against IQ-TREE"
 
@@ -32,6 +32,7 @@ def add_arguments(p) -> None:
     p.add_argument("--tabu", type=int, default=None, metavar="K",
                    help="the agent passes over at most K of its best moves to avoid a tree it already visited "
                         "in the same search; 0: plain greedy (default: 20)")
+    add_rescore(p)
     p.add_argument("--starts", type=int, default=4, metavar="K", help="random start trees per alignment (default: 4)")
     p.add_argument("--steps", type=int, default=None, metavar="S",
                    help="moves of the agent, random and greedy methods (default: 2n for n taxa)")
@@ -79,6 +80,7 @@ def run(args) -> int:
                                 has_iqtree=True)
         if args.no_iqtree and "iqtree" in methods:
             raise CliError("--methods names iqtree but --no-iqtree is given")
+    rescore = rescore_value(args.rescore)
     parse_model(args.model)
     to_stdout = args.json == "-"
     if args.json and not to_stdout and not Path(args.json).resolve().parent.is_dir():
@@ -101,7 +103,7 @@ def run(args) -> int:
             entries.append(EnvAlignment.build(item.alignment, cache.get(item.alignment, args.model), str(item.path)))
         results = evaluate_methods(entries, policy, starts=args.starts, steps=args.steps, seed=args.seed,
                                    methods=methods, iqtree=runner, on_progress=lambda label: advance(_short(label)),
-                                   workers=args.threads)
+                                   workers=args.threads, rescore=rescore)
     settings = {"alignments": [str(p) for p in args.alignments], "model": args.model, "checkpoint": checkpoint,
                 "tabu": None if policy is None else policy.tabu, "cache_dir": str(cache.directory), "seconds": time.perf_counter() - started}
     results.settings.update(settings)

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from phylorl.cli.common import add_alignments, single_alignment
+from phylorl.cli.common import add_alignments, add_rescore, rescore_value, single_alignment
 
 HELP = "search tree space for an alignment with a policy"
 POLICIES = ("random", "greedy", "hillclimb", "fastclimb", "agent")
@@ -39,6 +39,7 @@ def add_arguments(p) -> None:
     p.add_argument("--tabu", type=int, default=None, metavar="K",
                    help="--policy agent: pass over at most K of the agent's best moves to avoid a tree already "
                         "visited in this search; 0: plain greedy (default: 20)")
+    add_rescore(p)
     p.add_argument("--polish", action="store_true",
                    help="finish from the best tree the policy found: agent-guided perturb-and-climb rounds and a "
                         "certified SPR climb (plain hill-climbing with restarts for the other policies)")
@@ -69,6 +70,7 @@ def run(args) -> int:
         raise CliError(f"--radius must be >= 1, got {args.radius}")
     if args.tabu is not None and (args.tabu < 0 or args.policy != "agent"):
         raise CliError(f"--tabu must be >= 0, got {args.tabu}" if args.tabu < 0 else "--tabu applies to --policy agent only")
+    rescore = rescore_value(args.rescore)
     parse_model(args.model)  # fail fast on a bad model string
     path = single_alignment(args.alignments)
     policy = _agent(args.checkpoint, args.tabu) if args.policy == "agent" else args.policy
@@ -82,7 +84,7 @@ def run(args) -> int:
     config = EnvConfig(start=args.start, horizon=10**9, radius=args.radius)
     env = TreeEnv([entry], config, seed=args.seed)
     env.reset()
-    search = partial(run_search, restarts=args.restarts, finish=args.policy not in CLIMBS)
+    search = partial(run_search, restarts=args.restarts, finish=args.policy not in CLIMBS, rescore=rescore)
     result = _search_with_progress(env, policy, steps, np.random.default_rng(args.seed), search)
     best, best_tree, polish = result.best_loglik, result.best_tree, None
     if args.polish:

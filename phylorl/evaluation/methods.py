@@ -24,7 +24,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from phylorl.env.search import Policy, run_search
+from phylorl.env.search import RESCORE, Policy, run_search
 from phylorl.env.tree_env import EnvAlignment, EnvConfig, TreeEnv
 from phylorl.phylo import rf_distance, write_newick
 
@@ -81,10 +81,12 @@ def check_methods(methods: Sequence[str], *, has_policy: bool, has_iqtree: bool)
 def evaluate_methods(entries: Sequence[EnvAlignment], policy: Policy | None = None, *, starts: int = 4,
                      steps: int | None = None, seed: int = 0, methods: Sequence[str] | None = None,
                      iqtree: IqtreeRunner | None = None, env_config: EnvConfig | None = None,
-                     on_progress: Callable[[str], None] | None = None, workers: int = 1) -> Evaluation:
+                     on_progress: Callable[[str], None] | None = None, workers: int = 1,
+                     rescore: int = RESCORE) -> Evaluation:
     """Evaluate ``methods`` (default: all that the arguments allow) on every entry from ``starts`` starts.
 
-    ``steps``: moves of the agent, random and greedy methods (default ``2 n``, n = taxa).
+    ``steps``: moves of the agent, random and greedy methods (default ``2 n``, n = taxa); ``rescore``: how
+    they choose their answer (:func:`~phylorl.env.search.run_search`).
     ``iqtree``: the reference; without it improvements are ``None``. ``on_progress(label)`` is called
     before each unit of work (one IQ-TREE run, or one method from one start). ``workers > 1``: that many
     alignments at once in forked processes (set torch to one thread before, as ``phylorl eval --threads``
@@ -103,7 +105,7 @@ def evaluate_methods(entries: Sequence[EnvAlignment], policy: Policy | None = No
     methods = check_methods(methods, has_policy=policy is not None, has_iqtree=iqtree is not None)
     config = env_config or EnvConfig(start="random")
     progress = on_progress or (lambda label: None)
-    job = _Job(entries, policy, methods, starts, steps, seed, config, iqtree)
+    job = _Job(entries, policy, methods, starts, steps, seed, config, iqtree, rescore)
     if entries and any(m in AGENT_METHODS for m in methods):  # one-time set-up (compilation) is not search time
         policy.choose(_fresh_env(entries[0], config, seed))
     if workers > 1 and len(entries) > 1:
@@ -113,7 +115,7 @@ def evaluate_methods(entries: Sequence[EnvAlignment], policy: Policy | None = No
     infos = [info for info, _, _ in done]
     rows = [row for _, alignment_rows, _ in done for row in alignment_rows]
     iq_seconds = [seconds for _, _, seconds in done if seconds is not None]
-    settings = {"starts": starts, "steps": steps, "seed": seed, "methods": methods,
+    settings = {"starts": starts, "steps": steps, "rescore": rescore, "seed": seed, "methods": methods,
                 "iqtree": iqtree is not None, "min_gain": MIN_GAIN, "tolerance": TOLERANCE, "workers": workers}
     return Evaluation(settings, infos, rows, summarise(rows, methods, iq_seconds), by_taxon_count(rows, methods),
                       iqtree is not None)
@@ -129,6 +131,7 @@ class _Job:
     seed: int
     config: EnvConfig
     iqtree: IqtreeRunner | None
+    rescore: int
 
 
 def _one_alignment(job: _Job, index: int, progress: Callable[[str], None]):
@@ -144,7 +147,7 @@ def _one_alignment(job: _Job, index: int, progress: Callable[[str], None]):
         info.iqtree_seconds, info.iqtree_tree = reference.seconds, reference.newick
     rows = []
     for k in range(job.starts):
-        rows += _one_start(entry, k, job.seed, job.config, job.policy, job.methods, info.steps, reference, progress)
+        rows += _one_start(entry, k, job, info.steps, reference, progress)
     return info, rows, None if reference is None else reference.seconds
 
 
@@ -191,7 +194,8 @@ def _fresh_env(entry: EnvAlignment, config: EnvConfig, seed: int, tree=None) -> 
     return env
 
 
-def _one_start(entry, k, seed, config, policy, methods, steps, reference, progress) -> list[StartResult]:
+def _one_start(entry, k, job: _Job, steps, reference, progress) -> list[StartResult]:
+    seed, config, policy, rescore = job.seed, job.config, job.policy, job.rescore
     out, agent = [], None
     first = _fresh_env(entry, config, seed + k)  # start tree k; later methods rebuild the same one
     start = first.loglik
@@ -201,7 +205,7 @@ def _one_start(entry, k, seed, config, policy, methods, steps, reference, progre
         made, first = first or _fresh_env(entry, config, seed + k), None
         return made
 
-    for method in methods:
+    for method in job.methods:
         if method == "iqtree":
             out.append(_row(entry, k, method, start, reference.loglik, reference.tree, reference, None, None,
                             reference.seconds, []))
@@ -209,7 +213,7 @@ def _one_start(entry, k, seed, config, policy, methods, steps, reference, progre
         progress(f"{entry.name}: start {k + 1}, {method}")
         if method in AGENT_METHODS:
             if agent is None:
-                agent = run_search(env(), policy, steps=steps, finish=True)
+                agent = run_search(env(), policy, steps=steps, finish=True, rescore=rescore)
             result = agent
             if method == "agent+polish":
                 from phylorl.agent.policy import polish as polish_search
@@ -225,9 +229,10 @@ def _one_start(entry, k, seed, config, policy, methods, steps, reference, progre
                                 agent.seconds + polish.seconds, trajectory))
                 continue
         elif method == "random":
-            result = run_search(env(), "random", steps=steps, rng=np.random.default_rng([seed, k]), finish=True)
+            result = run_search(env(), "random", steps=steps, rng=np.random.default_rng([seed, k]), finish=True,
+                                rescore=rescore)
         elif method == "greedy":
-            result = run_search(env(), "greedy", steps=steps, finish=True)
+            result = run_search(env(), "greedy", steps=steps, finish=True, rescore=rescore)
         else:  # hillclimb, fastclimb
             result = run_search(env(), method, steps=None)
         out.append(_row(entry, k, method, result.start_loglik, result.best_loglik, result.best_tree, reference,

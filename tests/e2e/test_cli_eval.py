@@ -19,7 +19,7 @@ from phylorl.agent.config import AgentConfig
 from phylorl.agent.learner import Learner
 from phylorl.agent.policy import DEFAULT_CHECKPOINT, DEFAULT_TABU, AgentPolicy
 from phylorl.env import EnvAlignment, EnvConfig, PreparationCache, TreeEnv
-from phylorl.env.search import run_search
+from phylorl.env.search import RESCORE, run_search
 from phylorl.evaluation import METHODS
 from phylorl.nets.config import NetworkConfig
 from phylorl.phylo import LikelihoodEngine, load_alignment, parse_model, read_newick
@@ -56,7 +56,7 @@ def test_eval_compares_every_method_with_iqtree(setup, need, tmp_path):
     result = json.loads(out.read_text())
     assert result["settings"]["checkpoint"] == str(setup["checkpoint"].resolve())
     assert result["settings"]["starts"] == 2 and result["settings"]["methods"] == list(METHODS)
-    assert result["settings"]["tabu"] == DEFAULT_TABU
+    assert result["settings"]["tabu"] == DEFAULT_TABU and result["settings"]["rescore"] == RESCORE
     assert sorted(a["n_taxa"] for a in result["alignments"]) == [7, 8]
     for info in result["alignments"]:
         assert info["model"].startswith("HKY{") and "+G4{" in info["model"]
@@ -93,11 +93,11 @@ def test_evaluate_alias_without_iqtree_reports_deltas(setup, tmp_path):
     out = tmp_path / "eval.json"
     proc = phylorl("evaluate", "--alignments", setup["alignments"] / "sim_0000.fasta", "--checkpoint", setup["run"],
                    "--starts", 1, "--steps", 3, "--methods", "agent,random,greedy", "--no-iqtree", "--model", MODEL, "--tabu", 0,
-                   "--json", out, "--cache-dir", setup["cache"])
+                   "--rescore", 0, "--json", out, "--cache-dir", setup["cache"])
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads(out.read_text())
     assert not result["has_reference"] and result["settings"]["methods"] == ["agent", "random", "greedy"]
-    assert result["settings"]["tabu"] == 0
+    assert result["settings"]["tabu"] == 0 and result["settings"]["rescore"] == 0
     for row in result["rows"]:
         assert row["improvement"] is None and row["iqtree_loglik"] is None and row["rf"] is None
         assert row["steps"] <= 3
