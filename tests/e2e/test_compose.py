@@ -13,10 +13,12 @@ one, except under CI, where it fails.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import shutil
 import subprocess
+import tempfile
 import time
 import urllib.parse
 import urllib.request
@@ -135,13 +137,21 @@ def _all_up(stack: Stack, actors: int) -> list[dict] | None:
 
 
 @pytest.fixture(scope="module")
-def compose() -> list[str]:
+def compose() -> Iterator[list[str]]:
+    """The ``docker compose`` command, held by one test module at a time: with ``pytest -n`` (``.ci/run``) the
+    compose and swarm modules run in different worker processes, and their image builds and stacks on the one
+    Docker daemon of a 2-core machine must not overlap."""
     command = _compose_command()
     if command is None:
         _skip_or_fail("`docker compose` v2 is not installed (scripts/docker_setup.sh installs it as a CLI plugin)")
     if subprocess.run(["docker", "info"], capture_output=True).returncode != 0:
         _skip_or_fail("no Docker daemon answers (scripts/docker_setup.sh starts one, as root)")
-    return command
+    with open(Path(tempfile.gettempdir()) / "phylorl-tests-docker.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield command
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 @pytest.fixture(scope="module")
