@@ -70,6 +70,8 @@ def run(args) -> int:
         raise CliError(f"--radius must be >= 1, got {args.radius}")
     if args.tabu is not None and (args.tabu < 0 or args.policy != "agent"):
         raise CliError(f"--tabu must be >= 0, got {args.tabu}" if args.tabu < 0 else "--tabu applies to --policy agent only")
+    if args.rescore is not None and args.policy in CLIMBS:
+        raise CliError("--rescore applies to --policy random, greedy or agent only (a climb ends on its best tree)")
     rescore = rescore_value(args.rescore)
     parse_model(args.model)  # fail fast on a bad model string
     path = single_alignment(args.alignments)

@@ -58,6 +58,8 @@ CASES = {
     "negative tabu for eval": (["eval", "--alignments", "{a}", "--tabu", "-1", "--no-iqtree"], ["--tabu", "-1"]),
     "negative rescore for search": (["search", "--alignments", "{a}", "--policy", "random", "--rescore", "-2"],
                                     ["--rescore", "-2"]),
+    "rescore for a climb": (["search", "--alignments", "{a}", "--policy", "hillclimb", "--rescore", "8"],
+                            ["--rescore", "climb"]),
     "negative rescore for eval": (["eval", "--alignments", "{a}", "--rescore", "-1", "--no-iqtree"],
                                   ["--rescore", "-1"]),
     "bad model": (["search", "--alignments", "{a}", "--policy", "random", "--model", "XYZ+Q"], ["XYZ"]),
