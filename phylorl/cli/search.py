@@ -109,6 +109,8 @@ def run(args) -> int:
         "final_loglik": result.final_loglik,
         "best_loglik": best,
         "search_best_loglik": result.best_loglik,
+        "tabu": policy.tabu if args.policy == "agent" else None,
+        "rescore": None if args.policy in CLIMBS else rescore,
         "polish": args.polish,
         "polish_loglik": polish.best_loglik if polish else None,
         "steps": result.steps + (polish.steps if polish else 0),

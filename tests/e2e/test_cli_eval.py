@@ -172,6 +172,7 @@ def test_search_with_the_agent_reports_the_best_tree_and_matches_the_in_process_
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads(proc.stdout)
     assert result["policy"] == "agent" and result["steps"] == 6 and not result["polish"]
+    assert result["tabu"] == DEFAULT_TABU and result["rescore"] == RESCORE
     aln = load_alignment(alignment)
     entry = EnvAlignment.build(aln, PreparationCache(setup["cache"]).get(aln, MODEL), "sim")
     env = TreeEnv([entry], EnvConfig(start="random", horizon=10**9), seed=3)
