@@ -158,9 +158,8 @@ class SeenTrees:
     def best(self, engine) -> Tree:
         """The kept tree of highest log-likelihood after :attr:`rounds` Newton passes over every branch (in place,
         on the kept copies; ``engine`` is the search's :class:`~phylorl.phylo.LikelihoodEngine`)."""
-        scored = [(engine.optimize_branch_lengths(tree, rounds=self.rounds), -i, tree)
-                  for i, (_, tree) in enumerate(sorted(self._trees.values(), key=lambda v: -v[0]))]
-        return max(scored, key=lambda v: v[:2])[2]
+        ranked = sorted(self._trees.values(), key=lambda v: -v[0])  # ties go to the higher step log-likelihood
+        return max(ranked, key=lambda v: engine.optimize_branch_lengths(v[1], rounds=self.rounds))[1]
 
 
 @dataclass
