@@ -94,3 +94,13 @@ def iqtree_fixed(tmp_path_factory):
 def need():
     """``need("redis-server")``: the program's path; skip locally / fail in CI when it is missing."""
     return require_program
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    """Under ``pytest -n N --dist loadgroup`` (``.ci/run``) each test file is one unit of work, so its module
+    fixtures (servers, trained agents) are built once; files that share a resource name one ``xdist_group`` of
+    their own (the Docker modules: "docker"). Runs before pytest-xdist reads the groups."""
+    for item in items:
+        if item.get_closest_marker("xdist_group") is None:
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))

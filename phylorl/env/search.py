@@ -17,6 +17,9 @@ plus local branch-length optimisation) and their results are comparable.
                local optimum. With ``restarts`` its perturb-and-climb rounds stop when none of the top
                moves improves, and one certified climb from the best tree ends the search
                (:func:`ranked_climb_with_restarts`).
+``lazyclimb``  the same climb, each step ranking the moves by their lazy SPR scores (the three branches at
+               the regraft point optimised, many moves in one compiled pass: :class:`LazyClimb`) and
+               evaluating fully only the few best; with ``restarts`` as ``fastclimb``.
 ``agent``      a trained Q-network (see :class:`phylorl.agent.policy.AgentPolicy`), for ``steps`` steps.
 """
 
@@ -118,6 +121,54 @@ class ParsimonyClimb(RankedClimb):
         return -spr_parsimony_deltas(env.tree, env.moves, tips, weights)[0]
 
 
+class LazyClimb:
+    """Hill-climbing on lazy SPR scores (:meth:`~phylorl.phylo.LikelihoodEngine.spr_scores`: a move's
+    log-likelihood with only its pendant branch optimised, many moves in one compiled pass): the ``lazyclimb``
+    policy.
+
+    Each step scores lazily the ``screen`` fraction of moves (at least ``min_screen``) that raise parsimony least
+    (the pre-screen of :class:`ParsimonyClimb`), evaluates fully (SPR + local optimisation, as ``step``) the
+    ``min_top`` best of them, and takes the best if it improves. When none does (``certify``), every other move
+    is scored lazily and those within ``margin`` of the current log-likelihood are evaluated fully: a lazy score
+    leaves the two halves of the regraft edge unoptimised, so it can rank an improving move a few units low
+    (``margin=inf`` evaluates every move, so the climb stops only at a true SPR local optimum)."""
+
+    climbs = True
+
+    def __init__(self, screen: float = 0.25, min_screen: int = 32, min_top: int = 4, margin: float = 10.0,
+                 certify: bool = True):
+        if not 0.0 < screen <= 1.0 or min_screen < 1 or min_top < 1 or not margin >= 0:
+            raise ValueError(f"need 0 < screen <= 1, min_screen >= 1, min_top >= 1, margin >= 0; got {screen}, "
+                             f"{min_screen}, {min_top}, {margin}")
+        self.screen, self.min_screen, self.min_top, self.margin, self.certify = (screen, min_screen, min_top, margin,
+                                                                                 certify)
+        self._parsimony = ParsimonyClimb()
+
+    def _best_of(self, env: TreeEnv, part: np.ndarray) -> int | None:
+        if not len(part):
+            return None
+        values = env.evaluate_moves(part)
+        best = int(np.argmax(values))
+        return int(part[best]) if values[best] > env.loglik + IMPROVEMENT_EPS else None
+
+    def choose(self, env: TreeEnv) -> int | None:
+        n = len(env.moves)
+        if not n:
+            return None
+        k = min(n, max(self.min_screen, int(np.ceil(self.screen * n))))
+        screened = np.sort(np.argsort(-self._parsimony.scores(env), kind="stable")[:k])  # (p, s) runs stay whole
+        lazy = np.full(n, -np.inf)
+        lazy[screened] = env.engine.spr_scores(env.tree, env.moves[screened])
+        top = np.argsort(-lazy, kind="stable")[:self.min_top]
+        found = self._best_of(env, top)
+        if found is not None or not self.certify:
+            return found
+        rest = np.setdiff1d(np.arange(n), screened)
+        lazy[rest] = env.engine.spr_scores(env.tree, env.moves[rest])
+        close = np.flatnonzero(lazy > env.loglik - self.margin)
+        return self._best_of(env, np.setdiff1d(close, top))
+
+
 RESCORE = 64
 """How many of the best trees a finished search has seen (by their step log-likelihood) get their branches
 optimised before it chooses its answer (``run_search(rescore=...)``, ``--rescore``)."""
@@ -191,7 +242,7 @@ def run_search(env: TreeEnv, policy: str | Policy, *, steps: int | None, rng: np
 
     Args:
         env: a reset environment (its horizon is ignored: the search decides when to stop).
-        policy: ``"random"``, ``"greedy"``, ``"hillclimb"``, ``"fastclimb"`` or a :class:`Policy` object.
+        policy: ``"random"``, ``"greedy"``, ``"hillclimb"``, ``"fastclimb"``, ``"lazyclimb"`` or a :class:`Policy`.
         steps: most moves to make; ``None`` only for the climbs (until a local optimum).
         rng: random generator for the random policy and the perturbations (default: unseeded).
         on_step: called with ``(step, loglik)`` after every move (progress display).
@@ -211,11 +262,11 @@ def run_search(env: TreeEnv, policy: str | Policy, *, steps: int | None, rng: np
     """
     if env.tree is None:
         raise RuntimeError("reset the environment before searching")
-    hill = policy in ("hillclimb", "fastclimb") or getattr(policy, "climbs", False)
+    hill = policy in ("hillclimb", "fastclimb", "lazyclimb") or getattr(policy, "climbs", False)
     rng = rng if rng is not None else np.random.default_rng()
-    if policy == "fastclimb" and restarts:  # rounds stop at the top moves' optimum; only the last is certified
-        return ranked_climb_with_restarts(env, lambda certify: ParsimonyClimb(certify=certify), restarts, rng,
-                                          on_step)
+    if policy in ("fastclimb", "lazyclimb") and restarts:  # rounds stop at the top moves' optimum; the last
+        make = ParsimonyClimb if policy == "fastclimb" else LazyClimb  # climb is certified
+        return ranked_climb_with_restarts(env, lambda certify: make(certify=certify), restarts, rng, on_step)
     if isinstance(policy, str):
         if policy == "random":
             policy = RandomPolicy(rng)
@@ -223,8 +274,11 @@ def run_search(env: TreeEnv, policy: str | Policy, *, steps: int | None, rng: np
             policy = GreedyPolicy()
         elif policy == "fastclimb":
             policy = ParsimonyClimb()
+        elif policy == "lazyclimb":
+            policy = LazyClimb()
         else:
-            raise ValueError(f"unknown policy {policy!r}: expected random, greedy, hillclimb, fastclimb or a Policy")
+            raise ValueError(f"unknown policy {policy!r}: expected random, greedy, hillclimb, fastclimb, lazyclimb or a "
+                             "Policy")
     if steps is None and not hill:
         raise ValueError("steps is required for every policy but hillclimb")
     if restarts and not hill:

@@ -14,6 +14,9 @@ does, so every method starts from the same trees. Each method's answer is the be
 ``hillclimb``     greedy to a local optimum with full branch optimisation, no move limit.
 ``fastclimb``     the same climb scoring first the moves that raise parsimony least (the others only
                   when none of those improves): :class:`~phylorl.env.search.ParsimonyClimb`.
+``lazyclimb``     the same climb ranking the moves by their lazy SPR scores (the branches at the regraft
+                  point optimised, one compiled pass) and evaluating fully only the few best:
+                  :class:`~phylorl.env.search.LazyClimb`.
 ``iqtree``        IQ-TREE's ML search, once per alignment (needs an :class:`IqtreeRunner`).
 """
 
@@ -233,7 +236,7 @@ def _one_start(entry, k, job: _Job, steps, reference, progress) -> list[StartRes
                                 rescore=rescore)
         elif method == "greedy":
             result = run_search(env(), "greedy", steps=steps, finish=True, rescore=rescore)
-        else:  # hillclimb, fastclimb
+        else:  # hillclimb, fastclimb, lazyclimb
             result = run_search(env(), method, steps=None)
         out.append(_row(entry, k, method, result.start_loglik, result.best_loglik, result.best_tree, reference,
                         result.evaluations, result.steps, result.seconds,

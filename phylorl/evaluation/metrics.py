@@ -19,7 +19,7 @@ MIN_GAIN = 1.0
 TOLERANCE = 0.1
 """A method is "at IQ-TREE" from a start when it ends at least ``IQ-TREE − TOLERANCE``."""
 
-METHODS = ("agent", "agent+polish", "random", "greedy", "hillclimb", "fastclimb", "iqtree")
+METHODS = ("agent", "agent+polish", "random", "greedy", "hillclimb", "fastclimb", "lazyclimb", "iqtree")
 """Every method :func:`phylorl.evaluation.evaluate_methods` knows, in report order."""
 AGENT_METHODS = ("agent", "agent+polish")
 """The methods that need a policy."""

@@ -17,6 +17,7 @@ import numpy as np
 
 from . import branch_kernels as bk
 from . import kernels as kn
+from . import lazy_spr
 from .models import ModelSpec, SubstitutionModel, build_model, parse_model
 from .traversal import edge_walk
 from .tree import Tree
@@ -73,7 +74,8 @@ class LikelihoodEngine:
         brlen_max: upper bound of optimised branch lengths.
 
     Counters: ``n_evaluations`` (log-likelihood evaluations asked for), ``n_partial_updates``
-    (node partials recomputed), ``n_branch_optimisations`` (single-branch Newton runs).
+    (node partials recomputed), ``n_branch_optimisations`` (single-branch Newton runs), ``n_lazy_scores``
+    (SPR moves scored by :meth:`spr_scores`).
     """
 
     def __init__(self, alignment, model, *, brlen_min: float = BRLEN_MIN, brlen_max: float = BRLEN_MAX):
@@ -88,6 +90,7 @@ class LikelihoodEngine:
         self.n_evaluations = 0
         self.n_partial_updates = 0
         self.n_branch_optimisations = 0
+        self.n_lazy_scores = 0
         self._snap_edges: np.ndarray | None = None
         self._snap_lengths: np.ndarray | None = None
         self._root_edge = 0
@@ -236,4 +239,32 @@ class LikelihoodEngine:
         self.n_evaluations += 1
         self._root_edge = int(last)
         return float(loglik)
+
+    def spr_scores(self, tree: Tree, moves: np.ndarray, *, branches: int = 3, newton_iterations: int = 32,
+                   newton_tol: float = 1e-7) -> np.ndarray:
+        """Lazy score of each SPR move ``(p, s, x, y)`` of ``tree`` (:mod:`phylorl.phylo.lazy_spr`): the
+        log-likelihood after the move with only the branches at the regraft point optimised, one Newton pass
+        (``branches=3``: the pendant ``(p, s)``, then the two halves of ``(x, y)``; ``branches=1``: the pendant
+        alone), the others as :func:`~phylorl.phylo.spr.apply_spr` leaves them. ``tree`` is unchanged. Moves
+        sharing ``(p, s)`` should be consecutive, as :func:`~phylorl.phylo.spr.enumerate_moves` gives them."""
+        if branches not in (1, 3):
+            raise ValueError(f"branches must be 1 or 3, got {branches}")
+        moves = np.ascontiguousarray(moves, dtype=np.int64)
+        if moves.ndim != 2 or moves.shape[1] != 4:
+            raise ValueError(f"moves must have shape [A, 4], got {moves.shape}")
+        self._sync(tree)
+        b, m = self._b, self._m
+        self.n_partial_updates += lazy_spr.ensure_all(
+            tree.n_edges, tree.neighbors, tree.node_edges, tree.edges, tree.n_leaves, self.tip_codes, b.pmat,
+            b.tip_pmat, b.clv, b.scale, b.valid, b.stack)
+        out = np.full(moves.shape[0], np.nan)
+        bad = lazy_spr.lazy_spr_scores(
+            moves, tree.neighbors, tree.node_edges, tree.edges, tree.lengths, tree.n_leaves, self.tip_codes, b.clv,
+            b.scale, b.pmat, b.tip_pmat, m.freqs, m.weights, m.eigvals, m.U, m.U_inv, m.rates, m.inv_lik, m.pinv,
+            self.pattern_weights, self.brlen_min, self.brlen_max, newton_iterations, newton_tol, branches == 3, out)
+        if bad >= 0:
+            raise ValueError(f"move {bad} {tuple(moves[bad].tolist())} is not an SPR move of this tree (or repeats "
+                             "a regraft edge of its (p, s))")
+        self.n_lazy_scores += moves.shape[0]
+        return out
 

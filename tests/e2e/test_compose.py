@@ -13,12 +13,9 @@ one, except under CI, where it fails.
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
-import shutil
 import subprocess
-import tempfile
 import time
 import urllib.parse
 import urllib.request
@@ -29,12 +26,12 @@ from pathlib import Path
 import pytest
 import yaml
 
+from docker_env import BUILD_TIMEOUT_S
 from services.launcher.supervisor import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 COMPOSE_FILE = REPO / "deploy" / "docker-compose.yml"
 SERVICES = ["redis", "replay", "learner", "actor", "prometheus"]  # grafana: see the module docstring
-BUILD_TIMEOUT_S = 1800
 UP_TIMEOUT_S = 300
 TRAIN_TIMEOUT_S = 300
 SCALE_TIMEOUT_S = 120
@@ -51,19 +48,7 @@ TEST_OVERRIDE = {
 # A cold build (no base image, empty wheelhouse, no layer cache) takes ~15 min on 2 busy cores: past .ci/run's
 # per-test --timeout, which this marker overrides.
 TOTAL_TIMEOUT_S = BUILD_TIMEOUT_S + UP_TIMEOUT_S + TRAIN_TIMEOUT_S + 2 * SCALE_TIMEOUT_S + 300
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(TOTAL_TIMEOUT_S)]
-
-
-def _compose_command() -> list[str] | None:
-    """``docker compose`` (v2, the CLI plugin scripts/docker_setup.sh installs): the command the README shows."""
-    if not shutil.which("docker"):
-        return None
-    version = subprocess.run(["docker", "compose", "version", "--short"], capture_output=True, text=True)
-    return ["docker", "compose"] if version.returncode == 0 and version.stdout.strip().startswith("2.") else None
-
-
-def _skip_or_fail(message: str) -> None:
-    pytest.fail(message) if os.environ.get("CI") else pytest.skip(message)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(TOTAL_TIMEOUT_S), pytest.mark.xdist_group("docker")]
 
 
 class Stack:
@@ -134,42 +119,6 @@ def _all_up(stack: Stack, actors: int) -> list[dict] | None:
     if len(by_job["actor"]) != actors or not by_job["replay"] or not by_job["learner"]:
         return None
     return targets if all(t["health"] == "up" for t in targets) else None
-
-
-@pytest.fixture(scope="module")
-def compose() -> Iterator[list[str]]:
-    """The ``docker compose`` command, held by one test module at a time: with ``pytest -n`` (``.ci/run``) the
-    compose and swarm modules run in different worker processes, and their image builds and stacks on the one
-    Docker daemon of a 2-core machine must not overlap."""
-    command = _compose_command()
-    if command is None:
-        _skip_or_fail("`docker compose` v2 is not installed (scripts/docker_setup.sh installs it as a CLI plugin)")
-    if subprocess.run(["docker", "info"], capture_output=True).returncode != 0:
-        _skip_or_fail("no Docker daemon answers (scripts/docker_setup.sh starts one, as root)")
-    with open(Path(tempfile.gettempdir()) / "phylorl-tests-docker.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            yield command
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
-
-
-@pytest.fixture(scope="module")
-def image(compose) -> str:
-    result = subprocess.run(["bash", str(REPO / "scripts" / "build_image.sh")], cwd=REPO, capture_output=True,
-                            text=True, timeout=BUILD_TIMEOUT_S)
-    assert result.returncode == 0, f"scripts/build_image.sh failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
-    return "phylorl:latest"
-
-
-@pytest.fixture(scope="module")
-def secrets_dir(compose, tmp_path_factory) -> Path:
-    """The stack's secrets, made by scripts/make_secrets.sh (as root: owned by the containers' uid 10001)."""
-    directory = tmp_path_factory.mktemp("secrets")
-    result = subprocess.run(["bash", str(REPO / "scripts" / "make_secrets.sh"), str(directory)], cwd=REPO,
-                            capture_output=True, text=True, timeout=60)
-    assert result.returncode == 0, result.stderr
-    return directory
 
 
 @pytest.fixture

@@ -24,14 +24,13 @@ import yaml
 
 from services.launcher.supervisor import free_port
 
-from test_compose import (BUILD_TIMEOUT_S, SCALE_TIMEOUT_S, TEST_OVERRIDE, TRAIN_TIMEOUT_S, UP_TIMEOUT_S,  # noqa: F401
-                          Stack, _all_up, _first_value, _wait_for, compose, image,
-                          scale_to_three_and_check, secrets_dir)
+from test_compose import (BUILD_TIMEOUT_S, SCALE_TIMEOUT_S, TEST_OVERRIDE, TRAIN_TIMEOUT_S, UP_TIMEOUT_S, Stack,
+                          _all_up, _first_value, _wait_for, scale_to_three_and_check)
 
 REPO = Path(__file__).resolve().parents[2]
 STACK_FILE = REPO / "deploy" / "docker-stack.yml"
 TOTAL_TIMEOUT_S = BUILD_TIMEOUT_S + UP_TIMEOUT_S + TRAIN_TIMEOUT_S + 2 * SCALE_TIMEOUT_S + 300
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(TOTAL_TIMEOUT_S)]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(TOTAL_TIMEOUT_S), pytest.mark.xdist_group("docker")]
 
 
 def docker(*args: str, timeout_s: float = 120, check: bool = True) -> subprocess.CompletedProcess:

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from phylorl.env import EnvAlignment, EnvConfig, TreeEnv, prepare_alignment
-from phylorl.env.search import ParsimonyClimb, RankedClimb, run_search
+from phylorl.env.search import LazyClimb, ParsimonyClimb, RankedClimb, run_search
 from phylorl.phylo.parsimony import parsimony_tips, spr_parsimony_deltas
 from phylorl.phylo import LikelihoodEngine, load_alignment, parse_model
 from phylorl.phylo.simulate import simulate_dataset
@@ -93,7 +93,7 @@ def test_best_tree_seen_includes_the_start_tree(small_entry):
     assert fresh.loglik(result.best_tree) == pytest.approx(fresh.loglik(start_tree), abs=1e-9)
 
 
-@pytest.mark.parametrize("policy", ["greedy", "hillclimb", "fastclimb"])
+@pytest.mark.parametrize("policy", ["greedy", "hillclimb", "fastclimb", "lazyclimb"])
 def test_improving_searches_end_on_their_best_tree(small_entry, policy):
     env = TreeEnv([small_entry], EnvConfig(start="random"), seed=1)
     env.reset()
@@ -101,6 +101,17 @@ def test_improving_searches_end_on_their_best_tree(small_entry, policy):
     assert result.best_loglik == pytest.approx(result.final_loglik, abs=1e-6)
     fresh = LikelihoodEngine(small_entry.alignment, parse_model(small_entry.prepared.model))
     assert fresh.loglik(result.best_tree) == pytest.approx(result.best_loglik, abs=1e-5)
+
+
+def test_lazyclimb_with_an_infinite_margin_ends_at_a_true_spr_optimum(small_entry):
+    env = TreeEnv([small_entry], EnvConfig(start="random"), seed=3)
+    env.reset()
+    result = run_search(env, LazyClimb(margin=np.inf), steps=None)
+    assert result.final_loglik > result.start_loglik
+    assert env.evaluate_moves().max() <= result.final_loglik + 1e-6  # no move improves
+    for bad in ({"screen": 0.0}, {"min_top": 0}, {"margin": -1.0}, {"margin": np.nan}):
+        with pytest.raises(ValueError, match="need 0 < screen"):
+            LazyClimb(**bad)
 
 
 def test_hillclimb_with_restarts_returns_its_best_tree(small_entry):
@@ -114,15 +125,16 @@ def test_hillclimb_with_restarts_returns_its_best_tree(small_entry):
 
 
 @pytest.mark.slow
-def test_fastclimb_reaches_the_hillclimbs_optimum_on_ds1_with_a_fraction_of_the_evaluations(ds_reference):
+def test_fast_climbs_reach_the_hillclimbs_optimum_on_ds1_with_a_fraction_of_the_evaluations(ds_reference):
     """From NJ on DS1 (JC) the exhaustive climb ends at a local optimum 2.08 below IQ-TREE (see above);
     the parsimony-ranked climb reaches the same tree, certified a local optimum, scoring far fewer moves,
-    and with perturb-and-climb rounds reaches IQ-TREE's log-likelihood."""
+    and with perturb-and-climb rounds reaches IQ-TREE's log-likelihood. The lazily ranked climb reaches the
+    same optimum with a few percent of its full evaluations."""
     ref = ds_reference("DS1", "JC")
     aln = load_alignment(ref["alignment"])
     entry = EnvAlignment.build(aln, prepare_alignment(aln, "JC"), "DS1")
     results = {}
-    for policy in ("hillclimb", "fastclimb"):
+    for policy in ("hillclimb", "fastclimb", "lazyclimb"):
         env = TreeEnv([entry], EnvConfig(start="nj"), seed=0)
         env.reset()
         results[policy] = run_search(env, policy, steps=None)
@@ -130,6 +142,9 @@ def test_fastclimb_reaches_the_hillclimbs_optimum_on_ds1_with_a_fraction_of_the_
     assert fast.final_loglik == pytest.approx(plain.final_loglik, abs=1e-3)
     assert fast.evaluations < plain.evaluations / 2, (fast.evaluations, plain.evaluations)
     assert env.evaluate_moves().max() <= fast.final_loglik + 1e-6  # certified: no move improves
+    lazy = results["lazyclimb"]
+    assert lazy.final_loglik == pytest.approx(plain.final_loglik, abs=1e-3)
+    assert lazy.evaluations < fast.evaluations / 10, (lazy.evaluations, fast.evaluations)
     env.reset(tree=fast.tree)
     again = run_search(env, "fastclimb", steps=None, restarts=8, rng=np.random.default_rng(0))
     assert again.best_loglik >= ref["iqtree_ml_search_best"] - 0.1
