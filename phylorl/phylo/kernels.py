@@ -38,28 +38,33 @@ def directed_id(edges, e, tail):
 
 
 @njit(cache=True, nogil=True, fastmath=FASTMATH)
+def branch_pmat(t, eigvals, U, U_inv, rates, mask_vectors, pm, ptip):
+    """Transition matrices of one branch of length ``t`` per category (``pm [C, 4, 4]``), and applied to every tip
+    mask (``ptip [C, 4, 16]``)."""
+    C = rates.shape[0]
+    ex = np.empty(4)
+    for c in range(C):
+        for k in range(4):
+            ex[k] = np.exp(eigvals[k] * rates[c] * t)
+        for i in range(4):
+            for j in range(4):
+                acc = 0.0
+                for k in range(4):
+                    acc += U[i, k] * ex[k] * U_inv[k, j]
+                pm[c, i, j] = acc if acc > 0.0 else 0.0
+            for code in range(16):
+                acc = 0.0
+                for j in range(4):
+                    acc += pm[c, i, j] * mask_vectors[code, j]
+                ptip[c, i, code] = acc
+
+
+@njit(cache=True, nogil=True)
 def compute_pmats(edge_ids, lengths, eigvals, U, U_inv, rates, pmat, tip_pmat, mask_vectors):
     """Fill ``pmat`` and ``tip_pmat`` for the given edges from the eigen-decomposition."""
-    C = rates.shape[0]
     for idx in range(edge_ids.shape[0]):
         e = edge_ids[idx]
-        t = lengths[e]
-        for c in range(C):
-            ex = np.empty(4)
-            for k in range(4):
-                ex[k] = np.exp(eigvals[k] * rates[c] * t)
-            for i in range(4):
-                for j in range(4):
-                    acc = 0.0
-                    for k in range(4):
-                        acc += U[i, k] * ex[k] * U_inv[k, j]
-                    pmat[e, c, i, j] = acc if acc > 0.0 else 0.0
-            for i in range(4):
-                for code in range(16):
-                    acc = 0.0
-                    for j in range(4):
-                        acc += pmat[e, c, i, j] * mask_vectors[code, j]
-                    tip_pmat[e, c, i, code] = acc
+        branch_pmat(lengths[e], eigvals, U, U_inv, rates, mask_vectors, pmat[e], tip_pmat[e])
 
 
 @njit(cache=True, nogil=True, fastmath=FASTMATH)

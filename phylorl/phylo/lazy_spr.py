@@ -36,54 +36,14 @@ def ensure_all(n_edges, neighbors, node_edges, edges, n_leaves, tip_codes, pmat,
     return n
 
 
-@njit(cache=True, nogil=True, fastmath=FASTMATH)
-def _pmat(t, eigvals, U, U_inv, rates, mask_vectors, pm, ptip):
-    """Transition matrices of one branch of length ``t`` per category, and applied to every tip mask."""
-    C = rates.shape[0]
-    ex = np.empty(4)
-    for c in range(C):
-        for k in range(4):
-            ex[k] = np.exp(eigvals[k] * rates[c] * t)
-        for i in range(4):
-            for j in range(4):
-                acc = 0.0
-                for k in range(4):
-                    acc += U[i, k] * ex[k] * U_inv[k, j]
-                pm[c, i, j] = acc if acc > 0.0 else 0.0
-            for code in range(16):
-                acc = 0.0
-                for j in range(4):
-                    acc += pm[c, i, j] * mask_vectors[code, j]
-                ptip[c, i, code] = acc
-
-
-@njit(cache=True, nogil=True, fastmath=FASTMATH)
+@njit(cache=True, nogil=True)
 def _times_p(out, pm, ptip, node, n_leaves, tip_codes, src, first):
     """``out[c, i, p] (*)= sum_j pm[c, i, j] * L[c, j, p]`` for ``L`` the partial ``src`` of ``node`` (a tip:
-    its codes), ``=`` when ``first``."""
+    its codes), ``=`` when ``first``: the engine's child term for one matrix and one partial."""
     C = out.shape[0]
     P = out.shape[2]
-    for c in range(C):
-        for i in range(4):
-            o = out[c, i]
-            if node < n_leaves:
-                row = ptip[c, i]
-                codes = tip_codes[node]
-                if first:
-                    for p in range(P):
-                        o[p] = row[codes[p]]
-                else:
-                    for p in range(P):
-                        o[p] *= row[codes[p]]
-            else:
-                m0, m1, m2, m3 = pm[c, i, 0], pm[c, i, 1], pm[c, i, 2], pm[c, i, 3]
-                L0, L1, L2, L3 = src[c, 0], src[c, 1], src[c, 2], src[c, 3]
-                if first:
-                    for p in range(P):
-                        o[p] = m0 * L0[p] + m1 * L1[p] + m2 * L2[p] + m3 * L3[p]
-                else:
-                    for p in range(P):
-                        o[p] *= m0 * L0[p] + m1 * L1[p] + m2 * L2[p] + m3 * L3[p]
+    kn._child_term(out, node, 0, 0, n_leaves, tip_codes, pm.reshape((1, C, 4, 4)), ptip.reshape((1, C, 4, 16)),
+                   src.reshape((1, C, 4, P)), first)
 
 
 @njit(cache=True, nogil=True, fastmath=FASTMATH)
@@ -167,7 +127,7 @@ def _edge_terms(neighbors, edges, lengths, n_leaves, tip_codes, clv, pmat, tip_p
     pm = np.empty((C, 4, 4))
     ptip = np.empty((C, 4, 16))
     for e in range(edges.shape[0]):
-        _pmat(0.5 * lengths[e], eigvals, U, U_inv, rates, mask_vectors, pm, ptip)
+        kn.branch_pmat(0.5 * lengths[e], eigvals, U, U_inv, rates, mask_vectors, pm, ptip)
         for k in range(2):
             d = 2 * e + k
             head = edges[e, 1 - k]
@@ -201,7 +161,7 @@ def _candidate(F, sF, y, d_y, H, t, Sd, sS, l0, three, n_leaves, tip_codes, clv,
     sV, sY = swork[0], swork[1]
     P = F.shape[2]
     _dense(Y, sY, y, n_leaves, tip_codes, clv, scale, d_y)
-    _pmat(0.5 * t, eigvals, U, U_inv, rates, mask_vectors, pm, ptip)
+    kn.branch_pmat(0.5 * t, eigvals, U, U_inv, rates, mask_vectors, pm, ptip)
     _times_p(PF, pm, ptip, n_leaves, n_leaves, tip_codes, F, True)
     _product(V, PF, H[d_y])
     for q in range(P):
@@ -211,7 +171,7 @@ def _candidate(F, sF, y, d_y, H, t, Sd, sS, l0, three, n_leaves, tip_codes, clv,
                             pattern_weights, t_min, t_max, max_iter, newton_tol, coef)
     if not three:
         return f
-    _pmat(l, eigvals, U, U_inv, rates, mask_vectors, pm, ptip)
+    kn.branch_pmat(l, eigvals, U, U_inv, rates, mask_vectors, pm, ptip)
     _times_p(PS, pm, ptip, n_leaves, n_leaves, tip_codes, Sd, True)
     _product(V, H[d_y], PS)  # the regraft node without x's half
     for q in range(P):
@@ -219,7 +179,7 @@ def _candidate(F, sF, y, d_y, H, t, Sd, sS, l0, three, n_leaves, tip_codes, clv,
     _rescale(V, sV)
     t1, f = _optimise_branch(F, sF, V, sV, 0.5 * t, freqs, weights, U, U_inv, eigvals, rates, inv_lik, pinv,
                              pattern_weights, t_min, t_max, max_iter, newton_tol, coef)
-    _pmat(t1, eigvals, U, U_inv, rates, mask_vectors, pm, ptip)
+    kn.branch_pmat(t1, eigvals, U, U_inv, rates, mask_vectors, pm, ptip)
     _times_p(PF, pm, ptip, n_leaves, n_leaves, tip_codes, F, True)
     _product(V, PF, PS)  # without y's half
     for q in range(P):
@@ -292,7 +252,7 @@ def lazy_spr_scores(moves, neighbors, node_edges, edges, lengths, n_leaves, tip_
             b = neighbors[p, other]
             e_pa, e_pb = node_edges[p, side], node_edges[p, other]
             d_b = kn.directed_id(edges, e_pb, p)
-            _pmat(lengths[e_pa] + lengths[e_pb], eigvals, U, U_inv, rates, mask_vectors, pm, ptip)
+            kn.branch_pmat(lengths[e_pa] + lengths[e_pb], eigvals, U, U_inv, rates, mask_vectors, pm, ptip)
             _times_p(D[a], pm, ptip, b, n_leaves, tip_codes, clv[d_b], True)
             for q in range(P):
                 sD[a, q] = _scale_of(scale, d_b, b, n_leaves, q)
