@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Soak: ``phylorl train`` for a while under a schedule of faults, then count what was lost.
 
-    python scripts/soak.py --minutes 30 --json soak.json [--actors 2] [--fault-every 30] [--run-dir DIR]
+    python scripts/soak.py --minutes 30 --json soak.json [--actors 2] [--fault-every 30] [--faults N] [--run-dir DIR]
 
 The run is the embedded default (redis-server, replay, learner, actors as local processes, supervised).
 Every ``--fault-every`` seconds the next fault of the cycle is injected:
@@ -15,7 +15,8 @@ Every ``--fault-every`` seconds the next fault of the cycle is injected:
 
 A fault is survived when the service runs again and the learner's weights version moves past where it was.
 Faults stop ``--quiet-s`` before the end, so restarted actors can deliver; then the run is stopped with
-Ctrl-C (SIGINT) as a user would. Then:
+Ctrl-C (SIGINT) as a user would. With ``--faults N`` the run ends ``--quiet-s`` after the N-th fault is survived
+(``--minutes`` is then a limit), so a short soak of the whole cycle wastes no time. Then:
 
 - produced: the transitions the actors numbered, from their own ledger (``spool/ledger.jsonl``: one line per
   producer when it stops, or when the next actor recovers its journal after a kill) and any journal left;
@@ -51,12 +52,15 @@ FAULTS = ("kill-replay", "kill-actor", "kill-learner", "kill-redis", "restart-re
 
 def parse(argv):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[1])
-    p.add_argument("--minutes", type=float, required=True, help="length of the run (faults included)")
+    p.add_argument("--minutes", type=float, required=True,
+                   help="length of the run (faults included); with --faults, the longest it may run")
     p.add_argument("--json", required=True, help="where the report goes")
     p.add_argument("--actors", type=int, default=2)
     p.add_argument("--fault-every", type=float, default=30.0, help="seconds between faults")
     p.add_argument("--stall-s", type=float, default=8.0, help="how long a stall lasts")
     p.add_argument("--quiet-s", type=float, default=45.0, help="no faults in the last this many seconds")
+    p.add_argument("--faults", type=int, default=None,
+                   help="inject this many faults (the cycle's first N), then end the run --quiet-s seconds later")
     p.add_argument("--run-dir", default="", help="the run directory (default: a new one under runs/)")
     p.add_argument("--seed", type=int, default=0)
     return p.parse_args(argv)
@@ -183,12 +187,15 @@ class Soak:
             probe.start()
             end = self.started + 60 * args.minutes
             index = 0
-            while time.monotonic() + args.fault_every < end - args.quiet_s:
+            while time.monotonic() + args.fault_every < end - args.quiet_s and (args.faults is None
+                                                                               or index < args.faults):
                 time.sleep(args.fault_every)
                 kind = FAULTS[index % len(FAULTS)]
                 print(f"[soak +{time.monotonic() - self.started:5.0f}s] {kind}", flush=True)
                 self.inject(kind, index // len(FAULTS))
                 index += 1
+            if args.faults is not None:  # every fault asked for is in: a quiet spell, then the end
+                end = min(end, time.monotonic() + args.quiet_s)
             while time.monotonic() < end:
                 time.sleep(1)
             probe.stop.set()

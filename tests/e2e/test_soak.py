@@ -17,8 +17,8 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 def test_soak_with_faults_loses_and_duplicates_nothing(tmp_path, need):
     need("redis-server")
     report_path = tmp_path / "soak.json"
-    proc = subprocess.run([sys.executable, str(REPO / "scripts" / "soak.py"), "--minutes", "3.5", "--fault-every", "12",
-                           "--stall-s", "5", "--quiet-s", "40", "--run-dir", str(tmp_path / "run"),
+    proc = subprocess.run([sys.executable, str(REPO / "scripts" / "soak.py"), "--minutes", "8", "--faults", "7",
+                           "--fault-every", "5", "--stall-s", "5", "--quiet-s", "40", "--run-dir", str(tmp_path / "run"),
                            "--json", str(report_path)], capture_output=True, text=True, timeout=840)
     report = json.loads(report_path.read_text())
     print(json.dumps({k: report[k] for k in ("transitions", "restarts", "inference")}, indent=1))

@@ -109,7 +109,7 @@ def test_lazyclimb_with_an_infinite_margin_ends_at_a_true_spr_optimum(small_entr
     result = run_search(env, LazyClimb(margin=np.inf), steps=None)
     assert result.final_loglik > result.start_loglik
     assert env.evaluate_moves().max() <= result.final_loglik + 1e-6  # no move improves
-    for bad in ({"screen": 0.0}, {"min_top": 0}, {"margin": -1.0}, {"margin": np.nan}):
+    for bad in ({"screen": 0.0}, {"min_top": 0}, {"margin": -1.0}, {"margin": np.nan}, {"branches": 2}):
         with pytest.raises(ValueError, match="need 0 < screen"):
             LazyClimb(**bad)
 
