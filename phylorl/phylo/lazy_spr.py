@@ -62,7 +62,7 @@ def _rescale(out, sc):
             sc[p] += 1
 
 
-@njit(cache=True, nogil=True, fastmath=FASTMATH)
+@njit(cache=True, nogil=True)
 def _optimise_branch(A, sA, B, sB, t0, freqs, weights, U, U_inv, eigvals, rates, inv_lik, pinv, pattern_weights,
                      t_min, t_max, max_iter, newton_tol, coef):
     """Newton on the length of a branch between partials ``A`` and ``B`` (scales ``sA``, ``sB``), from ``t0``:
