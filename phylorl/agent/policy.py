@@ -157,8 +157,9 @@ class GuidedClimb(RankedClimb):
     """Hill-climbing whose candidate moves are ordered by an agent (:class:`~phylorl.env.search.RankedClimb`
     on ``min(Q1, Q2)``): the top 5% of moves (at least 8) by the agent's values are scored first."""
 
-    def __init__(self, agent: AgentPolicy, top: float = 0.05, min_top: int = 8, certify: bool = True):
-        super().__init__(top, min_top, certify)
+    def __init__(self, agent: AgentPolicy, top: float = 0.05, min_top: int = 8, certify: bool = True,
+                 lazy_margin: float | None = None):
+        super().__init__(top, min_top, certify, lazy_margin)
         self.agent = agent
 
     def scores(self, env: TreeEnv) -> np.ndarray:
@@ -168,19 +169,25 @@ class GuidedClimb(RankedClimb):
 POLISH_RESTARTS = 5
 """Perturb-and-climb rounds of :func:`polish` after its first climb."""
 
+POLISH_LAZY_MARGIN = 10.0
+"""When none of the agent's top moves improves in the last climb of :func:`polish`, the other moves get lazy SPR
+scores and only those within this many log-likelihood units are evaluated fully (``RankedClimb.lazy_margin``)."""
+
 
 def polish(env: TreeEnv, agent: AgentPolicy | None, restarts: int = POLISH_RESTARTS,
            rng: np.random.Generator | None = None):
     """Finish a search from ``env``'s current tree (an agent's answer): agent-guided climbs with
     ``restarts`` perturb-and-climb rounds (each climb stops when none of the agent's top moves
     improves), then one certified climb from the best tree, so the answer is an SPR local optimum
-    with every branch optimised (:func:`~phylorl.env.search.ranked_climb_with_restarts`). Without an
-    agent: plain hill-climbing with the same restarts. Returns one
+    with every branch optimised (:func:`~phylorl.env.search.ranked_climb_with_restarts`): every move the agent
+    does not rank first is checked by its lazy SPR score and, within :data:`POLISH_LAZY_MARGIN`, fully.
+    Without an agent: plain hill-climbing with the same restarts. Returns one
     :class:`~phylorl.env.search.SearchResult` covering both phases."""
     rng = rng if rng is not None else np.random.default_rng(0)
     if agent is None:
         return run_search(env, "hillclimb", steps=None, restarts=restarts, rng=rng)
-    return ranked_climb_with_restarts(env, lambda certify: GuidedClimb(agent, certify=certify), restarts, rng)
+    return ranked_climb_with_restarts(
+        env, lambda certify: GuidedClimb(agent, certify=certify, lazy_margin=POLISH_LAZY_MARGIN), restarts, rng)
 
 
 def evaluate_episodes(policy: str | Policy, entry: EnvAlignment, episodes: int, steps: int, seed: int = 0,

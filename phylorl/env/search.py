@@ -70,17 +70,23 @@ class RankedClimb:
     ``min_top``) with the highest :meth:`scores` and takes the best of them if it raises the
     log-likelihood; only when none does are the other moves evaluated (``certify``), so the climb still
     stops only at a true SPR local optimum, at a fraction of the evaluations while the ranking is right.
-    Without ``certify`` it stops when none of the top moves improves.
+    Without ``certify`` it stops when none of the top moves improves. With ``lazy_margin`` the other moves
+    are first given lazy SPR scores (:meth:`~phylorl.phylo.LikelihoodEngine.spr_scores`, a fraction of a
+    full evaluation's cost) and only those within ``lazy_margin`` of the current log-likelihood are
+    evaluated fully (as :class:`LazyClimb` certifies).
     """
 
     climbs = True
 
-    def __init__(self, top: float = 0.05, min_top: int = 8, certify: bool = True):
+    def __init__(self, top: float = 0.05, min_top: int = 8, certify: bool = True, lazy_margin: float | None = None):
         if not 0.0 <= top <= 1.0 or min_top < 1:
             raise ValueError(f"top must be in [0, 1] and min_top >= 1, got {top}, {min_top}")
+        if lazy_margin is not None and not lazy_margin >= 0:
+            raise ValueError(f"lazy_margin must be None or >= 0, got {lazy_margin}")
         self.top = top
         self.min_top = min_top
         self.certify = certify
+        self.lazy_margin = lazy_margin
 
     def scores(self, env: TreeEnv) -> np.ndarray:
         """Higher first: one score per move of ``env.moves``."""
@@ -91,14 +97,24 @@ class RankedClimb:
             return None
         order = np.argsort(-self.scores(env), kind="stable")
         k = min(len(order), max(self.min_top, int(np.ceil(self.top * len(order)))))
-        for part in (order[:k], order[k:]) if self.certify else (order[:k],):
-            if not len(part):
-                continue
-            values = env.evaluate_moves(part)
-            best = int(np.argmax(values))
-            if values[best] > env.loglik + IMPROVEMENT_EPS:
-                return int(part[best])
+        found = best_improving(env, order[:k])
+        if found is not None or not self.certify or k == len(order):
+            return found
+        rest = order[k:]
+        if self.lazy_margin is not None:
+            rest = np.sort(rest)  # each pruned subtree's moves together, for one lazy walk each
+            rest = rest[env.engine.spr_scores(env.tree, env.moves[rest]) > env.loglik - self.lazy_margin]
+        return best_improving(env, rest)
+
+
+def best_improving(env: TreeEnv, part: np.ndarray) -> int | None:
+    """The move of ``part`` (indices into ``env.moves``) that reaches the highest log-likelihood when evaluated
+    fully (SPR + local optimisation, as ``step``), if that raises the log-likelihood; else ``None``."""
+    if not len(part):
         return None
+    values = env.evaluate_moves(part)
+    best = int(np.argmax(values))
+    return int(part[best]) if values[best] > env.loglik + IMPROVEMENT_EPS else None
 
 
 class ParsimonyClimb(RankedClimb):
@@ -153,13 +169,6 @@ class LazyClimb:
         reaching IQ-TREE as often (docs/benchmarks.md)."""
         return cls() if certify else cls(screen=0.1, min_screen=16, branches=1, certify=False)
 
-    def _best_of(self, env: TreeEnv, part: np.ndarray) -> int | None:
-        if not len(part):
-            return None
-        values = env.evaluate_moves(part)
-        best = int(np.argmax(values))
-        return int(part[best]) if values[best] > env.loglik + IMPROVEMENT_EPS else None
-
     def choose(self, env: TreeEnv) -> int | None:
         n = len(env.moves)
         if not n:
@@ -169,13 +178,13 @@ class LazyClimb:
         lazy = np.full(n, -np.inf)
         lazy[screened] = env.engine.spr_scores(env.tree, env.moves[screened], branches=self.branches)
         top = np.argsort(-lazy, kind="stable")[:self.min_top]
-        found = self._best_of(env, top)
+        found = best_improving(env, top)
         if found is not None or not self.certify:
             return found
         rest = np.setdiff1d(np.arange(n), screened)
         lazy[rest] = env.engine.spr_scores(env.tree, env.moves[rest], branches=self.branches)
         close = np.flatnonzero(lazy > env.loglik - self.margin)
-        return self._best_of(env, np.setdiff1d(close, top))
+        return best_improving(env, np.setdiff1d(close, top))
 
 
 RESCORE = 64

@@ -61,3 +61,20 @@ def test_polish_answers_a_local_optimum_at_least_as_good_as_its_start(entry, age
     check.reset(0, tree=result.best_tree)
     assert check.loglik == pytest.approx(result.best_loglik, abs=1e-2)
     assert is_local_optimum(check)
+
+
+def test_lazy_margin_checks_the_other_moves_by_their_lazy_scores_first(entry, agent):
+    """With ``lazy_margin`` the certifying scan evaluates fully only the moves whose lazy score is close: an
+    infinite margin still certifies a true SPR local optimum, and the polish's margin spends fewer full
+    evaluations than the exhaustive scan from the same start."""
+    results = {}
+    for margin in (None, np.inf, 10.0):
+        env = TreeEnv([entry], EnvConfig(start="random"), seed=4)
+        env.reset(0)
+        results[margin] = run_search(env, GuidedClimb(agent, top=0.0, min_top=1, lazy_margin=margin), steps=None)
+        if margin == np.inf:
+            assert is_local_optimum(env)
+    assert results[np.inf].best_loglik == pytest.approx(results[None].best_loglik, abs=1e-6)
+    assert results[10.0].evaluations < results[None].evaluations
+    with pytest.raises(ValueError, match="lazy_margin"):
+        GuidedClimb(agent, lazy_margin=-1.0)
