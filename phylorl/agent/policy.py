@@ -158,8 +158,8 @@ class GuidedClimb(RankedClimb):
     on ``min(Q1, Q2)``): the top 5% of moves (at least 8) by the agent's values are scored first."""
 
     def __init__(self, agent: AgentPolicy, top: float = 0.05, min_top: int = 8, certify: bool = True,
-                 lazy_margin: float | None = None):
-        super().__init__(top, min_top, certify, lazy_margin)
+                 lazy_margin: float | None = None, lazy_top: int | None = None):
+        super().__init__(top, min_top, certify, lazy_margin, lazy_top)
         self.agent = agent
 
     def scores(self, env: TreeEnv) -> np.ndarray:
@@ -168,6 +168,10 @@ class GuidedClimb(RankedClimb):
 
 POLISH_RESTARTS = 5
 """Perturb-and-climb rounds of :func:`polish` after its first climb."""
+
+POLISH_LAZY_TOP = 4
+"""Of the agent's top moves in a step of :func:`polish`, the 4 best by lazy SPR score are evaluated fully first
+(``RankedClimb.lazy_top``)."""
 
 POLISH_LAZY_MARGIN = 10.0
 """When none of the agent's top moves improves in the last climb of :func:`polish`, the other moves get lazy SPR
@@ -179,7 +183,8 @@ def polish(env: TreeEnv, agent: AgentPolicy | None, restarts: int = POLISH_RESTA
     """Finish a search from ``env``'s current tree (an agent's answer): agent-guided climbs with
     ``restarts`` perturb-and-climb rounds (each climb stops when none of the agent's top moves
     improves), then one certified climb from the best tree, so the answer is an SPR local optimum
-    with every branch optimised (:func:`~phylorl.env.search.ranked_climb_with_restarts`): every move the agent
+    with every branch optimised (:func:`~phylorl.env.search.ranked_climb_with_restarts`). Of the agent's top
+    moves, the :data:`POLISH_LAZY_TOP` best by lazy SPR score are evaluated fully first; every move the agent
     does not rank first is checked by its lazy SPR score and, within :data:`POLISH_LAZY_MARGIN`, fully.
     Without an agent: plain hill-climbing with the same restarts. Returns one
     :class:`~phylorl.env.search.SearchResult` covering both phases."""
@@ -187,7 +192,8 @@ def polish(env: TreeEnv, agent: AgentPolicy | None, restarts: int = POLISH_RESTA
     if agent is None:
         return run_search(env, "hillclimb", steps=None, restarts=restarts, rng=rng)
     return ranked_climb_with_restarts(
-        env, lambda certify: GuidedClimb(agent, certify=certify, lazy_margin=POLISH_LAZY_MARGIN), restarts, rng)
+        env, lambda certify: GuidedClimb(agent, certify=certify, lazy_margin=POLISH_LAZY_MARGIN,
+                                         lazy_top=POLISH_LAZY_TOP), restarts, rng)
 
 
 def evaluate_episodes(policy: str | Policy, entry: EnvAlignment, episodes: int, steps: int, seed: int = 0,

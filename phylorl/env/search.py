@@ -73,16 +73,22 @@ class RankedClimb:
     Without ``certify`` it stops when none of the top moves improves. With ``lazy_margin`` the other moves
     are first given lazy SPR scores (:meth:`~phylorl.phylo.LikelihoodEngine.spr_scores`, a fraction of a
     full evaluation's cost) and only those within ``lazy_margin`` of the current log-likelihood are
-    evaluated fully (as :class:`LazyClimb` certifies).
+    evaluated fully (as :class:`LazyClimb` certifies). With ``lazy_top`` the top moves are ordered by their
+    lazy scores too and only the ``lazy_top`` best of them evaluated fully, the others of the top only when
+    none of those improves (and, with ``lazy_margin``, only when their lazy score is within it).
     """
 
     climbs = True
 
-    def __init__(self, top: float = 0.05, min_top: int = 8, certify: bool = True, lazy_margin: float | None = None):
+    def __init__(self, top: float = 0.05, min_top: int = 8, certify: bool = True, lazy_margin: float | None = None,
+                 lazy_top: int | None = None):
         if not 0.0 <= top <= 1.0 or min_top < 1:
             raise ValueError(f"top must be in [0, 1] and min_top >= 1, got {top}, {min_top}")
         if lazy_margin is not None and not lazy_margin >= 0:
             raise ValueError(f"lazy_margin must be None or >= 0, got {lazy_margin}")
+        if lazy_top is not None and lazy_top < 1:
+            raise ValueError(f"lazy_top must be None or >= 1, got {lazy_top}")
+        self.lazy_top = lazy_top
         self.top = top
         self.min_top = min_top
         self.certify = certify
@@ -97,14 +103,30 @@ class RankedClimb:
             return None
         order = np.argsort(-self.scores(env), kind="stable")
         k = min(len(order), max(self.min_top, int(np.ceil(self.top * len(order)))))
-        found = best_improving(env, order[:k])
+        if self.lazy_top is None:
+            found = best_improving(env, order[:k])
+        else:
+            ranked, lazy = self._lazy(env, order[:k])
+            found = best_improving(env, ranked[:self.lazy_top])
+            if found is None:
+                found = best_improving(env, self._close(env, ranked[self.lazy_top:], lazy[self.lazy_top:]))
         if found is not None or not self.certify or k == len(order):
             return found
         rest = order[k:]
         if self.lazy_margin is not None:
-            rest = np.sort(rest)  # each pruned subtree's moves together, for one lazy walk each
-            rest = rest[env.engine.spr_scores(env.tree, env.moves[rest]) > env.loglik - self.lazy_margin]
+            rest = self._close(env, *self._lazy(env, rest))
         return best_improving(env, rest)
+
+    @staticmethod
+    def _lazy(env: TreeEnv, part: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``part`` ordered by lazy SPR score, best first, and those scores."""
+        part = np.sort(part)  # each pruned subtree's moves together, for one lazy walk each
+        lazy = env.engine.spr_scores(env.tree, env.moves[part])
+        order = np.argsort(-lazy, kind="stable")
+        return part[order], lazy[order]
+
+    def _close(self, env: TreeEnv, part: np.ndarray, lazy: np.ndarray) -> np.ndarray:
+        return part if self.lazy_margin is None else part[lazy > env.loglik - self.lazy_margin]
 
 
 def best_improving(env: TreeEnv, part: np.ndarray) -> int | None:

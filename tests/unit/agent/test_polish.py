@@ -78,3 +78,19 @@ def test_lazy_margin_checks_the_other_moves_by_their_lazy_scores_first(entry, ag
     assert results[10.0].evaluations < results[None].evaluations
     with pytest.raises(ValueError, match="lazy_margin"):
         GuidedClimb(agent, lazy_margin=-1.0)
+    with pytest.raises(ValueError, match="lazy_top"):
+        GuidedClimb(agent, lazy_top=0)
+
+
+def test_lazy_top_evaluates_fully_the_best_top_moves_by_lazy_score_first(entry, agent):
+    """With ``lazy_top`` a step evaluates fully only the best of the agent's top moves by lazy score, unless none
+    of those improves; without a margin the rest of the top is then evaluated, so an uncertified climb still
+    stops only where no top move improves."""
+    env = TreeEnv([entry], EnvConfig(start="random"), seed=5)
+    env.reset(0)
+    climb = GuidedClimb(agent, top=0.25, min_top=8, certify=False, lazy_top=2)
+    result = run_search(env, climb, steps=None)
+    assert result.best_loglik > result.start_loglik
+    env.reset(0, tree=result.best_tree)
+    top = np.argsort(-agent.q_values(env), kind="stable")[:max(8, int(np.ceil(0.25 * len(env.moves))))]
+    assert env.evaluate_moves(top).max() <= env.loglik + IMPROVEMENT_EPS + 1e-3
