@@ -18,7 +18,8 @@ from phylorl.agent.acting import policy_networks
 from phylorl.agent.checkpoints import latest_checkpoint
 from phylorl.agent.learner import CHECKPOINT_FORMAT, Learner
 from phylorl.env import EnvAlignment, EnvConfig, TreeEnv
-from phylorl.env.search import Policy, RankedClimb, SearchResult, ranked_climb_with_restarts, run_search
+from phylorl.env.climbs import RankedClimb
+from phylorl.env.search import Policy, SearchResult, ranked_climb_with_restarts, run_search
 from phylorl.nets.config import NetworkConfig
 from phylorl.nets.inputs import collate_observations, move_to
 from phylorl.nets.qnet import QNetwork

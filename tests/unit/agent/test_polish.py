@@ -6,7 +6,8 @@ import pytest
 from phylorl.agent.learner import Learner
 from phylorl.agent.policy import AgentPolicy, GuidedClimb, polish
 from phylorl.env import EnvAlignment, EnvConfig, TreeEnv, prepare_alignment
-from phylorl.env.search import IMPROVEMENT_EPS, run_search
+from phylorl.env.climbs import IMPROVEMENT_EPS
+from phylorl.env.search import run_search
 from phylorl.nets.config import NetworkConfig
 from phylorl.phylo import parse_model
 from phylorl.phylo.simulate import dataset_rng, simulate_dataset

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from phylorl.env import EnvAlignment, EnvConfig, TreeEnv, prepare_alignment
-from phylorl.env.search import LazyClimb, ParsimonyClimb, RankedClimb, run_search
+from phylorl.env.climbs import LazyClimb, ParsimonyClimb, RankedClimb
+from phylorl.env.search import run_search
 from phylorl.phylo.parsimony import parsimony_tips, spr_parsimony_deltas
 from phylorl.phylo import LikelihoodEngine, load_alignment, parse_model
 from phylorl.phylo.simulate import simulate_dataset
