@@ -113,7 +113,6 @@ def _combine(d, neighbors, node_edges, edges, n_leaves, tip_codes, pmat, tip_pma
     head = edges[e, 1 - k]
     out = clv[d]
     P = out.shape[2]
-    C = out.shape[0]
     sc = scale[d]
     first = True
     for slot in range(3):
@@ -133,8 +132,15 @@ def _combine(d, neighbors, node_edges, edges, n_leaves, tip_codes, pmat, tip_pma
             csc = scale[cd]
             for p in range(P):
                 sc[p] += csc[p]
-    # per-pattern scaling
-    for p in range(P):
+    rescale_patterns(out, sc)
+
+
+@njit(cache=True, nogil=True, fastmath=FASTMATH)
+def rescale_patterns(out, sc):
+    """Per-pattern scaling of a partial ``out [C, 4, P]``: a pattern whose largest entry is below ``2**-256`` is
+    multiplied by ``2**256`` and its count in ``sc`` raised by one."""
+    C = out.shape[0]
+    for p in range(out.shape[2]):
         m = 0.0
         for c in range(C):
             for s in range(4):

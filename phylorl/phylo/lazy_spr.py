@@ -22,7 +22,7 @@ from numba import njit
 
 from . import kernels as kn
 from .branch_kernels import newton_branch
-from .kernels import FASTMATH, LOG_SCALE, SCALE_FACTOR, SCALE_THRESHOLD
+from .kernels import FASTMATH, LOG_SCALE
 from .spr import slot_of
 
 
@@ -44,22 +44,6 @@ def _times_p(out, pm, ptip, node, n_leaves, tip_codes, src, first):
     P = out.shape[2]
     kn._child_term(out, node, 0, 0, n_leaves, tip_codes, pm.reshape((1, C, 4, 4)), ptip.reshape((1, C, 4, 16)),
                    src.reshape((1, C, 4, P)), first)
-
-
-@njit(cache=True, nogil=True, fastmath=FASTMATH)
-def _rescale(out, sc):
-    C = out.shape[0]
-    for p in range(out.shape[2]):
-        m = 0.0
-        for c in range(C):
-            for i in range(4):
-                if out[c, i, p] > m:
-                    m = out[c, i, p]
-        if m < SCALE_THRESHOLD:
-            for c in range(C):
-                for i in range(4):
-                    out[c, i, p] *= SCALE_FACTOR
-            sc[p] += 1
 
 
 @njit(cache=True, nogil=True)
@@ -166,7 +150,7 @@ def _candidate(F, sF, y, d_y, H, t, Sd, sS, l0, three, n_leaves, tip_codes, clv,
     _product(V, PF, H[d_y])
     for q in range(P):
         sV[q] = sF[q] + sY[q]
-    _rescale(V, sV)
+    kn.rescale_patterns(V, sV)
     l, f = _optimise_branch(V, sV, Sd, sS, l0, freqs, weights, U, U_inv, eigvals, rates, inv_lik, pinv,
                             pattern_weights, t_min, t_max, max_iter, newton_tol, coef)
     if not three:
@@ -176,7 +160,7 @@ def _candidate(F, sF, y, d_y, H, t, Sd, sS, l0, three, n_leaves, tip_codes, clv,
     _product(V, H[d_y], PS)  # the regraft node without x's half
     for q in range(P):
         sV[q] = sY[q] + sS[q]
-    _rescale(V, sV)
+    kn.rescale_patterns(V, sV)
     t1, f = _optimise_branch(F, sF, V, sV, 0.5 * t, freqs, weights, U, U_inv, eigvals, rates, inv_lik, pinv,
                              pattern_weights, t_min, t_max, max_iter, newton_tol, coef)
     kn.branch_pmat(t1, eigvals, U, U_inv, rates, mask_vectors, pm, ptip)
@@ -184,7 +168,7 @@ def _candidate(F, sF, y, d_y, H, t, Sd, sS, l0, three, n_leaves, tip_codes, clv,
     _product(V, PF, PS)  # without y's half
     for q in range(P):
         sV[q] = sF[q] + sS[q]
-    _rescale(V, sV)
+    kn.rescale_patterns(V, sV)
     _, f = _optimise_branch(Y, sY, V, sV, 0.5 * t, freqs, weights, U, U_inv, eigvals, rates, inv_lik, pinv,
                             pattern_weights, t_min, t_max, max_iter, newton_tol, coef)
     return f
@@ -276,7 +260,7 @@ def lazy_spr_scores(moves, neighbors, node_edges, edges, lengths, n_leaves, tip_
                     _product(F, D[x], T[d_sib])  # x's partial toward p, without y's side
                     for q in range(P):
                         sF[q] = sD[x, q] + _scale_of(scale, d_sib, sib, n_leaves, q)
-                    _rescale(F, sF)
+                    kn.rescale_patterns(F, sF)
                     if hit:
                         out[want[e]] = _candidate(
                             F, sF, y, kn.directed_id(edges, e, x), H, lengths[e], Sd, sS, lengths[e_ps], three,
