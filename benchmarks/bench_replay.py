@@ -2,7 +2,8 @@
 
 Starts a private ``redis-server`` (AOF on, as deployed) and ``python -m services.replay`` as a
 separate process, then drives it from this process with batches of real 20-taxon transitions
-(random trees, every SPR neighbour: 38 nodes, 74 directed edges, 1122 moves):
+(38 nodes, 74 directed edges, 1122 moves; ``--features rich``: random walks of the environment as
+actors record them, the default; ``basic``: random trees and one SPR neighbour each):
 
 * ``insert_per_s``        transitions/s of Insert calls carrying already-encoded records (actors
                           encode before sending, so encoding is not the service's cost);
@@ -12,6 +13,11 @@ separate process, then drives it from this process with batches of real 20-taxon
 * ``redis_get_direct_per_s`` the same records read straight from Redis by one client (GET of the
                           stored insert batches), for reference: what the machine gives without
                           the service;
+* ``sample_to_batch_per_s`` sampled records (as a Sample call returns them) made into the learner's batch
+                          tensors by the compiled pass (:mod:`phylorl.agent.packed_batch`), one thread;
+                          ``sample_to_batch_ms`` per batch; ``sample_to_batch_<N>_threads_per_s`` with
+                          ``--batch-threads`` threads (the learner's prefetch workers); and
+                          ``sample_to_batch_reference_per_s``: decoding every record and collating;
 * ``encode_us`` / ``decode_us`` one transition through :mod:`phylorl.wire.record`, on one core;
 * ``cpu_us_per_insert`` / ``cpu_us_per_sample`` CPU time (user + system) the replay service, Redis
                           and this client spent per transition: on a shared or small machine the
@@ -22,7 +28,7 @@ own channel, as several actors or learner prefetch streams would be): ``by_clien
 figures per count. Each figure is the median over ``--repeats`` runs. Prints one JSON line on
 stdout; progress on stderr.
 
-    python benchmarks/bench_replay.py [--repeats 5] [--batches 40] [--clients 1,2,4]
+    python benchmarks/bench_replay.py [--repeats 5] [--batches 40] [--clients 1,2,4] [--features rich]
 """
 
 from __future__ import annotations
@@ -50,11 +56,31 @@ from phylorl.types import Transition  # noqa: E402
 from phylorl.wire.record import decode_transition, encode_transition  # noqa: E402
 from services.launcher.supervisor import free_port  # noqa: E402
 from services.replay.client import ReplayClient  # noqa: E402
-from services.replay.memory import keep_freed_memory  # noqa: E402
+from services.common.memory import keep_freed_memory  # noqa: E402
+
+
+def episode_transitions(count: int, n_taxa: int, seed: int) -> tuple[list[Transition], str]:
+    """Transitions of random walks of the real environment (rich observation, horizon 20) on an alignment
+    simulated on a random tree (1,000 sites): what actors insert."""
+    from phylorl.env import EnvAlignment, EnvConfig, TreeEnv, prepare_alignment
+    from phylorl.phylo.simulate import simulate_dataset
+
+    rng = np.random.default_rng(seed)
+    alignment = simulate_dataset(n_taxa, 1000, rng).alignment
+    env = TreeEnv([EnvAlignment.build(alignment, prepare_alignment(alignment, "GTR+F+G4"), "sim")], EnvConfig(),
+                  seed=seed)
+    out = []
+    obs, _ = env.reset()
+    while len(out) < count:
+        action = int(rng.integers(obs.n_actions))
+        nxt, reward, terminal, truncated, _ = env.step(action)
+        out.append(Transition(obs, action, reward, nxt, terminal, truncated, 0.99, policy_version=len(out)))
+        obs = env.reset()[0] if truncated else nxt
+    return out, "random walks of TreeEnv (rich observation) on a simulated alignment"
 
 
 def realistic_transitions(count: int, n_taxa: int, seed: int) -> tuple[list[Transition], str]:
-    """Transitions between random trees and one of their SPR neighbours, with every move listed."""
+    """Transitions between random trees and one of their SPR neighbours, with every move listed (basic observation)."""
     rng = np.random.default_rng(seed)
     try:
         from phylorl.env.tree_env import build_observation
@@ -143,6 +169,38 @@ def run_clients(target: str, clients: int, work) -> float:
     return sum(counts) / elapsed
 
 
+def batch_rates(batches: list, repeats: int, threads: int) -> dict:
+    """Sampled batches -> learner batches (CPU tensors) per second: the compiled pass
+    (``collate_records``) with ``threads`` threads, and the reference path (decode every record, collate)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from phylorl.agent.batch import collate
+    from phylorl.agent.packed_batch import collate_records
+
+    for packed in batches[:2]:
+        if collate_records(packed) is None:
+            sys.exit("a sampled batch is not in a tree form: the compiled path declines it")
+    items = len(batches) * len(batches[0])
+    fast, reference, parallel = [], [], []
+    with ThreadPoolExecutor(threads) as pool:
+        for _ in range(repeats):
+            start = time.perf_counter()
+            for packed in batches:
+                collate_records(packed)
+            fast.append(items / (time.perf_counter() - start))
+            start = time.perf_counter()
+            list(pool.map(collate_records, batches))
+            parallel.append(items / (time.perf_counter() - start))
+            start = time.perf_counter()
+            for packed in batches[: max(1, len(batches) // 8)]:
+                collate([decode_transition(r) for r in packed])
+            reference.append(max(1, len(batches) // 8) * len(batches[0]) / (time.perf_counter() - start))
+    return {"sample_to_batch_per_s": round(statistics.median(fast)),
+            "sample_to_batch_ms": round(len(batches[0]) / statistics.median(fast) * 1e3, 2),
+            f"sample_to_batch_{threads}_threads_per_s": round(statistics.median(parallel)),
+            "sample_to_batch_reference_per_s": round(statistics.median(reference))}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--repeats", type=int, default=5)
@@ -154,6 +212,10 @@ def main() -> None:
     parser.add_argument("--capacity", type=int, default=100_000)
     parser.add_argument("--cache-records", choices=("true", "false"), default="true",
                         help="the service's record cache (false: every sample reads Redis)")
+    parser.add_argument("--features", choices=("rich", "basic"), default="rich",
+                        help="rich: episodes of the environment as actors record them; basic: random trees")
+    parser.add_argument("--batch-threads", type=int, default=2,
+                        help="threads of the parallel sample_to_batch figure (the learner's prefetch_workers)")
     parser.add_argument("--malloc-keep-mb", type=int, default=1024,
                         help="allocator tuning of the service and of this client (0: glibc defaults)")
     args = parser.parse_args()
@@ -161,7 +223,8 @@ def main() -> None:
 
     log = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731
     log(f"building {args.pool} transitions of {args.taxa} taxa")
-    transitions, source = realistic_transitions(args.pool, args.taxa, seed=0)
+    make = episode_transitions if args.features == "rich" else realistic_transitions
+    transitions, source = make(args.pool, args.taxa, seed=0)
     records = [encode_transition(t) for t in transitions]
     encode_us = per_item_us(encode_transition, transitions[:64], args.repeats)
     decode_us = per_item_us(decode_transition, records[:64], args.repeats)
@@ -224,6 +287,9 @@ def main() -> None:
             }
         with ReplayClient(target) as client:
             size = client.stats().size
+            sampled = [client.sample(args.batch_size, timeout_s=30).records for _ in range(args.batches)]
+        log("sampled batches -> learner batches")
+        to_batch = batch_rates(sampled, args.repeats, args.batch_threads)
         # Reference on this machine at this moment: the stored batch strings (one per Insert call of
         # batch_size records) read straight from Redis, no service.
         direct = redis.Redis(port=redis_port)
@@ -252,7 +318,7 @@ def main() -> None:
         "encode_us": round(encode_us, 1), "decode_us": round(decode_us, 1),
         "batch_size": args.batch_size, "repeats": args.repeats, "malloc_keep_mb": args.malloc_keep_mb,
         "cache_records": args.cache_records == "true",
-        "by_clients": by_clients,
+        "by_clients": by_clients, **to_batch, "batch_threads": args.batch_threads,
         "redis_get_direct_per_s": round(statistics.median(direct_runs)),
         "load_average": os.getloadavg()[0],
         "table_size": size, "redis_used_bytes_per_transition": round(used / max(size, 1)),

@@ -126,9 +126,10 @@ def _labels(transitions: Sequence[Transition]) -> np.ndarray:
     return np.concatenate(parts) if parts else np.zeros(0, dtype=np.float32)
 
 
-Sample = tuple[Sequence[Transition], "np.ndarray | None", Any]
-"""What a prefetcher's source returns: transitions, IS weights (or ``None``), and opaque info
-(e.g. replay keys) handed back with the batch."""
+Sample = tuple["Sequence[Transition] | Batch", "np.ndarray | None", Any]
+"""What a prefetcher's source returns: transitions and their IS weights (or ``None``), or a batch
+already collated on the host (weights then ``None``: they are in the batch), and opaque info (e.g.
+replay keys) handed back with the batch."""
 
 
 class Prefetcher:
@@ -170,16 +171,21 @@ class Prefetcher:
                 if drawn is None:
                     self._stop.wait(self._idle_wait_s)
                     continue
-                transitions, weights, info = drawn
+                items, weights, info = drawn
                 if cuda:
                     with torch.cuda.stream(stream):
-                        batch = collate(transitions, self._device, weights, pin_memory=True)
+                        batch = self._to_device(items, weights, pin_memory=True)
                     stream.synchronize()
                 else:
-                    batch = collate(transitions, self._device, weights)
+                    batch = self._to_device(items, weights)
                 self._put((batch, info))
         except BaseException as error:  # handed to the consumer by get()
             self._put(error)
+
+    def _to_device(self, items, weights, pin_memory: bool = False) -> Batch:
+        if isinstance(items, Batch):  # already collated on the host (phylorl.agent.packed_batch)
+            return move_to(items, self._device, pin_memory)
+        return collate(items, self._device, weights, pin_memory=pin_memory)
 
     def _put(self, item) -> None:
         while not self._stop.is_set():

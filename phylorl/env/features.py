@@ -38,14 +38,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
-from numba import njit
 
 from phylorl.phylo.bootstrap import edge_supports
 from phylorl.phylo.parsimony import parsimony_tips, spr_parsimony_deltas
 from phylorl.phylo.tree import Tree
 
+from .feature_kernels import EDGE_COLUMNS, edge_features, rich_moves
+
 from phylorl.types import FEATURE_SETS, RICH_EDGE_FEATURES, RICH_MOVE_FEATURES, feature_sizes  # noqa: F401
-_MIN_LENGTH = 1e-6
 
 
 @dataclass(frozen=True)
@@ -65,78 +65,6 @@ class AlignmentSignals:
                    dict(supports or {}))
 
 
-@njit(cache=True, nogil=True)
-def _directional(neighbors, node_edges, lengths, n_leaves):
-    """Per slot ``(v, k)``: leaves, branch length and longest branch of the subtree on
-    ``neighbors[v, k]``'s side (edge ``(v, neighbors[v, k])`` excluded); plus all-pairs path lengths."""
-    n_nodes = neighbors.shape[0]
-    leaves = np.zeros((n_nodes, 3))
-    total = np.zeros((n_nodes, 3))
-    longest = np.zeros((n_nodes, 3))
-    path = np.zeros((n_nodes, n_nodes))
-    stack = np.empty(n_nodes, np.int64)
-    parent = np.empty(n_nodes, np.int64)
-    for v in range(n_nodes):  # all-pairs path lengths and, from each node, its three subtrees
-        for k in range(3):
-            u0 = neighbors[v, k]
-            if u0 < 0:
-                continue
-            parent[u0] = v
-            stack[0] = u0
-            top = 1
-            path[v, u0] = lengths[node_edges[v, k]]
-            while top > 0:
-                top -= 1
-                u = stack[top]
-                if u < n_leaves:
-                    leaves[v, k] += 1
-                for j in range(3):
-                    w = neighbors[u, j]
-                    if w >= 0 and w != parent[u]:
-                        length = lengths[node_edges[u, j]]
-                        total[v, k] += length
-                        if length > longest[v, k]:
-                            longest[v, k] = length
-                        path[v, w] = path[v, u] + length
-                        parent[w] = u
-                        stack[top] = w
-                        top += 1
-    return leaves, total, longest, path
-
-
-@njit(cache=True, nogil=True)
-def _rich_moves(neighbors, node_edges, lengths, n_leaves, moves, support):
-    leaves, total, longest, path = _directional(neighbors, node_edges, lengths, n_leaves)
-    tree_length = max(lengths.sum(), _MIN_LENGTH)
-    out = np.empty((moves.shape[0], 15), np.float32)
-    for i in range(moves.shape[0]):
-        p, s, x, y = moves[i, 0], moves[i, 1], moves[i, 2], moves[i, 3]
-        ks, kx = -1, -1
-        joined = 0.0
-        for k in range(3):
-            if neighbors[p, k] == s:
-                ks = k
-            else:
-                joined += lengths[node_edges[p, k]]
-        for k in range(3):
-            if neighbors[x, k] == y:
-                kx = k
-        pruned = lengths[node_edges[p, ks]]
-        regraft = lengths[node_edges[x, kx]]
-        out[i, 0] = np.log(max(pruned, _MIN_LENGTH))
-        out[i, 1] = np.log(max(regraft, _MIN_LENGTH))
-        out[i, 2] = np.log(max(joined, _MIN_LENGTH))
-        out[i, 4] = (path[p, x] + 0.5 * regraft) / tree_length
-        out[i, 5] = leaves[p, ks] / n_leaves
-        out[i, 6] = leaves[x, kx] / n_leaves
-        out[i, 7] = total[p, ks] / tree_length
-        out[i, 8] = total[x, kx] / tree_length
-        out[i, 9] = longest[p, ks] / tree_length
-        out[i, 13] = support[node_edges[p, ks]]
-        out[i, 14] = support[node_edges[x, kx]]
-    return out
-
-
 @dataclass(frozen=True)
 class RichParts:
     """What the rich features add to a tree, kept with the observation so that a replay record can
@@ -150,30 +78,19 @@ class RichParts:
     support: np.ndarray
 
 
-def rich_arrays(neighbors, node_edges, n_leaves: int, moves: np.ndarray, distance: np.ndarray,
-                parts: RichParts) -> tuple[np.ndarray, np.ndarray]:
+def rich_arrays(neighbors, node_edges, n_leaves: int, moves: np.ndarray, parts: RichParts) -> tuple[np.ndarray, np.ndarray]:
     """``(edge_attr [2E, 3], action_meta [A, 15])`` float32 from the tree and its :class:`RichParts`;
-    a pure function of its inputs, so an environment and a record decoder get the same bits."""
+    a pure function of its inputs, computed by the same compiled code as the learner's batch decoder
+    (:mod:`phylorl.env.feature_kernels`), so an environment and a record decoder get the same bits."""
     lengths = parts.lengths.astype(np.float64)
     support = parts.support.astype(np.float64)
-    deltas = parts.deltas.astype(np.float64)
     moves = np.ascontiguousarray(moves, dtype=np.int64).reshape(-1, 4)
-    out = _rich_moves(np.ascontiguousarray(neighbors, dtype=np.int32), np.ascontiguousarray(node_edges, np.int32),
-                      lengths, int(n_leaves), moves, support)
-    out[:, 3] = distance / 10.0
-    if len(deltas):
-        out[:, 10] = deltas * 100.0 / max(parts.parsimony_length, 1.0)
-        out[:, 11] = np.minimum(deltas - deltas.min(), 20.0) / 5.0
-        order = np.argsort(deltas, kind="stable")
-        ranks = np.empty(len(deltas))
-        ranks[order] = np.arange(len(deltas))
-        # ties share their mean rank
-        uniq, inverse = np.unique(deltas, return_inverse=True)
-        mean_rank = np.bincount(inverse, weights=ranks) / np.bincount(inverse)
-        out[:, 12] = mean_rank[inverse] / max(len(deltas) - 1, 1)
-    clipped = np.maximum(lengths, _MIN_LENGTH)
-    edges = np.stack([np.log(clipped), clipped / clipped.sum(), support], axis=1).astype(np.float32)
-    return np.repeat(edges, 2, axis=0), out
+    meta = rich_moves(np.ascontiguousarray(neighbors, dtype=np.int32), np.ascontiguousarray(node_edges, np.int32),
+                      lengths, int(n_leaves), moves, support, parts.deltas.astype(np.float64),
+                      float(parts.parsimony_length))
+    edges = np.empty((2 * lengths.shape[0], EDGE_COLUMNS), np.float32)
+    edge_features(edges, lengths, support)
+    return edges, meta
 
 
 def rich_parts(tree: Tree, moves: np.ndarray, signals: AlignmentSignals) -> RichParts:
@@ -201,7 +118,6 @@ def observe(tree: Tree, moves: np.ndarray, features: str, signals: AlignmentSign
     if signals is None:
         raise ValueError("the rich feature set needs the alignment's signals (AlignmentSignals)")
     parts = rich_parts(tree, moves, signals)
-    obs.edge_attr, obs.action_meta = rich_arrays(tree.neighbors, tree.node_edges, tree.n_leaves, moves, meta[:, 2],
-                                                 parts)
+    obs.edge_attr, obs.action_meta = rich_arrays(tree.neighbors, tree.node_edges, tree.n_leaves, moves, parts)
     obs.rich = parts
     return obs

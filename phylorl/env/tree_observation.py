@@ -150,7 +150,7 @@ def _matches(edge_index, edge_attr_bits, actions, meta_bits, feature_bits, neigh
 @njit(cache=True, nogil=True)
 def _rebuild(neighbors, edges, lengths, n_leaves, radius, dedupe):
     """``(error, edge_index, edge_attr, actions, action_meta)`` of a stored tree, in one compiled call."""
-    node_edges, error = _tree_tables(neighbors, edges, n_leaves)
+    node_edges, error = tree_tables(neighbors, edges, n_leaves)
     n_edges = edges.shape[0]
     edge_index = np.empty((2, 2 * n_edges), np.int64)
     edge_attr = np.empty((2 * n_edges, 1), np.float32)
@@ -172,7 +172,7 @@ def _rebuild(neighbors, edges, lengths, n_leaves, radius, dedupe):
 
 
 @njit(cache=True, nogil=True)
-def _tree_tables(neighbors, edges, n_leaves):
+def tree_tables(neighbors, edges, n_leaves):
     """``(node_edges, error)``: error 0 when the arrays form an unrooted binary tree (codes in ``_TABLE_ERRORS``)."""
     n_nodes = neighbors.shape[0]
     node_edges = np.full((n_nodes, 3), -1, np.int32)
@@ -227,10 +227,9 @@ def rich_observation_from_tree(neighbors: np.ndarray, edges: np.ndarray, n_leave
     if parts.deltas.shape != (obs.n_actions,) or parts.support.shape != (edges.shape[0],):
         raise ValueError(f"rich parts do not fit the tree: {parts.deltas.shape[0]} move changes for "
                          f"{obs.n_actions} moves, {parts.support.shape[0]} supports for {edges.shape[0]} edges")
-    node_edges, _ = _tree_tables(np.ascontiguousarray(neighbors, dtype=np.int32),
+    node_edges, _ = tree_tables(np.ascontiguousarray(neighbors, dtype=np.int32),
                                  np.ascontiguousarray(edges, dtype=np.int32), int(n_leaves))
-    obs.edge_attr, obs.action_meta = rich_arrays(neighbors, node_edges, n_leaves, obs.actions, obs.action_meta[:, 2],
-                                                 parts)
+    obs.edge_attr, obs.action_meta = rich_arrays(neighbors, node_edges, n_leaves, obs.actions, parts)
     obs.rich = parts
     return obs
 

@@ -32,13 +32,35 @@ from phylorl.phylo.tree import Tree
 def enumerate_moves_kernel(neighbors, n_leaves, radius, dedupe):
     """:func:`enumerate_moves` on a bare neighbour table (compiled; for code that holds arrays, not a Tree)."""
     n_nodes = neighbors.shape[0]
-    capacity = max(1, 3 * (n_nodes - n_leaves) * (2 * n_leaves - 3))
-    out = np.empty((capacity, 4), np.int64)
+    out = np.empty((move_capacity(n_nodes, n_leaves), 4), np.int64)
+    count = enumerate_into(neighbors, np.empty((0, 3), np.int32), np.empty(0), n_leaves, radius, dedupe, out,
+                           np.empty((0, 3), np.int64), np.empty(0), -1)
+    return out[:count].copy()
+
+
+@njit(cache=True, nogil=True)
+def move_capacity(n_nodes, n_leaves):
+    """An upper bound on the number of SPR moves of a tree (compiled)."""
+    return max(1, 3 * (n_nodes - n_leaves) * (2 * n_leaves - 3))
+
+
+@njit(cache=True, nogil=True)
+def enumerate_into(neighbors, node_edges, lengths, n_leaves, radius, dedupe, out, where, path, stop):
+    """Write the moves of :func:`enumerate_moves` into ``out`` (compiled) and return their number.
+
+    When ``where`` is not empty, row ``i`` of ``where`` gets move ``i``'s ``d(p, x)``, the slot of
+    ``s`` in ``p``'s row and the slot of ``y`` in ``x``'s row, and ``path[i]`` the branch length of
+    the path from ``p`` to ``x`` (summed outward from ``p``); ``node_edges`` and ``lengths`` are
+    then read. ``stop >= 0`` ends the walk once move ``stop`` is written.
+    """
+    n_nodes = neighbors.shape[0]
+    with_paths = where.size > 0
     stack = np.empty((n_nodes, 2), np.int64)  # (node, distance from p)
+    walked = np.zeros(n_nodes)  # branch length from p, when with_paths
     parent = np.empty(n_nodes, np.int64)
     count = 0
     if radius == 0:
-        return out[:0].copy()
+        return 0
     for p in range(n_leaves, n_nodes):
         for k in range(3):
             s = neighbors[p, k]
@@ -50,6 +72,8 @@ def enumerate_moves_kernel(neighbors, n_leaves, radius, dedupe):
                 parent[a] = p
                 stack[0, 0] = a
                 stack[0, 1] = 1
+                if with_paths:
+                    walked[a] = lengths[node_edges[p, side]]
                 top = 1
                 while top > 0:
                     top -= 1
@@ -64,6 +88,13 @@ def enumerate_moves_kernel(neighbors, n_leaves, radius, dedupe):
                                 out[count, 1] = s
                                 out[count, 2] = x
                                 out[count, 3] = y
+                                if with_paths:
+                                    where[count, 0] = d
+                                    where[count, 1] = k
+                                    where[count, 2] = j
+                                    path[count] = walked[x]
+                                if count == stop:
+                                    return count + 1
                                 count += 1
                     if radius < 0 or d < radius:
                         for j in range(2, -1, -1):
@@ -72,8 +103,10 @@ def enumerate_moves_kernel(neighbors, n_leaves, radius, dedupe):
                                 parent[y] = x
                                 stack[top, 0] = y
                                 stack[top, 1] = d + 1
+                                if with_paths:
+                                    walked[y] = walked[x] + lengths[node_edges[x, j]]
                                 top += 1
-    return out[:count].copy()
+    return count
 
 
 def enumerate_moves(tree: Tree, radius: int | None = None, dedupe: bool = True) -> np.ndarray:

@@ -16,6 +16,7 @@ import torch
 
 from phylorl.agent.learner import Learner
 from services.common import security
+from services.common.memory import keep_freed_memory
 from services.common.runtime import start_service, wait_for_redis
 from services.learner import metrics
 from services.learner.config import LearnerConfig, load
@@ -57,6 +58,8 @@ def main(argv: list[str] | None = None) -> int:
     stop = start_service(config, log)
     if config.torch_threads:
         torch.set_num_threads(config.torch_threads)
+    if keep_freed_memory(config.malloc_keep_mb):
+        log.info("glibc malloc keeps up to %d MiB of freed memory for reuse", config.malloc_keep_mb)
     device = pick_device(config.device)
     checkpoints = Checkpoints(config.run_dir, config.keep_checkpoints)
     learner = build_learner(config, device, checkpoints)

@@ -55,9 +55,12 @@ class LearnerConfig(security.ServerTLS, security.ClientTLS, security.GrpcToken, 
     prefetch: int = 2
     """Batches collated ahead of the update by the prefetch threads."""
     prefetch_workers: int = 2
-    """Threads that sample, decode and collate batches at once. One thread is bound by the latency of each Sample
-    call and by decoding and collating (about 70 ms of CPU per 128 transitions of 20 taxa on the 2-core dev
-    machine); a GPU learner with spare cores wants several."""
+    """Threads that sample and collate batches at once. One thread is bound by the latency of each Sample call and
+    by collating (about 6 ms of CPU per 128 transitions of 20 taxa in tree form on the 2-core dev machine, in
+    one compiled pass that releases the GIL); a GPU learner with spare cores wants several."""
+    malloc_keep_mb: int = 1024
+    """Freed memory glibc keeps for reuse instead of returning it (MiB): a batch's arrays (about 14 MB at the
+    design size) then reuse pages instead of faulting them in anew. 0 keeps glibc's defaults."""
     sample_timeout_s: float = 5.0
     """Longest wait of one Sample call for the replay's rate limiter (s)."""
     inference_max_batch: int = 64
@@ -89,6 +92,8 @@ class LearnerConfig(security.ServerTLS, security.ClientTLS, security.GrpcToken, 
             problems.append("inference_max_batch and inference_queue must be >= 1, inference_max_delay_ms >= 0")
         if self.keep_checkpoints < 1:
             problems.append("keep_checkpoints must be >= 1")
+        if self.malloc_keep_mb < 0:
+            problems.append(f"malloc_keep_mb must be >= 0, got {self.malloc_keep_mb}")
         problems += security.check(self)
         if problems:
             raise ValueError("invalid learner config: " + "; ".join(problems))

@@ -14,6 +14,8 @@
 ``phylorl_learner_checkpoints_total``     counter    checkpoints written
 ``phylorl_learner_skipped_batches_total`` counter   batches skipped: loss or gradients not finite
 ``phylorl_learner_corrupt_records_total`` counter  sampled records that did not decode (priority set to 0)
+``phylorl_learner_collated_batches_total`` counter  sampled batches made into tensors, by path (compiled: straight
+                                                     from the records; reference: record by record)
 ``phylorl_learner_redis_failures_total``  counter    publications to Redis that failed (Redis away; the next one retries)
 ``phylorl_inference_latency_seconds``     histogram  one Act request, from arrival to answer
 ``phylorl_inference_batch_size``          histogram  observations per network call
@@ -44,6 +46,8 @@ POLICY_LAG = Histogram("phylorl_learner_policy_lag_versions", "Learner version m
 CHECKPOINTS = Counter("phylorl_learner_checkpoints_total", "Checkpoints written")
 CORRUPT_RECORDS = Counter("phylorl_learner_corrupt_records_total",
                           "Sampled replay records that did not decode (retired with priority 0)")
+COLLATED = Counter("phylorl_learner_collated_batches_total",
+                   "Sampled batches made into tensors, by path (compiled or reference)", ["path"])
 REDIS_FAILURES = Counter("phylorl_learner_redis_failures_total",
                          "Publications of the weights to Redis that failed (Redis away; the next one retries)")
 SKIPPED_BATCHES = Counter("phylorl_learner_skipped_batches_total",

@@ -1,7 +1,9 @@
 """The learner's training loop: replay → prefetch → update → priorities, weights and checkpoints.
 
-Batches are sampled from the replay service and collated on the prefetch thread, so an update
-never waits on Python collation when data is available. New priorities go back to replay from a
+Batches are sampled from the replay service and collated on the prefetch threads, so an update
+never waits on collation when data is available: records in a tree form go straight into batch
+arrays in one compiled pass (:mod:`phylorl.agent.packed_batch`); a batch holding any other record
+is decoded record by record and collated (the reference path, which also retires corrupt records). New priorities go back to replay from a
 separate thread. Every ``publish_every`` updates the online networks are published to the
 inference endpoint (which also serves them whole through ``GetWeights``) and their version to Redis
 (``<weights_key>:version``, which a restarted learner reads so that versions never go back); checkpoints
@@ -23,6 +25,7 @@ import numpy as np
 import redis
 
 from phylorl.agent.batch import Prefetcher
+from phylorl.agent.packed_batch import collate_records
 from phylorl.agent.checkpoints import LATEST, latest_checkpoint
 from phylorl.agent.learner import Learner
 from phylorl.interfaces import ReplaySource, WeightsSink
@@ -115,6 +118,13 @@ class TrainingLoop:
             if exc.code() in TRANSIENT:
                 return None
             raise
+        fast = collate_records(drawn.records, weights=np.asarray(drawn.weights))
+        if fast is not None:  # every record in a tree form: decoded straight into the batch arrays
+            metrics.COLLATED.labels(path="compiled").inc()
+            batch, versions = fast
+            self._observe_lag(versions)
+            return batch, None, np.asarray(drawn.keys)
+        metrics.COLLATED.labels(path="reference").inc()
         transitions, good = [], []
         for i, data in enumerate(drawn.records):
             try:
@@ -132,10 +142,12 @@ class TrainingLoop:
                 log.warning("priority queue full: %d corrupt records stay drawable for now", bad.size)
         if not transitions:
             return None
-        lag = [self.learner.weights_version - t.policy_version for t in transitions if t.policy_version >= 0]
-        for value in lag:
-            metrics.POLICY_LAG.observe(value)
+        self._observe_lag(np.array([t.policy_version for t in transitions]))
         return transitions, np.asarray(drawn.weights)[good], np.asarray(drawn.keys)[good]
+
+    def _observe_lag(self, versions: np.ndarray) -> None:
+        for value in self.learner.weights_version - versions[versions >= 0]:
+            metrics.POLICY_LAG.observe(int(value))
 
     def _send_priorities(self) -> None:
         while not (self.stop.is_set() and self._priorities.empty()):

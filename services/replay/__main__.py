@@ -20,7 +20,7 @@ from services.replay import metrics
 from services.common import security
 from services.replay.buffer import PrioritizedReplay
 from services.replay.config import ReplayConfig, load_config
-from services.replay.memory import keep_freed_memory
+from services.common.memory import keep_freed_memory
 from phylorl.replay.rate_limiter import RateLimiter
 from services.replay.server import ReplayServer
 from services.replay.store import RedisStore

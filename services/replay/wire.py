@@ -62,7 +62,7 @@ def decode_insert_request(raw: bytes, validate: bool = False) -> InsertPayload:
                              f"{' or '.join(map(str, record.READABLE_VERSIONS))}")
     else:
         raise ValueError("InsertRequest carries no transitions (set `packed` or `transitions`)")
-    if validate:
+    if validate and not _valid_tree_records(records):  # else: name the first bad record, or accept other forms
         from phylorl.types import check_transition  # numba (tree records): only when validating
 
         for i, one in enumerate(records):
@@ -88,3 +88,10 @@ def decode_sample_response(raw: bytes) -> tuple[replay_pb2.SampleResponse, codec
     if not response.HasField("transitions"):
         return response, codec.PackedRecords(b"", np.zeros(1, dtype=np.int64))
     return response, codec.unpack_records(response.transitions)
+
+
+def _valid_tree_records(records: codec.PackedRecords) -> bool:
+    """The compiled check of a batch of tree-form records (one pass, about 5x cheaper than decoding each)."""
+    from phylorl.env.batch_kernels import records_valid  # numba: only when validating
+
+    return len(records) > 0 and records_valid(np.frombuffer(records.data, dtype=np.uint8), records.offsets)

@@ -9,7 +9,12 @@ import numpy as np
 import pytest
 import torch
 
+from prometheus_client import REGISTRY
+
 from phylorl.agent.learner import Learner
+from phylorl.env import EnvAlignment, EnvConfig, TreeEnv, prepare_alignment
+from phylorl.phylo.simulate import simulate_dataset
+from phylorl.types import Transition
 from phylorl.nets.config import NetworkConfig
 from phylorl.replay import RateLimiter
 from phylorl.wire.record import encode_transition
@@ -67,6 +72,55 @@ def test_the_loop_updates_from_replay_publishes_sends_priorities_and_checkpoints
     assert restored.updates == 12 and restored.weights_version == 12
     for a, b in zip(learner.policy_weights()["q1"].values(), restored.policy_weights()["q1"].values()):
         assert torch.equal(a, b)
+
+
+def _collated(path: str) -> float:
+    return REGISTRY.get_sample_value("phylorl_learner_collated_batches_total", {"path": path}) or 0.0
+
+
+@pytest.mark.parametrize("features", ["basic", "rich"])
+def test_tree_form_records_take_the_compiled_path_and_a_corrupt_one_the_reference_path(redis_client, tmp_path,
+                                                                                      features):
+    """Records an actor makes (tree forms) are collated by the compiled pass; a batch that draws a corrupt
+    record goes the reference way, which retires that record (priority 0)."""
+    alignment = simulate_dataset(9, 300, np.random.default_rng(1)).alignment
+    env = TreeEnv([EnvAlignment.build(alignment, prepare_alignment(alignment, "JC"), "a")],
+                  EnvConfig(horizon=5, features=features), seed=0)
+    rng = np.random.default_rng(2)
+    obs, _ = env.reset()
+    records = []
+    for _ in range(40):
+        action = int(rng.integers(obs.n_actions))
+        nxt, reward, _, truncated, _ = env.step(action)
+        records.append(encode_transition(Transition(obs, action, reward, nxt, False, truncated, 0.99)))
+        obs = env.reset()[0] if truncated else nxt
+    records.append(records[0][:-3])  # truncated: does not decode
+    table = PrioritizedReplay(RedisStore(redis_client, f"test:paths:{features}"), capacity=100, alpha=0.6, beta=0.4,
+                              rate_limiter=RateLimiter(16, 0.0), seed=3)
+    server = ReplayServer(host="127.0.0.1", port=0, max_workers=8, max_message_bytes=64 << 20, default_timeout_s=5.0)
+    server.start()
+    server.serve(table)
+    client = ReplayClient(f"127.0.0.1:{server.port}")
+    client.insert_records(records[:-1], np.ones(len(records) - 1))
+    table.insert(records[-1:], np.array([1e6]))  # damaged at rest (the service checks what it is sent); drawn first
+    net = NetworkConfig.for_features(features, hidden=16, action_hidden=16, head_hidden=16)
+    config = LearnerConfig(run_dir=str(tmp_path), batch_size=8, updates=6, publish_every=5, checkpoint_every=0,
+                           checkpoint_seconds=0, prefetch_workers=1, weights_key=f"phylorl:paths:{features}")
+    inference = BatchingInference(net, torch.device("cpu"), max_batch=4, max_delay_s=0.001, max_queue=8)
+    compiled, reference = _collated("compiled"), _collated("reference")
+    loop = TrainingLoop(config, Learner(net, device="cpu", seed=0), client, inference, redis_client,
+                        Checkpoints(tmp_path, 1), threading.Event())
+    try:
+        loop.run()
+    finally:
+        inference.close()
+        client.close()
+        server.stop(grace_s=1.0)
+    assert loop.updates_done == 6
+    assert _collated("reference") > reference  # the batch with the corrupt record
+    assert _collated("compiled") > compiled  # once it was retired, every batch
+    keys, left = table.priorities()
+    assert left[np.argmax(keys)] == 0.0
 
 
 def test_checkpoints_keep_the_newest_and_a_dangling_latest_means_none(tmp_path):

@@ -262,3 +262,26 @@ def test_inserts_are_idempotent_per_producer_and_the_marks_survive_a_restart(ser
     _, restarted = serve(capacity=64)  # a new service on the same Redis rebuilds its table, marks included
     assert len(restarted.insert_records(data[:6], np.ones(6), producer="actor-a", first_sequence=0)) == 0
     assert restarted.stats().size == 4 + 2 + 2 + 2
+
+
+def test_tree_form_records_are_checked_and_a_bad_one_is_named(serve):
+    """Records as actors send them (tree forms) pass the service's compiled check; a batch with a bad one falls
+    back to checking record by record, which names it."""
+    from phylorl.env import EnvAlignment, EnvConfig, TreeEnv, prepare_alignment
+    from phylorl.phylo.simulate import simulate_dataset
+    from phylorl.types import Transition
+
+    _, client = serve(capacity=64)
+    alignment = simulate_dataset(8, 200, np.random.default_rng(4)).alignment
+    env = TreeEnv([EnvAlignment.build(alignment, prepare_alignment(alignment, "JC"), "a")], EnvConfig(), seed=0)
+    obs, _ = env.reset()
+    records = []
+    for action in (0, 5, 9):
+        nxt, reward, _, _, _ = env.step(action)
+        records.append(encode_transition(Transition(obs, action, reward, nxt, False, False, 0.99)))
+        obs = nxt
+    assert len(client.insert_records(records)) == 3
+    bad = encode_transition(Transition(obs, 1, float("nan"), obs, False, False, 0.99))
+    with pytest.raises(grpc.RpcError) as err:
+        client.insert_records(records + [bad])
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "record 3: reward nan" in err.value.details()

@@ -92,3 +92,26 @@ def test_rich_needs_signals_and_unknown_sets_are_named(signals_and_tree):
         observe(tree, enumerate_moves(tree), "rich")
     with pytest.raises(ValueError, match="fancy"):
         feature_sizes("fancy")
+
+
+@pytest.mark.parametrize("kind", ["whole", "fractional", "wide", "one", "equal"])
+def test_parsimony_columns_equal_the_sorting_formula_bit_for_bit(kind):
+    """Columns 10-12 by the per-value table (whole changes) or by sorting equal the argsort/unique formula."""
+    from phylorl.env.feature_kernels import parsimony_columns
+
+    rng = np.random.default_rng(len(kind))
+    deltas = {"whole": rng.integers(-30, 90, 700).astype(np.float64),
+              "fractional": rng.integers(-30, 90, 700) + rng.choice([0.0, 0.5], 700),
+              "wide": rng.choice([-1e6, 0.0, 3.0, 1e6], 500),
+              "one": np.array([4.0]),
+              "equal": np.full(9, 2.0)}[kind]
+    out = np.zeros((len(deltas), 15), np.float32)
+    parsimony_columns(out, deltas, 731.0)
+    order = np.argsort(deltas, kind="stable")
+    ranks = np.empty(len(deltas))
+    ranks[order] = np.arange(len(deltas))
+    _, inverse = np.unique(deltas, return_inverse=True)
+    mean_rank = np.bincount(inverse, weights=ranks) / np.bincount(inverse)
+    expected = np.stack([deltas * 100.0 / 731.0, np.minimum(deltas - deltas.min(), 20.0) / 5.0,
+                         mean_rank[inverse] / max(len(deltas) - 1, 1)], axis=1).astype(np.float32)
+    assert out[:, 10:13].tobytes() == expected.tobytes()

@@ -60,7 +60,7 @@ def test_unknown_file_field(tmp_path):
 def test_malloc_tuning_is_applied_on_glibc_and_optional():
     import platform
 
-    from services.replay.memory import keep_freed_memory
+    from services.common.memory import keep_freed_memory
 
     assert keep_freed_memory(0) is False
     if platform.system() == "Linux" and platform.libc_ver()[0] == "glibc":

@@ -1,0 +1,79 @@
+"""Sampled replay records -> a learner :class:`~phylorl.agent.batch.Batch`, in one compiled pass.
+
+:func:`collate_records` is the learner's fast path from a sampled batch of packed records
+(:class:`~phylorl.wire.codec.PackedRecords`) to tensors: no :class:`~phylorl.types.Transition`
+or observation object is built; :mod:`phylorl.env.batch_kernels` writes the batch arrays straight
+from the records' bytes. It gives exactly what ``collate([decode_transition(r) for r in records])``
+gives, and returns ``None`` for a batch holding any record it does not read (the arrays form,
+stored node features, a corrupt record): the caller then takes that reference path, which reads
+every form and names what is wrong with a corrupt record.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from phylorl.env.batch_kernels import decode_batch
+from phylorl.nets.inputs import ActionBatch, GraphBatch, move_to
+from phylorl.nets.segment import Segments
+from phylorl.wire.codec import PackedRecords
+from phylorl.wire.record_reader import LABELLED, TERMINAL
+
+from .batch import Batch
+
+
+def collate_records(records: PackedRecords, device: torch.device | str = "cpu", weights: np.ndarray | None = None,
+                    pin_memory: bool = False) -> tuple[Batch, np.ndarray] | None:
+    """``(batch, policy_versions)`` of ``records`` on ``device``, or ``None`` when a record is not in a
+    tree form this path reads (see the module docstring). ``weights``: importance-sampling weights ``[B]``."""
+    n = len(records)
+    if n == 0:
+        raise ValueError("cannot collate an empty batch of records")
+    if weights is None:
+        weights = np.ones(n, dtype=np.float32)
+    weights = np.asarray(weights, dtype=np.float32)
+    if weights.shape != (n,):
+        raise ValueError(f"weights must have shape ({n},), got {weights.shape}")
+    buf = np.frombuffer(records.data, dtype=np.uint8)
+    status, decoded = decode_batch(buf, np.ascontiguousarray(records.offsets, dtype=np.int64))
+    if decoded is None:
+        return None
+    _, headers, values, (sides, node_index, taken, taken_meta, moves, meta, labels, counts, move_index) = decoded
+    flags = headers[:, 0]
+    graphs = _graph_batch(sides[0], node_index[0], n)
+    next_graphs = _graph_batch(sides[1], node_index[1], n)
+    ones = np.ones(n, dtype=np.int64)
+    batch = Batch(
+        graphs=graphs,
+        actions=ActionBatch(torch.from_numpy(taken), torch.from_numpy(taken_meta),
+                            Segments(torch.arange(n, dtype=torch.int64), torch.from_numpy(ones), n, 1)),
+        next_graphs=next_graphs,
+        next_actions=ActionBatch(torch.from_numpy(moves), torch.from_numpy(meta), _segments(move_index, counts)),
+        reward=torch.from_numpy(values[:, 0].astype(np.float32)),
+        discount=torch.from_numpy(values[:, 1].astype(np.float32)),
+        terminal=torch.from_numpy((flags & TERMINAL) != 0),
+        weights=torch.from_numpy(weights.copy()),
+        next_labels=torch.from_numpy(labels),
+        next_labelled=torch.from_numpy((flags & LABELLED) != 0),
+        any_labelled=bool((flags & LABELLED).any()),
+        bootstraps=bool((values[:, 1] != 0).any()),
+    )
+    return move_to(batch, device, pin_memory), headers[:, 2].copy()
+
+
+def _graph_batch(side, index: np.ndarray, n: int) -> GraphBatch:
+    x, edge_index, edge_attr, neighbors, neighbor_attr, mask = side
+    sizes = np.bincount(index, minlength=n).astype(np.int64)
+    return GraphBatch(
+        x=torch.from_numpy(x), edge_index=torch.from_numpy(edge_index), edge_attr=torch.from_numpy(edge_attr),
+        neighbors=torch.from_numpy(neighbors), neighbor_attr=torch.from_numpy(neighbor_attr),
+        neighbor_mask=torch.from_numpy(mask), node_offset=torch.from_numpy(np.cumsum(sizes) - sizes),
+        nodes=_segments(index, sizes),
+    )
+
+
+def _segments(index: np.ndarray, sizes: np.ndarray) -> Segments:
+    uniform = sizes.size > 0 and bool((sizes == sizes[0]).all())
+    return Segments(index=torch.from_numpy(index), sizes=torch.from_numpy(np.ascontiguousarray(sizes, dtype=np.int64)),
+                    count=int(sizes.size), size=int(sizes[0]) if uniform else None)

@@ -1,0 +1,291 @@
+"""Replay records straight into the learner's batch arrays, in one compiled pass per batch.
+
+:func:`decode_batch` reads ``B`` packed records (:mod:`phylorl.wire.record`, tree or rich tree
+form) and writes what :func:`phylorl.agent.batch.collate` makes of the decoded transitions: both
+states' trees as one graph each (node features, directed edges and their features, the neighbour
+tables), the taken move of each state ``s`` with its features and every move of each ``s'`` with
+theirs. The moves of ``s'`` are enumerated while their features are written, and only the taken
+move of ``s`` is looked for; the feature values come from the environment's own compiled code
+(:mod:`phylorl.env.feature_kernels`, :func:`phylorl.phylo.spr.enumerate_into`), so the result is the
+same bit for bit (``tests/unit/agent/test_packed_batch.py``).
+
+A record this pass does not read (another form, stored node features, a corrupt or invalid record)
+is reported in ``status``; the caller then takes the reference path for that batch.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from phylorl.phylo.spr import enumerate_into, move_capacity, slot_of
+from phylorl.wire.record_reader import (
+    DEDUPE, FLOAT32, FLOAT64, LABELLED, RICH_FORM, TERMINAL, array_header, observation_header, read_floats,
+    read_ints, record_header,
+)
+
+from .feature_kernels import (
+    EDGE_COLUMNS, MOVE_COLUMNS, edge_features, move_row, parsimony_columns, parsimony_one, tree_constants,
+)
+from .tree_observation import tree_tables
+
+OK, UNREADABLE, INVALID = 0, 1, 2
+"""Per-record status: read; not a form this pass reads; read but not a valid tree or transition."""
+
+
+@njit(cache=True, nogil=True)
+def _locate(buf, offsets, headers, values, arrays, trees):
+    """First pass: record headers, array positions and tree sizes; ``(status, rich)``."""
+    n = offsets.size - 1
+    status = np.zeros(n, np.int8)
+    forms = 0
+    for r in range(n):
+        start, end = offsets[r], offsets[r + 1]
+        ok, flags, action, reward, discount, version, pos = record_header(buf, start, end)
+        headers[r, 0], headers[r, 1], headers[r, 2] = flags, action, version
+        values[r, 0], values[r, 1] = reward, discount
+        if not ok:
+            status[r] = UNREADABLE
+            continue
+        for j in range(2):
+            ok, form, n_leaves, radius, oflags, pos = observation_header(buf, pos, end, arrays[2 * r + j])
+            if not ok:
+                break
+            forms |= 1 << form
+            trees[2 * r + j, 0], trees[2 * r + j, 1], trees[2 * r + j, 2] = n_leaves, radius, oflags & DEDUPE
+            shape = array_header(buf, arrays[2 * r + j, 0], end)  # the neighbour table bounds what is allocated
+            ok = n_leaves >= 3 and shape[3] == 2 and shape[4] == 2 * n_leaves - 2 and shape[5] == 3
+            if ok and form == RICH_FORM:
+                ok = array_header(buf, arrays[2 * r + j, 3], end)[3] == 1
+            if not ok:
+                break
+        if not ok:
+            status[r] = UNREADABLE
+            continue
+        labels = -1
+        if flags & LABELLED:
+            labels, pos = pos, array_header(buf, pos, end)[7]
+        headers[r, 3] = labels
+        if pos != end:
+            status[r] = UNREADABLE
+    if forms & (forms - 1):  # tree and rich forms mixed: not one feature set
+        status[:] = UNREADABLE
+    return status, forms == 1 << RICH_FORM
+
+
+@njit(cache=True, nogil=True)
+def _read_tree(buf, where, n_leaves, rich):
+    """``(ok, neighbors, edges, lengths, deltas, parsimony_length, support)`` of one stored state."""
+    n_nodes = 2 * n_leaves - 2
+    neighbors = np.empty((n_nodes, 3), np.int32)
+    edges = np.empty((n_nodes - 1, 2), np.int32)
+    lengths = np.empty(n_nodes - 1, np.float32)
+    support = np.zeros(n_nodes - 1, np.float32)
+    scalar = np.zeros(1)
+    end = buf.shape[0]
+    ok = read_ints(buf, array_header(buf, where[0], end), neighbors.reshape(-1)) \
+        and read_ints(buf, array_header(buf, where[1], end), edges.reshape(-1)) \
+        and read_floats(buf, array_header(buf, where[2], end), lengths, FLOAT32)
+    deltas = np.empty(0, np.float32)
+    if ok and rich:
+        header = array_header(buf, where[3], end)
+        deltas = np.empty(header[4] if header[3] == 1 else 0, np.float32)
+        ok = read_floats(buf, header, deltas, FLOAT32) \
+            and read_floats(buf, array_header(buf, where[4], end), scalar, FLOAT64) \
+            and read_floats(buf, array_header(buf, where[5], end), support, FLOAT32)
+    return ok, neighbors, edges, lengths, deltas.astype(np.float64), scalar[0], support
+
+
+@njit(cache=True, nogil=True)
+def _graph(neighbors, edges, lengths, support, n_leaves, rich, offset, edge_offset, x, edge_index, edge_attr,
+           table, table_attr, mask):
+    """One tree into the batch's graph arrays at node ``offset`` and directed edge ``2 * edge_offset``."""
+    n_nodes, n_edges = neighbors.shape[0], edges.shape[0]
+    for v in range(n_nodes):
+        x[offset + v, 0] = 1.0 if v < n_leaves else 0.0
+        for k in range(3):
+            table[offset + v, k] = offset + v
+            mask[offset + v, k] = False
+            for c in range(table_attr.shape[2]):
+                table_attr[offset + v, k, c] = 0.0
+    rows = edge_attr[2 * edge_offset: 2 * (edge_offset + n_edges)]
+    if rich:
+        edge_features(rows, lengths.astype(np.float64), support.astype(np.float64))
+    fill = np.zeros(n_nodes, np.int64)
+    for e in range(n_edges):
+        u, v = edges[e, 0], edges[e, 1]
+        c = 2 * (edge_offset + e)
+        edge_index[0, c], edge_index[1, c] = offset + u, offset + v
+        edge_index[0, c + 1], edge_index[1, c + 1] = offset + v, offset + u
+        if not rich:
+            rows[2 * e, 0] = lengths[e]
+            rows[2 * e + 1, 0] = lengths[e]
+        for a, b in ((v, u), (u, v)):  # edge into a from b: a's next free slot, in edge order
+            k = fill[a]
+            table[offset + a, k] = offset + b
+            for c in range(rows.shape[1]):
+                table_attr[offset + a, k, c] = rows[2 * e, c]
+            mask[offset + a, k] = True
+            fill[a] = k + 1
+
+
+@njit(cache=True, nogil=True)
+def _moves(tree, node_edges, n_leaves, radius, dedupe, rich, stop, offset, nodes, meta, where, path):
+    """Enumerate one state's moves (all, or up to move ``stop``) into ``nodes`` with their features
+    in ``meta`` (all of them from row 0; only move ``stop``, in row 0, when ``stop >= 0``). Rows of
+    ``nodes`` get global node ids (``offset`` added). Returns the number of moves enumerated, -1 when
+    the stored parsimony changes are not one per move."""
+    neighbors, lengths32, deltas, parsimony_length, support32 = tree[0], tree[2], tree[3], tree[4], tree[5]
+    lengths = lengths32.astype(np.float64)
+    count = enumerate_into(neighbors, node_edges, lengths, n_leaves, radius, dedupe, nodes, where, path, stop)
+    if stop >= 0 and count <= stop:
+        return count
+    first = 0 if stop < 0 else count - 1
+    if rich:
+        if (stop < 0 and deltas.size != count) or (stop >= 0 and deltas.size <= first):
+            return -1  # the record's parsimony changes do not fit its moves
+        constants = tree_constants(neighbors, node_edges, lengths, support32.astype(np.float64), n_leaves)
+        if stop < 0:
+            parsimony_columns(meta, deltas, parsimony_length)
+        else:
+            parsimony_one(meta, 0, deltas, first, parsimony_length)
+        for i in range(first, count):
+            p, x = nodes[i, 0], nodes[i, 2]
+            move_row(meta, i - first, constants, lengths, node_edges, p, where[i, 1], x, where[i, 2], where[i, 0] + 1,
+                     path[i])
+    else:
+        for i in range(first, count):
+            meta[i - first, 0] = lengths[node_edges[nodes[i, 0], where[i, 1]]]
+            meta[i - first, 1] = lengths[node_edges[nodes[i, 2], where[i, 2]]]
+            meta[i - first, 2] = where[i, 0] + 1
+    for i in range(first, count):
+        for c in range(4):
+            nodes[i - first, c] = nodes[i, c] + offset
+    return count
+
+
+@njit(cache=True, nogil=True)
+def _graphs(n_nodes, n_edges, width):
+    """Empty graph arrays of one batch side: x, edge_index, edge_attr, neighbours, their features, mask."""
+    return (np.empty((n_nodes, 1), np.float32), np.empty((2, 2 * n_edges), np.int64),
+            np.empty((2 * n_edges, width), np.float32), np.empty((n_nodes, 3), np.int64),
+            np.empty((n_nodes, 3, width), np.float32), np.empty((n_nodes, 3), np.bool_))
+
+
+@njit(cache=True, nogil=True)
+def _fill(buf, headers, values, arrays, trees, rich):
+    n = headers.shape[0]
+    width, columns = (EDGE_COLUMNS, MOVE_COLUMNS) if rich else (1, 3)
+    status = np.zeros(n, np.int8)
+    nodes = np.zeros((2, n + 1), np.int64)  # first node of each state's tree, per side
+    capacity, largest = 0, 1
+    for r in range(n):
+        for g in range(2):
+            nodes[g, r + 1] = nodes[g, r] + 2 * trees[2 * r + g, 0] - 2
+            largest = max(largest, move_capacity(2 * trees[2 * r + g, 0] - 2, trees[2 * r + g, 0]))
+        capacity += array_header(buf, arrays[2 * r + 1, 3], buf.shape[0])[4] if rich else \
+            move_capacity(2 * trees[2 * r + 1, 0] - 2, trees[2 * r + 1, 0])
+    capacity += largest  # room for a state that enumerates more moves than its record says (then invalid)
+    sides = (_graphs(nodes[0, n], nodes[0, n] - n, width), _graphs(nodes[1, n], nodes[1, n] - n, width))
+    taken, taken_meta = np.empty((n, 4), np.int64), np.empty((n, columns), np.float32)
+    moves, meta = np.empty((capacity, 4), np.int64), np.empty((capacity, columns), np.float32)
+    labels, counts = np.zeros(capacity, np.float32), np.zeros(n, np.int64)
+    scratch, where, path = np.empty((largest, 4), np.int64), np.empty((largest, 3), np.int64), np.empty(largest)
+    written = 0
+    for r in range(n):
+        for g in range(2):
+            n_leaves, radius, dedupe = trees[2 * r + g, 0], trees[2 * r + g, 1], trees[2 * r + g, 2] != 0
+            tree = _read_tree(buf, arrays[2 * r + g], n_leaves, rich)
+            if not tree[0]:
+                status[r] = UNREADABLE
+                break
+            tree = tree[1:]
+            node_edges, error = tree_tables(tree[0], tree[1], n_leaves)
+            if error:
+                status[r] = INVALID
+                break
+            x, edge_index, edge_attr, table, table_attr, mask = sides[g]
+            _graph(tree[0], tree[1], tree[2], tree[5], n_leaves, rich, nodes[g, r], nodes[g, r] - r, x, edge_index,
+                   edge_attr, table, table_attr, mask)
+            if g == 0:
+                action = headers[r, 1]
+                count = _moves(tree, node_edges, n_leaves, radius, dedupe, rich, max(action, 0), nodes[0, r], scratch,
+                               taken_meta[r: r + 1], where, path)
+                taken[r] = scratch[0]
+                if action < 0 or count <= action or (rich and tree[3].size != _move_count(tree, n_leaves, radius, dedupe,
+                                                                                            scratch)):
+                    status[r] = INVALID
+                    break
+            else:
+                end = written + move_capacity(2 * n_leaves - 2, n_leaves)
+                count = _moves(tree, node_edges, n_leaves, radius, dedupe, rich, -1, nodes[1, r], moves[written:end],
+                               meta[written:end], where, path)
+                if count < 0 or (count == 0 and not headers[r, 0] & TERMINAL):
+                    status[r] = INVALID
+                    break
+                if headers[r, 3] >= 0 and not read_floats(buf, array_header(buf, headers[r, 3], buf.shape[0]),
+                                                          labels[written: written + count], FLOAT32):
+                    status[r] = INVALID
+                    break
+                counts[r] = count
+                written += count
+    node_index = (_segment_index(nodes[0, 1:] - nodes[0, :-1]), _segment_index(nodes[1, 1:] - nodes[1, :-1]))
+    return status, (sides, node_index, taken, taken_meta, moves[:written], meta[:written], labels[:written], counts,
+                    _segment_index(counts))
+
+
+@njit(cache=True, nogil=True)
+def _move_count(tree, n_leaves, radius, dedupe, scratch):
+    """How many moves a stored state has (a closed form for all deduplicated moves)."""
+    if radius < 0 and dedupe:
+        return 2 * (n_leaves - 3) * (2 * n_leaves - 7)
+    return enumerate_into(tree[0], np.empty((0, 3), np.int32), np.empty(0), n_leaves, radius, dedupe, scratch,
+                          np.empty((0, 3), np.int64), np.empty(0), -1)
+
+
+@njit(cache=True, nogil=True)
+def _segment_index(sizes):
+    index = np.empty(sizes.sum(), np.int64)
+    at = 0
+    for i in range(sizes.shape[0]):
+        index[at: at + sizes[i]] = i
+        at += sizes[i]
+    return index
+
+
+def decode_batch(buf: np.ndarray, offsets: np.ndarray):
+    """Decode the records ``buf[offsets[i]:offsets[i + 1]]`` into batch arrays.
+
+    Returns ``(status, values, arrays)``: ``status`` int8 per record (:data:`OK`, :data:`UNREADABLE`,
+    :data:`INVALID`); ``values`` float64 ``[B, 2]`` (reward, discount) and, in ``arrays``, the int64
+    headers ``[B, 4]`` (flags, action, policy version, labels position) and the batch arrays, or
+    ``None`` when any record is not OK.
+    """
+    n = offsets.size - 1
+    headers = np.zeros((n, 4), np.int64)
+    values = np.zeros((n, 2))
+    arrays = np.zeros((2 * n, 6), np.int64)
+    trees = np.zeros((2 * n, 3), np.int64)
+    status, rich = _locate(buf, offsets, headers, values, arrays, trees)
+    if status.any():
+        return status, None
+    status, out = _fill(buf, headers, values, arrays, trees, rich)
+    if status.any():
+        return status, None
+    return status, (rich, headers, values, out)
+
+
+def records_valid(buf: np.ndarray, offsets: np.ndarray) -> bool:
+    """Whether every record is in a tree form and decodes to a transition that
+    :func:`~phylorl.types.check_transition` accepts (finite values, the action one of the moves,
+    at least one move in each state, a discount in [0, 1]), checked on the arrays the learner's
+    batch would hold. ``False`` says nothing about which record is wrong or whether another form is
+    valid: decode those one by one."""
+    _, decoded = decode_batch(buf, offsets)
+    if decoded is None:
+        return False
+    _, _, values, (sides, _, _, taken_meta, _, meta, labels, counts, _) = decoded
+    finite = all(np.isfinite(a).all() for side in sides for a in (side[0], side[2])) and \
+        np.isfinite(taken_meta).all() and np.isfinite(meta).all() and np.isfinite(labels).all()
+    return bool(finite and np.isfinite(values[:, 0]).all() and ((values[:, 1] >= 0) & (values[:, 1] <= 1)).all()
+                and (counts >= 1).all())

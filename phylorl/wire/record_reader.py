@@ -1,0 +1,155 @@
+"""Compiled reading of :mod:`phylorl.wire.record` records, for decoders that write straight into
+batch arrays (:mod:`phylorl.env.batch_kernels`).
+
+Only what the tree forms need is read here: the record header, the observation headers and arrays
+of the dtypes the tree forms store. Anything else (the arrays form, stored node features, an array
+of an unexpected dtype or shape, a malformed or truncated record) makes the reader report the record
+as not readable here, and the caller decodes it with :func:`phylorl.wire.record.decode_transition`,
+which reads every form and names what is wrong with a corrupt record.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from .record import MAGIC, VERSION
+
+HEADER_SIZE = 38  # struct "<4sBBqddq"
+ITEMSIZE = np.array([1, 1, 2, 4, 8, 1, 2, 4, 8, 2, 4, 8], np.int64)  # by dtype code (record._DTYPES)
+SIGNED = np.array([0, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0], np.bool_)
+INT32, FLOAT32, FLOAT64 = 3, 10, 11
+TREE_FORM, RICH_FORM = 1, 2
+DEDUPE, LEAF_FEATURES = 1, 2
+TERMINAL, TRUNCATED, LABELLED = 1, 2, 4
+_MAGIC = np.frombuffer(MAGIC, np.uint8)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def unsigned_at(buf, pos, size):
+    """The little-endian unsigned integer of ``size`` bytes at ``buf[pos]``."""
+    value = 0
+    for b in range(size):
+        value |= np.int64(buf[pos + b]) << (8 * b)
+    return value
+
+
+@njit(cache=True, nogil=True)
+def int_at(buf, pos, code):
+    """The integer element of dtype ``code`` (bool or an integer type) at ``buf[pos]``."""
+    size = ITEMSIZE[code]
+    value = unsigned_at(buf, pos, size)
+    if SIGNED[code] and size < 8 and value >= np.int64(1) << (8 * size - 1):
+        value -= np.int64(1) << (8 * size)
+    return value
+
+
+@njit(cache=True, nogil=True)
+def array_header(buf, pos, end):
+    """``(code, encoding, stored, ndim, n0, n1, payload, next)`` of the array at ``pos``; ``next`` is
+    -1 when the header is malformed, has more than two axes or runs past ``end``."""
+    bad = (0, 0, 0, 0, 0, 0, 0, -1)
+    if pos + 4 > end:
+        return bad
+    code, encoding, stored, ndim = buf[pos], buf[pos + 1], buf[pos + 2], buf[pos + 3]
+    if code >= 12 or stored >= 12 or encoding > 1 or ndim > 2 or pos + 4 + 4 * ndim > end:
+        return bad
+    n0 = unsigned_at(buf, pos + 4, 4) if ndim >= 1 else 1
+    n1 = unsigned_at(buf, pos + 8, 4) if ndim == 2 else 1
+    payload = pos + 4 + 4 * ndim
+    size = n0 * n1
+    if encoding == 0:
+        after = payload + size * ITEMSIZE[stored]
+    else:
+        if payload + 4 > end:
+            return bad
+        after = payload + 4 + unsigned_at(buf, payload, 4) * ITEMSIZE[code] + size * ITEMSIZE[stored]
+    if after > end:
+        return bad
+    return code, encoding, stored, ndim, n0, n1, payload, after
+
+
+@njit(cache=True, nogil=True)
+def read_ints(buf, header, out):
+    """Fill ``out`` (flat, of the array's size) with an integer array stored by cast; False when it is not one."""
+    code, encoding, stored, _, n0, n1, payload, _ = header
+    if encoding != 0 or not 1 <= stored <= 8 or n0 * n1 != out.shape[0]:
+        return False
+    step = ITEMSIZE[stored]
+    for i in range(out.shape[0]):
+        out[i] = int_at(buf, payload + i * step, stored)
+    return True
+
+
+@njit(cache=True, nogil=True)
+def read_floats(buf, header, out, code):
+    """Fill ``out`` (flat, of the array's size) with a float array of dtype ``code`` (float32 or
+    float64), stored as it is or as a dictionary; False when it is something else or corrupt."""
+    kind, encoding, stored, _, n0, n1, payload, _ = header
+    n = n0 * n1
+    if kind != code or n != out.shape[0]:
+        return False
+    if encoding == 0:
+        if stored != code:
+            return False
+        values = buf[payload: payload + n * ITEMSIZE[code]].view(out.dtype)
+        out[:] = values
+        return True
+    count = unsigned_at(buf, payload, 4)
+    table = buf[payload + 4: payload + 4 + count * ITEMSIZE[code]].view(out.dtype)
+    if SIGNED[stored] or not 5 <= stored <= 8:
+        return False
+    start, step = payload + 4 + count * ITEMSIZE[code], ITEMSIZE[stored]
+    if step == 1:
+        for i in range(n):
+            index = buf[start + i]
+            if index >= count:
+                return False
+            out[i] = table[index]
+        return True
+    for i in range(n):
+        index = unsigned_at(buf, start + i * step, step)
+        if index >= count:
+            return False
+        out[i] = table[index]
+    return True
+
+
+@njit(cache=True, nogil=True)
+def record_header(buf, start, end):
+    """``(ok, flags, action, reward, discount, policy_version, body)`` of the record in ``buf[start:end]``."""
+    if end - start < HEADER_SIZE or buf[start + 4] != VERSION:
+        return False, 0, 0, 0.0, 0.0, 0, 0
+    for j in range(4):
+        if buf[start + j] != _MAGIC[j]:
+            return False, 0, 0, 0.0, 0.0, 0, 0
+    flags = buf[start + 5]
+    action = int_at(buf, start + 6, 4)
+    reward = buf[start + 14: start + 22].view(np.float64)[0]
+    discount = buf[start + 22: start + 30].view(np.float64)[0]
+    version = int_at(buf, start + 30, 4)
+    return True, flags, action, reward, discount, version, start + HEADER_SIZE
+
+
+@njit(cache=True, nogil=True)
+def observation_header(buf, pos, end, arrays):
+    """Locate the tree-form observation at ``pos``: ``(ok, form, n_leaves, radius, flags, next)`` and
+    the positions of its array headers in ``arrays`` (neighbors, edges, lengths, then for the rich
+    form deltas, parsimony length and support). Not ok for the arrays form and stored node features."""
+    if pos + 10 > end:
+        return False, 0, 0, 0, 0, -1
+    form = buf[pos]
+    if form != TREE_FORM and form != RICH_FORM:
+        return False, 0, 0, 0, 0, -1
+    n_leaves = unsigned_at(buf, pos + 1, 4)
+    radius = int_at(buf, pos + 5, 3)
+    flags = buf[pos + 9]
+    if not flags & LEAF_FEATURES:
+        return False, 0, 0, 0, 0, -1
+    pos += 10
+    for a in range(3 if form == TREE_FORM else 6):
+        arrays[a] = pos
+        pos = array_header(buf, pos, end)[7]
+        if pos < 0:
+            return False, 0, 0, 0, 0, -1
+    return True, form, n_leaves, radius, flags, pos

@@ -1,0 +1,176 @@
+"""The compiled record -> batch path equals decoding every record and collating, bit for bit."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+import torch
+
+from phylorl.agent.batch import collate
+from phylorl.agent.packed_batch import collate_records
+from phylorl.env import EnvAlignment, EnvConfig, TreeEnv, prepare_alignment
+from phylorl.nets.segment import Segments
+from phylorl.phylo import load_alignment
+from phylorl.phylo.simulate import simulate_dataset
+from phylorl.types import Transition
+from phylorl.wire.codec import PackedRecords
+from phylorl.wire.record import decode_transition, encode_transition
+from phylorl.wire.synthetic import random_transition
+
+
+def _episodes(alignment, config: EnvConfig, steps: int, seed: int, labels: bool = False) -> list[bytes]:
+    """Records of a random walk of the real environment (resets at the horizon), as an actor makes them."""
+    env = TreeEnv([EnvAlignment.build(alignment, prepare_alignment(alignment, "GTR+F+G4"), "a")], config, seed=seed)
+    rng = np.random.default_rng(seed)
+    obs, _ = env.reset()
+    records = []
+    for i in range(steps):
+        action = int(rng.integers(obs.n_actions))
+        nxt, reward, terminal, truncated, _ = env.step(action)
+        next_labels = rng.normal(size=nxt.n_actions).astype(np.float32) if labels and i % 3 == 0 else None
+        discount = 0.0 if i % 7 == 3 else 0.99 ** (1 + i % 3)
+        records.append(encode_transition(Transition(obs, action, reward, nxt, bool(i % 11 == 5), truncated, discount,
+                                                    policy_version=i - 1, next_labels=next_labels)))
+        obs = env.reset()[0] if truncated else nxt
+    return records
+
+
+def _assert_same(a, b, where: str = "batch") -> None:
+    if isinstance(a, torch.Tensor):
+        assert isinstance(b, torch.Tensor), where
+        assert a.dtype == b.dtype and a.shape == b.shape, f"{where}: {a.dtype} {a.shape} vs {b.dtype} {b.shape}"
+        assert a.numpy().tobytes() == b.numpy().tobytes(), f"{where} differs"
+    elif dataclasses.is_dataclass(a):
+        assert type(a) is type(b), where
+        for field in dataclasses.fields(a):
+            _assert_same(getattr(a, field.name), getattr(b, field.name), f"{where}.{field.name}")
+    else:
+        assert a == b, f"{where}: {a!r} vs {b!r}"
+
+
+def _check(records: list[bytes], batch_size: int, seed: int = 0) -> int:
+    rng = np.random.default_rng(seed)
+    checked = 0
+    for start in range(0, len(records), batch_size):
+        chosen = [records[i] for i in rng.permutation(len(records))[:batch_size]]  # a sampled batch: any order
+        weights = rng.random(len(chosen)).astype(np.float32)
+        fast = collate_records(PackedRecords.from_records(chosen), weights=weights)
+        assert fast is not None
+        batch, versions = fast
+        transitions = [decode_transition(r) for r in chosen]
+        _assert_same(batch, collate(transitions, weights=weights))
+        assert versions.tolist() == [t.policy_version for t in transitions]
+        checked += len(chosen)
+    return checked
+
+
+@pytest.fixture(scope="module")
+def simulated():
+    return simulate_dataset(20, 600, np.random.default_rng(7)).alignment
+
+
+def test_rich_records_of_real_episodes_equal_the_reference_path(ds_reference, simulated):
+    ds1 = load_alignment(ds_reference("DS1", "JC")["alignment"])
+    records = _episodes(ds1, EnvConfig(horizon=12), 60, seed=1) + _episodes(simulated, EnvConfig(horizon=20), 80, seed=2)
+    assert _check(records, 32) == 5 * 32
+    assert _check(records, 128, seed=3) == 2 * 128
+
+
+def test_labels_radius_and_basic_features_equal_the_reference_path(simulated):
+    labelled = _episodes(simulated, EnvConfig(horizon=8), 40, seed=4, labels=True)
+    assert any(decode_transition(r).next_labels is not None for r in labelled)
+    _check(labelled, 16)
+    _check(_episodes(simulated, EnvConfig(horizon=8, radius=3), 40, seed=5), 16)
+    _check(_episodes(simulated, EnvConfig(horizon=8, features="basic"), 40, seed=6), 16)
+    _check(_episodes(simulated, EnvConfig(horizon=8, features="basic", radius=2), 40, seed=7, labels=True), 16)
+
+
+def test_segments_and_sizes_of_mixed_tree_sizes(ds_reference, simulated):
+    """States of different alignments (27 and 20 taxa) in one batch: per-state segments, not uniform."""
+    ds1 = load_alignment(ds_reference("DS1", "JC")["alignment"])
+    records = _episodes(ds1, EnvConfig(horizon=5), 6, seed=8) + _episodes(simulated, EnvConfig(horizon=5), 6, seed=9)
+    batch, _ = collate_records(PackedRecords.from_records(records))
+    assert isinstance(batch.next_graphs.nodes, Segments) and batch.next_graphs.nodes.size is None
+    assert batch.next_graphs.nodes.sizes.tolist() == [52] * 6 + [38] * 6
+    assert batch.next_actions.states.sizes.tolist() == [2 * 24 * 47] * 6 + [2 * 17 * 33] * 6
+    _check(records, 12)
+
+
+def test_records_it_does_not_read_send_the_batch_to_the_reference_path(simulated):
+    good = _episodes(simulated, EnvConfig(horizon=6), 8, seed=10)
+    arrays_form = encode_transition(random_transition(8, 30, np.random.default_rng(0)))
+    assert collate_records(PackedRecords.from_records(good + [arrays_form])) is None
+    basic = _episodes(simulated, EnvConfig(horizon=6, features="basic"), 2, seed=11)
+    assert collate_records(PackedRecords.from_records(good + basic)) is None  # two feature sets in one batch
+    corrupt = bytearray(good[0])
+    corrupt[60:64] = b"\xff\xff\xff\xff"
+    truncated = good[1][:-5]
+    for bad in (bytes(corrupt), truncated, b"PRLT", b"nonsense" * 10):
+        assert collate_records(PackedRecords.from_records(good[2:] + [bad])) is None
+    first = decode_transition(good[0])
+    for action in (first.obs.n_actions, -1):  # a record the encoder accepts but no batch can hold
+        bad = encode_transition(dataclasses.replace(first, action=action))
+        assert collate_records(PackedRecords.from_records(good[1:] + [bad])) is None
+        with pytest.raises(ValueError, match="action"):
+            collate([decode_transition(bad)])
+
+
+def test_rejects_empty_batches_and_bad_weights(simulated):
+    good = _episodes(simulated, EnvConfig(horizon=6), 4, seed=12)
+    with pytest.raises(ValueError, match="empty"):
+        collate_records(PackedRecords.from_records([]))
+    with pytest.raises(ValueError, match="weights"):
+        collate_records(PackedRecords.from_records(good), weights=np.ones(3))
+
+
+def test_damaged_records_give_the_reference_result_or_the_reference_path(simulated):
+    """Random byte damage: the compiled path either declines the batch or equals the reference decode."""
+    records = _episodes(simulated, EnvConfig(horizon=6), 12, seed=13, labels=True)
+    rng = np.random.default_rng(14)
+    declined = 0
+    for trial in range(300):
+        damaged = list(records[:4])
+        record = bytearray(damaged[trial % 4])
+        for _ in range(1 + trial % 3):
+            record[int(rng.integers(len(record)))] = int(rng.integers(256))
+        damaged[trial % 4] = bytes(record)
+        fast = collate_records(PackedRecords.from_records(damaged))
+        if fast is None:
+            declined += 1
+            continue
+        try:
+            reference = collate([decode_transition(r) for r in damaged])
+        except ValueError:
+            pytest.fail(f"trial {trial}: the compiled path read a batch the reference path rejects")
+        _assert_same(fast[0], reference)
+    assert 0 < declined < 300
+
+
+def test_records_valid_accepts_what_check_transition_accepts_and_nothing_else(simulated):
+    from phylorl.env.batch_kernels import records_valid
+    from phylorl.phylo import enumerate_moves, move_metadata, random_tree
+    from phylorl.env import build_observation
+    from phylorl.types import check_transition
+
+    def packed(records):
+        p = PackedRecords.from_records(records)
+        return np.frombuffer(p.data, np.uint8), p.offsets
+
+    good = _episodes(simulated, EnvConfig(horizon=6), 6, seed=15, labels=True)
+    assert records_valid(*packed(good))
+    tree = random_tree([f"t{i}" for i in range(8)], np.random.default_rng(3))
+    tree.lengths[2] = np.nan
+    moves = enumerate_moves(tree)
+    nan_tree = build_observation(tree, moves, move_metadata(tree, moves))
+    first = decode_transition(good[0])
+    bad = [encode_transition(Transition(nan_tree, 0, 0.0, nan_tree, False, False, 0.99)),
+           encode_transition(dataclasses.replace(first, discount=1.5)),
+           encode_transition(dataclasses.replace(first, reward=float("inf"))),
+           encode_transition(dataclasses.replace(first, next_labels=np.full(first.next_obs.n_actions, np.nan,
+                                                                            np.float32)))]
+    for record in bad:
+        with pytest.raises(ValueError):
+            check_transition(decode_transition(record))
+        assert not records_valid(*packed(good[:3] + [record]))
