@@ -37,8 +37,7 @@ def requests(count: int, seed: int):
         tree = random_tree([f"t{j}" for j in range(20)], rng)
         moves = enumerate_moves(tree)
         request = inference_pb2.ActRequest(actor_id=f"a{i}")
-        codec.observation_to_proto(build_observation(tree, moves, move_metadata(tree, moves)),
-                                   request.observations.add())
+        codec.pack_observations([build_observation(tree, moves, move_metadata(tree, moves))], request.states)
         out.append(request)
     return out
 

@@ -104,7 +104,7 @@ class Probe(threading.Thread):
                       EnvConfig(features=features), seed=1)
         env.reset(0)
         request = inference_pb2.ActRequest(actor_id="soak-probe", greedy=True)
-        codec.observation_to_proto(env.observation(features), request.observations.add())
+        codec.pack_observations([env.observation(features)], request.states)
         return request
 
     def run(self) -> None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from phylorl.env.batch_kernels import decode_batch
+from phylorl.env.batch_kernels import decode_batch, finite_and_movable
 from phylorl.nets.inputs import ActionBatch, GraphBatch, move_to
 from phylorl.nets.segment import Segments
 from phylorl.wire.codec import PackedRecords
@@ -60,6 +60,23 @@ def collate_records(records: PackedRecords, device: torch.device | str = "cpu", 
         bootstraps=bool((values[:, 1] != 0).any()),
     )
     return move_to(batch, device, pin_memory), headers[:, 2].copy()
+
+
+def collate_states(records: PackedRecords) -> tuple[GraphBatch, ActionBatch, bool] | None:
+    """Trees and all moves of the states in observation records (CPU tensors) plus whether they carry the
+    rich features, as :func:`~phylorl.nets.inputs.collate_observations` makes them from the decoded
+    observations; ``None`` when a record is not in a tree form this path reads, or a state holds a
+    non-finite feature or no move (the reference path then names what is wrong)."""
+    n = len(records)
+    if n == 0:
+        raise ValueError("cannot collate an empty batch of observation records")
+    buf = np.frombuffer(records.data, dtype=np.uint8)
+    _, decoded = decode_batch(buf, np.ascontiguousarray(records.offsets, dtype=np.int64), states=True)
+    if decoded is None or not finite_and_movable(decoded):
+        return None
+    rich, _, _, (sides, node_index, _, _, moves, meta, _, counts, move_index) = decoded
+    actions = ActionBatch(torch.from_numpy(moves), torch.from_numpy(meta), _segments(move_index, counts))
+    return _graph_batch(sides[1], node_index[1], n), actions, bool(rich)
 
 
 def _graph_batch(side, index: np.ndarray, n: int) -> GraphBatch:

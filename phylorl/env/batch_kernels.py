@@ -20,8 +20,8 @@ from numba import njit
 
 from phylorl.phylo.spr import enumerate_into, move_capacity, slot_of
 from phylorl.wire.record_reader import (
-    DEDUPE, FLOAT32, FLOAT64, LABELLED, RICH_FORM, TERMINAL, array_header, observation_header, read_floats,
-    read_ints, record_header,
+    DEDUPE, FLOAT32, FLOAT64, LABELLED, RICH_FORM, TERMINAL, array_header, observation_header,
+    observation_record_header, read_floats, read_ints, record_header,
 )
 
 from .feature_kernels import (
@@ -34,29 +34,35 @@ OK, UNREADABLE, INVALID = 0, 1, 2
 
 
 @njit(cache=True, nogil=True)
-def _locate(buf, offsets, headers, values, arrays, trees):
-    """First pass: record headers, array positions and tree sizes; ``(status, rich)``."""
+def _locate(buf, offsets, headers, values, arrays, trees, per):
+    """First pass: record headers, array positions and tree sizes; ``(status, rich)``. ``per``: states per
+    record (2: transition records; 1: observation records)."""
     n = offsets.size - 1
     status = np.zeros(n, np.int8)
     forms = 0
     for r in range(n):
         start, end = offsets[r], offsets[r + 1]
-        ok, flags, action, reward, discount, version, pos = record_header(buf, start, end)
-        headers[r, 0], headers[r, 1], headers[r, 2] = flags, action, version
-        values[r, 0], values[r, 1] = reward, discount
+        if per == 2:
+            ok, flags, action, reward, discount, version, pos = record_header(buf, start, end)
+            headers[r, 0], headers[r, 1], headers[r, 2] = flags, action, version
+            values[r, 0], values[r, 1] = reward, discount
+        else:
+            ok, pos = observation_record_header(buf, start, end)
+            flags = 0
         if not ok:
             status[r] = UNREADABLE
             continue
-        for j in range(2):
-            ok, form, n_leaves, radius, oflags, pos = observation_header(buf, pos, end, arrays[2 * r + j])
+        for j in range(per):
+            i = per * r + j
+            ok, form, n_leaves, radius, oflags, pos = observation_header(buf, pos, end, arrays[i])
             if not ok:
                 break
             forms |= 1 << form
-            trees[2 * r + j, 0], trees[2 * r + j, 1], trees[2 * r + j, 2] = n_leaves, radius, oflags & DEDUPE
-            shape = array_header(buf, arrays[2 * r + j, 0], end)  # the neighbour table bounds what is allocated
+            trees[i, 0], trees[i, 1], trees[i, 2] = n_leaves, radius, oflags & DEDUPE
+            shape = array_header(buf, arrays[i, 0], end)  # the neighbour table bounds what is allocated
             ok = n_leaves >= 3 and shape[3] == 2 and shape[4] == 2 * n_leaves - 2 and shape[5] == 3
             if ok and form == RICH_FORM:
-                ok = array_header(buf, arrays[2 * r + j, 3], end)[3] == 1
+                ok = array_header(buf, arrays[i, 3], end)[3] == 1
             if not ok:
                 break
         if not ok:
@@ -173,29 +179,35 @@ def _graphs(n_nodes, n_edges, width):
 
 
 @njit(cache=True, nogil=True)
-def _fill(buf, headers, values, arrays, trees, rich):
+def _fill(buf, headers, values, arrays, trees, rich, per):
+    """Second pass: the batch arrays. With ``per == 1`` (observation records) each record's one state is
+    written as a next state (all its moves) and side 0 stays empty."""
     n = headers.shape[0]
     width, columns = (EDGE_COLUMNS, MOVE_COLUMNS) if rich else (1, 3)
+    first_side = 2 - per
     status = np.zeros(n, np.int8)
     nodes = np.zeros((2, n + 1), np.int64)  # first node of each state's tree, per side
     capacity, largest = 0, 1
     for r in range(n):
-        for g in range(2):
-            nodes[g, r + 1] = nodes[g, r] + 2 * trees[2 * r + g, 0] - 2
-            largest = max(largest, move_capacity(2 * trees[2 * r + g, 0] - 2, trees[2 * r + g, 0]))
-        capacity += array_header(buf, arrays[2 * r + 1, 3], buf.shape[0])[4] if rich else \
-            move_capacity(2 * trees[2 * r + 1, 0] - 2, trees[2 * r + 1, 0])
+        for g in range(first_side, 2):
+            i = per * r + g - first_side
+            nodes[g, r + 1] = nodes[g, r] + 2 * trees[i, 0] - 2
+            largest = max(largest, move_capacity(2 * trees[i, 0] - 2, trees[i, 0]))
+        last = per * r + per - 1
+        capacity += array_header(buf, arrays[last, 3], buf.shape[0])[4] if rich else \
+            move_capacity(2 * trees[last, 0] - 2, trees[last, 0])
     capacity += largest  # room for a state that enumerates more moves than its record says (then invalid)
-    sides = (_graphs(nodes[0, n], nodes[0, n] - n, width), _graphs(nodes[1, n], nodes[1, n] - n, width))
+    sides = (_graphs(nodes[0, n], max(nodes[0, n] - n, 0), width), _graphs(nodes[1, n], nodes[1, n] - n, width))
     taken, taken_meta = np.empty((n, 4), np.int64), np.empty((n, columns), np.float32)
     moves, meta = np.empty((capacity, 4), np.int64), np.empty((capacity, columns), np.float32)
     labels, counts = np.zeros(capacity, np.float32), np.zeros(n, np.int64)
     scratch, where, path = np.empty((largest, 4), np.int64), np.empty((largest, 3), np.int64), np.empty(largest)
     written = 0
     for r in range(n):
-        for g in range(2):
-            n_leaves, radius, dedupe = trees[2 * r + g, 0], trees[2 * r + g, 1], trees[2 * r + g, 2] != 0
-            tree = _read_tree(buf, arrays[2 * r + g], n_leaves, rich)
+        for g in range(first_side, 2):
+            i = per * r + g - first_side
+            n_leaves, radius, dedupe = trees[i, 0], trees[i, 1], trees[i, 2] != 0
+            tree = _read_tree(buf, arrays[i], n_leaves, rich)
             if not tree[0]:
                 status[r] = UNREADABLE
                 break
@@ -253,23 +265,26 @@ def _segment_index(sizes):
     return index
 
 
-def decode_batch(buf: np.ndarray, offsets: np.ndarray):
+def decode_batch(buf: np.ndarray, offsets: np.ndarray, states: bool = False):
     """Decode the records ``buf[offsets[i]:offsets[i + 1]]`` into batch arrays.
 
-    Returns ``(status, values, arrays)``: ``status`` int8 per record (:data:`OK`, :data:`UNREADABLE`,
-    :data:`INVALID`); ``values`` float64 ``[B, 2]`` (reward, discount) and, in ``arrays``, the int64
-    headers ``[B, 4]`` (flags, action, policy version, labels position) and the batch arrays, or
-    ``None`` when any record is not OK.
+    Returns ``(status, decoded)``: ``status`` int8 per record (:data:`OK`, :data:`UNREADABLE`,
+    :data:`INVALID`); ``decoded`` is ``None`` when any record is not OK, else ``(rich, headers, values,
+    arrays)``: the int64 headers ``[B, 4]`` (flags, action, policy version, labels position), float64
+    values ``[B, 2]`` (reward, discount) and the batch arrays. ``states``: the records are observation
+    records (:func:`phylorl.wire.record.encode_observation`), each written as a next state.
     """
     n = offsets.size - 1
+    per = 1 if states else 2
     headers = np.zeros((n, 4), np.int64)
+    headers[:, 3] = -1
     values = np.zeros((n, 2))
-    arrays = np.zeros((2 * n, 6), np.int64)
-    trees = np.zeros((2 * n, 3), np.int64)
-    status, rich = _locate(buf, offsets, headers, values, arrays, trees)
+    arrays = np.zeros((per * n, 6), np.int64)
+    trees = np.zeros((per * n, 3), np.int64)
+    status, rich = _locate(buf, offsets, headers, values, arrays, trees, per)
     if status.any():
         return status, None
-    status, out = _fill(buf, headers, values, arrays, trees, rich)
+    status, out = _fill(buf, headers, values, arrays, trees, rich, per)
     if status.any():
         return status, None
     return status, (rich, headers, values, out)
@@ -284,8 +299,14 @@ def records_valid(buf: np.ndarray, offsets: np.ndarray) -> bool:
     _, decoded = decode_batch(buf, offsets)
     if decoded is None:
         return False
-    _, _, values, (sides, _, _, taken_meta, _, meta, labels, counts, _) = decoded
+    values = decoded[2]
+    return bool(finite_and_movable(decoded) and np.isfinite(values[:, 0]).all()
+                and ((values[:, 1] >= 0) & (values[:, 1] <= 1)).all())
+
+
+def finite_and_movable(decoded) -> bool:
+    """Whether decoded batch arrays hold only finite features and every state at least one move."""
+    sides, _, _, taken_meta, _, meta, labels, counts, _ = decoded[3]
     finite = all(np.isfinite(a).all() for side in sides for a in (side[0], side[2])) and \
         np.isfinite(taken_meta).all() and np.isfinite(meta).all() and np.isfinite(labels).all()
-    return bool(finite and np.isfinite(values[:, 0]).all() and ((values[:, 1] >= 0) & (values[:, 1] <= 1)).all()
-                and (counts >= 1).all())
+    return bool(finite and (counts >= 1).all())

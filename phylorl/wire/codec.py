@@ -16,7 +16,7 @@ import numpy as np
 
 from phylorl.types import Observation, Transition
 from phylorl.wire import protowire
-from phylorl.wire.record import OBS_FIELDS
+from phylorl.wire.record import OBS_FIELDS, encode_observation
 from phylorl.wire.v1 import common_pb2
 
 _WIRE_DTYPES = frozenset(
@@ -153,9 +153,9 @@ class PackedRecords(Sequence):
         return [data[b:e] for b, e in zip(bounds, bounds[1:])]
 
 
-def pack_records(records: Sequence[bytes | memoryview],
-                 out: common_pb2.PackedTransitions | None = None) -> common_pb2.PackedTransitions:
-    """Concatenate compact records into one ``PackedTransitions`` (filling ``out`` when given)."""
+def pack_records(records: Sequence[bytes | memoryview], out=None) -> common_pb2.PackedTransitions:
+    """Concatenate compact records into one ``PackedTransitions`` (filling ``out`` when given: a
+    ``PackedTransitions`` or ``PackedObservations``)."""
     message = common_pb2.PackedTransitions() if out is None else out
     packed = PackedRecords.from_records(records)
     message.data = bytes(packed.data)
@@ -163,8 +163,17 @@ def pack_records(records: Sequence[bytes | memoryview],
     return message
 
 
-def unpack_records(message: common_pb2.PackedTransitions) -> PackedRecords:
-    """Split a ``PackedTransitions`` into its records (zero-copy views of ``message.data``)."""
+def pack_observations(observations: Sequence[Observation],
+                      out: common_pb2.PackedObservations | None = None) -> common_pb2.PackedObservations:
+    """Observations as observation records (:func:`~phylorl.wire.record.encode_observation`: the tree
+    forms when exact) in one ``PackedObservations`` (filling ``out`` when given)."""
+    message = common_pb2.PackedObservations() if out is None else out
+    return pack_records([encode_observation(obs) for obs in observations], message)
+
+
+def unpack_records(message: "common_pb2.PackedTransitions | common_pb2.PackedObservations") -> PackedRecords:
+    """Split a ``PackedTransitions`` or ``PackedObservations`` into its records (zero-copy views of
+    ``message.data``)."""
     return PackedRecords(message.data, ndarray_from_proto(message.offsets))
 
 

@@ -26,6 +26,9 @@ One record holds one :class:`~phylorl.types.Transition`. Layout (all little-endi
     next_labels          only with flag bit 2: one float32 array, the demonstration label (reward)
                          of every move of next_obs, in the order of its actions.
 
+An observation record (what an inference request carries, :func:`encode_observation`) is ``"<4sB"``
+magic b"PRLO" and the format version, then one observation in the same forms.
+
 The tree forms are used when the observation carries a :class:`~phylorl.types.MoveSource`
 and rebuilding from it gives back exactly its arrays (checked while encoding, so whatever happened
 to the observation, decoding returns what was encoded); otherwise the arrays form. Decoding gives
@@ -49,7 +52,10 @@ VERSION = 3
 READABLE_VERSIONS = (3,)
 OBS_FIELDS = ("node_features", "edge_index", "edge_attr", "actions", "action_meta")
 
+OBSERVATION_MAGIC = b"PRLO"
+
 _HEADER = struct.Struct("<4sBBqddq")
+_OBSERVATION_HEADER = struct.Struct("<4sB")
 _ARRAY_HEADER = struct.Struct("<BBBB")
 _COUNT = struct.Struct("<I")
 _FORM = struct.Struct("<B")
@@ -85,28 +91,60 @@ def encode_transition(transition: Transition) -> bytes:
     parts = [_HEADER.pack(MAGIC, VERSION, flags, int(transition.action), float(transition.reward),
                           float(transition.discount), int(transition.policy_version))]
     for prefix, obs in (("obs", transition.obs), ("next_obs", transition.next_obs)):
-        if obs.rich is not None and obs.source is not None and _encode_rich(obs, prefix, parts):
-            continue
-        tree = None
-        if obs.source is not None:
-            from phylorl.env.tree_observation import tree_arrays_of  # numba: only loaded when needed
-            tree = tree_arrays_of(obs)
-        if tree is None:
-            parts.append(_FORM.pack(_ARRAYS_FORM))
-            for name in OBS_FIELDS:
-                _encode_array(getattr(obs, name), f"{prefix}.{name}", parts)
-            continue
-        neighbors, edges, lengths, leaf_features = tree
-        flags = (_DEDUPE if obs.source.dedupe else 0) | (_LEAF_FEATURES if leaf_features else 0)
-        parts += [_FORM.pack(_TREE_FORM), _TREE.pack(obs.source.n_leaves, obs.source.radius, flags)]
-        _encode_array(neighbors, f"{prefix}.neighbors", parts)
-        _encode_array(edges, f"{prefix}.edges", parts)
-        _encode_array(lengths, f"{prefix}.lengths", parts)
-        if not leaf_features:
-            _encode_array(obs.node_features, f"{prefix}.node_features", parts)
+        _encode_observation(obs, prefix, parts)
     if labels is not None:
         _encode_array(labels, "next_labels", parts)
     return b"".join(parts)
+
+
+def encode_observation(obs: Observation) -> bytes:
+    """Serialise one observation into an observation record: ``"<4sB"`` magic b"PRLO" and the format
+    version, then the observation as in a transition record (the tree forms when exact)."""
+    parts = [_OBSERVATION_HEADER.pack(OBSERVATION_MAGIC, VERSION)]
+    _encode_observation(obs, "observation", parts)
+    return b"".join(parts)
+
+
+def decode_observation(record: bytes | bytearray | memoryview) -> Observation:
+    """Rebuild the observation held in an observation record (``ValueError`` naming what is wrong)."""
+    buf = memoryview(record)
+    if len(buf) < _OBSERVATION_HEADER.size:
+        raise ValueError(f"observation record too short: {len(buf)} bytes")
+    magic, version = _OBSERVATION_HEADER.unpack_from(buf, 0)
+    if magic != OBSERVATION_MAGIC:
+        raise ValueError(f"not a phylorl observation record: magic {bytes(magic)!r}, expected {OBSERVATION_MAGIC!r}")
+    if version not in READABLE_VERSIONS:
+        raise ValueError(f"observation record format version {version}; this code reads versions "
+                         f"{', '.join(map(str, READABLE_VERSIONS))}")
+    try:
+        obs, offset = _decode_observation(buf, _OBSERVATION_HEADER.size)
+    except (struct.error, IndexError, OverflowError) as e:
+        raise ValueError(f"corrupt observation record: {e}") from None
+    if offset != len(buf):
+        raise ValueError(f"observation record has {len(buf) - offset} trailing bytes")
+    return obs
+
+
+def _encode_observation(obs: Observation, prefix: str, parts: list[bytes]) -> None:
+    if obs.rich is not None and obs.source is not None and _encode_rich(obs, prefix, parts):
+        return
+    tree = None
+    if obs.source is not None:
+        from phylorl.env.tree_observation import tree_arrays_of  # numba: only loaded when needed
+        tree = tree_arrays_of(obs)
+    if tree is None:
+        parts.append(_FORM.pack(_ARRAYS_FORM))
+        for name in OBS_FIELDS:
+            _encode_array(getattr(obs, name), f"{prefix}.{name}", parts)
+        return
+    neighbors, edges, lengths, leaf_features = tree
+    flags = (_DEDUPE if obs.source.dedupe else 0) | (_LEAF_FEATURES if leaf_features else 0)
+    parts += [_FORM.pack(_TREE_FORM), _TREE.pack(obs.source.n_leaves, obs.source.radius, flags)]
+    _encode_array(neighbors, f"{prefix}.neighbors", parts)
+    _encode_array(edges, f"{prefix}.edges", parts)
+    _encode_array(lengths, f"{prefix}.lengths", parts)
+    if not leaf_features:
+        _encode_array(obs.node_features, f"{prefix}.node_features", parts)
 
 
 def _encode_rich(obs: Observation, prefix: str, parts: list[bytes]) -> bool:

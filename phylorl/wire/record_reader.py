@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .record import MAGIC, VERSION
+from .record import MAGIC, OBSERVATION_MAGIC, VERSION
 
 HEADER_SIZE = 38  # struct "<4sBBqddq"
 ITEMSIZE = np.array([1, 1, 2, 4, 8, 1, 2, 4, 8, 2, 4, 8], np.int64)  # by dtype code (record._DTYPES)
@@ -23,6 +23,7 @@ TREE_FORM, RICH_FORM = 1, 2
 DEDUPE, LEAF_FEATURES = 1, 2
 TERMINAL, TRUNCATED, LABELLED = 1, 2, 4
 _MAGIC = np.frombuffer(MAGIC, np.uint8)
+_OBSERVATION_MAGIC = np.frombuffer(OBSERVATION_MAGIC, np.uint8)
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -129,6 +130,17 @@ def record_header(buf, start, end):
     discount = buf[start + 22: start + 30].view(np.float64)[0]
     version = int_at(buf, start + 30, 4)
     return True, flags, action, reward, discount, version, start + HEADER_SIZE
+
+
+@njit(cache=True, nogil=True)
+def observation_record_header(buf, start, end):
+    """``(ok, body)`` of the observation record in ``buf[start:end]``."""
+    if end - start < 5 or buf[start + 4] != VERSION:
+        return False, 0
+    for j in range(4):
+        if buf[start + j] != _OBSERVATION_MAGIC[j]:
+            return False, 0
+    return True, start + 5
 
 
 @njit(cache=True, nogil=True)

@@ -79,8 +79,7 @@ class Actor:
 
     def _act(self, observations) -> inference_pb2.ActResponse | None:
         request = inference_pb2.ActRequest(actor_id=self.actor_id, greedy=self.config.greedy)
-        for obs in observations:
-            codec.observation_to_proto(obs, request.observations.add())
+        codec.pack_observations(observations, request.states)
 
         def call():
             started = time.perf_counter()

@@ -2,8 +2,15 @@
 
 Requests wait in a bounded queue (full: the caller gets :class:`Overloaded`, sent as
 RESOURCE_EXHAUSTED). One thread takes the first waiting request, gathers more until
-``max_batch`` observations are collected or ``max_delay_s`` has passed, runs the twin Q networks
-once over all of them and answers each request with its own slice. The networks used are the last
+``max_batch`` states are collected or ``max_delay_s`` has passed, runs the twin Q networks
+once over all of them and answers each request with its own slice.
+
+States arrive as observation records (:func:`phylorl.wire.record.encode_observation`), the form
+replay records hold them in. The records of a gathered batch are made into the networks' inputs in
+one compiled pass (:func:`phylorl.agent.packed_batch.collate_states`: the trees and every move with
+its features, straight from the records' bytes); a batch holding a record in the arrays form is
+decoded record by record and collated (the reference path). Each request is checked when it
+arrives, so a bad state fails its own request (``ValueError`` naming it), never the batch. The networks used are the last
 published snapshot (:meth:`BatchingInference.publish`), and every answer carries its version.
 """
 
@@ -13,15 +20,20 @@ import io
 import queue
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 import torch
 
 from phylorl.agent.acting import policy_networks, select_actions
+from phylorl.agent.packed_batch import collate_states
 from phylorl.nets.config import NetworkConfig
 from phylorl.nets.inputs import check_observation, collate_observations, move_to
 from phylorl.nets.twin import twin_or_none
+from phylorl.types import Observation
+from phylorl.wire.codec import PackedRecords
+from phylorl.wire.record import decode_observation, encode_observation
 
 from . import metrics
 
@@ -32,7 +44,7 @@ class Overloaded(RuntimeError):
 
 @dataclass
 class _Request:
-    observations: list
+    records: PackedRecords
     greedy: bool
     arrived: float = field(default_factory=time.perf_counter)
     done: threading.Event = field(default_factory=threading.Event)
@@ -83,18 +95,15 @@ class BatchingInference:
         return self._snapshot
 
     # -------------------------------------------------------------- requests
-    def act(self, observations: list, greedy: bool, timeout_s: float | None = None):
-        """``(actions, q, v, version)`` for ``observations``; blocks until answered."""
-        if not observations:
-            raise ValueError("an Act request needs at least one observation")
-        cfg = self.net_cfg
-        for i, obs in enumerate(observations):
-            try:
-                check_observation(obs, cfg.node_features, cfg.edge_features, cfg.action_meta)
-            except ValueError as exc:
-                raise ValueError(f"observation {i} of {len(observations)}: {str(exc).removeprefix('observation: ')}") \
-                    from None
-        request = _Request(observations, bool(greedy))
+    def act(self, states: "PackedRecords | Sequence[Observation]", greedy: bool, timeout_s: float | None = None):
+        """``(actions, q, v, version)`` for ``states`` (observation records, or observations, which are
+        encoded into records first); blocks until answered. ``ValueError`` names a bad state."""
+        records = states if isinstance(states, PackedRecords) else \
+            PackedRecords.from_records([encode_observation(obs) for obs in states])
+        if len(records) == 0:
+            raise ValueError("an Act request needs at least one state")
+        self._check(records)
+        request = _Request(records, bool(greedy))
         try:
             self._queue.put_nowait(request)
         except queue.Full:
@@ -109,6 +118,25 @@ class BatchingInference:
         metrics.INFERENCE_LATENCY.observe(time.perf_counter() - request.arrived)
         return request.result
 
+    def _check(self, records: PackedRecords) -> None:
+        cfg = self.net_cfg
+        want = (cfg.node_features, cfg.edge_features, cfg.action_meta)
+        fast = collate_states(records)
+        if fast is not None:
+            graphs, actions, _ = fast
+            got = (graphs.x.shape[1], graphs.edge_attr.shape[1], actions.meta.shape[1])
+            wrong = [f"{g} {name} feature columns, the network reads {w}"
+                     for name, g, w in zip(("node", "edge", "move"), got, want) if g != w]
+            if wrong:
+                raise ValueError(f"the states carry {'; '.join(wrong)}")
+            return
+        for i, record in enumerate(records):
+            try:
+                check_observation(decode_observation(record), *want)
+            except ValueError as exc:
+                raise ValueError(f"observation {i} of {len(records)}: {str(exc).removeprefix('observation: ')}") \
+                    from None
+
     def close(self) -> None:
         self._stop.set()
         self._thread.join(timeout=5.0)
@@ -117,7 +145,7 @@ class BatchingInference:
     def _gather(self) -> list[_Request]:
         first = self._queue.get(timeout=0.1)
         batch = [first]
-        count = len(first.observations)
+        count = len(first.records)
         deadline = time.perf_counter() + self.max_delay_s
         while count < self.max_batch:
             remaining = deadline - time.perf_counter()
@@ -126,7 +154,7 @@ class BatchingInference:
             except queue.Empty:
                 break
             batch.append(item)
-            count += len(item.observations)
+            count += len(item.records)
         metrics.INFERENCE_QUEUE.set(self._queue.qsize())
         return batch
 
@@ -146,15 +174,18 @@ class BatchingInference:
     def _answer(self, group: list[_Request], greedy: bool) -> None:
         snapshot = self._snapshot
         try:
-            observations = [obs for r in group for obs in r.observations]
-            metrics.INFERENCE_BATCH.observe(len(observations))
-            graphs, actions = move_to(collate_observations(observations), self.device)
+            records = PackedRecords.from_records([record for r in group for record in r.records])
+            metrics.INFERENCE_BATCH.observe(len(records))
+            fast = collate_states(records)
+            inputs = fast[:2] if fast is not None else \
+                collate_observations([decode_observation(record) for record in records])
+            graphs, actions = move_to(inputs, self.device)
             chosen, q, v = select_actions(snapshot.nets, graphs, actions, snapshot.alpha, greedy,
                                           generator=self._generator)
             chosen, q, v = (t.cpu().numpy() for t in (chosen, q, v))
             start = 0
             for r in group:
-                end = start + len(r.observations)
+                end = start + len(r.records)
                 r.result = (chosen[start:end].astype(np.int64), q[start:end].astype(np.float32),
                             v[start:end].astype(np.float32), snapshot.version)
                 start = end

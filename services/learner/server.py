@@ -25,8 +25,10 @@ class InferenceServicer(inference_pb2_grpc.InferenceServiceServicer):
 
     def Act(self, request, context):
         try:
-            observations = [codec.observation_from_proto(o) for o in request.observations]
-            actions, q, v, version = self.inference.act(observations, request.greedy, self.timeout_s)
+            if not request.HasField("states"):
+                raise ValueError("an Act request carries its states in `states` (observation records)")
+            actions, q, v, version = self.inference.act(codec.unpack_records(request.states), request.greedy,
+                                                        self.timeout_s)
         except Overloaded as exc:
             context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, str(exc))
         except ValueError as exc:

@@ -91,7 +91,7 @@ def test_inference_endpoint_wants_tls_and_the_token(inference_factory, secrets_d
     request = inference_pb2.ActRequest(actor_id="t", greedy=True)
     tree = random_tree([f"t{i}" for i in range(7)], np.random.default_rng(1))
     moves = enumerate_moves(tree)
-    codec.observation_to_proto(build_observation(tree, moves, move_metadata(tree, moves)), request.observations.add())
+    codec.pack_observations([build_observation(tree, moves, move_metadata(tree, moves))], request.states)
     good = ClientCredentials(tls_ca_file=str(secrets_dir / "ca.crt"), token_file=str(secrets_dir / "grpc_token"))
     no_token = ClientCredentials(tls_ca_file=str(secrets_dir / "ca.crt"))
     wrong = secrets_dir / "wrong_token"

@@ -57,3 +57,11 @@ class PackedTransitions(_message.Message):
     data: bytes
     offsets: NDArray
     def __init__(self, data: _Optional[bytes] = ..., offsets: _Optional[_Union[NDArray, _Mapping]] = ...) -> None: ...
+
+class PackedObservations(_message.Message):
+    __slots__ = ("data", "offsets")
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    OFFSETS_FIELD_NUMBER: _ClassVar[int]
+    data: bytes
+    offsets: NDArray
+    def __init__(self, data: _Optional[bytes] = ..., offsets: _Optional[_Union[NDArray, _Mapping]] = ...) -> None: ...

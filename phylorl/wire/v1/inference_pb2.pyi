@@ -1,21 +1,20 @@
 from phylorl.wire.v1 import common_pb2 as _common_pb2
-from google.protobuf.internal import containers as _containers
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
-from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from collections.abc import Mapping as _Mapping
 from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class ActRequest(_message.Message):
-    __slots__ = ("actor_id", "observations", "greedy")
+    __slots__ = ("actor_id", "states", "greedy")
     ACTOR_ID_FIELD_NUMBER: _ClassVar[int]
-    OBSERVATIONS_FIELD_NUMBER: _ClassVar[int]
+    STATES_FIELD_NUMBER: _ClassVar[int]
     GREEDY_FIELD_NUMBER: _ClassVar[int]
     actor_id: str
-    observations: _containers.RepeatedCompositeFieldContainer[_common_pb2.Observation]
+    states: _common_pb2.PackedObservations
     greedy: bool
-    def __init__(self, actor_id: _Optional[str] = ..., observations: _Optional[_Iterable[_Union[_common_pb2.Observation, _Mapping]]] = ..., greedy: _Optional[bool] = ...) -> None: ...
+    def __init__(self, actor_id: _Optional[str] = ..., states: _Optional[_Union[_common_pb2.PackedObservations, _Mapping]] = ..., greedy: _Optional[bool] = ...) -> None: ...
 
 class ActResponse(_message.Message):
     __slots__ = ("actions", "q", "v", "weights_version")

@@ -49,8 +49,7 @@ def endpoint():
 
 def _act(stub, observations, greedy=False):
     request = inference_pb2.ActRequest(actor_id="t", greedy=greedy)
-    for obs in observations:
-        codec.observation_to_proto(obs, request.observations.add())
+    codec.pack_observations(observations, request.states)
     return stub.Act(request, timeout=60)
 
 
@@ -156,3 +155,19 @@ def test_a_restarted_learner_continues_after_the_published_version(redis_client)
     assert learner.weights_version == 48
     continue_published_version(learner, redis_client, "test:weights")  # already past it: unchanged
     assert learner.weights_version == 48
+
+
+def test_states_of_another_feature_set_are_refused_naming_the_columns(endpoint):
+    """Rich states (15 move columns) sent to a network that reads the basic set (3) fail that request."""
+    from phylorl.env import EnvAlignment, EnvConfig, TreeEnv, prepare_alignment
+    from phylorl.phylo.simulate import simulate_dataset
+
+    stub, _, _ = endpoint
+    alignment = simulate_dataset(9, 200, np.random.default_rng(3)).alignment
+    env = TreeEnv([EnvAlignment.build(alignment, prepare_alignment(alignment, "JC"), "a")], EnvConfig(), seed=0)
+    with pytest.raises(grpc.RpcError) as raised:
+        _act(stub, [env.reset()[0]])
+    assert raised.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert raised.value.details() == ("the states carry 3 edge feature columns, the network reads 1; "
+                                      "15 move feature columns, the network reads 3")
+    assert _act(stub, _observations(2, 9, seed=4)).actions.shape == [2]  # the endpoint goes on

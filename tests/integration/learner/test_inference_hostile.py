@@ -27,8 +27,7 @@ def stub(inference_factory):
 
 def act(stub, observations):
     request = inference_pb2.ActRequest(actor_id="hostile", greedy=True)
-    for obs in observations:
-        codec.observation_to_proto(obs, request.observations.add())
+    codec.pack_observations(observations, request.states)
     return stub.Act(request, timeout=30)
 
 
@@ -51,7 +50,7 @@ def test_garbage_bytes_and_empty_requests(stub):
         channel_stub.Act(inference_pb2.ActRequest(actor_id="hostile"), timeout=10)
     assert raised.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     request = inference_pb2.ActRequest(actor_id="hostile")
-    request.observations.add().node_features.data = b"\x00\x01garbage"
+    codec.pack_records([b"\x00\x01garbage"], request.states)
     with pytest.raises(grpc.RpcError) as raised:
         channel_stub.Act(request, timeout=10)
     assert raised.value.code() == grpc.StatusCode.INVALID_ARGUMENT

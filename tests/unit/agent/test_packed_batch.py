@@ -174,3 +174,30 @@ def test_records_valid_accepts_what_check_transition_accepts_and_nothing_else(si
         with pytest.raises(ValueError):
             check_transition(decode_transition(record))
         assert not records_valid(*packed(good[:3] + [record]))
+
+
+def test_observation_records_equal_collating_the_decoded_observations(ds_reference, simulated):
+    """Inference requests carry observation records; the compiled pass gives what collate_observations gives."""
+    from phylorl.agent.packed_batch import collate_states
+    from phylorl.nets.inputs import collate_observations
+    from phylorl.wire.record import decode_observation, encode_observation
+
+    ds1 = load_alignment(ds_reference("DS1", "JC")["alignment"])
+    for alignment, config in ((simulated, EnvConfig()), (ds1, EnvConfig(radius=4)), (simulated, EnvConfig(features="basic"))):
+        records = [encode_observation(decode_transition(r).next_obs)
+                   for r in _episodes(alignment, dataclasses.replace(config, horizon=5), 9, seed=16)]
+        assert all(r[5] in (1, 2) for r in records)  # the tree forms
+        packed = PackedRecords.from_records(records)
+        graphs, actions, rich = collate_states(packed)
+        assert rich == (config.features == "rich")
+        reference = collate_observations([decode_observation(r) for r in records])
+        _assert_same(graphs, reference[0], "graphs")
+        _assert_same(actions, reference[1], "actions")
+    arrays_form = encode_observation(random_transition(8, 30, np.random.default_rng(0)).obs)
+    assert collate_states(PackedRecords.from_records(records[:2] + [arrays_form])) is None
+    assert collate_states(PackedRecords.from_records(records[:2] + [records[0][:-4]])) is None
+    with pytest.raises(ValueError, match="trailing"):
+        decode_observation(records[0] + b"\x00")
+    with pytest.raises(ValueError, match="not a phylorl observation record"):
+        decode_observation(good_transition := _episodes(simulated, EnvConfig(horizon=3), 1, seed=17)[0])
+    assert good_transition[:4] == b"PRLT"
