@@ -1,11 +1,14 @@
 """Inference endpoint throughput and latency over real gRPC on loopback; prints one JSON line.
 
 N concurrent actor streams (threads with their own channel) each send Act requests holding one
-20-taxon observation (1122 SPR moves) back to back for a fixed time. Reported per N in (1, 8, 64):
+20-taxon state (1122 SPR moves; ``--features rich``: the environment's, as the shipped agent reads
+them) back to back for a fixed time. ``wire`` gives per state the request bytes, the actor's
+encoding and the endpoint's decoding (one core), now (observation records) and in the arrays form
+requests had before. Reported per N in (1, 8, 64):
 requests/s, p50/p99 latency, and the same with batching off (max batch 1 observation), whose ratio
 is the gain of batching. Network: the designed sizes (hidden 256) on this machine's device.
 
-Usage: python benchmarks/bench_inference.py [--seconds S] [--hidden H]
+Usage: python benchmarks/bench_inference.py [--seconds S] [--hidden H] [--features rich|basic]
 """
 
 from __future__ import annotations
@@ -19,27 +22,73 @@ import grpc
 import numpy as np
 import torch
 
-from common import emit, machine
+from common import emit, episode_transitions, machine, median_seconds
+from phylorl.agent.packed_batch import collate_states
 from phylorl.agent.learner import Learner
 from phylorl.env import build_observation
 from phylorl.nets.config import NetworkConfig
+from phylorl.nets.inputs import check_observation, collate_observations
 from phylorl.phylo import enumerate_moves, move_metadata, random_tree
 from phylorl.wire import codec
-from phylorl.wire.v1 import inference_pb2, inference_pb2_grpc
+from phylorl.wire.v1 import common_pb2, inference_pb2, inference_pb2_grpc
 from services.learner.inference import BatchingInference
 from services.learner.server import InferenceServer
 
 
-def requests(count: int, seed: int):
+def states(count: int, features: str, seed: int) -> list:
+    """20-taxon states: the environment's (rich; random walks on a simulated alignment) or random trees (basic)."""
+    if features == "rich":
+        return [t.next_obs for t in episode_transitions(count, 20, seed)[0]]
     rng = np.random.default_rng(seed)
     out = []
-    for i in range(count):
+    for _ in range(count):
         tree = random_tree([f"t{j}" for j in range(20)], rng)
         moves = enumerate_moves(tree)
+        out.append(build_observation(tree, moves, move_metadata(tree, moves)))
+    return out
+
+
+def requests(observations: list) -> list:
+    out = []
+    for i, obs in enumerate(observations):
         request = inference_pb2.ActRequest(actor_id=f"a{i}")
-        codec.pack_observations([build_observation(tree, moves, move_metadata(tree, moves))], request.states)
+        codec.pack_observations([obs], request.states)
         out.append(request)
     return out
+
+
+def wire_costs(observations: list, repeats: int = 7) -> dict:
+    """Per state, on one core: request bytes, the actor's encoding and the endpoint's decoding of a batch of
+    64, in the observation-record form sent now and in the arrays form sent before (decode: parse, check,
+    collate)."""
+    want = (observations[0].node_features.shape[1], observations[0].edge_attr.shape[1],
+            observations[0].action_meta.shape[1])
+    n = len(observations)
+
+    def records():
+        request = inference_pb2.ActRequest()
+        codec.pack_observations(observations, request.states)
+        return request.SerializeToString()
+
+    def arrays():
+        return [codec.observation_to_proto(obs).SerializeToString() for obs in observations]
+
+    raw, parts = records(), arrays()
+
+    def read_records():
+        collate_states(codec.unpack_records(inference_pb2.ActRequest.FromString(raw).states))
+
+    def read_arrays():
+        decoded = [codec.observation_from_proto(common_pb2.Observation.FromString(p)) for p in parts]
+        for obs in decoded:
+            check_observation(obs, *want)
+        collate_observations(decoded)
+
+    us = lambda fn: round(median_seconds(fn, repeats) / n * 1e6, 1)  # noqa: E731
+    return {"request_bytes_per_state": round(len(raw) / n), "encode_us_per_state": us(records),
+            "decode_us_per_state": us(read_records), "arrays_form": {
+                "request_bytes_per_state": round(sum(map(len, parts)) / n), "encode_us_per_state": us(arrays),
+                "decode_us_per_state": us(read_arrays)}}
 
 
 def run(streams: int, max_batch: int, seconds: float, net_cfg, device, weights, alpha, reqs) -> dict:
@@ -84,15 +133,20 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--seconds", type=float, default=8.0)
     parser.add_argument("--hidden", type=int, default=256)
+    parser.add_argument("--features", choices=("rich", "basic"), default="rich",
+                        help="rich: the environment's states (the shipped agent's); basic: random trees")
     args = parser.parse_args()
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    net_cfg = NetworkConfig(hidden=args.hidden, action_hidden=args.hidden, head_hidden=args.hidden)
+    net_cfg = NetworkConfig.for_features(args.features, hidden=args.hidden, action_hidden=args.hidden,
+                                         head_hidden=args.hidden)
     learner = Learner(net_cfg, device=device, seed=0)
     weights = learner.policy_weights()
-    reqs = requests(64, seed=0)
+    observations = states(64, args.features, seed=0)
+    reqs = requests(observations)
     result = {"bench": "inference", "machine": machine(), "device": str(device), "hidden": args.hidden,
-              "n_taxa": 20, "moves_per_observation": 1122, "seconds_per_setting": args.seconds,
-              "torch_threads": torch.get_num_threads()}
+              "features": args.features, "n_taxa": 20, "moves_per_observation": 1122,
+              "seconds_per_setting": args.seconds, "torch_threads": torch.get_num_threads(),
+              "wire": wire_costs(observations)}
     for streams in (1, 8, 64):
         batched = run(streams, 64, args.seconds, net_cfg, device, weights, learner.alpha, reqs)
         single = run(streams, 1, args.seconds, net_cfg, device, weights, learner.alpha, reqs)

@@ -53,30 +53,11 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from phylorl.types import Transition  # noqa: E402
+from common import episode_transitions  # noqa: E402
 from phylorl.wire.record import decode_transition, encode_transition  # noqa: E402
 from services.launcher.supervisor import free_port  # noqa: E402
 from services.replay.client import ReplayClient  # noqa: E402
 from services.common.memory import keep_freed_memory  # noqa: E402
-
-
-def episode_transitions(count: int, n_taxa: int, seed: int) -> tuple[list[Transition], str]:
-    """Transitions of random walks of the real environment (rich observation, horizon 20) on an alignment
-    simulated on a random tree (1,000 sites): what actors insert."""
-    from phylorl.env import EnvAlignment, EnvConfig, TreeEnv, prepare_alignment
-    from phylorl.phylo.simulate import simulate_dataset
-
-    rng = np.random.default_rng(seed)
-    alignment = simulate_dataset(n_taxa, 1000, rng).alignment
-    env = TreeEnv([EnvAlignment.build(alignment, prepare_alignment(alignment, "GTR+F+G4"), "sim")], EnvConfig(),
-                  seed=seed)
-    out = []
-    obs, _ = env.reset()
-    while len(out) < count:
-        action = int(rng.integers(obs.n_actions))
-        nxt, reward, terminal, truncated, _ = env.step(action)
-        out.append(Transition(obs, action, reward, nxt, terminal, truncated, 0.99, policy_version=len(out)))
-        obs = env.reset()[0] if truncated else nxt
-    return out, "random walks of TreeEnv (rich observation) on a simulated alignment"
 
 
 def realistic_transitions(count: int, n_taxa: int, seed: int) -> tuple[list[Transition], str]:

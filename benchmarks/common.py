@@ -1,4 +1,4 @@
-"""Shared helpers for the benchmark scripts: machine description and median timing."""
+"""Shared helpers for the benchmark scripts: machine description, median timing and realistic transitions."""
 
 from __future__ import annotations
 
@@ -58,3 +58,26 @@ def median_seconds(fn, repeats: int = 21, calls: int = 1, warmup: int = 1) -> fl
 
 def emit(result: dict) -> None:
     print(json.dumps(result))
+
+
+def episode_transitions(count: int, n_taxa: int, seed: int) -> tuple[list, str]:
+    """Transitions of random walks of the real environment (rich observation, horizon 20) on an alignment
+    simulated on a random tree (1,000 sites): what actors insert."""
+    import numpy as np
+
+    from phylorl.env import EnvAlignment, EnvConfig, TreeEnv, prepare_alignment
+    from phylorl.phylo.simulate import simulate_dataset
+    from phylorl.types import Transition
+
+    rng = np.random.default_rng(seed)
+    alignment = simulate_dataset(n_taxa, 1000, rng).alignment
+    env = TreeEnv([EnvAlignment.build(alignment, prepare_alignment(alignment, "GTR+F+G4"), "sim")], EnvConfig(),
+                  seed=seed)
+    out = []
+    obs, _ = env.reset()
+    while len(out) < count:
+        action = int(rng.integers(obs.n_actions))
+        nxt, reward, terminal, truncated, _ = env.step(action)
+        out.append(Transition(obs, action, reward, nxt, terminal, truncated, 0.99, policy_version=len(out)))
+        obs = env.reset()[0] if truncated else nxt
+    return out, "random walks of TreeEnv (rich observation) on a simulated alignment"
