@@ -56,7 +56,7 @@ def enumerate_into(neighbors, node_edges, lengths, n_leaves, radius, dedupe, out
     n_nodes = neighbors.shape[0]
     with_paths = where.size > 0
     stack = np.empty((n_nodes, 2), np.int64)  # (node, distance from p)
-    walked = np.zeros(n_nodes)  # branch length from p, when with_paths
+    walked = np.zeros(n_nodes if with_paths else 0)  # branch length from p
     parent = np.empty(n_nodes, np.int64)
     count = 0
     if radius == 0:
