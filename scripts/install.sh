@@ -20,4 +20,7 @@ PY=${PYTHON:-python3}
 "$PY" -c 'import torch' 2>/dev/null || "$PY" -m pip install -q torch==2.13.0
 "$PY" -m pip install -q -e '.[dev]'
 command -v pyenv >/dev/null && pyenv rehash || true
+# numba compiles the learner's and replay's record passes on first use (about 25 s); do it once here, so no
+# service's first batch stalls on it (the cache lives next to the sources).
+"$PY" -c 'from phylorl.agent.packed_batch import compile_kernels; compile_kernels()'
 echo "[install] done: $("$PY" -c 'import phylorl, torch; print("phylorl", phylorl.__version__, "torch", torch.__version__)')"

@@ -94,3 +94,26 @@ def _segments(index: np.ndarray, sizes: np.ndarray) -> Segments:
     uniform = sizes.size > 0 and bool((sizes == sizes[0]).all())
     return Segments(index=torch.from_numpy(index), sizes=torch.from_numpy(np.ascontiguousarray(sizes, dtype=np.int64)),
                     count=int(sizes.size), size=int(sizes[0]) if uniform else None)
+
+
+def compile_kernels(seed: int = 0) -> int:
+    """Compile the record passes (and let numba cache them on disk) on a few records of a small simulated
+    alignment, as the first sampled batch, ``Act`` call and checked ``Insert`` would: about 25 s once per
+    install instead of a stall of every service's first batch. Returns the records it decoded."""
+    from phylorl.env import EnvAlignment, EnvConfig, TreeEnv, prepare_alignment
+    from phylorl.env.batch_kernels import records_valid
+    from phylorl.phylo.simulate import simulate_dataset
+    from phylorl.types import Transition
+    from phylorl.wire.record import encode_observation, encode_transition
+
+    alignment = simulate_dataset(6, 100, np.random.default_rng(seed)).alignment
+    env = TreeEnv([EnvAlignment.build(alignment, prepare_alignment(alignment, "JC"), "warm-up")],
+                  EnvConfig(horizon=4), seed=seed)
+    obs, _ = env.reset()
+    nxt, reward, terminal, truncated, _ = env.step(0)
+    records = PackedRecords.from_records([encode_transition(Transition(obs, 0, reward, nxt, terminal, truncated))])
+    states = PackedRecords.from_records([encode_observation(obs)])
+    if collate_records(records) is None or collate_states(states) is None \
+            or not records_valid(np.frombuffer(records.data, dtype=np.uint8), records.offsets):
+        raise RuntimeError("the compiled record passes declined records the environment made")
+    return len(records) + len(states)

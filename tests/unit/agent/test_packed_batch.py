@@ -201,3 +201,9 @@ def test_observation_records_equal_collating_the_decoded_observations(ds_referen
     with pytest.raises(ValueError, match="not a phylorl observation record"):
         decode_observation(good_transition := _episodes(simulated, EnvConfig(horizon=3), 1, seed=17)[0])
     assert good_transition[:4] == b"PRLT"
+
+
+def test_compile_kernels_runs_every_record_pass_on_environment_records():
+    from phylorl.agent.packed_batch import compile_kernels
+
+    assert compile_kernels(seed=1) == 2
