@@ -6,11 +6,12 @@ RESOURCE_EXHAUSTED). One thread takes the first waiting request, gathers more un
 once over all of them and answers each request with its own slice.
 
 States arrive as observation records (:func:`phylorl.wire.record.encode_observation`), the form
-replay records hold them in. The records of a gathered batch are made into the networks' inputs in
-one compiled pass (:func:`phylorl.agent.packed_batch.collate_states`: the trees and every move with
-its features, straight from the records' bytes); a batch holding a record in the arrays form is
-decoded record by record and collated (the reference path). Each request is checked when it
-arrives, so a bad state fails its own request (``ValueError`` naming it), never the batch. The networks used are the last
+replay records hold them in. Each request's records are made into network inputs when it arrives, on
+the caller's thread, in one compiled pass that releases the GIL
+(:func:`phylorl.agent.packed_batch.collate_states`: the trees and every move with its features,
+straight from the records' bytes; records in the arrays form are decoded one by one and collated,
+the reference path). That also checks them, so a bad state fails its own request (``ValueError``
+naming it), never the batch; the batching thread only concatenates the requests' inputs. The networks used are the last
 published snapshot (:meth:`BatchingInference.publish`), and every answer carries its version.
 """
 
@@ -29,7 +30,7 @@ import torch
 from phylorl.agent.acting import policy_networks, select_actions
 from phylorl.agent.packed_batch import collate_states
 from phylorl.nets.config import NetworkConfig
-from phylorl.nets.inputs import check_observation, collate_observations, move_to
+from phylorl.nets.inputs import check_observation, collate_observations, concat_inputs, move_to
 from phylorl.nets.twin import twin_or_none
 from phylorl.types import Observation
 from phylorl.wire.codec import PackedRecords
@@ -44,7 +45,8 @@ class Overloaded(RuntimeError):
 
 @dataclass
 class _Request:
-    records: PackedRecords
+    inputs: tuple  # (GraphBatch, ActionBatch) of its states, CPU tensors
+    count: int
     greedy: bool
     arrived: float = field(default_factory=time.perf_counter)
     done: threading.Event = field(default_factory=threading.Event)
@@ -102,8 +104,8 @@ class BatchingInference:
             PackedRecords.from_records([encode_observation(obs) for obs in states])
         if len(records) == 0:
             raise ValueError("an Act request needs at least one state")
-        self._check(records)
-        request = _Request(records, bool(greedy))
+        inputs = self._inputs(records)
+        request = _Request(inputs, len(records), bool(greedy))
         try:
             self._queue.put_nowait(request)
         except queue.Full:
@@ -118,7 +120,8 @@ class BatchingInference:
         metrics.INFERENCE_LATENCY.observe(time.perf_counter() - request.arrived)
         return request.result
 
-    def _check(self, records: PackedRecords) -> None:
+    def _inputs(self, records: PackedRecords) -> tuple:
+        """The network inputs of one request's states, checked (``ValueError`` naming a bad state)."""
         cfg = self.net_cfg
         want = (cfg.node_features, cfg.edge_features, cfg.action_meta)
         fast = collate_states(records)
@@ -129,13 +132,17 @@ class BatchingInference:
                      for name, g, w in zip(("node", "edge", "move"), got, want) if g != w]
             if wrong:
                 raise ValueError(f"the states carry {'; '.join(wrong)}")
-            return
+            return graphs, actions
+        observations = []
         for i, record in enumerate(records):
             try:
-                check_observation(decode_observation(record), *want)
+                obs = decode_observation(record)
+                check_observation(obs, *want)
             except ValueError as exc:
                 raise ValueError(f"observation {i} of {len(records)}: {str(exc).removeprefix('observation: ')}") \
                     from None
+            observations.append(obs)
+        return collate_observations(observations)
 
     def close(self) -> None:
         self._stop.set()
@@ -145,7 +152,7 @@ class BatchingInference:
     def _gather(self) -> list[_Request]:
         first = self._queue.get(timeout=0.1)
         batch = [first]
-        count = len(first.records)
+        count = first.count
         deadline = time.perf_counter() + self.max_delay_s
         while count < self.max_batch:
             remaining = deadline - time.perf_counter()
@@ -154,7 +161,7 @@ class BatchingInference:
             except queue.Empty:
                 break
             batch.append(item)
-            count += len(item.records)
+            count += item.count
         metrics.INFERENCE_QUEUE.set(self._queue.qsize())
         return batch
 
@@ -174,18 +181,14 @@ class BatchingInference:
     def _answer(self, group: list[_Request], greedy: bool) -> None:
         snapshot = self._snapshot
         try:
-            records = PackedRecords.from_records([record for r in group for record in r.records])
-            metrics.INFERENCE_BATCH.observe(len(records))
-            fast = collate_states(records)
-            inputs = fast[:2] if fast is not None else \
-                collate_observations([decode_observation(record) for record in records])
-            graphs, actions = move_to(inputs, self.device)
+            metrics.INFERENCE_BATCH.observe(sum(r.count for r in group))
+            graphs, actions = move_to(concat_inputs([r.inputs for r in group]), self.device)
             chosen, q, v = select_actions(snapshot.nets, graphs, actions, snapshot.alpha, greedy,
                                           generator=self._generator)
             chosen, q, v = (t.cpu().numpy() for t in (chosen, q, v))
             start = 0
             for r in group:
-                end = start + len(r.records)
+                end = start + r.count
                 r.result = (chosen[start:end].astype(np.int64), q[start:end].astype(np.float32),
                             v[start:end].astype(np.float32), snapshot.version)
                 start = end
