@@ -111,11 +111,7 @@ def decode_observation(record: bytes | bytearray | memoryview) -> Observation:
     if len(buf) < _OBSERVATION_HEADER.size:
         raise ValueError(f"observation record too short: {len(buf)} bytes")
     magic, version = _OBSERVATION_HEADER.unpack_from(buf, 0)
-    if magic != OBSERVATION_MAGIC:
-        raise ValueError(f"not a phylorl observation record: magic {bytes(magic)!r}, expected {OBSERVATION_MAGIC!r}")
-    if version not in READABLE_VERSIONS:
-        raise ValueError(f"observation record format version {version}; this code reads versions "
-                         f"{', '.join(map(str, READABLE_VERSIONS))}")
+    _check_kind(magic, version, OBSERVATION_MAGIC, "observation")
     try:
         obs, offset = _decode_observation(buf, _OBSERVATION_HEADER.size)
     except (struct.error, IndexError, OverflowError) as e:
@@ -175,11 +171,7 @@ def decode_transition(record: bytes | bytearray | memoryview) -> Transition:
     if len(buf) < _HEADER.size:
         raise ValueError(f"transition record too short: {len(buf)} bytes, the header alone is {_HEADER.size}")
     magic, version, flags, action, reward, discount, policy_version = _HEADER.unpack_from(buf, 0)
-    if magic != MAGIC:
-        raise ValueError(f"not a phylorl transition record: magic {bytes(magic)!r}, expected {MAGIC!r}")
-    if version not in READABLE_VERSIONS:
-        raise ValueError(f"transition record format version {version}; this code reads versions "
-                         f"{', '.join(map(str, READABLE_VERSIONS))}")
+    _check_kind(magic, version, MAGIC, "transition")
     try:
         observations, labels, offset = _decode_body(buf, flags)
     except (struct.error, IndexError, OverflowError) as e:  # a length or count that runs past the record
@@ -197,6 +189,14 @@ def decode_transition(record: bytes | bytearray | memoryview) -> Transition:
         policy_version=policy_version,
         next_labels=labels,
     )
+
+
+def _check_kind(magic: bytes, version: int, expected: bytes, kind: str) -> None:
+    if magic != expected:
+        raise ValueError(f"not a phylorl {kind} record: magic {bytes(magic)!r}, expected {expected!r}")
+    if version not in READABLE_VERSIONS:
+        raise ValueError(f"{kind} record format version {version}; this code reads versions "
+                         f"{', '.join(map(str, READABLE_VERSIONS))}")
 
 
 def _decode_body(buf: memoryview, flags: int):
