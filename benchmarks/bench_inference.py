@@ -30,6 +30,7 @@ from phylorl.nets.config import NetworkConfig
 from phylorl.nets.inputs import check_observation, collate_observations
 from phylorl.phylo import enumerate_moves, move_metadata, random_tree
 from phylorl.wire import codec
+from phylorl.wire.section_cache import forget
 from phylorl.wire.v1 import common_pb2, inference_pb2, inference_pb2_grpc
 from services.learner.inference import BatchingInference
 from services.learner.server import InferenceServer
@@ -58,9 +59,9 @@ def requests(observations: list) -> list:
 
 
 def wire_costs(observations: list, repeats: int = 7) -> dict:
-    """Per state, on one core: request bytes, the actor's encoding and the endpoint's decoding of a batch of
-    64, in the observation-record form sent now and in the arrays form sent before (decode: parse, check,
-    collate)."""
+    """Per state, on one core: request bytes, the actor's encoding (of a new state, and again: an actor
+    encodes each state up to three times, checked once) and the endpoint's decoding of a batch of 64, in the
+    observation-record form sent now and in the arrays form sent before (decode: parse, check, collate)."""
     want = (observations[0].node_features.shape[1], observations[0].edge_attr.shape[1],
             observations[0].action_meta.shape[1])
     n = len(observations)
@@ -69,6 +70,11 @@ def wire_costs(observations: list, repeats: int = 7) -> dict:
         request = inference_pb2.ActRequest()
         codec.pack_observations(observations, request.states)
         return request.SerializeToString()
+
+    def records_first():  # as a new state is encoded: checked against its rebuild
+        for obs in observations:
+            forget(obs)
+        return records()
 
     def arrays():
         return [codec.observation_to_proto(obs).SerializeToString() for obs in observations]
@@ -85,7 +91,8 @@ def wire_costs(observations: list, repeats: int = 7) -> dict:
         collate_observations(decoded)
 
     us = lambda fn: round(median_seconds(fn, repeats) / n * 1e6, 1)  # noqa: E731
-    return {"request_bytes_per_state": round(len(raw) / n), "encode_us_per_state": us(records),
+    return {"request_bytes_per_state": round(len(raw) / n), "encode_us_per_state": us(records_first),
+            "encode_again_us_per_state": us(records),
             "decode_us_per_state": us(read_records), "arrays_form": {
                 "request_bytes_per_state": round(sum(map(len, parts)) / n), "encode_us_per_state": us(arrays),
                 "decode_us_per_state": us(read_arrays)}}

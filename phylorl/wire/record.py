@@ -25,16 +25,15 @@ One record holds one :class:`~phylorl.types.Transition`. Layout (all little-endi
                          each edge's split support; the rich edge and move features are rebuilt.
     next_labels          only with flag bit 2: one float32 array, the demonstration label (reward)
                          of every move of next_obs, in the order of its actions.
-
 An observation record (what an inference request carries, :func:`encode_observation`) is ``"<4sB"``
 magic b"PRLO" and the format version, then one observation in the same forms.
 
-The tree forms are used when the observation carries a :class:`~phylorl.types.MoveSource`
-and rebuilding from it gives back exactly its arrays (checked while encoding, so whatever happened
-to the observation, decoding returns what was encoded); otherwise the arrays form. Decoding gives
-back arrays with the original dtype, shape and bit patterns (``-0.0`` and NaN payloads included)
-and Python scalars for the rest. For a 20-taxon tree (38 nodes, 74 directed edges, 1122 moves) a
-record is about 0.8 kB in tree form and about 17 kB in arrays form, against 102 kB of raw arrays.
+The tree forms are used when the observation carries a :class:`~phylorl.types.MoveSource` and
+rebuilding from it gives back exactly its arrays (checked while encoding, once per state while the
+state is unchanged: :mod:`phylorl.wire.section_cache`); otherwise the arrays form. Decoding gives back
+arrays with the original dtype, shape and bit patterns (``-0.0`` and NaN payloads included) and Python
+scalars for the rest. A 20-taxon state (1122 moves) takes about 0.8 kB in the tree form, 2.3 kB in the
+rich tree form, 17 kB in the arrays form, against 102 kB of raw arrays.
 """
 
 from __future__ import annotations
@@ -47,12 +46,12 @@ from numba import njit
 
 from phylorl.types import Observation, Transition
 
-MAGIC = b"PRLT"
+from .section_cache import section_for
+
+MAGIC, OBSERVATION_MAGIC = b"PRLT", b"PRLO"
 VERSION = 3
 READABLE_VERSIONS = (3,)
 OBS_FIELDS = ("node_features", "edge_index", "edge_attr", "actions", "action_meta")
-
-OBSERVATION_MAGIC = b"PRLO"
 
 _HEADER = struct.Struct("<4sBBqddq")
 _OBSERVATION_HEADER = struct.Struct("<4sB")
@@ -122,6 +121,18 @@ def decode_observation(record: bytes | bytearray | memoryview) -> Observation:
 
 
 def _encode_observation(obs: Observation, prefix: str, parts: list[bytes]) -> None:
+    if obs.source is None:
+        return _encode_section(obs, prefix, parts)
+    parts.append(section_for(obs, lambda: _section(obs, prefix)))  # encoded and checked once per state
+
+
+def _section(obs: Observation, prefix: str) -> bytes:
+    own: list[bytes] = []
+    _encode_section(obs, prefix, own)
+    return b"".join(own)
+
+
+def _encode_section(obs: Observation, prefix: str, parts: list[bytes]) -> None:
     if obs.rich is not None and obs.source is not None and _encode_rich(obs, prefix, parts):
         return
     tree = None

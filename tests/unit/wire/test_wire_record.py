@@ -217,3 +217,33 @@ def test_demonstration_labels_round_trip_and_are_checked():
     corrupt[flags_at] &= ~4
     with pytest.raises(ValueError, match="trailing bytes"):
         record.decode_transition(bytes(corrupt))
+
+
+def test_a_state_is_checked_once_and_encoded_afresh_when_it_changes(monkeypatch):
+    """An actor encodes each state up to three times; the rebuild check runs once while the state is unchanged,
+    and any change to what the record is made from (arrays, move source, rich parts) is encoded afresh."""
+    from phylorl.env import EnvAlignment, EnvConfig, TreeEnv, prepare_alignment
+    from phylorl.env import tree_observation
+    from phylorl.phylo.simulate import simulate_dataset
+
+    alignment = simulate_dataset(8, 200, np.random.default_rng(5)).alignment
+    env = TreeEnv([EnvAlignment.build(alignment, prepare_alignment(alignment, "JC"), "a")], EnvConfig(), seed=0)
+    obs, _ = env.reset()
+    checks = []
+    original = tree_observation.rich_tree_arrays_of
+    monkeypatch.setattr(tree_observation, "rich_tree_arrays_of", lambda o: checks.append(1) or original(o))
+    first = record.encode_observation(obs)
+    assert record.encode_observation(obs) == first and len(checks) == 1
+    assert record.decode_transition(record.encode_transition(Transition(obs, 0, 0.0, obs, False, False))).obs.n_actions \
+        == obs.n_actions and len(checks) == 1
+    changes = [lambda o: o.action_meta.__setitem__((0, 3), o.action_meta[0, 3] + 1),
+               lambda o: o.rich.deltas.__setitem__(0, o.rich.deltas[0] + 1),
+               lambda o: o.edge_attr.__setitem__((0, 0), 0.5)]
+    for i, change in enumerate(changes):
+        change(obs)
+        again = record.encode_observation(obs)
+        assert len(checks) == 2 + i  # encoded afresh (the rebuild no longer matches: the arrays form)
+        assert again[5] == 0 and first[5] == 2
+        decoded = record.decode_observation(again)
+        for name in record.OBS_FIELDS:
+            assert getattr(decoded, name).tobytes() == getattr(obs, name).tobytes(), name
