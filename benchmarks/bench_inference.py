@@ -14,7 +14,6 @@ Usage: python benchmarks/bench_inference.py [--seconds S] [--hidden H] [--featur
 from __future__ import annotations
 
 import argparse
-import statistics
 import threading
 import time
 

@@ -15,8 +15,7 @@ import numpy as np
 import torch
 
 from phylorl.env.batch_kernels import decode_batch, finite_and_movable
-from phylorl.nets.inputs import ActionBatch, GraphBatch, move_to
-from phylorl.nets.segment import Segments
+from phylorl.nets.inputs import ActionBatch, GraphBatch, move_to, segments
 from phylorl.wire.codec import PackedRecords
 from phylorl.wire.record_reader import LABELLED, TERMINAL
 
@@ -43,13 +42,11 @@ def collate_records(records: PackedRecords, device: torch.device | str = "cpu", 
     flags = headers[:, 0]
     graphs = _graph_batch(sides[0], node_index[0], n)
     next_graphs = _graph_batch(sides[1], node_index[1], n)
-    ones = np.ones(n, dtype=np.int64)
     batch = Batch(
         graphs=graphs,
-        actions=ActionBatch(torch.from_numpy(taken), torch.from_numpy(taken_meta),
-                            Segments(torch.arange(n, dtype=torch.int64), torch.from_numpy(ones), n, 1)),
+        actions=ActionBatch(torch.from_numpy(taken), torch.from_numpy(taken_meta), segments(np.ones(n))),
         next_graphs=next_graphs,
-        next_actions=ActionBatch(torch.from_numpy(moves), torch.from_numpy(meta), _segments(move_index, counts)),
+        next_actions=ActionBatch(torch.from_numpy(moves), torch.from_numpy(meta), segments(counts, move_index)),
         reward=torch.from_numpy(values[:, 0].astype(np.float32)),
         discount=torch.from_numpy(values[:, 1].astype(np.float32)),
         terminal=torch.from_numpy((flags & TERMINAL) != 0),
@@ -75,7 +72,7 @@ def collate_states(records: PackedRecords) -> tuple[GraphBatch, ActionBatch, boo
     if decoded is None or not finite_and_movable(decoded):
         return None
     rich, _, _, (sides, node_index, _, _, moves, meta, _, counts, move_index) = decoded
-    actions = ActionBatch(torch.from_numpy(moves), torch.from_numpy(meta), _segments(move_index, counts))
+    actions = ActionBatch(torch.from_numpy(moves), torch.from_numpy(meta), segments(counts, move_index))
     return _graph_batch(sides[1], node_index[1], n), actions, bool(rich)
 
 
@@ -86,14 +83,8 @@ def _graph_batch(side, index: np.ndarray, n: int) -> GraphBatch:
         x=torch.from_numpy(x), edge_index=torch.from_numpy(edge_index), edge_attr=torch.from_numpy(edge_attr),
         neighbors=torch.from_numpy(neighbors), neighbor_attr=torch.from_numpy(neighbor_attr),
         neighbor_mask=torch.from_numpy(mask), node_offset=torch.from_numpy(np.cumsum(sizes) - sizes),
-        nodes=_segments(index, sizes),
+        nodes=segments(sizes, index),
     )
-
-
-def _segments(index: np.ndarray, sizes: np.ndarray) -> Segments:
-    uniform = sizes.size > 0 and bool((sizes == sizes[0]).all())
-    return Segments(index=torch.from_numpy(index), sizes=torch.from_numpy(np.ascontiguousarray(sizes, dtype=np.int64)),
-                    count=int(sizes.size), size=int(sizes[0]) if uniform else None)
 
 
 def compile_kernels(seed: int = 0) -> int:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from phylorl.phylo.spr import enumerate_into, move_capacity, slot_of
+from phylorl.phylo.spr import enumerate_into, move_capacity
 from phylorl.wire.record_reader import (
     DEDUPE, FLOAT32, FLOAT64, LABELLED, RICH_FORM, TERMINAL, array_header, observation_header,
     observation_record_header, read_floats, read_ints, record_header,

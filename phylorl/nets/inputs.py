@@ -86,10 +86,13 @@ def move_to(obj, device: torch.device | str, pin_memory: bool = False):
     return map_tensors(obj, lambda t: t.to(device))
 
 
-def _segments(sizes: np.ndarray) -> Segments:
-    sizes = np.asarray(sizes, dtype=np.int64)
+def segments(sizes: np.ndarray, index: np.ndarray | None = None) -> Segments:
+    """:class:`Segments` of rows grouped ``sizes[i]`` at a time into segment ``i`` (``index``: each row's
+    segment, when the caller has it already)."""
+    sizes = np.ascontiguousarray(sizes, dtype=np.int64)
     uniform = sizes.size > 0 and bool((sizes == sizes[0]).all())
-    index = np.repeat(np.arange(sizes.size, dtype=np.int64), sizes)
+    if index is None:
+        index = np.repeat(np.arange(sizes.size, dtype=np.int64), sizes)
     return Segments(
         index=torch.from_numpy(index),
         sizes=torch.from_numpy(sizes),
@@ -146,7 +149,7 @@ def collate_graphs(observations: Sequence[Observation]) -> GraphBatch:
         neighbor_attr=torch.from_numpy(nattr),
         neighbor_mask=torch.from_numpy(mask),
         node_offset=torch.from_numpy(offset),
-        nodes=_segments(n_nodes),
+        nodes=segments(n_nodes),
     )
 
 
@@ -169,7 +172,7 @@ def collate_actions(
     return ActionBatch(
         nodes=torch.from_numpy(np.ascontiguousarray(nodes)),
         meta=torch.from_numpy(np.ascontiguousarray(meta_all)),
-        states=_segments(sizes),
+        states=segments(sizes),
     )
 
 
@@ -213,8 +216,6 @@ def concat_inputs(parts: Sequence[tuple[GraphBatch, ActionBatch]]) -> tuple[Grap
     return graph, action
 
 
-def _concat_segments(segments: Sequence[Segments], bases) -> Segments:
-    sizes = torch.cat([s.sizes for s in segments])
-    uniform = sizes.numel() > 0 and bool((sizes == sizes[0]).all())
-    return Segments(index=torch.cat([s.index + int(b) for s, b in zip(segments, bases)]), sizes=sizes,
-                    count=int(sizes.numel()), size=int(sizes[0]) if uniform else None)
+def _concat_segments(parts: Sequence[Segments], bases) -> Segments:
+    return segments(torch.cat([s.sizes for s in parts]).numpy(),
+                    torch.cat([s.index + int(b) for s, b in zip(parts, bases)]).numpy())

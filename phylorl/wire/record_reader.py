@@ -13,15 +13,17 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from . import record
 from .record import MAGIC, OBSERVATION_MAGIC, VERSION
 
-HEADER_SIZE = 38  # struct "<4sBBqddq"
-ITEMSIZE = np.array([1, 1, 2, 4, 8, 1, 2, 4, 8, 2, 4, 8], np.int64)  # by dtype code (record._DTYPES)
-SIGNED = np.array([0, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0], np.bool_)
-INT32, FLOAT32, FLOAT64 = 3, 10, 11
-TREE_FORM, RICH_FORM = 1, 2
-DEDUPE, LEAF_FEATURES = 1, 2
-TERMINAL, TRUNCATED, LABELLED = 1, 2, 4
+# The record format's own constants (phylorl.wire.record), as compiled code reads them.
+HEADER_SIZE = record._HEADER.size
+ITEMSIZE = np.array([dt.itemsize for dt in record._DTYPES], np.int64)  # by dtype code
+SIGNED = np.array([dt.kind == "i" for dt in record._DTYPES], np.bool_)
+FLOAT32, FLOAT64 = record._CODE[np.dtype("<f4").str], record._CODE[np.dtype("<f8").str]
+TREE_FORM, RICH_FORM = record._TREE_FORM, record._RICH_FORM
+DEDUPE, LEAF_FEATURES = record._DEDUPE, record._LEAF_FEATURES
+TERMINAL, LABELLED = record._TERMINAL, record._LABELLED
 _MAGIC = np.frombuffer(MAGIC, np.uint8)
 _OBSERVATION_MAGIC = np.frombuffer(OBSERVATION_MAGIC, np.uint8)
 
