@@ -19,6 +19,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 DS_DIR = REPO.parent / "shared" / "data" / "ds"
+REAL_DIR = REPO.parent / "shared" / "data" / "real"
 
 
 def require_program(name: str) -> str:
@@ -40,6 +41,17 @@ def ds_dir() -> Path:
             pytest.fail(message)
         pytest.skip(message)
     return DS_DIR
+
+
+@pytest.fixture(scope="session")
+def real_dir() -> Path:
+    """The real alignments (``train/``, ``valid/``)."""
+    if not REAL_DIR.exists():
+        message = f"real alignments not found at {REAL_DIR}"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    return REAL_DIR
 
 
 @pytest.fixture(scope="session")

@@ -8,6 +8,8 @@ plus local branch-length optimisation) and their results are comparable.
                ``steps`` steps; stops early when no move raises the log-likelihood.
 ``hillclimb``  greedy until no move improves, then full branch-length optimisation; repeats while
                that full optimisation changes the log-likelihood (the classical SPR hill-climb).
+               The guided climbs below then also optimise every branch of the few best moves and go on
+               from the best if it improves (``ThoroughEscape.escape``).
                With ``restarts > 0`` it then perturbs the best tree so far with a few random short
                SPR moves and climbs again, keeping the best (iterated local search, as IQ-TREE
                escapes local optima by perturbation).
@@ -60,6 +62,10 @@ class GreedyPolicy:
         best = int(np.argmax(values))
         return best if values[best] > env.loglik + IMPROVEMENT_EPS else None
 
+
+PERTURBATION = (4, 2)
+"""A perturb-and-climb round's perturbation: this many random SPR moves of at most this radius (``lazyclimb``
+has its own, ``LazyClimb.perturbation``)."""
 
 RESCORE = 64
 """How many of the best trees a finished search has seen (by their step log-likelihood) get their branches
@@ -128,7 +134,7 @@ class SearchResult:
 
 def run_search(env: TreeEnv, policy: str | Policy, *, steps: int | None, rng: np.random.Generator | None = None,
                on_step: Callable[[int, float], None] | None = None, restarts: int = 0,
-               perturbation_moves: int = 4, perturbation_radius: int = 2, finish: bool = False,
+               perturbation_moves: int | None = None, perturbation_radius: int | None = None, finish: bool = False,
                rescore: int = RESCORE) -> SearchResult:
     """Search from ``env``'s current state (call ``env.reset`` first).
 
@@ -139,8 +145,9 @@ def run_search(env: TreeEnv, policy: str | Policy, *, steps: int | None, rng: np
         rng: random generator for the random policy and the perturbations (default: unseeded).
         on_step: called with ``(step, loglik)`` after every move (progress display).
         restarts: hill-climbing only: perturb-and-climb rounds after the first climb.
-        perturbation_moves: random SPR moves of a perturbation.
-        perturbation_radius: largest radius of those moves.
+        perturbation_moves: random SPR moves of a perturbation (default: :data:`PERTURBATION`, or
+            ``LazyClimb.perturbation`` for ``lazyclimb``).
+        perturbation_radius: largest radius of those moves (default as ``perturbation_moves``).
         finish: at the end, optimise every branch length of the best tree seen (Newton rounds until
             the log-likelihood settles, as hill-climbing ends) and answer with that tree. Moves only
             optimise the branches near them, so a tree reached by many moves has stale lengths
@@ -156,9 +163,13 @@ def run_search(env: TreeEnv, policy: str | Policy, *, steps: int | None, rng: np
         raise RuntimeError("reset the environment before searching")
     hill = policy in ("hillclimb", "fastclimb", "lazyclimb") or getattr(policy, "climbs", False)
     rng = rng if rng is not None else np.random.default_rng()
+    default = LazyClimb.perturbation if policy == "lazyclimb" else PERTURBATION
+    perturbation = (default[0] if perturbation_moves is None else perturbation_moves,
+                    default[1] if perturbation_radius is None else perturbation_radius)
     if policy in ("fastclimb", "lazyclimb") and restarts:  # rounds stop at the top moves' optimum; the last
         make = ParsimonyClimb if policy == "fastclimb" else LazyClimb.with_rounds  # climb is certified
-        return ranked_climb_with_restarts(env, lambda certify: make(certify=certify), restarts, rng, on_step)
+        return ranked_climb_with_restarts(env, lambda certify: make(certify=certify), restarts, rng, on_step,
+                                          perturbation)
     if isinstance(policy, str):
         if policy == "random":
             policy = RandomPolicy(rng)
@@ -195,8 +206,7 @@ def run_search(env: TreeEnv, policy: str | Policy, *, steps: int | None, rng: np
 
     for round_ in range(restarts + 1):
         if round_:
-            env.reset(env.alignments.index(env.current), _perturbed(best_tree, perturbation_moves,
-                                                                      perturbation_radius, rng))
+            env.reset(env.alignments.index(env.current), _perturbed(best_tree, *perturbation, rng))
             note_best()
         while done < limit:
             action = policy.choose(env)
@@ -206,10 +216,21 @@ def run_search(env: TreeEnv, policy: str | Policy, *, steps: int | None, rng: np
                 before = env.loglik
                 env.optimize_all_branches()
                 note_best()
-                if env.loglik - before <= 1e-3:
+                if env.loglik - before > 1e-3:
+                    continue
+                better = getattr(policy, "escape", lambda _: None)(env)  # a thoroughly optimised move
+                if better is None:
                     break
+                env.reset(env.alignments.index(env.current), better)
+                done += 1
+                trajectory.append(env.loglik)
+                note_best()
+                if seen is not None:
+                    seen.add(env.tree, env.loglik)
+                if on_step is not None:
+                    on_step(done, env.loglik)
                 continue
-            env.step(action)
+            env.move(action)  # the policies ask for an observation when they need one
             done += 1
             trajectory.append(env.loglik)
             note_best()
@@ -233,14 +254,18 @@ def run_search(env: TreeEnv, policy: str | Policy, *, steps: int | None, rng: np
 
 def ranked_climb_with_restarts(env: TreeEnv, make: Callable[[bool], RankedClimb], restarts: int,
                                rng: np.random.Generator,
-                               on_step: Callable[[int, float], None] | None = None) -> SearchResult:
+                               on_step: Callable[[int, float], None] | None = None,
+                               perturbation: tuple[int, int] | None = None) -> SearchResult:
     """Iterated local search with a ranked climb: climbs that stop when none of the top-ranked moves
     improves (``make(False)``), with ``restarts`` perturb-and-climb rounds from the best tree, then one
     certified climb (``make(True)``) from the best tree, so the answer is a true SPR local optimum with
-    every branch optimised. One :class:`SearchResult` covers both phases."""
+    every branch optimised. ``perturbation``: ``(moves, radius)`` of each perturbation (default
+    :data:`PERTURBATION`). One :class:`SearchResult` covers both phases."""
     import dataclasses
 
-    rounds = run_search(env, make(False), steps=None, restarts=restarts, rng=rng, on_step=on_step)
+    moves, radius = perturbation or PERTURBATION
+    rounds = run_search(env, make(False), steps=None, restarts=restarts, rng=rng, on_step=on_step,
+                        perturbation_moves=moves, perturbation_radius=radius)
     env.reset(env.alignments.index(env.current), rounds.best_tree)
     final = run_search(env, make(True), steps=None, on_step=on_step)
     better = final if final.best_loglik >= rounds.best_loglik else rounds

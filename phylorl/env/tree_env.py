@@ -143,19 +143,27 @@ class TreeEnv:
 
     def step(self, action: int) -> tuple[Observation, float, bool, bool, dict]:
         """Apply move ``action`` (an index into the last observation's actions)."""
+        delta = self.move(action)
+        reward = delta / abs(self.current.prepared.nj_loglik) * self.config.reward_scale
+        truncated = self.steps >= self.config.horizon
+        obs = self.observation(self.config.features)
+        return obs, float(reward), False, truncated, self._info(delta)
+
+    def move(self, action: int) -> float:
+        """Apply move ``action`` as :meth:`step` does and return the change of log-likelihood, without building
+        the observation (searches that rank moves by other means skip its features; :meth:`observation` still
+        builds it on demand)."""
         if self.tree is None:
             raise RuntimeError("call reset() before step()")
         if not 0 <= action < len(self._moves):
             raise IndexError(f"action {action} out of range: this state has {len(self._moves)} moves")
-        move = self._moves[action]
-        new_loglik = self._apply(self.tree, move)
+        new_loglik = self._apply(self.tree, self._moves[action])
         delta = new_loglik - self.loglik
         self.loglik = new_loglik
         self.steps += 1
-        reward = delta / abs(self.current.prepared.nj_loglik) * self.config.reward_scale
-        truncated = self.steps >= self.config.horizon
-        obs = self._observe()
-        return obs, float(reward), False, truncated, self._info(delta)
+        self._moves = enumerate_moves(self.tree, radius=self.config.radius)
+        self._last = None
+        return delta
 
     # -------------------------------------------------------------- helpers
     def _apply(self, tree: Tree, move) -> float:

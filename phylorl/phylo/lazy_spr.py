@@ -102,21 +102,20 @@ def _dense(out, sc, node, n_leaves, tip_codes, clv, scale, d):
 
 
 @njit(cache=True, nogil=True)
-def _edge_terms(neighbors, edges, lengths, n_leaves, tip_codes, clv, pmat, tip_pmat, eigvals, U, U_inv, rates,
-                T, H):
-    """``T[d]``: the partial of directed edge ``d`` times its edge's matrix; ``H[d]``: the same over half the
-    edge (the two halves of a regraft edge)."""
-    C = rates.shape[0]
-    mask_vectors = kn.MASK_VECTORS
-    pm = np.empty((C, 4, 4))
-    ptip = np.empty((C, 4, 16))
-    for e in range(edges.shape[0]):
-        kn.branch_pmat(0.5 * lengths[e], eigvals, U, U_inv, rates, mask_vectors, pm, ptip)
-        for k in range(2):
-            d = 2 * e + k
-            head = edges[e, 1 - k]
-            _times_p(T[d], pmat[e], tip_pmat[e], head, n_leaves, tip_codes, clv[d], True)
-            _times_p(H[d], pm, ptip, head, n_leaves, tip_codes, clv[d], True)
+def _edge_term(out, ok, d, half, edges, lengths, n_leaves, tip_codes, clv, pmat, tip_pmat, eigvals, U, U_inv, rates,
+               pm, ptip):
+    """``out[d]``, made on first use (``ok[d]``): the partial of directed edge ``d`` times its edge's matrix, or
+    with ``half`` over half the edge (the halves of a regraft edge)."""
+    if not ok[d]:
+        e = d // 2
+        head = edges[e, 1 - d % 2]
+        if half:
+            kn.branch_pmat(0.5 * lengths[e], eigvals, U, U_inv, rates, kn.MASK_VECTORS, pm, ptip)
+            _times_p(out[d], pm, ptip, head, n_leaves, tip_codes, clv[d], True)
+        else:
+            _times_p(out[d], pmat[e], tip_pmat[e], head, n_leaves, tip_codes, clv[d], True)
+        ok[d] = True
+    return out[d]
 
 
 @njit(cache=True, nogil=True, fastmath=FASTMATH)
@@ -135,7 +134,7 @@ def _scale_of(scale, d, node, n_leaves, q):
 
 
 @njit(cache=True, nogil=True)
-def _candidate(F, sF, y, d_y, H, t, Sd, sS, l0, three, n_leaves, tip_codes, clv, scale, freqs, weights, eigvals, U,
+def _candidate(F, sF, y, d_y, Hy, t, Sd, sS, l0, three, n_leaves, tip_codes, clv, scale, freqs, weights, eigvals, U,
                U_inv, rates, inv_lik, pinv, pattern_weights, t_min, t_max, max_iter, newton_tol, work, swork, coef, pm,
                ptip):
     """One regraft: ``F`` the partial at ``x`` without ``y``'s side (toward ``p``), ``y``'s side along ``d_y``,
@@ -147,7 +146,7 @@ def _candidate(F, sF, y, d_y, H, t, Sd, sS, l0, three, n_leaves, tip_codes, clv,
     _dense(Y, sY, y, n_leaves, tip_codes, clv, scale, d_y)
     kn.branch_pmat(0.5 * t, eigvals, U, U_inv, rates, mask_vectors, pm, ptip)
     _times_p(PF, pm, ptip, n_leaves, n_leaves, tip_codes, F, True)
-    _product(V, PF, H[d_y])
+    _product(V, PF, Hy)
     for q in range(P):
         sV[q] = sF[q] + sY[q]
     kn.rescale_patterns(V, sV)
@@ -157,7 +156,7 @@ def _candidate(F, sF, y, d_y, H, t, Sd, sS, l0, three, n_leaves, tip_codes, clv,
         return f
     kn.branch_pmat(l, eigvals, U, U_inv, rates, mask_vectors, pm, ptip)
     _times_p(PS, pm, ptip, n_leaves, n_leaves, tip_codes, Sd, True)
-    _product(V, H[d_y], PS)  # the regraft node without x's half
+    _product(V, Hy, PS)  # the regraft node without x's half
     for q in range(P):
         sV[q] = sY[q] + sS[q]
     kn.rescale_patterns(V, sV)
@@ -175,23 +174,55 @@ def _candidate(F, sF, y, d_y, H, t, Sd, sS, l0, three, n_leaves, tip_codes, clv,
 
 
 @njit(cache=True, nogil=True)
+def _mark_paths(moves, i, j, neighbors, n_leaves, p, s, need, seen, up, queue, stamp):
+    """Stamp in ``need`` every node on the paths from ``p`` (not through ``s``) to the near ends ``x`` of the
+    regraft edges of moves ``i..j``: the only nodes whose partial toward ``p`` the walk must build. Ends not
+    reachable that way stay unstamped (the walk then reports their move as invalid)."""
+    seen[p] = stamp
+    seen[s] = stamp
+    queue[0] = p
+    head, tail = 0, 1
+    while head < tail:
+        u = queue[head]
+        head += 1
+        if u < n_leaves:
+            continue
+        for k in range(3):
+            v = neighbors[u, k]
+            if seen[v] != stamp:
+                seen[v] = stamp
+                up[v] = u
+                queue[tail] = v
+                tail += 1
+    for q in range(i, j):
+        x = moves[q, 2]
+        if x < 0 or x >= neighbors.shape[0] or seen[x] != stamp or x == s:
+            continue
+        while x != p and need[x] != stamp:
+            need[x] = stamp
+            x = up[x]
+
+
+@njit(cache=True, nogil=True)
 def lazy_spr_scores(moves, neighbors, node_edges, edges, lengths, n_leaves, tip_codes, clv, scale, pmat, tip_pmat,
                     freqs, weights, eigvals, U, U_inv, rates, inv_lik, pinv, pattern_weights, t_min, t_max,
-                    max_iter, newton_tol, three, out):
+                    max_iter, newton_tol, three, T, H, D, sD, out):
     """Lazy score of every move (rows ``(p, s, x, y)``) into ``out``; every partial of the tree must be valid
     (:func:`ensure_all`). Moves sharing ``(p, s)`` should be consecutive (as enumerated): each run costs one
-    walk of the remaining tree, as far as its farthest regraft edge. Returns the index of the first move that is
+    walk of the remaining tree along the paths to its regraft edges. Returns the index of the first move that is
     not a valid SPR move of the tree (or repeats a regraft edge of its run), or -1. With ``three`` the two halves
-    of the regraft edge are optimised too, after the pendant (one pass: the branches at the regraft point)."""
+    of the regraft edge are optimised too, after the pendant (one pass: the branches at the regraft point).
+    ``T``, ``H`` (``[2E, C, 4, P]``), ``D`` (``[nodes, C, 4, P]``) and ``sD`` (int64 ``[nodes, P]``) are work
+    space, kept by the caller between calls (touching fresh pages cost more than the edge terms)."""
     mask_vectors = kn.MASK_VECTORS
     n_nodes = neighbors.shape[0]
     C = clv.shape[1]
     P = clv.shape[3]
-    T = np.empty((clv.shape[0], C, 4, P))
-    H = np.empty((clv.shape[0], C, 4, P))
-    _edge_terms(neighbors, edges, lengths, n_leaves, tip_codes, clv, pmat, tip_pmat, eigvals, U, U_inv, rates, T, H)
-    D = np.empty((n_nodes, C, 4, P))  # per node x: the remaining tree's partial on x's side toward p, times P
-    sD = np.zeros((n_nodes, P), np.int64)
+    t_ok = np.zeros(clv.shape[0], np.bool_)  # which edge terms T, H this call has made
+    h_ok = np.zeros(clv.shape[0], np.bool_)
+    pm2 = np.empty((C, 4, 4))
+    ptip2 = np.empty((C, 4, 16))
+    # D[x]: the remaining tree's partial on x's side toward p, times the matrix toward p; sD its scales
     F = np.empty((C, 4, P))
     sF = np.zeros(P, np.int64)
     Sd = np.empty((C, 4, P))
@@ -205,6 +236,10 @@ def lazy_spr_scores(moves, neighbors, node_edges, edges, lengths, n_leaves, tip_
     want_x = np.empty(edges.shape[0], np.int64)  # and that move's x (the end nearer to p)
     queue = np.empty(n_nodes, np.int64)
     parent = np.empty(n_nodes, np.int64)
+    need = np.zeros(n_nodes, np.int64)  # == the run's stamp: on a path from p to a regraft edge of the run
+    seen = np.zeros(n_nodes, np.int64)
+    up = np.empty(n_nodes, np.int64)
+    stamp = 0
     A = moves.shape[0]
     i = 0
     while i < A:
@@ -226,11 +261,13 @@ def lazy_spr_scores(moves, neighbors, node_edges, edges, lengths, n_leaves, tip_
             want_x[e] = x
             j += 1
         remaining = j - i
+        stamp += 1
+        _mark_paths(moves, i, j, neighbors, n_leaves, p, s, need, seen, up, queue, stamp)
         e_ps = node_edges[p, ks]
         _dense(Sd, sS, s, n_leaves, tip_codes, clv, scale, kn.directed_id(edges, e_ps, p))  # s's, away from p
         for side in range(3):
             a = neighbors[p, side]
-            if side == ks or a < n_leaves or remaining == 0:
+            if side == ks or a < n_leaves or remaining == 0 or need[a] != stamp:
                 continue
             other = 3 - ks - side
             b = neighbors[p, other]
@@ -253,22 +290,28 @@ def lazy_spr_scores(moves, neighbors, node_edges, edges, lengths, n_leaves, tip_
                     y = neighbors[x, k]
                     e = node_edges[x, k]
                     hit = want[e] >= 0 and want_x[e] == x
-                    if not hit and y < n_leaves:
+                    deeper = y >= n_leaves and need[y] == stamp  # a regraft edge of the run lies beyond y
+                    if not hit and not deeper:
                         continue
                     sib = neighbors[x, 3 - k - k_parent]
                     d_sib = kn.directed_id(edges, node_edges[x, 3 - k - k_parent], x)
-                    _product(F, D[x], T[d_sib])  # x's partial toward p, without y's side
+                    Ts = _edge_term(T, t_ok, d_sib, False, edges, lengths, n_leaves, tip_codes, clv, pmat, tip_pmat,
+                                    eigvals, U, U_inv, rates, pm2, ptip2)
+                    _product(F, D[x], Ts)  # x's partial toward p, without y's side
                     for q in range(P):
                         sF[q] = sD[x, q] + _scale_of(scale, d_sib, sib, n_leaves, q)
                     kn.rescale_patterns(F, sF)
                     if hit:
+                        d_y = kn.directed_id(edges, e, x)
+                        Hy = _edge_term(H, h_ok, d_y, True, edges, lengths, n_leaves, tip_codes, clv, pmat, tip_pmat,
+                                        eigvals, U, U_inv, rates, pm2, ptip2)
                         out[want[e]] = _candidate(
-                            F, sF, y, kn.directed_id(edges, e, x), H, lengths[e], Sd, sS, lengths[e_ps], three,
+                            F, sF, y, d_y, Hy, lengths[e], Sd, sS, lengths[e_ps], three,
                             n_leaves, tip_codes, clv, scale, freqs, weights, eigvals, U, U_inv, rates, inv_lik, pinv,
                             pattern_weights, t_min, t_max, max_iter, newton_tol, work, swork, coef, pm, ptip)
                         want[e] = -1
                         remaining -= 1
-                    if y >= n_leaves:
+                    if deeper:
                         _times_p(D[y], pmat[e], tip_pmat[e], n_leaves, n_leaves, tip_codes, F, True)
                         sD[y] = sF
                         parent[y] = x

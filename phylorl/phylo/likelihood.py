@@ -94,6 +94,7 @@ class LikelihoodEngine:
         self._snap_edges: np.ndarray | None = None
         self._snap_lengths: np.ndarray | None = None
         self._root_edge = 0
+        self._lazy_work: tuple | None = None  # spr_scores work space, kept between calls
         self._seen_taxa: tuple | None = None
         self.model: SubstitutionModel | None = None
         if isinstance(model, str):
@@ -258,10 +259,16 @@ class LikelihoodEngine:
             tree.n_edges, tree.neighbors, tree.node_edges, tree.edges, tree.n_leaves, self.tip_codes, b.pmat,
             b.tip_pmat, b.clv, b.scale, b.valid, b.stack)
         out = np.full(moves.shape[0], np.nan)
+        shape = (2 * tree.n_edges, self._n_cats, 4, self.n_patterns)
+        if self._lazy_work is None or self._lazy_work[0].shape != shape:  # kept: fresh pages cost ~3 ms a call
+            nodes = tree.neighbors.shape[0]
+            self._lazy_work = (np.empty(shape), np.empty(shape), np.empty((nodes,) + shape[1:]),
+                               np.zeros((nodes, self.n_patterns), np.int64))
         bad = lazy_spr.lazy_spr_scores(
             moves, tree.neighbors, tree.node_edges, tree.edges, tree.lengths, tree.n_leaves, self.tip_codes, b.clv,
             b.scale, b.pmat, b.tip_pmat, m.freqs, m.weights, m.eigvals, m.U, m.U_inv, m.rates, m.inv_lik, m.pinv,
-            self.pattern_weights, self.brlen_min, self.brlen_max, newton_iterations, newton_tol, branches == 3, out)
+            self.pattern_weights, self.brlen_min, self.brlen_max, newton_iterations, newton_tol, branches == 3,
+            *self._lazy_work, out)
         if bad >= 0:
             raise ValueError(f"move {bad} {tuple(moves[bad].tolist())} is not an SPR move of this tree (or repeats "
                              "a regraft edge of its (p, s))")

@@ -9,7 +9,8 @@ from phylorl.env import EnvAlignment, EnvConfig, TreeEnv, prepare_alignment
 from phylorl.env.climbs import LazyClimb, ParsimonyClimb, RankedClimb
 from phylorl.env.search import run_search
 from phylorl.phylo.parsimony import parsimony_tips, spr_parsimony_deltas
-from phylorl.phylo import LikelihoodEngine, load_alignment, parse_model
+from phylorl.phylo import LikelihoodEngine, load_alignment, parse_model, spr_neighbor
+from phylorl.phylo.topology_key import topology_key
 from phylorl.phylo.simulate import simulate_dataset
 
 
@@ -172,3 +173,31 @@ def test_parsimony_climb_scores_first_the_moves_that_raise_parsimony_least(small
     for bad in ({"top": 1.5}, {"min_top": 0}):
         with pytest.raises(ValueError, match="top"):
             RankedClimb(**bad)
+
+
+def test_a_certified_climb_escapes_its_optimum_by_optimising_every_branch_of_its_best_moves(real_dir):
+    """A move's evaluation optimises only the branches next to it; at the climb's optimum the few best moves get
+    every branch optimised, and the climb goes on from one that beats the current tree (a real 7-taxon
+    alignment where that happens from this random start)."""
+    aln = load_alignment(real_dir / "train" / "TreeBASE_10767.phy")
+    entry = EnvAlignment.build(aln, prepare_alignment(aln, "JC"), "TreeBASE_10767")
+    env = TreeEnv([entry], EnvConfig(start="random"), seed=0)
+    env.reset()
+    start = env.tree.copy()
+    stuck = LazyClimb(margin=np.inf)
+    stuck.thorough = 0  # no escape: a plain certified climb
+    plain = run_search(env, stuck, steps=None)
+    assert env.evaluate_moves().max() <= plain.final_loglik + 1e-6  # an optimum under the step's evaluation
+    climb = LazyClimb(margin=np.inf)
+    assert climb.choose(env) is None
+    better = climb.escape(env)
+    assert better is not None
+    fresh = LikelihoodEngine(aln, parse_model("JC"))
+    better_loglik = fresh.optimize_branch_lengths(better.copy(), rounds=20, tol=1e-6)
+    assert better_loglik > plain.final_loglik + 1e-3
+    assert topology_key(better) in {topology_key(spr_neighbor(env.tree, m)) for m in env.moves}  # one move away
+    assert climb.escape(env) is None  # answered once per certified step
+    env.reset(tree=start)
+    escaped = run_search(env, LazyClimb(margin=np.inf), steps=None)
+    assert escaped.final_loglik >= better_loglik - 1e-3
+    assert fresh.loglik(escaped.tree) == pytest.approx(escaped.final_loglik, abs=1e-5)

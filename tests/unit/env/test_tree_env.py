@@ -37,6 +37,23 @@ def test_reward_is_the_scaled_loglik_change(ds1_entry):
         assert reward == pytest.approx(expected, rel=1e-9, abs=1e-12)
 
 
+def test_move_is_a_step_without_building_the_observation(ds1_entry):
+    stepped, moved = (TreeEnv([ds1_entry], EnvConfig(horizon=5), seed=4) for _ in range(2))
+    stepped.reset(0)
+    moved.reset(0)
+    for action in (3, 17, 0):
+        obs, _, _, _, info = stepped.step(action)
+        delta = moved.move(action)
+        assert delta == info["delta_loglik"] and moved.loglik == stepped.loglik and moved.steps == stepped.steps
+        assert np.array_equal(moved.moves, stepped.moves)
+        assert moved._last is None  # no features computed
+        again = moved.observation()  # built on demand, equal to step's
+        for name in ("node_features", "edge_index", "edge_attr", "actions", "action_meta"):
+            assert np.array_equal(getattr(again, name), getattr(obs, name)), name
+    with pytest.raises(IndexError, match="out of range"):
+        moved.move(len(moved.moves))
+
+
 def test_truncation_is_not_terminal(ds1_entry):
     env = TreeEnv([ds1_entry], EnvConfig(horizon=3), seed=2)
     obs, _ = env.reset()
