@@ -178,7 +178,7 @@ def run_search(env: TreeEnv, policy: str | Policy, *, steps: int | None, rng: np
         elif policy == "fastclimb":
             policy = ParsimonyClimb()
         elif policy == "lazyclimb":
-            policy = LazyClimb()
+            policy = LazyClimb(radius="auto")
         else:
             raise ValueError(f"unknown policy {policy!r}: expected random, greedy, hillclimb, fastclimb, lazyclimb or a "
                              "Policy")

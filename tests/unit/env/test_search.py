@@ -9,7 +9,8 @@ from phylorl.env import EnvAlignment, EnvConfig, TreeEnv, prepare_alignment
 from phylorl.env.climbs import LazyClimb, ParsimonyClimb, RankedClimb
 from phylorl.env.search import run_search
 from phylorl.phylo.parsimony import parsimony_tips, spr_parsimony_deltas
-from phylorl.phylo import LikelihoodEngine, load_alignment, parse_model, spr_neighbor
+from phylorl.env import climbs
+from phylorl.phylo import LikelihoodEngine, load_alignment, move_metadata, parse_model, spr_neighbor
 from phylorl.phylo.topology_key import topology_key
 from phylorl.phylo.simulate import simulate_dataset
 
@@ -201,3 +202,33 @@ def test_a_certified_climb_escapes_its_optimum_by_optimising_every_branch_of_its
     escaped = run_search(env, LazyClimb(margin=np.inf), steps=None)
     assert escaped.final_loglik >= better_loglik - 1e-3
     assert fresh.loglik(escaped.tree) == pytest.approx(escaped.final_loglik, abs=1e-5)
+
+
+@pytest.mark.parametrize("radius", [2, "auto"])
+def test_lazyclimb_screens_and_certifies_within_its_radius(small_entry, monkeypatch, radius):
+    """With a radius the climb scores, evaluates and takes only moves with ``d(p, x)`` within it; ``"auto"`` starts
+    at :data:`AUTO_RADIUS` (2 here) and widens it to ``d + 2`` when it takes a move within one of the edge."""
+    monkeypatch.setattr(climbs, "AUTO_RADIUS", 2)
+    env = TreeEnv([small_entry], EnvConfig(start="random"), seed=5)
+    env.reset()
+    climb = LazyClimb(radius=radius, min_screen=4)
+    windows, taken, evaluated = [], [], []
+    original = env.evaluate_moves
+    env.evaluate_moves = lambda indices=None: evaluated.append(
+        (climb._window, move_metadata(env.tree, env.moves[indices])[:, 2] - 1)) or original(indices)
+    while (action := climb.choose(env)) is not None:
+        taken.append(int(move_metadata(env.tree, env.moves[action:action + 1])[0, 2] - 1))
+        windows.append(climb._window)
+        env.move(action)
+    assert taken and evaluated
+    assert all(d.max() <= window for window, d in evaluated)
+    if radius == 2:
+        assert max(taken) <= 2 and set(windows) == {2}
+    else:
+        window = 2
+        for d, after in zip(taken, windows):
+            window = d + 2 if d >= window - 1 else window
+            assert after == window
+        assert max(windows) > 2  # it widened on this start
+    with pytest.raises(ValueError, match="radius None, 'auto' or >= 1"):
+        LazyClimb(radius=0)
