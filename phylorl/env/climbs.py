@@ -156,7 +156,8 @@ class ParsimonyClimb(RankedClimb):
         super().__init__(top, min_top, certify)
         self._patterns: tuple | None = None  # (alignment, Fitch tip sets, pattern weights)
 
-    def scores(self, env: TreeEnv) -> np.ndarray:
+    def scores(self, env: TreeEnv, part: np.ndarray | None = None) -> np.ndarray:
+        """Minus the parsimony change of every move (or of the moves ``part``, indices into ``env.moves``)."""
         from phylorl.phylo.parsimony import parsimony_tips, spr_parsimony_deltas
 
         alignment = env.current.alignment
@@ -165,7 +166,7 @@ class ParsimonyClimb(RankedClimb):
             self._patterns = (alignment, parsimony_tips(patterns.codes),
                               np.ascontiguousarray(patterns.weights, dtype=np.float64))
         _, tips, weights = self._patterns
-        return -spr_parsimony_deltas(env.tree, env.moves, tips, weights)[0]
+        return -spr_parsimony_deltas(env.tree, env.moves if part is None else env.moves[part], tips, weights)[0]
 
 
 AUTO_RADIUS = 6
@@ -212,25 +213,26 @@ class LazyClimb(ThoroughEscape):
         """The climbs of ``lazyclimb`` with restarts: the certified last climb as configured by default; the
         perturb-and-climb rounds cheaper (5% of the moves, at least 16, scored with the pendant branch alone): on
         DS1–DS4 from NJ, 8 rounds of a tenth of the moves took 0.95× IQ-TREE's time where 8 default rounds took
-        3.2×, reaching IQ-TREE as often; 5% as often again, in 0.85× the time of a tenth (docs/benchmarks.md)."""
-        return cls(radius="auto") if certify else cls(screen=0.05, min_screen=16, branches=1, certify=False)
+        3.2×, reaching IQ-TREE as often; 5% as often again, in 0.85× the time of a tenth. Both kinds of climb keep
+        to the auto-detected radius (:data:`AUTO_RADIUS`; docs/benchmarks.md)."""
+        if certify:
+            return cls(radius="auto")
+        return cls(screen=0.05, min_screen=16, branches=1, certify=False, radius="auto")
 
     def _choose(self, env: TreeEnv) -> int | None:
         n = len(env.moves)
         if not n:
             return None
-        parsimony = self._parsimony.scores(env)
-        pool = n
         if self._window is not None:  # moves farther than the radius are never screened nor certified
             distance = move_metadata(env.tree, env.moves)[:, 2] - 1
-            far = distance > self._window
-            parsimony[far] = -np.inf
-            pool = n - int(far.sum())
-            found = self._choose_among(env, parsimony, pool)
+            near = np.flatnonzero(distance <= self._window)
+            parsimony = np.full(n, -np.inf)
+            parsimony[near] = self._parsimony.scores(env, near)
+            found = self._choose_among(env, parsimony, len(near))
             if found is not None and self.radius == "auto" and distance[found] >= self._window - 1:
                 self._window = int(distance[found]) + 2  # an improving move near the edge: look farther
             return found
-        return self._choose_among(env, parsimony, pool)
+        return self._choose_among(env, self._parsimony.scores(env), n)
 
     def _choose_among(self, env: TreeEnv, parsimony: np.ndarray, pool: int) -> int | None:
         """One step over the moves whose ``parsimony`` score is finite (``pool`` of them)."""
