@@ -25,6 +25,7 @@ from phylorl.phylo import (
 )
 
 from .features import FEATURE_SETS, AlignmentSignals, observe
+from .tree_observation import mark_rich_tree_form
 from phylorl.types import Observation
 from .prepare import PreparedAlignment
 
@@ -182,8 +183,10 @@ class TreeEnv:
         built is reused until the tree changes (treat it as read-only)."""
         features = features or self.config.features
         if self._last is None or self._last[0] != features:
-            self._last = (features, observe(self.tree, self._moves, features, self.current.signals,
-                                            radius=self.config.radius))
+            obs = observe(self.tree, self._moves, features, self.current.signals, radius=self.config.radius)
+            if features == "rich":  # its moves are enumerate_moves(tree, radius): the record's tree form by
+                mark_rich_tree_form(obs)  # construction, no rebuild needed to check it
+            self._last = (features, obs)
         return self._last[1]
 
     def optimize_all_branches(self, rounds: int = 20, tol: float = 1e-4) -> float:

@@ -234,13 +234,36 @@ def rich_observation_from_tree(neighbors: np.ndarray, edges: np.ndarray, n_leave
     return obs
 
 
-def rich_tree_arrays_of(obs: Observation) -> tuple[np.ndarray, np.ndarray, bool] | None:
+_BUILT = "_rich_tree_form"
+
+
+def mark_rich_tree_form(obs: Observation) -> None:
+    """Record that ``obs`` was just built by :func:`~phylorl.env.features.observe` (``rich``) from a tree and
+    ``enumerate_moves(tree, radius)``, as :class:`~phylorl.env.tree_env.TreeEnv` builds it: it is then what
+    :func:`rich_observation_from_tree` rebuilds from its source, by construction (the same move enumeration on the
+    same neighbour table, the same :func:`~phylorl.env.features.rich_arrays` on the same parts, edge ids and
+    node-edge table), so :func:`rich_tree_arrays_of` need not rebuild it. The mark holds a fingerprint of the
+    observation and counts only while the observation is unchanged."""
+    from phylorl.wire.section_cache import fingerprint
+
+    obs.__dict__[_BUILT] = fingerprint(obs)
+
+
+def rich_tree_arrays_of(obs: Observation, now: int | None = None) -> tuple[np.ndarray, np.ndarray, bool] | None:
     """``(neighbors, edges, default_node_features)`` when ``obs`` is exactly what
-    :func:`rich_observation_from_tree` rebuilds from them, ``obs.source`` and ``obs.rich``; else ``None``."""
+    :func:`rich_observation_from_tree` rebuilds from them, ``obs.source`` and ``obs.rich``; else ``None``.
+    Checked by rebuilding it, unless it carries an unchanged :func:`mark_rich_tree_form` (``now``: its fingerprint
+    now, when the caller has it)."""
     source, parts = obs.source, obs.rich
     if source is None or parts is None or obs.edge_index.ndim != 2 or obs.edge_index.shape[0] != 2:
         return None
     edges = np.ascontiguousarray(obs.edge_index[:, 0::2].T.astype(np.int32))
+    mark = obs.__dict__.get(_BUILT)
+    if mark is not None:
+        from phylorl.wire.section_cache import fingerprint
+
+        if mark == (fingerprint(obs) if now is None else now):
+            return source.neighbors, edges, True
     n_nodes = source.neighbors.shape[0]
     features = obs.node_features
     leaf = np.zeros((n_nodes, 1), np.float32)

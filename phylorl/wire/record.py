@@ -123,17 +123,17 @@ def decode_observation(record: bytes | bytearray | memoryview) -> Observation:
 def _encode_observation(obs: Observation, prefix: str, parts: list[bytes]) -> None:
     if obs.source is None:
         return _encode_section(obs, prefix, parts)
-    parts.append(section_for(obs, lambda: _section(obs, prefix)))  # encoded and checked once per state
+    parts.append(section_for(obs, lambda mark: _section(obs, prefix, mark)))  # encoded and checked once per state
 
 
-def _section(obs: Observation, prefix: str) -> bytes:
+def _section(obs: Observation, prefix: str, mark: int | None = None) -> bytes:
     own: list[bytes] = []
-    _encode_section(obs, prefix, own)
+    _encode_section(obs, prefix, own, mark)
     return b"".join(own)
 
 
-def _encode_section(obs: Observation, prefix: str, parts: list[bytes]) -> None:
-    if obs.rich is not None and obs.source is not None and _encode_rich(obs, prefix, parts):
+def _encode_section(obs: Observation, prefix: str, parts: list[bytes], mark: int | None = None) -> None:
+    if obs.rich is not None and obs.source is not None and _encode_rich(obs, prefix, parts, mark):
         return
     tree = None
     if obs.source is not None:
@@ -154,11 +154,11 @@ def _encode_section(obs: Observation, prefix: str, parts: list[bytes]) -> None:
         _encode_array(obs.node_features, f"{prefix}.node_features", parts)
 
 
-def _encode_rich(obs: Observation, prefix: str, parts: list[bytes]) -> bool:
-    """Append ``obs`` in the rich tree form when its rebuild is exact; ``False`` otherwise."""
+def _encode_rich(obs: Observation, prefix: str, parts: list[bytes], mark: int | None = None) -> bool:
+    """Append ``obs`` in the rich tree form when its rebuild is exact (``mark``: its fingerprint); else ``False``."""
     from phylorl.env.tree_observation import rich_tree_arrays_of  # numba: only loaded when needed
 
-    tree = rich_tree_arrays_of(obs)
+    tree = rich_tree_arrays_of(obs, mark)
     if tree is None:
         return False
     neighbors, edges, leaf_features = tree

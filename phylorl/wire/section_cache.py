@@ -39,13 +39,14 @@ def fingerprint(obs: Observation) -> int:
     return h.intdigest()
 
 
-def section_for(obs: Observation, make: Callable[[], bytes]) -> bytes:
-    """The section encoded earlier for ``obs`` while its fingerprint is unchanged; else ``make()``, kept."""
+def section_for(obs: Observation, make: Callable[[int], bytes]) -> bytes:
+    """The section encoded earlier for ``obs`` while its fingerprint is unchanged; else ``make(fingerprint)``,
+    kept."""
     mark = fingerprint(obs)
     kept = obs.__dict__.get(_ATTRIBUTE)
     if kept is not None and kept[0] == mark:
         return kept[1]
-    section = make()
+    section = make(mark)
     obs.__dict__[_ATTRIBUTE] = (mark, section)
     return section
 

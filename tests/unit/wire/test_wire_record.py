@@ -231,7 +231,8 @@ def test_a_state_is_checked_once_and_encoded_afresh_when_it_changes(monkeypatch)
     obs, _ = env.reset()
     checks = []
     original = tree_observation.rich_tree_arrays_of
-    monkeypatch.setattr(tree_observation, "rich_tree_arrays_of", lambda o: checks.append(1) or original(o))
+    monkeypatch.setattr(tree_observation, "rich_tree_arrays_of",
+                        lambda o, now=None: checks.append(1) or original(o, now))
     first = record.encode_observation(obs)
     assert record.encode_observation(obs) == first and len(checks) == 1
     assert record.decode_transition(record.encode_transition(Transition(obs, 0, 0.0, obs, False, False))).obs.n_actions \
@@ -247,3 +248,33 @@ def test_a_state_is_checked_once_and_encoded_afresh_when_it_changes(monkeypatch)
         decoded = record.decode_observation(again)
         for name in record.OBS_FIELDS:
             assert getattr(decoded, name).tobytes() == getattr(obs, name).tobytes(), name
+
+
+@pytest.mark.parametrize("radius", [None, 3])
+def test_environment_observations_are_the_rich_tree_form_by_construction(radius):
+    """TreeEnv marks its rich observations as built from the tree, which spares the encoder the rebuild; the mark
+    is true (the full check, on a copy without it, agrees on every state of an episode) and counts only while the
+    observation is unchanged."""
+    from dataclasses import replace
+
+    from phylorl.env import EnvAlignment, EnvConfig, TreeEnv, prepare_alignment
+    from phylorl.env import tree_observation
+    from phylorl.phylo.simulate import simulate_dataset
+
+    alignment = simulate_dataset(20, 300, np.random.default_rng(6)).alignment
+    env = TreeEnv([EnvAlignment.build(alignment, prepare_alignment(alignment, "JC"), "a")],
+                  EnvConfig(radius=radius, horizon=5), seed=1)
+    obs, _ = env.reset()
+    rng = np.random.default_rng(2)
+    for _ in range(5):
+        assert tree_observation._BUILT in obs.__dict__
+        marked = tree_observation.rich_tree_arrays_of(obs)
+        checked = tree_observation.rich_tree_arrays_of(replace(obs))  # a copy carries no mark: rebuilt and compared
+        assert marked is not None and checked is not None
+        assert all(np.array_equal(a, b) for a, b in zip(marked, checked))
+        decoded = record.decode_observation(record.encode_observation(obs))
+        for name in record.OBS_FIELDS:
+            assert getattr(decoded, name).tobytes() == getattr(obs, name).tobytes(), name
+        obs = env.step(int(rng.integers(obs.n_actions)))[0]
+    obs.action_meta[0, 0] += 1
+    assert tree_observation.rich_tree_arrays_of(obs) is None  # the mark no longer counts: rebuilt, and it differs
