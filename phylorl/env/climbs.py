@@ -44,7 +44,9 @@ class ThoroughEscape:
         raise NotImplementedError
 
     def _best(self, env: TreeEnv, part: np.ndarray) -> int | None:
-        """:func:`best_improving`, keeping the values for :meth:`escape`."""
+        """The move of ``part`` (indices into ``env.moves``) that reaches the highest log-likelihood when evaluated
+        fully (SPR + local optimisation, as ``step``), if that raises the log-likelihood; else ``None``. The values
+        are kept for :meth:`escape`."""
         if not len(part):
             return None
         values = env.evaluate_moves(part)
@@ -136,16 +138,6 @@ class RankedClimb(ThoroughEscape):
 
     def _close(self, env: TreeEnv, part: np.ndarray, lazy: np.ndarray) -> np.ndarray:
         return part if self.lazy_margin is None else part[lazy > env.loglik - self.lazy_margin]
-
-
-def best_improving(env: TreeEnv, part: np.ndarray) -> int | None:
-    """The move of ``part`` (indices into ``env.moves``) that reaches the highest log-likelihood when evaluated
-    fully (SPR + local optimisation, as ``step``), if that raises the log-likelihood; else ``None``."""
-    if not len(part):
-        return None
-    values = env.evaluate_moves(part)
-    best = int(np.argmax(values))
-    return int(part[best]) if values[best] > env.loglik + IMPROVEMENT_EPS else None
 
 
 class ParsimonyClimb(RankedClimb):
