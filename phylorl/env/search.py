@@ -222,15 +222,8 @@ def run_search(env: TreeEnv, policy: str | Policy, *, steps: int | None, rng: np
                 if better is None:
                     break
                 env.reset(env.alignments.index(env.current), better)
-                done += 1
-                trajectory.append(env.loglik)
-                note_best()
-                if seen is not None:
-                    seen.add(env.tree, env.loglik)
-                if on_step is not None:
-                    on_step(done, env.loglik)
-                continue
-            env.move(action)  # the policies ask for an observation when they need one
+            else:
+                env.move(action)  # the policies ask for an observation when they need one
             done += 1
             trajectory.append(env.loglik)
             note_best()

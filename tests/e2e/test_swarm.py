@@ -24,8 +24,8 @@ import yaml
 
 from services.launcher.supervisor import free_port
 
-from test_compose import (BUILD_TIMEOUT_S, SCALE_TIMEOUT_S, TEST_OVERRIDE, TRAIN_TIMEOUT_S, UP_TIMEOUT_S, Stack,
-                          _all_up, _first_value, _wait_for, scale_to_three_and_check)
+from test_compose import (BUILD_TIMEOUT_S, SCALE_TIMEOUT_S, SCRAPE_WAIT_S, TEST_OVERRIDE, TRAIN_TIMEOUT_S, UP_TIMEOUT_S,
+                          Stack, _all_up, _first_value, _wait_for, scale_to_three_and_check)
 
 REPO = Path(__file__).resolve().parents[2]
 STACK_FILE = REPO / "deploy" / "docker-stack.yml"
@@ -124,7 +124,8 @@ def test_swarm_stack_trains_and_scales_actors(swarm, image, secrets_dir, tmp_pat
         first = _first_value(stack, version, "the weights version scraped", TRAIN_TIMEOUT_S)
         _wait_for(lambda: (stack.value(version) or first) > first, f"the weights version to pass {first:g}",
                   TRAIN_TIMEOUT_S)
-        assert stack.value("sum(phylorl_replay_inserted_total)") > 0
+        _wait_for(lambda: (stack.value("sum(phylorl_replay_inserted_total)") or 0.0) > 0,
+                  "the replay's inserts scraped", SCRAPE_WAIT_S)  # scraped on its own schedule: see test_compose
 
         scale_to_three_and_check(stack, targets, lambda: stack.scale_actors(3))
     finally:
