@@ -26,20 +26,21 @@ def require_program(name: str) -> str:
     """Path of program ``name``; skip (locally) or fail (in CI) when it is not installed."""
     path = shutil.which(name)
     if path is None:
-        message = f"{name} is not installed (scripts/install.sh installs it)"
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
+        _missing(f"{name} is not installed (scripts/install.sh installs it)")
     return path
+
+
+def _missing(message: str) -> None:
+    """Something a test needs is absent: fail in CI, skip elsewhere."""
+    if os.environ.get("CI"):
+        pytest.fail(message)
+    pytest.skip(message)
 
 
 @pytest.fixture(scope="session")
 def ds_dir() -> Path:
     if not DS_DIR.exists():
-        message = f"benchmark data sets not found at {DS_DIR}"
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
+        _missing(f"benchmark data sets not found at {DS_DIR}")
     return DS_DIR
 
 
@@ -47,10 +48,7 @@ def ds_dir() -> Path:
 def real_dir() -> Path:
     """The real alignments (``train/``, ``valid/``)."""
     if not REAL_DIR.exists():
-        message = f"real alignments not found at {REAL_DIR}"
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
+        _missing(f"real alignments not found at {REAL_DIR}")
     return REAL_DIR
 
 

@@ -19,6 +19,7 @@ from phylorl.phylo.spr import enumerate_moves_kernel, move_metadata_kernel, slot
 from phylorl.phylo.tree import Tree
 
 from phylorl.types import MoveSource, Observation
+from phylorl.wire.section_cache import fingerprint
 
 _TABLE_ERRORS = {
     1: "the node and edge counts do not fit a binary tree with this many leaves",
@@ -244,8 +245,6 @@ def mark_rich_tree_form(obs: Observation) -> None:
     same neighbour table, the same :func:`~phylorl.env.features.rich_arrays` on the same parts, edge ids and
     node-edge table), so :func:`rich_tree_arrays_of` need not rebuild it. The mark holds a fingerprint of the
     observation and counts only while the observation is unchanged."""
-    from phylorl.wire.section_cache import fingerprint
-
     obs.__dict__[_BUILT] = fingerprint(obs)
 
 
@@ -259,11 +258,8 @@ def rich_tree_arrays_of(obs: Observation, now: int | None = None) -> tuple[np.nd
         return None
     edges = np.ascontiguousarray(obs.edge_index[:, 0::2].T.astype(np.int32))
     mark = obs.__dict__.get(_BUILT)
-    if mark is not None:
-        from phylorl.wire.section_cache import fingerprint
-
-        if mark == (fingerprint(obs) if now is None else now):
-            return source.neighbors, edges, True
+    if mark is not None and mark == (fingerprint(obs) if now is None else now):
+        return source.neighbors, edges, True
     n_nodes = source.neighbors.shape[0]
     features = obs.node_features
     leaf = np.zeros((n_nodes, 1), np.float32)
