@@ -111,8 +111,10 @@ def wire_costs(observations: list, repeats: int = 7) -> dict:
                 "decode_us_per_state": us(read_arrays)}}
 
 
-def run(streams: int, max_batch: int, seconds: float, net_cfg, device, weights, alpha, reqs) -> dict:
-    inference = BatchingInference(net_cfg, device, max_batch=max_batch, max_delay_s=0.002, max_queue=1024)
+def run(streams: int, max_batch: int, seconds: float, net_cfg, device, weights, alpha, reqs,
+        fused_head: bool = False) -> dict:
+    inference = BatchingInference(net_cfg, device, max_batch=max_batch, max_delay_s=0.002, max_queue=1024,
+                                  fused_head=fused_head)
     inference.publish(weights, alpha, 1)
     server = InferenceServer(inference, "127.0.0.1", 0, max_workers=max(16, 2 * streams))
     server.start()
@@ -155,7 +157,10 @@ def main() -> None:
     parser.add_argument("--hidden", type=int, default=256)
     parser.add_argument("--features", choices=("rich", "basic"), default="rich",
                         help="rich: the environment's states (the shipped agent's); basic: random trees")
+    parser.add_argument("--fused-head", action="store_true", help="answer with the fused Triton head (CUDA)")
+    parser.add_argument("--tf32", action="store_true", help="float32 products use TF32 (CUDA)")
     args = parser.parse_args()
+    torch.backends.cuda.matmul.allow_tf32 = args.tf32
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     net_cfg = NetworkConfig.for_features(args.features, hidden=args.hidden, action_hidden=args.hidden,
                                          head_hidden=args.hidden)
@@ -166,10 +171,11 @@ def main() -> None:
     result = {"bench": "inference", "machine": machine(), "device": str(device), "hidden": args.hidden,
               "features": args.features, "n_taxa": 20, "moves_per_observation": 1122,
               "seconds_per_setting": args.seconds, "torch_threads": torch.get_num_threads(),
+              "fused_head": args.fused_head and device.type == "cuda", "tf32": args.tf32 and device.type == "cuda",
               "wire": wire_costs(observations)}
     for streams in (1, 8, 64):
-        batched = run(streams, 64, args.seconds, net_cfg, device, weights, learner.alpha, reqs)
-        single = run(streams, 1, args.seconds, net_cfg, device, weights, learner.alpha, reqs)
+        batched = run(streams, 64, args.seconds, net_cfg, device, weights, learner.alpha, reqs, args.fused_head)
+        single = run(streams, 1, args.seconds, net_cfg, device, weights, learner.alpha, reqs, args.fused_head)
         result[f"streams_{streams}"] = {"batched": batched, "batch_size_1": single,
                                         "batching_gain": round(batched["requests_per_s"] /
                                                                max(single["requests_per_s"], 1e-9), 2)}

@@ -3,12 +3,14 @@ processes) for a fixed time, measured from the services' own Prometheus endpoint
 
     python benchmarks/bench_system.py [--actors N] [--envs-per-actor K] [--taxa 20] [--batch-size 128]
                                       [--hidden 256] [--seconds 60] [--warmup-s 60] [--device auto] [--cuda-graphs]
+                                      [--tf32] [--fused-head]
 
 After the warm-up (preparation, compilation, replay filling to its minimum) it reads every endpoint, waits
 ``--seconds`` and reads them again. One JSON line: sustained updates/s and environment steps/s, the actors'
-inference call latency p50/p99 (their histogram), the learner's update latency p50 and mean, the fraction of
+inference call latency p50/p99 (their histogram), the learner's update latency p50 and mean (and the fraction of updates replayed as CUDA graphs), the fraction of
 the learner's time spent waiting for a batch (its feed), the policy lag (weights versions between acting and
-learning), and the CPU each service used (cores, from /proc), with the machine named.
+learning), the services' restarts during the run, and the CPU each service used (cores, from /proc), with the
+machine named.
 """
 
 from __future__ import annotations
@@ -87,6 +89,14 @@ def pid_of(pattern: str) -> int | None:
     return int(out[0]) if out else None
 
 
+def agent_section(args) -> str:
+    """The learner's options of the run's config file (YAML), from the flags."""
+    options = [name for name, on in (("cuda_graphs", args.cuda_graphs), ("fused_head", args.fused_head)) if on]
+    fields = (["tf32: true"] if args.tf32 else []) + (
+        ["agent: {" + ", ".join(f"{name}: true" for name in options) + "}"] if options else [])
+    return "learner: {" + ", ".join(fields) + "}\n" if fields else ""
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--actors", type=int, default=max(1, (os.cpu_count() or 2) - 2))
@@ -99,6 +109,9 @@ def main(argv=None) -> int:
     p.add_argument("--device", default="auto")
     p.add_argument("--run-dir", default="")
     p.add_argument("--cuda-graphs", action="store_true", help="the learner replays its updates as CUDA graphs")
+    p.add_argument("--tf32", action="store_true", help="the learner's float32 products use TF32 (CUDA)")
+    p.add_argument("--fused-head", action="store_true", help="the learner's no-grad next-move passes and its "
+                   "inference endpoint use the fused Triton head (CUDA)")
     args = p.parse_args(argv)
     run_dir = Path(args.run_dir or tempfile.mkdtemp(prefix="bench-system-")) / "run"
     config = run_dir.parent / "bench.yaml"
@@ -106,7 +119,7 @@ def main(argv=None) -> int:
     config.write_text(f"simulate_count: 8\nsimulate_taxa: '{args.taxa}:{args.taxa}'\nsimulate_sites: '1000:1000'\n"
                       f"batch_size: {args.batch_size}\nhidden: {args.hidden}\nmin_replay: 1000\nhorizon: 20\n"
                       "samples_per_insert: 8.0\n"
-                      + ("learner: {agent: {cuda_graphs: true}}\n" if args.cuda_graphs else ""))
+                      + agent_section(args))
     minutes = (args.warmup_s + args.seconds) / 60 + 15
     train = subprocess.Popen([sys.executable, "-m", "phylorl.cli", "train", "--config", str(config), "--actors",
                               str(args.actors), "--envs-per-actor", str(args.envs_per_actor), "--updates", "0",
@@ -153,10 +166,13 @@ def main(argv=None) -> int:
         return None if value is None else round(value, 5)
 
     updates = delta("learner", "phylorl_learner_updates_total")
+    series = (run_dir / "metrics.jsonl").read_text().splitlines() if (run_dir / "metrics.jsonl").exists() else []
+    restarts = json.loads(series[-1]).get("restarts") if series else None
     actor_cpu = sum(cpu1[n] - cpu0[n] for n in cpu1 if n.startswith("actor") and n in cpu0)
     emit({"benchmark": "bench_system", "machine": machine(), "actors": args.actors,
           "envs_per_actor": args.envs_per_actor, "taxa": args.taxa, "batch_size": args.batch_size,
-          "hidden": args.hidden, "cuda_graphs": args.cuda_graphs, "seconds": round(elapsed, 1),
+          "hidden": args.hidden, "cuda_graphs": args.cuda_graphs, "fused_head": args.fused_head, "tf32": args.tf32,
+          "seconds": round(elapsed, 1),
           "updates_per_s": round(updates / elapsed, 3),
           "env_steps_per_s": round(delta("actor", "phylorl_actor_env_steps_total") / elapsed, 2),
           "transitions_per_s": round(delta("replay", "phylorl_replay_inserted_total") / elapsed, 2),
@@ -164,6 +180,8 @@ def main(argv=None) -> int:
           "inference_p99_s": q("actor", "phylorl_actor_inference_call_seconds", 0.99),
           "update_p50_s": q("learner", "phylorl_learner_update_seconds", 0.5),
           "update_mean_s": round(delta("learner", "phylorl_learner_update_seconds_sum") / max(updates, 1), 5),
+          "graph_replay_fraction": round(delta("learner", "phylorl_learner_graph_replays_total") / max(updates, 1), 3),
+          "service_restarts": restarts,
           "feed_wait_fraction": round(delta("learner", "phylorl_learner_batch_wait_seconds_sum") / elapsed, 4),
           "policy_lag_p50_versions": q("learner", "phylorl_learner_policy_lag_versions", 0.5),
           "cpu_cores": {**{n: round((cpu1[n] - cpu0[n]) / elapsed, 3) for n in cpu1

@@ -7,11 +7,13 @@ batch already collated on the device (collation runs on the prefetcher's thread 
 own median is reported too). Prints one JSON line.
 
 ``graphs`` (``AgentConfig.cuda_graphs``) captures after the warm-up updates (``--warmup`` must exceed
-``cuda_graphs.WARMUP``; the capture itself is part of the last warm-up update). ``--tf32`` lets float32
+``cuda_graphs.WARMUP``; the capture itself is part of the last warm-up update). ``fused`` and
+``graphs-fused`` add ``AgentConfig.fused_head`` (the Triton head for the no-grad next-move passes) to the
+eager fast path and to the graphs. ``--tf32`` lets float32
 matrix products use TF32 (CUDA; the default is full float32).
 
     PYTHONPATH=. python benchmarks/bench_update.py [--repeats 20] [--threads 2] [--device cpu]
-                                                   [--paths fast,reference,graphs] [--tf32]
+                                                   [--paths fast,reference,graphs,fused,graphs-fused] [--tf32]
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from phylorl.agent.batch import collate
 from phylorl.agent.config import AgentConfig
 from phylorl.agent.cuda_graphs import WARMUP
 from phylorl.agent.learner import Learner
+from phylorl.nets import fused_head
 from phylorl.nets.config import NetworkConfig
 from phylorl.nets.qnet import count_parameters
 from phylorl.nets.synthetic import random_transition
@@ -44,9 +47,10 @@ def sync(device: torch.device) -> None:
 
 
 def time_path(path: str, batches, device, repeats: int, warmup: int) -> dict:
-    graphs = path == "graphs"
-    learner = Learner(NetworkConfig(), AgentConfig(network_path="fast" if graphs else path, cuda_graphs=graphs),
-                      device, seed=0)
+    graphs, fused = path.startswith("graphs"), path.endswith("fused")
+    agent = AgentConfig(network_path="reference" if path == "reference" else "fast", cuda_graphs=graphs,
+                        fused_head=fused)
+    learner = Learner(NetworkConfig(), agent, device, seed=0)
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
     times = []
@@ -84,12 +88,23 @@ def main() -> None:
     parser.add_argument("--distinct-batches", type=int, default=4, help="batches cycled through")
     parser.add_argument("--threads", type=int, default=2, help="torch intra-op threads")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    parser.add_argument("--paths", default="fast,reference", help="comma-separated: fast, reference, graphs (CUDA)")
+    parser.add_argument("--paths", default="fast,reference",
+                        help="comma-separated: fast, reference; on CUDA also graphs, fused, graphs-fused")
     parser.add_argument("--tf32", action="store_true", help="TF32 float32 matrix products (CUDA)")
+    parser.add_argument("--fused-blocks", default="", help="BLOCK_AxBLOCK_NxWARPS of the fused head's kernel "
+                        "(default: phylorl.nets.fused_head's; benchmarks/bench_fused_head.py compares settings)")
     args = parser.parse_args()
-    if "graphs" in args.paths.split(",") and (args.device != "cuda" or args.warmup <= WARMUP):
+    paths = args.paths.split(",")
+    unknown = sorted(set(paths) - {"fast", "reference", "graphs", "fused", "graphs-fused"})
+    if unknown:
+        parser.error(f"unknown path(s) {', '.join(unknown)}")
+    if any(p.startswith("graphs") for p in paths) and (args.device != "cuda" or args.warmup <= WARMUP):
         parser.error(f"--paths graphs needs --device cuda and --warmup > {WARMUP}")
+    if any(p.endswith("fused") for p in paths) and args.device != "cuda":
+        parser.error("--paths fused needs --device cuda")
     torch.backends.cuda.matmul.allow_tf32 = args.tf32
+    if args.fused_blocks:
+        fused_head.BLOCK_A, fused_head.BLOCK_N, fused_head.NUM_WARPS = map(int, args.fused_blocks.split("x"))
 
     torch.set_num_threads(args.threads)
     device = torch.device(args.device)
@@ -111,6 +126,7 @@ def main() -> None:
         "torch": torch.__version__,
         "threads": torch.get_num_threads(),
         "tf32": args.tf32,
+        "fused_blocks": f"{fused_head.BLOCK_A}x{fused_head.BLOCK_N}x{fused_head.NUM_WARPS}",
         "load_average_1m_before": round(load_before, 2),
         "batch": args.batch,
         "taxa": args.taxa,
@@ -121,12 +137,14 @@ def main() -> None:
         "warmup": args.warmup,
         "collate_median_ms": round(1e3 * statistics.median(collate_times), 2),
     }
-    for path in args.paths.split(","):  # fast first: its peak RSS is its own
+    for path in paths:  # fast first: its peak RSS is its own
         result[path] = time_path(path, batches, device, args.repeats, args.warmup)
     if "fast" in result and "reference" in result:
         result["speedup"] = round(result["reference"]["median_ms"] / result["fast"]["median_ms"], 2)
     if "fast" in result and "graphs" in result:
         result["graphs_speedup"] = round(result["fast"]["median_ms"] / result["graphs"]["median_ms"], 2)
+    if "graphs" in result and "graphs-fused" in result:
+        result["fused_speedup"] = round(result["graphs"]["median_ms"] / result["graphs-fused"]["median_ms"], 2)
     result["load_average_1m_after"] = round(os.getloadavg()[0], 2)
     print(json.dumps(result))
 

@@ -7,6 +7,7 @@ install can never pass as green.
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import re
@@ -104,6 +105,17 @@ def iqtree_fixed(tmp_path_factory):
 def need():
     """``need("redis-server")``: the program's path; skip locally / fail in CI when it is missing."""
     return require_program
+
+
+@pytest.fixture(scope="session")
+def need_module():
+    """``need_module("triton")``: the imported package; skip locally / fail in CI when it is missing."""
+    def load(name: str):
+        try:
+            return importlib.import_module(name)
+        except ImportError:
+            _missing(f"Python package {name} is not installed (pip install -e '.[dev]' installs it)")
+    return load
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -58,6 +58,14 @@ class AgentConfig:
     one); other batches run eagerly. Needs the fast path and no dropout. Equal to eager updates up to
     float32 rounding (tests/gpu/test_cuda_graphs.py)."""
 
+    fused_head: bool = False
+    """On a CUDA device, evaluate the no-grad passes over every next move (the target networks' ``V(s')``, the
+    online policy's entropy) as twin pairs whose head layers run as one Triton kernel per pair
+    (:mod:`phylorl.nets.fused_head`): the ``[moves, head_hidden]`` activations are never written. Needs Triton
+    (CUDA builds of torch ship it) and a power-of-two ``head_hidden``; the same values up to float32 rounding
+    (TF32 where ``torch.backends.cuda.matmul.allow_tf32`` is set). The inference endpoint on a GPU uses it too.
+    Ignored on the CPU."""
+
     demo_weight: float = 0.0
     """Weight of the supervised term on demonstration labels (transitions whose next state carries the
     reward of every move, ``Transition.next_labels``): squared error plus a listwise cross-entropy of

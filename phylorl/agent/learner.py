@@ -38,9 +38,11 @@ from phylorl.agent.losses import (
     target_entropy,
     td_target,
 )
+from phylorl.nets import fused_head
 from phylorl.nets.config import NetworkConfig
 from phylorl.nets.inputs import move_to
 from phylorl.nets.qnet import QNetwork
+from phylorl.nets.twin import TwinQ
 
 CHECKPOINT_FORMAT = 1
 
@@ -98,6 +100,13 @@ class Learner:
         self.weights_version = 0
         self.skipped = 0
         """Batches skipped because their loss or gradients were not finite (not saved with checkpoints)."""
+        self.twins: tuple[TwinQ, TwinQ] | None = None
+        """``(targets, online)`` pairs for the no-grad passes over the next moves when ``AgentConfig.fused_head``
+        applies (a CUDA device), else ``None``."""
+        if agent_cfg.fused_head and self.device.type == "cuda":
+            fused_head.require()
+            self.twins = (TwinQ(self.target1, self.target2, fused=True, cache=not graphs),
+                          TwinQ(self.q1, self.q2, fused=True, cache=not graphs))
         self.graphs: CudaGraphs | None = CudaGraphs(self) if graphs else None
         """The captured updates (``AgentConfig.cuda_graphs`` on a CUDA device), else ``None``."""
 
@@ -207,16 +216,23 @@ class Learner:
         def q_next(net: QNetwork) -> torch.Tensor:
             return net(batch.next_graphs, batch.next_actions, fast, chunk=chunk)
 
+        plan = self.target1.plan(batch.next_graphs, batch.next_actions) if self.twins is not None else None
+
+        def twin_min(nets: tuple[QNetwork, QNetwork], twin: TwinQ | None) -> torch.Tensor:
+            if twin is not None:
+                return twin(batch.next_graphs, batch.next_actions, plan)
+            return torch.minimum(q_next(nets[0]), q_next(nets[1]))
+
         def online_policy() -> torch.Tensor:
             if online_next is not None and self.net_cfg.dropout == 0.0:
                 return torch.minimum(online_next[0].detach(), online_next[1].detach())
             with _eval_mode(self.q1, self.q2):
-                return torch.minimum(q_next(self.q1), q_next(self.q2))
+                return twin_min((self.q1, self.q2), self.twins and self.twins[1])
 
         if not batch.bootstraps:
             y = batch.reward.clone()
             return y, policy_entropy(online_policy(), states, alpha), target_entropy(states, cfg.target_entropy_fraction)
-        q_target = torch.minimum(q_next(self.target1), q_next(self.target2))
+        q_target = twin_min((self.target1, self.target2), self.twins and self.twins[0])
         y = td_target(batch.reward, batch.discount, batch.terminal, soft_value(q_target, states, alpha))
         q_policy = online_policy() if cfg.entropy_networks == "online" else q_target
         entropy = policy_entropy(q_policy, states, alpha)

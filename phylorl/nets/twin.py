@@ -11,7 +11,10 @@ first's table), and the last two head layers as batched products. Same parameter
 ``action_features="gather"`` with at least as many actions as nodes, else it calls the two networks.
 
 The stacked weights are rebuilt when a parameter of either network changes (its version counter)
-or is replaced, so a ``TwinQ`` stays valid across ``load_state_dict``.
+or is replaced, so a ``TwinQ`` stays valid across ``load_state_dict``; with ``cache=False`` they are
+rebuilt on every call (inside a captured CUDA graph, where a cached copy would be baked in). With
+``fused=True`` the last three head layers of both networks run as one Triton kernel
+(:mod:`phylorl.nets.fused_head`) that never writes the ``[A, head_hidden]`` activations.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from phylorl.nets import fused_head
 from phylorl.nets.inputs import ActionBatch, GraphBatch
 from phylorl.nets.qnet import InputPlan, QNetwork
 from phylorl.nets.segment import segment_max, segment_mean, segment_sum
@@ -28,14 +32,21 @@ from phylorl.nets.segment import segment_max, segment_mean, segment_sum
 class TwinQ:
     """``min(Q1, Q2)`` of two :class:`QNetwork` of one config (see module docstring)."""
 
-    def __init__(self, q1: QNetwork, q2: QNetwork):
+    def __init__(self, q1: QNetwork, q2: QNetwork, fused: bool = False, cache: bool = True):
         if q1.cfg != q2.cfg:
             raise ValueError("TwinQ needs two networks of the same config")
+        if fused and not fused_head.supported(q1.cfg.head_hidden):
+            raise ValueError(f"the fused head needs head_hidden a power of two >= {fused_head.BLOCK_N}, "
+                             f"got {q1.cfg.head_hidden}")
         self.nets = (q1, q2)
         self.cfg = q1.cfg
+        self.fused = fused
+        self.cache = cache
         self._stacked: tuple | None = None
 
     def _weights(self) -> dict:
+        if not self.cache:
+            return self._stack()
         params = [p for net in self.nets for p in net.parameters()]
         key = tuple((id(p), p._version) for p in params)
         if self._stacked is None or self._stacked[0] != key:
@@ -112,6 +123,9 @@ class TwinQ:
         per_tree = torch.baddbmm(w["tree_b"], tree, w["tree_t"])  # [2, G, hh]
         per_node = torch.bmm(nodes, w["w_nodes"]).view(2, -1, hh)  # row 4 v + r = C_r h_v, per network
         table = torch.cat([per_node, per_tree, w["meta_rows"]], dim=1)  # [2, R, hh]
+        if self.fused:
+            return fused_head.fused_twin_head(table, plan.rows, plan.weights, w["w2"], w["b2"].view(2, hh),
+                                              w["w3"].view(2, hh), w["b3"].view(2))
         size = table.shape[1]
         rows = torch.cat([plan.rows, plan.rows + size])
         weights = plan.weights.repeat(2, 1)
@@ -121,12 +135,13 @@ class TwinQ:
         return torch.baddbmm(w["b3"], z, w["w3"]).squeeze(-1)  # [2, A]
 
     def __repr__(self) -> str:
-        return f"TwinQ({self.cfg})"
+        return f"TwinQ({self.cfg}{', fused' if self.fused else ''})"
 
 
-def twin_or_none(nets) -> TwinQ | None:
-    """A :class:`TwinQ` for ``nets`` when it applies (two networks of one ``gather`` config), else ``None``."""
+def twin_or_none(nets, fused: bool = False) -> TwinQ | None:
+    """A :class:`TwinQ` for ``nets`` when it applies (two networks of one ``gather`` config), else ``None``;
+    ``fused``: with the fused head (see :class:`TwinQ`)."""
     if len(nets) != 2 or nets[0].cfg != nets[1].cfg or nets[0].cfg.action_features != "gather":
         return None
-    return TwinQ(nets[0], nets[1])
+    return TwinQ(nets[0], nets[1], fused=fused)
 

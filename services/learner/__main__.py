@@ -61,13 +61,16 @@ def main(argv: list[str] | None = None) -> int:
     if keep_freed_memory(config.malloc_keep_mb):
         log.info("glibc malloc keeps up to %d MiB of freed memory for reuse", config.malloc_keep_mb)
     device = pick_device(config.device)
+    if device.type == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = config.tf32
     checkpoints = Checkpoints(config.run_dir, config.keep_checkpoints)
     learner = build_learner(config, device, checkpoints)
     metrics.WEIGHTS_VERSION.set(learner.weights_version)
     log.info("learner on %s, weights version %d", device, learner.weights_version)
     inference = BatchingInference(learner.net_cfg, device, max_batch=config.inference_max_batch,
                                   max_delay_s=config.inference_max_delay_ms / 1000.0,
-                                  max_queue=config.inference_queue, seed=config.seed)
+                                  max_queue=config.inference_queue, seed=config.seed,
+                                  fused_head=learner.agent_cfg.fused_head)
     server = InferenceServer(inference, config.host, config.port, security=config)
     server.start()
     log.info("inference endpoint on %s:%d", config.host, server.port)

@@ -38,6 +38,11 @@ class LearnerConfig(security.ServerTLS, security.ClientTLS, security.GrpcToken, 
     """cpu, cuda, cuda:N or auto (cuda when available)."""
     torch_threads: int = 0
     """CPU threads for torch (0: torch's default)."""
+    tf32: bool = False
+    """On a CUDA device, let float32 matrix products and convolutions use TF32 tensor cores (about 1e-3
+    relative per product; ``torch.backends.cuda.matmul.allow_tf32``): on an H100 the design-size update
+    with CUDA graphs takes 11.6 ms instead of 14.3 ms, and the fused head (``agent.fused_head``) pays only
+    with it (its full-float32 products run without tensor cores, 5.6x slower than unfused)."""
     batch_size: int = 64
     """Transitions per update."""
     updates: int = 0

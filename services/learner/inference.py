@@ -29,8 +29,10 @@ import torch
 
 from phylorl.agent.acting import policy_networks, select_actions
 from phylorl.agent.packed_batch import collate_states
+from phylorl.nets import fused_head
 from phylorl.nets.config import NetworkConfig
 from phylorl.nets.inputs import check_observation, collate_observations, concat_inputs, move_to
+from phylorl.nets.qnet import MOVE_NODES
 from phylorl.nets.twin import twin_or_none
 from phylorl.types import Observation
 from phylorl.wire.codec import PackedRecords
@@ -68,8 +70,10 @@ class BatchingInference:
     """See the module docstring. ``publish`` must be called once before requests are answered."""
 
     def __init__(self, net_cfg: NetworkConfig, device: torch.device, *, max_batch: int, max_delay_s: float,
-                 max_queue: int, seed: int = 0):
+                 max_queue: int, seed: int = 0, fused_head: bool = False):
         self.net_cfg = net_cfg
+        self.fused_head = fused_head and device.type == "cuda"
+        """Answer with the fused Triton head (``AgentConfig.fused_head``; on a CUDA device only)."""
         self.device = device
         self.max_batch = max_batch
         self.max_delay_s = max_delay_s
@@ -85,7 +89,9 @@ class BatchingInference:
     def publish(self, weights: dict, alpha: float, version: int) -> Snapshot:
         """Serve ``weights`` (``Learner.policy_weights()``) from now on; returns the snapshot."""
         nets = policy_networks(self.net_cfg, weights, self.device)
-        nets = twin_or_none(nets) or nets  # min(Q1, Q2) in one pass where it applies
+        if self.fused_head and self._snapshot is None:  # compile before the first request, not during it
+            fused_head.warm_up(self.net_cfg.head_hidden, MOVE_NODES + 1 + self.net_cfg.action_meta, self.device)
+        nets = twin_or_none(nets, fused=self.fused_head) or nets  # min(Q1, Q2) in one pass where it applies
         buffer = io.BytesIO()
         torch.save({"version": version, "alpha": alpha, "weights": weights}, buffer)
         self._snapshot = Snapshot(nets, float(alpha), int(version), buffer.getvalue())

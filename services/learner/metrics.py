@@ -32,6 +32,7 @@ from phylorl.telemetry import BATCH_SIZE_BUCKETS, LAG_BUCKETS, LATENCY_BUCKETS_S
 
 UPDATE_SECONDS = Histogram("phylorl_learner_update_seconds", "One learner update (s)", buckets=LATENCY_BUCKETS_S)
 UPDATES = Counter("phylorl_learner_updates_total", "Learner updates")
+GRAPH_REPLAYS = Counter("phylorl_learner_graph_replays_total", "Learner updates replayed as captured CUDA graphs")
 BATCH_WAIT_SECONDS = Histogram("phylorl_learner_batch_wait_seconds", "Wait for a ready batch (s)",
                                buckets=LATENCY_BUCKETS_S)
 WEIGHTS_VERSION = Gauge("phylorl_learner_weights_version", "Version of the online networks")

@@ -190,8 +190,11 @@ class TrainingLoop:
                 waited = time.perf_counter() - waited
                 metrics.BATCH_WAIT_SECONDS.observe(waited)
                 t0 = time.perf_counter()
+                replays = self.learner.graphs.replays if self.learner.graphs is not None else 0
                 values, priorities = self.learner.step(batch)
                 elapsed = time.perf_counter() - t0
+                if self.learner.graphs is not None:
+                    metrics.GRAPH_REPLAYS.inc(self.learner.graphs.replays - replays)
                 if priorities is None:  # a non-finite loss or gradient: nothing reached the weights
                     metrics.SKIPPED_BATCHES.inc()
                     log.warning("skipped a batch whose loss or gradients were not finite (%d so far)",

@@ -85,12 +85,13 @@ def sync(dst: Learner, src: Learner) -> None:
                 opt_d.state[pd][key].copy_(value)
 
 
-@pytest.mark.parametrize("labelled", [False, True])
-def test_each_graphed_update_equals_the_eager_one_from_the_same_state(labelled):
+@pytest.mark.parametrize("labelled,fused", [(False, False), (True, False), (False, True)])
+def test_each_graphed_update_equals_the_eager_one_from_the_same_state(labelled, fused):
     # Trajectories of two learners drift apart from the first update's float32 rounding (even the graphed
     # learner's eager warm-ups, on a side stream, pick other cuBLAS kernels), and the demonstrations' loss
-    # amplifies it; so each update starts from the eager learner's state, copied in place.
-    cfg = AgentConfig(demo_weight=1.0 if labelled else 0.0, lr=1e-3)
+    # amplifies it; so each update starts from the eager learner's state, copied in place. ``fused``: both
+    # learners run their next-move passes with the fused Triton head (the graphs replay its kernel).
+    cfg = AgentConfig(demo_weight=1.0 if labelled else 0.0, lr=1e-3, fused_head=fused)
     eager, graphed = pair(cfg)
     data = batches(20, 3, labelled=labelled)
     for step in range(WARMUP + 4):

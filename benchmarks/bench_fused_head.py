@@ -1,0 +1,91 @@
+"""The Q head over every next move, fused (one Triton kernel for both twins) against unfused, at the design size.
+
+The learner's no-grad passes (``V(s')`` of the target networks, the online policy's entropy) evaluate both
+twin networks on every move of 128 next states (20 taxa: 143,616 moves). This times, on a CUDA device, the
+whole no-grad twin pass (:class:`~phylorl.nets.twin.TwinQ`: encoder and head) unfused and with the fused
+head for each ``--blocks`` setting (moves per program × columns per product × warps), and the two networks
+run one by one as the learner does without ``fused_head``. Median of ``--repeats`` synchronised calls after
+warm-ups; one JSON line. ``--tf32`` lets float32 products (the fused kernel's too) use TF32.
+
+    python benchmarks/bench_fused_head.py [--blocks 64x64x8,32x64x4,128x64x8] [--repeats 30] [--tf32]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks.common import emit, machine  # noqa: E402
+from phylorl.agent.batch import collate  # noqa: E402
+from phylorl.nets import fused_head  # noqa: E402
+from phylorl.nets.config import NetworkConfig  # noqa: E402
+from phylorl.nets.qnet import QNetwork  # noqa: E402
+from phylorl.nets.synthetic import random_transition  # noqa: E402
+from phylorl.nets.twin import TwinQ  # noqa: E402
+
+
+def timed(fn, repeats: int, warmup: int = 3) -> dict:
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        torch.cuda.synchronize()
+        times.append(time.perf_counter() - start)
+    return {"median_ms": round(1e3 * statistics.median(times), 3), "min_ms": round(1e3 * min(times), 3)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--batch", type=int, default=128)
+    parser.add_argument("--taxa", type=int, default=20)
+    parser.add_argument("--blocks", default="64x64x8,32x64x4,64x32x4,128x64x8",
+                        help="comma-separated BLOCK_AxBLOCK_NxWARPS settings of the fused kernel")
+    parser.add_argument("--repeats", type=int, default=30)
+    parser.add_argument("--tf32", action="store_true")
+    args = parser.parse_args()
+    if not torch.cuda.is_available():
+        parser.error("needs a CUDA device")
+    fused_head.require()
+    torch.backends.cuda.matmul.allow_tf32 = args.tf32
+    rng = np.random.default_rng(0)
+    batch = collate([random_transition(args.taxa, rng) for _ in range(args.batch)], "cuda")
+    graphs, actions = batch.next_graphs, batch.next_actions
+    torch.manual_seed(0)
+    q1, q2 = QNetwork(NetworkConfig()).cuda().eval(), QNetwork(NetworkConfig()).cuda().eval()
+    plain, fused = TwinQ(q1, q2), TwinQ(q1, q2, fused=True)
+    result = {"bench": "fused_head", "machine": machine(), "torch": torch.__version__, "tf32": args.tf32,
+              "batch": args.batch, "moves": int(actions.nodes.shape[0])}
+    with torch.no_grad():
+        result["two_networks"] = timed(lambda: torch.minimum(q1(graphs, actions), q2(graphs, actions)), args.repeats)
+        result["twin_unfused"] = timed(lambda: plain(graphs, actions), args.repeats)
+        reference = plain(graphs, actions)
+        settings = {}
+        for setting in args.blocks.split(","):
+            fused_head.BLOCK_A, fused_head.BLOCK_N, fused_head.NUM_WARPS = map(int, setting.split("x"))
+            fused_head._KERNELS.clear()
+            try:
+                out = fused(graphs, actions)
+                error = float((out - reference).abs().max() / reference.abs().max())
+                settings[setting] = {**timed(lambda: fused(graphs, actions), args.repeats),
+                                     "relative_error": error}
+            except Exception as exc:  # a setting the chip cannot take (shared memory, registers): say which
+                settings[setting] = {"error": f"{type(exc).__name__}: {str(exc)[:200]}"}
+        result["twin_fused"] = settings
+        best = min((s for s in settings.values() if "median_ms" in s), key=lambda s: s["median_ms"], default=None)
+        if best is not None:
+            result["best_fused_speedup"] = round(result["twin_unfused"]["median_ms"] / best["median_ms"], 2)
+    emit(result)
+
+
+if __name__ == "__main__":
+    main()
