@@ -22,7 +22,6 @@ import argparse
 import dataclasses
 import json
 import os
-import platform
 import resource
 import statistics
 import time

@@ -24,7 +24,7 @@ HELP = "evaluate the agent and classical searches against IQ-TREE"
 
 
 def add_arguments(p) -> None:
-    from phylorl.evaluation.metrics import METHODS  # light: no engine, no torch
+    from phylorl.evaluation.metrics import DEFAULT_METHODS, METHODS  # light: no engine, no torch
 
     add_alignments(p, "alignment files and/or directories of alignments (FASTA, PHYLIP, NEXUS); repeatable")
     p.add_argument("--checkpoint", default=None,
@@ -37,7 +37,7 @@ def add_arguments(p) -> None:
     p.add_argument("--steps", type=int, default=None, metavar="S",
                    help="moves of the agent, random and greedy methods (default: 2n for n taxa)")
     p.add_argument("--methods", default=None, metavar="LIST",
-                   help=f"comma-separated methods (default: {','.join(METHODS)})")
+                   help=f"comma-separated methods, of {','.join(METHODS)} (default: {','.join(DEFAULT_METHODS)})")
     p.add_argument("--model", default="GTR+F+G4", help="model string; free parameters are estimated on the NJ tree")
     p.add_argument("--seed", type=int, default=0, help="start tree k uses seed + k; IQ-TREE uses seed (default: 0)")
     p.add_argument("--no-iqtree", action="store_true", help="run without IQ-TREE (no reference: no improvement)")

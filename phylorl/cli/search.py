@@ -21,8 +21,8 @@ import numpy as np
 from phylorl.cli.common import add_alignments, add_rescore, rescore_value, single_alignment
 
 HELP = "search tree space for an alignment with a policy"
-POLICIES = ("random", "greedy", "hillclimb", "fastclimb", "lazyclimb", "agent")
-CLIMBS = ("hillclimb", "fastclimb", "lazyclimb")
+POLICIES = ("random", "greedy", "hillclimb", "fastclimb", "lazyclimb", "nniclimb", "agent")
+CLIMBS = ("hillclimb", "fastclimb", "lazyclimb", "nniclimb")
 
 
 def default_cache_dir() -> Path:
@@ -47,7 +47,7 @@ def add_arguments(p) -> None:
     p.add_argument("--steps", type=int, help="most moves (default: 2n for n taxa; the climbs: until a local optimum)")
     p.add_argument("--radius", type=int, help="largest SPR radius (default: all moves)")
     p.add_argument("--restarts", type=int, default=0,
-                   help="hillclimb, fastclimb, lazyclimb: perturb-and-climb rounds after the first climb (iterated "
+                   help="hillclimb, fastclimb, lazyclimb, nniclimb: perturb-and-climb rounds after the first climb (iterated "
                         "local search; lazyclimb with 8 reached IQ-TREE's log-likelihood on DS1-DS4)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", help="write the best tree seen (Newick) here")
@@ -64,7 +64,7 @@ def run(args) -> int:
     if args.steps is not None and args.steps < 1:
         raise CliError(f"--steps must be >= 1, got {args.steps}")
     if args.restarts and args.policy not in CLIMBS:
-        raise CliError("--restarts applies to --policy hillclimb, fastclimb or lazyclimb only")
+        raise CliError("--restarts applies to --policy hillclimb, fastclimb, lazyclimb or nniclimb only")
     if args.restarts < 0:
         raise CliError(f"--restarts must be >= 0, got {args.restarts}")
     if args.radius is not None and args.radius < 1:

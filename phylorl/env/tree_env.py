@@ -166,6 +166,17 @@ class TreeEnv:
         self._last = None
         return delta
 
+    def replace(self, tree: Tree, loglik: float) -> None:
+        """Go on from ``tree``, a change of the current tree that a search made itself (several moves at once),
+        whose log-likelihood under this environment's engine is ``loglik``: counted as one step, no
+        observation built (as :meth:`move`)."""
+        if self.tree is None:
+            raise RuntimeError("call reset() before replace()")
+        self.tree, self.loglik = tree, float(loglik)
+        self.steps += 1
+        self._moves = enumerate_moves(self.tree, radius=self.config.radius)
+        self._last = None
+
     # -------------------------------------------------------------- helpers
     def _apply(self, tree: Tree, move) -> float:
         apply_spr(tree, move)

@@ -17,6 +17,7 @@ does, so every method starts from the same trees. Each method's answer is the be
 ``lazyclimb``     the same climb ranking the moves by their lazy SPR scores (the branches at the regraft
                   point optimised, one compiled pass) and evaluating fully only the few best:
                   :class:`~phylorl.env.search.LazyClimb`.
+``nniclimb``      ``lazyclimb`` starting with NNI rounds (the independent improving NNIs applied at once).
 ``iqtree``        IQ-TREE's ML search, once per alignment (needs an :class:`IqtreeRunner`).
 """
 
@@ -32,8 +33,8 @@ from phylorl.env.tree_env import EnvAlignment, EnvConfig, TreeEnv
 from phylorl.phylo import rf_distance, write_newick
 
 from .iqtree import IqtreeResult, IqtreeRunner
-from .metrics import (AGENT_METHODS, METHODS, MIN_GAIN, TOLERANCE, MethodSummary, StartResult, by_taxon_count,
-                      improvement, summarise, within)
+from .metrics import (AGENT_METHODS, DEFAULT_METHODS, METHODS, MIN_GAIN, TOLERANCE, MethodSummary, StartResult,
+                      by_taxon_count, improvement, summarise, within)
 
 
 @dataclass
@@ -103,7 +104,7 @@ def evaluate_methods(entries: Sequence[EnvAlignment], policy: Policy | None = No
     if steps is not None and steps < 1:
         raise ValueError(f"steps must be >= 1, got {steps}")
     if methods is None:
-        methods = [m for m in METHODS if (policy is not None or m not in AGENT_METHODS)
+        methods = [m for m in DEFAULT_METHODS if (policy is not None or m not in AGENT_METHODS)
                    and (iqtree is not None or m != "iqtree")]
     methods = check_methods(methods, has_policy=policy is not None, has_iqtree=iqtree is not None)
     config = env_config or EnvConfig(start="random")
@@ -236,7 +237,7 @@ def _one_start(entry, k, job: _Job, steps, reference, progress) -> list[StartRes
                                 rescore=rescore)
         elif method == "greedy":
             result = run_search(env(), "greedy", steps=steps, finish=True, rescore=rescore)
-        else:  # hillclimb, fastclimb, lazyclimb
+        else:  # hillclimb, fastclimb, lazyclimb, nniclimb
             result = run_search(env(), method, steps=None)
         out.append(_row(entry, k, method, result.start_loglik, result.best_loglik, result.best_tree, reference,
                         result.evaluations, result.steps, result.seconds,

@@ -90,7 +90,6 @@ def test_greedy_answers_are_the_argmax_and_values_are_consistent(endpoint):
     actions = codec.ndarray_from_proto(reply.actions)
     q = codec.ndarray_from_proto(reply.q)
     v = codec.ndarray_from_proto(reply.v)
-    from phylorl.agent.acting import select_actions
     from phylorl.nets.inputs import collate_observations
 
     from phylorl.nets.twin import TwinQ

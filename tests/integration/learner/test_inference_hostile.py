@@ -5,7 +5,6 @@ Every one is answered INVALID_ARGUMENT naming what is wrong, and the endpoint ke
 from __future__ import annotations
 
 import grpc
-import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st

@@ -3,7 +3,6 @@ import pytest
 import torch
 
 from phylorl.agent.batch import Prefetcher, collate
-from phylorl.types import Transition
 from phylorl.nets.synthetic import random_transition
 
 

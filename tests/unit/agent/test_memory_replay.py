@@ -5,7 +5,6 @@ import pytest
 from scipy import stats
 
 from phylorl.agent.memory_replay import MemoryReplay
-from phylorl.replay.sumtree import SumTree
 from phylorl.types import Observation, Transition
 
 

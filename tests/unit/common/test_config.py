@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from services.common.config import build, field_docs, load_config, write_config
+from services.common.config import build, field_docs, write_config
 from services.launcher.cli import build_config, build_parser
 from services.launcher.config import TrainConfig
 from services.learner.config import LearnerConfig

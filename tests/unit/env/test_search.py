@@ -96,7 +96,7 @@ def test_best_tree_seen_includes_the_start_tree(small_entry):
     assert fresh.loglik(result.best_tree) == pytest.approx(fresh.loglik(start_tree), abs=1e-9)
 
 
-@pytest.mark.parametrize("policy", ["greedy", "hillclimb", "fastclimb", "lazyclimb"])
+@pytest.mark.parametrize("policy", ["greedy", "hillclimb", "fastclimb", "lazyclimb", "nniclimb"])
 def test_improving_searches_end_on_their_best_tree(small_entry, policy):
     env = TreeEnv([small_entry], EnvConfig(start="random"), seed=1)
     env.reset()

@@ -183,7 +183,7 @@ def test_environments_on_one_alignment_keep_their_own_engine_state(ds1_entry):
     config = EnvConfig(horizon=100, features="basic")
 
     def run(envs, rngs):
-        logliks, updates = [[] for _ in envs], []
+        logliks = [[] for _ in envs]
         for env in envs:
             env.reset(0)
         before = [env.engine.n_partial_updates for env in envs]

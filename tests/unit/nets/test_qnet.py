@@ -1,11 +1,10 @@
 import numpy as np
 import pytest
 import torch
-import torch.nn.functional as F
 
 from phylorl.nets.config import NetworkConfig
 from phylorl.nets.gat import dense_gat, dense_slots
-from phylorl.nets.inputs import collate_graphs, collate_observations
+from phylorl.nets.inputs import collate_observations
 from phylorl.nets.qnet import QNetwork, count_parameters
 from phylorl.nets.synthetic import random_observation
 
