@@ -216,7 +216,7 @@ class Learner:
         def q_next(net: QNetwork) -> torch.Tensor:
             return net(batch.next_graphs, batch.next_actions, fast, chunk=chunk)
 
-        plan = self.target1.plan(batch.next_graphs, batch.next_actions) if self.twins is not None else None
+        plan = self.target1.plan(batch.next_graphs, batch.next_actions, head_rows=False) if self.twins else None
 
         def twin_min(nets: tuple[QNetwork, QNetwork], twin: TwinQ | None) -> torch.Tensor:
             if twin is not None:

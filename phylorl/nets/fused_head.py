@@ -10,9 +10,12 @@ where the first layer is a weighted gather-sum of table rows (the ``embedding_ba
 :meth:`QNetwork.plan <phylorl.nets.qnet.QNetwork.plan>`: the move's four node rows, its tree's row, its
 metadata rows). Unfused that is five kernels, each writing or reading ``[A, head_hidden]`` float32
 activations (147 MB per network at the design size: 143,616 next moves × 256). Here one program takes
-``BLOCK_A`` moves of one network: it gathers and sums their rows into registers, applies the ReLU, the
-second layer (``tl.dot`` over ``BLOCK_N`` output columns at a time), its ReLU and the last layer's dot
-product, and writes one float per move: the activations never reach memory.
+``BLOCK_A`` moves of one network: it gathers and sums their four node rows into registers (the tree's row is
+added to the role-0 node rows beforehand: a move's nodes all belong to its tree) and adds its ``K`` metadata
+values times the ``K`` metadata rows, applies the ReLU, the second layer (``tl.dot`` over ``BLOCK_N`` output
+columns at a time), its ReLU and the last layer's dot product, and writes one float per move: the activations
+never reach memory, and a move costs four row reads per network whatever its feature set (the ``embedding_bag``
+reads 8 rows with the basic features, 20 with the rich).
 
 Precision: the second layer's product uses TF32 tensor cores when
 ``torch.backends.cuda.matmul.allow_tf32`` is set (as the rest of the network then does) and full float32
@@ -67,14 +70,14 @@ def _kernel(device: torch.device):
     return _KERNELS[kind]
 
 
-def warm_up(head_hidden: int, rows_per_move: int, device: torch.device) -> None:
-    """Compile the kernel for this width, rows per move and the current TF32 setting now (a few seconds),
+def warm_up(head_hidden: int, action_meta: int, device: torch.device) -> None:
+    """Compile the kernel for this width, metadata width and the current TF32 setting now (a few seconds),
     so that the first real batch does not wait for it."""
-    nr, hh = rows_per_move, head_hidden
+    k, hh = action_meta, head_hidden
     zeros = torch.zeros
-    fused_twin_head(zeros(2, 1, hh, device=device), zeros(1, nr, dtype=torch.long, device=device),
-                    zeros(1, nr, device=device), zeros(2, hh, hh, device=device), zeros(2, hh, device=device),
-                    zeros(2, hh, device=device), zeros(2, device=device))
+    fused_twin_head(zeros(2, 4, hh, device=device), zeros(1, 4, dtype=torch.long, device=device),
+                    zeros(1, k, device=device), zeros(2, k, hh, device=device), zeros(2, hh, hh, device=device),
+                    zeros(2, hh, device=device), zeros(2, hh, device=device), zeros(2, device=device))
 
 
 def supported(head_hidden: int) -> bool:
@@ -83,25 +86,26 @@ def supported(head_hidden: int) -> bool:
 
 
 @torch.no_grad()
-def fused_twin_head(table: Tensor, rows: Tensor, weights: Tensor, w2: Tensor, b2: Tensor, w3: Tensor,
-                    b3: Tensor, tf32: bool | None = None) -> Tensor:
+def fused_twin_head(table: Tensor, nodes: Tensor, meta: Tensor, meta_rows: Tensor, w2: Tensor, b2: Tensor,
+                    w3: Tensor, b3: Tensor, tf32: bool | None = None) -> Tensor:
     """``Q`` of both networks for every move: ``[2, A]``.
 
-    Shapes: ``table [2, R, H]`` (each network's rows), ``rows [A, NR]`` (row ids, int), ``weights [A, NR]``,
-    ``w2 [2, H, H]`` (the second layer's weight transposed: ``z @ w2[t]``), ``b2 [2, H]``, ``w3 [2, H]``,
-    ``b3 [2]``; float32, one device. ``tf32``: TF32 products (None: ``torch.backends.cuda.matmul.allow_tf32``
-    on a CUDA device, never on the CPU).
+    Shapes: ``table [2, 4 N, H]`` (each network's first-layer row of node ``v`` in role ``r`` at ``4 v + r``,
+    its tree's row added to the role-0 rows), ``nodes [A, 4]`` (the move's node ids, int), ``meta [A, K]``,
+    ``meta_rows [2, K, H]``, ``w2 [2, H, H]`` (the second layer's weight transposed: ``z @ w2[t]``),
+    ``b2 [2, H]``, ``w3 [2, H]``, ``b3 [2]``; float32, one device. ``tf32``: TF32 products (None:
+    ``torch.backends.cuda.matmul.allow_tf32`` on a CUDA device, never on the CPU).
     """
     nets, table_rows, hh = table.shape
-    n_actions, nr = rows.shape
+    n_actions, k = meta.shape
     if nets != 2 or not supported(hh):
         raise ValueError(f"fused_twin_head takes two networks with a power-of-two width >= {BLOCK_N}, "
                          f"got table {tuple(table.shape)}")
-    if weights.shape != rows.shape or w2.shape != (2, hh, hh) or b2.shape != (2, hh) or w3.shape != (2, hh) \
-            or b3.shape != (2,):
-        raise ValueError("fused_twin_head: weights, w2, b2, w3 or b3 do not match the table and rows")
-    tensors = [table, weights, w2, b2, w3, b3]
-    if any(t.dtype != torch.float32 for t in tensors) or any(t.device != table.device for t in [*tensors, rows]):
+    if nodes.shape != (n_actions, 4) or meta_rows.shape != (2, k, hh) or w2.shape != (2, hh, hh) \
+            or b2.shape != (2, hh) or w3.shape != (2, hh) or b3.shape != (2,):
+        raise ValueError("fused_twin_head: nodes, meta_rows, w2, b2, w3 or b3 do not match the table and meta")
+    tensors = [table, meta, meta_rows, w2, b2, w3, b3]
+    if any(t.dtype != torch.float32 for t in tensors) or any(t.device != table.device for t in [*tensors, nodes]):
         raise ValueError("fused_twin_head takes float32 tensors on one device")
     if tf32 is None:
         tf32 = table.device.type == "cuda" and torch.backends.cuda.matmul.allow_tf32
@@ -109,8 +113,8 @@ def fused_twin_head(table: Tensor, rows: Tensor, weights: Tensor, w2: Tensor, b2
     if n_actions == 0:
         return out
     grid = ((n_actions + BLOCK_A - 1) // BLOCK_A, 2)
-    args = [t.contiguous() for t in (table, rows, weights, w2, b2, w3, b3)]
+    args = [t.contiguous() for t in (table, nodes, meta, meta_rows, w2, b2, w3, b3)]
     extra = {"num_warps": NUM_WARPS} if table.device.type == "cuda" else {}
-    _kernel(table.device)[grid](*args, out, n_actions, table_rows, NR=nr, HH=hh, BLOCK_A=BLOCK_A,
+    _kernel(table.device)[grid](*args, out, n_actions, table_rows, K=k, HH=hh, BLOCK_A=BLOCK_A,
                                 BLOCK_N=BLOCK_N, PRECISION="tf32" if tf32 else "ieee", **extra)
     return out

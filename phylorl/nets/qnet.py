@@ -123,12 +123,13 @@ class QNetwork(nn.Module):
             out["meta_rows"] = combined[:, MOVE_NODES * h:].t()
         return out
 
-    def plan(self, graphs: GraphBatch, actions: ActionBatch) -> InputPlan:
-        """The :class:`InputPlan` of a batch (valid for every network with this one's config)."""
+    def plan(self, graphs: GraphBatch, actions: ActionBatch, head_rows: bool = True) -> InputPlan:
+        """The :class:`InputPlan` of a batch (valid for every network with this one's config); ``head_rows=False``
+        leaves out the head's ``embedding_bag`` rows (for the fused head, which reads the moves' nodes)."""
         cfg = self.cfg
         slots = dense_slots(graphs, cfg.heads, cfg.gat_self_loops)
         n_actions, n_nodes = actions.nodes.shape[0], graphs.x.shape[0]
-        if cfg.action_features == "indices" or n_actions < n_nodes:
+        if cfg.action_features == "indices" or n_actions < n_nodes or not head_rows:
             return InputPlan(slots)
         k, device = cfg.action_meta, actions.nodes.device
         tree_row = MOVE_NODES * n_nodes

@@ -89,14 +89,15 @@ class TwinQ:
         if actions.states.count != graphs.num_graphs:
             raise ValueError(f"actions are grouped into {actions.states.count} states but there are "
                              f"{graphs.num_graphs} trees")
-        plan = plan if plan is not None else a.plan(graphs, actions)
-        if plan.rows is None or graphs.x.shape[1] != self.cfg.node_features \
-                or actions.meta.shape[1] != self.cfg.action_meta:
+        plan = plan if plan is not None else a.plan(graphs, actions, head_rows=not self.fused)
+        few = actions.nodes.shape[0] < graphs.x.shape[0]  # fewer actions than nodes: the networks' own path
+        if few or self.cfg.action_features != "gather" or (plan.rows is None and not self.fused) \
+                or graphs.x.shape[1] != self.cfg.node_features or actions.meta.shape[1] != self.cfg.action_meta:
             both = torch.stack([a(graphs, actions, True, plan=plan), b(graphs, actions, True, plan=plan)])
         else:
             w = self._weights()
             nodes, tree = self._encode(graphs, plan, w)
-            both = self._head(nodes, tree, actions, plan, w)
+            both = self._head(nodes, tree, graphs, actions, plan, w)
         return both.amin(0) if reduce == "min" else both.mean(0)
 
     def _encode(self, graphs: GraphBatch, plan: InputPlan, w: dict) -> tuple[Tensor, Tensor]:
@@ -118,14 +119,16 @@ class TwinQ:
         tree = torch.cat(pooled, dim=2).transpose(0, 1)  # [2, G, 3h]
         return x, tree
 
-    def _head(self, nodes: Tensor, tree: Tensor, actions: ActionBatch, plan: InputPlan, w: dict) -> Tensor:
+    def _head(self, nodes: Tensor, tree: Tensor, graphs: GraphBatch, actions: ActionBatch, plan: InputPlan,
+              w: dict) -> Tensor:
         hh = self.cfg.head_hidden
         per_tree = torch.baddbmm(w["tree_b"], tree, w["tree_t"])  # [2, G, hh]
         per_node = torch.bmm(nodes, w["w_nodes"]).view(2, -1, hh)  # row 4 v + r = C_r h_v, per network
+        if self.fused:  # the tree's row joins each node's role-0 row: a move's nodes are all in its tree
+            per_node.view(2, -1, 4, hh)[:, :, 0] += per_tree[:, graphs.nodes.index]
+            return fused_head.fused_twin_head(per_node, actions.nodes, actions.meta, w["meta_rows"], w["w2"],
+                                              w["b2"].view(2, hh), w["w3"].view(2, hh), w["b3"].view(2))
         table = torch.cat([per_node, per_tree, w["meta_rows"]], dim=1)  # [2, R, hh]
-        if self.fused:
-            return fused_head.fused_twin_head(table, plan.rows, plan.weights, w["w2"], w["b2"].view(2, hh),
-                                              w["w3"].view(2, hh), w["b3"].view(2))
         size = table.shape[1]
         rows = torch.cat([plan.rows, plan.rows + size])
         weights = plan.weights.repeat(2, 1)

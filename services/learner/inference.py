@@ -32,7 +32,6 @@ from phylorl.agent.packed_batch import collate_states
 from phylorl.nets import fused_head
 from phylorl.nets.config import NetworkConfig
 from phylorl.nets.inputs import check_observation, collate_observations, concat_inputs, move_to
-from phylorl.nets.qnet import MOVE_NODES
 from phylorl.nets.twin import twin_or_none
 from phylorl.types import Observation
 from phylorl.wire.codec import PackedRecords
@@ -90,7 +89,7 @@ class BatchingInference:
         """Serve ``weights`` (``Learner.policy_weights()``) from now on; returns the snapshot."""
         nets = policy_networks(self.net_cfg, weights, self.device)
         if self.fused_head and self._snapshot is None:  # compile before the first request, not during it
-            fused_head.warm_up(self.net_cfg.head_hidden, MOVE_NODES + 1 + self.net_cfg.action_meta, self.device)
+            fused_head.warm_up(self.net_cfg.head_hidden, self.net_cfg.action_meta, self.device)
         nets = twin_or_none(nets, fused=self.fused_head) or nets  # min(Q1, Q2) in one pass where it applies
         buffer = io.BytesIO()
         torch.save({"version": version, "alpha": alpha, "weights": weights}, buffer)

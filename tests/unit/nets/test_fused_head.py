@@ -131,16 +131,16 @@ def test_fused_head_rejects_what_it_cannot_take(need_module):
 
     with pytest.raises(ValueError, match="power of two"):
         TwinQ(perturbed(cfg), perturbed(cfg), fused=True)
-    table = torch.zeros(2, 10, 64)
-    rows, weights = torch.zeros(5, 8, dtype=torch.long), torch.ones(5, 8)
-    w2, b2, w3, b3 = torch.zeros(2, 64, 64), torch.zeros(2, 64), torch.zeros(2, 64), torch.zeros(2)
+    table, nodes, meta = torch.zeros(2, 12, 64), torch.zeros(5, 4, dtype=torch.long), torch.ones(5, 3)
+    meta_rows, w2, b2, w3, b3 = torch.zeros(2, 3, 64), torch.zeros(2, 64, 64), torch.zeros(2, 64), torch.zeros(2, 64), \
+        torch.zeros(2)
     with pytest.raises(ValueError, match="do not match"):
-        fused_head.fused_twin_head(table, rows, weights[:, :4], w2, b2, w3, b3)
+        fused_head.fused_twin_head(table, nodes, meta[:, :2], meta_rows, w2, b2, w3, b3)
     with pytest.raises(ValueError, match="float32"):
-        fused_head.fused_twin_head(table.double(), rows, weights, w2, b2, w3, b3)
+        fused_head.fused_twin_head(table.double(), nodes, meta, meta_rows, w2, b2, w3, b3)
     if not os.environ.get("TRITON_INTERPRET"):  # this process's Triton has no interpreter: the CPU is refused
         with pytest.raises(RuntimeError, match="TRITON_INTERPRET"):
-            fused_head.fused_twin_head(table, rows, weights, w2, b2, w3, b3)
+            fused_head.fused_twin_head(table, nodes, meta, meta_rows, w2, b2, w3, b3)
 
 
 if __name__ == "__main__":
