@@ -1,6 +1,7 @@
 """Inference endpoint throughput and latency over real gRPC on loopback; prints one JSON line.
 
-N concurrent actor streams (threads with their own channel) each send Act requests holding one
+N concurrent actor streams (processes, as actors are: ``inference_client.py``; ``--clients threads`` runs them as
+threads of this process, as before session 11, sharing the endpoint's interpreter) each send Act requests holding one
 20-taxon state (1122 SPR moves; ``--features rich``: the environment's, as the shipped agent reads
 them) back to back for a fixed time. ``wire`` gives per state the request bytes, the actor's
 encoding and the endpoint's decoding (one core), now (observation records) and in the arrays form
@@ -9,13 +10,20 @@ requests/s, p50/p99 latency, and the same with batching off (max batch 1 observa
 is the gain of batching. Network: the designed sizes (hidden 256) on this machine's device.
 
 Usage: python benchmarks/bench_inference.py [--seconds S] [--hidden H] [--features rich|basic]
+                                           [--clients processes|threads] [--fused-head] [--tf32]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
 import threading
 import time
+from pathlib import Path
 
 import grpc
 import numpy as np
@@ -111,14 +119,46 @@ def wire_costs(observations: list, repeats: int = 7) -> dict:
                 "decode_us_per_state": us(read_arrays)}}
 
 
+HERE = Path(__file__).resolve().parent
+
+
+def client_processes(port: int, streams: int, seconds: float, reqs) -> tuple[list[float], float]:
+    """Latencies of ``streams`` client processes (``inference_client.py``) sending for ``seconds`` from a common
+    start, and the window's length."""
+    with tempfile.NamedTemporaryFile(suffix=".requests", delete=False) as f:
+        for request in reqs:
+            payload = request.SerializeToString()
+            f.write(len(payload).to_bytes(4, "little") + payload)
+    start_at = time.time() + 3.0 + 0.1 * streams  # after every client has started and sent its warm-up request
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(HERE.parent), os.environ.get("PYTHONPATH")]))}
+    try:
+        procs = [subprocess.Popen([sys.executable, str(HERE / "inference_client.py"), str(port), f.name, str(i),
+                                   repr(start_at), str(seconds)], stdout=subprocess.PIPE, env=env)
+                 for i in range(streams)]
+        latencies: list[float] = []
+        for p in procs:
+            out, _ = p.communicate(timeout=seconds + 600)
+            if p.returncode:
+                raise RuntimeError(f"an inference client exited with {p.returncode}")
+            latencies.extend(json.loads(out))
+    finally:
+        os.unlink(f.name)
+    return latencies, seconds
+
+
 def run(streams: int, max_batch: int, seconds: float, net_cfg, device, weights, alpha, reqs,
-        fused_head: bool = False) -> dict:
+        fused_head: bool = False, clients: str = "processes") -> dict:
     inference = BatchingInference(net_cfg, device, max_batch=max_batch, max_delay_s=0.002, max_queue=1024,
                                   fused_head=fused_head)
     inference.publish(weights, alpha, 1)
     server = InferenceServer(inference, "127.0.0.1", 0, max_workers=max(16, 2 * streams))
     server.start()
     server.set_serving()
+    if clients == "processes":
+        latencies, elapsed = client_processes(server.port, streams, seconds, reqs)
+        server.stop(1.0)
+        inference.close()
+        return summary(latencies, elapsed)
     latencies: list[float] = []
     lock = threading.Lock()
     stop = time.perf_counter() + seconds
@@ -146,6 +186,10 @@ def run(streams: int, max_batch: int, seconds: float, net_cfg, device, weights, 
     elapsed = time.perf_counter() - started
     server.stop(1.0)
     inference.close()
+    return summary(latencies, elapsed)
+
+
+def summary(latencies: list[float], elapsed: float) -> dict:
     lat = np.array(latencies) * 1e3
     return {"requests_per_s": round(len(latencies) / elapsed, 1), "p50_ms": round(float(np.percentile(lat, 50)), 2),
             "p99_ms": round(float(np.percentile(lat, 99)), 2), "requests": len(latencies)}
@@ -159,6 +203,9 @@ def main() -> None:
                         help="rich: the environment's states (the shipped agent's); basic: random trees")
     parser.add_argument("--fused-head", action="store_true", help="answer with the fused Triton head (CUDA)")
     parser.add_argument("--tf32", action="store_true", help="float32 products use TF32 (CUDA)")
+    parser.add_argument("--clients", choices=("processes", "threads"), default="processes",
+                        help="run the actor streams as processes (as actors are) or as threads of this process")
+    parser.add_argument("--streams", default="1,8,64", help="comma-separated numbers of concurrent streams")
     args = parser.parse_args()
     torch.backends.cuda.matmul.allow_tf32 = args.tf32
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -172,10 +219,13 @@ def main() -> None:
               "features": args.features, "n_taxa": 20, "moves_per_observation": 1122,
               "seconds_per_setting": args.seconds, "torch_threads": torch.get_num_threads(),
               "fused_head": args.fused_head and device.type == "cuda", "tf32": args.tf32 and device.type == "cuda",
+              "clients": args.clients,
               "wire": wire_costs(observations)}
-    for streams in (1, 8, 64):
-        batched = run(streams, 64, args.seconds, net_cfg, device, weights, learner.alpha, reqs, args.fused_head)
-        single = run(streams, 1, args.seconds, net_cfg, device, weights, learner.alpha, reqs, args.fused_head)
+    for streams in map(int, args.streams.split(",")):
+        batched = run(streams, 64, args.seconds, net_cfg, device, weights, learner.alpha, reqs, args.fused_head,
+                      args.clients)
+        single = run(streams, 1, args.seconds, net_cfg, device, weights, learner.alpha, reqs, args.fused_head,
+                     args.clients)
         result[f"streams_{streams}"] = {"batched": batched, "batch_size_1": single,
                                         "batching_gain": round(batched["requests_per_s"] /
                                                                max(single["requests_per_s"], 1e-9), 2)}
