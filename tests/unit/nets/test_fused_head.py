@@ -3,7 +3,7 @@ PyG reference path (relative 1e-5, float32), on the CPU through Triton's interpr
 
 Triton sets its interpreter up only when ``TRITON_INTERPRET=1`` is in the environment before it is first
 imported, so the comparisons run in a child process: this file run as a script prints one JSON line of
-relative errors, which the tests below read. (``tests/gpu/test_fused_head.py`` compares the compiled kernel
+relative errors, which the tests below read. (``tests/gpu/test_fused_head_gpu.py`` compares the compiled kernel
 on a GPU.)
 """
 
