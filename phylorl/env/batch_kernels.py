@@ -198,7 +198,8 @@ def _fill(buf, headers, values, arrays, trees, rich, per):
             move_capacity(2 * trees[last, 0] - 2, trees[last, 0])
     capacity += largest  # room for a state that enumerates more moves than its record says (then invalid)
     sides = (_graphs(nodes[0, n], max(nodes[0, n] - n, 0), width), _graphs(nodes[1, n], nodes[1, n] - n, width))
-    taken, taken_meta = np.empty((n, 4), np.int64), np.empty((n, columns), np.float32)
+    # zeroed: observation records (per == 1) write no taken move, and finite_and_movable reads these
+    taken, taken_meta = np.zeros((n, 4), np.int64), np.zeros((n, columns), np.float32)
     moves, meta = np.empty((capacity, 4), np.int64), np.empty((capacity, columns), np.float32)
     labels, counts = np.zeros(capacity, np.float32), np.zeros(n, np.int64)
     scratch, where, path = np.empty((largest, 4), np.int64), np.empty((largest, 3), np.int64), np.empty(largest)

@@ -207,3 +207,25 @@ def test_compile_kernels_runs_every_record_pass_on_environment_records():
     from phylorl.agent.packed_batch import compile_kernels
 
     assert compile_kernels(seed=1) == 2
+
+
+def test_observation_records_leave_no_unwritten_memory_in_the_batch(simulated):
+    """Observation records have no taken move: its arrays must still be written (zeros), since the finiteness check
+    reads them. Memory freed just before holds NaNs, which an uninitialised allocation would pick up (the inference
+    endpoint then sent such requests down the slow reference path, at random)."""
+    from phylorl.agent.packed_batch import collate_states
+    from phylorl.env.batch_kernels import decode_batch
+    from phylorl.wire.record import encode_observation
+
+    records = [encode_observation(decode_transition(r).next_obs)
+               for r in _episodes(simulated, EnvConfig(horizon=5), 3, seed=18)]
+    packed = PackedRecords.from_records(records)
+    buf, offsets = np.frombuffer(packed.data, dtype=np.uint8), np.ascontiguousarray(packed.offsets, dtype=np.int64)
+    for n in (1, 2, 3):
+        for _ in range(200):
+            junk = [np.full(n * k, np.nan, np.float32) for k in (4, 15, 60)]  # freed: the allocator's next blocks
+            del junk
+            _, decoded = decode_batch(buf[: offsets[n]], offsets[: n + 1], states=True)
+            taken, taken_meta = decoded[3][2], decoded[3][3]
+            assert not taken.any() and not taken_meta.any()
+        assert collate_states(PackedRecords.from_records(records[:n])) is not None
