@@ -203,13 +203,14 @@ def test_search_polish_hill_climbs_from_the_best_tree(setup):
     assert engine.loglik(read_newick(polished["tree"], aln)) == pytest.approx(polished["best_loglik"], abs=1e-4)
 
 
-def test_search_fastclimb_with_restarts_climbs_and_writes_its_best_tree(setup, tmp_path):
+@pytest.mark.parametrize("policy,restarts", [("fastclimb", 2), ("nniclimb", 0)])
+def test_search_climbs_and_writes_its_best_tree(setup, tmp_path, policy, restarts):
     alignment, out = setup["alignments"] / "sim_0001.fasta", tmp_path / "best.nwk"
-    proc = phylorl("search", "--alignment", alignment, "--model", MODEL, "--policy", "fastclimb", "--restarts", 2,
+    proc = phylorl("search", "--alignment", alignment, "--model", MODEL, "--policy", policy, "--restarts", restarts,
                    "--start", "random", "--seed", 1, "--cache-dir", setup["cache"], "--out", out, "--json")
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads(proc.stdout)
-    assert result["policy"] == "fastclimb" and result["best_loglik"] > result["start_loglik"] + 1.0
+    assert result["policy"] == policy and result["best_loglik"] > result["start_loglik"] + 1.0
     aln = load_alignment(alignment)
     engine = LikelihoodEngine(aln, parse_model(result["model"]))
     assert engine.loglik(read_newick(out.read_text(), aln)) == pytest.approx(result["best_loglik"], abs=1e-4)
