@@ -9,11 +9,13 @@ own median is reported too). Prints one JSON line.
 ``graphs`` (``AgentConfig.cuda_graphs``) captures after the warm-up updates (``--warmup`` must exceed
 ``cuda_graphs.WARMUP``; the capture itself is part of the last warm-up update). ``fused`` and
 ``graphs-fused`` add ``AgentConfig.fused_head`` (the Triton head for the no-grad next-move passes) to the
-eager fast path and to the graphs. ``--tf32`` lets float32
+eager fast path and to the graphs. ``--labelled F`` gives that fraction of next states demonstration labels on
+every move and the agent ``demo_weight=1``: the online networks then pass over every next move with gradients. ``--tf32`` lets float32
 matrix products use TF32 (CUDA; the default is full float32).
 
     PYTHONPATH=. python benchmarks/bench_update.py [--repeats 20] [--threads 2] [--device cpu]
                                                    [--paths fast,reference,graphs,fused,graphs-fused] [--tf32]
+                                                   [--labelled F] [--fused-blocks AxNxW]
 """
 
 from __future__ import annotations
@@ -45,10 +47,15 @@ def sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def time_path(path: str, batches, device, repeats: int, warmup: int) -> dict:
+def labelled(transition, rng: np.random.Generator):
+    """``transition`` with a demonstration label on every move of its next state."""
+    return dataclasses.replace(transition, next_labels=rng.normal(size=transition.next_obs.n_actions).astype(np.float32))
+
+
+def time_path(path: str, batches, device, repeats: int, warmup: int, demo_weight: float = 0.0) -> dict:
     graphs, fused = path.startswith("graphs"), path.endswith("fused")
     agent = AgentConfig(network_path="reference" if path == "reference" else "fast", cuda_graphs=graphs,
-                        fused_head=fused)
+                        fused_head=fused, demo_weight=demo_weight)
     learner = Learner(NetworkConfig(), agent, device, seed=0)
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
@@ -90,6 +97,10 @@ def main() -> None:
     parser.add_argument("--paths", default="fast,reference",
                         help="comma-separated: fast, reference; on CUDA also graphs, fused, graphs-fused")
     parser.add_argument("--tf32", action="store_true", help="TF32 float32 matrix products (CUDA)")
+    parser.add_argument("--labelled", type=float, default=0.0, metavar="F",
+                        help="this fraction of next states carry demonstration labels and the agent learns from them "
+                             "(demo_weight 1, as phylorl train's default agent): the online networks' pass over every "
+                             "next move then runs with gradients")
     parser.add_argument("--fused-blocks", default="", help="BLOCK_AxBLOCK_NxWARPS of the fused head's kernel "
                         "(default: phylorl.nets.fused_head's; benchmarks/bench_fused_head.py compares settings)")
     args = parser.parse_args()
@@ -109,7 +120,8 @@ def main() -> None:
     device = torch.device(args.device)
     load_before = os.getloadavg()[0]
     rng = np.random.default_rng(0)
-    pool = [[random_transition(args.taxa, rng) for _ in range(args.batch)] for _ in range(args.distinct_batches)]
+    pool = [[labelled(random_transition(args.taxa, rng), rng) if rng.random() < args.labelled else
+             random_transition(args.taxa, rng) for _ in range(args.batch)] for _ in range(args.distinct_batches)]
     collate_times = []
     for trs in pool:
         start = time.perf_counter()
@@ -125,6 +137,7 @@ def main() -> None:
         "torch": torch.__version__,
         "threads": torch.get_num_threads(),
         "tf32": args.tf32,
+        "labelled_fraction": args.labelled,
         "fused_blocks": f"{fused_head.BLOCK_A}x{fused_head.BLOCK_N}x{fused_head.NUM_WARPS}",
         "load_average_1m_before": round(load_before, 2),
         "batch": args.batch,
@@ -137,7 +150,7 @@ def main() -> None:
         "collate_median_ms": round(1e3 * statistics.median(collate_times), 2),
     }
     for path in paths:  # fast first: its peak RSS is its own
-        result[path] = time_path(path, batches, device, args.repeats, args.warmup)
+        result[path] = time_path(path, batches, device, args.repeats, args.warmup, 1.0 if args.labelled else 0.0)
     if "fast" in result and "reference" in result:
         result["speedup"] = round(result["reference"]["median_ms"] / result["fast"]["median_ms"], 2)
     if "fast" in result and "graphs" in result:
