@@ -68,6 +68,12 @@ class GreedyPolicy:
         return best if values[best] > env.loglik + IMPROVEMENT_EPS else None
 
 
+CLIMBS = ("hillclimb", "fastclimb", "lazyclimb", "nniclimb")
+"""The policy names that climb to a local optimum (no move limit needed; ``restarts`` apply)."""
+
+LAZY_CLIMBS = ("lazyclimb", "nniclimb")
+"""The climbs ranked by lazy SPR scores (:class:`LazyClimb`)."""
+
 PERTURBATION = (4, 2)
 """A perturb-and-climb round's perturbation: this many random SPR moves of at most this radius (``lazyclimb``
 has its own, ``LazyClimb.perturbation``)."""
@@ -167,12 +173,12 @@ def run_search(env: TreeEnv, policy: str | Policy, *, steps: int | None, rng: np
     """
     if env.tree is None:
         raise RuntimeError("reset the environment before searching")
-    hill = policy in ("hillclimb", "fastclimb", "lazyclimb", "nniclimb") or getattr(policy, "climbs", False)
+    hill = policy in CLIMBS or getattr(policy, "climbs", False)
     rng = rng if rng is not None else np.random.default_rng()
-    default = LazyClimb.perturbation if policy in ("lazyclimb", "nniclimb") else PERTURBATION
+    default = LazyClimb.perturbation if policy in LAZY_CLIMBS else PERTURBATION
     perturbation = (default[0] if perturbation_moves is None else perturbation_moves,
                     default[1] if perturbation_radius is None else perturbation_radius)
-    if policy in ("fastclimb", "lazyclimb", "nniclimb") and restarts:  # rounds stop at the top moves' optimum; the last
+    if policy in ("fastclimb", *LAZY_CLIMBS) and restarts:  # rounds stop at the top moves' optimum; the last
         make = ParsimonyClimb if policy == "fastclimb" else LazyClimb.with_rounds  # climb is certified
         return ranked_climb_with_restarts(env, lambda certify: make(certify=certify), restarts, rng, on_step,
                                           perturbation)

@@ -160,10 +160,7 @@ class TreeEnv:
             raise IndexError(f"action {action} out of range: this state has {len(self._moves)} moves")
         new_loglik = self._apply(self.tree, self._moves[action])
         delta = new_loglik - self.loglik
-        self.loglik = new_loglik
-        self.steps += 1
-        self._moves = enumerate_moves(self.tree, radius=self.config.radius)
-        self._last = None
+        self._advance(new_loglik)
         return delta
 
     def replace(self, tree: Tree, loglik: float) -> None:
@@ -172,7 +169,12 @@ class TreeEnv:
         observation built (as :meth:`move`)."""
         if self.tree is None:
             raise RuntimeError("call reset() before replace()")
-        self.tree, self.loglik = tree, float(loglik)
+        self.tree = tree
+        self._advance(float(loglik))
+
+    def _advance(self, loglik: float) -> None:
+        """One step taken: the new tree's log-likelihood, the step count, its moves; the observation is stale."""
+        self.loglik = loglik
         self.steps += 1
         self._moves = enumerate_moves(self.tree, radius=self.config.radius)
         self._last = None
