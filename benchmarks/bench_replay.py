@@ -13,10 +13,13 @@ actors record them, the default; ``basic``: random trees and one SPR neighbour e
 * ``redis_get_direct_per_s`` the same records read straight from Redis by one client (GET of the
                           stored insert batches), for reference: what the machine gives without
                           the service;
-* ``sample_to_batch_per_s`` sampled records (as a Sample call returns them) made into the learner's batch
-                          tensors by the compiled pass (:mod:`phylorl.agent.packed_batch`), one thread;
+* ``sample_to_batch_per_s`` sampled records (as a Sample call returns them) made into the learner's
+                          device-ready batch tensors by the compiled pass (:mod:`phylorl.agent.packed_batch`,
+                          next moves in compact form: what the learner copies to its device), one thread;
                           ``sample_to_batch_ms`` per batch; ``sample_to_batch_<N>_threads_per_s`` with
-                          ``--batch-threads`` threads (the learner's prefetch workers); and
+                          ``--batch-threads`` threads (the learner's prefetch workers);
+                          ``sample_to_batch_host_expanded_per_s``: the same with every next move's node ids
+                          and features written on the host (a CPU learner's batch); and
                           ``sample_to_batch_reference_per_s``: decoding every record and collating;
 * ``encode_us`` / ``decode_us`` one transition through :mod:`phylorl.wire.record`, on one core;
 * ``cpu_us_per_insert`` / ``cpu_us_per_sample`` CPU time (user + system) the replay service, Redis
@@ -151,8 +154,9 @@ def run_clients(target: str, clients: int, work) -> float:
 
 
 def batch_rates(batches: list, repeats: int, threads: int) -> dict:
-    """Sampled batches -> learner batches (CPU tensors) per second: the compiled pass
-    (``collate_records``) with ``threads`` threads, and the reference path (decode every record, collate)."""
+    """Sampled batches -> learner batches (CPU tensors) per second: the compiled pass (``collate_records``)
+    to the device-ready compact form with ``threads`` threads, the same with the next moves expanded on the
+    host, and the reference path (decode every record, collate)."""
     from concurrent.futures import ThreadPoolExecutor
 
     from phylorl.agent.batch import collate
@@ -161,16 +165,21 @@ def batch_rates(batches: list, repeats: int, threads: int) -> dict:
     for packed in batches[:2]:
         if collate_records(packed) is None:
             sys.exit("a sampled batch is not in a tree form: the compiled path declines it")
+    compact = lambda packed: collate_records(packed, compact=True)  # noqa: E731
     items = len(batches) * len(batches[0])
-    fast, reference, parallel = [], [], []
+    fast, expanded, reference, parallel = [], [], [], []
     with ThreadPoolExecutor(threads) as pool:
         for _ in range(repeats):
             start = time.perf_counter()
             for packed in batches:
-                collate_records(packed)
+                compact(packed)
             fast.append(items / (time.perf_counter() - start))
             start = time.perf_counter()
-            list(pool.map(collate_records, batches))
+            for packed in batches:
+                collate_records(packed)
+            expanded.append(items / (time.perf_counter() - start))
+            start = time.perf_counter()
+            list(pool.map(compact, batches))
             parallel.append(items / (time.perf_counter() - start))
             start = time.perf_counter()
             for packed in batches[: max(1, len(batches) // 8)]:
@@ -179,6 +188,7 @@ def batch_rates(batches: list, repeats: int, threads: int) -> dict:
     return {"sample_to_batch_per_s": round(statistics.median(fast)),
             "sample_to_batch_ms": round(len(batches[0]) / statistics.median(fast) * 1e3, 2),
             f"sample_to_batch_{threads}_threads_per_s": round(statistics.median(parallel)),
+            "sample_to_batch_host_expanded_per_s": round(statistics.median(expanded)),
             "sample_to_batch_reference_per_s": round(statistics.median(reference))}
 
 

@@ -7,6 +7,7 @@ copies, so that the learner's update only ever waits for data that is not yet sa
 
 from __future__ import annotations
 
+import dataclasses
 import queue
 import threading
 import time
@@ -18,7 +19,9 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from phylorl.env.move_kernels import expand_moves
 from phylorl.types import Transition
+from phylorl.nets.compact_actions import CompactActions, expand_actions
 from phylorl.nets.inputs import ActionBatch, GraphBatch, collate_actions, collate_graphs, map_tensors, move_to
 
 
@@ -29,7 +32,8 @@ class Batch:
     ``graphs``        trees of the states ``s``.
     ``actions``       the action taken in each ``s`` (one per state, so ``A = B``).
     ``next_graphs``   trees of the next states ``s'``.
-    ``next_actions``  *all* actions of each ``s'`` (``next_actions.states`` groups them).
+    ``next_actions``  *all* actions of each ``s'`` (``next_actions.states`` groups them); on the host they
+                      may be :class:`CompactActions`, which :func:`on_device` expands where the update runs.
     ``reward``        float32 ``[B]``.
     ``discount``      float32 ``[B]``, applied to ``V(s')`` (``gamma**k`` for ``k``-step).
     ``terminal``      bool ``[B]``, true end of the task (no bootstrap); truncation is not terminal.
@@ -42,7 +46,7 @@ class Batch:
     graphs: GraphBatch
     actions: ActionBatch
     next_graphs: GraphBatch
-    next_actions: ActionBatch
+    next_actions: ActionBatch | CompactActions
     reward: Tensor
     discount: Tensor
     terminal: Tensor
@@ -57,6 +61,23 @@ class Batch:
     @property
     def size(self) -> int:
         return int(self.reward.shape[0])
+
+
+def on_device(batch: Batch, device: torch.device | str, pin_memory: bool = False) -> Batch:
+    """``batch`` on ``device`` (see :func:`~phylorl.nets.inputs.move_to`) with its next actions expanded
+    there when they are :class:`CompactActions`."""
+    batch = move_to(batch, device, pin_memory)
+    if isinstance(batch.next_actions, CompactActions):
+        batch = dataclasses.replace(batch, next_actions=expand_on_host(batch.next_actions)
+                                    if batch.reward.device.type == "cpu" else expand_actions(batch.next_actions))
+    return batch
+
+
+def expand_on_host(compact: CompactActions) -> ActionBatch:
+    """:func:`~phylorl.nets.compact_actions.expand_actions` of CPU tensors, in one compiled pass."""
+    nodes, meta = expand_moves(*(t.numpy() for t in (compact.slot_node, compact.pruned, compact.regraft,
+                                                     compact.shared, compact.index, compact.own, compact.columns)))
+    return ActionBatch(torch.from_numpy(nodes), torch.from_numpy(meta), compact.states)
 
 
 def collate(
@@ -184,7 +205,7 @@ class Prefetcher:
 
     def _to_device(self, items, weights, pin_memory: bool = False) -> Batch:
         if isinstance(items, Batch):  # already collated on the host (phylorl.agent.packed_batch)
-            return move_to(items, self._device, pin_memory)
+            return on_device(items, self._device, pin_memory)
         return collate(items, self._device, weights, pin_memory=pin_memory)
 
     def _put(self, item) -> None:

@@ -24,7 +24,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from phylorl.agent.batch import Batch
+from phylorl.agent.batch import Batch, on_device
 from phylorl.agent.config import AgentConfig
 from phylorl.agent.cuda_graphs import CudaGraphs
 from phylorl.agent.losses import (
@@ -40,7 +40,7 @@ from phylorl.agent.losses import (
 )
 from phylorl.nets import fused_head
 from phylorl.nets.config import NetworkConfig
-from phylorl.nets.inputs import move_to
+from phylorl.nets.compact_actions import CompactActions
 from phylorl.nets.qnet import QNetwork
 from phylorl.nets.twin import TwinQ
 
@@ -124,8 +124,8 @@ class Learner:
         weights: nothing is updated (networks, optimiser state, alpha, targets, version), the metrics
         are NaN but ``skipped`` = 1, and ``priorities`` is ``None``.
         """
-        if batch.reward.device != self.device:
-            batch = move_to(batch, self.device)
+        if batch.reward.device != self.device or isinstance(batch.next_actions, CompactActions):
+            batch = on_device(batch, self.device)
         captured = self.graphs.prepare(batch) if self.graphs is not None else None
         with self.graphs.eager() if self.graphs is not None and captured is None else nullcontext():
             if captured is not None:

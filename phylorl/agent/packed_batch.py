@@ -15,17 +15,21 @@ import numpy as np
 import torch
 
 from phylorl.env.batch_kernels import decode_batch, finite_and_movable
+from phylorl.env.move_kernels import expand_moves
+from phylorl.nets.compact_actions import BASIC_COLUMNS, RICH_COLUMNS, CompactActions
 from phylorl.nets.inputs import ActionBatch, GraphBatch, move_to, segments
 from phylorl.wire.codec import PackedRecords
 from phylorl.wire.record_reader import LABELLED, TERMINAL
 
-from .batch import Batch
+from .batch import Batch, on_device
 
 
 def collate_records(records: PackedRecords, device: torch.device | str = "cpu", weights: np.ndarray | None = None,
-                    pin_memory: bool = False) -> tuple[Batch, np.ndarray] | None:
+                    pin_memory: bool = False, compact: bool = False) -> tuple[Batch, np.ndarray] | None:
     """``(batch, policy_versions)`` of ``records`` on ``device``, or ``None`` when a record is not in a
-    tree form this path reads (see the module docstring). ``weights``: importance-sampling weights ``[B]``."""
+    tree form this path reads (see the module docstring). ``weights``: importance-sampling weights ``[B]``.
+    ``compact``: the batch's ``next_actions`` stay :class:`~phylorl.nets.compact_actions.CompactActions`
+    (a fifth of the bytes; :func:`~phylorl.agent.batch.on_device` expands them where they go)."""
     n = len(records)
     if n == 0:
         raise ValueError("cannot collate an empty batch of records")
@@ -38,15 +42,13 @@ def collate_records(records: PackedRecords, device: torch.device | str = "cpu", 
     status, decoded = decode_batch(buf, np.ascontiguousarray(records.offsets, dtype=np.int64))
     if decoded is None:
         return None
-    _, headers, values, (sides, node_index, taken, taken_meta, moves, meta, labels, counts, move_index) = decoded
+    rich, headers, values, (sides, node_index, taken, taken_meta, moves, labels, counts, move_index) = decoded
     flags = headers[:, 0]
-    graphs = _graph_batch(sides[0], node_index[0], n)
-    next_graphs = _graph_batch(sides[1], node_index[1], n)
     batch = Batch(
-        graphs=graphs,
+        graphs=_graph_batch(sides[0], node_index[0], n),
         actions=ActionBatch(torch.from_numpy(taken), torch.from_numpy(taken_meta), segments(np.ones(n))),
-        next_graphs=next_graphs,
-        next_actions=ActionBatch(torch.from_numpy(moves), torch.from_numpy(meta), segments(counts, move_index)),
+        next_graphs=_graph_batch(sides[1], node_index[1], n),
+        next_actions=_compact(moves, rich, counts, move_index),
         reward=torch.from_numpy(values[:, 0].astype(np.float32)),
         discount=torch.from_numpy(values[:, 1].astype(np.float32)),
         terminal=torch.from_numpy((flags & TERMINAL) != 0),
@@ -56,7 +58,8 @@ def collate_records(records: PackedRecords, device: torch.device | str = "cpu", 
         any_labelled=bool((flags & LABELLED).any()),
         bootstraps=bool((values[:, 1] != 0).any()),
     )
-    return move_to(batch, device, pin_memory), headers[:, 2].copy()
+    batch = move_to(batch, device, pin_memory) if compact else on_device(batch, device, pin_memory)
+    return batch, headers[:, 2].copy()
 
 
 def collate_states(records: PackedRecords) -> tuple[GraphBatch, ActionBatch, bool] | None:
@@ -71,9 +74,19 @@ def collate_states(records: PackedRecords) -> tuple[GraphBatch, ActionBatch, boo
     _, decoded = decode_batch(buf, np.ascontiguousarray(records.offsets, dtype=np.int64), states=True)
     if decoded is None or not finite_and_movable(decoded):
         return None
-    rich, _, _, (sides, node_index, _, _, moves, meta, _, counts, move_index) = decoded
-    actions = ActionBatch(torch.from_numpy(moves), torch.from_numpy(meta), segments(counts, move_index))
+    rich, _, _, (sides, node_index, _, _, moves, _, counts, move_index) = decoded
+    nodes, meta = expand_moves(*moves, _COLUMNS[bool(rich)].numpy())
+    actions = ActionBatch(torch.from_numpy(nodes), torch.from_numpy(meta), segments(counts, move_index))
     return _graph_batch(sides[1], node_index[1], n), actions, bool(rich)
+
+
+_COLUMNS = {True: torch.tensor(RICH_COLUMNS), False: torch.tensor(BASIC_COLUMNS)}
+
+
+def _compact(moves, rich: bool, counts: np.ndarray, move_index: np.ndarray) -> CompactActions:
+    slot_node, pruned, regraft, shared, index, own = (torch.from_numpy(a) for a in moves)
+    return CompactActions(slot_node, pruned, regraft, shared, index, own, _COLUMNS[bool(rich)],
+                          segments(counts, move_index))
 
 
 def _graph_batch(side, index: np.ndarray, n: int) -> GraphBatch:

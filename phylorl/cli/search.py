@@ -49,6 +49,9 @@ def add_arguments(p) -> None:
     p.add_argument("--restarts", type=int, default=0,
                    help="hillclimb, fastclimb, lazyclimb, nniclimb: perturb-and-climb rounds after the first climb (iterated "
                         "local search; lazyclimb with 8 reached IQ-TREE's log-likelihood on DS1-DS4)")
+    p.add_argument("--keep-identical", action="store_true",
+                   help="the climbs: search every taxon (default: identical sequences are searched once and put "
+                        "back at the end, each on a cherry with its twin, as IQ-TREE does)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", help="write the best tree seen (Newick) here")
     p.add_argument("--cache-dir", default=None, help=f"preparation cache (default: {default_cache_dir()})")
@@ -60,6 +63,7 @@ def run(args) -> int:
     from phylorl.env import EnvAlignment, EnvConfig, PreparationCache, TreeEnv
     from phylorl.env.search import run_search
     from phylorl.phylo import load_alignment, parse_model, write_newick
+    from phylorl.phylo.duplicates import find_duplicates
 
     if args.steps is not None and args.steps < 1:
         raise CliError(f"--steps must be >= 1, got {args.steps}")
@@ -87,7 +91,12 @@ def run(args) -> int:
     config = EnvConfig(start=args.start, horizon=10**9, radius=args.radius)
     env = TreeEnv([entry], config, seed=args.seed)
     env.reset()
-    search = partial(run_search, restarts=args.restarts, finish=args.policy not in CLIMBS, rescore=rescore)
+    duplicates = None if args.keep_identical or args.policy not in CLIMBS else find_duplicates(alignment)
+    if duplicates is not None:
+        _status(f"note: {duplicates.dropped} identical sequence(s) searched once and put back at the end "
+                "(--keep-identical: search them all); the progress shows the reduced alignment's log-likelihood")
+    search = partial(run_search, restarts=args.restarts, finish=args.policy not in CLIMBS, rescore=rescore,
+                     distinct=not args.keep_identical)
     result = _search_with_progress(env, policy, steps, np.random.default_rng(args.seed), search)
     best, best_tree, polish = result.best_loglik, result.best_tree, None
     if args.polish:
@@ -112,6 +121,7 @@ def run(args) -> int:
         "search_best_loglik": result.best_loglik,
         "tabu": policy.tabu if args.policy == "agent" else None,
         "rescore": None if args.policy in CLIMBS else rescore,
+        "identical_dropped": duplicates.dropped if duplicates is not None else 0,
         "polish": args.polish,
         "polish_loglik": polish.best_loglik if polish else None,
         "steps": result.steps + (polish.steps if polish else 0),

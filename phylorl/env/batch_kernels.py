@@ -3,11 +3,11 @@
 :func:`decode_batch` reads ``B`` packed records (:mod:`phylorl.wire.record`, tree or rich tree
 form) and writes what :func:`phylorl.agent.batch.collate` makes of the decoded transitions: both
 states' trees as one graph each (node features, directed edges and their features, the neighbour
-tables), the taken move of each state ``s`` with its features and every move of each ``s'`` with
-theirs. The moves of ``s'`` are enumerated while their features are written, and only the taken
-move of ``s`` is looked for; the feature values come from the environment's own compiled code
-(:mod:`phylorl.env.feature_kernels`, :func:`phylorl.phylo.spr.enumerate_into`), so the result is the
-same bit for bit (``tests/unit/agent/test_packed_batch.py``).
+tables), the taken move of each state ``s`` with its features, and every move of each ``s'`` in the
+compact form of :class:`phylorl.nets.compact_actions.CompactActions` (expanded where the update runs).
+The moves are enumerated while they are written (:mod:`phylorl.env.move_kernels`); the feature values
+come from the environment's own compiled code (:mod:`phylorl.env.feature_kernels`), so the result is
+the same bit for bit (``tests/unit/agent/test_packed_batch.py``).
 
 A record this pass does not read (another form, stored node features, a corrupt or invalid record)
 is reported in ``status``; the caller then takes the reference path for that batch.
@@ -24,9 +24,8 @@ from phylorl.wire.record_reader import (
     observation_record_header, read_floats, read_ints, record_header,
 )
 
-from .feature_kernels import (
-    EDGE_COLUMNS, MOVE_COLUMNS, edge_features, move_row, parsimony_columns, parsimony_one, tree_constants,
-)
+from .feature_kernels import EDGE_COLUMNS, MOVE_COLUMNS, edge_features
+from .move_kernels import all_finite, all_moves, taken_move
 from .tree_observation import tree_tables
 
 OK, UNREADABLE, INVALID = 0, 1, 2
@@ -136,41 +135,6 @@ def _graph(neighbors, edges, lengths, support, n_leaves, rich, offset, edge_offs
 
 
 @njit(cache=True, nogil=True)
-def _moves(tree, node_edges, n_leaves, radius, dedupe, rich, stop, offset, nodes, meta, where, path):
-    """Enumerate one state's moves (all, or up to move ``stop``) into ``nodes`` with their features
-    in ``meta`` (all of them from row 0; only move ``stop``, in row 0, when ``stop >= 0``). Rows of
-    ``nodes`` get global node ids (``offset`` added). Returns the number of moves enumerated, -1 when
-    the stored parsimony changes are not one per move."""
-    neighbors, lengths32, deltas, parsimony_length, support32 = tree[0], tree[2], tree[3], tree[4], tree[5]
-    lengths = lengths32.astype(np.float64)
-    count = enumerate_into(neighbors, node_edges, lengths, n_leaves, radius, dedupe, nodes, where, path, stop)
-    if stop >= 0 and count <= stop:
-        return count
-    first = 0 if stop < 0 else count - 1
-    if rich:
-        if (stop < 0 and deltas.size != count) or (stop >= 0 and deltas.size <= first):
-            return -1  # the record's parsimony changes do not fit its moves
-        constants = tree_constants(neighbors, node_edges, lengths, support32.astype(np.float64), n_leaves)
-        if stop < 0:
-            parsimony_columns(meta, deltas, parsimony_length)
-        else:
-            parsimony_one(meta, 0, deltas, first, parsimony_length)
-        for i in range(first, count):
-            p, x = nodes[i, 0], nodes[i, 2]
-            move_row(meta, i - first, constants, lengths, node_edges, p, where[i, 1], x, where[i, 2], where[i, 0] + 1,
-                     path[i])
-    else:
-        for i in range(first, count):
-            meta[i - first, 0] = lengths[node_edges[nodes[i, 0], where[i, 1]]]
-            meta[i - first, 1] = lengths[node_edges[nodes[i, 2], where[i, 2]]]
-            meta[i - first, 2] = where[i, 0] + 1
-    for i in range(first, count):
-        for c in range(4):
-            nodes[i - first, c] = nodes[i, c] + offset
-    return count
-
-
-@njit(cache=True, nogil=True)
 def _graphs(n_nodes, n_edges, width):
     """Empty graph arrays of one batch side: x, edge_index, edge_attr, neighbours, their features, mask."""
     return (np.empty((n_nodes, 1), np.float32), np.empty((2, 2 * n_edges), np.int64),
@@ -200,10 +164,14 @@ def _fill(buf, headers, values, arrays, trees, rich, per):
     sides = (_graphs(nodes[0, n], max(nodes[0, n] - n, 0), width), _graphs(nodes[1, n], nodes[1, n] - n, width))
     # zeroed: observation records (per == 1) write no taken move, and finite_and_movable reads these
     taken, taken_meta = np.zeros((n, 4), np.int64), np.zeros((n, columns), np.float32)
-    moves, meta = np.empty((capacity, 4), np.int64), np.empty((capacity, columns), np.float32)
+    slots = 3 * nodes[1, n]
+    widths = (6, 4, 3, 2) if rich else (1, 1, 0, 1)  # pruned, regraft, shared and own columns
+    compact = (np.empty(slots, np.int64), np.zeros((slots, widths[0]), np.float32),
+               np.zeros((slots, widths[1]), np.float32), np.zeros((capacity if rich else 1, widths[2]), np.float32),
+               np.empty((capacity, 3), np.int32), np.empty((capacity, widths[3]), np.float32))
     labels, counts = np.zeros(capacity, np.float32), np.zeros(n, np.int64)
-    scratch, where, path = np.empty((largest, 4), np.int64), np.empty((largest, 3), np.int64), np.empty(largest)
-    written = 0
+    scratch = np.empty((largest, 4), np.int64)  # the moves of a state whose count has no closed form
+    written, shared = 0, 0
     for r in range(n):
         for g in range(first_side, 2):
             i = per * r + g - first_side
@@ -222,17 +190,17 @@ def _fill(buf, headers, values, arrays, trees, rich, per):
                    edge_attr, table, table_attr, mask)
             if g == 0:
                 action = headers[r, 1]
-                count = _moves(tree, node_edges, n_leaves, radius, dedupe, rich, max(action, 0), nodes[0, r], scratch,
-                               taken_meta[r: r + 1], where, path)
-                taken[r] = scratch[0]
+                count = taken_move(tree, node_edges, n_leaves, radius, dedupe, rich, max(action, 0), nodes[0, r], taken[r],
+                               taken_meta[r: r + 1])
                 if action < 0 or count <= action or (rich and tree[3].size != _move_count(tree, n_leaves, radius, dedupe,
                                                                                             scratch)):
                     status[r] = INVALID
                     break
             else:
                 end = written + move_capacity(2 * n_leaves - 2, n_leaves)
-                count = _moves(tree, node_edges, n_leaves, radius, dedupe, rich, -1, nodes[1, r], moves[written:end],
-                               meta[written:end], where, path)
+                count, rows = all_moves(tree, node_edges, n_leaves, radius, dedupe, rich, nodes[1, r],
+                                         (compact[0], compact[1], compact[2], compact[3], compact[4][written:end],
+                                          compact[5][written:end]), shared)
                 if count < 0 or (count == 0 and not headers[r, 0] & TERMINAL):
                     status[r] = INVALID
                     break
@@ -242,9 +210,11 @@ def _fill(buf, headers, values, arrays, trees, rich, per):
                     break
                 counts[r] = count
                 written += count
+                shared += rows
     node_index = (_segment_index(nodes[0, 1:] - nodes[0, :-1]), _segment_index(nodes[1, 1:] - nodes[1, :-1]))
-    return status, (sides, node_index, taken, taken_meta, moves[:written], meta[:written], labels[:written], counts,
-                    _segment_index(counts))
+    compact = (compact[0], compact[1], compact[2], compact[3][:max(shared, 1)], compact[4][:written],
+               compact[5][:written])
+    return status, (sides, node_index, taken, taken_meta, compact, labels[:written], counts, _segment_index(counts))
 
 
 @njit(cache=True, nogil=True)
@@ -252,8 +222,7 @@ def _move_count(tree, n_leaves, radius, dedupe, scratch):
     """How many moves a stored state has (a closed form for all deduplicated moves)."""
     if radius < 0 and dedupe:
         return 2 * (n_leaves - 3) * (2 * n_leaves - 7)
-    return enumerate_into(tree[0], np.empty((0, 3), np.int32), np.empty(0), n_leaves, radius, dedupe, scratch,
-                          np.empty((0, 3), np.int64), np.empty(0), -1)
+    return enumerate_into(tree[0], n_leaves, radius, dedupe, scratch)
 
 
 @njit(cache=True, nogil=True)
@@ -272,8 +241,10 @@ def decode_batch(buf: np.ndarray, offsets: np.ndarray, states: bool = False):
     Returns ``(status, decoded)``: ``status`` int8 per record (:data:`OK`, :data:`UNREADABLE`,
     :data:`INVALID`); ``decoded`` is ``None`` when any record is not OK, else ``(rich, headers, values,
     arrays)``: the int64 headers ``[B, 4]`` (flags, action, policy version, labels position), float64
-    values ``[B, 2]`` (reward, discount) and the batch arrays. ``states``: the records are observation
-    records (:func:`phylorl.wire.record.encode_observation`), each written as a next state.
+    values ``[B, 2]`` (reward, discount) and the batch arrays ``(sides, node_index, taken, taken_meta,
+    compact, labels, counts, move_index)`` (``compact``: the first six fields of ``CompactActions``).
+    ``states``: the records are observation records (:func:`phylorl.wire.record.encode_observation`),
+    each written as a next state.
     """
     n = offsets.size - 1
     per = 1 if states else 2
@@ -306,8 +277,11 @@ def records_valid(buf: np.ndarray, offsets: np.ndarray) -> bool:
 
 
 def finite_and_movable(decoded) -> bool:
-    """Whether decoded batch arrays hold only finite features and every state at least one move."""
-    sides, _, _, taken_meta, _, meta, labels, counts, _ = decoded[3]
-    finite = all(np.isfinite(a).all() for side in sides for a in (side[0], side[2])) and \
-        np.isfinite(taken_meta).all() and np.isfinite(meta).all() and np.isfinite(labels).all()
+    """Whether decoded batch arrays hold only finite features and every state at least one move (the
+    moves' slot tables are checked whole: every entry is made from the tree's branch lengths and splits,
+    which the edge features hold too)."""
+    sides, _, _, taken_meta, compact, labels, counts, _ = decoded[3]
+    _, pruned, regraft, shared, _, own = compact
+    finite = all(all_finite(a) for a in (sides[0][0], sides[0][2], sides[1][0], sides[1][2], taken_meta, pruned,
+                                         regraft, shared, own, labels))
     return bool(finite and (counts >= 1).all())

@@ -111,12 +111,20 @@ def move_row(out, i, constants, lengths, node_edges, p, ks, x, kx, distance, pat
     """Columns 0-9, 13 and 14 of move ``(p, s, x, y)`` into ``out[i]``, with ``s = neighbors[p, ks]``,
     ``y = neighbors[x, kx]``, ``distance = d(p, x) + 1`` and ``path`` the branch length from ``p``
     to ``x``; ``constants`` from :func:`tree_constants`."""
-    pruned, regraft, tree_length = constants
+    slot_row(out, i, constants, p, ks, x, kx, np.float32(distance) / np.float32(10.0),
+             (path + 0.5 * lengths[node_edges[x, kx]]) / constants[2])
+
+
+@njit(cache=True, nogil=True)
+def slot_row(out, i, constants, p, ks, x, kx, distance_column, path_column):
+    """:func:`move_row` with its columns 3 and 4 given (``(d(p, x) + 1) / 10`` and the path to the middle
+    of the regraft edge / tree length): the rest come from the slot tables in ``constants``."""
+    pruned, regraft = constants[0], constants[1]
     out[i, 0] = pruned[p, ks, 0]
     out[i, 1] = regraft[x, kx, 0]
     out[i, 2] = pruned[p, ks, 1]
-    out[i, 3] = np.float32(distance) / np.float32(10.0)
-    out[i, 4] = (path + 0.5 * lengths[node_edges[x, kx]]) / tree_length
+    out[i, 3] = distance_column
+    out[i, 4] = path_column
     out[i, 5] = pruned[p, ks, 2]
     out[i, 6] = regraft[x, kx, 1]
     out[i, 7] = pruned[p, ks, 3]
@@ -127,36 +135,82 @@ def move_row(out, i, constants, lengths, node_edges, p, ks, x, kx, distance, pat
 
 
 @njit(cache=True, nogil=True)
+def slot_leaves(neighbors, n_leaves):
+    """Leaves on ``neighbors[v, k]``'s side of edge ``(v, neighbors[v, k])``, int64 ``[N, 3]`` (0 in padding)."""
+    n_nodes = neighbors.shape[0]
+    order = np.empty(n_nodes, np.int64)  # breadth-first from leaf 0: parents before children
+    parent = np.full(n_nodes, -1, np.int64)
+    below = np.zeros(n_nodes, np.int64)  # leaves in each node's subtree (rooted at leaf 0)
+    order[0], parent[0], seen, i = 0, 0, 1, 0
+    while i < seen:
+        v = order[i]
+        for k in range(3):
+            u = neighbors[v, k]
+            if u >= 0 and u != parent[v]:
+                parent[u] = v
+                order[seen] = u
+                seen += 1
+        i += 1
+    for i in range(n_nodes - 1, 0, -1):
+        v = order[i]
+        below[v] += 1 if v < n_leaves else 0
+        below[parent[v]] += below[v]
+    out = np.zeros((n_nodes, 3), np.int64)
+    for v in range(n_nodes):
+        for k in range(3):
+            u = neighbors[v, k]
+            if u >= 0:
+                out[v, k] = below[u] if parent[u] == v and u != 0 else n_leaves - below[v]
+    return out
+
+
+@njit(cache=True, nogil=True)
 def parsimony_columns(out, deltas, parsimony_length):
     """Columns 10-12 of every move into ``out[:, 10:13]``, from the moves' parsimony changes (float64
-    ``[A]``): ranks are counted exactly, with a table per distinct change when the changes are
-    whole numbers in a short range (Fitch changes of weighted sites are), by sorting otherwise."""
+    ``[A]``; see :func:`parsimony_table`)."""
+    table = np.empty((deltas.shape[0], 3), np.float32)
+    rows = np.empty(deltas.shape[0], np.int32)
+    parsimony_table(deltas, parsimony_length, table, rows, 0)
+    for i in range(deltas.shape[0]):
+        out[i, 10], out[i, 11], out[i, 12] = table[rows[i], 0], table[rows[i], 1], table[rows[i], 2]
+
+
+@njit(cache=True, nogil=True)
+def parsimony_table(deltas, parsimony_length, table, rows, first):
+    """Columns 10-12 of the moves with parsimony changes ``deltas`` (float64 ``[A]``) as distinct rows
+    of ``table`` (float32 ``[., 3]``, written from row ``first``), and each move's row into ``rows[i]``
+    (``first`` included); returns the rows written (at most ``A``). Ranks are counted exactly, with a
+    table per distinct change when the changes are whole numbers in a short range (Fitch changes of
+    weighted sites are; one row per distinct change), by sorting otherwise (one row per move)."""
     n = deltas.shape[0]
     if n == 0:
-        return
+        return 0
     lo, hi, whole = deltas[0], deltas[0], True
     for d in deltas:
         lo, hi = min(lo, d), max(hi, d)
         whole = whole and d == np.floor(d)
     if whole and hi - lo <= 4 * n + 64:
-        counts = np.zeros(int(hi - lo) + 2, np.int64)
+        counts = np.zeros(int(hi - lo) + 1, np.int64)
         for d in deltas:
-            counts[int(d - lo) + 1] += 1
-        below = 0
-        table = np.zeros((counts.shape[0] - 1, 13), np.float32)
-        for j in range(table.shape[0]):
-            if counts[j + 1]:
-                parsimony_row(table, j, lo + j, lo, below, counts[j + 1], n, parsimony_length)
-            below += counts[j + 1]
+            counts[int(d - lo)] += 1
+        row = np.empty(counts.shape[0], np.int32)
+        below, written = 0, 0
+        for j in range(counts.shape[0]):
+            if counts[j]:
+                row[j] = first + written
+                parsimony_row(table, first + written, lo + j, lo, below, counts[j], n, parsimony_length, 0)
+                written += 1
+            below += counts[j]
         for i in range(n):
-            j = int(deltas[i] - lo)
-            out[i, 10], out[i, 11], out[i, 12] = table[j, 10], table[j, 11], table[j, 12]
-        return
+            rows[i] = row[int(deltas[i] - lo)]
+        return written
     ordered = np.sort(deltas)
     for i in range(n):
         below = np.searchsorted(ordered, deltas[i], side="left")
         equal = np.searchsorted(ordered, deltas[i], side="right") - below
-        parsimony_row(out, i, deltas[i], lo, below, equal, n, parsimony_length)
+        parsimony_row(table, first + i, deltas[i], lo, below, equal, n, parsimony_length, 0)
+        rows[i] = first + i
+    return n
 
 
 @njit(cache=True, nogil=True)
@@ -167,17 +221,17 @@ def parsimony_one(out, row, deltas, i, parsimony_length):
         lowest = min(lowest, d)
         below += d < deltas[i]
         equal += d == deltas[i]
-    parsimony_row(out, row, deltas[i], lowest, below, equal, deltas.shape[0], parsimony_length)
+    parsimony_row(out, row, deltas[i], lowest, below, equal, deltas.shape[0], parsimony_length, 10)
 
 
 @njit(cache=True, nogil=True)
-def parsimony_row(out, i, delta, lowest, below, equal, n, parsimony_length):
-    """Columns 10-12 (into ``out[i]``) of a move with parsimony change ``delta``: relative
+def parsimony_row(out, i, delta, lowest, below, equal, n, parsimony_length, at):
+    """Columns 10-12 (into ``out[i, at:at + 3]``) of a move with parsimony change ``delta``: relative
     change, change above the best move's (clipped), and its rank among the state's ``n`` moves,
     0 (best) to 1 (worst), ties sharing their mean rank."""
-    out[i, 10] = delta * 100.0 / max(parsimony_length, 1.0)
-    out[i, 11] = min(delta - lowest, 20.0) / 5.0
-    out[i, 12] = (below + 0.5 * (equal - 1)) / max(n - 1, 1)
+    out[i, at] = delta * 100.0 / max(parsimony_length, 1.0)
+    out[i, at + 1] = min(delta - lowest, 20.0) / 5.0
+    out[i, at + 2] = (below + 0.5 * (equal - 1)) / max(n - 1, 1)
 
 
 @njit(cache=True, nogil=True)

@@ -27,6 +27,10 @@ plus local branch-length optimisation) and their results are comparable.
                ``lazyclimb``'s (NNI rounds in its cheap perturb-and-climb rounds cost 14–36% more time for
                the same trees on ``train/``).
 ``agent``      a trained Q-network (see :class:`phylorl.agent.policy.AgentPolicy`), for ``steps`` steps.
+
+The climbs search an alignment's distinct sequences and put identical ones back at the end
+(``run_search(distinct=True)``, :mod:`phylorl.env.reduced`), and stop where a move comes back to a topology
+the climb has left without beating it by :data:`RETURN_GAIN`.
 """
 
 from __future__ import annotations
@@ -38,10 +42,12 @@ from typing import Callable, Protocol
 import numpy as np
 
 from phylorl.phylo import Tree, apply_spr, enumerate_moves
+from phylorl.phylo.duplicates import restore_tree
 from phylorl.phylo.topology_key import topology_key
 
 from .climbs import IMPROVEMENT_EPS, LazyClimb, ParsimonyClimb, RankedClimb
 from .nni import nni_round
+from .reduced import without_duplicates
 from .tree_env import TreeEnv
 
 
@@ -77,6 +83,10 @@ LAZY_CLIMBS = ("lazyclimb", "nniclimb")
 PERTURBATION = (4, 2)
 """A perturb-and-climb round's perturbation: this many random SPR moves of at most this radius (``lazyclimb``
 has its own, ``LazyClimb.perturbation``)."""
+
+RETURN_GAIN = 1e-3
+"""A climb that moves back to a topology it has left must beat that topology's log-likelihood by this much,
+or the climb is at a local optimum (:func:`_returned`)."""
 
 RESCORE = 64
 """How many of the best trees a finished search has seen (by their step log-likelihood) get their branches
@@ -141,12 +151,14 @@ class SearchResult:
     tree: Tree
     trajectory: list[float] = field(default_factory=list)
     best_tree: Tree | None = None
+    lazy_scores: int = 0
+    """Moves scored by lazy SPR (:class:`LazyClimb`; not counted in ``evaluations``)."""
 
 
 def run_search(env: TreeEnv, policy: str | Policy, *, steps: int | None, rng: np.random.Generator | None = None,
                on_step: Callable[[int, float], None] | None = None, restarts: int = 0,
                perturbation_moves: int | None = None, perturbation_radius: int | None = None, finish: bool = False,
-               rescore: int = RESCORE) -> SearchResult:
+               rescore: int = RESCORE, distinct: bool = True) -> SearchResult:
     """Search from ``env``'s current state (call ``env.reset`` first).
 
     Args:
@@ -168,11 +180,21 @@ def run_search(env: TreeEnv, policy: str | Policy, *, steps: int | None, rng: np
             log-likelihood seen (0: the best by step log-likelihood alone), each after a few Newton passes
             over every branch (:class:`SeenTrees`), because a step's log-likelihood, with only the
             branches near the move optimised, can rank the trees of a long walk wrongly by tens of units.
+        distinct: the climbs (:data:`CLIMBS`) search the alignment's distinct sequences only when some are
+            identical, and put the others back at the end, each on a cherry with its twin (as IQ-TREE does;
+            :mod:`phylorl.phylo.duplicates`); their ``trajectory`` and ``on_step`` values are then the reduced
+            alignment's log-likelihoods. The answer is scored on the full alignment.
 
     The result carries the final tree and the best tree seen (a copy of each).
     """
     if env.tree is None:
         raise RuntimeError("reset the environment before searching")
+    if distinct and policy in CLIMBS:
+        started, start = time.perf_counter(), env.loglik
+        if (reduced := without_duplicates(env)) is not None:
+            return _search_distinct(env, *reduced, started, start, policy=policy, steps=steps, rng=rng,
+                                    on_step=on_step, restarts=restarts, perturbation_moves=perturbation_moves,
+                                    perturbation_radius=perturbation_radius, finish=finish, rescore=rescore)
     hill = policy in CLIMBS or getattr(policy, "climbs", False)
     rng = rng if rng is not None else np.random.default_rng()
     default = LazyClimb.perturbation if policy in LAZY_CLIMBS else PERTURBATION
@@ -202,7 +224,7 @@ def run_search(env: TreeEnv, policy: str | Policy, *, steps: int | None, rng: np
         raise ValueError("restarts apply to climbing policies only (hillclimb, a guided climb)")
     limit = steps if steps is not None else 10**9
     engine = env.engine
-    evals0, branches0 = engine.n_evaluations, engine.n_branch_optimisations
+    evals0, branches0, lazy0 = engine.n_evaluations, engine.n_branch_optimisations, engine.n_lazy_scores
     started = time.perf_counter()
     start = env.loglik
     best, best_tree = start, env.tree.copy()
@@ -234,22 +256,26 @@ def run_search(env: TreeEnv, policy: str | Policy, *, steps: int | None, rng: np
             note_best()
         while getattr(policy, "nni", False) and done < limit and nni_round(env):  # NNI rounds first
             record()
+        visited = {topology_key(env.tree): env.loglik}  # this climb's topologies: the best log-likelihood of each
         while done < limit:
             action = policy.choose(env)
-            if action is None:
-                if not hill:
-                    break
-                before = env.loglik
-                env.optimize_all_branches()
-                note_best()
-                if env.loglik - before > 1e-3:
-                    continue
-                better = getattr(policy, "escape", lambda _: None)(env)  # a thoroughly optimised move
-                if better is None:
-                    break
-                env.reset(env.alignments.index(env.current), better)
-            else:
+            if action is not None:
                 env.move(action)  # the policies ask for an observation when they need one
+                record()
+                if not hill or not _returned(visited, env):
+                    continue
+            if not hill:
+                break
+            # a local optimum, or a climb going round a flat ridge: optimise every branch, then escape
+            before = env.loglik
+            env.optimize_all_branches()
+            note_best()
+            if env.loglik - before > 1e-3:
+                continue
+            better = getattr(policy, "escape", lambda _: None)(env)  # a thoroughly optimised move
+            if better is None:
+                break
+            env.reset(env.alignments.index(env.current), better)
             record()
     if restarts or finish:  # answer with the best tree found
         answer = seen.best(engine) if seen is not None and len(seen) > 1 else best_tree
@@ -262,7 +288,37 @@ def run_search(env: TreeEnv, policy: str | Policy, *, steps: int | None, rng: np
         evaluations=engine.n_evaluations - evals0,
         branch_optimisations=engine.n_branch_optimisations - branches0,
         seconds=time.perf_counter() - started, tree=env.tree.copy(), trajectory=trajectory, best_tree=best_tree,
+        lazy_scores=engine.n_lazy_scores - lazy0,
     )
+
+
+def _returned(visited: dict[int, float], env: TreeEnv) -> bool:
+    """Whether a climb's move came back to a topology it had left without raising that topology's best
+    log-likelihood by :data:`RETURN_GAIN` (then it is going round a flat ridge of equivalent trees, each
+    pass re-optimising a few branches for a gain of 1e-5: thousands of evaluations for nothing, seen on
+    alignments with identical sequences). Records the move's topology."""
+    key = topology_key(env.tree)
+    seen = visited.get(key)
+    visited[key] = env.loglik if seen is None else max(seen, env.loglik)
+    return seen is not None and env.loglik < seen + RETURN_GAIN
+
+
+def _search_distinct(env: TreeEnv, reduced: TreeEnv, duplicates, started: float, start: float,
+                     **search) -> SearchResult:
+    """:func:`run_search` on ``reduced`` (``env``'s distinct sequences), its answer with the dropped taxa put back
+    and every branch optimised on the full alignment (``started``, ``start``: the clock and ``env``'s
+    log-likelihood when the search began)."""
+    import dataclasses
+
+    evals0, branches0 = env.engine.n_evaluations, env.engine.n_branch_optimisations
+    result = run_search(reduced, distinct=False, **search)
+    env.reset(env.alignments.index(env.current), restore_tree(result.best_tree, duplicates, env.tree.taxa))
+    env.optimize_all_branches()
+    return dataclasses.replace(
+        result, start_loglik=start, final_loglik=env.loglik, best_loglik=env.loglik, tree=env.tree.copy(),
+        best_tree=env.tree.copy(), evaluations=result.evaluations + env.engine.n_evaluations - evals0,
+        branch_optimisations=result.branch_optimisations + env.engine.n_branch_optimisations - branches0,
+        seconds=time.perf_counter() - started)
 
 
 def ranked_climb_with_restarts(env: TreeEnv, make: Callable[[bool], RankedClimb], restarts: int,
@@ -286,7 +342,8 @@ def ranked_climb_with_restarts(env: TreeEnv, make: Callable[[bool], RankedClimb]
         final, start_loglik=rounds.start_loglik, best_loglik=better.best_loglik, best_tree=better.best_tree,
         steps=rounds.steps + final.steps, evaluations=rounds.evaluations + final.evaluations,
         branch_optimisations=rounds.branch_optimisations + final.branch_optimisations,
-        seconds=rounds.seconds + final.seconds, trajectory=rounds.trajectory + final.trajectory)
+        seconds=rounds.seconds + final.seconds, trajectory=rounds.trajectory + final.trajectory,
+        lazy_scores=rounds.lazy_scores + final.lazy_scores)
 
 
 def _perturbed(tree: Tree, moves: int, radius: int, rng: np.random.Generator) -> Tree:

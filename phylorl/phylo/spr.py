@@ -33,8 +33,7 @@ def enumerate_moves_kernel(neighbors, n_leaves, radius, dedupe):
     """:func:`enumerate_moves` on a bare neighbour table (compiled; for code that holds arrays, not a Tree)."""
     n_nodes = neighbors.shape[0]
     out = np.empty((move_capacity(n_nodes, n_leaves), 4), np.int64)
-    count = enumerate_into(neighbors, np.empty((0, 3), np.int32), np.empty(0), n_leaves, radius, dedupe, out,
-                           np.empty((0, 3), np.int64), np.empty(0), -1)
+    count = enumerate_into(neighbors, n_leaves, radius, dedupe, out)
     return out[:count].copy()
 
 
@@ -45,18 +44,11 @@ def move_capacity(n_nodes, n_leaves):
 
 
 @njit(cache=True, nogil=True)
-def enumerate_into(neighbors, node_edges, lengths, n_leaves, radius, dedupe, out, where, path, stop):
+def enumerate_into(neighbors, n_leaves, radius, dedupe, out):
     """Write the moves of :func:`enumerate_moves` into ``out`` (compiled) and return their number.
-
-    When ``where`` is not empty, row ``i`` of ``where`` gets move ``i``'s ``d(p, x)``, the slot of
-    ``s`` in ``p``'s row and the slot of ``y`` in ``x``'s row, and ``path[i]`` the branch length of
-    the path from ``p`` to ``x`` (summed outward from ``p``); ``node_edges`` and ``lengths`` are
-    then read. ``stop >= 0`` ends the walk once move ``stop`` is written.
-    """
+    (:mod:`phylorl.env.move_kernels` walks the same way, writing slot rows and features instead.)"""
     n_nodes = neighbors.shape[0]
-    with_paths = where.size > 0
     stack = np.empty((n_nodes, 2), np.int64)  # (node, distance from p)
-    walked = np.zeros(n_nodes if with_paths else 0)  # branch length from p
     parent = np.empty(n_nodes, np.int64)
     count = 0
     if radius == 0:
@@ -72,8 +64,6 @@ def enumerate_into(neighbors, node_edges, lengths, n_leaves, radius, dedupe, out
                 parent[a] = p
                 stack[0, 0] = a
                 stack[0, 1] = 1
-                if with_paths:
-                    walked[a] = lengths[node_edges[p, side]]
                 top = 1
                 while top > 0:
                     top -= 1
@@ -88,13 +78,6 @@ def enumerate_into(neighbors, node_edges, lengths, n_leaves, radius, dedupe, out
                                 out[count, 1] = s
                                 out[count, 2] = x
                                 out[count, 3] = y
-                                if with_paths:
-                                    where[count, 0] = d
-                                    where[count, 1] = k
-                                    where[count, 2] = j
-                                    path[count] = walked[x]
-                                if count == stop:
-                                    return count + 1
                                 count += 1
                     if radius < 0 or d < radius:
                         for j in range(2, -1, -1):
@@ -103,8 +86,6 @@ def enumerate_into(neighbors, node_edges, lengths, n_leaves, radius, dedupe, out
                                 parent[y] = x
                                 stack[top, 0] = y
                                 stack[top, 1] = d + 1
-                                if with_paths:
-                                    walked[y] = walked[x] + lengths[node_edges[x, j]]
                                 top += 1
     return count
 

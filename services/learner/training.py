@@ -118,7 +118,8 @@ class TrainingLoop:
             if exc.code() in TRANSIENT:
                 return None
             raise
-        fast = collate_records(drawn.records, weights=np.asarray(drawn.weights))
+        # compact: the next states' moves cross to the device as slot tables and are expanded there
+        fast = collate_records(drawn.records, weights=np.asarray(drawn.weights), compact=True)
         if fast is not None:  # every record in a tree form: decoded straight into the batch arrays
             metrics.COLLATED.labels(path="compiled").inc()
             batch, versions = fast

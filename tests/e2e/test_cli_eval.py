@@ -216,6 +216,28 @@ def test_search_climbs_and_writes_its_best_tree(setup, tmp_path, policy, restart
     assert engine.loglik(read_newick(out.read_text(), aln)) == pytest.approx(result["best_loglik"], abs=1e-4)
 
 
+def test_search_puts_identical_sequences_back_and_says_so(setup, tmp_path):
+    from phylorl.phylo.alignment import Alignment, format_fasta
+
+    base = load_alignment(setup["alignments"] / "sim_0001.fasta")
+    copies = Alignment(base.taxa + ("copy_of_0", "copy_of_3"), base.codes[[*range(base.n_taxa), 0, 3]])
+    path = tmp_path / "copies.fasta"
+    path.write_text(format_fasta(copies))
+    results = {}
+    for flag in ([], ["--keep-identical"]):
+        proc = phylorl("search", "--alignment", path, "--model", MODEL, "--policy", "lazyclimb", "--start", "random",
+                       "--seed", 2, "--cache-dir", setup["cache"], "--json", *flag)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        results[bool(flag)] = json.loads(proc.stdout)
+        assert ("2 identical sequence(s) searched once" in proc.stderr) == (not flag)
+    assert results[False]["identical_dropped"] == 2 and results[True]["identical_dropped"] == 0
+    engine = LikelihoodEngine(copies, parse_model(results[False]["model"]))
+    tree = read_newick(results[False]["tree"], copies)
+    assert tree.taxa == copies.taxa
+    assert engine.loglik(tree) == pytest.approx(results[False]["best_loglik"], abs=1e-4)
+    assert results[False]["best_loglik"] >= results[True]["best_loglik"] - 0.1
+
+
 def test_eval_threads_gives_the_same_results_in_the_same_order(setup, tmp_path):
     """--threads 2 evaluates the alignments in two forked processes: same rows, same order, as one thread."""
     rows = {}

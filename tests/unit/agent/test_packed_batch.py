@@ -8,9 +8,10 @@ import numpy as np
 import pytest
 import torch
 
-from phylorl.agent.batch import collate
+from phylorl.agent.batch import collate, on_device
 from phylorl.agent.packed_batch import collate_records
 from phylorl.env import EnvAlignment, EnvConfig, TreeEnv, prepare_alignment
+from phylorl.nets.compact_actions import CompactActions, expand_actions
 from phylorl.nets.segment import Segments
 from phylorl.phylo import load_alignment
 from phylorl.phylo.simulate import simulate_dataset
@@ -60,8 +61,14 @@ def _check(records: list[bytes], batch_size: int, seed: int = 0) -> int:
         assert fast is not None
         batch, versions = fast
         transitions = [decode_transition(r) for r in chosen]
-        _assert_same(batch, collate(transitions, weights=weights))
+        reference = collate(transitions, weights=weights)
+        _assert_same(batch, reference)
         assert versions.tolist() == [t.policy_version for t in transitions]
+        compact, _ = collate_records(PackedRecords.from_records(chosen), weights=weights, compact=True)
+        assert isinstance(compact.next_actions, CompactActions)
+        assert compact.next_actions.index.dtype == torch.int32
+        _assert_same(on_device(compact, "cpu"), reference)  # expanded on the host, in one compiled pass
+        _assert_same(expand_actions(compact.next_actions), reference.next_actions)  # tensor gathers, as on a GPU
         checked += len(chosen)
     return checked
 
@@ -229,3 +236,21 @@ def test_observation_records_leave_no_unwritten_memory_in_the_batch(simulated):
             taken, taken_meta = decoded[3][2], decoded[3][3]
             assert not taken.any() and not taken_meta.any()
         assert collate_states(PackedRecords.from_records(records[:n])) is not None
+
+
+def test_the_learner_takes_compact_batches_as_expanded_ones(simulated):
+    """A sampled batch in compact form (as the learner service collates it) makes the same update."""
+    from phylorl.agent.config import AgentConfig
+    from phylorl.agent.learner import Learner
+    from phylorl.nets.config import NetworkConfig
+
+    records = PackedRecords.from_records(_episodes(simulated, EnvConfig(horizon=6), 12, seed=19, labels=True))
+    net = NetworkConfig(hidden=32, heads=4, action_hidden=16, head_hidden=32, features="rich")
+    learners = [Learner(net, AgentConfig(demo_weight=0.5), seed=4) for _ in range(2)]
+    for compact, learner in zip((False, True), learners):
+        batch, _ = collate_records(records, compact=compact)
+        assert isinstance(batch.next_actions, CompactActions) == compact
+        metrics, priorities = learner.step(batch)
+        assert np.isfinite(priorities).all()
+    for a, b in zip(learners[0].q1.parameters(), learners[1].q1.parameters()):
+        assert torch.equal(a, b)

@@ -232,3 +232,49 @@ def test_lazyclimb_screens_and_certifies_within_its_radius(small_entry, monkeypa
         assert max(windows) > 2  # it widened on this start
     with pytest.raises(ValueError, match="radius None, 'auto' or >= 1"):
         LazyClimb(radius=0)
+
+
+def test_climbs_search_the_distinct_sequences_and_put_the_copies_back():
+    """Identical sequences are searched once (as IQ-TREE does): the answer holds every taxon, each copy next to
+    its twin, and its log-likelihood is the full alignment's."""
+    from phylorl.phylo.alignment import Alignment
+    from phylorl.phylo.duplicates import find_duplicates, prune_tree
+    from phylorl.phylo.starts import MIN_BRANCH_LENGTH
+
+    base = simulate_dataset(10, 400, np.random.default_rng(5)).alignment
+    alignment = Alignment(tuple(base.taxa) + ("copy3", "copy8"), base.codes[[*range(10), 3, 8]])
+    entry = EnvAlignment.build(alignment, prepare_alignment(alignment, "GTR+F+G4"), "copies")
+    results = {}
+    for distinct in (True, False):
+        env = TreeEnv([entry], EnvConfig(start="random"), seed=1)
+        env.reset()
+        results[distinct] = run_search(env, "lazyclimb", steps=None, restarts=2, rng=np.random.default_rng(0),
+                                       distinct=distinct)
+    answer = results[True].best_tree
+    assert answer.taxa == alignment.taxa
+    fresh = LikelihoodEngine(alignment, parse_model(entry.prepared.model))
+    assert fresh.loglik(answer.copy()) == pytest.approx(results[True].best_loglik, abs=1e-6)
+    for dropped, twin in find_duplicates(alignment).twin.items():
+        assert answer.lengths[answer.node_edges[dropped, 0]] == MIN_BRANCH_LENGTH
+        assert twin in answer.neighbors[answer.neighbors[dropped, 0]]
+    assert results[True].best_loglik >= results[False].best_loglik - 0.1
+    assert topology_key(prune_tree(answer, find_duplicates(alignment))) == \
+        topology_key(prune_tree(results[False].best_tree, find_duplicates(alignment)))
+
+
+def test_a_climb_that_comes_back_to_a_topology_stops_there(real_dir):
+    """A real alignment where the climb (on its distinct sequences, from this start) went round a flat ridge of
+    equivalent trees, gaining 1e-5 a pass: 19,104 evaluations before the rule, 1,396 with it."""
+    from phylorl.env.search import RETURN_GAIN, _returned
+
+    aln = load_alignment(real_dir / "train" / "TreeBASE_18425.phy")
+    entry = EnvAlignment.build(aln, prepare_alignment(aln, "GTR+F+G4"), "TreeBASE_18425")
+    env = TreeEnv([entry], EnvConfig(start="random"), seed=1)
+    env.reset()
+    result = run_search(env, "lazyclimb", steps=None, restarts=8, rng=np.random.default_rng(0))
+    assert result.evaluations < 4000
+    visited = {}
+    assert not _returned(visited, env)  # first visit
+    assert _returned(visited, env)  # the same topology, no gain
+    env.loglik += 2 * RETURN_GAIN
+    assert not _returned(visited, env)  # back with a real gain: the climb goes on

@@ -1,0 +1,34 @@
+"""A search environment over an alignment's distinct sequences (:mod:`phylorl.phylo.duplicates`).
+
+:func:`without_duplicates` gives, for an environment whose current alignment holds identical sequences,
+an environment over one of each (same configuration; the model with its empirical frequencies fixed to the
+full alignment's), and the :class:`~phylorl.phylo.duplicates.Duplicates` that map trees between the two.
+The classical climbs search there and put the dropped taxa back at the end (:func:`phylorl.env.search.run_search`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from phylorl.phylo import read_newick, write_newick
+from phylorl.phylo.duplicates import Duplicates, find_duplicates, prune_tree, reduce_alignment, reduced_model
+
+from .tree_env import EnvAlignment, TreeEnv
+
+
+def without_duplicates(env: TreeEnv) -> tuple[TreeEnv, Duplicates] | None:
+    """``(environment over the distinct sequences, duplicates)``, reset to ``env``'s tree with the dropped
+    taxa pruned; ``None`` when the current alignment has no identical sequences (or too few distinct ones
+    to search, or a base absent, which a fixed frequency cannot express)."""
+    entry = env.current
+    duplicates = find_duplicates(entry.alignment)
+    model = reduced_model(entry.prepared.model, entry.alignment) if duplicates is not None else None
+    if model is None:
+        return None
+    alignment = reduce_alignment(entry.alignment, duplicates)
+    nj = prune_tree(read_newick(entry.prepared.nj_newick, entry.alignment), duplicates)
+    prepared = dataclasses.replace(entry.prepared, content_hash=alignment.content_hash(), model=model,
+                                   nj_newick=write_newick(nj), supports=[])
+    reduced = TreeEnv([EnvAlignment.build(alignment, prepared, f"{entry.name} (distinct sequences)")], env.config)
+    reduced.reset(0, prune_tree(env.tree, duplicates))
+    return reduced, duplicates

@@ -1,0 +1,72 @@
+"""Every move of many states in compact form: slot tables and a few numbers per move, expanded where the
+network runs.
+
+A move ``(p, s, x, y)`` prunes the subtree on ``s``'s side of edge ``(p, s)`` and regrafts it onto edge
+``(x, y)``. Most of its features depend on one side only: the pruned slot ``(p, k)`` with
+``s = neighbors[p, k]``, or the regraft slot ``(x, j)`` with ``y = neighbors[x, j]``; the parsimony
+columns take few distinct values per state. So a batch keeps, per tree node slot, the columns that
+depend on that slot (``pruned``, ``regraft``: ``3 N`` rows for ``N`` nodes), one row per distinct
+parsimony value (``shared``), and per move three int32 row numbers and its ``own`` columns (the
+prune–regraft distances): 20 bytes a rich move instead of 92 (4 node ids and 15 features). The
+learner's sampled batch crosses to the GPU in this form and :func:`expand_actions` makes the
+:class:`~phylorl.nets.inputs.ActionBatch` there, the same bits as writing it on the host
+(:func:`phylorl.env.move_kernels.expand_moves`; ``tests/unit/agent/test_packed_batch.py``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from .inputs import ActionBatch
+from .segment import Segments
+
+RICH_COLUMNS = (0, 6, 1, 13, 14, 2, 7, 3, 8, 4, 10, 11, 12, 5, 9)
+"""Where each of the 15 rich move columns comes from in ``cat(pruned[6], regraft[4], shared[3], own[2])``
+(see :mod:`phylorl.env.features` for the columns and :func:`phylorl.env.feature_kernels.move_row`)."""
+BASIC_COLUMNS = (0, 1, 2)
+"""The 3 basic move columns from ``cat(pruned[1], regraft[1], own[1])``: pruned and regraft edge lengths,
+``d(p, x) + 1``."""
+
+
+@dataclass
+class CompactActions:
+    """All moves of ``G`` states.
+
+    ``slot_node`` int64   ``[3N]``     global id of ``neighbors[v, k]`` for slot ``3 v + k`` (``v`` global).
+    ``pruned``    float32 ``[3N, Kp]`` the columns of a move pruning slot ``3 p + k``.
+    ``regraft``   float32 ``[3N, Kr]`` the columns of a move regrafting onto slot ``3 x + j``.
+    ``shared``    float32 ``[T, Ks]``  rows several moves share (the parsimony columns; ``Ks`` may be 0).
+    ``index``     int32   ``[A, 3]``   each move's pruned slot, regraft slot and ``shared`` row.
+    ``own``       float32 ``[A, Ko]``  each move's own columns.
+    ``columns``   int64   ``[K]``      meta column ``c`` is column ``columns[c]`` of
+                                       ``cat(pruned, regraft, shared, own)`` (gathered per move).
+    ``states``    :class:`Segments` of the ``A`` moves over the ``G`` states.
+    """
+
+    slot_node: Tensor
+    pruned: Tensor
+    regraft: Tensor
+    shared: Tensor
+    index: Tensor
+    own: Tensor
+    columns: Tensor
+    states: Segments
+
+    @property
+    def count(self) -> int:
+        return int(self.index.shape[0])
+
+
+def expand_actions(compact: CompactActions) -> ActionBatch:
+    """The :class:`ActionBatch` of ``compact``, on its device, by tensor gathers: node ids ``(p, s, x, y)`` and
+    every column (what a GPU runs; on the host :func:`phylorl.agent.batch.on_device` uses one compiled pass,
+    :func:`phylorl.env.move_kernels.expand_moves`, which gives the same values)."""
+    index = compact.index.long()
+    pruned, regraft = index[:, 0], index[:, 1]
+    nodes = torch.stack((torch.div(pruned, 3, rounding_mode="floor"), compact.slot_node[pruned],
+                         torch.div(regraft, 3, rounding_mode="floor"), compact.slot_node[regraft]), dim=1)
+    parts = torch.cat((compact.pruned[pruned], compact.regraft[regraft], compact.shared[index[:, 2]], compact.own), 1)
+    return ActionBatch(nodes=nodes, meta=parts.index_select(1, compact.columns), states=compact.states)

@@ -1,0 +1,46 @@
+"""Compact next moves expanded on a GPU (tensor gathers) equal the host's batch bit for bit, and a learner on
+a GPU takes the compact batch the learner service hands it (needs a CUDA device: skipped elsewhere; run on a
+lent GPU machine with ``pytest tests/gpu``). ``tests/unit/agent/test_packed_batch.py`` checks the same on the
+CPU against the reference decode."""
+
+import numpy as np
+import pytest
+import torch
+
+from phylorl.agent.batch import on_device
+from phylorl.agent.packed_batch import collate_records
+from phylorl.env import EnvAlignment, EnvConfig, TreeEnv, prepare_alignment
+from phylorl.nets.compact_actions import CompactActions
+from phylorl.phylo.simulate import simulate_dataset
+from phylorl.types import Transition
+from phylorl.wire.codec import PackedRecords
+from phylorl.wire.record import encode_transition
+
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+
+
+def _records(steps: int = 24) -> PackedRecords:
+    alignment = simulate_dataset(20, 400, np.random.default_rng(3)).alignment
+    env = TreeEnv([EnvAlignment.build(alignment, prepare_alignment(alignment, "JC"), "a")], EnvConfig(horizon=8),
+                  seed=3)
+    rng = np.random.default_rng(3)
+    obs, _ = env.reset()
+    records = []
+    for _ in range(steps):
+        action = int(rng.integers(obs.n_actions))
+        nxt, reward, terminal, truncated, _ = env.step(action)
+        records.append(encode_transition(Transition(obs, action, reward, nxt, terminal, truncated)))
+        obs = env.reset()[0] if truncated else nxt
+    return PackedRecords.from_records(records)
+
+
+def test_compact_moves_expand_on_the_gpu_to_the_host_batch():
+    records = _records()
+    host, _ = collate_records(records)
+    compact, _ = collate_records(records, compact=True)
+    assert isinstance(compact.next_actions, CompactActions)
+    for pin in (False, True):
+        device = on_device(compact, "cuda", pin_memory=pin).next_actions
+        assert device.nodes.is_cuda and device.meta.is_cuda
+        assert torch.equal(device.nodes.cpu(), host.next_actions.nodes)
+        assert device.meta.cpu().numpy().tobytes() == host.next_actions.meta.numpy().tobytes()
