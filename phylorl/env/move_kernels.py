@@ -15,6 +15,10 @@ from numba import njit
 
 from .feature_kernels import parsimony_one, parsimony_table, slot_leaves, slot_row, tree_constants
 
+RICH_LAYOUT = (0, 6, 1, 13, 14, 2, 7, 3, 8, 4, 10, 11, 12, 5, 9)
+"""Where each rich move column comes from in ``cat(pruned[6], regraft[4], shared[3], own[2])``: the layout
+:func:`all_moves` writes (``phylorl.nets.compact_actions.RICH_COLUMNS`` is this tuple)."""
+
 
 @njit(cache=True, nogil=True)
 def taken_move(tree, node_edges, n_leaves, radius, dedupe, rich, stop, offset, taken, meta):
@@ -196,6 +200,15 @@ def expand_moves(slot_node, pruned, regraft, shared, index, own, columns):
     for i in range(n):
         a, b = index[i, 0], index[i, 1]
         nodes[i, 0], nodes[i, 1], nodes[i, 2], nodes[i, 3] = a // 3, slot_node[a], b // 3, slot_node[b]
+    if k == len(RICH_LAYOUT) and pruned.shape[1] == 6 and regraft.shape[1] == 4 and shared.shape[1] == 3 \
+            and (columns == np.array(RICH_LAYOUT)).all():  # the rich layout written out row by row (4x faster)
+        for i in range(n):  # the order of feature_kernels.slot_row, on flat slot rows
+            p, r, c = pruned[index[i, 0]], regraft[index[i, 1]], shared[index[i, 2]]
+            row = meta[i]
+            row[0], row[1], row[2], row[3], row[4] = p[0], r[0], p[1], own[i, 0], own[i, 1]
+            row[5], row[6], row[7], row[8], row[9] = p[2], r[1], p[3], r[2], p[4]
+            row[10], row[11], row[12], row[13], row[14] = c[0], c[1], c[2], p[5], r[3]
+        return nodes, meta
     first = (0, pruned.shape[1], pruned.shape[1] + regraft.shape[1],
              pruned.shape[1] + regraft.shape[1] + shared.shape[1])
     for j in range(k):
