@@ -180,18 +180,19 @@ scores and only those within this many log-likelihood units are evaluated fully 
 
 
 def polish(env: TreeEnv, agent: AgentPolicy | None, restarts: int = POLISH_RESTARTS,
-           rng: np.random.Generator | None = None):
+           rng: np.random.Generator | None = None, distinct: bool = True):
     """Finish a search from ``env``'s current tree (an agent's answer): agent-guided climbs with
     ``restarts`` perturb-and-climb rounds (each climb stops when none of the agent's top moves
     improves), then one certified climb from the best tree, so the answer is an SPR local optimum
     with every branch optimised (:func:`~phylorl.env.search.ranked_climb_with_restarts`). Of the agent's top
     moves, the :data:`POLISH_LAZY_TOP` best by lazy SPR score are evaluated fully first; every move the agent
     does not rank first is checked by its lazy SPR score and, within :data:`POLISH_LAZY_MARGIN`, fully.
-    Without an agent: plain hill-climbing with the same restarts. Returns one
+    Without an agent: plain hill-climbing with the same restarts (over the distinct sequences unless not
+    ``distinct``: see :func:`~phylorl.env.search.run_search`). Returns one
     :class:`~phylorl.env.search.SearchResult` covering both phases."""
     rng = rng if rng is not None else np.random.default_rng(0)
     if agent is None:
-        return run_search(env, "hillclimb", steps=None, restarts=restarts, rng=rng)
+        return run_search(env, "hillclimb", steps=None, restarts=restarts, rng=rng, distinct=distinct)
     return ranked_climb_with_restarts(
         env, lambda certify: GuidedClimb(agent, certify=certify, lazy_margin=POLISH_LAZY_MARGIN,
                                          lazy_top=POLISH_LAZY_TOP), restarts, rng)

@@ -50,8 +50,8 @@ def add_arguments(p) -> None:
                    help="hillclimb, fastclimb, lazyclimb, nniclimb: perturb-and-climb rounds after the first climb (iterated "
                         "local search; lazyclimb with 8 reached IQ-TREE's log-likelihood on DS1-DS4)")
     p.add_argument("--keep-identical", action="store_true",
-                   help="the climbs: search every taxon (default: identical sequences are searched once and put "
-                        "back at the end, each on a cherry with its twin, as IQ-TREE does)")
+                   help="the climbs (and --polish without an agent): search every taxon (default: identical sequences "
+                        "are searched once and put back at the end, each on a cherry with its twin, as IQ-TREE does)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", help="write the best tree seen (Newick) here")
     p.add_argument("--cache-dir", default=None, help=f"preparation cache (default: {default_cache_dir()})")
@@ -63,7 +63,7 @@ def run(args) -> int:
     from phylorl.env import EnvAlignment, EnvConfig, PreparationCache, TreeEnv
     from phylorl.env.search import run_search
     from phylorl.phylo import load_alignment, parse_model, write_newick
-    from phylorl.phylo.duplicates import find_duplicates
+    from phylorl.env.reduced import distinct_sequences
 
     if args.steps is not None and args.steps < 1:
         raise CliError(f"--steps must be >= 1, got {args.steps}")
@@ -91,7 +91,9 @@ def run(args) -> int:
     config = EnvConfig(start=args.start, horizon=10**9, radius=args.radius)
     env = TreeEnv([entry], config, seed=args.seed)
     env.reset()
-    duplicates = None if args.keep_identical or args.policy not in CLIMBS else find_duplicates(alignment)
+    climbs = args.policy in CLIMBS or (args.polish and args.policy != "agent")  # a polish without agent climbs
+    distinct = None if args.keep_identical or not climbs else distinct_sequences(entry)
+    duplicates = distinct[0] if distinct is not None else None
     if duplicates is not None:
         _status(f"note: {duplicates.dropped} identical sequence(s) searched once and put back at the end "
                 "(--keep-identical: search them all); the progress shows the reduced alignment's log-likelihood")
@@ -104,7 +106,8 @@ def run(args) -> int:
         from phylorl.agent.policy import polish as polish_search
 
         _status("polishing: agent-guided perturb-and-climb rounds, then a certified climb")
-        polish = polish_search(env, policy if args.policy == "agent" else None, rng=np.random.default_rng(args.seed))
+        polish = polish_search(env, policy if args.policy == "agent" else None, rng=np.random.default_rng(args.seed),
+                               distinct=not args.keep_identical)
         if polish.best_loglik >= best:
             best, best_tree = polish.best_loglik, polish.best_tree
     newick = write_newick(best_tree)

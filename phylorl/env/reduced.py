@@ -16,15 +16,23 @@ from phylorl.phylo.duplicates import Duplicates, find_duplicates, prune_tree, re
 from .tree_env import EnvAlignment, TreeEnv
 
 
-def without_duplicates(env: TreeEnv) -> tuple[TreeEnv, Duplicates] | None:
-    """``(environment over the distinct sequences, duplicates)``, reset to ``env``'s tree with the dropped
-    taxa pruned; ``None`` when the current alignment has no identical sequences (or too few distinct ones
-    to search, or a base absent, which a fixed frequency cannot express)."""
-    entry = env.current
+def distinct_sequences(entry: EnvAlignment) -> tuple[Duplicates, str] | None:
+    """``(duplicates, model for the reduced alignment)`` when a climb on ``entry`` searches its distinct
+    sequences; ``None`` when it has no identical sequences, too few distinct ones to search, or a base absent
+    (which a fixed frequency cannot express): the climb then searches every taxon."""
     duplicates = find_duplicates(entry.alignment)
     model = reduced_model(entry.prepared.model, entry.alignment) if duplicates is not None else None
-    if model is None:
+    return None if model is None else (duplicates, model)
+
+
+def without_duplicates(env: TreeEnv) -> tuple[TreeEnv, Duplicates] | None:
+    """``(environment over the distinct sequences, duplicates)``, reset to ``env``'s tree with the dropped
+    taxa pruned; ``None`` where :func:`distinct_sequences` is."""
+    entry = env.current
+    found = distinct_sequences(entry)
+    if found is None:
         return None
+    duplicates, model = found
     alignment = reduce_alignment(entry.alignment, duplicates)
     nj = prune_tree(read_newick(entry.prepared.nj_newick, entry.alignment), duplicates)
     prepared = dataclasses.replace(entry.prepared, content_hash=alignment.content_hash(), model=model,
