@@ -20,7 +20,10 @@ actors record them, the default; ``basic``: random trees and one SPR neighbour e
                           ``--batch-threads`` threads (the learner's prefetch workers);
                           ``sample_to_batch_host_expanded_per_s``: the same with every next move's node ids
                           and features written on the host (a CPU learner's batch); and
-                          ``sample_to_batch_reference_per_s``: decoding every record and collating;
+                          ``sample_to_batch_reference_per_s``: decoding every record and collating; with a
+                          CUDA device also ``sample_to_device_per_s`` (compact, pinned, copied and expanded on
+                          the GPU, as the learner's prefetcher does) and ``sample_to_device_host_expanded_per_s``
+                          (every move written on the host, then copied);
 * ``encode_us`` / ``decode_us`` one transition through :mod:`phylorl.wire.record`, on one core;
 * ``cpu_us_per_insert`` / ``cpu_us_per_sample`` CPU time (user + system) the replay service, Redis
                           and this client spent per transition: on a shared or small machine the
@@ -185,11 +188,31 @@ def batch_rates(batches: list, repeats: int, threads: int) -> dict:
             for packed in batches[: max(1, len(batches) // 8)]:
                 collate([decode_transition(r) for r in packed])
             reference.append(max(1, len(batches) // 8) * len(batches[0]) / (time.perf_counter() - start))
-    return {"sample_to_batch_per_s": round(statistics.median(fast)),
-            "sample_to_batch_ms": round(len(batches[0]) / statistics.median(fast) * 1e3, 2),
-            f"sample_to_batch_{threads}_threads_per_s": round(statistics.median(parallel)),
-            "sample_to_batch_host_expanded_per_s": round(statistics.median(expanded)),
-            "sample_to_batch_reference_per_s": round(statistics.median(reference))}
+    out = {"sample_to_batch_per_s": round(statistics.median(fast)),
+           "sample_to_batch_ms": round(len(batches[0]) / statistics.median(fast) * 1e3, 2),
+           f"sample_to_batch_{threads}_threads_per_s": round(statistics.median(parallel)),
+           "sample_to_batch_host_expanded_per_s": round(statistics.median(expanded)),
+           "sample_to_batch_reference_per_s": round(statistics.median(reference))}
+    import torch
+
+    if torch.cuda.is_available():  # on to the GPU as the prefetcher does: pinned, copied, expanded there
+        from phylorl.agent.batch import on_device
+
+        paths = {"sample_to_device_per_s": lambda p: on_device(compact(p)[0], "cuda", pin_memory=True),
+                 "sample_to_device_host_expanded_per_s": lambda p: on_device(collate_records(p)[0], "cuda",
+                                                                              pin_memory=True)}
+        for name, path in paths.items():
+            runs = []
+            for _ in range(repeats):
+                torch.cuda.synchronize()
+                start = time.perf_counter()
+                for packed in batches:
+                    path(packed)
+                torch.cuda.synchronize()
+                runs.append(items / (time.perf_counter() - start))
+            out[name] = round(statistics.median(runs))
+        out["gpu"] = torch.cuda.get_device_name()
+    return out
 
 
 def main() -> None:

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The GPU figures of docs/benchmarks.md ("On the GPU") in one run on a CUDA machine (about 9 minutes on an H100):
-# the GPU tests, the fused head's kernel settings, the learner update (CUDA graphs, TF32, the fused head), the
-# inference endpoint's batching gain and the whole system with the GPU options. JSON lines and logs go to OUT_DIR.
+# The GPU figures of docs/benchmarks.md ("On the GPU") in one run on a CUDA machine (about 11 minutes on an H100):
+# the GPU tests, the fused head's kernel settings, the learner update (CUDA graphs, TF32, the fused head), sampled
+# records to the GPU (compact moves expanded there), the inference endpoint's batching gain and the whole system
+# with the GPU options. JSON lines and logs go to OUT_DIR.
 #
 #   bash benchmarks/gpu_suite.sh [OUT_DIR] [ACTORS]      (defaults: ./gpu-results, nproc - 2 actors)
 #
@@ -29,6 +30,7 @@ step update 180 bench_update.jsonl python3 benchmarks/bench_update.py --device c
   --paths graphs,graphs-fused --repeats 30 --warmup 5 --tf32
 step update-labelled 180 bench_update_labelled.jsonl python3 benchmarks/bench_update.py --device cuda \
   --paths graphs,graphs-fused --repeats 30 --warmup 5 --tf32 --labelled 1.0
+step replay 300 bench_replay.jsonl python3 benchmarks/bench_replay.py --repeats 3 --batches 20 --clients 1
 step inference 300 bench_inference.jsonl python3 benchmarks/bench_inference.py --seconds 4 --fused-head --tf32
 step system 300 bench_system.jsonl python3 benchmarks/bench_system.py --actors "$ACTORS" --envs-per-actor 2 \
   --seconds 45 --warmup-s 60 --device cuda --cuda-graphs --fused-head --tf32
