@@ -167,8 +167,9 @@ def _fill(buf, headers, values, arrays, trees, rich, per):
     slots = 3 * nodes[1, n]
     widths = (6, 4, 3, 2) if rich else (1, 1, 0, 1)  # pruned, regraft, shared and own columns
     compact = (np.empty(slots, np.int64), np.zeros((slots, widths[0]), np.float32),
-               np.zeros((slots, widths[1]), np.float32), np.zeros((capacity if rich else 1, widths[2]), np.float32),
+               np.zeros((slots, widths[1]), np.float32), np.empty((capacity if rich else 1, widths[2]), np.float32),
                np.empty((capacity, 3), np.int32), np.empty((capacity, widths[3]), np.float32))
+    compact[3][0] = 0.0  # the shared rows are written as used; row 0 is kept when none is (no move at all)
     labels, counts = np.zeros(capacity, np.float32), np.zeros(n, np.int64)
     scratch = np.empty((largest, 4), np.int64)  # the moves of a state whose count has no closed form
     written, shared = 0, 0
