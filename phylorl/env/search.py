@@ -182,8 +182,10 @@ def run_search(env: TreeEnv, policy: str | Policy, *, steps: int | None, rng: np
             branches near the move optimised, can rank the trees of a long walk wrongly by tens of units.
         distinct: the climbs (:data:`CLIMBS`) search the alignment's distinct sequences only when some are
             identical, and put the others back at the end, each on a cherry with its twin (as IQ-TREE does;
-            :mod:`phylorl.phylo.duplicates`); their ``trajectory`` and ``on_step`` values are then the reduced
-            alignment's log-likelihoods. The answer is scored on the full alignment.
+            :mod:`phylorl.phylo.duplicates`). Their ``on_step`` values are then the reduced alignment's
+            log-likelihoods, and their ``trajectory`` those shifted by the constant that makes the answer's value
+            its log-likelihood on the full alignment (the dropped taxa's near-zero pendant branches cost about the
+            same on every tree). The answer is scored on the full alignment.
 
     The result carries the final tree and the best tree seen (a copy of each).
     """
@@ -314,8 +316,10 @@ def _search_distinct(env: TreeEnv, reduced: TreeEnv, duplicates, started: float,
     result = run_search(reduced, distinct=False, **search)
     env.reset(env.alignments.index(env.current), restore_tree(result.best_tree, duplicates, env.tree.taxa))
     env.optimize_all_branches()
+    shift = env.loglik - result.best_loglik  # the dropped taxa's near-zero pendant branches: about constant
     return dataclasses.replace(
         result, start_loglik=start, final_loglik=env.loglik, best_loglik=env.loglik, tree=env.tree.copy(),
+        trajectory=[value + shift for value in result.trajectory],
         best_tree=env.tree.copy(), evaluations=result.evaluations + env.engine.n_evaluations - evals0,
         branch_optimisations=result.branch_optimisations + env.engine.n_branch_optimisations - branches0,
         seconds=time.perf_counter() - started)

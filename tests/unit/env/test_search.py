@@ -237,6 +237,7 @@ def test_lazyclimb_screens_and_certifies_within_its_radius(small_entry, monkeypa
 def test_climbs_search_the_distinct_sequences_and_put_the_copies_back():
     """Identical sequences are searched once (as IQ-TREE does): the answer holds every taxon, each copy next to
     its twin, and its log-likelihood is the full alignment's."""
+    from phylorl.env.reduced import without_duplicates
     from phylorl.phylo.alignment import Alignment
     from phylorl.phylo.duplicates import find_duplicates, prune_tree
     from phylorl.phylo.starts import MIN_BRANCH_LENGTH
@@ -258,6 +259,13 @@ def test_climbs_search_the_distinct_sequences_and_put_the_copies_back():
         assert answer.lengths[answer.node_edges[dropped, 0]] == MIN_BRANCH_LENGTH
         assert twin in answer.neighbors[answer.neighbors[dropped, 0]]
     assert results[True].best_loglik >= results[False].best_loglik - 0.1
+    env = TreeEnv([entry], EnvConfig(start="random"), seed=1)  # the same search by hand, on the reduced alignment
+    env.reset()
+    reduced, _ = without_duplicates(env)
+    alone = run_search(reduced, "lazyclimb", steps=None, restarts=2, rng=np.random.default_rng(0), distinct=False)
+    shift = results[True].best_loglik - alone.best_loglik  # its trajectory, on the full alignment's scale
+    assert results[True].trajectory == pytest.approx([value + shift for value in alone.trajectory], abs=1e-9)
+    assert results[True].evaluations > alone.evaluations  # and the final scoring on the full alignment
     assert topology_key(prune_tree(answer, find_duplicates(alignment))) == \
         topology_key(prune_tree(results[False].best_tree, find_duplicates(alignment)))
 
