@@ -75,7 +75,7 @@ def collate_states(records: PackedRecords) -> tuple[GraphBatch, ActionBatch, boo
     if decoded is None or not finite_and_movable(decoded):
         return None
     rich, _, _, (sides, node_index, _, _, moves, _, counts, move_index) = decoded
-    nodes, meta = expand_moves(*(np.ascontiguousarray(a) for a in moves), _COLUMNS[bool(rich)].numpy())
+    nodes, meta = expand_moves(*moves, _COLUMNS[bool(rich)].numpy())
     actions = ActionBatch(torch.from_numpy(nodes), torch.from_numpy(meta), segments(counts, move_index))
     return _graph_batch(sides[1], node_index[1], n), actions, bool(rich)
 
@@ -84,7 +84,7 @@ _COLUMNS = {True: torch.tensor(RICH_COLUMNS), False: torch.tensor(BASIC_COLUMNS)
 
 
 def _compact(moves, rich: bool, counts: np.ndarray, move_index: np.ndarray) -> CompactActions:
-    slot_node, pruned, regraft, shared, index, own = (torch.from_numpy(np.ascontiguousarray(a)) for a in moves)
+    slot_node, pruned, regraft, shared, index, own = (torch.from_numpy(a) for a in moves)
     return CompactActions(slot_node, pruned, regraft, shared, index, own, _COLUMNS[bool(rich)],
                           segments(counts, move_index))
 

@@ -160,16 +160,15 @@ def _fill(buf, headers, values, arrays, trees, rich, per):
         last = per * r + per - 1
         capacity += array_header(buf, arrays[last, 3], buf.shape[0])[4] if rich else \
             move_capacity(2 * trees[last, 0] - 2, trees[last, 0])
-    # rich: exactly the moves the records say they hold (a state with more is invalid: all_moves stops at the end)
+    capacity += largest  # room for a state that enumerates more moves than its record says (then invalid)
     sides = (_graphs(nodes[0, n], max(nodes[0, n] - n, 0), width), _graphs(nodes[1, n], nodes[1, n] - n, width))
     # zeroed: observation records (per == 1) write no taken move, and finite_and_movable reads these
     taken, taken_meta = np.zeros((n, 4), np.int64), np.zeros((n, columns), np.float32)
     slots = 3 * nodes[1, n]
     widths = (6, 4, 3, 2) if rich else (1, 1, 0, 1)  # pruned, regraft, shared and own columns
     compact = (np.empty(slots, np.int64), np.zeros((slots, widths[0]), np.float32),
-               np.zeros((slots, widths[1]), np.float32), np.empty((max(capacity, 1) if rich else 1, widths[2]),
-                                                                  np.float32),
-               np.empty((3, capacity), np.int32), np.empty((widths[3], capacity), np.float32))
+               np.zeros((slots, widths[1]), np.float32), np.empty((capacity if rich else 1, widths[2]), np.float32),
+               np.empty((capacity, 3), np.int32), np.empty((capacity, widths[3]), np.float32))
     compact[3][0] = 0.0  # the shared rows are written as used; row 0 is kept when none is (no move at all)
     labels, counts = np.zeros(capacity, np.float32), np.zeros(n, np.int64)
     scratch = np.empty((largest, 4), np.int64)  # the moves of a state whose count has no closed form
@@ -199,8 +198,10 @@ def _fill(buf, headers, values, arrays, trees, rich, per):
                     status[r] = INVALID
                     break
             else:
-                count, rows = all_moves(tree, node_edges, n_leaves, radius, dedupe, rich, nodes[1, r], compact,
-                                        written, shared)
+                end = written + move_capacity(2 * n_leaves - 2, n_leaves)
+                count, rows = all_moves(tree, node_edges, n_leaves, radius, dedupe, rich, nodes[1, r],
+                                         (compact[0], compact[1], compact[2], compact[3], compact[4][written:end],
+                                          compact[5][written:end]), shared)
                 if count < 0 or (count == 0 and not headers[r, 0] & TERMINAL):
                     status[r] = INVALID
                     break
@@ -212,8 +213,8 @@ def _fill(buf, headers, values, arrays, trees, rich, per):
                 written += count
                 shared += rows
     node_index = (_segment_index(nodes[0, 1:] - nodes[0, :-1]), _segment_index(nodes[1, 1:] - nodes[1, :-1]))
-    compact = (compact[0], compact[1], compact[2], compact[3][:max(shared, 1)], compact[4][:, :written],
-               compact[5][:, :written])  # contiguous for rich records: they fill the arrays exactly
+    compact = (compact[0], compact[1], compact[2], compact[3][:max(shared, 1)], compact[4][:written],
+               compact[5][:written])
     return status, (sides, node_index, taken, taken_meta, compact, labels[:written], counts, _segment_index(counts))
 
 
@@ -282,6 +283,6 @@ def finite_and_movable(decoded) -> bool:
     which the edge features hold too)."""
     sides, _, _, taken_meta, compact, labels, counts, _ = decoded[3]
     _, pruned, regraft, shared, _, own = compact
-    finite = all(all_finite(np.ascontiguousarray(a)) for a in (sides[0][0], sides[0][2], sides[1][0], sides[1][2],
-                                                               taken_meta, pruned, regraft, shared, own, labels))
+    finite = all(all_finite(a) for a in (sides[0][0], sides[0][2], sides[1][0], sides[1][2], taken_meta, pruned,
+                                         regraft, shared, own, labels))
     return bool(finite and (counts >= 1).all())

@@ -35,7 +35,7 @@ def taken_move(tree, node_edges, n_leaves, radius, dedupe, rich, stop, offset, t
     constants = tree_constants(neighbors, node_edges, lengths, support32.astype(np.float64), n_leaves) if rich \
         else (np.zeros((0, 3, 6), np.float32), np.zeros((0, 3, 4), np.float32), 1.0)
     leaves = slot_leaves(neighbors, n_leaves) if radius < 0 else np.zeros((0, 3), np.int64)
-    work, regrafts, distances, paths, size = _walk_work(n_nodes, rich)
+    work, regrafts, columns, size = _walk_work(n_nodes, rich)
     before = 0
     if radius == 0:
         return 0
@@ -51,13 +51,13 @@ def taken_move(tree, node_edges, n_leaves, radius, dedupe, rich, stop, offset, t
                 elif not walked:
                     for j in range(3):
                         size[j] = _side_walk(neighbors, node_edges, lengths, n_leaves, radius, p, j, 0,
-                                             constants[2], rich, work, regrafts[j], distances[j], paths[j])
+                                             constants[2], rich, work, regrafts[j], columns[j])
                     walked = True
                 first = 2 if dedupe and not (p < a and neighbors[p, k] < neighbors[p, 3 - k - side]) else 0
                 if stop < before + size[side] - first:
                     if radius < 0:
                         _side_walk(neighbors, node_edges, lengths, n_leaves, radius, p, side, 0, constants[2], rich,
-                                   work, regrafts[side], distances[side], paths[side])
+                                   work, regrafts[side], columns[side])
                     i = stop - before + first
                     x, kx = regrafts[side, i] // 3, regrafts[side, i] % 3
                     taken[0], taken[1] = offset + p, offset + neighbors[p, k]
@@ -65,11 +65,11 @@ def taken_move(tree, node_edges, n_leaves, radius, dedupe, rich, stop, offset, t
                     if not rich:
                         meta[0, 0] = lengths[node_edges[p, k]]
                         meta[0, 1] = lengths[node_edges[x, kx]]
-                        meta[0, 2] = distances[side, i]
+                        meta[0, 2] = columns[side, i, 0]
                     elif deltas.size <= stop:
                         return -1
                     else:
-                        slot_row(meta, 0, constants, p, k, x, kx, distances[side, i], paths[side, i])
+                        slot_row(meta, 0, constants, p, k, x, kx, columns[side, i, 0], columns[side, i, 1])
                         parsimony_one(meta, 0, deltas, stop, parsimony_length)
                     return stop + 1
                 before += size[side] - first
@@ -78,25 +78,24 @@ def taken_move(tree, node_edges, n_leaves, radius, dedupe, rich, stop, offset, t
 
 @njit(cache=True, nogil=True)
 def _walk_work(n_nodes, rich):
-    """``(scratch, regrafts, distances, paths, sizes)`` of the walks: :func:`_side_walk`'s scratch (stack, depth,
-    branch length from ``p``, parent, and the distance column by depth: rich ``(d + 1) / 10``, basic ``d + 1``),
-    and per side of ``p`` the buffers it fills and their sizes."""
+    """``(scratch, regrafts, columns, sizes)`` of the walks: :func:`_side_walk`'s scratch (stack, depth, branch
+    length from ``p``, parent, and the distance column by depth: rich ``(d + 1) / 10``, basic ``d + 1``), and per
+    side of ``p`` the buffers it fills and their sizes."""
     distance = np.empty(n_nodes + 1, np.float32)
     for d in range(n_nodes + 1):
         distance[d] = np.float32(d + 1) / np.float32(10.0) if rich else d + 1
     scratch = (np.empty(n_nodes, np.int64), np.empty(n_nodes, np.int64), np.empty(n_nodes),
                np.empty(n_nodes, np.int64), distance)
-    return (scratch, np.empty((3, 2 * n_nodes), np.int32), np.empty((3, 2 * n_nodes), np.float32),
-            np.empty((3, 2 * n_nodes), np.float32), np.zeros(3, np.int64))
+    return (scratch, np.empty((3, 2 * n_nodes), np.int32), np.empty((3, 2 * n_nodes, 2), np.float32),
+            np.zeros(3, np.int64))
 
 
 @njit(cache=True, nogil=True)
 def _side_walk(neighbors, node_edges, lengths, n_leaves, radius, p, side, base, tree_length, rich, work, regrafts,
-               distances, paths):
+               columns):
     """The regrafts onto side ``side`` of ``p`` (the subtree on ``neighbors[p, side]``'s side), in the order
     of :func:`~phylorl.phylo.spr.enumerate_into`'s walk: each one's regraft slot row (``base`` added) into
-    ``regrafts`` and its own columns into ``distances`` and (rich) ``paths`` (see :func:`_slot_walk`). Returns
-    how many."""
+    ``regrafts`` and its own columns into ``columns`` (see :func:`_slot_walk`). Returns how many."""
     a = neighbors[p, side]
     if a < n_leaves:
         return 0
@@ -110,9 +109,9 @@ def _side_walk(neighbors, node_edges, lengths, n_leaves, radius, p, side, base, 
         for j in range(3):
             if neighbors[x, j] != parent[x]:
                 regrafts[m] = base + 3 * x + j
-                distances[m] = distance[d]
+                columns[m, 0] = distance[d]
                 if rich:
-                    paths[m] = (walked[x] + 0.5 * lengths[node_edges[x, j]]) / tree_length
+                    columns[m, 1] = (walked[x] + 0.5 * lengths[node_edges[x, j]]) / tree_length
                 m += 1
         if radius < 0 or d < radius:
             for j in range(2, -1, -1):
@@ -126,12 +125,11 @@ def _side_walk(neighbors, node_edges, lengths, n_leaves, radius, p, side, base, 
 
 
 @njit(cache=True, nogil=True)
-def all_moves(tree, node_edges, n_leaves, radius, dedupe, rich, offset, compact, at, shared_at):
+def all_moves(tree, node_edges, n_leaves, radius, dedupe, rich, offset, compact, shared_at):
     """Every move of one state (first node ``offset`` of the batch) into the compact arrays ``compact``
-    (:class:`phylorl.nets.compact_actions.CompactActions`' first six, the per-move ones from column ``at``): its
+    (:class:`phylorl.nets.compact_actions.CompactActions`' first six, the per-move ones from row 0): its
     slots' tables, its parsimony rows from ``shared_at``, each move's row numbers and own columns.
-    Returns ``(moves, shared rows written)``; moves -1 when the stored parsimony changes are not one per move
-    or the moves would not fit the arrays."""
+    Returns ``(moves, shared rows written)``; moves -1 when the stored parsimony changes are not one per move."""
     slot_node, pruned, regraft, shared, index, own = compact
     neighbors, lengths32, deltas, parsimony_length, support32 = tree[0], tree[2], tree[3], tree[4], tree[5]
     lengths = lengths32.astype(np.float64)
@@ -145,75 +143,69 @@ def all_moves(tree, node_edges, n_leaves, radius, dedupe, rich, offset, compact,
             for k in range(3):
                 length = lengths[node_edges[v, k]] if neighbors[v, k] >= 0 else 0.0
                 pruned[base + 3 * v + k, 0] = regraft[base + 3 * v + k, 0] = length
-        count = _slot_walk(neighbors, node_edges, lengths, n_leaves, radius, dedupe, base, 1.0, rich, index, own, at)
-        if count > 0:
-            index[2, at: at + count] = 0
-        return count, 0
+        index[:, 2] = 0
+        return _slot_walk(neighbors, node_edges, lengths, n_leaves, radius, dedupe, base, 1.0, rich, index, own), 0
     table_pruned, table_regraft, tree_length = tree_constants(neighbors, node_edges, lengths,
                                                               support32.astype(np.float64), n_leaves)
     pruned[base: base + 3 * n_nodes] = table_pruned.reshape(3 * n_nodes, table_pruned.shape[2])
     regraft[base: base + 3 * n_nodes] = table_regraft.reshape(3 * n_nodes, table_regraft.shape[2])
-    count = _slot_walk(neighbors, node_edges, lengths, n_leaves, radius, dedupe, base, tree_length, rich, index, own,
-                       at)
+    count = _slot_walk(neighbors, node_edges, lengths, n_leaves, radius, dedupe, base, tree_length, rich, index, own)
     if deltas.size != count:
         return -1, 0
-    return count, parsimony_table(deltas, parsimony_length, shared, index[2, at: at + count], shared_at)
+    return count, parsimony_table(deltas, parsimony_length, shared, index[:, 2], shared_at)
 
 
 @njit(cache=True, nogil=True)
-def _slot_walk(neighbors, node_edges, lengths, n_leaves, radius, dedupe, base, tree_length, rich, index, own, at):
-    """The moves of :func:`~phylorl.phylo.spr.enumerate_into` in the same order (tested), written from column
-    ``at`` as each move's pruned and regraft slot rows (``base`` added) into ``index[0]`` and ``index[1]`` and
-    its own columns into ``own``: rich, column 3 (``(d(p, x) + 1) / 10``) and 4 (``p`` to the middle of
-    ``(x, y)`` / ``tree_length``); basic, ``d(p, x) + 1``. Returns the number of moves, -1 when they would run
-    past the arrays' end.
+def _slot_walk(neighbors, node_edges, lengths, n_leaves, radius, dedupe, base, tree_length, rich, index, own):
+    """The moves of :func:`~phylorl.phylo.spr.enumerate_into` in the same order (tested), written as each
+    move's pruned and regraft slot rows (``base`` added) into ``index[:, :2]`` and its own columns into
+    ``own``: rich, column 3 (``(d(p, x) + 1) / 10``) and 4 (``p`` to the middle of ``(x, y)`` /
+    ``tree_length``); basic, ``d(p, x) + 1``. Returns the number of moves.
 
     The moves pruning ``(p, k)`` onto side ``side`` of ``p`` walk the same subtree for both ``k != side``
     (only the dedupe rule at ``d = 1``, the first node's two moves, tells them apart), so each side of
-    ``p`` is walked once into buffers and copied out, a block at a time, for both."""
-    work, regrafts, distances, paths, size = _walk_work(neighbors.shape[0], rich)
-    end = at
+    ``p`` is walked once into a buffer and copied out for both."""
+    work, regrafts, columns, size = _walk_work(neighbors.shape[0], rich)
+    count = 0
     if radius == 0:
         return 0
     for p in range(n_leaves, neighbors.shape[0]):
         for side in range(3):
             size[side] = _side_walk(neighbors, node_edges, lengths, n_leaves, radius, p, side, base, tree_length, rich,
-                                    work, regrafts[side], distances[side], paths[side])
+                                    work, regrafts[side], columns[side])
         for k in range(3):
             s = neighbors[p, k]
+            pruned = base + 3 * p + k
             for side in range(3):
                 a = neighbors[p, side]
                 if side == k or a < n_leaves:
                     continue
                 first = 2 if dedupe and not (p < a and s < neighbors[p, 3 - k - side]) else 0  # a's own two moves
-                m = size[side] - first
-                if end + m > index.shape[1]:
-                    return -1
-                index[0, end: end + m] = base + 3 * p + k
-                index[1, end: end + m] = regrafts[side, first: size[side]]
-                own[0, end: end + m] = distances[side, first: size[side]]
-                if rich:
-                    own[1, end: end + m] = paths[side, first: size[side]]
-                end += m
-    return end - at
+                for i in range(first, size[side]):
+                    index[count, 0] = pruned
+                    index[count, 1] = regrafts[side, i]
+                    own[count, 0] = columns[side, i, 0]
+                    if rich:
+                        own[count, 1] = columns[side, i, 1]
+                    count += 1
+    return count
 
 
 @njit(cache=True, nogil=True)
 def expand_moves(slot_node, pruned, regraft, shared, index, own, columns):
     """``(nodes int64 [A, 4], meta float32 [A, K])``: every move of compact arrays (the first seven fields of
-    :class:`phylorl.nets.compact_actions.CompactActions`) written out on the host: the rich layout a row at a
-    time, any other a column at a time."""
-    n, k = index.shape[1], columns.shape[0]
+    :class:`phylorl.nets.compact_actions.CompactActions`) written out on the host, a column at a time."""
+    n, k = index.shape[0], columns.shape[0]
     nodes, meta = np.empty((n, 4), np.int64), np.empty((n, k), np.float32)
     for i in range(n):
-        a, b = index[0, i], index[1, i]
+        a, b = index[i, 0], index[i, 1]
         nodes[i, 0], nodes[i, 1], nodes[i, 2], nodes[i, 3] = a // 3, slot_node[a], b // 3, slot_node[b]
     if k == len(RICH_LAYOUT) and pruned.shape[1] == 6 and regraft.shape[1] == 4 and shared.shape[1] == 3 \
-            and (columns == np.array(RICH_LAYOUT)).all():
+            and (columns == np.array(RICH_LAYOUT)).all():  # the rich layout written out row by row (4x faster)
         for i in range(n):  # the order of feature_kernels.slot_row, on flat slot rows
-            p, r, c = pruned[index[0, i]], regraft[index[1, i]], shared[index[2, i]]
+            p, r, c = pruned[index[i, 0]], regraft[index[i, 1]], shared[index[i, 2]]
             row = meta[i]
-            row[0], row[1], row[2], row[3], row[4] = p[0], r[0], p[1], own[0, i], own[1, i]
+            row[0], row[1], row[2], row[3], row[4] = p[0], r[0], p[1], own[i, 0], own[i, 1]
             row[5], row[6], row[7], row[8], row[9] = p[2], r[1], p[3], r[2], p[4]
             row[10], row[11], row[12], row[13], row[14] = c[0], c[1], c[2], p[5], r[3]
         return nodes, meta
@@ -223,16 +215,16 @@ def expand_moves(slot_node, pruned, regraft, shared, index, own, columns):
         source = columns[j]
         if source < first[1]:
             for i in range(n):
-                meta[i, j] = pruned[index[0, i], source]
+                meta[i, j] = pruned[index[i, 0], source]
         elif source < first[2]:
             for i in range(n):
-                meta[i, j] = regraft[index[1, i], source - first[1]]
+                meta[i, j] = regraft[index[i, 1], source - first[1]]
         elif source < first[3]:
             for i in range(n):
-                meta[i, j] = shared[index[2, i], source - first[2]]
+                meta[i, j] = shared[index[i, 2], source - first[2]]
         else:
             for i in range(n):
-                meta[i, j] = own[source - first[3], i]
+                meta[i, j] = own[i, source - first[3]]
     return nodes, meta
 
 

@@ -39,8 +39,8 @@ class CompactActions:
     ``pruned``    float32 ``[3N, Kp]`` the columns of a move pruning slot ``3 p + k``.
     ``regraft``   float32 ``[3N, Kr]`` the columns of a move regrafting onto slot ``3 x + j``.
     ``shared``    float32 ``[T, Ks]``  rows several moves share (the parsimony columns; ``Ks`` may be 0).
-    ``index``     int32   ``[3, A]``   each move's pruned slot, regraft slot and ``shared`` row (one row each).
-    ``own``       float32 ``[Ko, A]``  each move's own columns (a row per column).
+    ``index``     int32   ``[A, 3]``   each move's pruned slot, regraft slot and ``shared`` row.
+    ``own``       float32 ``[A, Ko]``  each move's own columns.
     ``columns``   int64   ``[K]``      meta column ``c`` is column ``columns[c]`` of
                                        ``cat(pruned, regraft, shared, own)`` (gathered per move).
     ``states``    :class:`Segments` of the ``A`` moves over the ``G`` states.
@@ -57,15 +57,16 @@ class CompactActions:
 
     @property
     def count(self) -> int:
-        return int(self.index.shape[1])
+        return int(self.index.shape[0])
 
 
 def expand_actions(compact: CompactActions) -> ActionBatch:
     """The :class:`ActionBatch` of ``compact``, on its device, by tensor gathers: node ids ``(p, s, x, y)`` and
     every column (what a GPU runs; on the host :func:`phylorl.agent.batch.on_device` uses one compiled pass,
     :func:`phylorl.env.move_kernels.expand_moves`, which gives the same values)."""
-    pruned, regraft, shared = compact.index.long()
+    index = compact.index.long()
+    pruned, regraft = index[:, 0], index[:, 1]
     nodes = torch.stack((torch.div(pruned, 3, rounding_mode="floor"), compact.slot_node[pruned],
                          torch.div(regraft, 3, rounding_mode="floor"), compact.slot_node[regraft]), dim=1)
-    parts = torch.cat((compact.pruned[pruned], compact.regraft[regraft], compact.shared[shared], compact.own.t()), 1)
+    parts = torch.cat((compact.pruned[pruned], compact.regraft[regraft], compact.shared[index[:, 2]], compact.own), 1)
     return ActionBatch(nodes=nodes, meta=parts.index_select(1, compact.columns), states=compact.states)

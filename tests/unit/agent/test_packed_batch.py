@@ -247,8 +247,8 @@ def test_the_host_expansion_knows_the_rich_layout_and_reads_any_other():
     assert RICH_LAYOUT == RICH_COLUMNS
     rng = np.random.default_rng(0)
     tables = [rng.normal(size=(30, w)).astype(np.float32) for w in (6, 4, 3)]
-    index = np.stack([rng.integers(0, 30, 50), rng.integers(0, 30, 50), rng.integers(0, 30, 50)]).astype(np.int32)
-    own, slot_node = rng.normal(size=(2, 50)).astype(np.float32), rng.integers(0, 10, 30)
+    index = np.stack([rng.integers(0, 30, 50), rng.integers(0, 30, 50), rng.integers(0, 30, 50)], 1).astype(np.int32)
+    own, slot_node = rng.normal(size=(50, 2)).astype(np.float32), rng.integers(0, 10, 30)
     for columns in (RICH_COLUMNS, tuple(rng.permutation(15))):
         compact = CompactActions(*map(torch.from_numpy, (slot_node, *tables, index, own, np.array(columns))),
                                  states=Segments(torch.zeros(50, dtype=torch.int64), torch.tensor([50]), 1, 50))
