@@ -15,8 +15,8 @@ import numpy as np
 import torch
 
 from phylorl.env.batch_kernels import decode_batch, finite_and_movable
-from phylorl.env.move_kernels import expand_moves
-from phylorl.nets.compact_actions import BASIC_COLUMNS, RICH_COLUMNS, CompactActions
+from phylorl.env.move_kernels import BASIC_LAYOUT, RICH_LAYOUT, expand_moves
+from phylorl.nets.compact_actions import CompactActions
 from phylorl.nets.inputs import ActionBatch, GraphBatch, move_to, segments
 from phylorl.wire.codec import PackedRecords
 from phylorl.wire.record_reader import LABELLED, TERMINAL
@@ -80,7 +80,7 @@ def collate_states(records: PackedRecords) -> tuple[GraphBatch, ActionBatch, boo
     return _graph_batch(sides[1], node_index[1], n), actions, bool(rich)
 
 
-_COLUMNS = {True: torch.tensor(RICH_COLUMNS), False: torch.tensor(BASIC_COLUMNS)}
+_COLUMNS = {True: torch.tensor(RICH_LAYOUT), False: torch.tensor(BASIC_LAYOUT)}
 
 
 def _compact(moves, rich: bool, counts: np.ndarray, move_index: np.ndarray) -> CompactActions:

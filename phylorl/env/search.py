@@ -35,6 +35,7 @@ the climb has left without beating it by :data:`RETURN_GAIN`.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass, field
 from typing import Callable, Protocol
@@ -310,8 +311,6 @@ def _search_distinct(env: TreeEnv, reduced: TreeEnv, duplicates, started: float,
     """:func:`run_search` on ``reduced`` (``env``'s distinct sequences), its answer with the dropped taxa put back
     and every branch optimised on the full alignment (``started``, ``start``: the clock and ``env``'s
     log-likelihood when the search began)."""
-    import dataclasses
-
     evals0, branches0 = env.engine.n_evaluations, env.engine.n_branch_optimisations
     result = run_search(reduced, distinct=False, **search)
     env.reset(env.alignments.index(env.current), restore_tree(result.best_tree, duplicates, env.tree.taxa))
@@ -334,8 +333,6 @@ def ranked_climb_with_restarts(env: TreeEnv, make: Callable[[bool], RankedClimb]
     certified climb (``make(True)``) from the best tree, so the answer is a true SPR local optimum with
     every branch optimised. ``perturbation``: ``(moves, radius)`` of each perturbation (default
     :data:`PERTURBATION`). One :class:`SearchResult` covers both phases."""
-    import dataclasses
-
     moves, radius = perturbation or PERTURBATION
     rounds = run_search(env, make(False), steps=None, restarts=restarts, rng=rng, on_step=on_step,
                         perturbation_moves=moves, perturbation_radius=radius)

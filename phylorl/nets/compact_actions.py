@@ -23,14 +23,6 @@ from torch import Tensor
 from .inputs import ActionBatch
 from .segment import Segments
 
-RICH_COLUMNS = (0, 6, 1, 13, 14, 2, 7, 3, 8, 4, 10, 11, 12, 5, 9)  # = phylorl.env.move_kernels.RICH_LAYOUT
-"""Where each of the 15 rich move columns comes from in ``cat(pruned[6], regraft[4], shared[3], own[2])``
-(see :mod:`phylorl.env.features` for the columns and :func:`phylorl.env.feature_kernels.move_row`)."""
-BASIC_COLUMNS = (0, 1, 2)
-"""The 3 basic move columns from ``cat(pruned[1], regraft[1], own[1])``: pruned and regraft edge lengths,
-``d(p, x) + 1``."""
-
-
 @dataclass
 class CompactActions:
     """All moves of ``G`` states.

@@ -239,17 +239,15 @@ def test_observation_records_leave_no_unwritten_memory_in_the_batch(simulated):
 
 
 def test_the_host_expansion_knows_the_rich_layout_and_reads_any_other():
-    """``expand_moves`` writes the rich layout row by row (its own copy of the layout) and any other layout a
-    column at a time: both equal the tensor gathers."""
+    """``expand_moves`` writes the rich layout row by row and any other layout a column at a time: both equal
+    the tensor gathers."""
     from phylorl.env.move_kernels import RICH_LAYOUT, expand_moves
-    from phylorl.nets.compact_actions import RICH_COLUMNS
 
-    assert RICH_LAYOUT == RICH_COLUMNS
     rng = np.random.default_rng(0)
     tables = [rng.normal(size=(30, w)).astype(np.float32) for w in (6, 4, 3)]
     index = np.stack([rng.integers(0, 30, 50), rng.integers(0, 30, 50), rng.integers(0, 30, 50)], 1).astype(np.int32)
     own, slot_node = rng.normal(size=(50, 2)).astype(np.float32), rng.integers(0, 10, 30)
-    for columns in (RICH_COLUMNS, tuple(rng.permutation(15))):
+    for columns in (RICH_LAYOUT, tuple(rng.permutation(15))):
         compact = CompactActions(*map(torch.from_numpy, (slot_node, *tables, index, own, np.array(columns))),
                                  states=Segments(torch.zeros(50, dtype=torch.int64), torch.tensor([50]), 1, 50))
         nodes, meta = expand_moves(slot_node, *tables, index, own, np.array(columns))
