@@ -9,12 +9,14 @@ own median is reported too). Prints one JSON line.
 ``graphs`` (``AgentConfig.cuda_graphs``) captures after the warm-up updates (``--warmup`` must exceed
 ``cuda_graphs.WARMUP``; the capture itself is part of the last warm-up update). ``fused`` and
 ``graphs-fused`` add ``AgentConfig.fused_head`` (the Triton head for the no-grad next-move passes) to the
-eager fast path and to the graphs. ``--labelled F`` gives that fraction of next states demonstration labels on
+eager fast path and to the graphs; ``compiled``, ``graphs-compiled`` and ``graphs-fused-compiled`` add
+``AgentConfig.compile_networks`` (``torch.compile``-d encoders; the first warm-up update compiles, and its time is
+reported as ``first_update_s``). ``--labelled F`` gives that fraction of next states demonstration labels on
 every move and the agent ``demo_weight=1``: the online networks then pass over every next move with gradients. ``--tf32`` lets float32
 matrix products use TF32 (CUDA; the default is full float32).
 
     PYTHONPATH=. python benchmarks/bench_update.py [--repeats 20] [--threads 2] [--device cpu]
-                                                   [--paths fast,reference,graphs,fused,graphs-fused] [--tf32]
+                                                   [--paths fast,reference,compiled,graphs,...] [--tf32]
                                                    [--labelled F] [--fused-blocks AxNxW]
 """
 
@@ -53,19 +55,23 @@ def labelled(transition, rng: np.random.Generator):
 
 
 def time_path(path: str, batches, device, repeats: int, warmup: int, demo_weight: float = 0.0) -> dict:
-    graphs, fused = path.startswith("graphs"), path.endswith("fused")
+    parts = path.split("-")
+    graphs, fused, compiled = "graphs" in parts, "fused" in parts, "compiled" in parts
     agent = AgentConfig(network_path="reference" if path == "reference" else "fast", cuda_graphs=graphs,
-                        fused_head=fused, demo_weight=demo_weight)
+                        fused_head=fused, compile_networks=compiled, demo_weight=demo_weight)
     learner = Learner(NetworkConfig(), agent, device, seed=0)
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
     times = []
+    first_update_s = None
     for i in range(warmup + repeats):
         batch = batches[i % len(batches)]
         sync(device)
         start = time.perf_counter()
         learner.step(batch)  # returns host metrics and priorities: the step has finished
         sync(device)
+        if i == 0:
+            first_update_s = time.perf_counter() - start  # with compile_networks: the compilation
         if i >= warmup:
             times.append(time.perf_counter() - start)
     median = statistics.median(times)
@@ -74,6 +80,7 @@ def time_path(path: str, batches, device, repeats: int, warmup: int, demo_weight
         "min_ms": round(1e3 * min(times), 2),
         "max_ms": round(1e3 * max(times), 2),
         "transitions_per_s": round(len(batches[0].reward) / median, 1),
+        "first_update_s": round(first_update_s, 2),
     }
     if device.type == "cuda":
         out["peak_cuda_allocated_bytes"] = int(torch.cuda.max_memory_allocated(device))
@@ -95,7 +102,8 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2, help="torch intra-op threads")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--paths", default="fast,reference",
-                        help="comma-separated: fast, reference; on CUDA also graphs, fused, graphs-fused")
+                        help="comma-separated: fast, reference, compiled; on CUDA also graphs, fused, graphs-fused, "
+                             "graphs-compiled, graphs-fused-compiled")
     parser.add_argument("--tf32", action="store_true", help="TF32 float32 matrix products (CUDA)")
     parser.add_argument("--labelled", type=float, default=0.0, metavar="F",
                         help="this fraction of next states carry demonstration labels and the agent learns from them "
@@ -105,12 +113,13 @@ def main() -> None:
                         "(default: phylorl.nets.fused_head's; benchmarks/bench_fused_head.py compares settings)")
     args = parser.parse_args()
     paths = args.paths.split(",")
-    unknown = sorted(set(paths) - {"fast", "reference", "graphs", "fused", "graphs-fused"})
+    unknown = sorted(set(paths) - {"fast", "reference", "graphs", "fused", "graphs-fused", "compiled",
+                                   "graphs-compiled", "graphs-fused-compiled"})
     if unknown:
         parser.error(f"unknown path(s) {', '.join(unknown)}")
     if any(p.startswith("graphs") for p in paths) and (args.device != "cuda" or args.warmup <= WARMUP):
         parser.error(f"--paths graphs needs --device cuda and --warmup > {WARMUP}")
-    if any(p.endswith("fused") for p in paths) and args.device != "cuda":
+    if any("fused" in p.split("-") for p in paths) and args.device != "cuda":
         parser.error("--paths fused needs --device cuda")
     torch.backends.cuda.matmul.allow_tf32 = args.tf32
     if args.fused_blocks:
@@ -157,6 +166,9 @@ def main() -> None:
         result["graphs_speedup"] = round(result["fast"]["median_ms"] / result["graphs"]["median_ms"], 2)
     if "graphs" in result and "graphs-fused" in result:
         result["fused_speedup"] = round(result["graphs"]["median_ms"] / result["graphs-fused"]["median_ms"], 2)
+    if "graphs-fused" in result and "graphs-fused-compiled" in result:
+        result["compiled_speedup"] = round(result["graphs-fused"]["median_ms"] /
+                                           result["graphs-fused-compiled"]["median_ms"], 2)
     result["load_average_1m_after"] = round(os.getloadavg()[0], 2)
     print(json.dumps(result))
 

@@ -1,37 +1,46 @@
 #!/usr/bin/env bash
-# The GPU figures of docs/benchmarks.md ("On the GPU") in one run on a CUDA machine (about 11 minutes on an H100):
-# the GPU tests, the fused head's kernel settings, the learner update (CUDA graphs, TF32, the fused head), sampled
-# records to the GPU (compact moves expanded there), the inference endpoint's batching gain and the whole system
-# with the GPU options. JSON lines and logs go to OUT_DIR.
+# The GPU figures of docs/benchmarks.md ("On the GPU") in one run on a CUDA machine (about 9 minutes on an H100):
+# the learner update (CUDA graphs, TF32, the fused head), the whole system with the GPU options, the inference
+# endpoint's batching gain, the GPU tests, the update with torch.compile-d encoders, sampled records to the GPU
+# (compact moves expanded there) and the update with demonstration labels on every next state. JSON lines and
+# logs go to OUT_DIR.
 #
 #   bash benchmarks/gpu_suite.sh [OUT_DIR] [ACTORS]      (defaults: ./gpu-results, nproc - 2 actors)
 #
-# Each step has its own time limit and the suite goes on after a failure, so one broken step costs only its
-# own figure; the step's exit status is printed with its name.
+# Steps run in that order (the headline figures first), each under its own time limit, and the suite goes on
+# after a failure, so one broken step costs only its own figure; the step's exit status is printed with its
+# name. SUITE_SECONDS (environment) caps the whole run: a step is given at most what is left of it, and one
+# that would get under 20 s is skipped (for a device lease of fixed length).
 set -u
 cd "$(dirname "$0")/.."
 OUT_DIR=${1:-gpu-results}
 ACTORS=${2:-$(( $(nproc) - 2 ))}
+SUITE_SECONDS=${SUITE_SECONDS:-100000}
 mkdir -p "$OUT_DIR"
 export PYTHONUNBUFFERED=1
 T0=$(date +%s)
 step() {  # step NAME LIMIT_S OUTPUT_FILE COMMAND...
   local name=$1 limit=$2 out=$3; shift 3
-  echo "== $name (at $(( $(date +%s) - T0 )) s)"
+  local left=$(( SUITE_SECONDS - ($(date +%s) - T0) - 5 ))
+  if (( left < 20 )); then echo "== $name: skipped (${left} s left of SUITE_SECONDS)"; return; fi
+  (( limit > left )) && limit=$left
+  echo "== $name (at $(( $(date +%s) - T0 )) s, limit $limit s)"
   timeout "$limit" "$@" > "$OUT_DIR/$out" 2> "$OUT_DIR/$out.err"
-  echo "   $name: exit $?"
+  echo "   $name: exit $? at $(( $(date +%s) - T0 )) s"
   tail -c 600 "$OUT_DIR/$out"; echo
 }
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
-step gpu-tests 240 gpu_tests.log python3 -m pytest -q -p no:cacheprovider tests/gpu
-step fused-head 120 bench_fused_head.jsonl python3 benchmarks/bench_fused_head.py --tf32 --repeats 20 \
-  --blocks 64x64x8,32x64x4,128x64x8,64x128x8
-step update 180 bench_update.jsonl python3 benchmarks/bench_update.py --device cuda \
+step update 90 bench_update.jsonl python3 benchmarks/bench_update.py --device cuda \
   --paths graphs,graphs-fused --repeats 30 --warmup 5 --tf32
-step update-labelled 180 bench_update_labelled.jsonl python3 benchmarks/bench_update.py --device cuda \
-  --paths graphs,graphs-fused --repeats 30 --warmup 5 --tf32 --labelled 1.0
-step replay 300 bench_replay.jsonl python3 benchmarks/bench_replay.py --repeats 3 --batches 20 --clients 1
-step inference 300 bench_inference.jsonl python3 benchmarks/bench_inference.py --seconds 4 --fused-head --tf32
-step system 300 bench_system.jsonl python3 benchmarks/bench_system.py --actors "$ACTORS" --envs-per-actor 2 \
-  --seconds 45 --warmup-s 60 --device cuda --cuda-graphs --fused-head --tf32
+step system 140 bench_system.jsonl python3 benchmarks/bench_system.py --actors "$ACTORS" --envs-per-actor 2 \
+  --seconds 30 --warmup-s 40 --device cuda --cuda-graphs --fused-head --tf32
+step inference 90 bench_inference.jsonl python3 benchmarks/bench_inference.py --seconds 3 --fused-head --tf32
+step gpu-tests 150 gpu_tests.log python3 -m pytest -q -p no:cacheprovider tests/gpu
+step update-compiled 120 bench_update_compiled.jsonl python3 benchmarks/bench_update.py --device cuda \
+  --paths graphs-fused,graphs-fused-compiled --repeats 30 --warmup 5 --tf32
+step replay 60 bench_replay.jsonl python3 benchmarks/bench_replay.py --repeats 2 --batches 10 --clients 1
+step update-labelled 90 bench_update_labelled.jsonl python3 benchmarks/bench_update.py --device cuda \
+  --paths graphs-fused,graphs-fused-compiled --repeats 30 --warmup 5 --tf32 --labelled 1.0
+step fused-head 60 bench_fused_head.jsonl python3 benchmarks/bench_fused_head.py --tf32 --repeats 20 \
+  --blocks 64x64x8,128x64x8
 echo "== done at $(( $(date +%s) - T0 )) s; results in $OUT_DIR"

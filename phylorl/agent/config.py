@@ -66,6 +66,14 @@ class AgentConfig:
     (TF32 where ``torch.backends.cuda.matmul.allow_tf32`` is set). The inference endpoint on a GPU uses it too.
     Ignored on the CPU."""
 
+    compile_networks: bool = False
+    """Run the learner's tree encoders (each network's node encoder, GAT layers and pooling, with and without
+    gradients, and the stacked twin pairs of ``fused_head``) as ``torch.compile``-d functions, whose few dozen
+    small kernels per pass fuse into a handful (:func:`phylorl.nets.qnet.compiled`). The first update of each
+    batch shape compiles (tens of seconds; a second shape recompiles once with dynamic shapes). Meant for a
+    GPU with ``cuda_graphs``, where the update is made of such small kernels; on a CPU it needs a C++
+    compiler. The same values up to float32 rounding."""
+
     demo_weight: float = 0.0
     """Weight of the supervised term on demonstration labels (transitions whose next state carries the
     reward of every move, ``Transition.next_labels``): squared error plus a listwise cross-entropy of

@@ -105,8 +105,11 @@ class Learner:
         applies (a CUDA device), else ``None``."""
         if agent_cfg.fused_head and self.device.type == "cuda":
             fused_head.require()
-            self.twins = (TwinQ(self.target1, self.target2, fused=True, cache=not graphs),
-                          TwinQ(self.q1, self.q2, fused=True, cache=not graphs))
+            compiled = agent_cfg.compile_networks
+            self.twins = (TwinQ(self.target1, self.target2, fused=True, cache=not graphs, compiled=compiled),
+                          TwinQ(self.q1, self.q2, fused=True, cache=not graphs, compiled=compiled))
+        for net in (self.q1, self.q2, self.target1, self.target2):
+            net.compiled = agent_cfg.compile_networks
         self.graphs: CudaGraphs | None = CudaGraphs(self) if graphs else None
         """The captured updates (``AgentConfig.cuda_graphs`` on a CUDA device), else ``None``."""
 

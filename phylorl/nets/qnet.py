@@ -90,6 +90,11 @@ class QNetwork(nn.Module):
         self.capture_safe = False
         """Where autograd records, gather-and-sum instead of ``embedding_bag`` (whose CUDA backward cannot be
         captured in a CUDA graph; its forward can); same function up to rounding, more memory."""
+        self.compiled = False
+        """Run the fast tree encoder (node encoder, GAT layers, pooling, the GAT's derived weights) as one
+        ``torch.compile``-d function (:func:`compiled`): its few dozen small kernels fuse into a handful. The
+        first call of each grad mode and input shape compiles (tens of seconds); networks of one config share
+        the compiled code. Same function up to float32 rounding."""
 
     def _gathers(self) -> bool:
         return self.capture_safe and torch.is_grad_enabled()
@@ -150,24 +155,17 @@ class QNetwork(nn.Module):
         if graphs.x.shape[1] != self.cfg.node_features:
             raise ValueError(f"graphs have {graphs.x.shape[1]} node features, the network expects "
                              f"{self.cfg.node_features}")
-        x = F.relu(self.node_encoder(graphs.x))
-        slots = None
         if fast:
             slots = plan.slots if plan is not None else dense_slots(graphs, self.cfg.heads, self.cfg.gat_self_loops)
-        derived = self.derived_weights()["gat"] if fast else None
-        for i, conv in enumerate(self.convs):
-            if fast:
-                y = dense_gat(conv, x, slots, derived[i], self._gathers())
-            else:
-                y = conv(x, graphs.edge_index, graphs.edge_attr)
-            x = F.relu(y) + x
-        if fast:
-            seg = graphs.nodes
-            tree = torch.cat([segment_sum(x, seg), segment_mean(x, seg), segment_max(x, seg)], dim=1)
-        else:
-            batch, size = graphs.nodes.index, graphs.nodes.count
-            tree = torch.cat([global_add_pool(x, batch, size), global_mean_pool(x, batch, size),
-                              global_max_pool(x, batch, size)], dim=1)
+            if self.compiled:
+                return compiled(_fast_encode)(self, graphs, slots, None)
+            return _fast_encode(self, graphs, slots, self.derived_weights()["gat"])
+        x = F.relu(self.node_encoder(graphs.x))
+        for conv in self.convs:
+            x = F.relu(conv(x, graphs.edge_index, graphs.edge_attr)) + x
+        batch, size = graphs.nodes.index, graphs.nodes.count
+        tree = torch.cat([global_add_pool(x, batch, size), global_mean_pool(x, batch, size),
+                          global_max_pool(x, batch, size)], dim=1)
         return x, tree
 
     # -- action encoder and Q head -------------------------------------------------------------
@@ -270,6 +268,30 @@ class QNetwork(nn.Module):
                              f"{graphs.num_graphs} trees")
         nodes, tree = self.encode(graphs, fast, plan)
         return self.head(nodes, tree, graphs, actions, fast, generator, chunk, plan)
+
+
+def _fast_encode(net: QNetwork, graphs: GraphBatch, slots: DenseSlots, derived: list | None) -> tuple[Tensor, Tensor]:
+    """:meth:`QNetwork.encode`'s fast path (``derived``: the GAT layers' :func:`gat_weights`, computed here when
+    ``None``)."""
+    x = F.relu(net.node_encoder(graphs.x))
+    gathers = net._gathers()
+    for i, conv in enumerate(net.convs):
+        weights = gat_weights(conv) if derived is None else derived[i]
+        x = F.relu(dense_gat(conv, x, slots, weights, gathers)) + x
+    seg = graphs.nodes
+    return x, torch.cat([segment_sum(x, seg), segment_mean(x, seg), segment_max(x, seg)], dim=1)
+
+
+_COMPILED: dict = {}
+
+
+def compiled(fn):
+    """``torch.compile(fn, fullgraph=True)``, made once per function (so every network shares its code and
+    guards). Shapes start static; a second input shape recompiles with dynamic ones."""
+    found = _COMPILED.get(fn)
+    if found is None:
+        found = _COMPILED[fn] = torch.compile(fn, fullgraph=True)
+    return found
 
 
 def count_parameters(module: nn.Module) -> int:

@@ -25,14 +25,14 @@ from torch import Tensor
 
 from phylorl.nets import fused_head
 from phylorl.nets.inputs import ActionBatch, GraphBatch
-from phylorl.nets.qnet import InputPlan, QNetwork
+from phylorl.nets.qnet import InputPlan, QNetwork, compiled
 from phylorl.nets.segment import segment_max, segment_mean, segment_sum
 
 
 class TwinQ:
     """``min(Q1, Q2)`` of two :class:`QNetwork` of one config (see module docstring)."""
 
-    def __init__(self, q1: QNetwork, q2: QNetwork, fused: bool = False, cache: bool = True):
+    def __init__(self, q1: QNetwork, q2: QNetwork, fused: bool = False, cache: bool = True, compiled: bool = False):
         if q1.cfg != q2.cfg:
             raise ValueError("TwinQ needs two networks of the same config")
         if fused and not fused_head.supported(q1.cfg.head_hidden):
@@ -42,6 +42,9 @@ class TwinQ:
         self.cfg = q1.cfg
         self.fused = fused
         self.cache = cache
+        self.compiled = compiled
+        """Stack the weights and run the encoder as one ``torch.compile``-d function (:func:`qnet.compiled`),
+        the stacked weights recomputed in it on every call (``cache`` then plays no part)."""
         self._stacked: tuple | None = None
 
     def _weights(self) -> dict:
@@ -55,7 +58,10 @@ class TwinQ:
 
     def _stack(self) -> dict:
         a, b = self.nets
-        da, db = a.derived_weights(), b.derived_weights()
+        if self.compiled:  # derived inside the compiled code (no cache: it reads parameter versions)
+            da, db = a._derive(), b._derive()
+        else:
+            da, db = a.derived_weights(), b.derived_weights()
 
         def both(f):
             return torch.stack([f(a, da), f(b, db)]).contiguous()
@@ -95,8 +101,11 @@ class TwinQ:
                 or graphs.x.shape[1] != self.cfg.node_features or actions.meta.shape[1] != self.cfg.action_meta:
             both = torch.stack([a(graphs, actions, True, plan=plan), b(graphs, actions, True, plan=plan)])
         else:
-            w = self._weights()
-            nodes, tree = self._encode(graphs, plan, w)
+            if self.compiled:
+                nodes, tree, w = compiled(_stacked_encode)(self, graphs, plan)
+            else:
+                w = self._weights()
+                nodes, tree = self._encode(graphs, plan, w)
             both = self._head(nodes, tree, graphs, actions, plan, w)
         return both.amin(0) if reduce == "min" else both.mean(0)
 
@@ -139,6 +148,13 @@ class TwinQ:
 
     def __repr__(self) -> str:
         return f"TwinQ({self.cfg}{', fused' if self.fused else ''})"
+
+
+def _stacked_encode(twin: TwinQ, graphs: GraphBatch, plan: InputPlan) -> tuple[Tensor, Tensor, dict]:
+    """Both networks' stacked weights and node and tree embeddings (the compiled part of a compiled twin)."""
+    w = twin._stack()
+    nodes, tree = twin._encode(graphs, plan, w)
+    return nodes, tree, w
 
 
 def twin_or_none(nets, fused: bool = False) -> TwinQ | None:

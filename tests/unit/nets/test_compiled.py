@@ -1,0 +1,77 @@
+"""``torch.compile``-d encoders (``AgentConfig.compile_networks``) compute what the eager fast path does.
+
+Compiled with inductor's CPU backend here (a C++ compiler); tests/gpu/test_compiled_gpu.py runs the CUDA one
+inside captured updates.
+"""
+
+import numpy as np
+import pytest
+import torch
+
+from phylorl.agent.batch import collate
+from phylorl.agent.config import AgentConfig
+from phylorl.agent.learner import Learner
+from phylorl.nets.config import NetworkConfig
+from phylorl.nets.synthetic import random_transition
+from phylorl.nets.twin import TwinQ
+from test_qnet import assert_equal_paths, batch, perturbed  # noqa: E402  (same directory)
+
+@pytest.fixture(autouse=True)
+def fresh_compiler():
+    """Each test starts with no compiled code, so the variants of earlier tests do not count towards dynamo's
+    limit of 8 per function (the learner makes at most 3 per input shape: with gradients, and without them for
+    the online and the target networks)."""
+    torch._dynamo.reset()
+
+
+CFG = NetworkConfig(hidden=32, heads=4, action_hidden=16, head_hidden=32, gat_layers=2)
+
+
+@pytest.mark.parametrize("capture_safe", [False, True])
+def test_compiled_encoder_equals_eager_values_and_gradients(capture_safe):
+    eager, comp = perturbed(CFG, seed=1), perturbed(CFG, seed=1)
+    comp.compiled = True
+    for net in (eager, comp):
+        net.capture_safe = capture_safe
+    for sizes in ([9, 9, 9], [5, 11, 4, 20]):  # a second shape: the dynamic recompile
+        graphs, actions = batch(sizes, seed=len(sizes))
+        q_eager, q_comp = eager(graphs, actions), comp(graphs, actions)
+        assert_equal_paths(q_comp, q_eager)
+        (q_eager ** 2).sum().backward()
+        (q_comp ** 2).sum().backward()
+        top = max(float(p.grad.abs().max()) for p in eager.parameters())
+        for a, b in zip(eager.parameters(), comp.parameters()):
+            # relative 1e-5 of each gradient's own size, plus float32 rounding of the largest terms (a gradient
+            # that is zero up to rounding, as att_dst's can be when the softmax cancels it, is only bounded)
+            scale = float(a.grad.abs().max())
+            torch.testing.assert_close(b.grad, a.grad, rtol=1e-5, atol=1e-5 * scale + 1e-8 * top)
+            a.grad = b.grad = None
+        with torch.no_grad():  # the no-grad variant compiles separately
+            assert_equal_paths(comp(graphs, actions), eager(graphs, actions))
+
+
+def test_compiled_twin_equals_the_eager_twin_and_follows_new_weights():
+    q1, q2 = perturbed(CFG, seed=1).eval(), perturbed(CFG, seed=2).eval()
+    eager, comp = TwinQ(q1, q2), TwinQ(q1, q2, compiled=True)
+    graphs, actions = batch([7, 12, 20], seed=3)
+    assert_equal_paths(comp(graphs, actions), eager(graphs, actions))
+    with torch.no_grad():
+        for p in q1.parameters():
+            p.mul_(1.5)
+    assert_equal_paths(comp(graphs, actions), eager(graphs, actions))
+
+
+def test_compiled_learner_updates_equal_eager_ones():
+    rng = np.random.default_rng(0)
+    batches = [collate([random_transition(n, rng) for n in sizes]) for sizes in ([8] * 4, [8] * 4, [6, 9, 7])]
+    eager = Learner(CFG, AgentConfig(), "cpu", seed=0)
+    comp = Learner(CFG, AgentConfig(compile_networks=True), "cpu", seed=0)
+    assert all(net.compiled for net in (comp.q1, comp.q2, comp.target1, comp.target2))
+    for b in batches:
+        m_eager, p_eager = eager.step(b)
+        m_comp, p_comp = comp.step(b)
+        for key in ("loss/q1", "loss/q2", "entropy/mean"):
+            assert m_comp[key] == pytest.approx(m_eager[key], rel=1e-4)
+        np.testing.assert_allclose(p_comp, p_eager, rtol=1e-4, atol=1e-5)
+    for a, b in zip(eager.q1.parameters(), comp.q1.parameters()):
+        assert_equal_paths(b, a, rel=1e-4)
