@@ -7,7 +7,9 @@ them) back to back for a fixed time. ``wire`` gives per state the request bytes,
 encoding and the endpoint's decoding (one core), now (observation records) and in the arrays form
 requests had before. Reported per N in (1, 8, 64):
 requests/s, p50/p99 latency, and the same with batching off (max batch 1 observation), whose ratio
-is the gain of batching. Network: the designed sizes (hidden 256) on this machine's device.
+is the gain of batching, and from the endpoint's own histograms (``phylorl_inference_stage_seconds``) its mean
+batch and the mean time of each stage of its work (``endpoint``: where a request's time goes). Network: the
+designed sizes (hidden 256) on this machine's device.
 
 Usage: python benchmarks/bench_inference.py [--seconds S] [--hidden H] [--features rich|basic]
                                            [--clients processes|threads] [--fused-head] [--tf32]
@@ -40,6 +42,7 @@ from phylorl.wire import codec
 from phylorl.env import tree_observation
 from phylorl.wire.section_cache import forget
 from phylorl.wire.v1 import common_pb2, inference_pb2, inference_pb2_grpc
+from prometheus_client import REGISTRY
 from services.learner.inference import BatchingInference
 from services.learner.server import InferenceServer
 
@@ -146,8 +149,34 @@ def client_processes(port: int, streams: int, seconds: float, reqs) -> tuple[lis
     return latencies, seconds
 
 
+STAGES = ("inputs", "batch", "network", "reply")
+
+
+def endpoint_counters() -> dict:
+    """The endpoint's own histograms (this process's registry): per stage and for batch sizes, sum and count."""
+    get = REGISTRY.get_sample_value
+    out = {s: (get("phylorl_inference_stage_seconds_sum", {"stage": s}) or 0.0,
+               get("phylorl_inference_stage_seconds_count", {"stage": s}) or 0.0) for s in STAGES}
+    out["batch_size"] = (get("phylorl_inference_batch_size_sum") or 0.0, get("phylorl_inference_batch_size_count") or 0.0)
+    return out
+
+
+def endpoint_summary(before: dict, after: dict) -> dict:
+    """Mean time per stage of the endpoint's work (ms) and mean batch between two :func:`endpoint_counters`."""
+    mean = {k: (after[k][0] - before[k][0]) / max(after[k][1] - before[k][1], 1.0) for k in after}
+    return {"stage_mean_ms": {s: round(1e3 * mean[s], 3) for s in STAGES},
+            "mean_batch": round(mean["batch_size"], 2), "batches": int(after["batch_size"][1] - before["batch_size"][1])}
+
+
 def run(streams: int, max_batch: int, seconds: float, net_cfg, device, weights, alpha, reqs,
         fused_head: bool = False, clients: str = "processes") -> dict:
+    before = endpoint_counters()
+    result = _run(streams, max_batch, seconds, net_cfg, device, weights, alpha, reqs, fused_head, clients)
+    return {**result, "endpoint": endpoint_summary(before, endpoint_counters())}
+
+
+def _run(streams: int, max_batch: int, seconds: float, net_cfg, device, weights, alpha, reqs,
+         fused_head: bool = False, clients: str = "processes") -> dict:
     inference = BatchingInference(net_cfg, device, max_batch=max_batch, max_delay_s=0.002, max_queue=1024,
                                   fused_head=fused_head)
     inference.publish(weights, alpha, 1)

@@ -3,11 +3,12 @@ processes) for a fixed time, measured from the services' own Prometheus endpoint
 
     python benchmarks/bench_system.py [--actors N] [--envs-per-actor K] [--taxa 20] [--batch-size 128]
                                       [--hidden 256] [--seconds 60] [--warmup-s 60] [--device auto] [--cuda-graphs]
-                                      [--tf32] [--fused-head]
+                                      [--tf32] [--fused-head] [--compile-networks]
 
 After the warm-up (preparation, compilation, replay filling to its minimum) it reads every endpoint, waits
 ``--seconds`` and reads them again. One JSON line: sustained updates/s and environment steps/s, the actors'
-inference call latency p50/p99 (their histogram), the learner's update latency p50 and mean (and the fraction of updates replayed as CUDA graphs), the fraction of
+inference call latency p50/p99 (their histogram), the endpoint's own latency p50, median batch and mean time per
+stage of its work (``phylorl_inference_stage_seconds``: what the actors' wait is made of), the learner's update latency p50 and mean (and the fraction of updates replayed as CUDA graphs), the fraction of
 the learner's time spent waiting for a batch (its feed), the policy lag (weights versions between acting and
 learning), the services' restarts during the run, and the CPU each service used (cores, from /proc), with the
 machine named.
@@ -91,7 +92,8 @@ def pid_of(pattern: str) -> int | None:
 
 def agent_section(args) -> str:
     """The learner's options of the run's config file (YAML), from the flags."""
-    options = [name for name, on in (("cuda_graphs", args.cuda_graphs), ("fused_head", args.fused_head)) if on]
+    options = [name for name, on in (("cuda_graphs", args.cuda_graphs), ("fused_head", args.fused_head),
+                                     ("compile_networks", args.compile_networks)) if on]
     fields = (["tf32: true"] if args.tf32 else []) + (
         ["agent: {" + ", ".join(f"{name}: true" for name in options) + "}"] if options else [])
     return "learner: {" + ", ".join(fields) + "}\n" if fields else ""
@@ -112,6 +114,8 @@ def main(argv=None) -> int:
     p.add_argument("--tf32", action="store_true", help="the learner's float32 products use TF32 (CUDA)")
     p.add_argument("--fused-head", action="store_true", help="the learner's no-grad next-move passes and its "
                    "inference endpoint use the fused Triton head (CUDA)")
+    p.add_argument("--compile-networks", action="store_true", help="the learner's encoders are torch.compile-d "
+                   "(AgentConfig.compile_networks; give --warmup-s the compilation's time too)")
     args = p.parse_args(argv)
     run_dir = Path(args.run_dir or tempfile.mkdtemp(prefix="bench-system-")) / "run"
     config = run_dir.parent / "bench.yaml"
@@ -165,6 +169,15 @@ def main(argv=None) -> int:
         value = quantile(histogram(first[kind], name), histogram(second[kind], name), quant)
         return None if value is None else round(value, 5)
 
+    def stage_mean_ms(stage: str) -> float | None:  # mean of one stage of the endpoint's work
+        def labelled(reading, name):
+            return sum(r["values"].get((name, (("stage", stage),)), 0.0) for r in reading)
+        count = labelled(second["learner"], "phylorl_inference_stage_seconds_count") - \
+            labelled(first["learner"], "phylorl_inference_stage_seconds_count")
+        seconds = labelled(second["learner"], "phylorl_inference_stage_seconds_sum") - \
+            labelled(first["learner"], "phylorl_inference_stage_seconds_sum")
+        return round(1e3 * seconds / count, 3) if count else None
+
     updates = delta("learner", "phylorl_learner_updates_total")
     series = (run_dir / "metrics.jsonl").read_text().splitlines() if (run_dir / "metrics.jsonl").exists() else []
     restarts = json.loads(series[-1]).get("restarts") if series else None
@@ -172,12 +185,16 @@ def main(argv=None) -> int:
     emit({"benchmark": "bench_system", "machine": machine(), "actors": args.actors,
           "envs_per_actor": args.envs_per_actor, "taxa": args.taxa, "batch_size": args.batch_size,
           "hidden": args.hidden, "cuda_graphs": args.cuda_graphs, "fused_head": args.fused_head, "tf32": args.tf32,
+          "compile_networks": args.compile_networks,
           "seconds": round(elapsed, 1),
           "updates_per_s": round(updates / elapsed, 3),
           "env_steps_per_s": round(delta("actor", "phylorl_actor_env_steps_total") / elapsed, 2),
           "transitions_per_s": round(delta("replay", "phylorl_replay_inserted_total") / elapsed, 2),
           "inference_p50_s": q("actor", "phylorl_actor_inference_call_seconds", 0.5),
           "inference_p99_s": q("actor", "phylorl_actor_inference_call_seconds", 0.99),
+          "inference_endpoint_p50_s": q("learner", "phylorl_inference_latency_seconds", 0.5),
+          "inference_batch_p50": q("learner", "phylorl_inference_batch_size", 0.5),
+          "inference_stage_mean_ms": {stage: stage_mean_ms(stage) for stage in ("inputs", "batch", "network", "reply")},
           "update_p50_s": q("learner", "phylorl_learner_update_seconds", 0.5),
           "update_mean_s": round(delta("learner", "phylorl_learner_update_seconds_sum") / max(updates, 1), 5),
           "graph_replay_fraction": round(delta("learner", "phylorl_learner_graph_replays_total") / max(updates, 1), 3),

@@ -90,6 +90,12 @@ PANELS = [
         ("Inference latency (p50 / p95 / p99)",
          "Server-side time of one batched inference, queueing included (phylorl_inference_latency_seconds).",
          "s", quantiles("phylorl_inference_latency_seconds")),
+        ("Inference work by stage (mean)",
+         "Mean time of each stage of the endpoint's work (phylorl_inference_stage_seconds): inputs (one request's "
+         "records made into network inputs, on its gRPC thread), batch (a batch's inputs concatenated and copied to "
+         "the device), network (the twin networks, the move choice, the answers' copy back), reply (answers sliced, "
+         "callers woken). Latency beyond batch + network + reply is queueing and the batching delay.",
+         "s", [mean("phylorl_inference_stage_seconds", "{{stage}}", by="stage")]),
         ("Inference batch size",
          "Observations per network call: batching across actors, bounded by the maximum batch size and delay.",
          "none", quantiles("phylorl_inference_batch_size", qs=(0.5, 0.95)) + [mean("phylorl_inference_batch_size")]),

@@ -109,8 +109,10 @@ class BatchingInference:
             PackedRecords.from_records([encode_observation(obs) for obs in states])
         if len(records) == 0:
             raise ValueError("an Act request needs at least one state")
+        start = time.perf_counter()
         inputs = self._inputs(records)
         request = _Request(inputs, len(records), bool(greedy))
+        metrics.INFERENCE_STAGE.labels("inputs").observe(request.arrived - start)
         try:
             self._queue.put_nowait(request)
         except queue.Full:
@@ -185,12 +187,18 @@ class BatchingInference:
 
     def _answer(self, group: list[_Request], greedy: bool) -> None:
         snapshot = self._snapshot
+        answered = None
         try:
+            t0 = time.perf_counter()
             metrics.INFERENCE_BATCH.observe(sum(r.count for r in group))
             graphs, actions = move_to(concat_inputs([r.inputs for r in group]), self.device)
+            t1 = time.perf_counter()
             chosen, q, v = select_actions(snapshot.nets, graphs, actions, snapshot.alpha, greedy,
                                           generator=self._generator)
             chosen, q, v = (t.cpu().numpy() for t in (chosen, q, v))
+            answered = time.perf_counter()
+            metrics.INFERENCE_STAGE.labels("batch").observe(t1 - t0)
+            metrics.INFERENCE_STAGE.labels("network").observe(answered - t1)
             start = 0
             for r in group:
                 end = start + r.count
@@ -202,3 +210,5 @@ class BatchingInference:
                 r.error = error
         for r in group:
             r.done.set()
+        if answered is not None:
+            metrics.INFERENCE_STAGE.labels("reply").observe(time.perf_counter() - answered)

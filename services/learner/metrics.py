@@ -19,6 +19,10 @@
 ``phylorl_learner_redis_failures_total``  counter    publications to Redis that failed (Redis away; the next one retries)
 ``phylorl_inference_latency_seconds``     histogram  one Act request, from arrival to answer
 ``phylorl_inference_batch_size``          histogram  observations per network call
+``phylorl_inference_stage_seconds``       histogram  one stage of the endpoint's work, by stage: ``inputs`` (a request's
+                                                     network inputs, on its gRPC thread), ``batch`` (a batch's inputs
+                                                     concatenated and copied to the device), ``network`` (the networks
+                                                     and the answers' copy back), ``reply`` (answers sliced, callers woken)
 ``phylorl_inference_queue_depth``         gauge      requests waiting for the network
 ``phylorl_inference_requests_total``      counter    Act requests answered
 ``phylorl_inference_rejected_total``      counter    Act requests refused (queue full: RESOURCE_EXHAUSTED)
@@ -56,6 +60,8 @@ SKIPPED_BATCHES = Counter("phylorl_learner_skipped_batches_total",
 INFERENCE_LATENCY = Histogram("phylorl_inference_latency_seconds", "One Act request (s)", buckets=LATENCY_BUCKETS_S)
 INFERENCE_BATCH = Histogram("phylorl_inference_batch_size", "Observations per network call",
                             buckets=BATCH_SIZE_BUCKETS)
+INFERENCE_STAGE = Histogram("phylorl_inference_stage_seconds", "One stage of the inference endpoint's work (s)",
+                            ["stage"], buckets=LATENCY_BUCKETS_S)
 INFERENCE_QUEUE = Gauge("phylorl_inference_queue_depth", "Requests waiting for the network")
 INFERENCE_REQUESTS = Counter("phylorl_inference_requests_total", "Act requests answered")
 INFERENCE_REJECTED = Counter("phylorl_inference_rejected_total", "Act requests refused (overloaded)")

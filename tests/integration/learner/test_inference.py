@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 
 import grpc
 import numpy as np
@@ -57,6 +58,8 @@ def test_concurrent_requests_are_merged_into_fewer_network_calls(endpoint):
     stub, _, _ = endpoint
     observations = _observations(16, 9, seed=1)
     calls_before = metrics.INFERENCE_BATCH._sum.get(), _count(metrics.INFERENCE_BATCH)
+    stages = ("inputs", "batch", "network", "reply")
+    stages_before = {s: _count(metrics.INFERENCE_STAGE.labels(s)) for s in stages}
     barrier = threading.Barrier(16)
     replies = [None] * 16
 
@@ -73,6 +76,14 @@ def test_concurrent_requests_are_merged_into_fewer_network_calls(endpoint):
     observations_run = metrics.INFERENCE_BATCH._sum.get() - calls_before[0]
     assert observations_run == 16
     assert network_calls < 16  # several requests shared one network call
+    # every request's inputs stage, every network call's batch, network and reply stages were timed
+    # (the reply stage is recorded after the callers are woken: give the batching thread a moment)
+    want = {"inputs": 16, "batch": network_calls, "network": network_calls, "reply": network_calls}
+    deadline = time.monotonic() + 5.0
+    while (timed := {s: _count(metrics.INFERENCE_STAGE.labels(s)) - stages_before[s] for s in stages}) != want \
+            and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert timed == want
     for reply, obs in zip(replies, observations):
         assert reply.weights_version == 7
         action = codec.ndarray_from_proto(reply.actions)
