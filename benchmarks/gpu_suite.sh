@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU figures of docs/benchmarks.md ("On the GPU") in one run on a CUDA machine (about 9 minutes on an H100):
+# The GPU figures of docs/benchmarks.md ("On the GPU") in one run on a CUDA machine (about 9 minutes on an H200):
 # the learner update (CUDA graphs, TF32, the fused head), the whole system with the GPU options, the inference
 # endpoint's batching gain, the GPU tests, the update with torch.compile-d encoders, sampled records to the GPU
 # (compact moves expanded there) and the update with demonstration labels on every next state. JSON lines and
@@ -32,9 +32,9 @@ step() {  # step NAME LIMIT_S OUTPUT_FILE COMMAND...
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 step update 90 bench_update.jsonl python3 benchmarks/bench_update.py --device cuda \
   --paths graphs,graphs-fused --repeats 30 --warmup 5 --tf32
-step system 140 bench_system.jsonl python3 benchmarks/bench_system.py --actors "$ACTORS" --envs-per-actor 2 \
+step system 160 bench_system.jsonl python3 benchmarks/bench_system.py --actors "$ACTORS" --envs-per-actor 2 \
   --seconds 30 --warmup-s 40 --device cuda --cuda-graphs --fused-head --tf32
-step inference 90 bench_inference.jsonl python3 benchmarks/bench_inference.py --seconds 3 --fused-head --tf32
+step inference 150 bench_inference.jsonl python3 benchmarks/bench_inference.py --seconds 3 --fused-head --tf32
 step gpu-tests 150 gpu_tests.log python3 -m pytest -q -p no:cacheprovider tests/gpu
 step update-compiled 120 bench_update_compiled.jsonl python3 benchmarks/bench_update.py --device cuda \
   --paths graphs-fused,graphs-fused-compiled --repeats 30 --warmup 5 --tf32
