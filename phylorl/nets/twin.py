@@ -32,7 +32,8 @@ from phylorl.nets.segment import segment_max, segment_mean, segment_sum
 class TwinQ:
     """``min(Q1, Q2)`` of two :class:`QNetwork` of one config (see module docstring)."""
 
-    def __init__(self, q1: QNetwork, q2: QNetwork, fused: bool = False, cache: bool = True, compiled: bool = False):
+    def __init__(self, q1: QNetwork, q2: QNetwork, fused: bool = False, cache: bool = True, compiled: bool = False,
+                 frozen: bool = False):
         if q1.cfg != q2.cfg:
             raise ValueError("TwinQ needs two networks of the same config")
         if fused and not fused_head.supported(q1.cfg.head_hidden):
@@ -45,11 +46,16 @@ class TwinQ:
         self.compiled = compiled
         """Stack the weights and run the encoder as one ``torch.compile``-d function (:func:`qnet.compiled`),
         the stacked weights recomputed in it on every call (``cache`` then plays no part)."""
+        self.frozen = frozen
+        """The networks' parameters never change (a published snapshot): stack them once and skip the check of
+        every parameter's version on each call."""
         self._stacked: tuple | None = None
 
     def _weights(self) -> dict:
         if not self.cache:
             return self._stack()
+        if self.frozen and self._stacked is not None:
+            return self._stacked[1]
         params = [p for net in self.nets for p in net.parameters()]
         key = tuple((id(p), p._version) for p in params)
         if self._stacked is None or self._stacked[0] != key:
@@ -157,10 +163,10 @@ def _stacked_encode(twin: TwinQ, graphs: GraphBatch, plan: InputPlan) -> tuple[T
     return nodes, tree, w
 
 
-def twin_or_none(nets, fused: bool = False) -> TwinQ | None:
+def twin_or_none(nets, fused: bool = False, frozen: bool = False) -> TwinQ | None:
     """A :class:`TwinQ` for ``nets`` when it applies (two networks of one ``gather`` config), else ``None``;
-    ``fused``: with the fused head (see :class:`TwinQ`)."""
+    ``fused``: with the fused head; ``frozen``: the networks never change (see :class:`TwinQ`)."""
     if len(nets) != 2 or nets[0].cfg != nets[1].cfg or nets[0].cfg.action_features != "gather":
         return None
-    return TwinQ(nets[0], nets[1], fused=fused)
+    return TwinQ(nets[0], nets[1], fused=fused, frozen=frozen)
 

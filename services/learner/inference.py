@@ -90,7 +90,8 @@ class BatchingInference:
         nets = policy_networks(self.net_cfg, weights, self.device)
         if self.fused_head and self._snapshot is None:  # compile before the first request, not during it
             fused_head.warm_up(self.net_cfg.head_hidden, self.net_cfg.action_meta, self.device)
-        nets = twin_or_none(nets, fused=self.fused_head) or nets  # min(Q1, Q2) in one pass where it applies
+        # min(Q1, Q2) in one pass where it applies; a snapshot's networks never change (a new one replaces them)
+        nets = twin_or_none(nets, fused=self.fused_head, frozen=True) or nets
         buffer = io.BytesIO()
         torch.save({"version": version, "alpha": alpha, "weights": weights}, buffer)
         self._snapshot = Snapshot(nets, float(alpha), int(version), buffer.getvalue())

@@ -52,3 +52,17 @@ def test_twin_only_for_acting_and_matching_networks():
         TwinQ(q1, perturbed(CONFIGS[0]))
     assert twin_or_none((q1,)) is None
     assert twin_or_none((perturbed(NetworkConfig(action_features="indices")),) * 2) is None
+
+
+def test_a_frozen_twin_stacks_once_and_answers_as_the_networks_did():
+    q1, q2 = perturbed(CONFIGS[1], seed=1).eval(), perturbed(CONFIGS[1], seed=2).eval()
+    graphs, actions = batch([8, 12], seed=3)
+    frozen = TwinQ(q1, q2, frozen=True)
+    first = frozen(graphs, actions)
+    assert_equal_paths(first, separate(q1, q2, graphs, actions))
+    stacked = frozen._stacked
+    for net, seed in ((q1, 5), (q2, 6)):  # a frozen twin is for weights that never change: it keeps its stack
+        net.load_state_dict(perturbed(CONFIGS[1], seed=seed).state_dict())
+    assert frozen._stacked is stacked
+    torch.testing.assert_close(frozen(graphs, actions), first, rtol=0, atol=0)
+    assert not torch.allclose(TwinQ(q1, q2)(graphs, actions), first)
