@@ -5,7 +5,7 @@
 # (compact moves expanded there) and the update with demonstration labels on every next state. JSON lines and
 # logs go to OUT_DIR.
 #
-#   bash benchmarks/gpu_suite.sh [OUT_DIR] [ACTORS]      (defaults: ./gpu-results, nproc - 2 actors)
+#   [ENVS=8] bash benchmarks/gpu_suite.sh [OUT_DIR] [ACTORS]      (defaults: ./gpu-results, nproc - 2 actors)
 #
 # Steps run in that order (the headline figures first), each under its own time limit, and the suite goes on
 # after a failure, so one broken step costs only its own figure; the step's exit status is printed with its
@@ -15,6 +15,9 @@ set -u
 cd "$(dirname "$0")/.."
 OUT_DIR=${1:-gpu-results}
 ACTORS=${2:-$(( $(nproc) - 2 ))}
+# environments per actor: each actor sends all of its environments' states in one Act call per step, so more of
+# them hide the inference round trip (session 13 on the H200: with 2, the 14 actors used 3.3 of their cores)
+ENVS=${ENVS:-8}
 SUITE_SECONDS=${SUITE_SECONDS:-100000}
 mkdir -p "$OUT_DIR"
 export PYTHONUNBUFFERED=1
@@ -32,7 +35,7 @@ step() {  # step NAME LIMIT_S OUTPUT_FILE COMMAND...
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 step update 90 bench_update.jsonl python3 benchmarks/bench_update.py --device cuda \
   --paths graphs,graphs-fused --repeats 30 --warmup 5 --tf32
-step system 160 bench_system.jsonl python3 benchmarks/bench_system.py --actors "$ACTORS" --envs-per-actor 2 \
+step system 160 bench_system.jsonl python3 benchmarks/bench_system.py --actors "$ACTORS" --envs-per-actor "$ENVS" \
   --seconds 30 --warmup-s 40 --device cuda --cuda-graphs --fused-head --tf32
 step inference 150 bench_inference.jsonl python3 benchmarks/bench_inference.py --seconds 3 --fused-head --tf32
 step gpu-tests 150 gpu_tests.log python3 -m pytest -q -p no:cacheprovider tests/gpu
