@@ -158,7 +158,7 @@ class QNetwork(nn.Module):
         if fast:
             slots = plan.slots if plan is not None else dense_slots(graphs, self.cfg.heads, self.cfg.gat_self_loops)
             if self.compiled:
-                return compiled(_fast_encode)(self, graphs, slots, None)
+                return compiled(_fast_encode)(self, graphs, slots, None, True)
             return _fast_encode(self, graphs, slots, self.derived_weights()["gat"])
         x = F.relu(self.node_encoder(graphs.x))
         for conv in self.convs:
@@ -270,27 +270,56 @@ class QNetwork(nn.Module):
         return self.head(nodes, tree, graphs, actions, fast, generator, chunk, plan)
 
 
-def _fast_encode(net: QNetwork, graphs: GraphBatch, slots: DenseSlots, derived: list | None) -> tuple[Tensor, Tensor]:
+def _fast_encode(net: QNetwork, graphs: GraphBatch, slots: DenseSlots, derived: list | None,
+                 by_index: bool = False) -> tuple[Tensor, Tensor]:
     """:meth:`QNetwork.encode`'s fast path (``derived``: the GAT layers' :func:`gat_weights`, computed here when
-    ``None``)."""
+    ``None``; ``by_index``: pool with :func:`pool_by_index`)."""
     x = F.relu(net.node_encoder(graphs.x))
     gathers = net._gathers()
     for i, conv in enumerate(net.convs):
         weights = gat_weights(conv) if derived is None else derived[i]
         x = F.relu(dense_gat(conv, x, slots, weights, gathers)) + x
+    if by_index:
+        return x, pool_by_index(x, graphs.nodes.index, graphs.nodes.sizes)
     seg = graphs.nodes
     return x, torch.cat([segment_sum(x, seg), segment_mean(x, seg), segment_max(x, seg)], dim=1)
 
 
+def pool_by_index(x: Tensor, index: Tensor, sizes: Tensor) -> Tensor:
+    """Sum, mean and max of ``x``'s rows per segment, ``[L, D] -> [G, 3 D]``, from the rows' segment ``index`` and
+    the segments' ``sizes`` alone: the segment functions' general path without their Python ints (the number of
+    segments, a uniform size), on which compiled code would otherwise specialise and recompile for every batch
+    shape."""
+    count, width = sizes.shape[0], x.shape[1]
+    total = x.new_zeros((count, width)).index_add(0, index, x)
+    mean = total / sizes.clamp(min=1).to(x.dtype).unsqueeze(1)
+    top = x.new_full((count, width), float("-inf")).scatter_reduce(0, index.unsqueeze(1).expand_as(x), x,
+                                                                     reduce="amax", include_self=True)
+    return torch.cat([total, mean, top], dim=1)
+
+
 _COMPILED: dict = {}
+RECOMPILE_LIMIT = 24
+"""Compilations allowed per compiled function. A learner calls each in three variants (with gradients; without
+them for the online and for the target networks, whose parameters do not require them), and each variant is
+compiled with static shapes first and again, dynamic, when a dimension changes (the nodes of a batch, then its
+trees, then its moves): at most about 12 in all; dynamo's default limit, 8, would end a run that trains on
+trees of mixed sizes."""
 
 
 def compiled(fn):
     """``torch.compile(fn, fullgraph=True)``, made once per function (so every network shares its code and
-    guards). Shapes start static; a second input shape recompiles with dynamic ones."""
+    guards) and called with :data:`RECOMPILE_LIMIT`. Shapes start static, so a batch size that never changes
+    keeps static kernels; a dimension that changes is recompiled as dynamic."""
     found = _COMPILED.get(fn)
     if found is None:
-        found = _COMPILED[fn] = torch.compile(fn, fullgraph=True)
+        inner = torch.compile(fn, fullgraph=True)
+
+        def found(*args):
+            with torch._dynamo.config.patch(recompile_limit=RECOMPILE_LIMIT):
+                return inner(*args)
+
+        _COMPILED[fn] = found
     return found
 
 

@@ -25,7 +25,7 @@ from torch import Tensor
 
 from phylorl.nets import fused_head
 from phylorl.nets.inputs import ActionBatch, GraphBatch
-from phylorl.nets.qnet import InputPlan, QNetwork, compiled
+from phylorl.nets.qnet import InputPlan, QNetwork, compiled, pool_by_index
 from phylorl.nets.segment import segment_max, segment_mean, segment_sum
 
 
@@ -115,7 +115,7 @@ class TwinQ:
             both = self._head(nodes, tree, graphs, actions, plan, w)
         return both.amin(0) if reduce == "min" else both.mean(0)
 
-    def _encode(self, graphs: GraphBatch, plan: InputPlan, w: dict) -> tuple[Tensor, Tensor]:
+    def _encode(self, graphs: GraphBatch, plan: InputPlan, w: dict, by_index: bool = False) -> tuple[Tensor, Tensor]:
         cfg, slots = self.cfg, plan.slots
         n, heads, channels = graphs.x.shape[0], cfg.heads, cfg.hidden // cfg.heads
         x = torch.relu(torch.baddbmm(w["enc_b"], graphs.x.expand(2, -1, -1), w["enc_w"]))  # [2, N, h]
@@ -130,7 +130,10 @@ class TwinQ:
             x = torch.relu(out.view(2, n, heads * channels) + bias) + x
         flat = x.transpose(0, 1).reshape(n, -1)  # [N, 2h]: pool both networks' embeddings at once
         seg = graphs.nodes
-        pooled = [f(flat, seg).view(-1, 2, cfg.hidden) for f in (segment_sum, segment_mean, segment_max)]
+        if by_index:  # no Python ints in compiled code (see qnet.pool_by_index)
+            pooled = pool_by_index(flat, seg.index, seg.sizes).view(-1, 3, 2, cfg.hidden).unbind(1)
+        else:
+            pooled = [f(flat, seg).view(-1, 2, cfg.hidden) for f in (segment_sum, segment_mean, segment_max)]
         tree = torch.cat(pooled, dim=2).transpose(0, 1)  # [2, G, 3h]
         return x, tree
 
@@ -159,7 +162,7 @@ class TwinQ:
 def _stacked_encode(twin: TwinQ, graphs: GraphBatch, plan: InputPlan) -> tuple[Tensor, Tensor, dict]:
     """Both networks' stacked weights and node and tree embeddings (the compiled part of a compiled twin)."""
     w = twin._stack()
-    nodes, tree = twin._encode(graphs, plan, w)
+    nodes, tree = twin._encode(graphs, plan, w, by_index=True)
     return nodes, tree, w
 
 

@@ -18,9 +18,8 @@ from test_qnet import assert_equal_paths, batch, perturbed  # noqa: E402  (same 
 
 @pytest.fixture(autouse=True)
 def fresh_compiler():
-    """Each test starts with no compiled code, so the variants of earlier tests do not count towards dynamo's
-    limit of 8 per function (the learner makes at most 3 per input shape: with gradients, and without them for
-    the online and the target networks)."""
+    """Each test starts with no compiled code, so the variants of earlier tests do not count towards the limit
+    of compilations per function (``qnet.RECOMPILE_LIMIT``)."""
     torch._dynamo.reset()
 
 
@@ -61,9 +60,12 @@ def test_compiled_twin_equals_the_eager_twin_and_follows_new_weights():
     assert_equal_paths(comp(graphs, actions), eager(graphs, actions))
 
 
-def test_compiled_learner_updates_equal_eager_ones():
+def test_compiled_learner_updates_equal_eager_ones_over_batches_of_every_shape():
+    # trees of one size and of mixed sizes, in changing numbers: each changing dimension recompiles once as
+    # dynamic, and the run never reaches dynamo's limit (which fullgraph=True would make an error)
     rng = np.random.default_rng(0)
-    batches = [collate([random_transition(n, rng) for n in sizes]) for sizes in ([8] * 4, [8] * 4, [6, 9, 7])]
+    plans = ([8] * 4, [8] * 4, [10] * 4, [12] * 6, [6, 9, 7], [14] * 3, [5, 19], [16] * 5, [11] * 2, [7, 7, 8])
+    batches = [collate([random_transition(n, rng) for n in sizes]) for sizes in plans]
     eager = Learner(CFG, AgentConfig(), "cpu", seed=0)
     comp = Learner(CFG, AgentConfig(compile_networks=True), "cpu", seed=0)
     assert all(net.compiled for net in (comp.q1, comp.q2, comp.target1, comp.target2))
