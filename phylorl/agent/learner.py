@@ -69,6 +69,24 @@ def _eval_mode(*nets: nn.Module):
             n.train(mode)
 
 
+def _require_compiler(device: torch.device) -> None:
+    """``AgentConfig.compile_networks`` needs inductor's code generator for ``device``: Triton on a GPU, a C++
+    compiler on a CPU. Say so at once, not as a traceback at the first update."""
+    if device.type == "cuda":
+        from torch.utils._triton import has_triton
+
+        if not has_triton():
+            raise ValueError("AgentConfig.compile_networks needs Triton on a CUDA device (CUDA builds of torch ship it)")
+        return
+    from torch._inductor import cpp_builder
+
+    try:
+        cpp_builder.get_cpp_compiler()
+    except Exception as exc:  # inductor's InvalidCxxCompiler, whose module path moves between releases
+        raise ValueError(f"AgentConfig.compile_networks on the {device.type} needs a C++ compiler (g++ or clang++ "
+                         f"on PATH, or CXX): {str(exc).splitlines()[0]}") from None
+
+
 class Learner:
     """Two online Q networks, their targets, ``log alpha`` and the optimisers, on one device.
 
@@ -108,6 +126,8 @@ class Learner:
             compiled = agent_cfg.compile_networks
             self.twins = (TwinQ(self.target1, self.target2, fused=True, cache=not graphs, compiled=compiled),
                           TwinQ(self.q1, self.q2, fused=True, cache=not graphs, compiled=compiled))
+        if agent_cfg.compile_networks:
+            _require_compiler(self.device)
         for net in (self.q1, self.q2, self.target1, self.target2):
             net.compiled = agent_cfg.compile_networks
         self.graphs: CudaGraphs | None = CudaGraphs(self) if graphs else None

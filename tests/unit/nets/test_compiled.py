@@ -77,3 +77,11 @@ def test_compiled_learner_updates_equal_eager_ones_over_batches_of_every_shape()
         np.testing.assert_allclose(p_comp, p_eager, rtol=1e-4, atol=1e-5)
     for a, b in zip(eager.q1.parameters(), comp.q1.parameters()):
         assert_equal_paths(b, a, rel=1e-4)
+
+
+def test_without_a_compiler_the_learner_says_so_at_once(monkeypatch):
+    from torch._inductor import config
+
+    monkeypatch.setattr(config.cpp, "cxx", (None, "/nonexistent/g++"))  # what CXX=/nonexistent/g++ at start-up sets
+    with pytest.raises(ValueError, match="compile_networks on the cpu needs a C\\+\\+ compiler"):
+        Learner(CFG, AgentConfig(compile_networks=True), "cpu", seed=0)
