@@ -5,7 +5,9 @@ passes over the 3 edges at p) + compute the reward + build the next observation 
 their metadata, graph arrays). Measured on DS1 (27 taxa, GTR+F+G4 fixed to IQ-TREE's estimates) and
 on a simulated 20-taxon, 1000-site alignment, with random moves from random start trees, one core.
 Figures are medians over repeated blocks of steps (milliseconds per step). ``sim20_vec_env``: a
-VecTreeEnv of 4 environments stepping on the same alignment (each environment has its own engine state).
+VecTreeEnv of 4 environments stepping on the same alignment (each environment has its own engine state);
+``sim20_vec_env_rich`` the same with the rich observation the actors send (parsimony changes, split supports);
+``parsimony_deltas`` the Fitch length change of every move of one tree (the rich features' costliest part).
 
 Usage: python benchmarks/bench_env.py  (needs ../shared/data/ds for DS1)
 """
@@ -84,13 +86,13 @@ def measure(entry: EnvAlignment, seed: int) -> dict:
     return out
 
 
-def measure_vec(entry: EnvAlignment, n_envs: int, seed: int) -> dict:
+def measure_vec(entry: EnvAlignment, n_envs: int, seed: int, features: str = "basic") -> dict:
     """``VecTreeEnv`` of ``n_envs`` environments on one alignment, random moves: ms per environment step
     (median over blocks). The environments interleave on the same alignment, the case where a shared
     engine would recompute every partial at every step."""
     from phylorl.env import VecTreeEnv
 
-    vec = VecTreeEnv([entry], n_envs, EnvConfig(start="random", horizon=10**9, features="basic"), seed=seed)
+    vec = VecTreeEnv([entry], n_envs, EnvConfig(start="random", horizon=10**9, features=features), seed=seed)
     obs = vec.reset()
     rng = np.random.default_rng(seed)
     blocks = []
@@ -100,7 +102,27 @@ def measure_vec(entry: EnvAlignment, n_envs: int, seed: int) -> dict:
             actions = [int(rng.integers(o.n_actions)) for o in obs]
             obs = vec.step(actions).obs
         blocks.append((time.perf_counter() - started) / (STEPS_PER_BLOCK * n_envs) * 1e3)
-    return {"n_envs": n_envs, "ms_per_env_step": round(statistics.median(blocks), 4)}
+    return {"n_envs": n_envs, "features": features, "ms_per_env_step": round(statistics.median(blocks), 4)}
+
+
+def parsimony_ms(alignment, seed: int) -> dict:
+    """The rich features' Fitch length change of every SPR move of a random tree (``spr_parsimony_deltas``):
+    ms per tree, median of blocks."""
+    from phylorl.phylo import random_tree
+    from phylorl.phylo.parsimony import parsimony_tips, spr_parsimony_deltas
+
+    patterns = alignment.patterns()
+    tips, weights = parsimony_tips(patterns.codes), np.asarray(patterns.weights, np.float64)
+    tree = random_tree(alignment.taxa, np.random.default_rng(seed))
+    moves = enumerate_moves(tree)
+    spr_parsimony_deltas(tree, moves, tips, weights)
+    blocks = []
+    for _ in range(BLOCKS):
+        started = time.perf_counter()
+        for _ in range(STEPS_PER_BLOCK):
+            spr_parsimony_deltas(tree, moves, tips, weights)
+        blocks.append((time.perf_counter() - started) / STEPS_PER_BLOCK * 1e3)
+    return {"patterns": int(tips.shape[1]), "moves": int(len(moves)), "ms": round(statistics.median(blocks), 4)}
 
 
 def main() -> None:
@@ -112,6 +134,8 @@ def main() -> None:
     sim_entry = EnvAlignment.build(sim.alignment, prepared_for(sim.alignment, sim.model))
     result["sim20_gtr_g"] = measure(sim_entry, seed=1)
     result["sim20_vec_env"] = measure_vec(sim_entry, n_envs=4, seed=2)
+    result["sim20_vec_env_rich"] = measure_vec(sim_entry, n_envs=4, seed=2, features="rich")
+    result["parsimony_deltas"] = {"sim20": parsimony_ms(sim.alignment, seed=3), "ds1": parsimony_ms(ds1, seed=3)}
     emit(result)
 
 

@@ -1,7 +1,10 @@
 """Fitch parsimony: the length of a tree, and the length change of every SPR move in one pass.
 
 States are the alignment's uint8 masks (A=1, C=2, G=4, T=8; gaps and ambiguity codes are their
-unions), taken per site pattern and weighted by the pattern counts, so lengths count sites.
+unions), taken per site pattern and weighted by the pattern counts, so lengths count sites. The kernels
+hold a set of patterns as four bit planes of 64-pattern words (:func:`bit_planes`), as parsimony
+programs do: one Fitch step is a few word operations for 64 patterns, and a weighted count is a
+popcount per weight class of a word (patterns are ordered by weight, so most words hold one class).
 
 For a move ``(p, s, x, y)`` (see :mod:`phylorl.phylo.spr`) let ``S`` be the pruned subtree's Fitch
 set (the s-side of edge ``(p, s)``) and ``R`` the remaining tree, in which ``p``'s other
@@ -23,10 +26,80 @@ from phylorl.phylo.spr import slot_of
 from phylorl.phylo.tree import Tree
 
 
+_M1 = np.uint64(0x5555555555555555)
+_M2 = np.uint64(0x3333333333333333)
+_M4 = np.uint64(0x0F0F0F0F0F0F0F0F)
+_H01 = np.uint64(0x0101010101010101)
+
+
 @njit(cache=True, nogil=True, inline="always")
-def _fitch(a, b):
-    both = a & b
-    return both if both else a | b
+def _popcount(x):
+    x = x - ((x >> np.uint64(1)) & _M1)
+    x = (x & _M2) + ((x >> np.uint64(2)) & _M2)
+    x = (x + (x >> np.uint64(4))) & _M4
+    return (x * _H01) >> np.uint64(56)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _fitch_word(a, b, w):
+    """Fitch of two sets' word ``w`` (4 bit planes each): the intersection where it is not empty, else the
+    union; and the bits where it was empty (a union made)."""
+    i0, i1, i2, i3 = a[0, w] & b[0, w], a[1, w] & b[1, w], a[2, w] & b[2, w], a[3, w] & b[3, w]
+    empty = ~(i0 | i1 | i2 | i3)
+    return (i0 | ((a[0, w] | b[0, w]) & empty), i1 | ((a[1, w] | b[1, w]) & empty),
+            i2 | ((a[2, w] | b[2, w]) & empty), i3 | ((a[3, w] | b[3, w]) & empty), empty)
+
+
+@njit(cache=True, nogil=True)
+def _fitch_into(out, a, b):
+    for w in range(out.shape[1]):
+        out[0, w], out[1, w], out[2, w], out[3, w], _ = _fitch_word(a, b, w)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _weigh(bits, w, classes):
+    """Weighted count of the set ``bits`` of word ``w`` (``classes``: see :func:`bit_planes`)."""
+    starts, masks, weights = classes
+    total = 0.0
+    for c in range(starts[w], starts[w + 1]):
+        total += weights[c] * _popcount(bits & masks[c])
+    return total
+
+
+@njit(cache=True, nogil=True)
+def bit_planes(tips, weights):
+    """Leaf sets as bit planes: ``(planes, classes)``. ``planes`` uint64 ``[n_leaves, 4, W]``: bit ``j`` of word
+    ``w`` in plane ``q`` says whether pattern ``64 w + j`` (patterns in order of decreasing weight) may be state
+    ``q`` (A, C, G, T); the padding bits of the last word are full sets, which Fitch never empties. ``classes``
+    ``(starts [W + 1], masks [C], weights [C])``: the patterns of word ``w`` grouped by weight, so a count of
+    patterns is ``sum weights[c] * popcount(bits & masks[c])`` over its word's few classes."""
+    n_leaves, n_pat = tips.shape
+    order = np.argsort(-weights, kind="mergesort")
+    n_words = (n_pat + 63) // 64
+    planes = np.zeros((n_leaves, 4, n_words), np.uint64)
+    starts = np.zeros(n_words + 1, np.int64)
+    masks = np.zeros(n_pat, np.uint64)
+    class_weights = np.zeros(n_pat, np.float64)
+    n_classes = 0
+    for j in range(n_words * 64):
+        w, bit = j >> 6, np.uint64(1) << np.uint64(j & 63)
+        if j >= n_pat:
+            for leaf in range(n_leaves):
+                for q in range(4):
+                    planes[leaf, q, w] |= bit
+            continue
+        col = order[j]
+        for leaf in range(n_leaves):
+            code = tips[leaf, col]
+            for q in range(4):
+                if (code >> q) & 1:
+                    planes[leaf, q, w] |= bit
+        if (j & 63) == 0 or weights[col] != class_weights[n_classes - 1]:
+            class_weights[n_classes] = weights[col]
+            n_classes += 1
+        masks[n_classes - 1] |= bit
+        starts[w + 1] = n_classes
+    return planes, (starts, masks[:n_classes].copy(), class_weights[:n_classes].copy())
 
 
 @njit(cache=True, nogil=True)
@@ -70,25 +143,21 @@ def _other_slots(neighbors, v, skip):
 
 
 @njit(cache=True, nogil=True)
-def directional_sets(neighbors, n_leaves, tips):
-    """``down[v, k, :]``: Fitch sets of the subtree on ``neighbors[v, k]``'s side of that edge.
-
-    ``tips`` uint8 ``[n_leaves, P]``. Leaves' slots 1 and 2 stay zero.
-    """
+def directional_sets(neighbors, n_leaves, planes):
+    """``down[v, k]``: Fitch sets (bit planes ``[4, W]``) of the subtree on ``neighbors[v, k]``'s side of that
+    edge. ``planes`` from :func:`bit_planes`. Leaves' slots 1 and 2 stay zero."""
     n_nodes = neighbors.shape[0]
-    n_pat = tips.shape[1]
-    down = np.zeros((n_nodes, 3, n_pat), np.uint8)
+    down = np.zeros((n_nodes, 3, 4, planes.shape[2]), np.uint64)
     order, parent = _breadth_first(neighbors, n_leaves, -1)
     for i in range(n_nodes - 1, 0, -1):  # subtrees below each node, seen from its parent
         u = order[i]
         pu = parent[u]
         k = slot_of(neighbors, pu, u)
         if u < n_leaves:
-            down[pu, k, :] = tips[u]
+            down[pu, k] = planes[u]
         else:
             j1, j2 = _other_slots(neighbors, u, pu)
-            for c in range(n_pat):
-                down[pu, k, c] = _fitch(down[u, j1, c], down[u, j2, c])
+            _fitch_into(down[pu, k], down[u, j1], down[u, j2])
     for i in range(1, n_nodes):  # the rest of the tree, seen from each internal node
         u = order[i]
         if u < n_leaves:
@@ -96,36 +165,36 @@ def directional_sets(neighbors, n_leaves, tips):
         pu = parent[u]
         j = slot_of(neighbors, u, pu)
         m1, m2 = _other_slots(neighbors, pu, u)
-        for c in range(n_pat):
-            down[u, j, c] = _fitch(down[pu, m1, c], down[pu, m2, c])
+        _fitch_into(down[u, j], down[pu, m1], down[pu, m2])
     return down
 
 
 @njit(cache=True, nogil=True)
-def _misses(a, b, s, weights):
+def _misses(a, b, s, classes):
     """Weighted count of patterns where ``fitch(a, b)`` does not meet ``s``."""
     total = 0.0
-    for c in range(s.shape[0]):
-        if _fitch(a[c], b[c]) & s[c] == 0:
-            total += weights[c]
+    for w in range(s.shape[1]):
+        f0, f1, f2, f3, _ = _fitch_word(a, b, w)
+        miss = ~((f0 & s[0, w]) | (f1 & s[1, w]) | (f2 & s[2, w]) | (f3 & s[3, w]))
+        if miss:
+            total += _weigh(miss, w, classes)
     return total
 
 
 @njit(cache=True, nogil=True)
-def _prune_table(neighbors, n_leaves, down, weights):
+def _prune_table(neighbors, n_leaves, down, classes):
     """``table[p, k, y]``: length change of moving the subtree ``neighbors[p, k]`` onto the edge
     ``(x, y)`` of the remaining tree, ``x`` the end nearer the joined edge (NaN where no such move)."""
     n_nodes = neighbors.shape[0]
-    n_pat = weights.shape[0]
     table = np.full((n_nodes, 3, n_nodes), np.nan)
-    near = np.empty((n_nodes, n_pat), np.uint8)  # near-side set of R across the edge into each node
+    near = np.empty((n_nodes, 4, down.shape[3]), np.uint64)  # near-side set of R across the edge into each node
     stack = np.empty(n_nodes, np.int64)
     parent = np.empty(n_nodes, np.int64)
     for p in range(n_leaves, n_nodes):
         for ks in range(3):
             s_set = down[p, ks]
             ka, kb = (ks + 1) % 3, (ks + 2) % 3
-            base = _misses(down[p, ka], down[p, kb], s_set, weights)
+            base = _misses(down[p, ka], down[p, kb], s_set, classes)
             for side in range(2):
                 ki, ko = (ka, kb) if side == 0 else (kb, ka)
                 a = neighbors[p, ki]
@@ -136,9 +205,8 @@ def _prune_table(neighbors, n_leaves, down, weights):
                 top = 0
                 for j, jo in ((j1, j2), (j2, j1)):
                     c = neighbors[a, j]
-                    for q in range(n_pat):
-                        near[c, q] = _fitch(other[q], down[a, jo, q])
-                    table[p, ks, c] = _misses(near[c], down[a, j], s_set, weights) - base
+                    _fitch_into(near[c], other, down[a, jo])
+                    table[p, ks, c] = _misses(near[c], down[a, j], s_set, classes) - base
                     if c >= n_leaves:
                         parent[c] = a
                         stack[top] = c
@@ -149,9 +217,8 @@ def _prune_table(neighbors, n_leaves, down, weights):
                     i1, i2 = _other_slots(neighbors, x, parent[x])
                     for j, jo in ((i1, i2), (i2, i1)):
                         y = neighbors[x, j]
-                        for q in range(n_pat):
-                            near[y, q] = _fitch(near[x, q], down[x, jo, q])
-                        table[p, ks, y] = _misses(near[y], down[x, j], s_set, weights) - base
+                        _fitch_into(near[y], near[x], down[x, jo])
+                        table[p, ks, y] = _misses(near[y], down[x, j], s_set, classes) - base
                         if y >= n_leaves:
                             parent[y] = x
                             stack[top] = y
@@ -160,9 +227,19 @@ def _prune_table(neighbors, n_leaves, down, weights):
 
 
 @njit(cache=True, nogil=True)
-def _length(neighbors, n_leaves, down, weights):
+def _unions(a, b, classes):
+    """Weighted count of patterns where ``a`` and ``b`` do not meet (Fitch makes a union)."""
+    total = 0.0
+    for w in range(a.shape[1]):
+        empty = _fitch_word(a, b, w)[4]
+        if empty:
+            total += _weigh(empty, w, classes)
+    return total
+
+
+@njit(cache=True, nogil=True)
+def _length(neighbors, n_leaves, down, classes):
     """Weighted Fitch length: root on the edge from leaf 0 and count the unions."""
-    n_pat = weights.shape[0]
     # length = sum over internal nodes of unions made in a postorder from leaf 0's edge
     total = 0.0
     root = neighbors[0, 0]
@@ -171,27 +248,30 @@ def _length(neighbors, n_leaves, down, weights):
         if v < n_leaves:
             continue
         j1, j2 = _other_slots(neighbors, v, parent[v])
-        for c in range(n_pat):
-            if down[v, j1, c] & down[v, j2, c] == 0:
-                total += weights[c]
+        total += _unions(down[v, j1], down[v, j2], classes)
     # the root edge (leaf 0, root): one more union where the two sides do not meet
     k0 = slot_of(neighbors, root, 0)
-    for c in range(n_pat):
-        rest = _fitch(down[root, (k0 + 1) % 3, c], down[root, (k0 + 2) % 3, c])
-        if rest & down[root, k0, c] == 0:
-            total += weights[c]
-    return total
+    rest = np.empty_like(down[root, k0])
+    _fitch_into(rest, down[root, (k0 + 1) % 3], down[root, (k0 + 2) % 3])
+    return total + _unions(rest, down[root, k0], classes)
 
 
 @njit(cache=True, nogil=True)
 def _move_deltas(neighbors, n_leaves, tips, weights, moves):
-    down = directional_sets(neighbors, n_leaves, tips)
-    table = _prune_table(neighbors, n_leaves, down, weights)
+    planes, classes = bit_planes(tips, weights)
+    down = directional_sets(neighbors, n_leaves, planes)
+    table = _prune_table(neighbors, n_leaves, down, classes)
     out = np.empty(moves.shape[0])
     for i in range(moves.shape[0]):
         p, s, y = moves[i, 0], moves[i, 1], moves[i, 3]
         out[i] = table[p, slot_of(neighbors, p, s), y]
-    return out, _length(neighbors, n_leaves, down, weights)
+    return out, _length(neighbors, n_leaves, down, classes)
+
+
+@njit(cache=True, nogil=True)
+def _tree_length(neighbors, n_leaves, tips, weights):
+    planes, classes = bit_planes(tips, weights)
+    return _length(neighbors, n_leaves, directional_sets(neighbors, n_leaves, planes), classes)
 
 
 def parsimony_tips(codes: np.ndarray) -> np.ndarray:
@@ -201,8 +281,7 @@ def parsimony_tips(codes: np.ndarray) -> np.ndarray:
 
 def parsimony_length(tree: Tree, tips: np.ndarray, weights: np.ndarray) -> float:
     """Weighted Fitch length of ``tree`` (``tips`` from :func:`parsimony_tips`, pattern ``weights``)."""
-    down = directional_sets(tree.neighbors, tree.n_leaves, tips)
-    return float(_length(tree.neighbors, tree.n_leaves, down, np.asarray(weights, np.float64)))
+    return float(_tree_length(tree.neighbors, tree.n_leaves, tips, np.asarray(weights, np.float64)))
 
 
 def spr_parsimony_deltas(tree: Tree, moves: np.ndarray, tips: np.ndarray,

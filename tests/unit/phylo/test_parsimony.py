@@ -70,3 +70,20 @@ def test_tips_must_match_the_tree(data):
     tree = random_tree(alignment.taxa, np.random.default_rng(0))
     with pytest.raises(ValueError, match="rows"):
         spr_parsimony_deltas(tree, enumerate_moves(tree), tips[:-1], weights)
+
+
+def test_any_weights_count_as_the_plain_fitch_counts_them(data):
+    # the kernels count patterns per weight class of each 64-pattern word: fractional and repeated weights
+    # in any order must weigh exactly as the plain recursion does
+    alignment, tips, _ = data
+    rng = np.random.default_rng(5)
+    weights = np.round(rng.uniform(0.1, 3.0, tips.shape[1]), 1)
+    tree = random_tree(alignment.taxa, rng)
+    assert parsimony_length(tree, tips, weights) == pytest.approx(plain_fitch(tree, tips, weights, tree.n_leaves),
+                                                                  rel=1e-12)
+    moves = enumerate_moves(tree)
+    deltas, length = spr_parsimony_deltas(tree, moves, tips, weights)
+    for i in rng.choice(len(moves), 25, replace=False):
+        moved = tree.copy()
+        apply_spr(moved, moves[i])
+        assert deltas[i] == pytest.approx(parsimony_length(moved, tips, weights) - length, abs=1e-9)
