@@ -146,19 +146,20 @@ class ParsimonyClimb(RankedClimb):
 
     def __init__(self, top: float = 0.05, min_top: int = 8, certify: bool = True):
         super().__init__(top, min_top, certify)
-        self._patterns: tuple | None = None  # (alignment, Fitch tip sets, pattern weights)
+        self._patterns: tuple | None = None  # (alignment, Fitch tip sets, pattern weights, their bit planes)
 
     def scores(self, env: TreeEnv, part: np.ndarray | None = None) -> np.ndarray:
         """Minus the parsimony change of every move (or of the moves ``part``, indices into ``env.moves``)."""
-        from phylorl.phylo.parsimony import parsimony_tips, spr_parsimony_deltas
+        from phylorl.phylo.parsimony import bit_planes, parsimony_tips, spr_parsimony_deltas
 
         alignment = env.current.alignment
         if self._patterns is None or self._patterns[0] is not alignment:
             patterns = alignment.patterns()
-            self._patterns = (alignment, parsimony_tips(patterns.codes),
-                              np.ascontiguousarray(patterns.weights, dtype=np.float64))
-        _, tips, weights = self._patterns
-        return -spr_parsimony_deltas(env.tree, env.moves if part is None else env.moves[part], tips, weights)[0]
+            tips, weights = parsimony_tips(patterns.codes), np.ascontiguousarray(patterns.weights, dtype=np.float64)
+            self._patterns = (alignment, tips, weights, bit_planes(tips, weights))
+        _, tips, weights, planes = self._patterns
+        moves = env.moves if part is None else env.moves[part]
+        return -spr_parsimony_deltas(env.tree, moves, tips, weights, planes)[0]
 
 
 AUTO_RADIUS = 6

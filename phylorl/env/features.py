@@ -36,11 +36,12 @@ computed where the tree is (in the environment), so records and inference reques
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 
 from phylorl.phylo.bootstrap import edge_supports
-from phylorl.phylo.parsimony import parsimony_tips, spr_parsimony_deltas
+from phylorl.phylo.parsimony import bit_planes, parsimony_tips, spr_parsimony_deltas
 from phylorl.phylo.tree import Tree
 
 from .feature_kernels import EDGE_COLUMNS, edge_features, rich_moves
@@ -57,6 +58,12 @@ class AlignmentSignals:
     tips: np.ndarray
     weights: np.ndarray
     supports: dict = field(default_factory=dict)
+
+    @cached_property
+    def planes(self) -> tuple:
+        """The Fitch kernels' form of ``tips`` and ``weights`` (:func:`~phylorl.phylo.parsimony.bit_planes`),
+        made once per alignment instead of at every observation."""
+        return bit_planes(self.tips, self.weights)
 
     @classmethod
     def of(cls, alignment, supports: dict | None = None) -> "AlignmentSignals":
@@ -95,7 +102,7 @@ def rich_arrays(neighbors, node_edges, n_leaves: int, moves: np.ndarray, parts: 
 
 def rich_parts(tree: Tree, moves: np.ndarray, signals: AlignmentSignals) -> RichParts:
     """The :class:`RichParts` of ``tree`` (its lengths rounded to float32, as records keep them)."""
-    deltas, length = spr_parsimony_deltas(tree, moves, signals.tips, signals.weights)
+    deltas, length = spr_parsimony_deltas(tree, moves, signals.tips, signals.weights, signals.planes)
     return RichParts(tree.lengths.astype(np.float32), deltas.astype(np.float32), float(length),
                      edge_supports(tree, signals.supports).astype(np.float32))
 

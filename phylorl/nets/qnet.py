@@ -311,16 +311,15 @@ def compiled(fn):
     """``torch.compile(fn, fullgraph=True)``, made once per function (so every network shares its code and
     guards) and called with :data:`RECOMPILE_LIMIT`. Shapes start static, so a batch size that never changes
     keeps static kernels; a dimension that changes is recompiled as dynamic."""
-    found = _COMPILED.get(fn)
-    if found is None:
+    if fn not in _COMPILED:
         inner = torch.compile(fn, fullgraph=True)
 
-        def found(*args):
+        def call(*args):
             with torch._dynamo.config.patch(recompile_limit=RECOMPILE_LIMIT):
                 return inner(*args)
 
-        _COMPILED[fn] = found
-    return found
+        _COMPILED[fn] = call
+    return _COMPILED[fn]
 
 
 def count_parameters(module: nn.Module) -> int:

@@ -257,8 +257,7 @@ def _length(neighbors, n_leaves, down, classes):
 
 
 @njit(cache=True, nogil=True)
-def _move_deltas(neighbors, n_leaves, tips, weights, moves):
-    planes, classes = bit_planes(tips, weights)
+def _move_deltas(neighbors, n_leaves, planes, classes, moves):
     down = directional_sets(neighbors, n_leaves, planes)
     table = _prune_table(neighbors, n_leaves, down, classes)
     out = np.empty(moves.shape[0])
@@ -284,11 +283,14 @@ def parsimony_length(tree: Tree, tips: np.ndarray, weights: np.ndarray) -> float
     return float(_tree_length(tree.neighbors, tree.n_leaves, tips, np.asarray(weights, np.float64)))
 
 
-def spr_parsimony_deltas(tree: Tree, moves: np.ndarray, tips: np.ndarray,
-                         weights: np.ndarray) -> tuple[np.ndarray, float]:
-    """``(deltas, length)``: the Fitch length change of each move ``[A]`` and the tree's length."""
+def spr_parsimony_deltas(tree: Tree, moves: np.ndarray, tips: np.ndarray, weights: np.ndarray,
+                         planes: tuple | None = None) -> tuple[np.ndarray, float]:
+    """``(deltas, length)``: the Fitch length change of each move ``[A]`` and the tree's length. ``planes``:
+    :func:`bit_planes` of ``tips`` and ``weights``, when the caller keeps them (they depend on the alignment
+    alone; made here otherwise)."""
     if tips.shape[0] != tree.n_leaves:
         raise ValueError(f"tips have {tips.shape[0]} rows for a tree of {tree.n_leaves} leaves")
     moves = np.ascontiguousarray(moves, dtype=np.int64).reshape(-1, 4)
-    deltas, length = _move_deltas(tree.neighbors, tree.n_leaves, tips, np.asarray(weights, np.float64), moves)
+    bits, classes = bit_planes(tips, np.asarray(weights, np.float64)) if planes is None else planes
+    deltas, length = _move_deltas(tree.neighbors, tree.n_leaves, bits, classes, moves)
     return deltas, float(length)
