@@ -3,15 +3,21 @@ processes) for a fixed time, measured from the services' own Prometheus endpoint
 
     python benchmarks/bench_system.py [--actors N] [--envs-per-actor K] [--taxa 20] [--batch-size 128]
                                       [--hidden 256] [--seconds 60] [--warmup-s 60] [--device auto] [--cuda-graphs]
-                                      [--tf32] [--fused-head] [--compile-networks]
+                                      [--tf32] [--fused-head] [--compile-networks] [--actor-pipeline P]
+                                      [--no-updates]
 
 After the warm-up (preparation, compilation, replay filling to its minimum) it reads every endpoint, waits
 ``--seconds`` and reads them again. One JSON line: sustained updates/s and environment steps/s, the actors'
 inference call latency p50/p99 (their histogram), the endpoint's own latency p50, median batch and mean time per
 stage of its work (``phylorl_inference_stage_seconds``: what the actors' wait is made of), the learner's update latency p50 and mean (and the fraction of updates replayed as CUDA graphs), the fraction of
-the learner's time spent waiting for a batch (its feed), the policy lag (weights versions between acting and
+the learner's time spent waiting for a batch (its feed), the fraction of the actors' time spent waiting for an
+inference answer, the policy lag (weights versions between acting and
 learning), the services' restarts during the run, and the CPU each service used (cores, from /proc), with the
 machine named.
+
+``--no-updates`` measures the acting side alone: the replay service never reaches its sampling minimum, so the
+learner only serves inference (with its initial weights) and the actors are limited by their own cores or by the
+endpoint, not by the replay ratio.
 """
 
 from __future__ import annotations
@@ -94,7 +100,8 @@ def agent_section(args) -> str:
     """The learner's options of the run's config file (YAML), from the flags."""
     options = [name for name, on in (("cuda_graphs", args.cuda_graphs), ("fused_head", args.fused_head),
                                      ("compile_networks", args.compile_networks)) if on]
-    fields = (["tf32: true"] if args.tf32 else []) + (
+    fields = (["tf32: true"] if args.tf32 else []) + ([f"torch_threads: {args.learner_threads}"]
+                                                       if args.learner_threads else []) + (
         ["agent: {" + ", ".join(f"{name}: true" for name in options) + "}"] if options else [])
     return "learner: {" + ", ".join(fields) + "}\n" if fields else ""
 
@@ -116,13 +123,20 @@ def main(argv=None) -> int:
                    "inference endpoint use the fused Triton head (CUDA)")
     p.add_argument("--compile-networks", action="store_true", help="the learner's encoders are torch.compile-d "
                    "(AgentConfig.compile_networks; give --warmup-s the compilation's time too)")
+    p.add_argument("--actor-pipeline", type=int, default=0, help="groups each actor's environments are split into "
+                   "(ActorConfig.pipeline; 0: the actor's default)")
+    p.add_argument("--learner-threads", type=int, default=0, help="the learner's torch threads (0: its default)")
+    p.add_argument("--no-updates", action="store_true", help="the learner never trains (the replay minimum is never "
+                   "reached): acting alone is measured")
     args = p.parse_args(argv)
     run_dir = Path(args.run_dir or tempfile.mkdtemp(prefix="bench-system-")) / "run"
     config = run_dir.parent / "bench.yaml"
     config.parent.mkdir(parents=True, exist_ok=True)
     config.write_text(f"simulate_count: 8\nsimulate_taxa: '{args.taxa}:{args.taxa}'\nsimulate_sites: '1000:1000'\n"
-                      f"batch_size: {args.batch_size}\nhidden: {args.hidden}\nmin_replay: 1000\nhorizon: 20\n"
-                      "samples_per_insert: 8.0\n"
+                      f"batch_size: {args.batch_size}\nhidden: {args.hidden}\nhorizon: 20\n"
+                      + ("min_replay: 1000000\nsamples_per_insert: 0.0\nreplay: {capacity: 1000000}\n"
+                         if args.no_updates else "min_replay: 1000\nsamples_per_insert: 8.0\n")
+                      + (f"actor: {{pipeline: {args.actor_pipeline}}}\n" if args.actor_pipeline else "")
                       + agent_section(args))
     minutes = (args.warmup_s + args.seconds) / 60 + 15
     train = subprocess.Popen([sys.executable, "-m", "phylorl.cli", "train", "--config", str(config), "--actors",
@@ -139,9 +153,17 @@ def main(argv=None) -> int:
         ports = json.loads((run_dir / "ports.json").read_text())
         endpoints = {"replay": [ports["replay"]["metrics"]], "learner": [ports["learner"]["metrics"]],
                      "actor": ports["actors"]}
-        while total([read_metrics(ports["learner"]["metrics"])], "phylorl_learner_updates_total") < 1:
+        ready = ("phylorl_actor_env_steps_total", ports["actors"]) if args.no_updates else \
+            ("phylorl_learner_updates_total", [ports["learner"]["metrics"]])
+        def count(name: str, ports_: list[int]) -> float:  # 0 while a service is still starting
+            try:
+                return total([read_metrics(port) for port in ports_], name)
+            except OSError:
+                return 0.0
+
+        while count(*ready) < 1:
             if train.poll() is not None or time.monotonic() - started > 1800:
-                raise RuntimeError(f"the learner never updated: {train.stderr.read()[-2000:]}")
+                raise RuntimeError(f"no {ready[0]} yet: {train.stderr.read()[-2000:]}")
             time.sleep(2)
         time.sleep(args.warmup_s)
         pids = {"redis": pid_of(f"redis-server .*:{ports['redis']}"),
@@ -185,7 +207,9 @@ def main(argv=None) -> int:
     emit({"benchmark": "bench_system", "machine": machine(), "actors": args.actors,
           "envs_per_actor": args.envs_per_actor, "taxa": args.taxa, "batch_size": args.batch_size,
           "hidden": args.hidden, "cuda_graphs": args.cuda_graphs, "fused_head": args.fused_head, "tf32": args.tf32,
-          "compile_networks": args.compile_networks,
+          "compile_networks": args.compile_networks, "actor_pipeline": args.actor_pipeline or "default",
+          "learner_threads": args.learner_threads or "default",
+          "no_updates": args.no_updates,
           "seconds": round(elapsed, 1),
           "updates_per_s": round(updates / elapsed, 3),
           "env_steps_per_s": round(delta("actor", "phylorl_actor_env_steps_total") / elapsed, 2),
@@ -199,6 +223,8 @@ def main(argv=None) -> int:
           "update_mean_s": round(delta("learner", "phylorl_learner_update_seconds_sum") / max(updates, 1), 5),
           "graph_replay_fraction": round(delta("learner", "phylorl_learner_graph_replays_total") / max(updates, 1), 3),
           "service_restarts": restarts,
+          "actor_inference_wait_fraction": round(
+              delta("actor", "phylorl_actor_inference_wait_seconds_total") / elapsed / args.actors, 4),
           "feed_wait_fraction": round(delta("learner", "phylorl_learner_batch_wait_seconds_sum") / elapsed, 4),
           "policy_lag_p50_versions": q("learner", "phylorl_learner_policy_lag_versions", 0.5),
           "cpu_cores": {**{n: round((cpu1[n] - cpu0[n]) / elapsed, 3) for n in cpu1

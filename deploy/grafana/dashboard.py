@@ -118,6 +118,11 @@ PANELS = [
         ("Actor inference call latency by actor (p95)",
          "Round trip of one batched Act call as the actor sees it: network, queueing and the network forward pass.",
          "s", quantiles("phylorl_actor_inference_call_seconds", by="instance", qs=(0.95,), legend="{{instance}} ")),
+        ("Actor time waiting on inference by actor",
+         "Fraction of each actor's time its loop stood waiting for an Act answer "
+         "(rate of phylorl_actor_inference_wait_seconds_total). Near 1: the actor is limited by inference; near 0: "
+         "by its own core (its pipeline steps one group of environments while another's call is out).",
+         "percentunit", [rate("phylorl_actor_inference_wait_seconds_total", "{{instance}}", by="instance")]),
         ("Episode start latency (p50 / p95)",
          "One episode start: start tree and full branch-length optimisation (phylorl_actor_env_reset_seconds).",
          "s", quantiles("phylorl_actor_env_reset_seconds", qs=(0.5, 0.95))),

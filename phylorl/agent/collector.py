@@ -74,19 +74,40 @@ class Collector:
         self.reset_seconds = 0.0
         self._open = [_Episode() for _ in range(len(envs))]
         self._waiting: list[_Episode] = []  # truncated episodes waiting for V(s_T)
+        self._asked: list[_Episode] | None = None  # those of the request in flight
 
     def step(self, act: Act) -> Collected | None:
         """One batched action choice and one step of every environment; ``None`` when ``act`` stops."""
+        answer = act(self.request())
+        if answer is None:
+            self.cancel()
+            return None
+        return self.finish(answer)
+
+    def request(self) -> list[Observation]:
+        """The states the next :meth:`finish` needs an answer for: the ``K`` current ones (resetting the
+        environments on first use), then the last state of each truncated episode waiting for its value.
+        Split from :meth:`finish` so that an actor can step other environments while the answer is on its way."""
         if self.obs is None:
             started = time.perf_counter()
             self.obs = list(self.envs.reset())
             self.reset_seconds = (time.perf_counter() - started) / len(self.obs)
+        if self._asked is None:
+            self._asked, self._waiting = self._waiting, []
+        return self.obs + [episode.steps[-1].next_obs for episode in self._asked]
+
+    def cancel(self) -> None:
+        """Forget the last :meth:`request` (no answer will come); its waiting episodes wait on."""
+        if self._asked is not None:
+            self._waiting, self._asked = self._asked + self._waiting, None
+
+    def finish(self, answer) -> Collected:
+        """Step every environment with ``answer`` (``act``'s ``(actions, q, v, version)``) to the last
+        :meth:`request`."""
+        if self._asked is None:
+            raise RuntimeError("Collector.finish without a request")
+        waiting, self._asked = self._asked, None
         k = len(self.obs)
-        waiting, self._waiting = self._waiting, []
-        answer = act(self.obs + [episode.steps[-1].next_obs for episode in waiting])
-        if answer is None:
-            self._waiting = waiting
-            return None
         actions, q, v, version = answer
         labels = self._labels(k)
         transitions: list[Transition] = []

@@ -77,17 +77,45 @@ class Actor:
                 delay = min(2 * delay, self.config.backoff_max_s)
         return None
 
-    def _act(self, observations) -> inference_pb2.ActResponse | None:
+    def _request(self, observations) -> inference_pb2.ActRequest:
         request = inference_pb2.ActRequest(actor_id=self.actor_id, greedy=self.config.greedy)
         codec.pack_observations(observations, request.states)
+        return request
 
-        def call():
-            started = time.perf_counter()
-            response = self.stub.Act(request, timeout=self.config.rpc_timeout_s)
-            metrics.INFERENCE_CALL_SECONDS.observe(time.perf_counter() - started)
-            return response
+    def _call(self, request: inference_pb2.ActRequest) -> inference_pb2.ActResponse:
+        started = time.perf_counter()
+        response = self.stub.Act(request, timeout=self.config.rpc_timeout_s)
+        metrics.INFERENCE_CALL_SECONDS.observe(time.perf_counter() - started)
+        return response
 
-        return self._retrying("inference", call)
+    def _send(self, observations) -> tuple:
+        """Start the Act call for ``observations`` without waiting: ``(request, future)``."""
+        request = self._request(observations)
+        started = time.perf_counter()
+        future = self.stub.Act.future(request, timeout=self.config.rpc_timeout_s)
+
+        def answered(done) -> None:
+            if not done.cancelled() and done.exception() is None:
+                metrics.INFERENCE_CALL_SECONDS.observe(time.perf_counter() - started)
+
+        future.add_done_callback(answered)
+        return request, future
+
+    def _receive(self, request, future) -> inference_pb2.ActResponse | None:
+        """The answer of a call :meth:`_send` started; a transient failure is retried (with backoff) by calling
+        again. ``None`` when stopping first."""
+        started = time.perf_counter()
+        try:
+            return future.result()
+        except grpc.RpcError as exc:
+            if exc.code() not in RETRYABLE or (self.stop.is_set() and exc.code() == grpc.StatusCode.CANCELLED):
+                raise
+            metrics.RECONNECTS.labels("inference").inc()
+            log.warning("inference call failed (%s: %s); retrying in 0.05 s", exc.code().name, exc.details())
+            self.stop.wait(0.05)
+            return self._retrying("inference", lambda: self._call(request))
+        finally:
+            metrics.INFERENCE_WAIT_SECONDS.inc(time.perf_counter() - started)
 
     def _insert(self, batch, producer: str) -> bool:
         records = [r for r, _, _ in batch]
@@ -157,45 +185,77 @@ class Actor:
         self._dropped_counted = self.outbox.dropped
 
     # ---------------------------------------------------------------- loop
-    def _act_fn(self, observations):
-        """The collector's ``act``: one batched inference call (``None`` when stopping)."""
-        response = self._act(observations)
-        if response is None:
-            return None
+    def _answer(self, response: inference_pb2.ActResponse) -> tuple:
+        """A collector's answer from an Act response."""
         self.weights_version = int(response.weights_version)
         metrics.WEIGHTS_VERSION.set(self.weights_version)
         return (codec.ndarray_from_proto(response.actions), codec.ndarray_from_proto(response.q),
                 codec.ndarray_from_proto(response.v), self.weights_version)
 
+    def _ask(self, collector: Collector) -> tuple:
+        """Send ``collector``'s next request (resetting its environments first, on its first one)."""
+        first = collector.obs is None
+        observations = collector.request()
+        if first:
+            metrics.ENV_RESET_SECONDS.observe(collector.reset_seconds)
+        return self._send(observations)
+
     def run(self) -> None:
+        """Step the environments until stopped (or ``max_steps``), in ``pipeline`` groups: each group's Act call is
+        sent as soon as the group has stepped, and the loop goes on to the next group, whose answer has usually
+        come back meanwhile."""
         cfg = self.config
         self.recover()
-        collector = Collector(self.envs, cfg.gamma, cfg.n_step, cfg.label_fraction, seed=cfg.seed)
+        groups = [Collector(part, cfg.gamma, cfg.n_step, cfg.label_fraction, seed=cfg.seed + g)
+                  for g, part in enumerate(self.envs.split(min(cfg.pipeline, len(self.envs))))]
+        calls: list[tuple | None] = []
+        try:
+            calls.extend(self._ask(collector) for collector in groups)
+            self._loop(groups, calls)
+        finally:  # an error propagates (what waits stays in the outbox and its journal); calls in flight end
+            for call in calls:
+                if call is not None:
+                    call[1].cancel()
+        self._finish()
+
+    def _loop(self, groups: list[Collector], calls: list) -> None:
+        cfg = self.config
+        steps = [0] * len(groups)
         labelled, label_seconds = 0, 0.0
-        while not self.stop.is_set():
-            first = collector.obs is None
-            out = collector.step(self._act_fn)
-            if first:
-                metrics.ENV_RESET_SECONDS.observe(collector.reset_seconds)
-            if out is None:
-                break
-            metrics.ENV_STEP_SECONDS.observe(out.step_seconds / out.env_steps)
-            metrics.ENV_STEPS.inc(out.env_steps)
-            metrics.LABELLED_STATES.inc(collector.labelled_states - labelled)
-            metrics.LABEL_SECONDS.inc(collector.label_seconds - label_seconds)
-            labelled, label_seconds = collector.labelled_states, collector.label_seconds
-            self.steps += 1
-            for info in out.episodes:
-                self.episodes += 1
-                metrics.EPISODES.inc()
-                metrics.EPISODE_DELTA_LOGLIK.observe(info["episode_delta_loglik"])
-                metrics.EPISODE_DELTA_CUMULATIVE.inc(info["episode_delta_loglik"])
-                metrics.ENV_RESET_SECONDS.observe(info["reset_seconds"])
-            for transition, priority in zip(out.transitions, out.priorities):
-                self._enqueue(transition, priority)
-            self._flush()
-            if cfg.max_steps and self.steps >= cfg.max_steps:
-                break
+        while not self.stop.is_set() and any(calls):
+            for g, collector in enumerate(groups):
+                if calls[g] is None:
+                    continue
+                response = self._receive(*calls[g])
+                if response is None:
+                    return
+                out = collector.finish(self._answer(response))
+                steps[g] += 1
+                done = bool(cfg.max_steps) and steps[g] >= cfg.max_steps
+                calls[g] = None if done or self.stop.is_set() else self._ask(collector)
+                self.steps = min(steps)
+                metrics.ENV_STEP_SECONDS.observe(out.step_seconds / out.env_steps)
+                metrics.ENV_STEPS.inc(out.env_steps)
+                labelled_now = sum(c.labelled_states for c in groups)
+                seconds_now = sum(c.label_seconds for c in groups)
+                metrics.LABELLED_STATES.inc(labelled_now - labelled)
+                metrics.LABEL_SECONDS.inc(seconds_now - label_seconds)
+                labelled, label_seconds = labelled_now, seconds_now
+                for info in out.episodes:
+                    self.episodes += 1
+                    metrics.EPISODES.inc()
+                    metrics.EPISODE_DELTA_LOGLIK.observe(info["episode_delta_loglik"])
+                    metrics.EPISODE_DELTA_CUMULATIVE.inc(info["episode_delta_loglik"])
+                    metrics.ENV_RESET_SECONDS.observe(info["reset_seconds"])
+                for transition, priority in zip(out.transitions, out.priorities):
+                    self._enqueue(transition, priority)
+                self._flush()
+                if self.stop.is_set():
+                    return
+
+    def _finish(self) -> None:
+        """Deliver what was made (everything, unless stopped first), then close the outbox."""
+        cfg = self.config
         self._flush(force=True)
         delay = 0.05
         while self.outbox and not self.stop.is_set():  # done stepping (max_steps): deliver what was made

@@ -32,6 +32,10 @@ class ActorConfig(security.ClientTLS, security.GrpcToken):
     """Directory of the per-alignment preparation cache."""
     envs: int = 2
     """Environments stepped together by this process (one batched inference call per step)."""
+    pipeline: int = 2
+    """Groups the environments are split into (at most ``envs``): while one group's Act call is on its way to
+    the learner and back, the actor steps the others (double buffering, as Sample Factory's rollout workers do), so
+    that its core works instead of waiting on inference. 1: every environment in one call, stepped after it."""
     env: EnvConfig = field(default_factory=EnvConfig)
     """The tree environments: episode horizon, start trees, reward scale, move radius, local branch
     optimisation, observation feature set (which must be the learner's ``net.features``)."""
@@ -74,6 +78,8 @@ class ActorConfig(security.ClientTLS, security.GrpcToken):
             problems.append(f"n_step must be >= 1, got {self.n_step}")
         if self.envs < 1:
             problems.append(f"envs must be >= 1, got {self.envs}")
+        if self.pipeline < 1:
+            problems.append(f"pipeline must be >= 1, got {self.pipeline}")
         if self.send_batch < 1 or self.buffer_capacity < self.send_batch:
             problems.append(f"need 1 <= send_batch <= buffer_capacity, got {self.send_batch}, {self.buffer_capacity}")
         if not 0.0 <= self.gamma <= 1.0:

@@ -3,6 +3,8 @@
 ``phylorl_actor_env_step_seconds``          histogram  one environment step (SPR + local branch optimisation + observation)
 ``phylorl_actor_env_reset_seconds``         histogram  one episode start (start tree + full branch optimisation)
 ``phylorl_actor_inference_call_seconds``    histogram  one batched Act call to the learner, retries excluded
+``phylorl_actor_inference_wait_seconds_total`` counter  time the loop stood waiting for an Act answer (s): with a
+                                                         pipeline of 2+, calls overlap with stepping other groups
 ``phylorl_actor_env_steps_total``           counter    environment steps
 ``phylorl_actor_episodes_total``            counter    finished episodes
 ``phylorl_actor_episode_delta_loglik``      histogram  log-likelihood gained over an episode (last - start)
@@ -30,6 +32,8 @@ ENV_STEP_SECONDS = Histogram("phylorl_actor_env_step_seconds", "One environment 
 ENV_RESET_SECONDS = Histogram("phylorl_actor_env_reset_seconds", "One episode start (s)", buckets=LATENCY_BUCKETS_S)
 INFERENCE_CALL_SECONDS = Histogram("phylorl_actor_inference_call_seconds", "One batched Act call (s)",
                                    buckets=LATENCY_BUCKETS_S)
+INFERENCE_WAIT_SECONDS = Counter("phylorl_actor_inference_wait_seconds_total",
+                                 "Time the actor loop stood waiting for an inference answer (s)")
 ENV_STEPS = Counter("phylorl_actor_env_steps_total", "Environment steps")
 EPISODES = Counter("phylorl_actor_episodes_total", "Finished episodes")
 EPISODE_DELTA_LOGLIK = Histogram("phylorl_actor_episode_delta_loglik", "Log-likelihood gained over an episode",

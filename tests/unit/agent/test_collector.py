@@ -108,3 +108,28 @@ def test_without_label_fraction_nothing_is_labelled(entry):
     collector = Collector(envs, 0.9)
     transitions = [t for _ in range(3) for t in collector.step(RandomAct(0)).transitions]
     assert transitions and all(t.next_labels is None for t in transitions) and collector.labelled_states == 0
+
+
+def test_request_then_finish_is_step_and_a_cancelled_request_keeps_its_waiting_episodes(entry):
+    """The split an actor pipelines with: ``request`` (repeatable until answered), ``finish``; ``cancel`` drops
+    an unanswered request, and the truncated episodes it asked a value for are asked again next time."""
+    config = EnvConfig(horizon=2, features="basic")
+    stepped = Collector(VecTreeEnv([entry], 2, config, seed=4), 0.9)
+    split = Collector(VecTreeEnv([entry], 2, config, seed=4), 0.9)
+    act_a, act_b = ScriptedAct(), ScriptedAct()
+    with pytest.raises(RuntimeError, match="without a request"):
+        split.finish(act_b([]))
+    act_b.calls.clear()
+    for call in range(5):
+        a = stepped.step(act_a)
+        asked = split.request()
+        assert split.request() == asked  # asking again before the answer changes nothing
+        if call == 2:  # the call that carries the two truncated episodes' last states
+            assert len(asked) == 4
+            split.cancel()
+            assert split.request() == asked
+        b = split.finish(act_b(asked))
+        assert [(t.action, t.reward, t.discount) for t in a.transitions] == \
+            [(t.action, t.reward, t.discount) for t in b.transitions]
+        assert np.array_equal(a.priorities, b.priorities) and len(a.episodes) == len(b.episodes)
+    assert [len(c) for c in act_a.calls] == [len(c) for c in act_b.calls] == [2, 2, 4, 2, 4]

@@ -198,3 +198,14 @@ def test_environments_on_one_alignment_keep_their_own_engine_state(ds1_entry):
     assert envs[0].engine is not envs[1].engine and envs[0].engine is not ds1_entry.engine
     assert together[0] == [a[0][0] for a in alone]
     assert together[1] == [a[1][0] for a in alone]
+
+
+def test_a_vector_splits_into_groups_that_share_its_environments(ds1_entry):
+    vec = VecTreeEnv([ds1_entry], 5, EnvConfig(horizon=3), seed=0)
+    groups = vec.split(2)
+    assert [len(g) for g in groups] == [2, 3] and sum((g.envs for g in groups), []) == vec.envs
+    assert all(a is b for a, b in zip(sum((g.envs for g in groups), []), vec.envs))
+    assert [len(g) for g in vec.split(5)] == [1] * 5 and vec.split(1)[0].envs == vec.envs
+    for parts in (0, 6):
+        with pytest.raises(ValueError, match="cannot split 5 environments"):
+            vec.split(parts)

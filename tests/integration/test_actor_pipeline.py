@@ -1,0 +1,61 @@
+"""The actor's pipeline against a real inference endpoint and a real replay service: while one group of its
+environments waits for its answer, the actor steps the other, so one actor's calls overlap."""
+
+from __future__ import annotations
+
+import threading
+
+import grpc
+import pytest
+from prometheus_client import REGISTRY
+
+from phylorl.env import EnvAlignment, EnvConfig, VecTreeEnv, prepare_alignment
+from phylorl.nets.config import NetworkConfig
+from phylorl.phylo import parse_model
+from phylorl.phylo.simulate import dataset_rng, simulate_dataset
+from services.actor.actor import Actor
+from services.actor.config import ActorConfig
+from services.learner import metrics  # noqa: F401  (the endpoint's metrics, read below)
+from services.replay.client import ReplayClient
+
+from test_actor_errors import serve_replay
+
+RICH = NetworkConfig.for_features("rich", hidden=16, action_hidden=16, head_hidden=16)
+
+
+def served() -> tuple[float, float]:
+    """Requests answered and network batches run by the endpoints of this process so far."""
+    return (REGISTRY.get_sample_value("phylorl_inference_requests_total") or 0.0,
+            REGISTRY.get_sample_value("phylorl_inference_batch_size_count") or 0.0)
+
+
+@pytest.mark.parametrize("pipeline", [1, 2])
+def test_a_pipelined_actors_calls_overlap_and_every_environment_steps(pipeline, redis_client, free_port_factory,
+                                                                      inference_factory):
+    # the endpoint holds a batch open for 1 s unless 4 states come: only calls in flight together can share one
+    endpoint = inference_factory(RICH, max_batch=4, max_delay_s=1.0)
+    data = simulate_dataset(6, 100, dataset_rng(6, 0), model=parse_model("JC"))
+    entry = EnvAlignment.build(data.alignment, prepare_alignment(data.alignment, "JC"), "sim")
+    envs = VecTreeEnv([entry], 4, EnvConfig(horizon=3, features="rich"), seed=0)
+    replay_port = free_port_factory()
+    table, server = serve_replay(redis_client, f"test:pipeline{pipeline}", replay_port)
+    config = ActorConfig(learner_address=endpoint, replay_address=f"127.0.0.1:{replay_port}", alignments="unused",
+                         metrics_port=0, rpc_timeout_s=30.0, send_batch=2, pipeline=pipeline, max_steps=4)
+    channel = grpc.insecure_channel(endpoint)
+    before = served()
+    try:
+        actor = Actor(config, envs, channel, ReplayClient(config.replay_address), threading.Event())
+        actor.run()
+        requests, batches = (after - first for after, first in zip(served(), before))
+        assert actor.steps == 4 and actor.episodes == 4  # each env: one episode of 3 steps, then one more step
+        # every finished episode's transitions were stored (the open ones never got their last value)
+        assert actor.outbox.next_number == table.stats().size == 4 * 3
+        assert requests == pipeline * 4
+        if pipeline == 1:
+            assert batches == requests  # one call at a time: a batch per call (of all 4 states)
+        else:
+            # two groups of 2: each group's call waits at the endpoint until the other group's joins it
+            assert batches <= requests // 2 + 1
+    finally:
+        server.stop(grace_s=1.0)
+        channel.close()
