@@ -5,7 +5,7 @@
 # (compact moves expanded there) and the update with demonstration labels on every next state. JSON lines and
 # logs go to OUT_DIR.
 #
-#   [ENVS=8] bash benchmarks/gpu_suite.sh [OUT_DIR] [ACTORS]      (defaults: ./gpu-results, nproc - 2 actors)
+#   [ENVS=8] [PIPELINE=0] bash benchmarks/gpu_suite.sh [OUT_DIR] [ACTORS]   (defaults: ./gpu-results, nproc - 2 actors)
 #
 # Steps run in that order (the headline figures first), each under its own time limit, and the suite goes on
 # after a failure, so one broken step costs only its own figure; the step's exit status is printed with its
@@ -18,6 +18,8 @@ ACTORS=${2:-$(( $(nproc) - 2 ))}
 # environments per actor: each actor sends all of its environments' states in one Act call per step, so more of
 # them hide the inference round trip (session 13 on the H200: with 2, the 14 actors used 3.3 of their cores)
 ENVS=${ENVS:-8}
+# groups each actor steps while another group's call is out (ActorConfig.pipeline; 0: the actor's default, 2)
+PIPELINE=${PIPELINE:-0}
 SUITE_SECONDS=${SUITE_SECONDS:-100000}
 mkdir -p "$OUT_DIR"
 export PYTHONUNBUFFERED=1
@@ -36,7 +38,7 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 step update 90 bench_update.jsonl python3 benchmarks/bench_update.py --device cuda \
   --paths graphs,graphs-fused --repeats 30 --warmup 5 --tf32
 step system 160 bench_system.jsonl python3 benchmarks/bench_system.py --actors "$ACTORS" --envs-per-actor "$ENVS" \
-  --seconds 30 --warmup-s 40 --device cuda --cuda-graphs --fused-head --tf32
+  --seconds 30 --warmup-s 40 --device cuda --cuda-graphs --fused-head --tf32 --actor-pipeline "$PIPELINE"
 step inference 150 bench_inference.jsonl python3 benchmarks/bench_inference.py --seconds 3 --fused-head --tf32
 step gpu-tests 150 gpu_tests.log python3 -m pytest -q -p no:cacheprovider tests/gpu
 step update-compiled 120 bench_update_compiled.jsonl python3 benchmarks/bench_update.py --device cuda \
@@ -46,4 +48,10 @@ step update-labelled 90 bench_update_labelled.jsonl python3 benchmarks/bench_upd
   --paths graphs-fused,graphs-fused-compiled --repeats 30 --warmup 5 --tf32 --labelled 1.0
 step fused-head 60 bench_fused_head.jsonl python3 benchmarks/bench_fused_head.py --tf32 --repeats 20 \
   --blocks 64x64x8,128x64x8
+# acting alone (the learner serves inference and never trains): the actors' pipeline against one call per step
+for groups in 1 2; do
+  step "acting-pipeline-$groups" 100 "bench_acting_p$groups.jsonl" python3 benchmarks/bench_system.py \
+    --actors "$ACTORS" --envs-per-actor "$ENVS" --seconds 20 --warmup-s 15 --device cuda --fused-head --tf32 \
+    --no-updates --actor-pipeline "$groups"
+done
 echo "== done at $(( $(date +%s) - T0 )) s; results in $OUT_DIR"

@@ -111,7 +111,8 @@ def run(args) -> int:
         line.plain = (
             f"{record['time_s']:6.0f}s  updates {record['updates']:.0f} ({record['updates_per_s']:.2f}/s, "
             f"{record['mean_update_ms']:.0f} ms)  env steps {record['env_steps']:.0f} "
-            f"({record['env_steps_per_s']:.1f}/s)  replay {record['replay_size']:.0f}  "
+            f"({record['env_steps_per_s']:.1f}/s, actors waiting {100 * record['actor_inference_wait_fraction']:.0f}%)"
+            f"  replay {record['replay_size']:.0f}  "
             f"episode ΔlogL {record['mean_episode_delta_loglik']:.2f}  weights v{record['weights_version']:.0f}")
 
     def started(ports: dict) -> None:

@@ -48,6 +48,8 @@ class Snapshot:
     replay_inserted: float = 0.0
     inference_requests: float = 0.0
     actor_weights_version: float = -1.0
+    actor_inference_wait_s: float = 0.0
+    actors: int = 0
     alpha: float = float("nan")
     q_mean: float = float("nan")
     loss_q1: float = float("nan")
@@ -72,6 +74,8 @@ def snapshot(time_s: float, learner_port: int, replay_port: int, actor_ports: li
         s.episodes += actor.get("phylorl_actor_episodes_total", 0.0)
         s.episode_delta_sum += actor.get("phylorl_actor_episode_delta_loglik_cumulative", 0.0)
         s.actor_weights_version = max(s.actor_weights_version, actor.get("phylorl_actor_weights_version", -1.0))
+        s.actor_inference_wait_s += actor.get("phylorl_actor_inference_wait_seconds_total", 0.0)
+    s.actors = len(actor_ports)
     return s
 
 
@@ -87,4 +91,8 @@ def rates(previous: Snapshot, current: Snapshot) -> dict[str, float]:
         if updates else float("nan"),
         "mean_episode_delta_loglik": (current.episode_delta_sum - previous.episode_delta_sum) / episodes
         if episodes else float("nan"),
+        # of the actors' time, the share their loops stood waiting for an inference answer (1: inference-bound);
+        # a wait counts when it ends, so a window after a long one (the learner starting) can show more than 1
+        "actor_inference_wait_fraction": (current.actor_inference_wait_s - previous.actor_inference_wait_s) / dt
+        / current.actors if current.actors else float("nan"),
     }

@@ -33,6 +33,10 @@ def test_train_runs_the_whole_system(tmp_path, need):
     series = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     assert max(r["actor_weights_version"] for r in series) >= 5
     assert max(r["env_steps"] for r in series) > 0 and max(r["replay_size"] for r in series) >= 48
+    # the actors' time waiting on inference, from their own counters: a share of their time (0 before they start)
+    last = series[-1]
+    assert last["actors"] == 2 and 0.0 < last["actor_inference_wait_s"] <= 2 * last["time_s"]
+    assert all(r["actor_inference_wait_fraction"] >= 0.0 for r in series[1:])
     assert (run_dir / "checkpoints" / "latest").exists()
     for name in ("redis", "replay", "learner", "actor-0", "actor-1"):
         assert (run_dir / "logs" / f"{name}.log").stat().st_size > 0
