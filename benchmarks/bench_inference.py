@@ -12,7 +12,8 @@ batch and the mean time of each stage of its work (``endpoint``: where a request
 designed sizes (hidden 256) on this machine's device.
 
 Usage: python benchmarks/bench_inference.py [--seconds S] [--hidden H] [--features rich|basic]
-                                           [--clients processes|threads] [--fused-head] [--tf32]
+                                           [--clients processes|threads] [--server threads|asyncio]
+                                           [--streams 1,8,64] [--fused-head] [--tf32]
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ from phylorl.wire.section_cache import forget
 from phylorl.wire.v1 import common_pb2, inference_pb2, inference_pb2_grpc
 from prometheus_client import REGISTRY
 from services.learner.inference import BatchingInference
-from services.learner.server import InferenceServer
+from services.learner.server import SERVER_KINDS, make_server
 
 
 def states(count: int, features: str, seed: int) -> list:
@@ -169,18 +170,18 @@ def endpoint_summary(before: dict, after: dict) -> dict:
 
 
 def run(streams: int, max_batch: int, seconds: float, net_cfg, device, weights, alpha, reqs,
-        fused_head: bool = False, clients: str = "processes") -> dict:
+        fused_head: bool = False, clients: str = "processes", server_kind: str = "threads") -> dict:
     before = endpoint_counters()
-    result = _run(streams, max_batch, seconds, net_cfg, device, weights, alpha, reqs, fused_head, clients)
+    result = _run(streams, max_batch, seconds, net_cfg, device, weights, alpha, reqs, fused_head, clients, server_kind)
     return {**result, "endpoint": endpoint_summary(before, endpoint_counters())}
 
 
 def _run(streams: int, max_batch: int, seconds: float, net_cfg, device, weights, alpha, reqs,
-         fused_head: bool = False, clients: str = "processes") -> dict:
+         fused_head: bool = False, clients: str = "processes", server_kind: str = "threads") -> dict:
     inference = BatchingInference(net_cfg, device, max_batch=max_batch, max_delay_s=0.002, max_queue=1024,
                                   fused_head=fused_head)
     inference.publish(weights, alpha, 1)
-    server = InferenceServer(inference, "127.0.0.1", 0, max_workers=max(16, 2 * streams))
+    server = make_server(server_kind, inference, "127.0.0.1", 0, max_workers=max(16, 2 * streams))
     server.start()
     server.set_serving()
     if clients == "processes":
@@ -234,6 +235,8 @@ def main() -> None:
     parser.add_argument("--tf32", action="store_true", help="float32 products use TF32 (CUDA)")
     parser.add_argument("--clients", choices=("processes", "threads"), default="processes",
                         help="run the actor streams as processes (as actors are) or as threads of this process")
+    parser.add_argument("--server", choices=SERVER_KINDS, default="threads",
+                        help="the endpoint's gRPC server (LearnerConfig.inference_server)")
     parser.add_argument("--streams", default="1,8,64", help="comma-separated numbers of concurrent streams")
     args = parser.parse_args()
     torch.backends.cuda.matmul.allow_tf32 = args.tf32
@@ -248,13 +251,13 @@ def main() -> None:
               "features": args.features, "n_taxa": 20, "moves_per_observation": 1122,
               "seconds_per_setting": args.seconds, "torch_threads": torch.get_num_threads(),
               "fused_head": args.fused_head and device.type == "cuda", "tf32": args.tf32 and device.type == "cuda",
-              "clients": args.clients,
+              "clients": args.clients, "server": args.server,
               "wire": wire_costs(observations)}
     for streams in map(int, args.streams.split(",")):
         batched = run(streams, 64, args.seconds, net_cfg, device, weights, learner.alpha, reqs, args.fused_head,
-                      args.clients)
+                      args.clients, args.server)
         single = run(streams, 1, args.seconds, net_cfg, device, weights, learner.alpha, reqs, args.fused_head,
-                     args.clients)
+                     args.clients, args.server)
         result[f"streams_{streams}"] = {"batched": batched, "batch_size_1": single,
                                         "batching_gain": round(batched["requests_per_s"] /
                                                                max(single["requests_per_s"], 1e-9), 2)}

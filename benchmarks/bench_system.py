@@ -4,7 +4,7 @@ processes) for a fixed time, measured from the services' own Prometheus endpoint
     python benchmarks/bench_system.py [--actors N] [--envs-per-actor K] [--taxa 20] [--batch-size 128]
                                       [--hidden 256] [--seconds 60] [--warmup-s 60] [--device auto] [--cuda-graphs]
                                       [--tf32] [--fused-head] [--compile-networks] [--actor-pipeline P]
-                                      [--no-updates]
+                                      [--no-updates] [--learner-threads T] [--inference-server threads|asyncio]
 
 After the warm-up (preparation, compilation, replay filling to its minimum) it reads every endpoint, waits
 ``--seconds`` and reads them again. One JSON line: sustained updates/s and environment steps/s, the actors'
@@ -102,6 +102,7 @@ def agent_section(args) -> str:
                                      ("compile_networks", args.compile_networks)) if on]
     fields = (["tf32: true"] if args.tf32 else []) + ([f"torch_threads: {args.learner_threads}"]
                                                        if args.learner_threads else []) + (
+        [f"inference_server: {args.inference_server}"] if args.inference_server != "threads" else []) + (
         ["agent: {" + ", ".join(f"{name}: true" for name in options) + "}"] if options else [])
     return "learner: {" + ", ".join(fields) + "}\n" if fields else ""
 
@@ -125,6 +126,8 @@ def main(argv=None) -> int:
                    "(AgentConfig.compile_networks; give --warmup-s the compilation's time too)")
     p.add_argument("--actor-pipeline", type=int, default=0, help="groups each actor's environments are split into "
                    "(ActorConfig.pipeline; 0: the actor's default)")
+    p.add_argument("--inference-server", choices=("threads", "asyncio"), default="threads",
+                   help="the inference endpoint's gRPC server (LearnerConfig.inference_server)")
     p.add_argument("--learner-threads", type=int, default=0, help="the learner's torch threads (0: its default)")
     p.add_argument("--no-updates", action="store_true", help="the learner never trains (the replay minimum is never "
                    "reached): acting alone is measured")
@@ -208,7 +211,7 @@ def main(argv=None) -> int:
           "envs_per_actor": args.envs_per_actor, "taxa": args.taxa, "batch_size": args.batch_size,
           "hidden": args.hidden, "cuda_graphs": args.cuda_graphs, "fused_head": args.fused_head, "tf32": args.tf32,
           "compile_networks": args.compile_networks, "actor_pipeline": args.actor_pipeline or "default",
-          "learner_threads": args.learner_threads or "default",
+          "learner_threads": args.learner_threads or "default", "inference_server": args.inference_server,
           "no_updates": args.no_updates,
           "seconds": round(elapsed, 1),
           "updates_per_s": round(updates / elapsed, 3),

@@ -135,6 +135,30 @@ class TokenInterceptor(grpc.ServerInterceptor):
         return self._deny
 
 
+def aio_server_interceptors(cfg: GrpcToken | None) -> list:
+    """:func:`server_interceptors` for a ``grpc.aio`` server."""
+    token = grpc_token(cfg)
+    return [AsyncTokenInterceptor(token)] if token else []
+
+
+class AsyncTokenInterceptor(grpc.aio.ServerInterceptor):
+    """:class:`TokenInterceptor` for a ``grpc.aio`` server."""
+
+    def __init__(self, token: str):
+        self._expected = f"Bearer {token}".encode()
+
+        async def deny(request, context):
+            await context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or wrong token (authorization metadata)")
+
+        self._deny = grpc.unary_unary_rpc_method_handler(deny)
+
+    async def intercept_service(self, continuation, handler_call_details):
+        for key, value in handler_call_details.invocation_metadata or ():
+            if key == "authorization" and hmac.compare_digest(str(value).encode(), self._expected):
+                return await continuation(handler_call_details)
+        return self._deny
+
+
 # ------------------------------------------------------------------ clients
 
 def channel(target: str, cfg=None, options: list | None = None) -> grpc.Channel:

@@ -21,7 +21,7 @@ from services.common.runtime import start_service, wait_for_redis
 from services.learner import metrics
 from services.learner.config import LearnerConfig, load
 from services.learner.inference import BatchingInference
-from services.learner.server import InferenceServer
+from services.learner.server import make_server
 from services.learner.training import Checkpoints, TrainingLoop, continue_published_version
 from services.replay.client import ReplayClient
 
@@ -71,9 +71,9 @@ def main(argv: list[str] | None = None) -> int:
                                   max_delay_s=config.inference_max_delay_ms / 1000.0,
                                   max_queue=config.inference_queue, seed=config.seed,
                                   fused_head=learner.agent_cfg.fused_head)
-    server = InferenceServer(inference, config.host, config.port, security=config)
+    server = make_server(config.inference_server, inference, config.host, config.port, security=config)
     server.start()
-    log.info("inference endpoint on %s:%d", config.host, server.port)
+    log.info("inference endpoint on %s:%d (%s server)", config.host, server.port, config.inference_server)
     redis_client = security.redis_client(config.redis_url, config) if config.redis_url else None
     if redis_client is not None and not wait_for_redis(redis_client.ping, config.redis_url, config.redis_wait_s,
                                                        stop, log):

@@ -74,6 +74,9 @@ class LearnerConfig(security.ServerTLS, security.ClientTLS, security.GrpcToken, 
     """Longest wait for more requests before a partial batch is run (ms)."""
     inference_queue: int = 256
     """Requests waiting for the network at most; beyond it: RESOURCE_EXHAUSTED."""
+    inference_server: str = "threads"
+    """gRPC server of the inference endpoint: ``threads`` (a pool thread parked on each call in flight) or
+    ``asyncio`` (one event-loop thread serves every call; a batch's answers wake that one thread)."""
     init_checkpoint: str = ""
     """Warm start: a learner checkpoint (e.g. from phylorl warmstart) whose networks and alpha start this run when
     the run directory has no checkpoint of its own."""
@@ -99,6 +102,8 @@ class LearnerConfig(security.ServerTLS, security.ClientTLS, security.GrpcToken, 
             problems.append("keep_checkpoints must be >= 1")
         if self.malloc_keep_mb < 0:
             problems.append(f"malloc_keep_mb must be >= 0, got {self.malloc_keep_mb}")
+        if self.inference_server not in ("threads", "asyncio"):
+            problems.append(f"inference_server must be threads or asyncio, got {self.inference_server!r}")
         problems += security.check(self)
         if problems:
             raise ValueError("invalid learner config: " + "; ".join(problems))

@@ -50,7 +50,7 @@ class _Request:
     count: int
     greedy: bool
     arrived: float = field(default_factory=time.perf_counter)
-    done: threading.Event = field(default_factory=threading.Event)
+    done: object = field(default_factory=threading.Event)  # anything with set(): called once answered
     result: tuple | None = None
     error: BaseException | None = None
 
@@ -106,13 +106,22 @@ class BatchingInference:
     def act(self, states: "PackedRecords | Sequence[Observation]", greedy: bool, timeout_s: float | None = None):
         """``(actions, q, v, version)`` for ``states`` (observation records, or observations, which are
         encoded into records first); blocks until answered. ``ValueError`` names a bad state."""
+        request = self.submit(states, greedy, threading.Event())
+        if not request.done.wait(timeout_s):
+            raise TimeoutError(f"no answer within {timeout_s} s")
+        return self.result(request)
+
+    def submit(self, states: "PackedRecords | Sequence[Observation]", greedy: bool, done) -> _Request:
+        """Make ``states``' inputs (on the calling thread) and queue them for the next batch, without waiting:
+        ``done.set()`` is called (from the batching thread) once :meth:`result` can be read. ``ValueError`` names a
+        bad state; :class:`Overloaded` when the queue is full."""
         records = states if isinstance(states, PackedRecords) else \
             PackedRecords.from_records([encode_observation(obs) for obs in states])
         if len(records) == 0:
             raise ValueError("an Act request needs at least one state")
         start = time.perf_counter()
         inputs = self._inputs(records)
-        request = _Request(inputs, len(records), bool(greedy))
+        request = _Request(inputs, len(records), bool(greedy), done=done)
         metrics.INFERENCE_STAGE.labels("inputs").observe(request.arrived - start)
         try:
             self._queue.put_nowait(request)
@@ -120,8 +129,11 @@ class BatchingInference:
             metrics.INFERENCE_REJECTED.inc()
             raise Overloaded(f"inference queue full ({self._queue.maxsize} requests waiting); retry later") from None
         metrics.INFERENCE_QUEUE.set(self._queue.qsize())
-        if not request.done.wait(timeout_s):
-            raise TimeoutError(f"no answer within {timeout_s} s")
+        return request
+
+    @staticmethod
+    def result(request: _Request) -> tuple:
+        """The answer of an answered :meth:`submit` (its error raised)."""
         if request.error is not None:
             raise request.error
         metrics.INFERENCE_REQUESTS.inc()

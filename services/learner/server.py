@@ -18,6 +18,35 @@ from .inference import BatchingInference, Overloaded
 WEIGHTS_FORMAT = "torch.save/{version,alpha,weights:{q1,q2}}"
 
 
+ERROR_STATUS = ((Overloaded, grpc.StatusCode.RESOURCE_EXHAUSTED), (ValueError, grpc.StatusCode.INVALID_ARGUMENT),
+                (TimeoutError, grpc.StatusCode.DEADLINE_EXCEEDED))
+"""How the endpoint's errors reach the caller (the first matching class; anything else is UNKNOWN)."""
+
+
+def status_of(error: BaseException) -> grpc.StatusCode | None:
+    return next((code for kind, code in ERROR_STATUS if isinstance(error, kind)), None)
+
+
+def check_request(request) -> None:
+    if not request.HasField("states"):
+        raise ValueError("an Act request carries its states in `states` (observation records)")
+
+
+def act_response(actions, q, v, version: int) -> inference_pb2.ActResponse:
+    response = inference_pb2.ActResponse(weights_version=version)
+    codec.ndarray_to_proto(actions, response.actions)
+    codec.ndarray_to_proto(q, response.q)
+    codec.ndarray_to_proto(v, response.v)
+    return response
+
+
+def weights_response(snapshot, known_version: int) -> inference_pb2.GetWeightsResponse:
+    response = inference_pb2.GetWeightsResponse(version=snapshot.version, format=WEIGHTS_FORMAT)
+    if known_version != snapshot.version:
+        response.weights = snapshot.blob
+    return response
+
+
 class InferenceServicer(inference_pb2_grpc.InferenceServiceServicer):
     def __init__(self, inference: BatchingInference, timeout_s: float = 60.0):
         self.inference = inference
@@ -25,34 +54,21 @@ class InferenceServicer(inference_pb2_grpc.InferenceServiceServicer):
 
     def Act(self, request, context):
         try:
-            if not request.HasField("states"):
-                raise ValueError("an Act request carries its states in `states` (observation records)")
-            actions, q, v, version = self.inference.act(codec.unpack_records(request.states), request.greedy,
-                                                        self.timeout_s)
-        except Overloaded as exc:
-            context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, str(exc))
-        except ValueError as exc:
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
-        except TimeoutError as exc:
-            context.abort(grpc.StatusCode.DEADLINE_EXCEEDED, str(exc))
-        response = inference_pb2.ActResponse(weights_version=version)
-        codec.ndarray_to_proto(actions, response.actions)
-        codec.ndarray_to_proto(q, response.q)
-        codec.ndarray_to_proto(v, response.v)
-        return response
+            check_request(request)
+            answer = self.inference.act(codec.unpack_records(request.states), request.greedy, self.timeout_s)
+        except (Overloaded, ValueError, TimeoutError) as exc:
+            context.abort(status_of(exc), str(exc))
+        return act_response(*answer)
 
     def GetWeights(self, request, context):
         snapshot = self.inference.snapshot
         if snapshot is None:
             context.abort(grpc.StatusCode.UNAVAILABLE, "no weights published yet")
-        response = inference_pb2.GetWeightsResponse(version=snapshot.version, format=WEIGHTS_FORMAT)
-        if request.known_version != snapshot.version:
-            response.weights = snapshot.blob
-        return response
+        return weights_response(snapshot, request.known_version)
 
 
 class InferenceServer:
-    """The gRPC server; health is NOT_SERVING until :meth:`set_serving`."""
+    """The gRPC server (a thread per call in flight); health is NOT_SERVING until :meth:`set_serving`."""
 
     def __init__(self, inference: BatchingInference, host: str, port: int, max_workers: int = 64,
                  max_message_bytes: int = MAX_MESSAGE_BYTES, security=None):
@@ -76,3 +92,21 @@ class InferenceServer:
     def stop(self, grace_s: float) -> None:
         self.health.enter_graceful_shutdown()
         self.server.stop(grace_s).wait()
+
+
+SERVER_KINDS = ("threads", "asyncio")
+"""``LearnerConfig.inference_server``: the synchronous server (:class:`InferenceServer`) or the asyncio one
+(:class:`services.learner.aio_server.AsyncInferenceServer`)."""
+
+
+def make_server(kind: str, inference: BatchingInference, host: str, port: int, *, max_workers: int = 64,
+                max_message_bytes: int = MAX_MESSAGE_BYTES, security=None):
+    """The endpoint's server of ``kind`` (:data:`SERVER_KINDS`); both have ``port``, ``start``, ``set_serving`` and
+    ``stop``."""
+    if kind == "threads":
+        return InferenceServer(inference, host, port, max_workers, max_message_bytes, security)
+    if kind == "asyncio":
+        from .aio_server import AsyncInferenceServer
+
+        return AsyncInferenceServer(inference, host, port, max_message_bytes, security)
+    raise ValueError(f"inference server must be one of {', '.join(SERVER_KINDS)}, got {kind!r}")

@@ -85,9 +85,10 @@ def test_redis_refuses_a_client_without_the_password_and_serves_the_replay_table
     assert client.get("phylorl:weights:version") == b"3"
 
 
-def test_inference_endpoint_wants_tls_and_the_token(inference_factory, secrets_dir):
+@pytest.mark.parametrize("kind", ["threads", "asyncio"])
+def test_inference_endpoint_wants_tls_and_the_token(inference_factory, secrets_dir, kind):
     address = inference_factory(NetworkConfig(hidden=16, action_hidden=16, head_hidden=16),
-                                security=server_security(secrets_dir))
+                                security=server_security(secrets_dir), server=kind)
     request = inference_pb2.ActRequest(actor_id="t", greedy=True)
     tree = random_tree([f"t{i}" for i in range(7)], np.random.default_rng(1))
     moves = enumerate_moves(tree)

@@ -18,7 +18,7 @@ from phylorl.wire import codec
 from phylorl.wire.v1 import inference_pb2, inference_pb2_grpc
 from services.learner import metrics
 from services.learner.inference import BatchingInference, Overloaded
-from services.learner.server import InferenceServer
+from services.learner.server import SERVER_KINDS, make_server
 
 SMALL = NetworkConfig(hidden=32, action_hidden=32, head_hidden=32)
 
@@ -33,12 +33,13 @@ def _observations(count: int, n_taxa: int, seed: int):
     return out
 
 
-@pytest.fixture()
-def endpoint():
+@pytest.fixture(params=SERVER_KINDS)
+def endpoint(request):
+    """The endpoint on each kind of gRPC server (``LearnerConfig.inference_server``)."""
     learner = Learner(SMALL, device="cpu", seed=0)
     inference = BatchingInference(SMALL, torch.device("cpu"), max_batch=64, max_delay_s=0.05, max_queue=64)
     inference.publish(learner.policy_weights(), learner.alpha, 7)
-    server = InferenceServer(inference, "127.0.0.1", 0)
+    server = make_server(request.param, inference, "127.0.0.1", 0)
     server.start()
     server.set_serving()
     channel = grpc.insecure_channel(f"127.0.0.1:{server.port}")
@@ -181,3 +182,36 @@ def test_states_of_another_feature_set_are_refused_naming_the_columns(endpoint):
     assert raised.value.details() == ("the states carry 3 edge feature columns, the network reads 1; "
                                       "15 move feature columns, the network reads 3")
     assert _act(stub, _observations(2, 9, seed=4)).actions.shape == [2]  # the endpoint goes on
+
+
+@pytest.mark.parametrize("kind", SERVER_KINDS)
+def test_a_full_queue_is_resource_exhausted_over_grpc_and_the_waiting_call_is_answered_later(kind):
+    learner = Learner(SMALL, device="cpu", seed=0)
+    inference = BatchingInference(SMALL, torch.device("cpu"), max_batch=4, max_delay_s=0.0, max_queue=1)
+    server = make_server(kind, inference, "127.0.0.1", 0)
+    server.start()
+    channel = grpc.insecure_channel(f"127.0.0.1:{server.port}")
+    stub = inference_pb2_grpc.InferenceServiceStub(channel)
+    observations = _observations(1, 7, seed=5)
+    try:
+        # nothing published yet: the batcher takes no request, so the first call fills the queue and waits
+        first = threading.Thread(target=lambda: answers.append(_act(stub, observations)), daemon=True)
+        answers: list = []
+        first.start()
+        for _ in range(500):
+            if inference._queue.full():
+                break
+            time.sleep(0.01)
+        with pytest.raises(grpc.RpcError) as refused:
+            _act(stub, observations)
+        assert refused.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED and "queue full" in refused.value.details()
+        inference.publish(learner.policy_weights(), learner.alpha, 3)
+        first.join(30)
+        assert [a.weights_version for a in answers] == [3]
+        with pytest.raises(grpc.RpcError) as empty:
+            stub.Act(inference_pb2.ActRequest(actor_id="t"), timeout=10)
+        assert empty.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "states" in empty.value.details()
+    finally:
+        channel.close()
+        server.stop(1.0)
+        inference.close()

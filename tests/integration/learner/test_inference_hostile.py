@@ -13,13 +13,14 @@ from hostile import broken, valid
 from phylorl.nets.config import NetworkConfig
 from phylorl.wire import codec
 from phylorl.wire.v1 import inference_pb2, inference_pb2_grpc
+from services.learner.server import SERVER_KINDS
 
 CFG = NetworkConfig(hidden=16, action_hidden=16, head_hidden=16)
 
 
-@pytest.fixture
-def stub(inference_factory):
-    channel = grpc.insecure_channel(inference_factory(CFG))
+@pytest.fixture(params=SERVER_KINDS)
+def stub(request, inference_factory):
+    channel = grpc.insecure_channel(inference_factory(CFG, server=request.param))
     yield inference_pb2_grpc.InferenceServiceStub(channel)
     channel.close()
 

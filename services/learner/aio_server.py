@@ -1,0 +1,119 @@
+"""The inference endpoint on ``grpc.aio``: one event-loop thread serves every call in flight.
+
+The threaded server (:class:`~services.learner.server.InferenceServer`) parks a pool thread on each waiting
+call; with tens of actors that is tens of threads taking turns at the interpreter lock with the batching
+thread (and, in the learner, the update). Here a call is a coroutine: it makes its states' inputs, queues them
+with :meth:`BatchingInference.submit` and awaits a future that the batching thread resolves through the loop
+(``call_soon_threadsafe``), so a batch's answers wake one thread, not one per caller. Same service, same
+answers and statuses; selected by ``LearnerConfig.inference_server``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_health.v1._async import HealthServicer
+
+from phylorl.wire import codec
+from phylorl.wire.v1 import inference_pb2_grpc
+
+from services.common import security as secure
+from services.common.rpc import MAX_MESSAGE_BYTES, message_options
+
+from .inference import BatchingInference, Overloaded
+from .server import act_response, check_request, status_of, weights_response
+
+
+class _Wake:
+    """``done`` of a request (set by the batching thread): resolves ``future`` on its event loop."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, future: asyncio.Future):
+        self.loop, self.future = loop, future
+
+    def set(self) -> None:
+        self.loop.call_soon_threadsafe(self._resolve)
+
+    def _resolve(self) -> None:
+        if not self.future.done():
+            self.future.set_result(None)
+
+
+class AsyncInferenceServicer(inference_pb2_grpc.InferenceServiceServicer):
+    def __init__(self, inference: BatchingInference, timeout_s: float = 60.0):
+        self.inference = inference
+        self.timeout_s = timeout_s
+
+    async def Act(self, request, context):
+        loop = asyncio.get_running_loop()
+        answered = loop.create_future()
+        try:
+            check_request(request)
+            pending = self.inference.submit(codec.unpack_records(request.states), request.greedy,
+                                            _Wake(loop, answered))
+            try:
+                await asyncio.wait_for(answered, self.timeout_s)
+            except TimeoutError:
+                raise TimeoutError(f"no answer within {self.timeout_s} s") from None
+            answer = self.inference.result(pending)
+        except (Overloaded, ValueError, TimeoutError) as exc:
+            await context.abort(status_of(exc), str(exc))
+        return act_response(*answer)
+
+    async def GetWeights(self, request, context):
+        snapshot = self.inference.snapshot
+        if snapshot is None:
+            await context.abort(grpc.StatusCode.UNAVAILABLE, "no weights published yet")
+        return weights_response(snapshot, request.known_version)
+
+
+class AsyncInferenceServer:
+    """:class:`~services.learner.server.InferenceServer`'s interface on an asyncio server whose loop runs in a
+    thread of its own; health is NOT_SERVING until :meth:`set_serving`."""
+
+    def __init__(self, inference: BatchingInference, host: str, port: int,
+                 max_message_bytes: int = MAX_MESSAGE_BYTES, security=None):
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="inference-aio", daemon=True)
+        self._thread.start()
+        try:
+            self.server, self.health, self.port = self._run(
+                self._build(inference, f"{host}:{port}", max_message_bytes, security))
+        except BaseException:
+            self._close_loop()
+            raise
+
+    def _run(self, coroutine):
+        return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result()
+
+    @staticmethod
+    async def _build(inference, address: str, max_message_bytes: int, security):
+        server = grpc.aio.server(options=message_options(max_message_bytes),
+                                 interceptors=secure.aio_server_interceptors(security))
+        inference_pb2_grpc.add_InferenceServiceServicer_to_server(AsyncInferenceServicer(inference), server)
+        health = HealthServicer()
+        health_pb2_grpc.add_HealthServicer_to_server(health, server)
+        port = secure.add_port(server, address, security)
+        await health.set("", health_pb2.HealthCheckResponse.NOT_SERVING)
+        return server, health, port
+
+    def start(self) -> None:
+        self._run(self.server.start())
+
+    def set_serving(self) -> None:
+        for service in ("", "phylorl.v1.InferenceService"):
+            self._run(self.health.set(service, health_pb2.HealthCheckResponse.SERVING))
+
+    def stop(self, grace_s: float) -> None:
+        if not self._loop.is_running():
+            return
+        self._run(self.health.enter_graceful_shutdown())
+        self._run(self.server.stop(grace_s))
+        self._close_loop()
+
+    def _close_loop(self) -> None:
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(10.0)
+        self._loop.close()
