@@ -34,7 +34,10 @@ class _Wake:
         self.loop, self.future = loop, future
 
     def set(self) -> None:
-        self.loop.call_soon_threadsafe(self._resolve)
+        try:
+            self.loop.call_soon_threadsafe(self._resolve)
+        except RuntimeError:  # the loop is closed: the server stopped and nobody awaits this answer any more
+            pass
 
     def _resolve(self) -> None:
         if not self.future.done():

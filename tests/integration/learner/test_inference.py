@@ -215,3 +215,30 @@ def test_a_full_queue_is_resource_exhausted_over_grpc_and_the_waiting_call_is_an
         channel.close()
         server.stop(1.0)
         inference.close()
+
+
+def test_an_answer_after_the_asyncio_server_stopped_leaves_the_batcher_serving():
+    learner = Learner(SMALL, device="cpu", seed=0)
+    inference = BatchingInference(SMALL, torch.device("cpu"), max_batch=4, max_delay_s=0.0, max_queue=4)
+    server = make_server("asyncio", inference, "127.0.0.1", 0)
+    server.start()
+    observations = _observations(1, 7, seed=6)
+    try:
+        with grpc.insecure_channel(f"127.0.0.1:{server.port}") as channel:
+            stub = inference_pb2_grpc.InferenceServiceStub(channel)
+            with pytest.raises(grpc.RpcError):  # nothing published: the call waits in the queue until its deadline
+                request = inference_pb2.ActRequest(actor_id="t")
+                codec.pack_observations(observations, request.states)
+                stub.Act(request, timeout=0.5)
+        assert inference._queue.qsize() == 1
+        server.stop(0.5)  # the event loop is closed; the queued call's answer has nowhere to go
+        inference.publish(learner.policy_weights(), learner.alpha, 2)
+        for _ in range(500):
+            if inference._queue.empty():
+                break
+            time.sleep(0.01)
+        time.sleep(0.2)
+        assert inference._thread.is_alive()
+        assert inference.act(observations, greedy=True, timeout_s=30)[3] == 2
+    finally:
+        inference.close()
