@@ -58,7 +58,10 @@ def collate_records(records: PackedRecords, device: torch.device | str = "cpu", 
         any_labelled=bool((flags & LABELLED).any()),
         bootstraps=bool((values[:, 1] != 0).any()),
     )
-    batch = move_to(batch, device, pin_memory) if compact else on_device(batch, device, pin_memory)
+    if compact:  # the tensors are fresh host tensors: a CPU batch is ready as it is (no walk over its fields)
+        batch = batch if torch.device(device).type == "cpu" else move_to(batch, device, pin_memory)
+    else:
+        batch = on_device(batch, device, pin_memory)
     return batch, headers[:, 2].copy()
 
 
