@@ -21,9 +21,10 @@ from services.actor.actor import Actor
 from services.actor.config import ActorConfig, load
 from services.common import security
 from services.common.rpc import MAX_MESSAGE_BYTES, message_options
-from services.common.runtime import start_service
+from services.common.runtime import start_service, startup
 from services.replay.client import ReplayClient
 
+PROG = "python -m services.actor"
 log = logging.getLogger("phylorl.actor")
 
 
@@ -42,9 +43,9 @@ def build_envs(config: ActorConfig) -> VecTreeEnv:
 
 
 def main(argv: list[str] | None = None) -> int:
-    config = load(sys.argv[1:] if argv is None else argv, os.environ)
+    config = startup(PROG, load, sys.argv[1:] if argv is None else argv, os.environ)
     stop = start_service(config, log)
-    envs = build_envs(config)
+    envs = startup(PROG, build_envs, config)
     channel = security.channel(config.learner_address, config, message_options(MAX_MESSAGE_BYTES))
     replay = ReplayClient(config.replay_address, MAX_MESSAGE_BYTES, security=config)
     actor = Actor(config, envs, channel, replay, stop)

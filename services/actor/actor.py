@@ -1,6 +1,7 @@
-"""The actor loop: K environments, one batched inference call per step, transitions to replay.
+"""The actor loop: K environments in ``pipeline`` groups, one batched inference call per group and step,
+transitions to replay.
 
-Each step sends the K current states to the learner's inference endpoint and gets back a move, its
+Each group's step sends its current states to the learner's inference endpoint and gets back a move, its
 ``Q(s, a)`` and ``V(s)`` per state; :class:`~phylorl.agent.collector.Collector` (the same code the
 in-process run uses) steps the environments and turns finished episodes into n-step transitions
 with their initial priorities.

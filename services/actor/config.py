@@ -31,7 +31,7 @@ class ActorConfig(security.ClientTLS, security.GrpcToken):
     cache_dir: str = ".cache/phylorl/prepared"
     """Directory of the per-alignment preparation cache."""
     envs: int = 2
-    """Environments stepped together by this process (one batched inference call per step)."""
+    """Environments stepped by this process (one batched inference call per group of them and step; see ``pipeline``)."""
     pipeline: int = 2
     """Groups the environments are split into (at most ``envs``): while one group's Act call is on its way to
     the learner and back, the actor steps the others (double buffering, as Sample Factory's rollout workers do), so

@@ -4,11 +4,22 @@ from __future__ import annotations
 
 import logging
 import signal
+import sys
 import threading
 
 from prometheus_client import start_http_server
 
 from .config import config_json
+
+
+def startup(prog: str, step, *args):
+    """``step(*args)`` of a service's start-up (reading its config, its corpus): bad input (``ValueError``,
+    ``OSError``) becomes one line on stderr naming what is wrong, and exit status 2, not a traceback."""
+    try:
+        return step(*args)
+    except (ValueError, OSError) as exc:
+        print(f"{prog}: error: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
 
 
 def start_service(config, log: logging.Logger) -> threading.Event:

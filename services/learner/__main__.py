@@ -17,7 +17,7 @@ import torch
 from phylorl.agent.learner import Learner
 from services.common import security
 from services.common.memory import keep_freed_memory
-from services.common.runtime import start_service, wait_for_redis
+from services.common.runtime import start_service, startup, wait_for_redis
 from services.learner import metrics
 from services.learner.config import LearnerConfig, load
 from services.learner.inference import BatchingInference
@@ -25,6 +25,7 @@ from services.learner.server import make_server
 from services.learner.training import Checkpoints, TrainingLoop, continue_published_version
 from services.replay.client import ReplayClient
 
+PROG = "python -m services.learner"
 log = logging.getLogger("phylorl.learner")
 
 
@@ -54,7 +55,7 @@ def build_learner(config: LearnerConfig, device: torch.device, checkpoints: Chec
 
 
 def main(argv: list[str] | None = None) -> int:
-    config = load(sys.argv[1:] if argv is None else argv, os.environ)
+    config = startup(PROG, load, sys.argv[1:] if argv is None else argv, os.environ)
     stop = start_service(config, log)
     if config.torch_threads:
         torch.set_num_threads(config.torch_threads)

@@ -15,7 +15,7 @@ import time
 
 import redis
 
-from services.common.runtime import start_service, wait_for_redis
+from services.common.runtime import start_service, startup, wait_for_redis
 from services.replay import metrics
 from services.common import security
 from services.replay.buffer import PrioritizedReplay
@@ -25,11 +25,12 @@ from phylorl.replay.rate_limiter import RateLimiter
 from services.replay.server import ReplayServer
 from services.replay.store import RedisStore
 
+PROG = "python -m services.replay"
 log = logging.getLogger("phylorl.replay")
 
 
 def main(argv: list[str] | None = None) -> int:
-    config = load_config(sys.argv[1:] if argv is None else argv, os.environ)
+    config = startup(PROG, load_config, sys.argv[1:] if argv is None else argv, os.environ)
     stop = start_service(config, log)
     if keep_freed_memory(config.malloc_keep_mb):
         log.info("glibc malloc keeps up to %d MiB of freed memory for reuse", config.malloc_keep_mb)

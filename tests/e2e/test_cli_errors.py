@@ -123,3 +123,24 @@ def test_train_prometheus_port_in_use_is_one_line_and_stops_the_run(tmp_path, ne
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["reason"] == "failed to start" and "prometheus" in summary["error"]
     assert all(code is not None for code in summary["exit_codes"].values())  # every service was stopped
+
+
+@pytest.mark.parametrize("service, flags, expected", [
+    ("actor", ["--alignments", "x", "--pipeline", "0"], "pipeline must be >= 1, got 0"),
+    ("learner", ["--inference-server", "grpc"], "inference_server must be threads or asyncio, got 'grpc'"),
+    ("learner", ["--config", "/nonexistent/learner.yaml"], "/nonexistent/learner.yaml"),
+    ("replay", ["--capacity", "0"], "capacity must be >= 1, got 0"),
+])
+def test_a_service_started_with_a_bad_config_says_so_in_one_line(service, flags, expected):
+    proc = subprocess.run([sys.executable, "-m", f"services.{service}", *flags], capture_output=True, text=True,
+                          timeout=120, cwd=Path(__file__).resolve().parents[2])
+    assert_one_line_error(proc, f"python -m services.{service}: error:", expected)
+
+
+def test_an_actor_with_a_missing_corpus_ends_with_that_error_not_a_traceback(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "services.actor", "--alignments", str(tmp_path / "none"),
+                           "--metrics-port", "0"], capture_output=True, text=True, timeout=120,
+                          cwd=Path(__file__).resolve().parents[2])
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr  # after its logged config, one error line
+    assert proc.stderr.strip().splitlines()[-1] == \
+        f"python -m services.actor: error: corpus path '{tmp_path / 'none'}' does not exist"
