@@ -6,6 +6,10 @@ thread (and, in the learner, the update). Here a call is a coroutine: it makes i
 with :meth:`BatchingInference.submit` and awaits a future that the batching thread resolves through the loop
 (``call_soon_threadsafe``), so a batch's answers wake one thread, not one per caller. Same service, same
 answers and statuses; selected by ``LearnerConfig.inference_server``.
+
+A call's inputs are made on the loop thread (the compiled pass, about 80 µs for a 20-taxon state on the
+development machine), so one loop makes those of some thousands of states a second; the threaded server makes
+them on its pool threads in parallel.
 """
 
 from __future__ import annotations
