@@ -117,6 +117,15 @@ def server_interceptors(cfg: GrpcToken | None) -> list[grpc.ServerInterceptor]:
     return [TokenInterceptor(token)] if token else []
 
 
+DENIED = "missing or wrong token (authorization metadata)"
+
+
+def _has_token(details, expected: bytes) -> bool:
+    """Whether a call's metadata holds ``authorization: <expected>`` (compared in constant time)."""
+    return any(key == "authorization" and hmac.compare_digest(str(value).encode(), expected)
+               for key, value in details.invocation_metadata or ())
+
+
 class TokenInterceptor(grpc.ServerInterceptor):
     """Lets a call through only with ``authorization: Bearer <token>`` (compared in constant time)."""
 
@@ -124,15 +133,12 @@ class TokenInterceptor(grpc.ServerInterceptor):
         self._expected = f"Bearer {token}".encode()
 
         def deny(request, context):
-            context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or wrong token (authorization metadata)")
+            context.abort(grpc.StatusCode.UNAUTHENTICATED, DENIED)
 
         self._deny = grpc.unary_unary_rpc_method_handler(deny)
 
     def intercept_service(self, continuation, handler_call_details):
-        for key, value in handler_call_details.invocation_metadata or ():
-            if key == "authorization" and hmac.compare_digest(str(value).encode(), self._expected):
-                return continuation(handler_call_details)
-        return self._deny
+        return continuation(handler_call_details) if _has_token(handler_call_details, self._expected) else self._deny
 
 
 def aio_server_interceptors(cfg: GrpcToken | None) -> list:
@@ -148,14 +154,13 @@ class AsyncTokenInterceptor(grpc.aio.ServerInterceptor):
         self._expected = f"Bearer {token}".encode()
 
         async def deny(request, context):
-            await context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or wrong token (authorization metadata)")
+            await context.abort(grpc.StatusCode.UNAUTHENTICATED, DENIED)
 
         self._deny = grpc.unary_unary_rpc_method_handler(deny)
 
     async def intercept_service(self, continuation, handler_call_details):
-        for key, value in handler_call_details.invocation_metadata or ():
-            if key == "authorization" and hmac.compare_digest(str(value).encode(), self._expected):
-                return await continuation(handler_call_details)
+        if _has_token(handler_call_details, self._expected):
+            return await continuation(handler_call_details)
         return self._deny
 
 
