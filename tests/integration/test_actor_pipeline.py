@@ -4,18 +4,25 @@ environments waits for its answer, the actor steps the other, so one actor's cal
 from __future__ import annotations
 
 import threading
+import time
 
 import grpc
 import pytest
+import torch
 from prometheus_client import REGISTRY
+
+from phylorl.agent.learner import Learner
 
 from phylorl.env import EnvAlignment, EnvConfig, VecTreeEnv, prepare_alignment
 from phylorl.nets.config import NetworkConfig
 from phylorl.phylo import parse_model
 from phylorl.phylo.simulate import dataset_rng, simulate_dataset
+from services.actor import metrics as actor_metrics
 from services.actor.actor import Actor
 from services.actor.config import ActorConfig
 from services.learner import metrics  # noqa: F401  (the endpoint's metrics, read below)
+from services.learner.inference import BatchingInference
+from services.learner.server import SERVER_KINDS, make_server
 from services.replay.client import ReplayClient
 
 from test_actor_errors import serve_replay
@@ -59,3 +66,49 @@ def test_a_pipelined_actors_calls_overlap_and_every_environment_steps(pipeline, 
     finally:
         server.stop(grace_s=1.0)
         channel.close()
+
+
+@pytest.mark.parametrize("kind", SERVER_KINDS)
+def test_pipelined_calls_to_an_absent_endpoint_are_retried_until_it_comes_up(kind, redis_client, free_port_factory):
+    """Both groups' first calls find nothing listening (UNAVAILABLE): each is retried with backoff, and once the
+    endpoint (of either server kind) is up on that address the actor takes all its steps."""
+    data = simulate_dataset(6, 100, dataset_rng(7, 0), model=parse_model("JC"))
+    entry = EnvAlignment.build(data.alignment, prepare_alignment(data.alignment, "JC"), "sim")
+    envs = VecTreeEnv([entry], 2, EnvConfig(horizon=2, features="rich"), seed=0)
+    endpoint_port, replay_port = free_port_factory(), free_port_factory()
+    table, replay_server = serve_replay(redis_client, f"test:absent-{kind}", replay_port)
+    config = ActorConfig(learner_address=f"127.0.0.1:{endpoint_port}", replay_address=f"127.0.0.1:{replay_port}",
+                         alignments="unused", metrics_port=0, backoff_max_s=0.2, rpc_timeout_s=10.0, send_batch=2,
+                         pipeline=2, max_steps=3)
+    reconnects = actor_metrics.RECONNECTS.labels("inference")._value.get()
+    channel = grpc.insecure_channel(config.learner_address)
+    actor = Actor(config, envs, channel, ReplayClient(config.replay_address), threading.Event())
+    runner = threading.Thread(target=actor.run)
+    runner.start()
+    inference = server = None
+    try:
+        deadline = time.monotonic() + 60
+        while actor_metrics.RECONNECTS.labels("inference")._value.get() < reconnects + 2:
+            assert time.monotonic() < deadline and runner.is_alive()
+            time.sleep(0.05)
+        assert actor.steps == 0
+        learner = Learner(RICH, device="cpu", seed=0)
+        inference = BatchingInference(RICH, torch.device("cpu"), max_batch=8, max_delay_s=0.001, max_queue=64)
+        inference.publish(learner.policy_weights(), learner.alpha, 4)
+        server = make_server(kind, inference, "127.0.0.1", endpoint_port)
+        server.start()
+        server.set_serving()
+        runner.join(90)
+        assert not runner.is_alive()
+        assert actor.steps == 3 and actor.weights_version == 4
+        # each environment's 2-step episode, its last value asked in step 3: 2 transitions each, stored once
+        assert actor.outbox.next_number == table.stats().size == 4
+    finally:
+        actor.stop.set()
+        runner.join(10)
+        channel.close()
+        if server is not None:
+            server.stop(1.0)
+        if inference is not None:
+            inference.close()
+        replay_server.stop(grace_s=1.0)
