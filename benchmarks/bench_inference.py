@@ -45,7 +45,8 @@ from phylorl.wire.section_cache import forget
 from phylorl.wire.v1 import common_pb2, inference_pb2, inference_pb2_grpc
 from prometheus_client import REGISTRY
 from services.learner.inference import BatchingInference
-from services.learner.server import SERVER_KINDS, make_server
+from services.learner.config import SERVER_KINDS
+from services.learner.server import make_server
 
 
 def states(count: int, features: str, seed: int) -> list:

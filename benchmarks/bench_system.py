@@ -38,6 +38,7 @@ from prometheus_client.parser import text_string_to_metric_families
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.common import REPO, emit, machine  # noqa: E402
+from services.learner.config import SERVER_KINDS  # noqa: E402
 
 
 def read_metrics(port: int) -> dict:
@@ -126,7 +127,7 @@ def main(argv=None) -> int:
                    "(AgentConfig.compile_networks; give --warmup-s the compilation's time too)")
     p.add_argument("--actor-pipeline", type=int, default=0, help="groups each actor's environments are split into "
                    "(ActorConfig.pipeline; 0: the actor's default)")
-    p.add_argument("--inference-server", choices=("threads", "asyncio"), default="threads",
+    p.add_argument("--inference-server", choices=SERVER_KINDS, default="threads",
                    help="the inference endpoint's gRPC server (LearnerConfig.inference_server)")
     p.add_argument("--learner-threads", type=int, default=0, help="the learner's torch threads (0: its default)")
     p.add_argument("--no-updates", action="store_true", help="the learner never trains (the replay minimum is never "

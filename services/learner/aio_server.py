@@ -27,8 +27,8 @@ from phylorl.wire.v1 import inference_pb2_grpc
 from services.common import security as secure
 from services.common.rpc import MAX_MESSAGE_BYTES, message_options
 
-from .inference import BatchingInference, Overloaded
-from .server import act_response, check_request, status_of, weights_response
+from .inference import BatchingInference
+from .server import ANSWERED_ERRORS, act_response, check_request, status_of, weights_response
 
 
 class _Wake:
@@ -65,7 +65,7 @@ class AsyncInferenceServicer(inference_pb2_grpc.InferenceServiceServicer):
             except TimeoutError:
                 raise TimeoutError(f"no answer within {self.timeout_s} s") from None
             answer = self.inference.result(pending)
-        except (Overloaded, ValueError, TimeoutError) as exc:
+        except ANSWERED_ERRORS as exc:
             await context.abort(status_of(exc), str(exc))
         return act_response(*answer)
 

@@ -11,6 +11,8 @@ from services.common import security
 from services.common.config import load_config
 
 ENV_PREFIX = "PHYLORL_LEARNER_"
+SERVER_KINDS = ("threads", "asyncio")
+"""The inference endpoint's gRPC servers (``inference_server``; :func:`services.learner.server.make_server`)."""
 
 
 @dataclass(frozen=True)
@@ -102,8 +104,8 @@ class LearnerConfig(security.ServerTLS, security.ClientTLS, security.GrpcToken, 
             problems.append("keep_checkpoints must be >= 1")
         if self.malloc_keep_mb < 0:
             problems.append(f"malloc_keep_mb must be >= 0, got {self.malloc_keep_mb}")
-        if self.inference_server not in ("threads", "asyncio"):
-            problems.append(f"inference_server must be threads or asyncio, got {self.inference_server!r}")
+        if self.inference_server not in SERVER_KINDS:
+            problems.append(f"inference_server must be {' or '.join(SERVER_KINDS)}, got {self.inference_server!r}")
         problems += security.check(self)
         if problems:
             raise ValueError("invalid learner config: " + "; ".join(problems))

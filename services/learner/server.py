@@ -13,6 +13,7 @@ from phylorl.wire.v1 import inference_pb2, inference_pb2_grpc
 from services.common import security as secure
 from services.common.rpc import MAX_MESSAGE_BYTES, message_options
 
+from .config import SERVER_KINDS
 from .inference import BatchingInference, Overloaded
 
 WEIGHTS_FORMAT = "torch.save/{version,alpha,weights:{q1,q2}}"
@@ -21,6 +22,7 @@ WEIGHTS_FORMAT = "torch.save/{version,alpha,weights:{q1,q2}}"
 ERROR_STATUS = ((Overloaded, grpc.StatusCode.RESOURCE_EXHAUSTED), (ValueError, grpc.StatusCode.INVALID_ARGUMENT),
                 (TimeoutError, grpc.StatusCode.DEADLINE_EXCEEDED))
 """How the endpoint's errors reach the caller (the first matching class; anything else is UNKNOWN)."""
+ANSWERED_ERRORS = tuple(kind for kind, _ in ERROR_STATUS)
 
 
 def status_of(error: BaseException) -> grpc.StatusCode | None:
@@ -56,7 +58,7 @@ class InferenceServicer(inference_pb2_grpc.InferenceServiceServicer):
         try:
             check_request(request)
             answer = self.inference.act(codec.unpack_records(request.states), request.greedy, self.timeout_s)
-        except (Overloaded, ValueError, TimeoutError) as exc:
+        except ANSWERED_ERRORS as exc:
             context.abort(status_of(exc), str(exc))
         return act_response(*answer)
 
@@ -94,14 +96,10 @@ class InferenceServer:
         self.server.stop(grace_s).wait()
 
 
-SERVER_KINDS = ("threads", "asyncio")
-"""``LearnerConfig.inference_server``: the synchronous server (:class:`InferenceServer`) or the asyncio one
-(:class:`services.learner.aio_server.AsyncInferenceServer`)."""
-
-
 def make_server(kind: str, inference: BatchingInference, host: str, port: int, *, max_workers: int = 64,
                 max_message_bytes: int = MAX_MESSAGE_BYTES, security=None):
-    """The endpoint's server of ``kind`` (:data:`SERVER_KINDS`); both have ``port``, ``start``, ``set_serving`` and
+    """The endpoint's server of ``kind`` (:data:`~services.learner.config.SERVER_KINDS`: the threaded
+    :class:`InferenceServer` or the asyncio :class:`~services.learner.aio_server.AsyncInferenceServer`); both have ``port``, ``start``, ``set_serving`` and
     ``stop``."""
     if kind == "threads":
         return InferenceServer(inference, host, port, max_workers, max_message_bytes, security)

@@ -22,7 +22,8 @@ from services.actor.actor import Actor
 from services.actor.config import ActorConfig
 from services.learner import metrics  # noqa: F401  (the endpoint's metrics, read below)
 from services.learner.inference import BatchingInference
-from services.learner.server import SERVER_KINDS, make_server
+from services.learner.config import SERVER_KINDS
+from services.learner.server import make_server
 from services.replay.client import ReplayClient
 
 from test_actor_errors import serve_replay

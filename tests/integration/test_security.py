@@ -21,6 +21,7 @@ from phylorl.wire.v1 import inference_pb2, inference_pb2_grpc
 from services.common import security
 from services.common.security import ClientCredentials, RedisAuth, ServerCredentials
 from services.launcher.credentials import REDIS_USER, make_credentials
+from services.learner.config import SERVER_KINDS
 from services.replay.buffer import PrioritizedReplay
 from services.replay.client import ReplayClient
 from phylorl.replay.rate_limiter import RateLimiter
@@ -85,7 +86,7 @@ def test_redis_refuses_a_client_without_the_password_and_serves_the_replay_table
     assert client.get("phylorl:weights:version") == b"3"
 
 
-@pytest.mark.parametrize("kind", ["threads", "asyncio"])
+@pytest.mark.parametrize("kind", SERVER_KINDS)
 def test_inference_endpoint_wants_tls_and_the_token(inference_factory, secrets_dir, kind):
     address = inference_factory(NetworkConfig(hidden=16, action_hidden=16, head_hidden=16),
                                 security=server_security(secrets_dir), server=kind)

@@ -18,7 +18,8 @@ from phylorl.wire import codec
 from phylorl.wire.v1 import inference_pb2, inference_pb2_grpc
 from services.learner import metrics
 from services.learner.inference import BatchingInference, Overloaded
-from services.learner.server import SERVER_KINDS, make_server
+from services.learner.config import SERVER_KINDS
+from services.learner.server import make_server
 
 SMALL = NetworkConfig(hidden=32, action_hidden=32, head_hidden=32)
 

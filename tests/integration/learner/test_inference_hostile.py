@@ -13,7 +13,7 @@ from hostile import broken, valid
 from phylorl.nets.config import NetworkConfig
 from phylorl.wire import codec
 from phylorl.wire.v1 import inference_pb2, inference_pb2_grpc
-from services.learner.server import SERVER_KINDS
+from services.learner.config import SERVER_KINDS
 
 CFG = NetworkConfig(hidden=16, action_hidden=16, head_hidden=16)
 
