@@ -8,8 +8,10 @@ encoding and the endpoint's decoding (one core), now (observation records) and i
 requests had before. Reported per N in (1, 8, 64):
 requests/s, p50/p99 latency, and the same with batching off (max batch 1 observation), whose ratio
 is the gain of batching, and from the endpoint's own histograms (``phylorl_inference_stage_seconds``) its mean
-batch and the mean time of each stage of its work (``endpoint``: where a request's time goes). Network: the
-designed sizes (hidden 256) on this machine's device.
+batch and the mean time of each stage of its work (``endpoint``: where a request's time goes). ``publish``: what a
+publication of new weights costs the learner's training thread (copies of its networks on its device, written into
+the endpoint's; ``first_ms`` builds the networks, ``median_ms`` of 20 after it writes retired ones again). Network:
+the designed sizes (hidden 256) on this machine's device.
 
 Usage: python benchmarks/bench_inference.py [--seconds S] [--hidden H] [--features rich|basic]
                                            [--clients processes|threads] [--server threads|asyncio]
@@ -21,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -170,6 +173,21 @@ def endpoint_summary(before: dict, after: dict) -> dict:
             "mean_batch": round(mean["batch_size"], 2), "batches": int(after["batch_size"][1] - before["batch_size"][1])}
 
 
+def publish_costs(net_cfg, device, learner, fused_head: bool, times: int = 20) -> dict:
+    """Milliseconds of ``publish(learner.policy_weights(device))`` as the learner's training loop calls it."""
+    inference = BatchingInference(net_cfg, device, max_batch=8, max_delay_s=0.002, max_queue=8, fused_head=fused_head)
+    try:
+        inference.publish(learner.policy_weights(device), learner.alpha, 0)  # the fused kernel's warm-up
+        spent = []
+        for version in range(1, times + 2):
+            start = time.perf_counter()
+            inference.publish(learner.policy_weights(device), learner.alpha, version)
+            spent.append(time.perf_counter() - start)
+    finally:
+        inference.close()
+    return {"first_ms": round(spent[0] * 1e3, 2), "median_ms": round(statistics.median(spent[1:]) * 1e3, 2)}
+
+
 def run(streams: int, max_batch: int, seconds: float, net_cfg, device, weights, alpha, reqs,
         fused_head: bool = False, clients: str = "processes", server_kind: str = "threads") -> dict:
     before = endpoint_counters()
@@ -253,7 +271,8 @@ def main() -> None:
               "seconds_per_setting": args.seconds, "torch_threads": torch.get_num_threads(),
               "fused_head": args.fused_head and device.type == "cuda", "tf32": args.tf32 and device.type == "cuda",
               "clients": args.clients, "server": args.server,
-              "wire": wire_costs(observations)}
+              "wire": wire_costs(observations),
+              "publish": publish_costs(net_cfg, device, learner, args.fused_head and device.type == "cuda")}
     for streams in map(int, args.streams.split(",")):
         batched = run(streams, 64, args.seconds, net_cfg, device, weights, learner.alpha, reqs, args.fused_head,
                       args.clients, args.server)

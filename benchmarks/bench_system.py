@@ -5,6 +5,7 @@ processes) for a fixed time, measured from the services' own Prometheus endpoint
                                       [--hidden 256] [--seconds 60] [--warmup-s 60] [--device auto] [--cuda-graphs]
                                       [--tf32] [--fused-head] [--compile-networks] [--actor-pipeline P]
                                       [--no-updates] [--learner-threads T] [--inference-server threads|asyncio]
+                                      [--feed-processes F]
 
 After the warm-up (preparation, compilation, replay filling to its minimum) it reads every endpoint, waits
 ``--seconds`` and reads them again. One JSON line: sustained updates/s and environment steps/s, the actors'
@@ -12,8 +13,8 @@ inference call latency p50/p99 (their histogram), the endpoint's own latency p50
 stage of its work (``phylorl_inference_stage_seconds``: what the actors' wait is made of), the learner's update latency p50 and mean (and the fraction of updates replayed as CUDA graphs), the fraction of
 the learner's time spent waiting for a batch (its feed), the fraction of the actors' time spent waiting for an
 inference answer, the policy lag (weights versions between acting and
-learning), the services' restarts during the run, and the CPU each service used (cores, from /proc), with the
-machine named.
+learning), the services' restarts during the run, and the CPU each service used (cores, from /proc; the learner's
+feed processes, ``--feed-processes``, apart from the learner), with the machine named.
 
 ``--no-updates`` measures the acting side alone: the replay service never reaches its sampling minimum, so the
 learner only serves inference (with its initial weights) and the actors are limited by their own cores or by the
@@ -97,6 +98,11 @@ def pid_of(pattern: str) -> int | None:
     return int(out[0]) if out else None
 
 
+def children(pid: int) -> list[int]:
+    out = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True).stdout.split()
+    return [int(p) for p in out]
+
+
 def agent_section(args) -> str:
     """The learner's options of the run's config file (YAML), from the flags."""
     options = [name for name, on in (("cuda_graphs", args.cuda_graphs), ("fused_head", args.fused_head),
@@ -104,6 +110,7 @@ def agent_section(args) -> str:
     fields = (["tf32: true"] if args.tf32 else []) + ([f"torch_threads: {args.learner_threads}"]
                                                        if args.learner_threads else []) + (
         [f"inference_server: {args.inference_server}"] if args.inference_server != "threads" else []) + (
+        [f"feed_processes: {args.feed_processes}"] if args.feed_processes else []) + (
         ["agent: {" + ", ".join(f"{name}: true" for name in options) + "}"] if options else [])
     return "learner: {" + ", ".join(fields) + "}\n" if fields else ""
 
@@ -130,6 +137,8 @@ def main(argv=None) -> int:
     p.add_argument("--inference-server", choices=SERVER_KINDS, default="threads",
                    help="the inference endpoint's gRPC server (LearnerConfig.inference_server)")
     p.add_argument("--learner-threads", type=int, default=0, help="the learner's torch threads (0: its default)")
+    p.add_argument("--feed-processes", type=int, default=0, help="processes that sample and collate the learner's "
+                   "batches (LearnerConfig.feed_processes; 0: its prefetch threads do)")
     p.add_argument("--no-updates", action="store_true", help="the learner never trains (the replay minimum is never "
                    "reached): acting alone is measured")
     args = p.parse_args(argv)
@@ -176,9 +185,13 @@ def main(argv=None) -> int:
                 **{f"actor-{i}": pid_of(f"services.actor .*--metrics-port {port}( |$)")
                    for i, port in enumerate(ports["actors"])}}
 
+        feeders = children(pids["learner"]) if pids["learner"] else []  # the learner's feed processes
+
         def reading():
             return ({kind: [read_metrics(port) for port in group] for kind, group in endpoints.items()},
-                    {name: cpu_seconds(pid) for name, pid in pids.items() if pid}, time.monotonic())
+                    {**{name: cpu_seconds(pid) for name, pid in pids.items() if pid},
+                     **({"learner feed (all)": sum(cpu_seconds(pid) for pid in feeders)} if feeders else {})},
+                    time.monotonic())
 
         (first, cpu0, t0), _ = reading(), time.sleep(args.seconds)
         second, cpu1, t1 = reading()
@@ -213,7 +226,7 @@ def main(argv=None) -> int:
           "hidden": args.hidden, "cuda_graphs": args.cuda_graphs, "fused_head": args.fused_head, "tf32": args.tf32,
           "compile_networks": args.compile_networks, "actor_pipeline": args.actor_pipeline or "default",
           "learner_threads": args.learner_threads or "default", "inference_server": args.inference_server,
-          "no_updates": args.no_updates,
+          "feed_processes": args.feed_processes, "no_updates": args.no_updates,
           "seconds": round(elapsed, 1),
           "updates_per_s": round(updates / elapsed, 3),
           "env_steps_per_s": round(delta("actor", "phylorl_actor_env_steps_total") / elapsed, 2),

@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
-# The GPU figures of docs/benchmarks.md ("On the GPU") in one run on a CUDA machine (about 9 minutes on an H200
+# The GPU figures of docs/benchmarks.md ("On the GPU") in one run on a CUDA machine (about 11 minutes on an H200
 # for the steps up to fused-head; the acting comparison after them takes about 4 more): the learner update (CUDA
-# graphs, TF32, the fused head), the whole system with the GPU options, the inference endpoint's batching gain on
+# graphs, TF32, the fused head), the whole system with the GPU options (with the learner's feed processes and,
+# for comparison, without them), the inference endpoint's batching gain on
 # the threaded and the asyncio server, the GPU tests, the update with torch.compile-d encoders, sampled records to
 # the GPU (compact moves expanded there), the update with demonstration labels on every next state, and acting
 # alone with the actors' pipeline off and on. JSON lines and logs go to OUT_DIR.
 #
-#   [ENVS=8] [PIPELINE=0] [SERVER=threads] bash benchmarks/gpu_suite.sh [OUT_DIR] [ACTORS]   (defaults: ./gpu-results, nproc - 2 actors)
+#   [ENVS=8] [PIPELINE=0] [SERVER=threads] [FEED=4] bash benchmarks/gpu_suite.sh [OUT_DIR] [ACTORS]
+#   (defaults: ./gpu-results, nproc - 2 actors)
 #
 # Steps run in that order (the headline figures first), each under its own time limit, and the suite goes on
 # after a failure, so one broken step costs only its own figure; the step's exit status is printed with its
@@ -23,6 +25,8 @@ ENVS=${ENVS:-8}
 PIPELINE=${PIPELINE:-0}
 # the inference endpoint's gRPC server in the system step (LearnerConfig.inference_server: threads or asyncio)
 SERVER=${SERVER:-threads}
+# the learner's feed processes in the system step (LearnerConfig.feed_processes; the step after it runs without)
+FEED=${FEED:-4}
 SUITE_SECONDS=${SUITE_SECONDS:-100000}
 mkdir -p "$OUT_DIR"
 export PYTHONUNBUFFERED=1
@@ -42,11 +46,15 @@ step update 90 bench_update.jsonl python3 benchmarks/bench_update.py --device cu
   --paths graphs,graphs-fused --repeats 30 --warmup 5 --tf32
 step system 160 bench_system.jsonl python3 benchmarks/bench_system.py --actors "$ACTORS" --envs-per-actor "$ENVS" \
   --seconds 30 --warmup-s 40 --device cuda --cuda-graphs --fused-head --tf32 --actor-pipeline "$PIPELINE" \
-  --inference-server "$SERVER"
+  --inference-server "$SERVER" --feed-processes "$FEED"
+step system-no-feed 160 bench_system_no_feed.jsonl python3 benchmarks/bench_system.py --actors "$ACTORS" \
+  --envs-per-actor "$ENVS" --seconds 30 --warmup-s 40 --device cuda --cuda-graphs --fused-head --tf32 \
+  --actor-pipeline "$PIPELINE" --inference-server "$SERVER"
 step inference 150 bench_inference.jsonl python3 benchmarks/bench_inference.py --seconds 3 --fused-head --tf32
 step inference-asyncio 150 bench_inference_asyncio.jsonl python3 benchmarks/bench_inference.py --seconds 3 \
   --fused-head --tf32 --server asyncio
-step gpu-tests 150 gpu_tests.log python3 -m pytest -q -p no:cacheprovider tests/gpu
+step gpu-tests 150 gpu_tests.log python3 -m pytest -q -p no:cacheprovider tests/gpu \
+  tests/integration/learner/test_feed.py
 step update-compiled 120 bench_update_compiled.jsonl python3 benchmarks/bench_update.py --device cuda \
   --paths graphs-fused,graphs-fused-compiled --repeats 30 --warmup 5 --tf32
 step replay 60 bench_replay.jsonl python3 benchmarks/bench_replay.py --repeats 2 --batches 10 --clients 1

@@ -263,9 +263,10 @@ class Learner:
 
     # -- weights and checkpoints ----------------------------------------------------------------
 
-    def policy_weights(self) -> dict[str, dict[str, torch.Tensor]]:
-        """CPU copies of the online networks' parameters, ``{"q1": state_dict, "q2": state_dict}``."""
-        return {name: {k: v.detach().to("cpu", copy=True) for k, v in net.state_dict().items()}
+    def policy_weights(self, device: torch.device | str = "cpu") -> dict[str, dict[str, torch.Tensor]]:
+        """Copies of the online networks' parameters on ``device``, ``{"q1": state_dict, "q2": state_dict}``
+        (on the learner's own device: no transfer, no wait for it)."""
+        return {name: {k: v.detach().to(device, copy=True) for k, v in net.state_dict().items()}
                 for name, net in (("q1", self.q1), ("q2", self.q2))}
 
     def state_dict(self) -> dict:

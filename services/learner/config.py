@@ -65,6 +65,12 @@ class LearnerConfig(security.ServerTLS, security.ClientTLS, security.GrpcToken, 
     """Threads that sample and collate batches at once. One thread is bound by the latency of each Sample call and
     by collating (about 6 ms of CPU per 128 transitions of 20 taxa in tree form on the 2-core dev machine, in
     one compiled pass that releases the GIL); a GPU learner with spare cores wants several."""
+    feed_processes: int = 0
+    """Processes that sample and collate batches, each with its own replay connection, handing them over through
+    shared memory (``services/learner/feed.py``); the prefetch threads then only copy them to the device. In the
+    learner's own process sampling and collating share one interpreter lock with the update loop and the inference
+    endpoint, which on a GPU machine with cores to spare bounds the feed. 0: the prefetch threads sample and
+    collate themselves (right for a CPU learner, which has no cores to spare)."""
     malloc_keep_mb: int = 1024
     """Freed memory glibc keeps for reuse instead of returning it (MiB): a batch's arrays (about 14 MB at the
     design size) then reuse pages instead of faulting them in anew. 0 keeps glibc's defaults."""
@@ -98,6 +104,8 @@ class LearnerConfig(security.ServerTLS, security.ClientTLS, security.GrpcToken, 
         problems = []
         if self.batch_size < 1 or self.publish_every < 1 or self.prefetch < 1 or self.prefetch_workers < 1:
             problems.append("batch_size, publish_every, prefetch and prefetch_workers must be >= 1")
+        if self.feed_processes < 0:
+            problems.append(f"feed_processes must be >= 0, got {self.feed_processes}")
         if self.inference_max_batch < 1 or self.inference_queue < 1 or self.inference_max_delay_ms < 0:
             problems.append("inference_max_batch and inference_queue must be >= 1, inference_max_delay_ms >= 0")
         if self.keep_checkpoints < 1:

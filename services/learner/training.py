@@ -12,6 +12,7 @@ are written every ``checkpoint_every`` updates or ``checkpoint_seconds`` seconds
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import logging
 import os
@@ -25,18 +26,16 @@ import numpy as np
 import redis
 
 from phylorl.agent.batch import Prefetcher
-from phylorl.agent.packed_batch import collate_records
 from phylorl.agent.checkpoints import LATEST, latest_checkpoint
 from phylorl.agent.learner import Learner
 from phylorl.interfaces import ReplaySource, WeightsSink
-from phylorl.wire.record import decode_transition
 
 from . import metrics
 from .config import LearnerConfig
+from .feed import FeedProcesses
+from .sampling import draw
 
 log = logging.getLogger("phylorl.learner")
-TRANSIENT = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.FAILED_PRECONDITION,
-             grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.CANCELLED}
 UPDATE_COLUMNS = ("version", "time_s", "update_seconds", "batch_wait_seconds", "loss_q1", "loss_q2", "loss_alpha",
                   "alpha", "q_mean", "td_abs_mean", "entropy", "loss_demo")
 
@@ -93,11 +92,15 @@ class TrainingLoop:
         self._priorities: queue.Queue = queue.Queue(maxsize=64)
         self._priority_thread = threading.Thread(target=self._send_priorities, name="priorities", daemon=True)
         self.updates_done = 0
+        self.feed: FeedProcesses | None = None
 
     # ------------------------------------------------------------- publishing
     def publish(self) -> None:
         learner = self.learner
-        snapshot = self.inference.publish(learner.policy_weights(), learner.alpha, learner.weights_version)
+        # copies on the learner's device: the endpoint writes them into its networks there (a GPU learner never
+        # waits on a transfer to the host; GetWeights makes its host copy when asked)
+        snapshot = self.inference.publish(learner.policy_weights(learner.device), learner.alpha,
+                                          learner.weights_version)
         if self.redis is not None:
             prefix = self.config.weights_key
             try:
@@ -112,39 +115,24 @@ class TrainingLoop:
 
     # ----------------------------------------------------------------- replay
     def _sample(self):
-        try:
-            drawn = self.replay.sample(self.config.batch_size, timeout_s=self.config.sample_timeout_s)
-        except grpc.RpcError as exc:
-            if exc.code() in TRANSIENT:
-                return None
-            raise
-        # compact: the next states' moves cross to the device as slot tables and are expanded there
-        fast = collate_records(drawn.records, weights=np.asarray(drawn.weights), compact=True)
-        if fast is not None:  # every record in a tree form: decoded straight into the batch arrays
-            metrics.COLLATED.labels(path="compiled").inc()
-            batch, versions = fast
-            self._observe_lag(versions)
-            return batch, None, np.asarray(drawn.keys)
-        metrics.COLLATED.labels(path="reference").inc()
-        transitions, good = [], []
-        for i, data in enumerate(drawn.records):
-            try:
-                transitions.append(decode_transition(data))
-                good.append(i)
-            except ValueError as exc:  # a corrupt record must not stop training: it is retired instead
-                metrics.CORRUPT_RECORDS.inc()
-                log.warning("replay key %d holds a record that does not decode (%s); its priority is set to 0",
-                            int(drawn.keys[i]), exc)
-        bad = np.setdiff1d(np.asarray(drawn.keys), np.asarray(drawn.keys)[good])
-        if bad.size:
-            try:
-                self._priorities.put_nowait((bad, np.zeros(bad.size)))  # never drawn again
-            except queue.Full:
-                log.warning("priority queue full: %d corrupt records stay drawable for now", bad.size)
-        if not transitions:
+        if self.feed is not None:  # drawn and collated by a feed process
+            drawn = self.feed.take()
+        else:
+            drawn = draw(self.replay, self.config.batch_size, self.config.sample_timeout_s, self._retire)
+        if drawn is None:
             return None
-        self._observe_lag(np.array([t.policy_version for t in transitions]))
-        return transitions, np.asarray(drawn.weights)[good], np.asarray(drawn.keys)[good]
+        metrics.COLLATED.labels(path=drawn.path).inc()
+        metrics.CORRUPT_RECORDS.inc(drawn.corrupt)
+        if drawn.keys.size == 0:  # every record drawn was corrupt (and is retired)
+            return None
+        self._observe_lag(drawn.versions)
+        return drawn.items, drawn.weights, drawn.keys
+
+    def _retire(self, keys: np.ndarray) -> None:
+        try:
+            self._priorities.put_nowait((keys, np.zeros(keys.size)))  # never drawn again
+        except queue.Full:
+            log.warning("priority queue full: %d corrupt records stay drawable for now", keys.size)
 
     def _observe_lag(self, versions: np.ndarray) -> None:
         for value in self.learner.weights_version - versions[versions >= 0]:
@@ -173,9 +161,12 @@ class TrainingLoop:
         new_file = not log_path.exists()
         last_checkpoint = time.monotonic()
         started = time.monotonic()
-        with open(log_path, "a", newline="") as fh, Prefetcher(self._sample, self.learner.device,
-                                                                depth=cfg.prefetch,
-                                                                workers=cfg.prefetch_workers) as prefetcher:
+        if cfg.feed_processes:
+            self.feed = FeedProcesses(cfg, cfg.feed_processes, slots=cfg.prefetch + 1,
+                                      pinned=self.learner.device.type == "cuda")
+        with open(log_path, "a", newline="") as fh, self.feed or contextlib.nullcontext(), \
+                Prefetcher(self._sample, self.learner.device, depth=cfg.prefetch, workers=cfg.prefetch_workers,
+                           idle_wait_s=0.0 if self.feed else 0.01) as prefetcher:
             writer = csv.writer(fh)
             if new_file:
                 writer.writerow(UPDATE_COLUMNS)

@@ -243,3 +243,44 @@ def test_an_answer_after_the_asyncio_server_stopped_leaves_the_batcher_serving()
         assert inference.act(observations, greedy=True, timeout_s=30)[3] == 2
     finally:
         inference.close()
+
+
+def test_publications_write_retired_networks_again_and_answer_as_networks_built_anew(endpoint):
+    """A publication writes the new weights into the networks of a retired snapshot (never ones a batch is
+    running on); the answers and ``GetWeights`` are those of the published weights, version by version."""
+    import io
+
+    from phylorl.agent.acting import policy_networks
+    from phylorl.nets.inputs import collate_observations
+    from phylorl.nets.twin import twin_or_none
+
+    stub, inference, _ = endpoint
+    observations = _observations(3, 9, seed=5)
+    graphs, acts = collate_observations(observations)
+    pairs = set()
+    for version in range(10, 16):
+        weights = Learner(SMALL, device="cpu", seed=version).policy_weights()
+        if version == 14:  # a batch runs on the retired snapshot: its networks must stay as they are
+            retired = inference._retired[0]
+            inference._busy = retired
+            kept = [p.clone() for p in retired.pair[0].parameters()]
+        inference.publish(weights, 0.05, version)
+        if version == 14:
+            assert inference.snapshot.pair is not retired.pair
+            assert all(torch.equal(a, b) for a, b in zip(kept, retired.pair[0].parameters()))
+            inference._busy = None
+        pairs.add(id(inference.snapshot.pair))
+        with torch.no_grad():
+            expected = twin_or_none(policy_networks(SMALL, weights), frozen=True)(graphs, acts).numpy()
+        reply = _act(stub, observations, greedy=True)
+        assert reply.weights_version == version
+        start = 0
+        for i, obs in enumerate(observations):
+            assert codec.ndarray_from_proto(reply.q)[i] == pytest.approx(float(expected[start:start + obs.n_actions]
+                                                                                .max()), rel=1e-6)
+            start += obs.n_actions
+        served = torch.load(io.BytesIO(stub.GetWeights(inference_pb2.GetWeightsRequest(known_version=0),
+                                                       timeout=10).weights))
+        assert served["version"] == version
+        assert all(torch.equal(served["weights"]["q2"][k], v) for k, v in weights["q2"].items())
+    assert len(pairs) <= 4  # written again, not built anew each time

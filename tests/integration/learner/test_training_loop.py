@@ -40,15 +40,19 @@ def replay(redis_client):
     rng = np.random.default_rng(0)
     client = ReplayClient(f"127.0.0.1:{server.port}")
     client.insert_records([encode_transition(random_transition(7, 40, rng)) for _ in range(64)], np.ones(64))
-    yield table, client
+    yield table, client, f"127.0.0.1:{server.port}"
     client.close()
     server.stop(grace_s=1.0)
 
 
-def test_the_loop_updates_from_replay_publishes_sends_priorities_and_checkpoints(replay, redis_client, tmp_path):
-    table, client = replay
+@pytest.mark.parametrize("feed_processes", [0, 2])
+def test_the_loop_updates_from_replay_publishes_sends_priorities_and_checkpoints(replay, redis_client, tmp_path,
+                                                                                feed_processes):
+    """With ``feed_processes`` the batches are drawn and collated in two processes of their own."""
+    table, client, address = replay
     config = LearnerConfig(run_dir=str(tmp_path), batch_size=16, updates=12, publish_every=5, checkpoint_every=4,
-                           checkpoint_seconds=0, keep_checkpoints=2, prefetch_workers=1, weights_key="phylorl:w")
+                           checkpoint_seconds=0, keep_checkpoints=2, prefetch_workers=1, weights_key="phylorl:w",
+                           replay_address=address, feed_processes=feed_processes)
     learner = Learner(NET, device="cpu", seed=0)
     inference = BatchingInference(NET, torch.device("cpu"), max_batch=4, max_delay_s=0.001, max_queue=8)
     checkpoints = Checkpoints(tmp_path, config.keep_checkpoints)
@@ -78,11 +82,12 @@ def _collated(path: str) -> float:
     return REGISTRY.get_sample_value("phylorl_learner_collated_batches_total", {"path": path}) or 0.0
 
 
-@pytest.mark.parametrize("features", ["basic", "rich"])
+@pytest.mark.parametrize("features,feed_processes", [("basic", 0), ("rich", 0), ("rich", 1)])
 def test_tree_form_records_take_the_compiled_path_and_a_corrupt_one_the_reference_path(redis_client, tmp_path,
-                                                                                      features):
+                                                                                      features, feed_processes):
     """Records an actor makes (tree forms) are collated by the compiled pass; a batch that draws a corrupt
-    record goes the reference way, which retires that record (priority 0)."""
+    record goes the reference way, which retires that record (priority 0), in the learner's own threads or in
+    a feed process."""
     alignment = simulate_dataset(9, 300, np.random.default_rng(1)).alignment
     env = TreeEnv([EnvAlignment.build(alignment, prepare_alignment(alignment, "JC"), "a")],
                   EnvConfig(horizon=5, features=features), seed=0)
@@ -105,7 +110,9 @@ def test_tree_form_records_take_the_compiled_path_and_a_corrupt_one_the_referenc
     table.insert(records[-1:], np.array([1e6]))  # damaged at rest (the service checks what it is sent); drawn first
     net = NetworkConfig.for_features(features, hidden=16, action_hidden=16, head_hidden=16)
     config = LearnerConfig(run_dir=str(tmp_path), batch_size=8, updates=6, publish_every=5, checkpoint_every=0,
-                           checkpoint_seconds=0, prefetch_workers=1, weights_key=f"phylorl:paths:{features}")
+                           checkpoint_seconds=0, prefetch_workers=1, weights_key=f"phylorl:paths:{features}",
+                           replay_address=f"127.0.0.1:{server.port}", feed_processes=feed_processes)
+    corrupt = REGISTRY.get_sample_value("phylorl_learner_corrupt_records_total") or 0.0
     inference = BatchingInference(net, torch.device("cpu"), max_batch=4, max_delay_s=0.001, max_queue=8)
     compiled, reference = _collated("compiled"), _collated("reference")
     loop = TrainingLoop(config, Learner(net, device="cpu", seed=0), client, inference, redis_client,
@@ -117,6 +124,7 @@ def test_tree_form_records_take_the_compiled_path_and_a_corrupt_one_the_referenc
         client.close()
         server.stop(grace_s=1.0)
     assert loop.updates_done == 6
+    assert REGISTRY.get_sample_value("phylorl_learner_corrupt_records_total") > corrupt  # counted as drawn
     assert _collated("reference") > reference  # the batch with the corrupt record
     assert _collated("compiled") > compiled  # once it was retired, every batch
     keys, left = table.priorities()

@@ -1,0 +1,57 @@
+"""A batch written into a flat buffer and read back (the learner's feed processes) is the same, bit for bit."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from phylorl.agent.batch import collate
+from phylorl.agent.batch_transfer import ALIGN, pack, packed_size, unpack
+from phylorl.agent.packed_batch import collate_records
+from phylorl.env import EnvConfig
+from phylorl.phylo.simulate import simulate_dataset
+from phylorl.wire.codec import PackedRecords
+from phylorl.wire.record import decode_transition
+
+sys.path.insert(0, str(Path(__file__).parent))
+from test_packed_batch import _assert_same, _episodes  # noqa: E402  (same directory)
+
+
+@pytest.mark.parametrize("form", ["compact", "reference"])
+def test_a_packed_batch_reads_back_the_same_bits(form):
+    alignment = simulate_dataset(9, 200, np.random.default_rng(4)).alignment
+    records = _episodes(alignment, EnvConfig(horizon=6, features="rich"), 12, seed=5, labels=True)
+    weights = np.linspace(0.5, 1.0, len(records)).astype(np.float32)
+    if form == "compact":
+        batch, _ = collate_records(PackedRecords.from_records(records), weights=weights, compact=True)
+    else:
+        batch = collate([decode_transition(r) for r in records], "cpu", weights)
+    sized = packed_size(batch)
+    buffer = torch.full((sized[2] + 3 * ALIGN,), 0xAB, dtype=torch.uint8)
+    packed = pack(batch, buffer, sized)
+    assert packed.nbytes == sized[2] and all(at % ALIGN == 0 for at, _, _ in packed.tensors)
+    back = unpack(packed, buffer)
+    _assert_same(batch, back)
+    assert back.reward.data_ptr() != batch.reward.data_ptr()  # views of the buffer, not the originals
+    buffer.zero_()  # the views are the buffer: what is read back changes with it
+    assert not back.weights.any()
+
+
+def test_bool_empty_and_scalar_tensors_round_trip_and_a_small_buffer_is_refused():
+    obj = {"flags": (torch.tensor([True, False, True]), torch.zeros(0, 4, dtype=torch.int64)),
+           "scalar": torch.tensor(2.5, dtype=torch.float64), "plain": 7,
+           "strided": torch.arange(12, dtype=torch.int32).reshape(3, 4).t()}
+    _, _, nbytes = packed_size(obj)
+    buffer = torch.empty(nbytes, dtype=torch.uint8)
+    back = unpack(pack(obj, buffer), buffer)
+    assert back["plain"] == 7 and back["scalar"].dtype == torch.float64 and float(back["scalar"]) == 2.5
+    assert back["flags"][0].tolist() == [True, False, True] and back["flags"][1].shape == (0, 4)
+    assert torch.equal(back["strided"], obj["strided"])
+    with pytest.raises(ValueError, match=f"needs {nbytes} bytes, the buffer holds {nbytes - 1}"):
+        pack(obj, torch.empty(nbytes - 1, dtype=torch.uint8))
+    with pytest.raises(ValueError, match="flat uint8"):
+        pack(obj, torch.empty(nbytes, dtype=torch.float32))
