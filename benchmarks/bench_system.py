@@ -10,7 +10,8 @@ processes) for a fixed time, measured from the services' own Prometheus endpoint
 After the warm-up (preparation, compilation, replay filling to its minimum) it reads every endpoint, waits
 ``--seconds`` and reads them again. One JSON line: sustained updates/s and environment steps/s, the actors'
 inference call latency p50/p99 (their histogram), the endpoint's own latency p50, median batch and mean time per
-stage of its work (``phylorl_inference_stage_seconds``: what the actors' wait is made of), the learner's update latency p50 and mean (and the fraction of updates replayed as CUDA graphs), the fraction of
+stage of its work (``phylorl_inference_stage_seconds``: what the actors' wait is made of), the learner's update latency p50 and mean (and the fraction of updates replayed as CUDA graphs), its mean time per
+publication of the weights (``publish_mean_ms``), the fraction of
 the learner's time spent waiting for a batch (its feed), the fraction of the actors' time spent waiting for an
 inference answer, the policy lag (weights versions between acting and
 learning), the services' restarts during the run, and the CPU each service used (cores, from /proc; the learner's
@@ -238,6 +239,9 @@ def main(argv=None) -> int:
           "inference_stage_mean_ms": {stage: stage_mean_ms(stage) for stage in ("inputs", "batch", "network", "reply")},
           "update_p50_s": q("learner", "phylorl_learner_update_seconds", 0.5),
           "update_mean_s": round(delta("learner", "phylorl_learner_update_seconds_sum") / max(updates, 1), 5),
+          "publish_mean_ms": (round(1e3 * delta("learner", "phylorl_learner_publish_seconds_sum")
+                                    / delta("learner", "phylorl_learner_publish_seconds_count"), 3)
+                              if delta("learner", "phylorl_learner_publish_seconds_count") else None),
           "graph_replay_fraction": round(delta("learner", "phylorl_learner_graph_replays_total") / max(updates, 1), 3),
           "service_restarts": restarts,
           "actor_inference_wait_fraction": round(

@@ -1,19 +1,20 @@
 #!/usr/bin/env bash
-# The GPU figures of docs/benchmarks.md ("On the GPU") in one run on a CUDA machine (about 11 minutes on an H200
-# for the steps up to fused-head; the acting comparison after them takes about 4 more): the learner update (CUDA
-# graphs, TF32, the fused head), the whole system with the GPU options (with the learner's feed processes and,
-# for comparison, without them), the inference endpoint's batching gain on
-# the threaded and the asyncio server, the GPU tests, the update with torch.compile-d encoders, sampled records to
-# the GPU (compact moves expanded there), the update with demonstration labels on every next state, and acting
-# alone with the actors' pipeline off and on. JSON lines and logs go to OUT_DIR.
+# The GPU figures of docs/benchmarks.md ("On the GPU") in one run on a CUDA machine (about 13 minutes on an H200
+# for the steps up to fused-head; the acting comparison after them takes about 4 more). In order: the GPU tests
+# (first: the figures after them mean little if the GPU paths are wrong), the whole system with the GPU options on
+# the threaded and on the asyncio endpoint (which decides the default server), the learner update (CUDA graphs,
+# TF32, the fused head), the inference endpoint's batching gain on both servers, the system with the learner's
+# feed processes, the update with torch.compile-d encoders, sampled records to the GPU (compact moves expanded
+# there), the update with demonstration labels on every next state, the fused head alone, and acting alone with
+# the actors' pipeline off and on. JSON lines and logs go to OUT_DIR.
 #
-#   [ENVS=8] [PIPELINE=0] [SERVER=threads] [FEED=4] bash benchmarks/gpu_suite.sh [OUT_DIR] [ACTORS]
+#   [ENVS=8] [PIPELINE=0] [FEED=4] bash benchmarks/gpu_suite.sh [OUT_DIR] [ACTORS]
 #   (defaults: ./gpu-results, nproc - 2 actors)
 #
-# Steps run in that order (the headline figures first), each under its own time limit, and the suite goes on
-# after a failure, so one broken step costs only its own figure; the step's exit status is printed with its
-# name. SUITE_SECONDS (environment) caps the whole run: a step is given at most what is left of it, and one
-# that would get under 20 s is skipped (for a device lease of fixed length).
+# Each step runs under its own time limit and the suite goes on after a failure, so one broken step costs only
+# its own figure; the step's exit status is printed with its name. SUITE_SECONDS (environment) caps the whole run:
+# a step is given at most what is left of it, and one that would get under 20 s is skipped (for a device lease of
+# fixed length).
 set -u
 cd "$(dirname "$0")/.."
 OUT_DIR=${1:-gpu-results}
@@ -23,9 +24,7 @@ ACTORS=${2:-$(( $(nproc) - 2 ))}
 ENVS=${ENVS:-8}
 # groups each actor steps while another group's call is out (ActorConfig.pipeline; 0: the actor's default, 2)
 PIPELINE=${PIPELINE:-0}
-# the inference endpoint's gRPC server in the system step (LearnerConfig.inference_server: threads or asyncio)
-SERVER=${SERVER:-threads}
-# the learner's feed processes in the system step (LearnerConfig.feed_processes; the step after it runs without)
+# the learner's feed processes in the system-feed step (LearnerConfig.feed_processes)
 FEED=${FEED:-4}
 SUITE_SECONDS=${SUITE_SECONDS:-100000}
 mkdir -p "$OUT_DIR"
@@ -42,19 +41,18 @@ step() {  # step NAME LIMIT_S OUTPUT_FILE COMMAND...
   tail -c 600 "$OUT_DIR/$out"; echo
 }
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+step gpu-tests 170 gpu_tests.log python3 -m pytest -q -p no:cacheprovider tests/gpu \
+  tests/integration/learner/test_feed.py
+SYSTEM=(python3 benchmarks/bench_system.py --actors "$ACTORS" --envs-per-actor "$ENVS" --seconds 30 --warmup-s 40
+        --device cuda --cuda-graphs --fused-head --tf32 --actor-pipeline "$PIPELINE")
+step system 170 bench_system.jsonl "${SYSTEM[@]}"
+step system-asyncio 160 bench_system_asyncio.jsonl "${SYSTEM[@]}" --inference-server asyncio
 step update 90 bench_update.jsonl python3 benchmarks/bench_update.py --device cuda \
   --paths graphs,graphs-fused --repeats 30 --warmup 5 --tf32
-step system 160 bench_system.jsonl python3 benchmarks/bench_system.py --actors "$ACTORS" --envs-per-actor "$ENVS" \
-  --seconds 30 --warmup-s 40 --device cuda --cuda-graphs --fused-head --tf32 --actor-pipeline "$PIPELINE" \
-  --inference-server "$SERVER" --feed-processes "$FEED"
-step system-no-feed 160 bench_system_no_feed.jsonl python3 benchmarks/bench_system.py --actors "$ACTORS" \
-  --envs-per-actor "$ENVS" --seconds 30 --warmup-s 40 --device cuda --cuda-graphs --fused-head --tf32 \
-  --actor-pipeline "$PIPELINE" --inference-server "$SERVER"
 step inference 150 bench_inference.jsonl python3 benchmarks/bench_inference.py --seconds 3 --fused-head --tf32
 step inference-asyncio 150 bench_inference_asyncio.jsonl python3 benchmarks/bench_inference.py --seconds 3 \
   --fused-head --tf32 --server asyncio
-step gpu-tests 150 gpu_tests.log python3 -m pytest -q -p no:cacheprovider tests/gpu \
-  tests/integration/learner/test_feed.py
+step system-feed 160 bench_system_feed.jsonl "${SYSTEM[@]}" --feed-processes "$FEED"
 step update-compiled 120 bench_update_compiled.jsonl python3 benchmarks/bench_update.py --device cuda \
   --paths graphs-fused,graphs-fused-compiled --repeats 30 --warmup 5 --tf32
 step replay 60 bench_replay.jsonl python3 benchmarks/bench_replay.py --repeats 2 --batches 10 --clients 1

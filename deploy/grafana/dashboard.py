@@ -80,6 +80,11 @@ PANELS = [
          "none", [("max(phylorl_learner_weights_version)", "learner"),
                   ("max(phylorl_learner_published_version)", "published"),
                   ("phylorl_actor_weights_version", "actor {{instance}}")]),
+        ("Publication time (p50 / p95)",
+         "Time the learner's update loop spends on one publication of its weights to the inference endpoint "
+         "(every publish_every updates; phylorl_learner_publish_seconds): copies of the networks on the learner's "
+         "device, written into the endpoint's.",
+         "s", quantiles("phylorl_learner_publish_seconds", qs=(0.5, 0.95))),
         ("Policy lag (versions)",
          "Learner version minus the version that chose the action, per sampled transition: how off-policy the "
          "training data is (phylorl_learner_policy_lag_versions).",

@@ -40,6 +40,9 @@ GRAPH_REPLAYS = Counter("phylorl_learner_graph_replays_total", "Learner updates 
 BATCH_WAIT_SECONDS = Histogram("phylorl_learner_batch_wait_seconds", "Wait for a ready batch (s)",
                                buckets=LATENCY_BUCKETS_S)
 WEIGHTS_VERSION = Gauge("phylorl_learner_weights_version", "Version of the online networks")
+PUBLISH_SECONDS = Histogram("phylorl_learner_publish_seconds",
+                            "One publication of the weights to the inference endpoint, on the update loop (s)",
+                            buckets=LATENCY_BUCKETS_S)
 PUBLISHED_VERSION = Gauge("phylorl_learner_published_version", "Version last published to actors")
 LOSS = Gauge("phylorl_learner_loss", "Last loss", ["name"])
 Q_MEAN = Gauge("phylorl_learner_q_mean", "Mean Q(s,a) of the last batch")

@@ -96,6 +96,7 @@ class TrainingLoop:
 
     # ------------------------------------------------------------- publishing
     def publish(self) -> None:
+        started = time.perf_counter()
         learner = self.learner
         # copies on the learner's device: the endpoint writes them into its networks there (a GPU learner never
         # waits on a transfer to the host; GetWeights makes its host copy when asked)
@@ -112,6 +113,7 @@ class TrainingLoop:
                 log.warning("weights version %d not written to Redis (%s); the next publication retries",
                             snapshot.version, exc)
         metrics.PUBLISHED_VERSION.set(snapshot.version)
+        metrics.PUBLISH_SECONDS.observe(time.perf_counter() - started)
 
     # ----------------------------------------------------------------- replay
     def _sample(self):
