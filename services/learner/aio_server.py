@@ -4,7 +4,8 @@ The threaded server (:class:`~services.learner.server.InferenceServer`) parks a 
 call; with tens of actors that is tens of threads taking turns at the interpreter lock with the batching
 thread (and, in the learner, the update). Here a call is a coroutine: it makes its states' inputs, queues them
 with :meth:`BatchingInference.submit` and awaits a future that the batching thread resolves through the loop
-(``call_soon_threadsafe``), so a batch's answers wake one thread, not one per caller. Same service, same
+(``call_soon_threadsafe``), so a batch's answers wake one thread, not one per caller, and that thread once
+(:class:`_Waker`: one scheduled drain resolves every answer handed over before it runs). Same service, same
 answers and statuses; selected by ``LearnerConfig.inference_server``.
 
 A call's inputs are made on the loop thread (the compiled pass, about 80 µs for a 20-taxon state on the
@@ -31,35 +32,59 @@ from .inference import BatchingInference
 from .server import ANSWERED_ERRORS, act_response, check_request, status_of, weights_response
 
 
-class _Wake:
-    """``done`` of a request (set by the batching thread): resolves ``future`` on its event loop."""
+class _Waker:
+    """Resolves futures of one event loop from the batching thread, one loop wake-up for all the answers of a batch:
+    the first future handed over schedules a drain on the loop; those that come before it runs join it."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, future: asyncio.Future):
-        self.loop, self.future = loop, future
+    def __init__(self, loop: asyncio.AbstractEventLoop):
+        self.loop = loop
+        self._lock = threading.Lock()
+        self._pending: list[asyncio.Future] = []
+
+    def wake(self, future: asyncio.Future) -> None:
+        with self._lock:
+            self._pending.append(future)
+            if len(self._pending) > 1:  # a drain is already scheduled
+                return
+        try:
+            self.loop.call_soon_threadsafe(self._drain)
+        except RuntimeError:  # the loop is closed: the server stopped and nobody awaits these answers any more
+            with self._lock:
+                self._pending.clear()
+
+    def _drain(self) -> None:
+        with self._lock:
+            futures, self._pending = self._pending, []
+        for future in futures:
+            if not future.done():
+                future.set_result(None)
+
+
+class _Wake:
+    """``done`` of a request (set by the batching thread): resolves ``future`` through its loop's :class:`_Waker`."""
+
+    def __init__(self, waker: _Waker, future: asyncio.Future):
+        self.waker, self.future = waker, future
 
     def set(self) -> None:
-        try:
-            self.loop.call_soon_threadsafe(self._resolve)
-        except RuntimeError:  # the loop is closed: the server stopped and nobody awaits this answer any more
-            pass
-
-    def _resolve(self) -> None:
-        if not self.future.done():
-            self.future.set_result(None)
+        self.waker.wake(self.future)
 
 
 class AsyncInferenceServicer(inference_pb2_grpc.InferenceServiceServicer):
     def __init__(self, inference: BatchingInference, timeout_s: float = 60.0):
         self.inference = inference
         self.timeout_s = timeout_s
+        self._waker: _Waker | None = None  # made on the loop's first call
 
     async def Act(self, request, context):
         loop = asyncio.get_running_loop()
+        if self._waker is None or self._waker.loop is not loop:
+            self._waker = _Waker(loop)
         answered = loop.create_future()
         try:
             check_request(request)
             pending = self.inference.submit(codec.unpack_records(request.states), request.greedy,
-                                            _Wake(loop, answered))
+                                            _Wake(self._waker, answered))
             try:
                 await asyncio.wait_for(answered, self.timeout_s)
             except TimeoutError:
