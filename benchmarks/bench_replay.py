@@ -21,8 +21,10 @@ actors record them, the default; ``basic``: random trees and one SPR neighbour e
                           ``sample_to_batch_host_expanded_per_s``: the same with every next move's node ids
                           and features written on the host (a CPU learner's batch); and
                           ``sample_to_batch_reference_per_s``: decoding every record and collating; with a
-                          CUDA device also ``sample_to_device_per_s`` (compact, pinned, copied and expanded on
-                          the GPU, as the learner's prefetcher does) and ``sample_to_device_host_expanded_per_s``
+                          CUDA device also ``sample_to_device_per_s`` (compact, packed into one pinned block,
+                          copied as one transfer and expanded on the GPU, as the learner's prefetcher does),
+                          ``sample_to_device_per_tensor_per_s`` (each tensor pinned and copied on its own, the
+                          prefetcher's way before session 15) and ``sample_to_device_host_expanded_per_s``
                           (every move written on the host, then copied);
 * ``encode_us`` / ``decode_us`` one transition through :mod:`phylorl.wire.record`, on one core;
 * ``cpu_us_per_insert`` / ``cpu_us_per_sample`` CPU time (user + system) the replay service, Redis
@@ -198,7 +200,17 @@ def batch_rates(batches: list, repeats: int, threads: int) -> dict:
     if torch.cuda.is_available():  # on to the GPU as the prefetcher does: pinned, copied, expanded there
         from phylorl.agent.batch import on_device
 
-        paths = {"sample_to_device_per_s": lambda p: on_device(compact(p)[0], "cuda", pin_memory=True),
+        from phylorl.agent.batch_transfer import Stager
+
+        stager = Stager(pinned=True)
+
+        def staged(packed):  # as a prefetch thread: its block copied before its buffer is written again
+            batch = on_device(compact(packed)[0], "cuda", stager=stager)
+            torch.cuda.current_stream().synchronize()
+            return batch
+
+        paths = {"sample_to_device_per_s": staged,
+                 "sample_to_device_per_tensor_per_s": lambda p: on_device(compact(p)[0], "cuda", pin_memory=True),
                  "sample_to_device_host_expanded_per_s": lambda p: on_device(collate_records(p)[0], "cuda",
                                                                               pin_memory=True)}
         for name, path in paths.items():

@@ -19,6 +19,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from phylorl.agent.batch_transfer import Block, Stager
 from phylorl.env.move_kernels import expand_moves
 from phylorl.types import Transition
 from phylorl.nets.compact_actions import CompactActions, expand_actions
@@ -63,10 +64,20 @@ class Batch:
         return int(self.reward.shape[0])
 
 
-def on_device(batch: Batch, device: torch.device | str, pin_memory: bool = False) -> Batch:
+def on_device(batch: "Batch | Block", device: torch.device | str, pin_memory: bool = False,
+              stager: Stager | None = None) -> Batch:
     """``batch`` on ``device`` (see :func:`~phylorl.nets.inputs.move_to`) with its next actions expanded
-    there when they are :class:`CompactActions`."""
-    batch = move_to(batch, device, pin_memory)
+    there when they are :class:`CompactActions`. A :class:`~phylorl.agent.batch_transfer.Block` (a batch packed
+    in one host buffer), or a batch packed by ``stager`` on the way, goes to a CUDA device as one transfer
+    (asynchronous from pinned memory) instead of one per tensor."""
+    device = torch.device(device)
+    if stager is not None and device.type == "cuda" and isinstance(batch, Batch):
+        batch = stager.stage(batch)
+    if isinstance(batch, Block):
+        batch = batch.to(device, non_blocking=batch.data.is_pinned()) if device.type == "cuda" else \
+            move_to(batch.unpack(), device)
+    else:
+        batch = move_to(batch, device, pin_memory)
     if isinstance(batch.next_actions, CompactActions):
         batch = dataclasses.replace(batch, next_actions=expand_on_host(batch.next_actions)
                                     if batch.reward.device.type == "cpu" else expand_actions(batch.next_actions))
@@ -147,10 +158,10 @@ def _labels(transitions: Sequence[Transition]) -> np.ndarray:
     return np.concatenate(parts) if parts else np.zeros(0, dtype=np.float32)
 
 
-Sample = tuple["Sequence[Transition] | Batch", "np.ndarray | None", Any]
+Sample = tuple["Sequence[Transition] | Batch | Block", "np.ndarray | None", Any]
 """What a prefetcher's source returns: transitions and their IS weights (or ``None``), or a batch
-already collated on the host (weights then ``None``: they are in the batch), and opaque info (e.g.
-replay keys) handed back with the batch."""
+already collated on the host, maybe packed in one buffer (weights then ``None``: they are in the batch),
+and opaque info (e.g. replay keys) handed back with the batch."""
 
 
 class Prefetcher:
@@ -186,6 +197,7 @@ class Prefetcher:
     def _run(self) -> None:
         cuda = self._device.type == "cuda"
         stream = torch.cuda.Stream(self._device) if cuda else None
+        stager = Stager(pinned=True) if cuda else None  # this thread's: reused once its copy is done (synchronize)
         try:
             while not self._stop.is_set():
                 drawn = self._sample()
@@ -195,7 +207,7 @@ class Prefetcher:
                 items, weights, info = drawn
                 if cuda:
                     with torch.cuda.stream(stream):
-                        batch = self._to_device(items, weights, pin_memory=True)
+                        batch = self._to_device(items, weights, pin_memory=True, stager=stager)
                     stream.synchronize()
                 else:
                     batch = self._to_device(items, weights)
@@ -203,9 +215,9 @@ class Prefetcher:
         except BaseException as error:  # handed to the consumer by get()
             self._put(error)
 
-    def _to_device(self, items, weights, pin_memory: bool = False) -> Batch:
-        if isinstance(items, Batch):  # already collated on the host (phylorl.agent.packed_batch)
-            return on_device(items, self._device, pin_memory)
+    def _to_device(self, items, weights, pin_memory: bool = False, stager: Stager | None = None) -> Batch:
+        if isinstance(items, (Batch, Block)):  # already collated on the host (phylorl.agent.packed_batch)
+            return on_device(items, self._device, pin_memory, stager)
         return collate(items, self._device, weights, pin_memory=pin_memory)
 
     def _put(self, item) -> None:

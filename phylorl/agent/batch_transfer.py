@@ -1,11 +1,11 @@
 """A batch's tensors written into one flat byte buffer and read back as views of it.
 
-The learner's feed processes (``services/learner/feed.py``) collate batches in processes of their own
-and hand them over through buffers in shared memory: :func:`pack` writes every tensor of a
-:class:`~phylorl.agent.batch.Batch` (or any nesting of dataclasses, tuples and lists of tensors)
-into a ``uint8`` buffer and returns a small description (the structure, pickled, and where each
-tensor lies); :func:`unpack` rebuilds the same object with its tensors as views of the buffer. Only
-the description crosses a queue, so a batch of several MB costs one memory copy on each side.
+:func:`pack` writes every tensor of a :class:`~phylorl.agent.batch.Batch` (or any nesting of dataclasses,
+tuples and lists of tensors) into a ``uint8`` buffer and returns a small description (the structure, pickled, and
+where each tensor lies); :func:`unpack` rebuilds the same object with its tensors as views of the buffer. Two
+uses: the learner's feed processes (``services/learner/feed.py``) hand batches over through buffers in shared
+memory, only the description crossing a queue; and a batch goes to the GPU as one :class:`Block` (one pinned
+buffer, one transfer, :class:`Stager`) instead of a pinned copy and a transfer per tensor.
 """
 
 from __future__ import annotations
@@ -19,6 +19,8 @@ from torch import Tensor
 
 ALIGN = 64
 """Every tensor starts at a multiple of this many bytes (any element size divides it)."""
+GROWTH = 1.25
+"""A buffer is made this much larger than the object that first needs it (later batches vary in size)."""
 
 
 @dataclass(frozen=True)
@@ -50,6 +52,39 @@ class _Rebuilder(pickle.Unpickler):
 
     def persistent_load(self, pid):
         return self.views[pid]
+
+
+@dataclass(frozen=True)
+class Block:
+    """A packed object in a host buffer ``data`` (where :func:`pack` wrote it; pinned for a fast transfer)."""
+
+    packed: Packed
+    data: Tensor
+
+    def unpack(self):
+        """The object, its tensors views of ``data``."""
+        return unpack(self.packed, self.data)
+
+    def to(self, device: torch.device | str, non_blocking: bool = False):
+        """The object on ``device``: ``data`` copied as one block, its tensors views of the copy. With
+        ``non_blocking`` (pinned ``data``) the copy is asynchronous: ``data`` must not be written again before the
+        stream has done it."""
+        return unpack(self.packed, self.data[: self.packed.nbytes].to(device, non_blocking=non_blocking))
+
+
+class Stager:
+    """Packs host objects into one pinned buffer of its own (grown as needed) as :class:`Block` s. One per thread:
+    a block must have been copied (its stream synchronised) before the next :meth:`stage` writes the buffer again."""
+
+    def __init__(self, pinned: bool = True):
+        self.pinned = pinned
+        self._buffer: Tensor | None = None
+
+    def stage(self, obj) -> Block:
+        sized = packed_size(obj)
+        if self._buffer is None or self._buffer.numel() < sized[2]:
+            self._buffer = torch.empty(int(sized[2] * GROWTH) + ALIGN, dtype=torch.uint8, pin_memory=self.pinned)
+        return Block(pack(obj, self._buffer, sized), self._buffer)
 
 
 def packed_size(obj) -> tuple[bytes, list[Tensor], int]:

@@ -5,8 +5,8 @@ inference endpoint; on a GPU machine with cores to spare that lock, not the core
 come (session 13 on an H200: 1.8 cores busy, the update waiting on its feed 46% of the time). With
 ``feed_processes = N`` each of N processes has its own replay connection and draws and collates batches
 (:func:`services.learner.sampling.draw`) into buffers in shared memory (:mod:`phylorl.agent.batch_transfer`),
-a few per process, handed round in a ring: the learner copies a batch out (into pinned memory on a GPU),
-gives the buffer back, and its prefetch threads take the copy to the device as before.
+a few per process, handed round in a ring: the learner copies a batch's bytes out in one piece (into pinned memory
+on a GPU), gives the buffer back, and its prefetch threads take the copy to the device as one block.
 
 A feed process that fails sends its traceback and exits; one that dies without a word is noticed. Either way
 :meth:`FeedProcesses.take` raises, as a failed prefetch thread does, and the learner stops (its supervisor
@@ -26,15 +26,12 @@ import torch
 import torch.multiprocessing as mp  # registers the reductions that hand a shared tensor to another process
 
 from phylorl.agent.batch import Batch, collate
-from phylorl.agent.batch_transfer import ALIGN, pack, packed_size, unpack
-from phylorl.nets.inputs import map_tensors
+from phylorl.agent.batch_transfer import ALIGN, GROWTH, Block, pack, packed_size
 
 from .config import LearnerConfig
 from .sampling import Drawn, draw
 
 log = logging.getLogger("phylorl.learner")
-GROWTH = 1.25
-"""A feed buffer is made this much larger than the batch that first needs it (later batches vary in size)."""
 
 
 class FeedProcesses:
@@ -61,9 +58,9 @@ class FeedProcesses:
             process.start()
 
     def take(self, timeout_s: float = 0.05) -> Drawn | None:
-        """The next batch drawn (its batch a host copy, pinned when the learner is on a GPU; none when every record
-        drawn was corrupt), or ``None`` when none came within ``timeout_s``. Raises ``RuntimeError`` when a feed
-        process failed or died."""
+        """The next batch drawn (its batch a :class:`~phylorl.agent.batch_transfer.Block` in a host copy of the
+        buffer, pinned when the learner is on a GPU; none when every record drawn was corrupt), or ``None`` when none
+        came within ``timeout_s``. Raises ``RuntimeError`` when a feed process failed or died."""
         try:
             message = self._out.get(timeout=timeout_s)
         except queue.Empty:
@@ -78,11 +75,12 @@ class FeedProcesses:
             if new_buffer is not None:
                 self._buffers[worker, slot] = new_buffer
             buffer = self._buffers[worker, slot]
-        try:
-            batch = map_tensors(unpack(packed, buffer), torch.Tensor.pin_memory if self._pinned else torch.clone)
+        try:  # one copy of the batch's bytes, pinned on a GPU learner: they go to the device as one block
+            data = torch.empty(packed.nbytes, dtype=torch.uint8, pin_memory=self._pinned)
+            data.copy_(buffer[: packed.nbytes])
         finally:
             self._free[worker].put(slot)
-        return Drawn(batch, None, keys, versions, path, corrupt)
+        return Drawn(Block(packed, data), None, keys, versions, path, corrupt)
 
     def _check_alive(self) -> None:
         for i, process in enumerate(self._processes):

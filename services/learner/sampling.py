@@ -17,6 +17,7 @@ import grpc
 import numpy as np
 
 from phylorl.agent.batch import Batch
+from phylorl.agent.batch_transfer import Block
 from phylorl.agent.packed_batch import collate_records
 from phylorl.types import Transition
 from phylorl.wire.record import decode_transition
@@ -29,12 +30,13 @@ TRANSIENT = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED, grp
 
 @dataclass
 class Drawn:
-    """A sampled batch: ``items`` a host :class:`Batch` (compiled path; its weights inside) or the decoded
+    """A sampled batch: ``items`` a host :class:`Batch` (compiled path; its weights inside; a feed process's
+    comes packed in a :class:`Block`) or the decoded
     transitions with their importance-sampling ``weights``; the replay ``keys`` of its rows; the policy version
     of each row (``-1``: unknown); the collation ``path`` (``compiled`` or ``reference``); ``corrupt``: sampled
     records that did not decode (left out). Every record of a batch may be corrupt: then ``keys`` is empty."""
 
-    items: Batch | list[Transition]
+    items: Batch | Block | list[Transition]
     weights: np.ndarray | None
     keys: np.ndarray
     versions: np.ndarray

@@ -44,3 +44,36 @@ def test_compact_moves_expand_on_the_gpu_to_the_host_batch():
         assert device.nodes.is_cuda and device.meta.is_cuda
         assert torch.equal(device.nodes.cpu(), host.next_actions.nodes)
         assert device.meta.cpu().numpy().tobytes() == host.next_actions.meta.numpy().tobytes()
+
+
+def test_a_batch_staged_in_one_pinned_block_reaches_the_gpu_as_the_per_tensor_copy_does():
+    """The prefetcher's way (one pinned buffer, one transfer, :class:`Stager`) and the per-tensor pinned copies give
+    the same batch on the GPU; so does a prefetcher fed host batches."""
+    import dataclasses
+
+    from phylorl.agent.batch import Prefetcher
+    from phylorl.agent.batch_transfer import Stager
+    from phylorl.nets.inputs import move_to
+
+    def same(a, b):
+        for field in dataclasses.fields(a):
+            x, y = getattr(a, field.name), getattr(b, field.name)
+            if dataclasses.is_dataclass(x):
+                same(x, y)
+            elif isinstance(x, torch.Tensor):
+                assert x.dtype == y.dtype and x.shape == y.shape and torch.equal(x, y), field.name
+            else:
+                assert x == y, field.name
+
+    compact, _ = collate_records(_records(), compact=True)
+    reference = move_to(on_device(compact, "cuda", pin_memory=True), "cpu")
+    stager = Stager(pinned=True)
+    staged = on_device(compact, "cuda", stager=stager)
+    torch.cuda.synchronize()
+    assert staged.reward.is_cuda and stager.stage(compact).data.is_pinned()
+    same(reference, move_to(staged, "cpu"))
+    with Prefetcher(lambda: (compact, None, "keys"), "cuda", depth=2, workers=2) as prefetcher:
+        for _ in range(4):
+            batch, info = prefetcher.get(timeout=60)
+            assert info == "keys"
+            same(reference, move_to(batch, "cpu"))

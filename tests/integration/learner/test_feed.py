@@ -14,7 +14,8 @@ import torch
 
 from phylorl.agent.packed_batch import collate_records
 from phylorl.env import EnvConfig
-from phylorl.nets.inputs import map_tensors
+from phylorl.agent.batch import on_device
+from phylorl.nets.inputs import move_to
 from phylorl.phylo.simulate import simulate_dataset
 from phylorl.replay import RateLimiter
 from phylorl.wire.codec import PackedRecords
@@ -66,12 +67,13 @@ def test_feed_processes_hand_over_the_batches_of_the_records_drawn(redis_client,
                 drawn = _take(feed)
                 assert drawn.path == "compiled" and drawn.corrupt == 0 and drawn.keys.shape == (16,)
                 assert (drawn.versions == drawn.keys - 1).all()  # _episodes: policy_version = step - 1
+                batch = drawn.items.unpack()  # a Block: the batch's bytes in one host copy
                 expected, _ = collate_records(PackedRecords.from_records([records[k] for k in drawn.keys]),
-                                              weights=drawn.items.weights.numpy(), compact=True)
-                _assert_same(expected, drawn.items)
-                pins = []
-                map_tensors(drawn.items, lambda t: pins.append(t.is_pinned()) or t)
-                assert len(pins) > 20 and all(p == pinned for p in pins)
+                                              weights=batch.weights.numpy(), compact=True)
+                _assert_same(expected, batch)
+                assert drawn.items.data.is_pinned() == pinned
+                if pinned:  # to the GPU as one block, expanded there: the host batch's moves, bit for bit
+                    _assert_same(on_device(expected, "cpu"), move_to(on_device(drawn.items, "cuda"), "cpu"))
                 seen.update(drawn.keys.tolist())
             assert len(seen) > 16
     finally:

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 import torch
 
-from phylorl.agent.batch import collate
-from phylorl.agent.batch_transfer import ALIGN, pack, packed_size, unpack
+from phylorl.agent.batch import collate, on_device
+from phylorl.agent.batch_transfer import ALIGN, Stager, pack, packed_size, unpack
 from phylorl.agent.packed_batch import collate_records
 from phylorl.env import EnvConfig
 from phylorl.phylo.simulate import simulate_dataset
@@ -55,3 +55,20 @@ def test_bool_empty_and_scalar_tensors_round_trip_and_a_small_buffer_is_refused(
         pack(obj, torch.empty(nbytes - 1, dtype=torch.uint8))
     with pytest.raises(ValueError, match="flat uint8"):
         pack(obj, torch.empty(nbytes, dtype=torch.float32))
+
+
+def test_a_block_goes_to_a_device_as_one_copy_and_on_device_takes_blocks_and_stagers():
+    alignment = simulate_dataset(8, 150, np.random.default_rng(6)).alignment
+    records = _episodes(alignment, EnvConfig(horizon=5, features="rich"), 10, seed=2)
+    batch, _ = collate_records(PackedRecords.from_records(records), compact=True)
+    stager = Stager(pinned=False)
+    block = stager.stage(batch)
+    _assert_same(batch, block.unpack())
+    _assert_same(batch, block.to("cpu"))
+    expected = on_device(batch, "cpu")  # compact moves expanded on the host
+    _assert_same(expected, on_device(block, "cpu"))
+    _assert_same(expected, on_device(batch, "cpu", stager=stager))
+    bigger = collate_records(PackedRecords.from_records(records * 3), compact=True)[0]
+    grown = stager.stage(bigger)  # the staging buffer grows for a larger batch
+    assert grown.data.numel() >= grown.packed.nbytes > block.packed.nbytes
+    _assert_same(bigger, grown.unpack())
