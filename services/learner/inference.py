@@ -28,6 +28,7 @@ import numpy as np
 import torch
 
 from phylorl.agent.acting import policy_networks, select_actions
+from phylorl.agent.batch_transfer import Stager
 from phylorl.agent.packed_batch import collate_states
 from phylorl.nets import fused_head
 from phylorl.nets.config import NetworkConfig
@@ -107,6 +108,8 @@ class BatchingInference:
         # on a GPU the answers run on a stream of their own, of high priority: not queued behind the learner's
         # updates on the default stream
         self._stream = torch.cuda.Stream(device, priority=-1) if device.type == "cuda" else None
+        # a batch's inputs go to the GPU as one pinned block (written again once the batch's answers are back)
+        self._stager = Stager(pinned=True) if device.type == "cuda" else None
         self._thread = threading.Thread(target=self._run, name="inference-batcher", daemon=True)
         self._thread.start()
 
@@ -257,7 +260,9 @@ class BatchingInference:
         try:
             t0 = time.perf_counter()
             metrics.INFERENCE_BATCH.observe(sum(r.count for r in group))
-            graphs, actions = move_to(concat_inputs([r.inputs for r in group]), self.device)
+            inputs = concat_inputs([r.inputs for r in group])
+            graphs, actions = self._stager.stage(inputs).to(self.device, non_blocking=True) \
+                if self._stager is not None else move_to(inputs, self.device)
             t1 = time.perf_counter()
             chosen, q, v = select_actions(snapshot.nets, graphs, actions, snapshot.alpha, greedy,
                                           generator=self._generator)
@@ -275,6 +280,8 @@ class BatchingInference:
             for r in group:
                 r.error = error
         finally:
+            if self._stream is not None:  # (done already unless the batch failed) its block and networks are free
+                self._stream.synchronize()
             with self._lock:
                 self._busy = None
         for r in group:
