@@ -83,9 +83,18 @@ class FeedProcesses:
         return Drawn(Block(packed, data), None, keys, versions, path, corrupt)
 
     def _check_alive(self) -> None:
-        for i, process in enumerate(self._processes):
-            if process.exitcode is not None and not self._stop.is_set():
-                raise RuntimeError(f"learner feed process {i} exited (code {process.exitcode}) without a word")
+        dead = [(i, p.exitcode) for i, p in enumerate(self._processes) if p.exitcode is not None]
+        if not dead or self._stop.is_set():
+            return
+        try:  # a failed process's last word may still be on its way
+            while True:
+                message = self._out.get(timeout=0.5)
+                if message[0] == "error":
+                    raise RuntimeError(f"learner feed process {message[1]} failed:\n{message[2]}")
+        except queue.Empty:
+            pass
+        i, code = dead[0]
+        raise RuntimeError(f"learner feed process {i} exited (code {code}) without a word")
 
     def close(self, timeout_s: float = 5.0) -> None:
         """Stop the processes (terminated when they do not stop within ``timeout_s``)."""
