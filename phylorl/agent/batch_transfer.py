@@ -11,6 +11,7 @@ buffer, one transfer, :class:`Stager`) instead of a pinned copy and a transfer p
 from __future__ import annotations
 
 import io
+import math
 import pickle
 from dataclasses import dataclass
 
@@ -73,17 +74,21 @@ class Block:
 
 
 class Stager:
-    """Packs host objects into one pinned buffer of its own (grown as needed) as :class:`Block` s. One per thread:
-    a block must have been copied (its stream synchronised) before the next :meth:`stage` writes the buffer again."""
+    """Packs host objects into one buffer of its own (grown as needed: a new buffer, ``GROWTH`` times the object
+    that needed it) as :class:`Block` s: pinned for a fast transfer to a GPU, or in shared memory for another
+    process. One per thread: a block must have been used (copied, its stream synchronised) before the next
+    :meth:`stage` writes the buffer again."""
 
-    def __init__(self, pinned: bool = True):
+    def __init__(self, pinned: bool = False, shared: bool = False):
         self.pinned = pinned
+        self.shared = shared
         self._buffer: Tensor | None = None
 
     def stage(self, obj) -> Block:
         sized = packed_size(obj)
         if self._buffer is None or self._buffer.numel() < sized[2]:
-            self._buffer = torch.empty(int(sized[2] * GROWTH) + ALIGN, dtype=torch.uint8, pin_memory=self.pinned)
+            buffer = torch.empty(int(sized[2] * GROWTH) + ALIGN, dtype=torch.uint8, pin_memory=self.pinned)
+            self._buffer = buffer.share_memory_() if self.shared else buffer
         return Block(pack(obj, self._buffer, sized), self._buffer)
 
 
@@ -126,21 +131,10 @@ def unpack(packed: Packed, buffer: Tensor):
     written again: copy them out before handing the buffer back)."""
     views = []
     for at, dtype, shape in packed.tensors:
-        size = _numel(shape) * _element_size(dtype)
+        size = math.prod(shape) * dtype.itemsize
         views.append(buffer[at: at + size].view(dtype).view(shape))
     return _Rebuilder(io.BytesIO(packed.structure), views).load()
 
 
 def _aligned(at: int) -> int:
     return -(-at // ALIGN) * ALIGN
-
-
-def _numel(shape: tuple[int, ...]) -> int:
-    n = 1
-    for s in shape:
-        n *= s
-    return n
-
-
-def _element_size(dtype: torch.dtype) -> int:
-    return torch.empty(0, dtype=dtype).element_size()

@@ -72,15 +72,13 @@ class _Wake:
 
 class AsyncInferenceServicer(inference_pb2_grpc.InferenceServiceServicer):
     def __init__(self, inference: BatchingInference, timeout_s: float = 60.0):
+        """Made on the server's event loop, whose calls it serves."""
         self.inference = inference
         self.timeout_s = timeout_s
-        self._waker: _Waker | None = None  # made on the loop's first call
+        self._waker = _Waker(asyncio.get_running_loop())
 
     async def Act(self, request, context):
-        loop = asyncio.get_running_loop()
-        if self._waker is None or self._waker.loop is not loop:
-            self._waker = _Waker(loop)
-        answered = loop.create_future()
+        answered = self._waker.loop.create_future()
         try:
             check_request(request)
             pending = self.inference.submit(codec.unpack_records(request.states), request.greedy,

@@ -26,7 +26,7 @@ import torch
 import torch.multiprocessing as mp  # registers the reductions that hand a shared tensor to another process
 
 from phylorl.agent.batch import Batch, collate
-from phylorl.agent.batch_transfer import ALIGN, GROWTH, Block, pack, packed_size
+from phylorl.agent.batch_transfer import Block, Stager
 
 from .config import LearnerConfig
 from .sampling import Drawn, draw
@@ -135,7 +135,8 @@ def _feed(config: LearnerConfig, worker: int, slots: int, free, out, stop) -> No
     keep_freed_memory(config.malloc_keep_mb)
     parent = mp.parent_process()
     replay = ReplayClient(config.replay_address, security=config)
-    buffers: list[torch.Tensor | None] = [None] * slots
+    stagers = [Stager(shared=True) for _ in range(slots)]  # one buffer in shared memory per slot
+    sent: list[torch.Tensor | None] = [None] * slots  # each slot's buffer as the learner knows it
 
     def retire(keys: np.ndarray) -> None:
         try:
@@ -161,13 +162,10 @@ def _feed(config: LearnerConfig, worker: int, slots: int, free, out, stop) -> No
                 _put(out, ("corrupt", drawn.path, drawn.corrupt), stop)
                 continue
             batch = drawn.items if isinstance(drawn.items, Batch) else collate(drawn.items, "cpu", drawn.weights)
-            sized = packed_size(batch)
-            new_buffer = None
-            if buffers[slot] is None or buffers[slot].numel() < sized[2]:
-                new_buffer = buffers[slot] = torch.empty(int(sized[2] * GROWTH) + ALIGN,
-                                                         dtype=torch.uint8).share_memory_()
-            packed = pack(batch, buffers[slot], sized)
-            _put(out, ("batch", worker, slot, new_buffer, packed, drawn.keys, drawn.versions, drawn.path,
+            block = stagers[slot].stage(batch)
+            new_buffer = block.data if block.data is not sent[slot] else None  # sent once, then known by its slot
+            sent[slot] = block.data
+            _put(out, ("batch", worker, slot, new_buffer, block.packed, drawn.keys, drawn.versions, drawn.path,
                        drawn.corrupt), stop)
     finally:
         replay.close()
