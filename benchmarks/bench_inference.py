@@ -163,6 +163,7 @@ def endpoint_counters() -> dict:
     out = {s: (get("phylorl_inference_stage_seconds_sum", {"stage": s}) or 0.0,
                get("phylorl_inference_stage_seconds_count", {"stage": s}) or 0.0) for s in STAGES}
     out["batch_size"] = (get("phylorl_inference_batch_size_sum") or 0.0, get("phylorl_inference_batch_size_count") or 0.0)
+    out["graph"] = (get("phylorl_inference_batches_total", {"path": "graph"}) or 0.0, 1.0)
     return out
 
 
@@ -170,7 +171,8 @@ def endpoint_summary(before: dict, after: dict) -> dict:
     """Mean time per stage of the endpoint's work (ms) and mean batch between two :func:`endpoint_counters`."""
     mean = {k: (after[k][0] - before[k][0]) / max(after[k][1] - before[k][1], 1.0) for k in after}
     return {"stage_mean_ms": {s: round(1e3 * mean[s], 3) for s in STAGES},
-            "mean_batch": round(mean["batch_size"], 2), "batches": int(after["batch_size"][1] - before["batch_size"][1])}
+            "mean_batch": round(mean["batch_size"], 2), "batches": int(after["batch_size"][1] - before["batch_size"][1]),
+            "graph_replays": int(after["graph"][0] - before["graph"][0])}
 
 
 def publish_costs(net_cfg, device, learner, fused_head: bool, times: int = 20) -> dict:
@@ -189,16 +191,19 @@ def publish_costs(net_cfg, device, learner, fused_head: bool, times: int = 20) -
 
 
 def run(streams: int, max_batch: int, seconds: float, net_cfg, device, weights, alpha, reqs,
-        fused_head: bool = False, clients: str = "processes", server_kind: str = "threads") -> dict:
+        fused_head: bool = False, clients: str = "processes", server_kind: str = "threads",
+        cuda_graphs: bool = False) -> dict:
     before = endpoint_counters()
-    result = _run(streams, max_batch, seconds, net_cfg, device, weights, alpha, reqs, fused_head, clients, server_kind)
+    result = _run(streams, max_batch, seconds, net_cfg, device, weights, alpha, reqs, fused_head, clients, server_kind,
+                  cuda_graphs)
     return {**result, "endpoint": endpoint_summary(before, endpoint_counters())}
 
 
 def _run(streams: int, max_batch: int, seconds: float, net_cfg, device, weights, alpha, reqs,
-         fused_head: bool = False, clients: str = "processes", server_kind: str = "threads") -> dict:
+         fused_head: bool = False, clients: str = "processes", server_kind: str = "threads",
+         cuda_graphs: bool = False) -> dict:
     inference = BatchingInference(net_cfg, device, max_batch=max_batch, max_delay_s=0.002, max_queue=1024,
-                                  fused_head=fused_head)
+                                  fused_head=fused_head, cuda_graphs=cuda_graphs)
     inference.publish(weights, alpha, 1)
     server = make_server(server_kind, inference, "127.0.0.1", 0, max_workers=max(16, 2 * streams))
     server.start()
@@ -251,6 +256,8 @@ def main() -> None:
     parser.add_argument("--features", choices=("rich", "basic"), default="rich",
                         help="rich: the environment's states (the shipped agent's); basic: random trees")
     parser.add_argument("--fused-head", action="store_true", help="answer with the fused Triton head (CUDA)")
+    parser.add_argument("--cuda-graphs", action="store_true",
+                        help="the endpoint replays its answers as CUDA graphs (CUDA; LearnerConfig.inference_cuda_graphs)")
     parser.add_argument("--tf32", action="store_true", help="float32 products use TF32 (CUDA)")
     parser.add_argument("--clients", choices=("processes", "threads"), default="processes",
                         help="run the actor streams as processes (as actors are) or as threads of this process")
@@ -265,19 +272,20 @@ def main() -> None:
     learner = Learner(net_cfg, device=device, seed=0)
     weights = learner.policy_weights()
     observations = states(64, args.features, seed=0)
+    graphs = args.cuda_graphs and device.type == "cuda"
     reqs = requests(observations)
     result = {"bench": "inference", "machine": machine(), "device": str(device), "hidden": args.hidden,
               "features": args.features, "n_taxa": 20, "moves_per_observation": 1122,
               "seconds_per_setting": args.seconds, "torch_threads": torch.get_num_threads(),
               "fused_head": args.fused_head and device.type == "cuda", "tf32": args.tf32 and device.type == "cuda",
-              "clients": args.clients, "server": args.server,
+              "clients": args.clients, "server": args.server, "cuda_graphs": graphs,
               "wire": wire_costs(observations),
               "publish": publish_costs(net_cfg, device, learner, args.fused_head and device.type == "cuda")}
     for streams in map(int, args.streams.split(",")):
         batched = run(streams, 64, args.seconds, net_cfg, device, weights, learner.alpha, reqs, args.fused_head,
-                      args.clients, args.server)
+                      args.clients, args.server, graphs)
         single = run(streams, 1, args.seconds, net_cfg, device, weights, learner.alpha, reqs, args.fused_head,
-                     args.clients, args.server)
+                     args.clients, args.server, graphs)
         result[f"streams_{streams}"] = {"batched": batched, "batch_size_1": single,
                                         "batching_gain": round(batched["requests_per_s"] /
                                                                max(single["requests_per_s"], 1e-9), 2)}

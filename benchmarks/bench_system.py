@@ -112,6 +112,7 @@ def agent_section(args) -> str:
                                                        if args.learner_threads else []) + (
         [f"inference_server: {args.inference_server}"] if args.inference_server != "threads" else []) + (
         [f"feed_processes: {args.feed_processes}"] if args.feed_processes else []) + (
+        ["inference_cuda_graphs: true"] if args.cuda_graphs else []) + (
         ["agent: {" + ", ".join(f"{name}: true" for name in options) + "}"] if options else [])
     return "learner: {" + ", ".join(fields) + "}\n" if fields else ""
 
@@ -127,7 +128,8 @@ def main(argv=None) -> int:
     p.add_argument("--warmup-s", type=float, default=60.0)
     p.add_argument("--device", default="auto")
     p.add_argument("--run-dir", default="")
-    p.add_argument("--cuda-graphs", action="store_true", help="the learner replays its updates as CUDA graphs")
+    p.add_argument("--cuda-graphs", action="store_true", help="the learner replays its updates and the "
+                   "inference endpoint its answers as CUDA graphs")
     p.add_argument("--tf32", action="store_true", help="the learner's float32 products use TF32 (CUDA)")
     p.add_argument("--fused-head", action="store_true", help="the learner's no-grad next-move passes and its "
                    "inference endpoint use the fused Triton head (CUDA)")
@@ -209,14 +211,17 @@ def main(argv=None) -> int:
         value = quantile(histogram(first[kind], name), histogram(second[kind], name), quant)
         return None if value is None else round(value, 5)
 
+    def labelled(name: str, label: tuple) -> float:  # the change of the learner's series of ``name`` with one label
+        return sum(r["values"].get((name, (label,)), 0.0) for r in second["learner"]) - \
+            sum(r["values"].get((name, (label,)), 0.0) for r in first["learner"])
+
     def stage_mean_ms(stage: str) -> float | None:  # mean of one stage of the endpoint's work
-        def labelled(reading, name):
-            return sum(r["values"].get((name, (("stage", stage),)), 0.0) for r in reading)
-        count = labelled(second["learner"], "phylorl_inference_stage_seconds_count") - \
-            labelled(first["learner"], "phylorl_inference_stage_seconds_count")
-        seconds = labelled(second["learner"], "phylorl_inference_stage_seconds_sum") - \
-            labelled(first["learner"], "phylorl_inference_stage_seconds_sum")
+        count = labelled("phylorl_inference_stage_seconds_count", ("stage", stage))
+        seconds = labelled("phylorl_inference_stage_seconds_sum", ("stage", stage))
         return round(1e3 * seconds / count, 3) if count else None
+
+    graphed = labelled("phylorl_inference_batches_total", ("path", "graph"))
+    eager = labelled("phylorl_inference_batches_total", ("path", "eager"))
 
     updates = delta("learner", "phylorl_learner_updates_total")
     series = (run_dir / "metrics.jsonl").read_text().splitlines() if (run_dir / "metrics.jsonl").exists() else []
@@ -243,6 +248,7 @@ def main(argv=None) -> int:
                                     / delta("learner", "phylorl_learner_publish_seconds_count"), 3)
                               if delta("learner", "phylorl_learner_publish_seconds_count") else None),
           "graph_replay_fraction": round(delta("learner", "phylorl_learner_graph_replays_total") / max(updates, 1), 3),
+          "inference_graph_fraction": round(graphed / (graphed + eager), 3) if graphed + eager else None,
           "service_restarts": restarts,
           "actor_inference_wait_fraction": round(
               delta("actor", "phylorl_actor_inference_wait_seconds_total") / elapsed / args.actors, 4),

@@ -11,7 +11,7 @@ from phylorl.agent.losses import soft_value
 from phylorl.nets.config import NetworkConfig
 from phylorl.nets.inputs import ActionBatch, GraphBatch
 from phylorl.nets.qnet import QNetwork
-from phylorl.nets.segment import segment_argmax
+from phylorl.nets.segment import Segments, segment_argmax
 from phylorl.nets.twin import TwinQ
 
 
@@ -52,11 +52,15 @@ def select_actions(
         q = nets[0](graphs, actions, fast, None, chunk, plan)
         for net in nets[1:]:
             q = torch.minimum(q, net(graphs, actions, fast, None, chunk, plan))
-    if greedy:
-        scores = q
-    else:
-        u = torch.rand(q.shape, generator=generator, device=q.device, dtype=q.dtype)
-        scores = q / alpha - torch.log(-torch.log(u))
+    noise = None if greedy else torch.rand(q.shape, generator=generator, device=q.device, dtype=q.dtype)
+    return choose(q, states, alpha, noise)
+
+
+def choose(q: Tensor, states: Segments, alpha: "Tensor | float", noise: Tensor | None) -> tuple[Tensor, Tensor, Tensor]:
+    """``(action, q, v)`` per state from every move's ``q`` (as :func:`select_actions` returns them): the move
+    of highest ``q`` when ``noise`` is ``None``, else the Gumbel-max sample of ``softmax(q / alpha)`` drawn with
+    ``noise`` (uniform ``[A]``). No host sync (it runs inside captured CUDA graphs)."""
+    scores = q if noise is None else q / alpha - torch.log(-torch.log(noise))
     chosen = segment_argmax(scores, states)
     starts = torch.cumsum(states.sizes, 0) - states.sizes
     return chosen, q[starts + chosen], soft_value(q, states, alpha)

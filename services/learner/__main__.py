@@ -71,7 +71,8 @@ def main(argv: list[str] | None = None) -> int:
     inference = BatchingInference(learner.net_cfg, device, max_batch=config.inference_max_batch,
                                   max_delay_s=config.inference_max_delay_ms / 1000.0,
                                   max_queue=config.inference_queue, seed=config.seed,
-                                  fused_head=learner.agent_cfg.fused_head)
+                                  fused_head=learner.agent_cfg.fused_head,
+                                  cuda_graphs=config.inference_cuda_graphs and device.type == "cuda")
     server = make_server(config.inference_server, inference, config.host, config.port, security=config)
     server.start()
     log.info("inference endpoint on %s:%d (%s server)", config.host, server.port, config.inference_server)

@@ -28,6 +28,7 @@ import numpy as np
 import torch
 
 from phylorl.agent.acting import policy_networks, select_actions
+from phylorl.agent.acting_graphs import GraphedActing, bucket, check_states, pad_states
 from phylorl.agent.batch_transfer import Stager
 from phylorl.agent.packed_batch import collate_states
 from phylorl.nets import fused_head
@@ -90,7 +91,7 @@ class BatchingInference:
     """See the module docstring. ``publish`` must be called once before requests are answered."""
 
     def __init__(self, net_cfg: NetworkConfig, device: torch.device, *, max_batch: int, max_delay_s: float,
-                 max_queue: int, seed: int = 0, fused_head: bool = False):
+                 max_queue: int, seed: int = 0, fused_head: bool = False, cuda_graphs: bool = False):
         self.net_cfg = net_cfg
         self.fused_head = fused_head and device.type == "cuda"
         """Answer with the fused Triton head (``AgentConfig.fused_head``; on a CUDA device only)."""
@@ -110,6 +111,11 @@ class BatchingInference:
         self._stream = torch.cuda.Stream(device, priority=-1) if device.type == "cuda" else None
         # a batch's inputs go to the GPU as one pinned block (written again once the batch's answers are back)
         self._stager = Stager(pinned=True) if device.type == "cuda" else None
+        self._graphed = GraphedActing(net_cfg, device, self.fused_head) if cuda_graphs else None
+        """Answers replayed as CUDA graphs (``LearnerConfig.inference_cuda_graphs``; on a CPU the same padded path
+        runs eagerly, for tests)."""
+        if self._graphed is not None and self._stager is None:
+            self._stager = Stager()
         self._thread = threading.Thread(target=self._run, name="inference-batcher", daemon=True)
         self._thread.start()
 
@@ -238,6 +244,15 @@ class BatchingInference:
         metrics.INFERENCE_QUEUE.set(self._queue.qsize())
         return batch
 
+    def _answer_graphed(self, block, snapshot: Snapshot, greedy: bool, count: int) -> tuple:
+        """The answers of a padded batch's first ``count`` states from :class:`GraphedActing`, with ``snapshot``'s
+        weights."""
+        self._graphed.load(snapshot.pair, snapshot.alpha, snapshot.version)
+        replays = self._graphed.replays
+        chosen, q, v = self._graphed(block, greedy, self._generator)
+        metrics.INFERENCE_BATCHES.labels("graph" if self._graphed.replays > replays else "eager").inc()
+        return chosen[:count], q[:count], v[:count]
+
     def _run(self) -> None:
         if self._stream is not None:
             torch.cuda.set_stream(self._stream)  # this thread's current stream
@@ -261,11 +276,18 @@ class BatchingInference:
             t0 = time.perf_counter()
             metrics.INFERENCE_BATCH.observe(sum(r.count for r in group))
             inputs = concat_inputs([r.inputs for r in group])
-            graphs, actions = self._stager.stage(inputs).to(self.device, non_blocking=True) \
-                if self._stager is not None else move_to(inputs, self.device)
-            t1 = time.perf_counter()
-            chosen, q, v = select_actions(snapshot.nets, graphs, actions, snapshot.alpha, greedy,
-                                          generator=self._generator)
+            if self._graphed is not None:  # its states padded to a bucket's count, staged as one block
+                count = inputs[1].states.count
+                check_states(inputs[1])
+                block = self._stager.stage(pad_states(*inputs, bucket(count, self.max_batch)))
+                t1 = time.perf_counter()
+                chosen, q, v = self._answer_graphed(block, snapshot, greedy, count)
+            else:
+                graphs, actions = self._stager.stage(inputs).to(self.device, non_blocking=True) \
+                    if self._stager is not None else move_to(inputs, self.device)
+                t1 = time.perf_counter()
+                chosen, q, v = select_actions(snapshot.nets, graphs, actions, snapshot.alpha, greedy,
+                                              generator=self._generator)
             chosen, q, v = (t.cpu().numpy() for t in (chosen, q, v))
             answered = time.perf_counter()
             metrics.INFERENCE_STAGE.labels("batch").observe(t1 - t0)

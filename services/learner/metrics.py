@@ -68,3 +68,5 @@ INFERENCE_STAGE = Histogram("phylorl_inference_stage_seconds", "One stage of the
 INFERENCE_QUEUE = Gauge("phylorl_inference_queue_depth", "Requests waiting for the network")
 INFERENCE_REQUESTS = Counter("phylorl_inference_requests_total", "Act requests answered")
 INFERENCE_REJECTED = Counter("phylorl_inference_rejected_total", "Act requests refused (overloaded)")
+INFERENCE_BATCHES = Counter("phylorl_inference_batches_total",
+                            "Network calls of the inference endpoint's graphed path, by how they ran", ["path"])

@@ -1,6 +1,7 @@
-"""The inference endpoint on a GPU (its own high-priority stream, networks written again at each publication)
-answers as networks built anew from the published weights, while a learner on the GPU keeps updating on the
-default stream (needs a CUDA device: skipped elsewhere; run on a lent GPU machine with ``pytest tests/gpu``)."""
+"""The inference endpoint on a GPU (its own high-priority stream, networks written again at each publication,
+answers eager or replayed as CUDA graphs) answers as networks built anew from the published weights, while a
+learner on the GPU keeps updating on the default stream; a captured answer equals the eager one (needs a CUDA
+device: skipped elsewhere; run on a lent GPU machine with ``pytest tests/gpu``)."""
 
 import threading
 
@@ -8,7 +9,9 @@ import numpy as np
 import pytest
 import torch
 
-from phylorl.agent.acting import policy_networks
+from phylorl.agent.acting import policy_networks, select_actions
+from phylorl.agent.acting_graphs import WARMUP, GraphedActing, bucket, pad_states
+from phylorl.agent.batch_transfer import Stager
 from phylorl.agent.learner import Learner
 from phylorl.env import build_observation
 from phylorl.nets.config import NetworkConfig
@@ -21,16 +24,54 @@ pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a C
 NET = NetworkConfig(hidden=64, action_hidden=64, head_hidden=64)
 
 
-def test_answers_on_the_gpu_follow_each_publication_while_the_default_stream_is_busy():
-    rng = np.random.default_rng(0)
+def _observations(sizes, seed=0):
+    rng = np.random.default_rng(seed)
     observations = []
-    for _ in range(4):
-        tree = random_tree([f"t{i}" for i in range(12)], rng)
+    for n in sizes:
+        tree = random_tree([f"t{i}" for i in range(n)], rng)
         moves = enumerate_moves(tree)
         observations.append(build_observation(tree, moves, move_metadata(tree, moves)))
+    return observations
+
+
+@pytest.mark.parametrize("fused", [False, True])
+def test_a_captured_answer_equals_the_eager_one_and_follows_new_weights(fused):
+    device = torch.device("cuda")
+    observations = _observations([12, 9, 12, 15, 7])
+    inputs = collate_observations(observations)
+    padded = pad_states(*inputs, bucket(len(observations), 64))
+    acting = GraphedActing(NET, device, fused=fused)
+    stager = Stager(pinned=True)
+    k = len(observations)
+    for version in (1, 2, 3):
+        weights = Learner(NET, device=device, seed=version).policy_weights(device)
+        pair = policy_networks(NET, weights, device)
+        acting.load(pair, 0.05 * version, version)
+        twin = twin_or_none(pair, frozen=True)
+        want = select_actions(twin, *(t.to(device) for t in inputs), 0.05 * version, greedy=True)
+        for _ in range(WARMUP + 2):  # eager until the shape is captured, then replays
+            chosen, q, v = (t[:k].clone() for t in acting(stager.stage(padded), greedy=True))
+            torch.cuda.current_stream().synchronize()
+            assert torch.equal(chosen, want[0])
+            assert torch.allclose(q, want[1], rtol=1e-5, atol=1e-5) and torch.allclose(v, want[2], rtol=1e-5, atol=1e-5)
+        generator = torch.Generator(device=device).manual_seed(version)
+        sampled = [acting(stager.stage(padded), greedy=False, generator=generator)[0][:k].clone() for _ in range(4)]
+        generator.manual_seed(version)
+        device_padded = [t.to(device) for t in padded]
+        expected = [select_actions(twin, *device_padded, 0.05 * version, greedy=False, generator=generator)[0][:k]
+                    for _ in range(4)]
+        assert all(torch.equal(a, b) for a, b in zip(sampled, expected))  # the same noise draws the same moves
+    assert len(acting.captured) == 2  # one shape, greedy and sampled
+    assert acting.replays >= 3 * WARMUP  # answers after the captures were replays
+
+
+@pytest.mark.parametrize("cuda_graphs", [False, True])
+def test_answers_on_the_gpu_follow_each_publication_while_the_default_stream_is_busy(cuda_graphs):
+    observations = _observations([12] * 4)
     graphs, actions = collate_observations(observations)
     device = torch.device("cuda")
-    inference = BatchingInference(NET, device, max_batch=16, max_delay_s=0.001, max_queue=16)
+    inference = BatchingInference(NET, device, max_batch=16, max_delay_s=0.001, max_queue=16,
+                                  cuda_graphs=cuda_graphs)
     busy = torch.randn(4096, 4096, device=device)
     stop = threading.Event()
 

@@ -284,3 +284,29 @@ def test_publications_write_retired_networks_again_and_answer_as_networks_built_
         assert served["version"] == version
         assert all(torch.equal(served["weights"]["q2"][k], v) for k, v in weights["q2"].items())
     assert len(pairs) <= 4  # written again, not built anew each time
+
+
+def test_the_padded_graph_path_answers_as_the_plain_one_and_counts_its_batches():
+    """``cuda_graphs`` on a CPU runs the graphed path eagerly (states padded to a bucket, one staged block, the
+    endpoint's own network pair loaded from each publication): its greedy answers equal the plain endpoint's."""
+    learner = Learner(SMALL, device="cpu", seed=4)
+    plain = BatchingInference(SMALL, torch.device("cpu"), max_batch=8, max_delay_s=0.0, max_queue=8)
+    padded = BatchingInference(SMALL, torch.device("cpu"), max_batch=8, max_delay_s=0.0, max_queue=8,
+                               cuda_graphs=True)
+    eager = metrics.INFERENCE_BATCHES.labels("eager")
+    try:
+        for version, seed in ((1, 4), (2, 9)):
+            weights = Learner(SMALL, device="cpu", seed=seed).policy_weights()
+            for endpoint in (plain, padded):
+                endpoint.publish(weights, learner.alpha, version)
+            observations = _observations(3, 9, seed=version)  # 3 states: padded to 4
+            before = eager._value.get()
+            got = padded.act(observations, greedy=True, timeout_s=30)
+            want = plain.act(observations, greedy=True, timeout_s=30)
+            assert eager._value.get() == before + 1 and got[3] == want[3] == version
+            np.testing.assert_array_equal(got[0], want[0])
+            np.testing.assert_allclose(got[1], want[1], rtol=1e-5, atol=1e-6)
+            np.testing.assert_allclose(got[2], want[2], rtol=1e-5, atol=1e-6)
+    finally:
+        plain.close()
+        padded.close()

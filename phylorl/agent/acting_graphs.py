@@ -1,0 +1,183 @@
+"""Acting replayed as CUDA graphs: the inference endpoint's answers (``LearnerConfig.inference_cuda_graphs``).
+
+An eager answer of the twin networks is some hundred small kernels, each launched from Python: on an H200 a
+batch of one state took 3–4 ms and a batch of 25 took 9 ms, almost all of it launching, and in the running
+system, where the learner's loop and the gRPC threads hold the interpreter lock in turn, 30–40 ms. Here each
+batch shape gets a captured graph of the whole answer (``min(Q1, Q2)`` of every move, the Gumbel-max choice or
+the greedy one, the chosen move's Q and the soft value) that replays with one launch.
+
+* **Shapes.** A graph replays fixed shapes, so :func:`bucket` rounds a batch's state count up to a power of two
+  (or ``max_batch``) and :func:`pad_states` fills it with copies of its last state, whose answers are dropped;
+  states of one tree size then make a handful of shapes. A shape is captured once it has been seen
+  :data:`WARMUP` times (at most :data:`MAX_SHAPES` of them); the rest run eagerly, which the ``eager`` count
+  shows.
+* **Inputs.** A batch arrives as a :class:`~phylorl.agent.batch_transfer.Block` (its tensors packed into one
+  pinned buffer); a shape's graph reads its inputs as views of one device buffer of the same layout, so a
+  replay's inputs are one host-to-device copy. Its sampling noise is drawn from the caller's generator into the
+  graph's own buffer before each replay.
+* **Weights.** The graphs run this class's own network pair: :meth:`GraphedActing.load` copies a published
+  snapshot's weights into it (once per version, on the device), and the derived and stacked weights are
+  recomputed inside the graph from them, so a replay always answers with the last loaded weights.
+* **Temperature.** Read from a device scalar inside the graph (``alpha``), written by :meth:`load`.
+
+On a CPU (or before a shape is captured) the same answer runs eagerly; tests compare the two
+(``tests/gpu/test_inference_gpu.py``).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from phylorl.agent.acting import choose
+from phylorl.agent.batch_transfer import Block, unpack
+from phylorl.nets.config import NetworkConfig
+from phylorl.nets.inputs import ActionBatch, GraphBatch, segments
+from phylorl.nets.qnet import QNetwork
+from phylorl.nets.twin import TwinQ
+
+WARMUP = 2
+"""Eager answers of a shape before it is captured."""
+
+MAX_SHAPES = 16
+"""Shapes (state count, tree sizes, greedy or sampled) captured at most."""
+
+
+def bucket(count: int, max_batch: int) -> int:
+    """The state count a batch of ``count`` states is padded to: the next power of two, at most ``max_batch``
+    (never below ``count``)."""
+    if count < 1:
+        raise ValueError(f"a batch needs at least one state, got {count}")
+    return max(count, min(1 << (count - 1).bit_length(), max_batch))
+
+
+def pad_states(graphs: GraphBatch, actions: ActionBatch, count: int) -> tuple[GraphBatch, ActionBatch]:
+    """``graphs`` and ``actions`` (CPU tensors) with copies of their last state appended up to ``count`` states
+    (as if collated with them): the first states' answers are unchanged."""
+    have = graphs.num_graphs
+    extra = count - have
+    if extra < 0:
+        raise ValueError(f"cannot pad {have} states to {count}")
+    if extra == 0:
+        return graphs, actions
+    n = int(graphs.nodes.sizes[-1])
+    a = int(actions.states.sizes[-1])
+    total = graphs.x.shape[0]
+    node0 = total - n  # the last tree's first node
+    edges = graphs.edge_index[:, graphs.edge_index[1] >= node0]  # its edges (targets within it)
+    shift = torch.arange(1, extra + 1, dtype=torch.int64) * n  # node offset of each copy
+
+    def tail(t: Tensor, rows: int) -> Tensor:
+        return t[t.shape[0] - rows:].repeat(extra, *([1] * (t.dim() - 1)))
+
+    def shifted(t: Tensor, rows: int) -> Tensor:  # node ids of the last state's rows, per copy
+        last = t[t.shape[0] - rows:]
+        return (last.unsqueeze(0) + shift.view(-1, *([1] * last.dim()))).reshape(-1, *last.shape[1:])
+
+    edge_attr = graphs.edge_attr[graphs.edge_index[1] >= node0]
+    pad_edges = (edges.unsqueeze(0) + shift.view(-1, 1, 1)).transpose(0, 1).reshape(2, -1)
+    node_sizes = torch.cat([graphs.nodes.sizes, graphs.nodes.sizes[-1:].repeat(extra)]).numpy()
+    move_sizes = torch.cat([actions.states.sizes, actions.states.sizes[-1:].repeat(extra)]).numpy()
+    padded_graphs = GraphBatch(
+        x=torch.cat([graphs.x, tail(graphs.x, n)]),
+        edge_index=torch.cat([graphs.edge_index, pad_edges], dim=1),
+        edge_attr=torch.cat([graphs.edge_attr, edge_attr.repeat(extra, 1)]),
+        neighbors=torch.cat([graphs.neighbors, shifted(graphs.neighbors, n)]),
+        neighbor_attr=torch.cat([graphs.neighbor_attr, tail(graphs.neighbor_attr, n)]),
+        neighbor_mask=torch.cat([graphs.neighbor_mask, tail(graphs.neighbor_mask, n)]),
+        node_offset=torch.cat([graphs.node_offset, node0 + shift]),
+        nodes=segments(node_sizes),
+    )
+    padded_actions = ActionBatch(
+        nodes=torch.cat([actions.nodes, shifted(actions.nodes, a)]),
+        meta=torch.cat([actions.meta, tail(actions.meta, a)]),
+        states=segments(move_sizes),
+    )
+    return padded_graphs, padded_actions
+
+
+def _answer(twin: TwinQ, graphs: GraphBatch, actions: ActionBatch, alpha: Tensor, noise: Tensor | None):
+    return choose(twin(graphs, actions), actions.states, alpha, noise)
+
+
+class _Captured:
+    """One shape's graph, its input buffer (the packed layout of the shape's blocks) and its outputs."""
+
+    def __init__(self, owner: "GraphedActing", block: Block, greedy: bool):
+        nbytes = block.packed.nbytes
+        self.inputs = block.data[:nbytes].to(owner.device)
+        graphs, actions = unpack(block.packed, self.inputs)
+        self.noise = None if greedy else torch.rand(actions.nodes.shape[0], device=owner.device)
+        self.graph = torch.cuda.CUDAGraph()
+        torch.cuda.synchronize(owner.device)
+        with torch.cuda.graph(self.graph, stream=owner.capture_stream, capture_error_mode="thread_local"):
+            self.outputs = _answer(owner.graphed, graphs, actions, owner.alpha, self.noise)
+
+    def replay(self, block: Block, generator: torch.Generator | None) -> tuple[Tensor, Tensor, Tensor]:
+        self.inputs.copy_(block.data[: block.packed.nbytes], non_blocking=True)
+        if self.noise is not None:
+            self.noise.uniform_(generator=generator)
+        self.graph.replay()
+        return self.outputs
+
+
+class GraphedActing:
+    """A network pair that answers batches of states, replaying a captured CUDA graph per batch shape
+    (see the module docstring). Used by one thread; its outputs are valid until its next call."""
+
+    def __init__(self, net_cfg: NetworkConfig, device: torch.device, fused: bool = False):
+        self.device = device
+        pair = []
+        for _ in range(2):
+            net = QNetwork(net_cfg).to(device).eval()
+            net.cache_derived = False  # derived weights recomputed inside the graph, never baked in
+            pair.append(net)
+        self.pair = tuple(pair)
+        self.eager_twin = TwinQ(*pair, fused=fused)  # stacked weights cached while the parameters are unchanged
+        self.graphed = TwinQ(*pair, fused=fused, cache=False)  # stacked anew in every replay
+        self.alpha = torch.ones((), device=device)
+        self.version: int | None = None
+        self.captures = device.type == "cuda"
+        self.capture_stream = torch.cuda.Stream(device, priority=-1) if self.captures else None
+        self.seen: Counter = Counter()
+        self.captured: dict[tuple, _Captured] = {}
+        self.replays = 0
+        self.eager = 0
+
+    def load(self, pair, alpha: float, version: int) -> None:
+        """Answer with the weights of network pair ``pair`` (copied once per ``version``) and temperature
+        ``alpha`` from now on."""
+        if version != self.version:
+            with torch.no_grad():
+                for mine, theirs in zip(self.pair, pair):
+                    dst, src = list(mine.state_dict().values()), list(theirs.state_dict().values())
+                    torch._foreach_copy_(dst, src)
+            self.version = version
+        self.alpha.fill_(float(alpha))
+
+    @torch.no_grad()
+    def __call__(self, block: Block, greedy: bool, generator: torch.Generator | None = None):
+        """``(chosen, q, v)`` on the device for the states packed in ``block`` (``(graphs, actions)``; pinned
+        for an asynchronous copy): as :func:`~phylorl.agent.acting.select_actions` answers them."""
+        key = (bool(greedy), block.packed.structure, block.packed.tensors)
+        found = self.captured.get(key)
+        if found is None and self.captures and self.seen[key] >= WARMUP and len(self.captured) < MAX_SHAPES:
+            found = self.captured[key] = _Captured(self, block, greedy)
+        if found is not None:
+            self.replays += 1
+            return found.replay(block, generator)
+        self.seen[key] += 1
+        self.eager += 1
+        graphs, actions = block.to(self.device, non_blocking=True)
+        noise = None if greedy else torch.rand(actions.nodes.shape[0], generator=generator, device=self.device)
+        return _answer(self.eager_twin, graphs, actions, self.alpha, noise)
+
+
+def check_states(actions: ActionBatch) -> None:
+    """``ValueError`` unless every state has a move to choose (checked on the host: no sync in a graph)."""
+    sizes = actions.states.sizes
+    if sizes.numel() and int(np.min(sizes.numpy())) < 1:
+        raise ValueError("every state needs at least one action to select from")
