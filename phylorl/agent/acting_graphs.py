@@ -7,7 +7,7 @@ batch shape gets a captured graph of the whole answer (``min(Q1, Q2)`` of every 
 the greedy one, the chosen move's Q and the soft value) that replays with one launch.
 
 * **Shapes.** A graph replays fixed shapes, so :func:`bucket` rounds a batch's state count up to a power of two
-  (or ``max_batch``) and :func:`pad_states` fills it with copies of its last state, whose answers are dropped;
+  or a multiple of 16 (or ``max_batch``) and :func:`pad_states` fills it with copies of its last state, whose answers are dropped;
   states of one tree size then make a handful of shapes. A shape is captured once it has been seen
   :data:`WARMUP` times (at most :data:`MAX_SHAPES` of them); the rest run eagerly, which the ``eager`` count
   shows.
@@ -34,6 +34,7 @@ from torch import Tensor
 
 from phylorl.agent.acting import choose
 from phylorl.agent.batch_transfer import Block, unpack
+from phylorl.agent.cuda_graphs import CAPTURE_LOCK
 from phylorl.nets.config import NetworkConfig
 from phylorl.nets.inputs import ActionBatch, GraphBatch, segments
 from phylorl.nets.qnet import QNetwork
@@ -46,12 +47,18 @@ MAX_SHAPES = 16
 """Shapes (state count, tree sizes, greedy or sampled) captured at most."""
 
 
+STEP = 16
+"""Above this many states, batches are padded to a multiple of it (below, to a power of two)."""
+
+
 def bucket(count: int, max_batch: int) -> int:
-    """The state count a batch of ``count`` states is padded to: the next power of two, at most ``max_batch``
-    (never below ``count``)."""
+    """The state count a batch of ``count`` states is padded to: the next power of two up to :data:`STEP`, the next
+    multiple of :data:`STEP` above it, at most ``max_batch`` (never below ``count``). With ``max_batch`` 64: 1, 2,
+    4, 8, 16, 32, 48, 64: at most a third of a large batch is padding."""
     if count < 1:
         raise ValueError(f"a batch needs at least one state, got {count}")
-    return max(count, min(1 << (count - 1).bit_length(), max_batch))
+    padded = 1 << (count - 1).bit_length() if count <= STEP else -(-count // STEP) * STEP
+    return max(count, min(padded, max_batch))
 
 
 def pad_states(graphs: GraphBatch, actions: ActionBatch, count: int) -> tuple[GraphBatch, ActionBatch]:
@@ -112,9 +119,10 @@ class _Captured:
         graphs, actions = unpack(block.packed, self.inputs)
         self.noise = None if greedy else torch.rand(actions.nodes.shape[0], device=owner.device)
         self.graph = torch.cuda.CUDAGraph()
-        torch.cuda.synchronize(owner.device)
-        with torch.cuda.graph(self.graph, stream=owner.capture_stream, capture_error_mode="thread_local"):
-            self.outputs = _answer(owner.graphed, graphs, actions, owner.alpha, self.noise)
+        with CAPTURE_LOCK:  # no other capture of this process is under way (nor begins) meanwhile
+            torch.cuda.synchronize(owner.device)
+            with torch.cuda.graph(self.graph, stream=owner.capture_stream, capture_error_mode="thread_local"):
+                self.outputs = _answer(owner.graphed, graphs, actions, owner.alpha, self.noise)
 
     def replay(self, block: Block, generator: torch.Generator | None) -> tuple[Tensor, Tensor, Tensor]:
         self.inputs.copy_(block.data[: block.packed.nbytes], non_blocking=True)
@@ -144,6 +152,9 @@ class GraphedActing:
         self.capture_stream = torch.cuda.Stream(device, priority=-1) if self.captures else None
         self.seen: Counter = Counter()
         self.captured: dict[tuple, _Captured] = {}
+        self.failed: dict[tuple, str] = {}
+        """Shapes whose capture failed (the error, as text): answered eagerly from then on, never captured again.
+        The endpoint logs each failure and counts it (``phylorl_inference_capture_failures_total``)."""
         self.replays = 0
         self.eager = 0
 
@@ -164,8 +175,12 @@ class GraphedActing:
         for an asynchronous copy): as :func:`~phylorl.agent.acting.select_actions` answers them."""
         key = (bool(greedy), block.packed.structure, block.packed.tensors)
         found = self.captured.get(key)
-        if found is None and self.captures and self.seen[key] >= WARMUP and len(self.captured) < MAX_SHAPES:
-            found = self.captured[key] = _Captured(self, block, greedy)
+        if found is None and self.captures and self.seen[key] >= WARMUP and len(self.captured) < MAX_SHAPES \
+                and key not in self.failed:
+            try:
+                found = self.captured[key] = _Captured(self, block, greedy)
+            except Exception as error:  # (a CUDA error of the capture) this shape stays eager; recorded
+                self.failed[key] = f"{type(error).__name__}: {error}".splitlines()[0]
         if found is not None:
             self.replays += 1
             return found.replay(block, generator)

@@ -20,6 +20,7 @@ has its own memory pool, so graphs of different shapes can replay in any order.
 from __future__ import annotations
 
 import dataclasses
+import threading
 from collections import Counter
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
@@ -35,6 +36,11 @@ if TYPE_CHECKING:
 
 WARMUP = 2
 """Eager updates of a batch shape before it is captured."""
+
+CAPTURE_LOCK = threading.Lock()
+"""Held through every capture in this process (the learner's updates, the inference endpoint's answers,
+:mod:`phylorl.agent.acting_graphs`) and the device-wide synchronize before it: such a synchronize while another
+thread's capture is under way fails and invalidates that capture (seen on an H200)."""
 
 MAX_SHAPES = 8
 """Batch shapes captured at most (each holds its own activations: about 1 GB at the design size)."""
@@ -126,8 +132,9 @@ class CudaGraphs:
         found = self.captured.get(key)
         ready = self.seen[key] >= WARMUP and self.learner.updates > 0  # the optimisers' state exists
         if found is None and ready and len(self.captured) < MAX_SHAPES:
-            torch.cuda.synchronize(self.learner.device)
-            found = self.captured[key] = CapturedUpdate(self.learner, batch)
+            with CAPTURE_LOCK:
+                torch.cuda.synchronize(self.learner.device)
+                found = self.captured[key] = CapturedUpdate(self.learner, batch)
         if found is not None:
             self.replays += 1
             return found

@@ -84,7 +84,8 @@ class LearnerConfig(security.ServerTLS, security.ClientTLS, security.GrpcToken, 
     """Requests waiting for the network at most; beyond it: RESOURCE_EXHAUSTED."""
     inference_cuda_graphs: bool = False
     """On a CUDA device, the endpoint replays its answers as CUDA graphs, one per batch shape (a batch's states
-    padded to a power-of-two count with copies of its last one; :mod:`phylorl.agent.acting_graphs`)."""
+    padded to a power-of-two count, or a multiple of 16 above 16, with copies of its last one;
+    :mod:`phylorl.agent.acting_graphs`)."""
     inference_server: str = "threads"
     """gRPC server of the inference endpoint: ``threads`` (a pool thread parked on each call in flight) or
     ``asyncio`` (one event-loop thread serves every call; a batch's answers wake that one thread)."""

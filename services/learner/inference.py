@@ -18,6 +18,7 @@ published snapshot (:meth:`BatchingInference.publish`), and every answer carries
 from __future__ import annotations
 
 import io
+import logging
 import queue
 import threading
 import time
@@ -40,6 +41,8 @@ from phylorl.wire.codec import PackedRecords
 from phylorl.wire.record import decode_observation, encode_observation
 
 from . import metrics
+
+log = logging.getLogger("phylorl.learner.inference")
 
 
 RETIRED_KEPT = 2
@@ -248,9 +251,13 @@ class BatchingInference:
         """The answers of a padded batch's first ``count`` states from :class:`GraphedActing`, with ``snapshot``'s
         weights."""
         self._graphed.load(snapshot.pair, snapshot.alpha, snapshot.version)
-        replays = self._graphed.replays
+        replays, failures = self._graphed.replays, len(self._graphed.failed)
         chosen, q, v = self._graphed(block, greedy, self._generator)
         metrics.INFERENCE_BATCHES.labels("graph" if self._graphed.replays > replays else "eager").inc()
+        if len(self._graphed.failed) > failures:
+            metrics.INFERENCE_CAPTURE_FAILURES.inc()
+            log.warning("inference: capturing a batch shape (%d states) failed, it runs eagerly from now on: %s",
+                        count, list(self._graphed.failed.values())[-1])
         return chosen[:count], q[:count], v[:count]
 
     def _run(self) -> None:

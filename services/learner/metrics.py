@@ -70,3 +70,5 @@ INFERENCE_REQUESTS = Counter("phylorl_inference_requests_total", "Act requests a
 INFERENCE_REJECTED = Counter("phylorl_inference_rejected_total", "Act requests refused (overloaded)")
 INFERENCE_BATCHES = Counter("phylorl_inference_batches_total",
                             "Network calls of the inference endpoint's graphed path, by how they ran", ["path"])
+INFERENCE_CAPTURE_FAILURES = Counter("phylorl_inference_capture_failures_total",
+                                     "Batch shapes whose CUDA graph capture failed (answered eagerly since)")

@@ -15,7 +15,7 @@ from phylorl.agent.batch_transfer import Stager
 from phylorl.agent.learner import Learner
 from phylorl.env import build_observation
 from phylorl.nets.config import NetworkConfig
-from phylorl.nets.inputs import collate_observations
+from phylorl.nets.inputs import collate_observations, move_to
 from phylorl.nets.twin import twin_or_none
 from phylorl.phylo import enumerate_moves, move_metadata, random_tree
 from services.learner.inference import BatchingInference
@@ -48,16 +48,19 @@ def test_a_captured_answer_equals_the_eager_one_and_follows_new_weights(fused):
         pair = policy_networks(NET, weights, device)
         acting.load(pair, 0.05 * version, version)
         twin = twin_or_none(pair, frozen=True)
-        want = select_actions(twin, *(t.to(device) for t in inputs), 0.05 * version, greedy=True)
+        want = select_actions(twin, *move_to(inputs, device), 0.05 * version, greedy=True)
         for _ in range(WARMUP + 2):  # eager until the shape is captured, then replays
             chosen, q, v = (t[:k].clone() for t in acting(stager.stage(padded), greedy=True))
             torch.cuda.current_stream().synchronize()
             assert torch.equal(chosen, want[0])
             assert torch.allclose(q, want[1], rtol=1e-5, atol=1e-5) and torch.allclose(v, want[2], rtol=1e-5, atol=1e-5)
         generator = torch.Generator(device=device).manual_seed(version)
-        sampled = [acting(stager.stage(padded), greedy=False, generator=generator)[0][:k].clone() for _ in range(4)]
+        sampled = []
+        for _ in range(4):
+            sampled.append(acting(stager.stage(padded), greedy=False, generator=generator)[0][:k].clone())
+            torch.cuda.current_stream().synchronize()  # before the pinned block is written again
         generator.manual_seed(version)
-        device_padded = [t.to(device) for t in padded]
+        device_padded = move_to(padded, device)
         expected = [select_actions(twin, *device_padded, 0.05 * version, greedy=False, generator=generator)[0][:k]
                     for _ in range(4)]
         assert all(torch.equal(a, b) for a, b in zip(sampled, expected))  # the same noise draws the same moves
@@ -75,10 +78,11 @@ def test_answers_on_the_gpu_follow_each_publication_while_the_default_stream_is_
     busy = torch.randn(4096, 4096, device=device)
     stop = threading.Event()
 
-    def load():  # the learner's side: long kernels queued on the default stream all along
+    def load():  # the learner's side: long kernels queued on the default stream all along, waited for as the
+        # learner waits (on its stream; its device-wide waits are those before its own captures, under CAPTURE_LOCK)
         while not stop.is_set():
             busy.copy_(busy @ busy / 4096.0)
-            torch.cuda.synchronize()
+            torch.cuda.current_stream().synchronize()
 
     worker = threading.Thread(target=load, daemon=True)
     worker.start()

@@ -36,9 +36,10 @@ def _flat(obj) -> list:
     return found
 
 
-def test_buckets_are_powers_of_two_capped_at_the_batch_limit_and_never_below_the_count():
-    assert [bucket(c, 64) for c in (1, 2, 3, 5, 8, 9, 33, 64)] == [1, 2, 4, 8, 8, 16, 64, 64]
-    assert bucket(40, 48) == 48 and bucket(70, 64) == 70
+def test_buckets_are_powers_of_two_then_multiples_of_sixteen_capped_at_the_batch_limit():
+    assert [bucket(c, 64) for c in (1, 2, 3, 5, 8, 9, 16, 17, 33, 48, 49, 64)] == \
+        [1, 2, 4, 8, 8, 16, 16, 32, 48, 48, 64, 64]
+    assert bucket(40, 40) == 40 and bucket(70, 64) == 70 and bucket(12, 10) == 12
     with pytest.raises(ValueError, match="at least one state"):
         bucket(0, 64)
 
@@ -85,3 +86,30 @@ def test_a_state_without_moves_is_refused_on_the_host():
     actions.states.sizes[1] = 0
     with pytest.raises(ValueError, match="at least one action"):
         check_states(actions)
+
+
+def test_a_shape_whose_capture_fails_is_answered_eagerly_and_never_captured_again(monkeypatch):
+    from phylorl.agent import acting_graphs
+
+    tries = []
+
+    def failing_capture(owner, block, greedy):
+        tries.append(greedy)
+        raise RuntimeError("CUDA error: operation failed due to a previous error during capture\nmore")
+
+    observations = _observations([9, 11])
+    inputs = collate_observations(observations)
+    acting = GraphedActing(NET, torch.device("cpu"))
+    acting.captures = True  # as on a GPU; the capture itself is replaced by one that fails
+    monkeypatch.setattr(acting_graphs, "_Captured", failing_capture)
+    pair = policy_networks(NET, Learner(NET, device="cpu", seed=1).policy_weights())
+    acting.load(pair, 0.2, 1)
+    want = select_actions(twin_or_none(pair, frozen=True), *inputs, 0.2, greedy=True)
+    stager = Stager()
+    for _ in range(acting_graphs.WARMUP + 3):
+        chosen, q, _ = acting(stager.stage(inputs), greedy=True)
+        assert torch.equal(chosen, want[0]) and torch.allclose(q, want[1], rtol=1e-5, atol=1e-6)
+    assert tries == [True]  # tried once, after the warm-up
+    assert list(acting.failed.values()) == ["RuntimeError: CUDA error: operation failed due to a previous error "
+                                            "during capture"]
+    assert acting.eager == acting_graphs.WARMUP + 3 and not acting.captured
