@@ -190,6 +190,58 @@ def publish_costs(net_cfg, device, learner, fused_head: bool, times: int = 20) -
     return {"first_ms": round(spent[0] * 1e3, 2), "median_ms": round(statistics.median(spent[1:]) * 1e3, 2)}
 
 
+def assembly_costs(observations: list, times: int = 30) -> dict:
+    """Milliseconds (median) to make one batch of the endpoint (7 requests of 4 states, padded to 32) of the tensor
+    operations it took before (concatenate, pad, stage) and of :func:`assemble`, alone and with two busy threads
+    in the process (Python loops with a tensor operation each round, as the learner's loop and feed threads)."""
+    from phylorl.agent.acting_graphs import pad_states
+    from phylorl.agent.batch_transfer import Stager
+    from phylorl.agent.request_batch import assemble
+    from phylorl.nets.inputs import concat_inputs
+    from phylorl.wire.codec import PackedRecords
+    from phylorl.wire.record import encode_observation
+
+    parts = [collate_states(PackedRecords.from_records([encode_observation(o) for o in observations[i:i + 4]]))[:2]
+             for i in range(0, 28, 4)]
+    before, after = Stager(), Stager()
+    ways = {"tensor_ops": lambda: before.stage(pad_states(*concat_inputs(parts), 32)),
+            "assemble": lambda: assemble(parts, 32, after)}
+
+    def timed() -> dict:
+        out = {}
+        for name, way in ways.items():
+            way()
+            spent = []
+            for _ in range(times):
+                start = time.perf_counter()
+                way()
+                spent.append(time.perf_counter() - start)
+            out[name] = round(statistics.median(spent) * 1e3, 3)
+        return out
+
+    alone = timed()
+    stop = threading.Event()
+
+    def busy() -> None:
+        x = 0
+        while not stop.is_set():
+            for i in range(1000):
+                x += i
+            torch.zeros(10).add_(1)
+
+    threads = [threading.Thread(target=busy, daemon=True) for _ in range(2)]
+    for t in threads:
+        t.start()
+    try:
+        contended = timed()
+    finally:
+        stop.set()
+        for t in threads:
+            t.join()
+    return {"batch": "7 requests x 4 states, 20 taxa, padded to 32", "alone_ms": alone,
+            "two_busy_threads_ms": contended}
+
+
 def run(streams: int, max_batch: int, seconds: float, net_cfg, device, weights, alpha, reqs,
         fused_head: bool = False, clients: str = "processes", server_kind: str = "threads",
         cuda_graphs: bool = False) -> dict:
@@ -280,7 +332,8 @@ def main() -> None:
               "fused_head": args.fused_head and device.type == "cuda", "tf32": args.tf32 and device.type == "cuda",
               "clients": args.clients, "server": args.server, "cuda_graphs": graphs,
               "wire": wire_costs(observations),
-              "publish": publish_costs(net_cfg, device, learner, args.fused_head and device.type == "cuda")}
+              "publish": publish_costs(net_cfg, device, learner, args.fused_head and device.type == "cuda"),
+              "assembly": assembly_costs(observations)}
     for streams in map(int, args.streams.split(",")):
         batched = run(streams, 64, args.seconds, net_cfg, device, weights, learner.alpha, reqs, args.fused_head,
                       args.clients, args.server, graphs)

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 from collections import Counter
 
-import numpy as np
 import torch
 from torch import Tensor
 
@@ -190,9 +189,3 @@ class GraphedActing:
         noise = None if greedy else torch.rand(actions.nodes.shape[0], generator=generator, device=self.device)
         return _answer(self.eager_twin, graphs, actions, self.alpha, noise)
 
-
-def check_states(actions: ActionBatch) -> None:
-    """``ValueError`` unless every state has a move to choose (checked on the host: no sync in a graph)."""
-    sizes = actions.states.sizes
-    if sizes.numel() and int(np.min(sizes.numpy())) < 1:
-        raise ValueError("every state needs at least one action to select from")

@@ -83,13 +83,33 @@ class Stager:
         self.pinned = pinned
         self.shared = shared
         self._buffer: Tensor | None = None
+        self._views: dict = {}
 
     def stage(self, obj) -> Block:
         sized = packed_size(obj)
-        if self._buffer is None or self._buffer.numel() < sized[2]:
-            buffer = torch.empty(int(sized[2] * GROWTH) + ALIGN, dtype=torch.uint8, pin_memory=self.pinned)
+        return Block(pack(obj, self._fit(sized[2]), sized), self._buffer)
+
+    def reserve(self, skeleton) -> tuple[Block, list]:
+        """A block laid out for ``skeleton`` (an object whose tensors only give shapes and dtypes: e.g. on the
+        ``meta`` device), nothing written: ``(block, arrays)``, ``arrays`` the numpy views of the buffer where its
+        tensors lie, in field order, for the caller to fill. The views of a layout are made once per buffer."""
+        structure, tensors, nbytes = packed_size(skeleton)
+        buffer = self._fit(nbytes)
+        where = tuple(_layout(tensors))
+        key = (id(buffer), where)
+        arrays = self._views.get(key)
+        if arrays is None:
+            if len(self._views) >= 64:
+                self._views.clear()
+            arrays = self._views[key] = [v.numpy() for v in unpack(Packed(b"", where, nbytes), buffer, structure=False)]
+        return Block(Packed(structure, where, nbytes), buffer), arrays
+
+    def _fit(self, nbytes: int) -> Tensor:
+        if self._buffer is None or self._buffer.numel() < nbytes:
+            buffer = torch.empty(int(nbytes * GROWTH) + ALIGN, dtype=torch.uint8, pin_memory=self.pinned)
             self._buffer = buffer.share_memory_() if self.shared else buffer
-        return Block(pack(obj, self._buffer, sized), self._buffer)
+            self._views = {}
+        return self._buffer
 
 
 def packed_size(obj) -> tuple[bytes, list[Tensor], int]:
@@ -113,27 +133,34 @@ def pack(obj, buffer: Tensor, sized: tuple[bytes, list[Tensor], int] | None = No
         raise ValueError(f"the buffer must be a flat uint8 tensor, got {buffer.dtype} {tuple(buffer.shape)}")
     if nbytes > buffer.numel():
         raise ValueError(f"the batch needs {nbytes} bytes, the buffer holds {buffer.numel()}")
-    where, at = [], 0
-    for t in tensors:
+    where = _layout(tensors)
+    for t, (at, _, _) in zip(tensors, where):
         if t.device.type != "cpu":
             raise ValueError(f"only CPU tensors are packed, got one on {t.device}")
-        at = _aligned(at)
         size = t.numel() * t.element_size()
         if size:
             buffer[at: at + size].copy_(t.contiguous().reshape(-1).view(torch.uint8))
-        where.append((at, t.dtype, tuple(t.shape)))
-        at += size
     return Packed(structure, tuple(where), nbytes)
 
 
-def unpack(packed: Packed, buffer: Tensor):
+def _layout(tensors: list[Tensor]) -> list[tuple[int, torch.dtype, tuple[int, ...]]]:
+    """``(offset, dtype, shape)`` of each tensor, laid out one after another from offset 0, each aligned."""
+    where, at = [], 0
+    for t in tensors:
+        at = _aligned(at)
+        where.append((at, t.dtype, tuple(t.shape)))
+        at += t.numel() * t.element_size()
+    return where
+
+
+def unpack(packed: Packed, buffer: Tensor, structure: bool = True):
     """The object :func:`pack` wrote, its tensors views of ``buffer`` (valid while the buffer is not
-    written again: copy them out before handing the buffer back)."""
+    written again: copy them out before handing the buffer back). ``structure=False``: only the list of views."""
     views = []
     for at, dtype, shape in packed.tensors:
         size = math.prod(shape) * dtype.itemsize
         views.append(buffer[at: at + size].view(dtype).view(shape))
-    return _Rebuilder(io.BytesIO(packed.structure), views).load()
+    return _Rebuilder(io.BytesIO(packed.structure), views).load() if structure else views
 
 
 def _aligned(at: int) -> int:

@@ -35,7 +35,8 @@ def fingerprint(obs: Observation) -> int:
     for array in arrays:
         array = np.ascontiguousarray(array)
         h.update(f"{array.dtype.str}{array.shape}".encode())
-        h.update(memoryview(array).cast("B"))
+        if array.size:  # (an empty one is its dtype and shape: a state without moves has no move rows)
+            h.update(memoryview(array).cast("B"))
     return h.intdigest()
 
 

@@ -29,12 +29,13 @@ import numpy as np
 import torch
 
 from phylorl.agent.acting import policy_networks, select_actions
-from phylorl.agent.acting_graphs import GraphedActing, bucket, check_states, pad_states
+from phylorl.agent.acting_graphs import GraphedActing, bucket
 from phylorl.agent.batch_transfer import Stager
+from phylorl.agent.request_batch import assemble
 from phylorl.agent.packed_batch import collate_states
 from phylorl.nets import fused_head
 from phylorl.nets.config import NetworkConfig
-from phylorl.nets.inputs import check_observation, collate_observations, concat_inputs, move_to
+from phylorl.nets.inputs import check_observation, collate_observations
 from phylorl.nets.twin import twin_or_none
 from phylorl.types import Observation
 from phylorl.wire.codec import PackedRecords
@@ -47,6 +48,15 @@ log = logging.getLogger("phylorl.learner.inference")
 
 RETIRED_KEPT = 2
 """Retired snapshots whose networks are kept to be written again by a later publication."""
+
+
+def _with_moves(graphs, actions) -> tuple:
+    """``(graphs, actions)``, once every state is known to have a move to choose (``ValueError`` naming the first
+    that has none): checked per request, so such a state fails its own request, never a batch."""
+    empty = np.flatnonzero(actions.states.sizes.numpy() < 1)
+    if empty.size:
+        raise ValueError(f"observation {int(empty[0])} of {actions.states.count} has no move to choose from")
+    return graphs, actions
 
 
 class Overloaded(RuntimeError):
@@ -113,12 +123,11 @@ class BatchingInference:
         # updates on the default stream
         self._stream = torch.cuda.Stream(device, priority=-1) if device.type == "cuda" else None
         # a batch's inputs go to the GPU as one pinned block (written again once the batch's answers are back)
-        self._stager = Stager(pinned=True) if device.type == "cuda" else None
+        # (one pass: :func:`~phylorl.agent.request_batch.assemble`)
+        self._stager = Stager(pinned=device.type == "cuda")
         self._graphed = GraphedActing(net_cfg, device, self.fused_head) if cuda_graphs else None
         """Answers replayed as CUDA graphs (``LearnerConfig.inference_cuda_graphs``; on a CPU the same padded path
         runs eagerly, for tests)."""
-        if self._graphed is not None and self._stager is None:
-            self._stager = Stager()
         self._thread = threading.Thread(target=self._run, name="inference-batcher", daemon=True)
         self._thread.start()
 
@@ -214,7 +223,7 @@ class BatchingInference:
                      for name, g, w in zip(("node", "edge", "move"), got, want) if g != w]
             if wrong:
                 raise ValueError(f"the states carry {'; '.join(wrong)}")
-            return graphs, actions
+            return _with_moves(graphs, actions)
         observations = []
         for i, record in enumerate(records):
             try:
@@ -224,7 +233,7 @@ class BatchingInference:
                 raise ValueError(f"observation {i} of {len(records)}: {str(exc).removeprefix('observation: ')}") \
                     from None
             observations.append(obs)
-        return collate_observations(observations)
+        return _with_moves(*collate_observations(observations))
 
     def close(self) -> None:
         self._stop.set()
@@ -282,16 +291,14 @@ class BatchingInference:
         try:
             t0 = time.perf_counter()
             metrics.INFERENCE_BATCH.observe(sum(r.count for r in group))
-            inputs = concat_inputs([r.inputs for r in group])
-            if self._graphed is not None:  # its states padded to a bucket's count, staged as one block
-                count = inputs[1].states.count
-                check_states(inputs[1])
-                block = self._stager.stage(pad_states(*inputs, bucket(count, self.max_batch)))
+            count = sum(r.count for r in group)
+            parts = [r.inputs for r in group]
+            if self._graphed is not None:  # its states padded to a bucket's count, in one block
+                block = assemble(parts, bucket(count, self.max_batch), self._stager)
                 t1 = time.perf_counter()
                 chosen, q, v = self._answer_graphed(block, snapshot, greedy, count)
             else:
-                graphs, actions = self._stager.stage(inputs).to(self.device, non_blocking=True) \
-                    if self._stager is not None else move_to(inputs, self.device)
+                graphs, actions = assemble(parts, count, self._stager).to(self.device, non_blocking=True)
                 t1 = time.perf_counter()
                 chosen, q, v = select_actions(snapshot.nets, graphs, actions, snapshot.alpha, greedy,
                                               generator=self._generator)

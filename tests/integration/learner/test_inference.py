@@ -310,3 +310,17 @@ def test_the_padded_graph_path_answers_as_the_plain_one_and_counts_its_batches()
     finally:
         plain.close()
         padded.close()
+
+
+def test_a_state_without_moves_fails_its_own_request_naming_it():
+    """A 3-taxon tree has no SPR move: the request holding it is refused at once; the endpoint goes on."""
+    learner = Learner(SMALL, device="cpu", seed=0)
+    inference = BatchingInference(SMALL, torch.device("cpu"), max_batch=8, max_delay_s=0.0, max_queue=8,
+                                  cuda_graphs=True)
+    inference.publish(learner.policy_weights(), learner.alpha, 1)
+    try:
+        with pytest.raises(ValueError, match="observation 1 of 2.* no move to choose from"):
+            inference.act(_observations(1, 8, seed=1) + _observations(1, 3, seed=1), greedy=True, timeout_s=30)
+        assert inference.act(_observations(2, 8, seed=2), greedy=True, timeout_s=30)[3] == 1
+    finally:
+        inference.close()

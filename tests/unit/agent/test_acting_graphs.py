@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from phylorl.agent.acting import policy_networks, select_actions
-from phylorl.agent.acting_graphs import GraphedActing, bucket, check_states, pad_states
+from phylorl.agent.acting_graphs import GraphedActing, bucket, pad_states
 from phylorl.agent.batch_transfer import Stager
 from phylorl.agent.learner import Learner
 from phylorl.env import build_observation
@@ -79,13 +79,6 @@ def test_graphed_acting_answers_as_select_actions_with_the_weights_it_loaded():
                                      generator=generator)[0][: len(observations)]
         assert torch.equal(sampled, padded_want)  # the same noise draws the same moves
     assert acting.version == 2 and acting.eager == 4 and acting.replays == 0  # a CPU never captures
-
-
-def test_a_state_without_moves_is_refused_on_the_host():
-    graphs, actions = collate_observations(_observations([8, 9]))
-    actions.states.sizes[1] = 0
-    with pytest.raises(ValueError, match="at least one action"):
-        check_states(actions)
 
 
 def test_a_shape_whose_capture_fails_is_answered_eagerly_and_never_captured_again(monkeypatch):
