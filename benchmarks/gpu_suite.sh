@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The GPU figures of docs/benchmarks.md ("On the GPU") in one run on a CUDA machine (about 13 minutes on an H200
 # for the steps up to fused-head; the acting comparison after them takes about 4 more). In order: the GPU tests
-# (first: the figures after them mean little if the GPU paths are wrong), the whole system with the GPU options on
+# (first, the endpoint's graphs first of them: the figures after them mean little if the GPU paths are wrong; the
+# feed processes' tests last, as they spawn processes), the whole system with the GPU options (graphs: the update's and the endpoint's) on
 # the threaded and on the asyncio endpoint (which decides the default server), the learner update (CUDA graphs,
 # TF32, the fused head), the inference endpoint's batching gain on both servers, the system with the learner's
 # feed processes, the update with torch.compile-d encoders, sampled records to the GPU (compact moves expanded
@@ -41,17 +42,18 @@ step() {  # step NAME LIMIT_S OUTPUT_FILE COMMAND...
   tail -c 600 "$OUT_DIR/$out"; echo
 }
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
-step gpu-tests 170 gpu_tests.log python3 -m pytest -q -p no:cacheprovider tests/gpu \
-  tests/integration/learner/test_feed.py
+step gpu-tests 170 gpu_tests.log python3 -m pytest -q -rf -p no:cacheprovider tests/gpu/test_inference_gpu.py \
+  tests/gpu tests/integration/learner/test_feed.py
 SYSTEM=(python3 benchmarks/bench_system.py --actors "$ACTORS" --envs-per-actor "$ENVS" --seconds 30 --warmup-s 40
         --device cuda --cuda-graphs --fused-head --tf32 --actor-pipeline "$PIPELINE")
 step system 170 bench_system.jsonl "${SYSTEM[@]}"
 step system-asyncio 160 bench_system_asyncio.jsonl "${SYSTEM[@]}" --inference-server asyncio
 step update 90 bench_update.jsonl python3 benchmarks/bench_update.py --device cuda \
   --paths graphs,graphs-fused --repeats 30 --warmup 5 --tf32
-step inference 150 bench_inference.jsonl python3 benchmarks/bench_inference.py --seconds 3 --fused-head --tf32
+step inference 150 bench_inference.jsonl python3 benchmarks/bench_inference.py --seconds 3 --fused-head --tf32 \
+  --cuda-graphs
 step inference-asyncio 150 bench_inference_asyncio.jsonl python3 benchmarks/bench_inference.py --seconds 3 \
-  --fused-head --tf32 --server asyncio
+  --fused-head --tf32 --cuda-graphs --server asyncio
 step system-feed 160 bench_system_feed.jsonl "${SYSTEM[@]}" --feed-processes "$FEED"
 step update-compiled 120 bench_update_compiled.jsonl python3 benchmarks/bench_update.py --device cuda \
   --paths graphs-fused,graphs-fused-compiled --repeats 30 --warmup 5 --tf32
