@@ -13,7 +13,9 @@ inference call latency p50/p99 (their histogram), the endpoint's own latency p50
 stage of its work (``phylorl_inference_stage_seconds``: what the actors' wait is made of), the learner's update latency p50 and mean (and the fraction of updates replayed as CUDA graphs), its mean time per
 publication of the weights (``publish_mean_ms``), the fraction of
 the learner's time spent waiting for a batch (its feed), the fraction of the actors' time spent waiting for an
-inference answer, the policy lag (weights versions between acting and
+inference answer and for the replay's rate limiter to take their transitions (``actor_insert_limited_fraction``),
+the replay's sample calls' time held by the limiter per second (``sample_limited_per_s``: which side the replay
+ratio holds back), the fraction of the endpoint's batches replayed as CUDA graphs, the policy lag (weights versions between acting and
 learning), the services' restarts during the run, and the CPU each service used (cores, from /proc; the learner's
 feed processes, ``--feed-processes``, apart from the learner), with the machine named.
 
@@ -211,9 +213,9 @@ def main(argv=None) -> int:
         value = quantile(histogram(first[kind], name), histogram(second[kind], name), quant)
         return None if value is None else round(value, 5)
 
-    def labelled(name: str, label: tuple) -> float:  # the change of the learner's series of ``name`` with one label
-        return sum(r["values"].get((name, (label,)), 0.0) for r in second["learner"]) - \
-            sum(r["values"].get((name, (label,)), 0.0) for r in first["learner"])
+    def labelled(name: str, label: tuple, kind: str = "learner") -> float:  # change of a series with one label
+        return sum(r["values"].get((name, (label,)), 0.0) for r in second[kind]) - \
+            sum(r["values"].get((name, (label,)), 0.0) for r in first[kind])
 
     def stage_mean_ms(stage: str) -> float | None:  # mean of one stage of the endpoint's work
         count = labelled("phylorl_inference_stage_seconds_count", ("stage", stage))
@@ -253,6 +255,10 @@ def main(argv=None) -> int:
           "actor_inference_wait_fraction": round(
               delta("actor", "phylorl_actor_inference_wait_seconds_total") / elapsed / args.actors, 4),
           "feed_wait_fraction": round(delta("learner", "phylorl_learner_batch_wait_seconds_sum") / elapsed, 4),
+          "actor_insert_limited_fraction": round(labelled("phylorl_replay_rate_limited_seconds_total",
+                                                          ("call", "insert"), "replay") / elapsed / args.actors, 4),
+          "sample_limited_per_s": round(labelled("phylorl_replay_rate_limited_seconds_total", ("call", "sample"),
+                                                 "replay") / elapsed, 4),
           "policy_lag_p50_versions": q("learner", "phylorl_learner_policy_lag_versions", 0.5),
           "cpu_cores": {**{n: round((cpu1[n] - cpu0[n]) / elapsed, 3) for n in cpu1
                            if n in cpu0 and not n.startswith("actor")},
