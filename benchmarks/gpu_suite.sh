@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # The GPU figures of docs/benchmarks.md ("On the GPU") in one run on a CUDA machine (about 13 minutes on an H200
-# for the steps up to fused-head; the acting comparison after them takes about 4 more). In order: the GPU tests
-# (first, the endpoint's graphs first of them: the figures after them mean little if the GPU paths are wrong; the
-# feed processes' tests last, as they spawn processes), the whole system with the GPU options (graphs: the update's and the endpoint's) on
-# the threaded and on the asyncio endpoint (which decides the default server), the learner update (CUDA graphs,
-# TF32, the fused head), the inference endpoint's batching gain on both servers, the system with the learner's
-# feed processes, the update with torch.compile-d encoders, sampled records to the GPU (compact moves expanded
-# there), the update with demonstration labels on every next state, the fused head alone, and acting alone with
-# the actors' pipeline off and on. JSON lines and logs go to OUT_DIR.
+# for the steps up to fused-head; the acting comparison after them takes about 4 more). In order: `tests/gpu`
+# (first, the endpoint's graphs first of them: the figures after them mean little if the GPU paths are wrong; about
+# a minute on an H200), the whole system with the GPU options (graphs: the update's and the endpoint's), the same
+# with the learner's feed processes (session 16 left the learner's feed as the likely bound), on the asyncio
+# endpoint (which decides the default server), the inference endpoint's batching gain on both servers, the learner
+# update (CUDA graphs, TF32, the fused head), the feed processes' tests (they spawn processes: minutes), the update
+# with torch.compile-d encoders, sampled records to the GPU (compact moves expanded there), the update with
+# demonstration labels on every next state, the fused head alone, and acting alone with the actors' pipeline off
+# and on. JSON lines and logs go to OUT_DIR.
 #
 #   [ENVS=8] [PIPELINE=0] [FEED=4] bash benchmarks/gpu_suite.sh [OUT_DIR] [ACTORS]
 #   (defaults: ./gpu-results, nproc - 2 actors)
@@ -42,19 +43,20 @@ step() {  # step NAME LIMIT_S OUTPUT_FILE COMMAND...
   tail -c 600 "$OUT_DIR/$out"; echo
 }
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
-step gpu-tests 170 gpu_tests.log python3 -m pytest -q -rf -p no:cacheprovider tests/gpu/test_inference_gpu.py \
-  tests/gpu tests/integration/learner/test_feed.py
+step gpu-tests 120 gpu_tests.log python3 -m pytest -q -rf -p no:cacheprovider tests/gpu/test_inference_gpu.py \
+  tests/gpu
 SYSTEM=(python3 benchmarks/bench_system.py --actors "$ACTORS" --envs-per-actor "$ENVS" --seconds 30 --warmup-s 40
         --device cuda --cuda-graphs --fused-head --tf32 --actor-pipeline "$PIPELINE")
 step system 170 bench_system.jsonl "${SYSTEM[@]}"
-step system-asyncio 160 bench_system_asyncio.jsonl "${SYSTEM[@]}" --inference-server asyncio
-step update 90 bench_update.jsonl python3 benchmarks/bench_update.py --device cuda \
-  --paths graphs,graphs-fused --repeats 30 --warmup 5 --tf32
+step system-feed 170 bench_system_feed.jsonl "${SYSTEM[@]}" --feed-processes "$FEED"
+step system-asyncio 170 bench_system_asyncio.jsonl "${SYSTEM[@]}" --inference-server asyncio
 step inference 150 bench_inference.jsonl python3 benchmarks/bench_inference.py --seconds 3 --fused-head --tf32 \
   --cuda-graphs
 step inference-asyncio 150 bench_inference_asyncio.jsonl python3 benchmarks/bench_inference.py --seconds 3 \
   --fused-head --tf32 --cuda-graphs --server asyncio
-step system-feed 160 bench_system_feed.jsonl "${SYSTEM[@]}" --feed-processes "$FEED"
+step update 90 bench_update.jsonl python3 benchmarks/bench_update.py --device cuda \
+  --paths graphs,graphs-fused --repeats 30 --warmup 5 --tf32
+step feed-tests 240 feed_tests.log python3 -m pytest -q -rf -p no:cacheprovider tests/integration/learner/test_feed.py
 step update-compiled 120 bench_update_compiled.jsonl python3 benchmarks/bench_update.py --device cuda \
   --paths graphs-fused,graphs-fused-compiled --repeats 30 --warmup 5 --tf32
 step replay 60 bench_replay.jsonl python3 benchmarks/bench_replay.py --repeats 2 --batches 10 --clients 1
