@@ -13,11 +13,10 @@ from phylorl.agent.acting import policy_networks, select_actions
 from phylorl.agent.acting_graphs import WARMUP, GraphedActing, bucket, pad_states
 from phylorl.agent.batch_transfer import Stager
 from phylorl.agent.learner import Learner
-from phylorl.env import build_observation
 from phylorl.nets.config import NetworkConfig
 from phylorl.nets.inputs import collate_observations, move_to
 from phylorl.nets.twin import twin_or_none
-from phylorl.phylo import enumerate_moves, move_metadata, random_tree
+from phylorl.nets.synthetic import random_observation
 from services.learner.inference import BatchingInference
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
@@ -26,12 +25,7 @@ NET = NetworkConfig(hidden=64, action_hidden=64, head_hidden=64)
 
 def _observations(sizes, seed=0):
     rng = np.random.default_rng(seed)
-    observations = []
-    for n in sizes:
-        tree = random_tree([f"t{i}" for i in range(n)], rng)
-        moves = enumerate_moves(tree)
-        observations.append(build_observation(tree, moves, move_metadata(tree, moves)))
-    return observations
+    return [random_observation(n, rng) for n in sizes]
 
 
 @pytest.mark.parametrize("fused", [False, True])

@@ -11,23 +11,17 @@ from phylorl.agent.acting import policy_networks, select_actions
 from phylorl.agent.acting_graphs import GraphedActing, bucket, pad_states
 from phylorl.agent.batch_transfer import Stager
 from phylorl.agent.learner import Learner
-from phylorl.env import build_observation
 from phylorl.nets.config import NetworkConfig
 from phylorl.nets.inputs import collate_observations, map_tensors
 from phylorl.nets.twin import twin_or_none
-from phylorl.phylo import enumerate_moves, move_metadata, random_tree
+from phylorl.nets.synthetic import random_observation
 
 NET = NetworkConfig(hidden=32, action_hidden=32, head_hidden=32)
 
 
 def _observations(sizes, seed=0):
     rng = np.random.default_rng(seed)
-    out = []
-    for n in sizes:
-        tree = random_tree([f"t{i}" for i in range(n)], rng)
-        moves = enumerate_moves(tree)
-        out.append(build_observation(tree, moves, move_metadata(tree, moves)))
-    return out
+    return [random_observation(n, rng) for n in sizes]
 
 
 def _flat(obj) -> list:
