@@ -110,6 +110,12 @@ PANELS = [
                    rate("phylorl_inference_rejected_total", "rejected/s")]),
         ("Inference queue depth", "Requests waiting for the next batch.",
          "none", [("phylorl_inference_queue_depth", "queued")]),
+        ("Inference network calls by path",
+         "Network calls per second of the endpoint, replayed as a captured CUDA graph (graph; "
+         "inference_cuda_graphs on a GPU) or run op by op (eager: the option off, a CPU, a batch shape's warm-up), "
+         "and batch shapes whose graph capture failed (each then runs eagerly; the learner logs the CUDA error).",
+         "none", [rate("phylorl_inference_batches_total", "{{path}}/s", by="path"),
+                  rate("phylorl_inference_capture_failures_total", "capture failures/s", zero_if_absent=True)]),
     ]),
     ("Actors", [
         ("Environment step latency by actor (p50 / p95)",

@@ -311,6 +311,7 @@ class BatchingInference:
                 chosen, q, v = self._answer_graphed(block, snapshot, greedy, count)
             else:
                 graphs, actions = assemble(parts, count, self._stager).to(self.device, non_blocking=True)
+                metrics.INFERENCE_BATCHES.labels("eager").inc()
                 t1 = time.perf_counter()
                 chosen, q, v = select_actions(snapshot.nets, graphs, actions, snapshot.alpha, greedy,
                                               generator=self._generator)

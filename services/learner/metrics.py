@@ -69,6 +69,7 @@ INFERENCE_QUEUE = Gauge("phylorl_inference_queue_depth", "Requests waiting for t
 INFERENCE_REQUESTS = Counter("phylorl_inference_requests_total", "Act requests answered")
 INFERENCE_REJECTED = Counter("phylorl_inference_rejected_total", "Act requests refused (overloaded)")
 INFERENCE_BATCHES = Counter("phylorl_inference_batches_total",
-                            "Network calls of the inference endpoint's graphed path, by how they ran", ["path"])
+                            "Network calls of the inference endpoint, by how they ran (graph: a replayed CUDA graph)",
+                            ["path"])
 INFERENCE_CAPTURE_FAILURES = Counter("phylorl_inference_capture_failures_total",
                                      "Batch shapes whose CUDA graph capture failed (answered eagerly since)")
