@@ -10,9 +10,11 @@ replay records hold them in. Each request's records are made into network inputs
 the caller's thread, in one compiled pass that releases the GIL
 (:func:`phylorl.agent.packed_batch.collate_states`: the trees and every move with its features,
 straight from the records' bytes; records in the arrays form are decoded one by one and collated,
-the reference path). That also checks them, so a bad state fails its own request (``ValueError``
-naming it), never the batch; the batching thread only concatenates the requests' inputs. The networks used are the last
-published snapshot (:meth:`BatchingInference.publish`), and every answer carries its version.
+the reference path). That also checks them (a state without moves included), so a bad state fails its own
+request (``ValueError`` naming it), never the batch; the batching thread only assembles the requests' inputs into
+one staging buffer (:func:`phylorl.agent.request_batch.assemble`, padded for a captured graph with
+``cuda_graphs``). The networks used are the last published snapshot (:meth:`BatchingInference.publish`), and every
+answer carries its version.
 """
 
 from __future__ import annotations
@@ -302,8 +304,8 @@ class BatchingInference:
             if snapshot.written is not None:  # its weights' copies are done before this batch reads them
                 self._stream.wait_event(snapshot.written)
             t0 = time.perf_counter()
-            metrics.INFERENCE_BATCH.observe(sum(r.count for r in group))
             count = sum(r.count for r in group)
+            metrics.INFERENCE_BATCH.observe(count)
             parts = [r.inputs for r in group]
             if self._graphed is not None:  # its states padded to a bucket's count, in one block
                 block = assemble(parts, bucket(count, self.max_batch), self._stager)
