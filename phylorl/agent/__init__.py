@@ -8,15 +8,11 @@ The replay table's logic (sum tree, priority table, rate limiter) is :mod:`phylo
 neither torch nor numba.
 """
 
-from phylorl._lazy import exports
-
-__getattr__, __dir__ = exports(__name__, {  # each imported on first use (see phylorl._lazy)
-    **dict.fromkeys(("policy_networks", "select_actions"), "acting"),
-    **dict.fromkeys(("Batch", "Prefetcher", "collate"), "batch"),
-    "AgentConfig": "config",
-    **dict.fromkeys(("METRIC_NAMES", "Learner"), "learner"),
-    "n_step_transitions": "nstep",
-})
+from .acting import policy_networks, select_actions
+from .batch import Batch, Prefetcher, collate
+from .config import AgentConfig
+from .learner import METRIC_NAMES, Learner
+from .nstep import n_step_transitions
 
 __all__ = ["METRIC_NAMES", "AgentConfig", "Batch", "Learner", "Prefetcher", "collate", "n_step_transitions",
            "policy_networks", "select_actions"]

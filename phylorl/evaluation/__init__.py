@@ -6,19 +6,11 @@
 thin layer over these.
 """
 
-from phylorl._lazy import exports
-
-# name -> submodule, imported on first use: ``phylorl.evaluation.metrics`` (which the command line's help reads)
-# then does not bring the likelihood engine, numba and scipy with it
-_WHERE = {
-    **dict.fromkeys(("IqtreeError", "IqtreeResult", "IqtreeRunner", "find_iqtree"), "iqtree"),
-    **dict.fromkeys(("AlignmentInfo", "Evaluation", "check_methods", "evaluate_methods"), "methods"),
-    **dict.fromkeys(("AGENT_METHODS", "DEFAULT_METHODS", "METHODS", "MIN_GAIN", "TOLERANCE", "MethodSummary",
-                     "StartResult", "by_taxon_count", "improvement", "mean_curve", "normalised_trajectory",
-                     "summarise", "within"), "metrics"),
-    "write_plots": "plots",
-}
-__getattr__, __dir__ = exports(__name__, _WHERE)
+from .iqtree import IqtreeError, IqtreeResult, IqtreeRunner, find_iqtree
+from .methods import AlignmentInfo, Evaluation, check_methods, evaluate_methods
+from .metrics import (AGENT_METHODS, DEFAULT_METHODS, METHODS, MIN_GAIN, TOLERANCE, MethodSummary, StartResult,
+                      by_taxon_count, improvement, mean_curve, normalised_trajectory, summarise, within)
+from .plots import write_plots
 
 __all__ = ["AGENT_METHODS", "DEFAULT_METHODS", "METHODS", "MIN_GAIN", "TOLERANCE", "AlignmentInfo", "Evaluation",
            "IqtreeError", "IqtreeResult", "IqtreeRunner", "MethodSummary", "StartResult", "by_taxon_count", "check_methods",

@@ -7,15 +7,10 @@
 Random trees and observations for tests and benchmarks are in :mod:`phylorl.nets.synthetic`.
 """
 
-from phylorl._lazy import exports
-
-__getattr__, __dir__ = exports(__name__, {  # each imported on first use (see phylorl._lazy)
-    "NetworkConfig": "config",
-    **dict.fromkeys(("ActionBatch", "GraphBatch", "collate_actions", "collate_graphs", "collate_observations",
-                     "move_to"), "inputs"),
-    **dict.fromkeys(("QNetwork", "count_parameters"), "qnet"),
-    "Segments": "segment",
-})
+from .config import NetworkConfig
+from .inputs import ActionBatch, GraphBatch, collate_actions, collate_graphs, collate_observations, move_to
+from .qnet import QNetwork, count_parameters
+from .segment import Segments
 
 __all__ = [
     "ActionBatch",
