@@ -32,7 +32,7 @@ from common import REPO, emit, machine  # noqa: E402
 from phylorl.env import EnvAlignment, EnvConfig, TreeEnv, prepare_alignment  # noqa: E402
 from phylorl.env.corpus import load_corpus  # noqa: E402
 from phylorl.env.search import run_search  # noqa: E402
-from phylorl.evaluation import IqtreeRunner, find_iqtree  # noqa: E402
+from phylorl.evaluation.iqtree import IqtreeRunner, find_iqtree  # noqa: E402
 
 DS = REPO.parent / "shared" / "data" / "ds"
 TOLERANCE = 0.1

@@ -11,7 +11,7 @@ def _fmt(value, spec: str = ".3f", missing: str = "n/a") -> str:
 
 def print_tables(evaluation, console=None) -> None:
     """Per-method summary, then the score per taxon count, of an
-    :class:`~phylorl.evaluation.Evaluation`."""
+    :class:`~phylorl.evaluation.methods.Evaluation`."""
     from rich.console import Console
     from rich.table import Table
 

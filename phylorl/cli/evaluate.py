@@ -57,7 +57,9 @@ def run(args) -> int:
     from phylorl.cli.search import default_cache_dir
     from phylorl.env import EnvAlignment, PreparationCache
     from phylorl.env.corpus import load_corpus
-    from phylorl.evaluation import AGENT_METHODS, METHODS, IqtreeRunner, check_methods, evaluate_methods, find_iqtree
+    from phylorl.evaluation.iqtree import IqtreeRunner, find_iqtree
+    from phylorl.evaluation.methods import check_methods, evaluate_methods
+    from phylorl.evaluation.metrics import AGENT_METHODS, METHODS
     from phylorl.phylo import parse_model
 
     # every cheap check before the first expensive step (preparing alignments, IQ-TREE, searches)

@@ -20,7 +20,7 @@ TOLERANCE = 0.1
 """A method is "at IQ-TREE" from a start when it ends at least ``IQ-TREE − TOLERANCE``."""
 
 METHODS = ("agent", "agent+polish", "random", "greedy", "hillclimb", "fastclimb", "lazyclimb", "nniclimb", "iqtree")
-"""Every method :func:`phylorl.evaluation.evaluate_methods` knows, in report order."""
+"""Every method :func:`phylorl.evaluation.methods.evaluate_methods` knows, in report order."""
 DEFAULT_METHODS = tuple(m for m in METHODS if m != "nniclimb")
 """The methods run when none are named (``nniclimb`` on request: a variant of ``lazyclimb``)."""
 AGENT_METHODS = ("agent", "agent+polish")

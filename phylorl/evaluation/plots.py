@@ -1,4 +1,4 @@
-"""PNG plots of an :class:`~phylorl.evaluation.Evaluation` (matplotlib, Agg backend)."""
+"""PNG plots of an :class:`~phylorl.evaluation.methods.Evaluation` (matplotlib, Agg backend)."""
 
 from __future__ import annotations
 

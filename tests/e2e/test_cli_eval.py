@@ -20,7 +20,7 @@ from phylorl.agent.learner import Learner
 from phylorl.agent.policy import DEFAULT_CHECKPOINT, DEFAULT_TABU, AgentPolicy
 from phylorl.env import EnvAlignment, EnvConfig, PreparationCache, TreeEnv
 from phylorl.env.search import RESCORE, run_search
-from phylorl.evaluation import METHODS
+from phylorl.evaluation.metrics import METHODS
 from phylorl.nets.config import NetworkConfig
 from phylorl.phylo import LikelihoodEngine, load_alignment, parse_model, read_newick
 

@@ -8,7 +8,9 @@ import numpy as np
 import pytest
 
 from phylorl.env import EnvAlignment, EnvConfig, TreeEnv, prepare_alignment
-from phylorl.evaluation import DEFAULT_METHODS, IqtreeRunner, check_methods, evaluate_methods
+from phylorl.evaluation.iqtree import IqtreeRunner
+from phylorl.evaluation.methods import check_methods, evaluate_methods
+from phylorl.evaluation.metrics import DEFAULT_METHODS
 from phylorl.phylo import LikelihoodEngine, parse_model, read_newick
 from phylorl.phylo.simulate import dataset_rng, simulate_dataset
 
