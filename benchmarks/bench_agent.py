@@ -26,7 +26,9 @@ import torch  # noqa: E402
 
 from common import REPO, emit, machine  # noqa: E402
 from phylorl.agent.policy import DEFAULT_CHECKPOINT, DEFAULT_TABU, AgentPolicy  # noqa: E402
-from phylorl.env import EnvAlignment, EnvConfig, PreparationCache, TreeEnv  # noqa: E402
+from phylorl.env.config import EnvConfig  # noqa: E402
+from phylorl.env.prepare import PreparationCache  # noqa: E402
+from phylorl.env.tree_env import EnvAlignment, TreeEnv  # noqa: E402
 from phylorl.phylo import load_alignment  # noqa: E402
 
 VALID = REPO.parent / "shared" / "data" / "real" / "valid"

@@ -24,7 +24,10 @@ os.environ.setdefault("NUMBA_NUM_THREADS", "1")
 import numpy as np  # noqa: E402
 
 from common import DS_DIR, emit, machine  # noqa: E402
-from phylorl.env import EnvAlignment, EnvConfig, PreparedAlignment, TreeEnv, build_observation  # noqa: E402
+from phylorl.env.config import EnvConfig  # noqa: E402
+from phylorl.env.prepare import PreparedAlignment  # noqa: E402
+from phylorl.env.tree_env import EnvAlignment, TreeEnv  # noqa: E402
+from phylorl.env.tree_observation import build_observation  # noqa: E402
 from phylorl.phylo import (  # noqa: E402
     apply_spr, edges_near, enumerate_moves, load_alignment, move_metadata, nj_tree, write_newick,
 )
@@ -90,7 +93,7 @@ def measure_vec(entry: EnvAlignment, n_envs: int, seed: int, features: str = "ba
     """``VecTreeEnv`` of ``n_envs`` environments on one alignment, random moves: ms per environment step
     (median over blocks). The environments interleave on the same alignment, the case where a shared
     engine would recompute every partial at every step."""
-    from phylorl.env import VecTreeEnv
+    from phylorl.env.vec_env import VecTreeEnv
 
     vec = VecTreeEnv([entry], n_envs, EnvConfig(start="random", horizon=10**9, features=features), seed=seed)
     obs = vec.reset()

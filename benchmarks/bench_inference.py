@@ -38,7 +38,7 @@ import torch
 from common import emit, episode_transitions, machine, median_seconds
 from phylorl.agent.packed_batch import collate_states
 from phylorl.agent.learner import Learner
-from phylorl.env import build_observation
+from phylorl.env.tree_observation import build_observation
 from phylorl.nets.config import NetworkConfig
 from phylorl.nets.inputs import check_observation, collate_observations
 from phylorl.phylo import enumerate_moves, move_metadata, random_tree

@@ -65,7 +65,9 @@ def episode_transitions(count: int, n_taxa: int, seed: int) -> tuple[list, str]:
     simulated on a random tree (1,000 sites): what actors insert."""
     import numpy as np
 
-    from phylorl.env import EnvAlignment, EnvConfig, TreeEnv, prepare_alignment
+    from phylorl.env.config import EnvConfig
+    from phylorl.env.prepare import prepare_alignment
+    from phylorl.env.tree_env import EnvAlignment, TreeEnv
     from phylorl.phylo.simulate import simulate_dataset
     from phylorl.types import Transition
 

@@ -91,7 +91,9 @@ class Probe(threading.Thread):
         self.stop = threading.Event()
 
     def observation_request(self):
-        from phylorl.env import EnvAlignment, EnvConfig, PreparationCache, TreeEnv
+        from phylorl.env.config import EnvConfig
+        from phylorl.env.prepare import PreparationCache
+        from phylorl.env.tree_env import EnvAlignment, TreeEnv
         from phylorl.env.corpus import load_corpus
         from phylorl.wire import codec
         from phylorl.wire.v1 import inference_pb2

@@ -107,7 +107,9 @@ def compile_kernels(seed: int = 0) -> int:
     """Compile the record passes (and let numba cache them on disk) on a few records of a small simulated
     alignment, as the first sampled batch, ``Act`` call and checked ``Insert`` would: about 25 s once per
     install instead of a stall of every service's first batch. Returns the records it decoded."""
-    from phylorl.env import EnvAlignment, EnvConfig, TreeEnv, prepare_alignment
+    from phylorl.env.config import EnvConfig
+    from phylorl.env.prepare import prepare_alignment
+    from phylorl.env.tree_env import EnvAlignment, TreeEnv
     from phylorl.env.batch_kernels import records_valid
     from phylorl.phylo.simulate import simulate_dataset
     from phylorl.types import Transition

@@ -17,7 +17,8 @@ import torch
 from phylorl.agent.acting import policy_networks
 from phylorl.agent.checkpoints import latest_checkpoint
 from phylorl.agent.learner import CHECKPOINT_FORMAT, Learner
-from phylorl.env import EnvAlignment, EnvConfig, TreeEnv
+from phylorl.env.config import EnvConfig
+from phylorl.env.tree_env import EnvAlignment, TreeEnv
 from phylorl.env.climbs import RankedClimb
 from phylorl.env.search import Policy, SearchResult, ranked_climb_with_restarts, run_search
 from phylorl.nets.config import NetworkConfig

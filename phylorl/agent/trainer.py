@@ -26,7 +26,9 @@ from phylorl.agent.config import AgentConfig
 from phylorl.agent.learner import Learner
 from phylorl.agent.memory_replay import MemoryReplay
 from phylorl.agent.collector import Collector
-from phylorl.env import EnvAlignment, EnvConfig, VecTreeEnv
+from phylorl.env.config import EnvConfig
+from phylorl.env.tree_env import EnvAlignment
+from phylorl.env.vec_env import VecTreeEnv
 from phylorl.nets.config import NetworkConfig
 from phylorl.nets.inputs import collate_observations, move_to
 

@@ -25,7 +25,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from phylorl.env import EnvAlignment, EnvConfig, TreeEnv
+from phylorl.env.config import EnvConfig
+from phylorl.env.tree_env import EnvAlignment, TreeEnv
 from phylorl.agent.losses import demonstration_loss
 from phylorl.types import Observation
 from phylorl.nets.inputs import collate_observations, move_to

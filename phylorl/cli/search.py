@@ -60,7 +60,9 @@ def add_arguments(p) -> None:
 
 def run(args) -> int:
     from phylorl.cli import CliError
-    from phylorl.env import EnvAlignment, EnvConfig, PreparationCache, TreeEnv
+    from phylorl.env.config import EnvConfig
+    from phylorl.env.prepare import PreparationCache
+    from phylorl.env.tree_env import EnvAlignment, TreeEnv
     from phylorl.env.search import run_search
     from phylorl.phylo import load_alignment, parse_model, write_newick
     from phylorl.env.reduced import distinct_sequences

@@ -62,7 +62,9 @@ def _init_worker(model: str, features: str, cache_dir: str, behaviour: str | Non
 
 def _episode(path: str, seed: int, cfg, deadline: float | None = None) -> list:
     from phylorl.agent.warmstart import label_episode
-    from phylorl.env import EnvAlignment, EnvConfig, PreparationCache
+    from phylorl.env.config import EnvConfig
+    from phylorl.env.prepare import PreparationCache
+    from phylorl.env.tree_env import EnvAlignment
     from phylorl.phylo import load_alignment
 
     entries = _WORKER["entries"]

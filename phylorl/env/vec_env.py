@@ -9,7 +9,8 @@ from typing import Sequence
 import numpy as np
 
 from phylorl.types import Observation
-from .tree_env import EnvAlignment, EnvConfig, TreeEnv
+from .config import EnvConfig
+from .tree_env import EnvAlignment, TreeEnv
 
 
 @dataclass

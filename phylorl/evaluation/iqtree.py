@@ -61,7 +61,7 @@ class IqtreeRunner:
         self.timeout = timeout
 
     def search(self, entry) -> IqtreeResult:
-        """IQ-TREE's ML search for ``entry`` (an :class:`~phylorl.env.EnvAlignment`) under ``entry``'s
+        """IQ-TREE's ML search for ``entry`` (an :class:`~phylorl.env.tree_env.EnvAlignment`) under ``entry``'s
         prepared model, re-scored with ``entry.engine``."""
         alignment, model = entry.alignment, entry.prepared.model
         with tempfile.TemporaryDirectory(prefix="phylorl-iqtree-") as work:

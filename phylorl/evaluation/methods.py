@@ -29,7 +29,8 @@ from typing import Callable, Sequence
 import numpy as np
 
 from phylorl.env.search import RESCORE, Policy, run_search
-from phylorl.env.tree_env import EnvAlignment, EnvConfig, TreeEnv
+from phylorl.env.config import EnvConfig
+from phylorl.env.tree_env import EnvAlignment, TreeEnv
 from phylorl.phylo import rf_distance, write_newick
 
 from .iqtree import IqtreeResult, IqtreeRunner

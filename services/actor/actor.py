@@ -27,7 +27,8 @@ import grpc
 import numpy as np
 
 from phylorl.agent.collector import Collector
-from phylorl.env import Transition, VecTreeEnv
+from phylorl.env.vec_env import VecTreeEnv
+from phylorl.types import Transition
 from phylorl.wire import codec, record
 from phylorl.wire.v1 import inference_pb2, inference_pb2_grpc
 

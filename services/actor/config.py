@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from phylorl.env.tree_env import EnvConfig
+from phylorl.env.config import EnvConfig
 from services.common import security
 from services.common.config import load_config
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
-from phylorl.env.tree_env import EnvConfig
+from phylorl.env.config import EnvConfig
 from phylorl.nets.config import NetworkConfig
 from services.actor.config import ActorConfig
 from services.learner.config import LearnerConfig

@@ -18,7 +18,9 @@ import pytest
 from phylorl.agent.config import AgentConfig
 from phylorl.agent.learner import Learner
 from phylorl.agent.policy import DEFAULT_CHECKPOINT, DEFAULT_TABU, AgentPolicy
-from phylorl.env import EnvAlignment, EnvConfig, PreparationCache, TreeEnv
+from phylorl.env.config import EnvConfig
+from phylorl.env.prepare import PreparationCache
+from phylorl.env.tree_env import EnvAlignment, TreeEnv
 from phylorl.env.search import RESCORE, run_search
 from phylorl.evaluation.metrics import METHODS
 from phylorl.nets.config import NetworkConfig

@@ -45,7 +45,8 @@ def _train_and_measure(tmp_path, need, updates: int, extra: list[str]) -> tuple[
 
     from phylorl.agent.learner import Learner
     from phylorl.agent.policy import AgentPolicy, evaluate_policy
-    from phylorl.env import EnvAlignment, PreparationCache
+    from phylorl.env.prepare import PreparationCache
+    from phylorl.env.tree_env import EnvAlignment
     from phylorl.env.corpus import load_corpus
 
     agent = AgentPolicy.from_checkpoint(run_dir)

@@ -9,7 +9,9 @@ import torch
 
 from phylorl.agent.batch import on_device
 from phylorl.agent.packed_batch import collate_records
-from phylorl.env import EnvAlignment, EnvConfig, TreeEnv, prepare_alignment
+from phylorl.env.config import EnvConfig
+from phylorl.env.prepare import prepare_alignment
+from phylorl.env.tree_env import EnvAlignment, TreeEnv
 from phylorl.nets.compact_actions import CompactActions
 from phylorl.phylo.simulate import simulate_dataset
 from phylorl.types import Transition

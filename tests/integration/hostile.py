@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import strategies as st
 
-from phylorl.env import build_observation
+from phylorl.env.tree_observation import build_observation
 from phylorl.types import Observation
 from phylorl.phylo import enumerate_moves, move_metadata, random_tree
 

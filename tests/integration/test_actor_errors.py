@@ -18,7 +18,10 @@ import time
 import grpc
 import pytest
 
-from phylorl.env import EnvAlignment, EnvConfig, VecTreeEnv, prepare_alignment
+from phylorl.env.config import EnvConfig
+from phylorl.env.prepare import prepare_alignment
+from phylorl.env.tree_env import EnvAlignment
+from phylorl.env.vec_env import VecTreeEnv
 from phylorl.nets.config import NetworkConfig
 from phylorl.phylo import parse_model
 from phylorl.phylo.simulate import dataset_rng, simulate_dataset
@@ -71,7 +74,7 @@ def test_transitions_wait_on_disk_while_replay_is_away_and_each_is_stored_once(t
                                                                               free_port_factory, inference_factory):
     """The actor steps with the replay service down: transitions wait in memory (8) and then in its spool
     file; the service comes up on that address and every transition is stored exactly once."""
-    from phylorl.env import EnvAlignment as Entry
+    from phylorl.env.tree_env import EnvAlignment as Entry
 
     endpoint = inference_factory(NetworkConfig.for_features("rich", hidden=16, action_hidden=16, head_hidden=16))
     data = simulate_dataset(6, 100, dataset_rng(4, 0), model=parse_model("JC"))

@@ -13,7 +13,10 @@ from prometheus_client import REGISTRY
 
 from phylorl.agent.learner import Learner
 
-from phylorl.env import EnvAlignment, EnvConfig, VecTreeEnv, prepare_alignment
+from phylorl.env.config import EnvConfig
+from phylorl.env.prepare import prepare_alignment
+from phylorl.env.tree_env import EnvAlignment
+from phylorl.env.vec_env import VecTreeEnv
 from phylorl.nets.config import NetworkConfig
 from phylorl.phylo import parse_model
 from phylorl.phylo.simulate import dataset_rng, simulate_dataset

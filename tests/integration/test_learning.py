@@ -20,7 +20,9 @@ from phylorl.agent.config import AgentConfig
 from phylorl.agent.learner import Learner
 from phylorl.agent.policy import AgentPolicy, evaluate_policy
 from phylorl.agent.trainer import InProcessTrainer, TrainerConfig
-from phylorl.env import EnvAlignment, EnvConfig, prepare_alignment
+from phylorl.env.config import EnvConfig
+from phylorl.env.prepare import prepare_alignment
+from phylorl.env.tree_env import EnvAlignment
 from phylorl.nets.config import NetworkConfig
 from phylorl.phylo import parse_model
 from phylorl.phylo.simulate import dataset_rng, simulate_dataset

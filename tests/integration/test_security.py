@@ -14,7 +14,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from phylorl.nets.config import NetworkConfig
 from phylorl.wire import codec
 from phylorl.wire.record import encode_transition
-from phylorl.env import build_observation
+from phylorl.env.tree_observation import build_observation
 from phylorl.phylo import enumerate_moves, move_metadata, random_tree
 from phylorl.wire.synthetic import random_transition
 from phylorl.wire.v1 import inference_pb2, inference_pb2_grpc

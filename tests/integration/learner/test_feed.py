@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from phylorl.agent.packed_batch import collate_records
-from phylorl.env import EnvConfig
+from phylorl.env.config import EnvConfig
 from phylorl.agent.batch import on_device
 from phylorl.nets.inputs import move_to
 from phylorl.phylo.simulate import simulate_dataset

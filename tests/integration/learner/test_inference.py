@@ -13,7 +13,7 @@ import torch
 from phylorl.agent.learner import Learner
 from phylorl.nets.config import NetworkConfig
 from phylorl.phylo import enumerate_moves, move_metadata, random_tree
-from phylorl.env import build_observation
+from phylorl.env.tree_observation import build_observation
 from phylorl.wire import codec
 from phylorl.wire.v1 import inference_pb2, inference_pb2_grpc
 from services.learner import metrics
@@ -171,7 +171,9 @@ def test_a_restarted_learner_continues_after_the_published_version(redis_client)
 
 def test_states_of_another_feature_set_are_refused_naming_the_columns(endpoint):
     """Rich states (15 move columns) sent to a network that reads the basic set (3) fail that request."""
-    from phylorl.env import EnvAlignment, EnvConfig, TreeEnv, prepare_alignment
+    from phylorl.env.config import EnvConfig
+    from phylorl.env.prepare import prepare_alignment
+    from phylorl.env.tree_env import EnvAlignment, TreeEnv
     from phylorl.phylo.simulate import simulate_dataset
 
     stub, _, _ = endpoint

@@ -12,7 +12,9 @@ import torch
 from prometheus_client import REGISTRY
 
 from phylorl.agent.learner import Learner
-from phylorl.env import EnvAlignment, EnvConfig, TreeEnv, prepare_alignment
+from phylorl.env.config import EnvConfig
+from phylorl.env.prepare import prepare_alignment
+from phylorl.env.tree_env import EnvAlignment, TreeEnv
 from phylorl.phylo.simulate import simulate_dataset
 from phylorl.types import Transition
 from phylorl.nets.config import NetworkConfig

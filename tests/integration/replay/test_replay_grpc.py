@@ -267,7 +267,9 @@ def test_inserts_are_idempotent_per_producer_and_the_marks_survive_a_restart(ser
 def test_tree_form_records_are_checked_and_a_bad_one_is_named(serve):
     """Records as actors send them (tree forms) pass the service's compiled check; a batch with a bad one falls
     back to checking record by record, which names it."""
-    from phylorl.env import EnvAlignment, EnvConfig, TreeEnv, prepare_alignment
+    from phylorl.env.config import EnvConfig
+    from phylorl.env.prepare import prepare_alignment
+    from phylorl.env.tree_env import EnvAlignment, TreeEnv
     from phylorl.phylo.simulate import simulate_dataset
     from phylorl.types import Transition
 

@@ -12,7 +12,7 @@ import torch
 from phylorl.agent.batch import collate, on_device
 from phylorl.agent.batch_transfer import ALIGN, Stager, pack, packed_size, unpack
 from phylorl.agent.packed_batch import collate_records
-from phylorl.env import EnvConfig
+from phylorl.env.config import EnvConfig
 from phylorl.phylo.simulate import simulate_dataset
 from phylorl.wire.codec import PackedRecords
 from phylorl.wire.record import decode_transition

@@ -4,7 +4,10 @@ import numpy as np
 import pytest
 
 from phylorl.agent.collector import Collector
-from phylorl.env import EnvAlignment, EnvConfig, VecTreeEnv, prepare_alignment
+from phylorl.env.config import EnvConfig
+from phylorl.env.prepare import prepare_alignment
+from phylorl.env.tree_env import EnvAlignment
+from phylorl.env.vec_env import VecTreeEnv
 from phylorl.phylo import parse_model
 from phylorl.phylo.simulate import dataset_rng, simulate_dataset
 

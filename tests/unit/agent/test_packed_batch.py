@@ -10,7 +10,9 @@ import torch
 
 from phylorl.agent.batch import collate, on_device
 from phylorl.agent.packed_batch import collate_records
-from phylorl.env import EnvAlignment, EnvConfig, TreeEnv, prepare_alignment
+from phylorl.env.config import EnvConfig
+from phylorl.env.prepare import prepare_alignment
+from phylorl.env.tree_env import EnvAlignment, TreeEnv
 from phylorl.nets.compact_actions import CompactActions, expand_actions
 from phylorl.nets.segment import Segments
 from phylorl.phylo import load_alignment
@@ -158,7 +160,7 @@ def test_damaged_records_give_the_reference_result_or_the_reference_path(simulat
 def test_records_valid_accepts_what_check_transition_accepts_and_nothing_else(simulated):
     from phylorl.env.batch_kernels import records_valid
     from phylorl.phylo import enumerate_moves, move_metadata, random_tree
-    from phylorl.env import build_observation
+    from phylorl.env.tree_observation import build_observation
     from phylorl.types import check_transition
 
     def packed(records):

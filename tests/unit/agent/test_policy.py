@@ -7,7 +7,9 @@ import torch
 from phylorl.agent.config import AgentConfig
 from phylorl.agent.learner import Learner
 from phylorl.agent.policy import AgentPolicy, evaluate_episodes, evaluate_policy, resolve_checkpoint
-from phylorl.env import EnvAlignment, EnvConfig, TreeEnv, prepare_alignment
+from phylorl.env.config import EnvConfig
+from phylorl.env.prepare import prepare_alignment
+from phylorl.env.tree_env import EnvAlignment, TreeEnv
 from phylorl.env.features import observe
 from phylorl.nets.config import NetworkConfig
 from phylorl.nets.inputs import collate_observations

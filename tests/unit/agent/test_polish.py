@@ -5,7 +5,9 @@ import pytest
 
 from phylorl.agent.learner import Learner
 from phylorl.agent.policy import AgentPolicy, GuidedClimb, polish
-from phylorl.env import EnvAlignment, EnvConfig, TreeEnv, prepare_alignment
+from phylorl.env.config import EnvConfig
+from phylorl.env.prepare import prepare_alignment
+from phylorl.env.tree_env import EnvAlignment, TreeEnv
 from phylorl.env.climbs import IMPROVEMENT_EPS
 from phylorl.env.search import run_search
 from phylorl.nets.config import NetworkConfig

@@ -8,7 +8,7 @@ import torch
 from phylorl.agent.acting_graphs import pad_states
 from phylorl.agent.batch_transfer import Stager
 from phylorl.agent.request_batch import assemble
-from phylorl.env import build_observation
+from phylorl.env.tree_observation import build_observation
 from phylorl.nets.inputs import collate_observations, concat_inputs, map_tensors
 from phylorl.phylo import enumerate_moves, move_metadata, random_tree
 

@@ -7,7 +7,9 @@ import torch
 from phylorl.agent.config import AgentConfig
 from phylorl.agent.losses import soft_value
 from phylorl.agent.trainer import InProcessTrainer, TrainerConfig
-from phylorl.env import EnvAlignment, EnvConfig, prepare_alignment
+from phylorl.env.config import EnvConfig
+from phylorl.env.prepare import prepare_alignment
+from phylorl.env.tree_env import EnvAlignment
 from phylorl.nets.config import NetworkConfig
 from phylorl.nets.inputs import collate_observations
 from phylorl.phylo import parse_model

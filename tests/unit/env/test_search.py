@@ -5,7 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from phylorl.env import EnvAlignment, EnvConfig, TreeEnv, prepare_alignment
+from phylorl.env.config import EnvConfig
+from phylorl.env.prepare import prepare_alignment
+from phylorl.env.tree_env import EnvAlignment, TreeEnv
 from phylorl.env.climbs import LazyClimb, ParsimonyClimb, RankedClimb
 from phylorl.env.search import run_search
 from phylorl.phylo.parsimony import parsimony_tips, spr_parsimony_deltas

@@ -7,7 +7,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from phylorl.env import EnvAlignment, EnvConfig, TreeEnv, prepare_alignment
+from phylorl.env.config import EnvConfig
+from phylorl.env.prepare import prepare_alignment
+from phylorl.env.tree_env import EnvAlignment, TreeEnv
 from phylorl.env.search import SeenTrees, run_search
 from phylorl.phylo import LikelihoodEngine, parse_model, random_tree
 from phylorl.phylo.simulate import simulate_dataset

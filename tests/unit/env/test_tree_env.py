@@ -5,7 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from phylorl.env import EnvAlignment, EnvConfig, PreparationCache, TreeEnv, VecTreeEnv, prepare_alignment
+from phylorl.env.config import EnvConfig
+from phylorl.env.prepare import PreparationCache, prepare_alignment
+from phylorl.env.tree_env import EnvAlignment, TreeEnv
+from phylorl.env.vec_env import VecTreeEnv
 from phylorl.env.search import run_search
 from phylorl.phylo import LikelihoodEngine, load_alignment, parse_model, spr_neighbor, topology_hash
 
@@ -150,7 +153,7 @@ def test_config_errors():
 
 @pytest.mark.parametrize("radius, features", [(None, "basic"), (3, "basic"), (None, "rich")])
 def test_episode_transitions_are_stored_as_trees_and_read_back_exactly(ds1_entry, radius, features):
-    from phylorl.env import Transition
+    from phylorl.types import Transition
     from phylorl.wire.record import decode_transition, encode_transition
 
     env = TreeEnv([ds1_entry], EnvConfig(horizon=4, radius=radius, features=features), seed=5)

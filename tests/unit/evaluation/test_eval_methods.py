@@ -7,7 +7,9 @@ import math
 import numpy as np
 import pytest
 
-from phylorl.env import EnvAlignment, EnvConfig, TreeEnv, prepare_alignment
+from phylorl.env.config import EnvConfig
+from phylorl.env.prepare import prepare_alignment
+from phylorl.env.tree_env import EnvAlignment, TreeEnv
 from phylorl.evaluation.iqtree import IqtreeRunner
 from phylorl.evaluation.methods import check_methods, evaluate_methods
 from phylorl.evaluation.metrics import DEFAULT_METHODS

@@ -57,7 +57,9 @@ def network_errors() -> dict:
 
 def rich_batch(sizes):
     """Rich-feature states of the real environment (the shipped agent's feature set), one per size."""
-    from phylorl.env import EnvAlignment, EnvConfig, TreeEnv, prepare_alignment
+    from phylorl.env.config import EnvConfig
+    from phylorl.env.prepare import prepare_alignment
+    from phylorl.env.tree_env import EnvAlignment, TreeEnv
     from phylorl.nets.inputs import collate_observations
     from phylorl.phylo.simulate import simulate_dataset
 

@@ -222,7 +222,9 @@ def test_demonstration_labels_round_trip_and_are_checked():
 def test_a_state_is_checked_once_and_encoded_afresh_when_it_changes(monkeypatch):
     """An actor encodes each state up to three times; the rebuild check runs once while the state is unchanged,
     and any change to what the record is made from (arrays, move source, rich parts) is encoded afresh."""
-    from phylorl.env import EnvAlignment, EnvConfig, TreeEnv, prepare_alignment
+    from phylorl.env.config import EnvConfig
+    from phylorl.env.prepare import prepare_alignment
+    from phylorl.env.tree_env import EnvAlignment, TreeEnv
     from phylorl.env import tree_observation
     from phylorl.phylo.simulate import simulate_dataset
 
@@ -257,7 +259,9 @@ def test_environment_observations_are_the_rich_tree_form_by_construction(radius)
     observation is unchanged."""
     from dataclasses import replace
 
-    from phylorl.env import EnvAlignment, EnvConfig, TreeEnv, prepare_alignment
+    from phylorl.env.config import EnvConfig
+    from phylorl.env.prepare import prepare_alignment
+    from phylorl.env.tree_env import EnvAlignment, TreeEnv
     from phylorl.env import tree_observation
     from phylorl.phylo.simulate import simulate_dataset
 
