@@ -158,21 +158,24 @@ STAGES = ("inputs", "batch", "network", "reply")
 
 
 def endpoint_counters() -> dict:
-    """The endpoint's own histograms (this process's registry): per stage and for batch sizes, sum and count."""
+    """The endpoint's own histograms (this process's registry): per stage and for batch sizes, sum and count; and its
+    batches replayed as CUDA graphs."""
     get = REGISTRY.get_sample_value
     out = {s: (get("phylorl_inference_stage_seconds_sum", {"stage": s}) or 0.0,
                get("phylorl_inference_stage_seconds_count", {"stage": s}) or 0.0) for s in STAGES}
-    out["batch_size"] = (get("phylorl_inference_batch_size_sum") or 0.0, get("phylorl_inference_batch_size_count") or 0.0)
-    out["graph"] = (get("phylorl_inference_batches_total", {"path": "graph"}) or 0.0, 1.0)
+    out["batch_size"] = (get("phylorl_inference_batch_size_sum") or 0.0,
+                         get("phylorl_inference_batch_size_count") or 0.0)
+    out["graph_replays"] = get("phylorl_inference_batches_total", {"path": "graph"}) or 0.0
     return out
 
 
 def endpoint_summary(before: dict, after: dict) -> dict:
     """Mean time per stage of the endpoint's work (ms) and mean batch between two :func:`endpoint_counters`."""
-    mean = {k: (after[k][0] - before[k][0]) / max(after[k][1] - before[k][1], 1.0) for k in after}
+    mean = {k: (after[k][0] - before[k][0]) / max(after[k][1] - before[k][1], 1.0) for k in (*STAGES, "batch_size")}
     return {"stage_mean_ms": {s: round(1e3 * mean[s], 3) for s in STAGES},
-            "mean_batch": round(mean["batch_size"], 2), "batches": int(after["batch_size"][1] - before["batch_size"][1]),
-            "graph_replays": int(after["graph"][0] - before["graph"][0])}
+            "mean_batch": round(mean["batch_size"], 2),
+            "batches": int(after["batch_size"][1] - before["batch_size"][1]),
+            "graph_replays": int(after["graph_replays"] - before["graph_replays"])}
 
 
 def publish_costs(net_cfg, device, learner, fused_head: bool, times: int = 20) -> dict:
@@ -191,21 +194,18 @@ def publish_costs(net_cfg, device, learner, fused_head: bool, times: int = 20) -
 
 
 def assembly_costs(observations: list, times: int = 30) -> dict:
-    """Milliseconds (median) to make one batch of the endpoint (7 requests of 4 states, padded to 32) of the tensor
-    operations it took before (concatenate, pad, stage) and of :func:`assemble`, alone and with two busy threads
-    in the process (Python loops with a tensor operation each round, as the learner's loop and feed threads)."""
-    from phylorl.agent.acting_graphs import pad_states
+    """Milliseconds (median) to make one batch of the endpoint (7 requests of 4 states, padded to 32) with
+    :func:`assemble`, alone and with two busy threads in the process (Python loops with a tensor operation each
+    round, as the learner's loop and feed threads)."""
     from phylorl.agent.batch_transfer import Stager
     from phylorl.agent.request_batch import assemble
-    from phylorl.nets.inputs import concat_inputs
     from phylorl.wire.codec import PackedRecords
     from phylorl.wire.record import encode_observation
 
     parts = [collate_states(PackedRecords.from_records([encode_observation(o) for o in observations[i:i + 4]]))[:2]
              for i in range(0, 28, 4)]
-    before, after = Stager(), Stager()
-    ways = {"tensor_ops": lambda: before.stage(pad_states(*concat_inputs(parts), 32)),
-            "assemble": lambda: assemble(parts, 32, after)}
+    stager = Stager()
+    ways = {"assemble": lambda: assemble(parts, 32, stager)}
 
     def timed() -> dict:
         out = {}
@@ -309,7 +309,8 @@ def main() -> None:
                         help="rich: the environment's states (the shipped agent's); basic: random trees")
     parser.add_argument("--fused-head", action="store_true", help="answer with the fused Triton head (CUDA)")
     parser.add_argument("--cuda-graphs", action="store_true",
-                        help="the endpoint replays its answers as CUDA graphs (CUDA; LearnerConfig.inference_cuda_graphs)")
+                        help="the endpoint replays its answers as CUDA graphs "
+                             "(CUDA; LearnerConfig.inference_cuda_graphs)")
     parser.add_argument("--tf32", action="store_true", help="float32 products use TF32 (CUDA)")
     parser.add_argument("--clients", choices=("processes", "threads"), default="processes",
                         help="run the actor streams as processes (as actors are) or as threads of this process")

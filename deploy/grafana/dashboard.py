@@ -97,7 +97,7 @@ PANELS = [
          "s", quantiles("phylorl_inference_latency_seconds")),
         ("Inference work by stage (mean)",
          "Mean time of each stage of the endpoint's work (phylorl_inference_stage_seconds): inputs (one request's "
-         "records made into network inputs, on its gRPC thread), batch (a batch's inputs concatenated and copied to "
+         "records made into network inputs, on its gRPC thread), batch (a batch's inputs assembled and copied to "
          "the device), network (the twin networks, the move choice, the answers' copy back), reply (answers sliced, "
          "callers woken). Latency beyond batch + network + reply is queueing and the batching delay.",
          "s", [mean("phylorl_inference_stage_seconds", "{{stage}}", by="stage")]),

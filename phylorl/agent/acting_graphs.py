@@ -7,10 +7,10 @@ batch shape gets a captured graph of the whole answer (``min(Q1, Q2)`` of every 
 the greedy one, the chosen move's Q and the soft value) that replays with one launch.
 
 * **Shapes.** A graph replays fixed shapes, so :func:`bucket` rounds a batch's state count up to a power of two
-  or a multiple of 16 (or ``max_batch``) and :func:`pad_states` fills it with copies of its last state, whose answers are dropped;
-  states of one tree size then make a handful of shapes. A shape is captured once it has been seen
-  :data:`WARMUP` times (at most :data:`MAX_SHAPES` of them); the rest run eagerly, which the ``eager`` count
-  shows.
+  or a multiple of 16 (or ``max_batch``) and :func:`~phylorl.agent.request_batch.assemble` fills it with copies
+  of its last state, whose answers are dropped; states of one tree size then make a handful of shapes. A shape
+  is captured once it has been seen :data:`WARMUP` times (at most :data:`MAX_SHAPES` of them); the rest run
+  eagerly, which the ``eager`` count shows.
 * **Inputs.** A batch arrives as a :class:`~phylorl.agent.batch_transfer.Block` (its tensors packed into one
   pinned buffer); a shape's graph reads its inputs as views of one device buffer of the same layout, so a
   replay's inputs are one host-to-device copy. Its sampling noise is drawn from the caller's generator into the
@@ -35,7 +35,7 @@ from phylorl.agent.acting import choose
 from phylorl.agent.batch_transfer import Block, unpack
 from phylorl.agent.cuda_graphs import CAPTURE_LOCK
 from phylorl.nets.config import NetworkConfig
-from phylorl.nets.inputs import ActionBatch, GraphBatch, segments
+from phylorl.nets.inputs import ActionBatch, GraphBatch
 from phylorl.nets.qnet import QNetwork
 from phylorl.nets.twin import TwinQ
 
@@ -60,51 +60,6 @@ def bucket(count: int, max_batch: int) -> int:
     return max(count, min(padded, max_batch))
 
 
-def pad_states(graphs: GraphBatch, actions: ActionBatch, count: int) -> tuple[GraphBatch, ActionBatch]:
-    """``graphs`` and ``actions`` (CPU tensors) with copies of their last state appended up to ``count`` states
-    (as if collated with them): the first states' answers are unchanged."""
-    have = graphs.num_graphs
-    extra = count - have
-    if extra < 0:
-        raise ValueError(f"cannot pad {have} states to {count}")
-    if extra == 0:
-        return graphs, actions
-    n = int(graphs.nodes.sizes[-1])
-    a = int(actions.states.sizes[-1])
-    total = graphs.x.shape[0]
-    node0 = total - n  # the last tree's first node
-    edges = graphs.edge_index[:, graphs.edge_index[1] >= node0]  # its edges (targets within it)
-    shift = torch.arange(1, extra + 1, dtype=torch.int64) * n  # node offset of each copy
-
-    def tail(t: Tensor, rows: int) -> Tensor:
-        return t[t.shape[0] - rows:].repeat(extra, *([1] * (t.dim() - 1)))
-
-    def shifted(t: Tensor, rows: int) -> Tensor:  # node ids of the last state's rows, per copy
-        last = t[t.shape[0] - rows:]
-        return (last.unsqueeze(0) + shift.view(-1, *([1] * last.dim()))).reshape(-1, *last.shape[1:])
-
-    edge_attr = graphs.edge_attr[graphs.edge_index[1] >= node0]
-    pad_edges = (edges.unsqueeze(0) + shift.view(-1, 1, 1)).transpose(0, 1).reshape(2, -1)
-    node_sizes = torch.cat([graphs.nodes.sizes, graphs.nodes.sizes[-1:].repeat(extra)]).numpy()
-    move_sizes = torch.cat([actions.states.sizes, actions.states.sizes[-1:].repeat(extra)]).numpy()
-    padded_graphs = GraphBatch(
-        x=torch.cat([graphs.x, tail(graphs.x, n)]),
-        edge_index=torch.cat([graphs.edge_index, pad_edges], dim=1),
-        edge_attr=torch.cat([graphs.edge_attr, edge_attr.repeat(extra, 1)]),
-        neighbors=torch.cat([graphs.neighbors, shifted(graphs.neighbors, n)]),
-        neighbor_attr=torch.cat([graphs.neighbor_attr, tail(graphs.neighbor_attr, n)]),
-        neighbor_mask=torch.cat([graphs.neighbor_mask, tail(graphs.neighbor_mask, n)]),
-        node_offset=torch.cat([graphs.node_offset, node0 + shift]),
-        nodes=segments(node_sizes),
-    )
-    padded_actions = ActionBatch(
-        nodes=torch.cat([actions.nodes, shifted(actions.nodes, a)]),
-        meta=torch.cat([actions.meta, tail(actions.meta, a)]),
-        states=segments(move_sizes),
-    )
-    return padded_graphs, padded_actions
-
-
 def _answer(twin: TwinQ, graphs: GraphBatch, actions: ActionBatch, alpha: Tensor, noise: Tensor | None):
     return choose(twin(graphs, actions), actions.states, alpha, noise)
 
@@ -118,8 +73,9 @@ class _Captured:
         graphs, actions = unpack(block.packed, self.inputs)
         self.noise = None if greedy else torch.rand(actions.nodes.shape[0], device=owner.device)
         self.graph = torch.cuda.CUDAGraph()
-        with CAPTURE_LOCK:  # no other capture of this process is under way (nor begins) meanwhile
-            torch.cuda.synchronize(owner.device)
+        # no other capture of this process is under way (nor begins) meanwhile: torch.cuda.graph starts with a
+        # device-wide synchronize
+        with CAPTURE_LOCK:
             with torch.cuda.graph(self.graph, stream=owner.capture_stream, capture_error_mode="thread_local"):
                 self.outputs = _answer(owner.graphed, graphs, actions, owner.alpha, self.noise)
 

@@ -89,11 +89,12 @@ class Stager:
         sized = packed_size(obj)
         return Block(pack(obj, self._fit(sized[2]), sized), self._buffer)
 
-    def reserve(self, skeleton) -> tuple[Block, list]:
+    def reserve(self, skeleton, sized: tuple[bytes, list[Tensor], int] | None = None) -> tuple[Block, list]:
         """A block laid out for ``skeleton`` (an object whose tensors only give shapes and dtypes: e.g. on the
         ``meta`` device), nothing written: ``(block, arrays)``, ``arrays`` the numpy views of the buffer where its
-        tensors lie, in field order, for the caller to fill. The views of a layout are made once per buffer."""
-        structure, tensors, nbytes = packed_size(skeleton)
+        tensors lie, in field order, for the caller to fill. ``sized``: :func:`packed_size` of ``skeleton`` when the
+        caller keeps it. The views of a layout are made once per buffer."""
+        structure, tensors, nbytes = sized if sized is not None else packed_size(skeleton)
         buffer = self._fit(nbytes)
         where = tuple(_layout(tensors))
         key = (id(buffer), where)

@@ -5,8 +5,8 @@ gRPC thread) are concatenated, node and state ids offset, padded with copies of 
 graph (:mod:`phylorl.agent.acting_graphs`), and packed into one (pinned) buffer for one transfer. Done with
 tensors that was some sixty operations, each of which hands the interpreter lock round the learner's threads: on
 an H200 in the running system 12 ms a batch, more than the network itself took once replayed as a graph.
-:func:`assemble` does the same with a numpy copy per field straight into the buffer: bit for bit what
-``stager.stage(pad_states(*concat_inputs(parts), count))`` writes (tests compare them).
+:func:`assemble` does it with a byte copy per piece straight into the buffer: bit for bit the block of the
+requests' observations collated all at once, the last one repeated (tests compare them, layout included).
 """
 
 from __future__ import annotations
@@ -17,14 +17,14 @@ import numpy as np
 import torch
 from numba import njit
 
-from phylorl.agent.batch_transfer import Block, Stager
+from phylorl.agent.batch_transfer import Block, Stager, packed_size
 from phylorl.nets.inputs import ActionBatch, GraphBatch
 from phylorl.nets.segment import Segments
 
 _META = torch.device("meta")
 _SKELETONS: dict = {}
-"""Batch skeletons (meta tensors: shapes and dtypes) by layout, made once: making one is a dozen tensor
-operations, each a chance for the learner's threads to take the interpreter lock."""
+"""Batch skeletons (meta tensors: shapes and dtypes) by layout, with their :func:`packed_size`, made once: making
+one is a dozen tensor operations, each a chance for the learner's threads to take the interpreter lock."""
 
 
 def _shape(t, rows: int):
@@ -95,11 +95,11 @@ def assemble(parts: Sequence[tuple[GraphBatch, ActionBatch]], count: int, stager
     fields = (g0.x, g0.edge_index, g0.edge_attr, g0.neighbors, g0.neighbor_attr, g0.neighbor_mask, g0.node_offset,
               a0.nodes, a0.meta)
     key = (n_total, e_total, a_total, count, *uniform, *((tuple(t.shape[1:]), t.dtype) for t in fields))
-    skeleton = _SKELETONS.get(key)
-    if skeleton is None:
+    found = _SKELETONS.get(key)
+    if found is None:
         if len(_SKELETONS) >= 256:
             _SKELETONS.clear()
-        skeleton = _SKELETONS[key] = (
+        skeleton = (
             GraphBatch(x=_shape(g0.x, n_total),
                        edge_index=torch.empty((2, e_total), dtype=g0.edge_index.dtype, device=_META),
                        edge_attr=_shape(g0.edge_attr, e_total), neighbors=_shape(g0.neighbors, n_total),
@@ -108,7 +108,8 @@ def assemble(parts: Sequence[tuple[GraphBatch, ActionBatch]], count: int, stager
                        node_offset=_shape(g0.node_offset, count), nodes=_segments(node_sizes, n_total, uniform[0])),
             ActionBatch(nodes=_shape(a0.nodes, a_total), meta=_shape(a0.meta, a_total),
                         states=_segments(move_sizes, a_total, uniform[1])))
-    block, out = stager.reserve(skeleton)
+        found = _SKELETONS[key] = (skeleton, packed_size(skeleton))
+    block, out = stager.reserve(*found)
     (x, edge_index, edge_attr, neighbors, neighbor_attr, mask, node_offset, node_index, node_sizes_out,
      moves, meta, move_index, move_sizes_out) = out
     # shifts: part i by its first node (graph) id; copy k of the last state k trees further

@@ -186,36 +186,3 @@ def collate_observations(observations: Sequence[Observation]) -> tuple[GraphBatc
         [o.n_nodes for o in observations],
     )
     return graphs, actions
-
-
-def concat_inputs(parts: Sequence[tuple[GraphBatch, ActionBatch]]) -> tuple[GraphBatch, ActionBatch]:
-    """Several collated ``(graphs, actions)`` as one (CPU tensors): node ids and segment ids offset, equal
-    to collating all their observations at once."""
-    if not parts:
-        raise ValueError("nothing to concatenate")
-    if len(parts) == 1:
-        return parts[0]
-    node_base = np.cumsum([0] + [g.x.shape[0] for g, _ in parts[:-1]])
-    graph_base = np.cumsum([0] + [g.num_graphs for g, _ in parts[:-1]])
-    shifted = lambda tensors, bases: torch.cat([t + int(b) for t, b in zip(tensors, bases)])  # noqa: E731
-    graphs = [g for g, _ in parts]
-    actions = [a for _, a in parts]
-    graph = GraphBatch(
-        x=torch.cat([g.x for g in graphs]),
-        edge_index=torch.cat([g.edge_index + int(b) for g, b in zip(graphs, node_base)], dim=1),
-        edge_attr=torch.cat([g.edge_attr for g in graphs]),
-        neighbors=shifted([g.neighbors for g in graphs], node_base),
-        neighbor_attr=torch.cat([g.neighbor_attr for g in graphs]),
-        neighbor_mask=torch.cat([g.neighbor_mask for g in graphs]),
-        node_offset=shifted([g.node_offset for g in graphs], node_base),
-        nodes=_concat_segments([g.nodes for g in graphs], graph_base),
-    )
-    action = ActionBatch(nodes=shifted([a.nodes for a in actions], node_base),
-                         meta=torch.cat([a.meta for a in actions]),
-                         states=_concat_segments([a.states for a in actions], graph_base))
-    return graph, action
-
-
-def _concat_segments(parts: Sequence[Segments], bases) -> Segments:
-    return segments(torch.cat([s.sizes for s in parts]).numpy(),
-                    torch.cat([s.index + int(b) for s, b in zip(parts, bases)]).numpy())

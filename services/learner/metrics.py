@@ -21,8 +21,10 @@
 ``phylorl_inference_batch_size``          histogram  observations per network call
 ``phylorl_inference_stage_seconds``       histogram  one stage of the endpoint's work, by stage: ``inputs`` (a request's
                                                      network inputs, on its gRPC thread), ``batch`` (a batch's inputs
-                                                     concatenated and copied to the device), ``network`` (the networks
+                                                     assembled and copied to the device), ``network`` (the networks
                                                      and the answers' copy back), ``reply`` (answers sliced, callers woken)
+``phylorl_inference_batches_total``       counter    network calls, by path: ``graph`` (replayed) or ``eager``
+``phylorl_inference_capture_failures_total`` counter shapes whose CUDA graph capture failed (eager since)
 ``phylorl_inference_queue_depth``         gauge      requests waiting for the network
 ``phylorl_inference_requests_total``      counter    Act requests answered
 ``phylorl_inference_rejected_total``      counter    Act requests refused (queue full: RESOURCE_EXHAUSTED)

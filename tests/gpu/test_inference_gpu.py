@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from phylorl.agent.acting import policy_networks, select_actions
-from phylorl.agent.acting_graphs import WARMUP, GraphedActing, bucket, pad_states
+from phylorl.agent.acting_graphs import WARMUP, GraphedActing, bucket
 from phylorl.agent.batch_transfer import Stager
 from phylorl.agent.learner import Learner
 from phylorl.nets.config import NetworkConfig
@@ -33,7 +33,7 @@ def test_a_captured_answer_equals_the_eager_one_and_follows_new_weights(fused):
     device = torch.device("cuda")
     observations = _observations([12, 9, 12, 15, 7])
     inputs = collate_observations(observations)
-    padded = pad_states(*inputs, bucket(len(observations), 64))
+    padded = collate_observations(observations + [observations[-1]] * (bucket(len(observations), 64) - 5))
     acting = GraphedActing(NET, device, fused=fused)
     stager = Stager(pinned=True)
     k = len(observations)

@@ -1,18 +1,17 @@
-"""The graphed acting path's CPU parts: state padding equals collating copies of the last state and leaves the
-first states' answers unchanged; buckets; GraphedActing (eager on a CPU) answers as select_actions with the
-weights it loaded, and follows a new version. Its captured replays are compared on a GPU
-(tests/gpu/test_inference_gpu.py)."""
+"""The graphed acting path's CPU parts: buckets; padding leaves the first states' answers unchanged;
+GraphedActing (eager on a CPU) answers as select_actions with the weights it loaded, and follows a new version.
+Its captured replays are compared on a GPU (tests/gpu/test_inference_gpu.py)."""
 
 import numpy as np
 import pytest
 import torch
 
 from phylorl.agent.acting import policy_networks, select_actions
-from phylorl.agent.acting_graphs import GraphedActing, bucket, pad_states
+from phylorl.agent.acting_graphs import GraphedActing, bucket
 from phylorl.agent.batch_transfer import Stager
 from phylorl.agent.learner import Learner
 from phylorl.nets.config import NetworkConfig
-from phylorl.nets.inputs import collate_observations, map_tensors
+from phylorl.nets.inputs import collate_observations
 from phylorl.nets.twin import twin_or_none
 from phylorl.nets.synthetic import random_observation
 
@@ -24,10 +23,11 @@ def _observations(sizes, seed=0):
     return [random_observation(n, rng) for n in sizes]
 
 
-def _flat(obj) -> list:
-    found = []
-    map_tensors(obj, lambda t: found.append(t) or t)
-    return found
+def _padded(observations):
+    """The batch the endpoint answers for ``observations``: padded to their bucket with the last one (as
+    ``request_batch.assemble`` writes it: tests/unit/agent/test_request_batch.py)."""
+    extra = bucket(len(observations), 64) - len(observations)
+    return collate_observations(observations + [observations[-1]] * extra)
 
 
 def test_buckets_are_powers_of_two_then_multiples_of_sixteen_capped_at_the_batch_limit():
@@ -38,24 +38,10 @@ def test_buckets_are_powers_of_two_then_multiples_of_sixteen_capped_at_the_batch
         bucket(0, 64)
 
 
-@pytest.mark.parametrize("sizes, count", [([9, 12, 7], 8), ([10], 4), ([6, 8], 2)])
-def test_padding_equals_collating_copies_of_the_last_state(sizes, count):
-    observations = _observations(sizes)
-    padded = pad_states(*collate_observations(observations), count)
-    expected = collate_observations(observations + [observations[-1]] * (count - len(observations)))
-    got, want = _flat(padded), _flat(expected)
-    assert len(got) == len(want)
-    for g, w in zip(got, want):
-        assert g.dtype == w.dtype and torch.equal(g, w)
-    assert padded[0].nodes.count == count and padded[1].states.size == expected[1].states.size
-    with pytest.raises(ValueError, match="cannot pad"):
-        pad_states(*collate_observations(observations), len(observations) - 1)
-
-
 def test_graphed_acting_answers_as_select_actions_with_the_weights_it_loaded():
     observations = _observations([9, 12, 7, 12, 10])
     inputs = collate_observations(observations)
-    padded = pad_states(*inputs, bucket(len(observations), 64))
+    padded = _padded(observations)
     acting = GraphedActing(NET, torch.device("cpu"))
     stager = Stager()
     for version, seed in ((1, 0), (2, 5)):

@@ -1,29 +1,21 @@
-"""One-pass assembly of the endpoint's batches equals concatenating, padding and staging them, bit for bit and
-layout for layout (the same block a captured graph was captured for)."""
+"""One-pass assembly of the endpoint's batches equals staging all the requests' observations collated at once, the
+last one repeated to fill the batch: bit for bit and layout for layout (the same block a captured graph was
+captured for)."""
 
 import numpy as np
 import pytest
 import torch
 
-from phylorl.agent.acting_graphs import pad_states
 from phylorl.agent.batch_transfer import Stager
 from phylorl.agent.request_batch import assemble
-from phylorl.env.tree_observation import build_observation
-from phylorl.nets.inputs import collate_observations, concat_inputs, map_tensors
-from phylorl.phylo import enumerate_moves, move_metadata, random_tree
+from phylorl.nets.inputs import collate_observations, map_tensors
+from phylorl.nets.synthetic import random_observation
 
 
 def _requests(sizes_per_request, seed=0):
+    """Each request's observations."""
     rng = np.random.default_rng(seed)
-    out = []
-    for sizes in sizes_per_request:
-        observations = []
-        for n in sizes:
-            tree = random_tree([f"t{i}" for i in range(n)], rng)
-            moves = enumerate_moves(tree)
-            observations.append(build_observation(tree, moves, move_metadata(tree, moves)))
-        out.append(collate_observations(observations))
-    return out
+    return [[random_observation(n, rng) for n in sizes] for sizes in sizes_per_request]
 
 
 def _flat(obj) -> list:
@@ -39,9 +31,11 @@ def _flat(obj) -> list:
     ([[6]], 1),
     ([[8, 11]], 5),
 ])
-def test_assembly_equals_concatenating_padding_and_staging(sizes, count):
-    parts = _requests(sizes)
-    want = Stager().stage(pad_states(*concat_inputs(parts), count))
+def test_assembly_equals_collating_everything_at_once_with_the_last_state_repeated(sizes, count):
+    requests = _requests(sizes)
+    parts = [collate_observations(r) for r in requests]
+    everything = [o for r in requests for o in r]
+    want = Stager().stage(collate_observations(everything + [everything[-1]] * (count - len(everything))))
     stager = Stager()
     for _ in range(2):  # the second time into the views made the first time
         got = assemble(parts, count, stager)
@@ -52,4 +46,4 @@ def test_assembly_equals_concatenating_padding_and_staging(sizes, count):
 
 def test_a_batch_smaller_than_its_states_is_refused():
     with pytest.raises(ValueError, match="cannot assemble 3 states into a batch of 2"):
-        assemble(_requests([[8, 9, 10]]), 2, Stager())
+        assemble([collate_observations(r) for r in _requests([[8, 9, 10]])], 2, Stager())

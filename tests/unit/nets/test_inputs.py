@@ -95,33 +95,3 @@ def test_map_tensors_reaches_into_tuples_of_batches():
     assert isinstance(moved, tuple) and len(moved) == 2
     assert moved[0].x.dtype == torch.float64 and moved[1].meta.dtype == torch.float64
     assert len(seen) > 10  # every tensor of both batches was visited
-
-
-@pytest.mark.parametrize("sizes", [[7, 7, 7], [5, 9, 6, 9], [8]])
-def test_concatenated_inputs_equal_collating_everything_at_once(sizes):
-    """The inference endpoint collates each request on arrival and concatenates a batch's requests."""
-    import dataclasses
-
-    import torch
-
-    from phylorl.nets.inputs import concat_inputs
-
-    rng = np.random.default_rng(len(sizes))
-    groups = [[random_observation(n, rng) for _ in range(1 + i % 2)] for i, n in enumerate(sizes)]
-    merged = concat_inputs([collate_observations(g) for g in groups])
-    reference = collate_observations([o for g in groups for o in g])
-
-    def same(a, b, where):
-        if isinstance(a, torch.Tensor):
-            assert a.dtype == b.dtype and torch.equal(a, b), where
-        elif dataclasses.is_dataclass(a):
-            for f in dataclasses.fields(a):
-                same(getattr(a, f.name), getattr(b, f.name), f"{where}.{f.name}")
-        else:
-            assert a == b, where
-
-    same(merged[0], reference[0], "graphs")
-    same(merged[1], reference[1], "actions")
-    assert (merged[0].nodes.size is None) == (len(set(sizes)) > 1)
-    with pytest.raises(ValueError, match="nothing"):
-        concat_inputs([])
