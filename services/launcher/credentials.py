@@ -27,9 +27,12 @@ from pathlib import Path
 
 REDIS_USER = "phylorl"
 REDIS_COMMANDS = ("ping", "info", "select", "multi", "exec", "discard", "get", "set", "getrange",
-                  "del", "hset", "hget", "hgetall", "hdel", "rpush", "lrange", "ltrim")
-"""What the replay service and the learner send (MULTI/EXEC transactions, batch strings, the index list,
-the priority, mark and origin hashes, the published weights); anything else is refused."""
+                  "del", "hset", "hget", "hmget", "hgetall", "hdel", "rpush", "lrange", "ltrim",
+                  "eval", "evalsha", "rename", "persist")
+"""What the replay service and the learner send (MULTI/EXEC transactions, the replay store's guarded writes:
+one Lua script that checks the key range, renames the staged batch string into place and writes the index list,
+the priority, mark and origin hashes; the published weights); anything else is refused. Redis checks the
+commands a script runs against these rules too."""
 KEY_PATTERN = "phylorl:*"
 DEFAULT_HOSTS = ("localhost", "127.0.0.1", "replay", "learner")
 

@@ -16,10 +16,12 @@ from phylorl.interfaces import RecordStore
 from phylorl.replay.rate_limiter import RateLimiter
 from phylorl.wire.codec import PackedRecords
 from services.replay.cache import RecordCache
+from services.replay.redis_io import TableMoved
 from phylorl.replay.priority_table import PriorityTable
 
 MAX_SAMPLE_BATCH = 1 << 16
 _REFETCH_ATTEMPTS = 8
+_MOVED_ATTEMPTS = 3  # writes refused because the table moved (a late write landed) before giving up
 
 
 class RateLimited(TimeoutError):
@@ -132,6 +134,19 @@ class PrioritizedReplay:
             waited = self._wait(lambda: self._limiter.can_insert(self._size),
                                 lambda: self._limiter.why_no_insert(self._size), timeout_s, "insert", n)
             self._limiter.record_insert(n)
+        for attempt in range(_MOVED_ATTEMPTS):
+            try:
+                return self._write_insert(records, priorities, producer, first_sequence, waited)
+            except TableMoved:  # a write that timed out earlier landed since: re-read the table, plan again
+                if attempt == _MOVED_ATTEMPTS - 1:
+                    raise
+                self._refresh()
+        raise AssertionError("unreachable")
+
+    def _write_insert(self, records: PackedRecords, priorities: np.ndarray, producer: str, first_sequence: int,
+                      waited: float) -> InsertResult:
+        """The write of an admitted insert (see :meth:`insert`)."""
+        table, n = self._table, len(records)
         with self._write_lock:
             mark = None
             if producer:
@@ -198,16 +213,26 @@ class PrioritizedReplay:
     def update_priorities(self, keys: np.ndarray, priorities: np.ndarray) -> int:
         """Set raw ``priorities`` ``[n]`` of ``keys`` ``[n]``; returns how many keys were still held."""
         keys, priorities = self._table.last_of_each(keys, priorities)  # a repeated key: the last wins
-        self._refresh()
-        with self._write_lock:  # no eviction can happen until this update is done
-            with self._cond:
-                held = self._table.held(keys)
-            keys, priorities = keys[held], priorities[held]
-            self._store.set_priorities(keys, priorities)
-            with self._cond:
-                self._table.set_priorities(keys, priorities)
-                self._cond.notify_all()
-        return int(keys.size)
+        for attempt in range(_MOVED_ATTEMPTS):
+            self._refresh()
+            try:
+                with self._write_lock:  # no eviction can happen until this update is done
+                    with self._cond:
+                        held = self._table.held(keys)
+                    held_keys, held_priorities = keys[held], priorities[held]
+                    try:
+                        self._store.set_priorities(held_keys, held_priorities)
+                    except BaseException:
+                        self._stale = True
+                        raise
+                    with self._cond:
+                        self._table.set_priorities(held_keys, held_priorities)
+                        self._cond.notify_all()
+                return int(held_keys.size)
+            except TableMoved:
+                if attempt == _MOVED_ATTEMPTS - 1:
+                    raise
+        raise AssertionError("unreachable")
 
     @property
     def rate_limiter(self) -> RateLimiter:

@@ -16,9 +16,15 @@ For a key prefix ``P`` (e.g. ``phylorl:replay``), layout 2::
     batch         "<4sI" magic b"PRB1", n; n x "<d" initial raw priorities; (n + 1) x "<I" record
                   offsets into the data; the n records concatenated (phylorl.wire.record)
 
-Every insert (the batch, its list entry, the deletion of batches whose keys are all evicted, and
-the new key range) is one MULTI/EXEC transaction, so a reader never sees a half-written batch and
-Redis' AOF replays whole batches. A batch is deleted when its last key is evicted, so Redis holds
+Every write (an insert: the batch, its list entry, the deletion of batches whose keys are all
+evicted and the new key range; an eviction; a priority update) is one Lua script, atomic as a
+MULTI/EXEC transaction is, so a reader never sees a half-written batch and Redis' AOF replays whole
+batches. The script first checks that ``P:meta`` still holds the key range this store last wrote
+or read, and writes nothing when it does not (:class:`TableMoved`). That guard matters after a stall:
+a write whose answer the client gave up waiting for is still on its way, and Redis may run it after
+the service has re-read the table and written on. Unguarded, it would overwrite the batch written
+since at the same key and leave the batch index with a repeated entry; guarded, whichever of the two
+writes runs second is refused, and the service re-reads the table and tries again. A batch is deleted when its last key is evicted, so Redis holds
 at most one batch beyond ``capacity``. Keys increase forever and are never reused, so a late
 priority update for an evicted transition cannot land on its successor.
 
@@ -36,17 +42,17 @@ from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import hiredis
 import numpy as np
 import redis
 
 from phylorl.wire.codec import PackedRecords
+from services.replay.redis_io import guarded_write, send
 
 LAYOUT_VERSION = b"2"
 _BATCH_MAGIC = b"PRB1"
 _BATCH_HEAD = struct.Struct("<4sI")
 _CHUNK = 4096  # keys (or batches) per Redis command when walking large ranges
-
+_READ_ATTEMPTS = 3  # reads of the whole table when a late write moves it while it is read
 
 @dataclass(frozen=True)
 class StoredTable:
@@ -92,6 +98,7 @@ class RedisStore:
         self._batch_format = (prefix.replace("%", "%%") + ":b:%d").encode()   # bytes % first key
         self._batches: deque[_Batch] = deque()
         self._firsts: list[int] = []  # first keys of self._batches, for bisect (rebuilt when they change)
+        self._range: tuple[int, int] | None = None  # (head, next_key) Redis holds, as last read or written
         self._index_lock = threading.Lock()
 
     def ping(self) -> None:
@@ -102,15 +109,33 @@ class RedisStore:
 
     def open(self, capacity: int, with_records: bool) -> StoredTable:
         """Read the stored table and index it; evicts the oldest keys beyond ``capacity``."""
-        head, next_key = self._read_meta()
-        batches, blobs = self._read_batches(head, next_key, with_records)
+        head, next_key, batches, blobs = self._read_table(with_records)
         self._set_index(batches)
+        self._range = (head, next_key)
+        try:  # an empty guarded write: a user who may not run the store's script is named now, not at each insert
+            guarded_write(self._client, self._meta, self._range, [])
+        except redis.exceptions.NoPermissionError as e:
+            raise RuntimeError(f"the Redis user may not run the replay store's guarded writes ({e}); its ACL needs "
+                               f"+eval +evalsha +hmget +rename +persist: make the secrets again "
+                               f"(scripts/make_secrets.sh) or add those commands") from None
         if next_key - head > capacity:
             head = next_key - capacity
             self.evict(head, next_key)
         priorities, records = self._contents(batches, blobs, head, next_key, with_records)
         marks = {k.decode(): int(v) for k, v in self._client.hgetall(self._marks).items()}
         return StoredTable(head, next_key, priorities, records, marks)
+
+    def _read_table(self, with_records: bool) -> tuple[int, int, list[_Batch], list[bytes]]:
+        """The key range and the batches holding it. A late write (see the module docstring) can move the
+        table between the reads; the table is read again then, and called corrupt only when it stood still."""
+        for attempt in range(_READ_ATTEMPTS):
+            head, next_key = self._read_meta()
+            try:
+                return (head, next_key, *self._read_batches(head, next_key, with_records))
+            except RuntimeError:
+                if self._read_meta() == (head, next_key) or attempt == _READ_ATTEMPTS - 1:
+                    raise
+        raise AssertionError("unreachable")
 
     def read_priorities(self, head: int, next_key: int) -> np.ndarray:
         """Raw priorities ``[next_key - head]`` of keys ``head..next_key-1`` as Redis holds them now."""
@@ -124,9 +149,9 @@ class RedisStore:
         for lo in range(0, len(entries), _CHUNK):
             chunk = [_parse_entry(e, self._index_key) for e in entries[lo:lo + _CHUNK]]
             if with_records:
-                replies = self._send([(b"GET", self._batch_name(first)) for first, _ in chunk])
+                replies = send(self._client, [(b"GET", self._batch_name(first)) for first, _ in chunk])
             else:
-                replies = self._send([(b"GETRANGE", self._batch_name(first), 0, _header_size(n) - 1)
+                replies = send(self._client, [(b"GETRANGE", self._batch_name(first), 0, _header_size(n) - 1)
                                       for first, n in chunk])
             for (first, n), blob in zip(chunk, replies):
                 batches.append(_parse_batch(blob, first, n, self._batch_name(first), header_only=not with_records))
@@ -189,8 +214,7 @@ class RedisStore:
             raise RuntimeError(f"insert at key {first_key} does not follow the stored batches "
                                f"(next is {self._batches[-1].stop})")
         blob, offsets = _batch_blob(packed, priorities)
-        commands = [(b"SET", self._batch_name(first_key), blob),
-                    (b"RPUSH", self._index_key, b"%d:%d" % (first_key, len(packed)))]
+        commands = [(b"RPUSH", self._index_key, b"%d:%d" % (first_key, len(packed)))]
         dropped = self._dropped(new_head)
         commands += self._deletions(dropped)
         commands.append((b"HSET", self._meta, b"head", new_head, b"next_key", first_key + len(packed),
@@ -198,7 +222,8 @@ class RedisStore:
         if mark is not None:
             commands += [(b"HSET", self._marks, mark[0].encode(), mark[1]),
                          (b"HSET", self._origins, first_key, b"%s %d" % (mark[0].encode(), mark[1] + 1 - len(packed)))]
-        self._send(commands, transaction=True)
+        guarded_write(self._client, self._meta, self._range, commands, staged=(self._batch_name(first_key), blob))
+        self._range = (new_head, first_key + len(packed))
         with self._index_lock:
             for _ in range(len(dropped)):
                 self._batches.popleft()
@@ -210,7 +235,8 @@ class RedisStore:
         dropped = self._dropped(new_head)
         commands = self._deletions(dropped)
         commands.append((b"HSET", self._meta, b"head", new_head, b"next_key", next_key, b"layout", LAYOUT_VERSION))
-        self._send(commands, transaction=True)
+        guarded_write(self._client, self._meta, self._range, commands)
+        self._range = (new_head, next_key)
         with self._index_lock:
             for _ in range(len(dropped)):
                 self._batches.popleft()
@@ -222,7 +248,7 @@ class RedisStore:
         if keys:
             packed = np.asarray(priorities, dtype="<f8").tobytes()
             values = [packed[i:i + 8] for i in range(0, len(packed), 8)]
-            self._send([(b"HSET", self._priorities, *_interleave(_fields(keys), values))])
+            guarded_write(self._client, self._meta, self._range, [(b"HSET", self._priorities, *_interleave(_fields(keys), values))])
 
     # ------------------------------------------------------------------ reading
 
@@ -244,7 +270,7 @@ class RedisStore:
                 k = key - batch.first
                 commands.append((b"GETRANGE", self._batch_name(batch.first),
                                  int(batch.offsets[k]), int(batch.offsets[k + 1]) - 1))
-        values = self._send(commands) if commands else []
+        values = send(self._client, commands) if commands else []
         found = []
         for i, value in zip(np.flatnonzero(~missing).tolist(), values):
             if value:
@@ -284,60 +310,6 @@ class RedisStore:
 
     def _batch_name(self, first: int) -> bytes:
         return self._batch_format % first
-
-    def _send(self, commands: list[tuple], transaction: bool = False) -> list:
-        """Run ``commands`` (in MULTI/EXEC when ``transaction``) with one write; returns their replies.
-
-        Commands are packed with hiredis and sent on a pooled connection directly: redis-py's
-        generic path spends microseconds per argument. A connection that fails midway is dropped
-        (its replies would be out of step).
-        """
-        if transaction:
-            commands = [(b"MULTI",), *commands, (b"EXEC",)]
-        payload = b"".join([piece for c in commands for piece in _pack(c)])
-        pool = self._client.connection_pool
-        connection = pool.get_connection()
-        try:
-            connection.send_packed_command([payload])
-            replies, error = [], None
-            for _ in commands:
-                try:
-                    replies.append(connection.read_response())
-                except redis.ResponseError as e:  # read the other replies too: the connection stays in step
-                    error = error or e
-                    replies.append(e)
-        except BaseException:
-            connection.disconnect()
-            raise
-        finally:
-            pool.release(connection)
-        if error is not None:
-            raise error
-        if not transaction:
-            return replies
-        result = replies[-1]
-        if not isinstance(result, list) or len(result) != len(commands) - 2:
-            raise redis.ResponseError(f"unexpected EXEC reply {result!r}")
-        for reply in result:
-            if isinstance(reply, Exception):
-                raise reply
-        return result
-
-
-def _pack(command: tuple) -> list[bytes | memoryview]:
-    """RESP pieces of ``command``: hiredis for many small arguments; a bulky one is left as it is,
-    so that the one join of the whole request is its only copy."""
-    if len(command) > 4 or not any(isinstance(a, (bytes, memoryview)) and len(a) > 4096 for a in command):
-        return [hiredis.pack_command(command)]
-    parts = [b"*%d\r\n" % len(command)]
-    for arg in command:
-        if isinstance(arg, int):
-            arg = b"%d" % arg
-        elif isinstance(arg, str):
-            arg = arg.encode()
-        parts += [b"$%d\r\n" % len(arg), arg, b"\r\n"]
-    return parts
-
 
 def _header_size(n: int) -> int:
     return _BATCH_HEAD.size + 8 * n + 4 * (n + 1)
