@@ -86,8 +86,9 @@ def on_device(batch: "Batch | Block", device: torch.device | str, pin_memory: bo
 
 def expand_on_host(compact: CompactActions) -> ActionBatch:
     """:func:`~phylorl.nets.compact_actions.expand_actions` of CPU tensors, in one compiled pass."""
-    nodes, meta = expand_moves(*(t.numpy() for t in (compact.slot_node, compact.pruned, compact.regraft,
-                                                     compact.shared, compact.index, compact.own, compact.columns)))
+    nodes, meta = expand_moves(*(t.numpy() for t in (compact.slot_node, compact.pruned, compact.regraft, compact.shared,
+                                                     compact.walk_slot, compact.walk_own, compact.blocks,
+                                                     compact.shared_row, compact.columns)))
     return ActionBatch(torch.from_numpy(nodes), torch.from_numpy(meta), compact.states)
 
 

@@ -87,9 +87,7 @@ _COLUMNS = {True: torch.tensor(RICH_LAYOUT), False: torch.tensor(BASIC_LAYOUT)}
 
 
 def _compact(moves, rich: bool, counts: np.ndarray, move_index: np.ndarray) -> CompactActions:
-    slot_node, pruned, regraft, shared, index, own = (torch.from_numpy(a) for a in moves)
-    return CompactActions(slot_node, pruned, regraft, shared, index, own, _COLUMNS[bool(rich)],
-                          segments(counts, move_index))
+    return CompactActions(*(torch.from_numpy(a) for a in moves), _COLUMNS[bool(rich)], segments(counts, move_index))
 
 
 def _graph_batch(side, index: np.ndarray, n: int) -> GraphBatch:

@@ -98,7 +98,7 @@ def _read_tree(buf, where, n_leaves, rich):
         ok = read_floats(buf, header, deltas, FLOAT32) \
             and read_floats(buf, array_header(buf, where[4], end), scalar, FLOAT64) \
             and read_floats(buf, array_header(buf, where[5], end), support, FLOAT32)
-    return ok, neighbors, edges, lengths, deltas.astype(np.float64), scalar[0], support
+    return ok, neighbors, edges, lengths, deltas, scalar[0], support  # deltas float32, as stored
 
 
 @njit(cache=True, nogil=True)
@@ -166,13 +166,17 @@ def _fill(buf, headers, values, arrays, trees, rich, per):
     taken, taken_meta = np.zeros((n, 4), np.int64), np.zeros((n, columns), np.float32)
     slots = 3 * nodes[1, n]
     widths = (6, 4, 3, 2) if rich else (1, 1, 0, 1)  # pruned, regraft, shared and own columns
+    # a state walks each side of each inner node once (2 rows a move at most, and per walk 2 rows no move
+    # uses) and has at most 6 blocks an inner node; the per-move rows are counted in capacity
+    walks, block_capacity = capacity + 6 * nodes[1, n], 6 * nodes[1, n] + 1
     compact = (np.empty(slots, np.int64), np.zeros((slots, widths[0]), np.float32),
                np.zeros((slots, widths[1]), np.float32), np.empty((capacity if rich else 1, widths[2]), np.float32),
-               np.empty((capacity, 3), np.int32), np.empty((capacity, widths[3]), np.float32))
+               np.empty(walks, np.int32), np.empty((walks, widths[3]), np.float32),
+               np.empty((block_capacity, 3), np.int32), np.empty(capacity, np.int32))
     compact[3][0] = 0.0  # the shared rows are written as used; row 0 is kept when none is (no move at all)
     labels, counts = np.zeros(capacity, np.float32), np.zeros(n, np.int64)
     scratch = np.empty((largest, 4), np.int64)  # the moves of a state whose count has no closed form
-    written, shared = 0, 0
+    written, shared, walked, blocked = 0, 0, 0, 0
     for r in range(n):
         for g in range(first_side, 2):
             i = per * r + g - first_side
@@ -198,10 +202,10 @@ def _fill(buf, headers, values, arrays, trees, rich, per):
                     status[r] = INVALID
                     break
             else:
-                end = written + move_capacity(2 * n_leaves - 2, n_leaves)
-                count, rows = all_moves(tree, node_edges, n_leaves, radius, dedupe, rich, nodes[1, r],
-                                         (compact[0], compact[1], compact[2], compact[3], compact[4][written:end],
-                                          compact[5][written:end]), shared)
+                count, walk_rows, block_rows, rows = all_moves(
+                    tree, node_edges, n_leaves, radius, dedupe, rich, nodes[1, r],
+                    (compact[0], compact[1], compact[2], compact[3], compact[4][walked:], compact[5][walked:],
+                     compact[6][blocked:], compact[7][written:]), walked, shared)
                 if count < 0 or (count == 0 and not headers[r, 0] & TERMINAL):
                     status[r] = INVALID
                     break
@@ -212,9 +216,11 @@ def _fill(buf, headers, values, arrays, trees, rich, per):
                 counts[r] = count
                 written += count
                 shared += rows
+                walked += walk_rows
+                blocked += block_rows
     node_index = (_segment_index(nodes[0, 1:] - nodes[0, :-1]), _segment_index(nodes[1, 1:] - nodes[1, :-1]))
-    compact = (compact[0], compact[1], compact[2], compact[3][:max(shared, 1)], compact[4][:written],
-               compact[5][:written])
+    compact = (compact[0], compact[1], compact[2], compact[3][:max(shared, 1)], compact[4][:walked],
+               compact[5][:walked], compact[6][:blocked], compact[7][:written])
     return status, (sides, node_index, taken, taken_meta, compact, labels[:written], counts, _segment_index(counts))
 
 
@@ -243,7 +249,7 @@ def decode_batch(buf: np.ndarray, offsets: np.ndarray, states: bool = False):
     :data:`INVALID`); ``decoded`` is ``None`` when any record is not OK, else ``(rich, headers, values,
     arrays)``: the int64 headers ``[B, 4]`` (flags, action, policy version, labels position), float64
     values ``[B, 2]`` (reward, discount) and the batch arrays ``(sides, node_index, taken, taken_meta,
-    compact, labels, counts, move_index)`` (``compact``: the first six fields of ``CompactActions``).
+    compact, labels, counts, move_index)`` (``compact``: the first eight fields of ``CompactActions``).
     ``states``: the records are observation records (:func:`phylorl.wire.record.encode_observation`),
     each written as a next state.
     """
@@ -282,7 +288,7 @@ def finite_and_movable(decoded) -> bool:
     moves' slot tables are checked whole: every entry is made from the tree's branch lengths and splits,
     which the edge features hold too)."""
     sides, _, _, taken_meta, compact, labels, counts, _ = decoded[3]
-    _, pruned, regraft, shared, _, own = compact
+    _, pruned, regraft, shared, _, own, _, _ = compact
     finite = all(all_finite(a) for a in (sides[0][0], sides[0][2], sides[1][0], sides[1][2], taken_meta, pruned,
                                          regraft, shared, own, labels))
     return bool(finite and (counts >= 1).all())

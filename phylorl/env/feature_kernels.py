@@ -177,7 +177,7 @@ def parsimony_columns(out, deltas, parsimony_length):
 
 @njit(cache=True, nogil=True)
 def parsimony_table(deltas, parsimony_length, table, rows, first):
-    """Columns 10-12 of the moves with parsimony changes ``deltas`` (float64 ``[A]``) as distinct rows
+    """Columns 10-12 of the moves with parsimony changes ``deltas`` (float64 or float32 ``[A]``) as distinct rows
     of ``table`` (float32 ``[., 3]``, written from row ``first``), and each move's row into ``rows[i]``
     (``first`` included); returns the rows written (at most ``A``). Ranks are counted exactly, with a
     table per distinct change when the changes are whole numbers in a short range (Fitch changes of
@@ -198,7 +198,8 @@ def parsimony_table(deltas, parsimony_length, table, rows, first):
         for j in range(counts.shape[0]):
             if counts[j]:
                 row[j] = first + written
-                parsimony_row(table, first + written, lo + j, lo, below, counts[j], n, parsimony_length, 0)
+                parsimony_row(table, first + written, np.float64(lo) + j, np.float64(lo), below, counts[j], n,
+                              parsimony_length, 0)
                 written += 1
             below += counts[j]
         for i in range(n):
@@ -208,7 +209,7 @@ def parsimony_table(deltas, parsimony_length, table, rows, first):
     for i in range(n):
         below = np.searchsorted(ordered, deltas[i], side="left")
         equal = np.searchsorted(ordered, deltas[i], side="right") - below
-        parsimony_row(table, first + i, deltas[i], lo, below, equal, n, parsimony_length, 0)
+        parsimony_row(table, first + i, np.float64(deltas[i]), np.float64(lo), below, equal, n, parsimony_length, 0)
         rows[i] = first + i
     return n
 
@@ -221,7 +222,8 @@ def parsimony_one(out, row, deltas, i, parsimony_length):
         lowest = min(lowest, d)
         below += d < deltas[i]
         equal += d == deltas[i]
-    parsimony_row(out, row, deltas[i], lowest, below, equal, deltas.shape[0], parsimony_length, 10)
+    parsimony_row(out, row, np.float64(deltas[i]), np.float64(lowest), below, equal, deltas.shape[0], parsimony_length,
+                  10)
 
 
 @njit(cache=True, nogil=True)

@@ -1,8 +1,9 @@
 """The moves of one stored state, compiled, for the learner's batch (:mod:`phylorl.env.batch_kernels`).
 
 :func:`all_moves` writes every move of a next state in the compact form of
-:class:`phylorl.nets.compact_actions.CompactActions` (slot tables, and per move two slot rows, a parsimony
-row and two own columns), and :func:`expand_moves` writes them out on the host; :func:`taken_move` finds one
+:class:`phylorl.nets.compact_actions.CompactActions` (slot tables; each side of each inner node walked once, its
+regraft slots and own columns; blocks of moves that share a pruned slot and a walk; a parsimony row per move),
+and :func:`expand_moves` writes them out on the host; :func:`taken_move` finds one
 move of a state, with its features, walking only the block of moves that holds it. Both give the moves of
 :func:`phylorl.phylo.spr.enumerate_into` in its order, and the feature values of
 :mod:`phylorl.env.feature_kernels`, bit for bit (``tests/unit/agent/test_packed_batch.py``).
@@ -39,7 +40,9 @@ def taken_move(tree, node_edges, n_leaves, radius, dedupe, rich, stop, offset, t
     constants = tree_constants(neighbors, node_edges, lengths, support32.astype(np.float64), n_leaves) if rich \
         else (np.zeros((0, 3, 6), np.float32), np.zeros((0, 3, 4), np.float32), 1.0)
     leaves = slot_leaves(neighbors, n_leaves) if radius < 0 else np.zeros((0, 3), np.int64)
-    work, regrafts, columns, size = _walk_work(n_nodes, rich)
+    work, size = _walk_work(n_nodes, rich)
+    regrafts, columns = np.empty((3, 2 * n_nodes), np.int32), np.empty((3, 2 * n_nodes, 2), np.float32)  # per side
+    slot_length = _slot_lengths(neighbors, node_edges, lengths)
     before = 0
     if radius == 0:
         return 0
@@ -54,14 +57,14 @@ def taken_move(tree, node_edges, n_leaves, radius, dedupe, rich, stop, offset, t
                     size[side] = 2 * (leaves[p, side] - 1)
                 elif not walked:
                     for j in range(3):
-                        size[j] = _side_walk(neighbors, node_edges, lengths, n_leaves, radius, p, j, 0,
-                                             constants[2], rich, work, regrafts[j], columns[j])
+                        size[j] = _side_walk(neighbors, slot_length, n_leaves, radius, p, j, 0, constants[2], rich,
+                                             work, regrafts[j], columns[j])
                     walked = True
                 first = 2 if dedupe and not (p < a and neighbors[p, k] < neighbors[p, 3 - k - side]) else 0
                 if stop < before + size[side] - first:
                     if radius < 0:
-                        _side_walk(neighbors, node_edges, lengths, n_leaves, radius, p, side, 0, constants[2], rich,
-                                   work, regrafts[side], columns[side])
+                        _side_walk(neighbors, slot_length, n_leaves, radius, p, side, 0, constants[2], rich, work,
+                                   regrafts[side], columns[side])
                     i = stop - before + first
                     x, kx = regrafts[side, i] // 3, regrafts[side, i] % 3
                     taken[0], taken[1] = offset + p, offset + neighbors[p, k]
@@ -81,22 +84,31 @@ def taken_move(tree, node_edges, n_leaves, radius, dedupe, rich, stop, offset, t
 
 
 @njit(cache=True, nogil=True)
+def _slot_lengths(neighbors, node_edges, lengths):
+    """float64 ``[N, 3]``: the length of the branch at each slot (0 at a leaf's unused slots)."""
+    out = np.zeros(neighbors.shape)
+    for v in range(neighbors.shape[0]):
+        for k in range(3):
+            if neighbors[v, k] >= 0:
+                out[v, k] = lengths[node_edges[v, k]]
+    return out
+
+
+@njit(cache=True, nogil=True)
 def _walk_work(n_nodes, rich):
-    """``(scratch, regrafts, columns, sizes)`` of the walks: :func:`_side_walk`'s scratch (stack, depth, branch
-    length from ``p``, parent, and the distance column by depth: rich ``(d + 1) / 10``, basic ``d + 1``), and per
-    side of ``p`` the buffers it fills and their sizes."""
+    """``(scratch, sizes)`` of the walks: :func:`_side_walk`'s scratch (stack, depth, branch length from ``p``,
+    parent, and the distance column by depth: rich ``(d + 1) / 10``, basic ``d + 1``), and room for the size of
+    each side's walk."""
     distance = np.empty(n_nodes + 1, np.float32)
     for d in range(n_nodes + 1):
         distance[d] = np.float32(d + 1) / np.float32(10.0) if rich else d + 1
     scratch = (np.empty(n_nodes, np.int64), np.empty(n_nodes, np.int64), np.empty(n_nodes),
                np.empty(n_nodes, np.int64), distance)
-    return (scratch, np.empty((3, 2 * n_nodes), np.int32), np.empty((3, 2 * n_nodes, 2), np.float32),
-            np.zeros(3, np.int64))
+    return scratch, np.zeros(3, np.int64)
 
 
-@njit(cache=True, nogil=True)
-def _side_walk(neighbors, node_edges, lengths, n_leaves, radius, p, side, base, tree_length, rich, work, regrafts,
-               columns):
+@njit(cache=True, nogil=True, inline="always")
+def _side_walk(neighbors, slot_length, n_leaves, radius, p, side, base, tree_length, rich, work, regrafts, columns):
     """The regrafts onto side ``side`` of ``p`` (the subtree on ``neighbors[p, side]``'s side), in the order
     of :func:`~phylorl.phylo.spr.enumerate_into`'s walk: each one's regraft slot row (``base`` added) into
     ``regrafts`` and its own columns into ``columns`` (see :func:`_slot_walk`). Returns how many."""
@@ -106,35 +118,37 @@ def _side_walk(neighbors, node_edges, lengths, n_leaves, radius, p, side, base, 
     stack, depth, walked, parent, distance = work
     parent[a] = p
     stack[0], depth[0], top, m = a, 1, 1, 0
-    walked[a] = lengths[node_edges[p, side]]
+    walked[a] = slot_length[p, side]
     while top > 0:
         top -= 1
         x, d = stack[top], depth[top]
+        up, here, column = parent[x], walked[x], distance[d]
         for j in range(3):
-            if neighbors[x, j] != parent[x]:
+            if neighbors[x, j] != up:
                 regrafts[m] = base + 3 * x + j
-                columns[m, 0] = distance[d]
+                columns[m, 0] = column
                 if rich:
-                    columns[m, 1] = (walked[x] + 0.5 * lengths[node_edges[x, j]]) / tree_length
+                    columns[m, 1] = (here + 0.5 * slot_length[x, j]) / tree_length
                 m += 1
         if radius < 0 or d < radius:
             for j in range(2, -1, -1):
                 y = neighbors[x, j]
-                if y != parent[x] and y >= n_leaves:
+                if y != up and y >= n_leaves:
                     parent[y] = x
                     stack[top], depth[top] = y, d + 1
-                    walked[y] = walked[x] + lengths[node_edges[x, j]]
+                    walked[y] = here + slot_length[x, j]
                     top += 1
     return m
 
 
 @njit(cache=True, nogil=True)
-def all_moves(tree, node_edges, n_leaves, radius, dedupe, rich, offset, compact, shared_at):
+def all_moves(tree, node_edges, n_leaves, radius, dedupe, rich, offset, compact, walk_at, shared_at):
     """Every move of one state (first node ``offset`` of the batch) into the compact arrays ``compact``
-    (:class:`phylorl.nets.compact_actions.CompactActions`' first six, the per-move ones from row 0): its
-    slots' tables, its parsimony rows from ``shared_at``, each move's row numbers and own columns.
-    Returns ``(moves, shared rows written)``; moves -1 when the stored parsimony changes are not one per move."""
-    slot_node, pruned, regraft, shared, index, own = compact
+    (:class:`phylorl.nets.compact_actions.CompactActions`' first eight; the walk, block and per-move ones given
+    from this state's first row, the batch's walk row ``walk_at``): its slots' tables, its parsimony rows from
+    ``shared_at``, its walks and blocks (:func:`_slot_walk`). Returns ``(moves, walk rows, blocks, shared rows
+    written)``; moves -1 when the stored parsimony changes are not one per move."""
+    slot_node, pruned, regraft, shared, walk_slot, walk_own, blocks, shared_row = compact
     neighbors, lengths32, deltas, parsimony_length, support32 = tree[0], tree[2], tree[3], tree[4], tree[5]
     lengths = lengths32.astype(np.float64)
     n_nodes, base = neighbors.shape[0], 3 * offset
@@ -147,69 +161,90 @@ def all_moves(tree, node_edges, n_leaves, radius, dedupe, rich, offset, compact,
             for k in range(3):
                 length = lengths[node_edges[v, k]] if neighbors[v, k] >= 0 else 0.0
                 pruned[base + 3 * v + k, 0] = regraft[base + 3 * v + k, 0] = length
-        index[:, 2] = 0
-        return _slot_walk(neighbors, node_edges, lengths, n_leaves, radius, dedupe, base, 1.0, rich, index, own), 0
+        count, walked, written = _slot_walk(neighbors, node_edges, lengths, n_leaves, radius, dedupe, base, 1.0, rich,
+                                            walk_slot, walk_own, blocks, walk_at)
+        shared_row[:count] = 0
+        return count, walked, written, 0
     table_pruned, table_regraft, tree_length = tree_constants(neighbors, node_edges, lengths,
                                                               support32.astype(np.float64), n_leaves)
     pruned[base: base + 3 * n_nodes] = table_pruned.reshape(3 * n_nodes, table_pruned.shape[2])
     regraft[base: base + 3 * n_nodes] = table_regraft.reshape(3 * n_nodes, table_regraft.shape[2])
-    count = _slot_walk(neighbors, node_edges, lengths, n_leaves, radius, dedupe, base, tree_length, rich, index, own)
+    count, walked, written = _slot_walk(neighbors, node_edges, lengths, n_leaves, radius, dedupe, base, tree_length,
+                                        rich, walk_slot, walk_own, blocks, walk_at)
     if deltas.size != count:
-        return -1, 0
-    return count, parsimony_table(deltas, parsimony_length, shared, index[:, 2], shared_at)
+        return -1, 0, 0, 0
+    return count, walked, written, parsimony_table(deltas, parsimony_length, shared, shared_row, shared_at)
 
 
 @njit(cache=True, nogil=True)
-def _slot_walk(neighbors, node_edges, lengths, n_leaves, radius, dedupe, base, tree_length, rich, index, own):
-    """The moves of :func:`~phylorl.phylo.spr.enumerate_into` in the same order (tested), written as each
-    move's pruned and regraft slot rows (``base`` added) into ``index[:, :2]`` and its own columns into
-    ``own``: rich, column 3 (``(d(p, x) + 1) / 10``) and 4 (``p`` to the middle of ``(x, y)`` /
-    ``tree_length``); basic, ``d(p, x) + 1``. Returns the number of moves.
+def _slot_walk(neighbors, node_edges, lengths, n_leaves, radius, dedupe, base, tree_length, rich, walk_slot, walk_own,
+               blocks, walk_at):
+    """The moves of :func:`~phylorl.phylo.spr.enumerate_into` in the same order (tested), as walks and blocks.
 
-    The moves pruning ``(p, k)`` onto side ``side`` of ``p`` walk the same subtree for both ``k != side``
-    (only the dedupe rule at ``d = 1``, the first node's two moves, tells them apart), so each side of
-    ``p`` is walked once into a buffer and copied out for both."""
-    work, regrafts, columns, size = _walk_work(neighbors.shape[0], rich)
-    count = 0
+    The moves pruning ``(p, k)`` onto side ``side`` of ``p`` walk the same subtree for both ``k != side`` (only
+    the dedupe rule at ``d = 1``, the first node's two moves, tells them apart), so each side of ``p`` is walked
+    once: each regraft's slot row (``base`` added) into ``walk_slot`` and its own columns into ``walk_own`` (rich,
+    column 3 ``(d(p, x) + 1) / 10`` and column 4 ``p`` to the middle of ``(x, y)`` / ``tree_length``; basic,
+    ``d(p, x) + 1``). Each ``(p, k, side)`` with a move is a block ``(pruned slot row, first walk row (``walk_at``
+    added), moves)`` of ``blocks``: its moves are that many consecutive walk rows. Returns ``(moves, walk rows,
+    blocks)``."""
+    work, size = _walk_work(neighbors.shape[0], rich)
+    slot_length = _slot_lengths(neighbors, node_edges, lengths)
+    start = np.zeros(3, np.int64)
+    count, walked, written = 0, 0, 0
     if radius == 0:
-        return 0
+        return 0, 0, 0
     for p in range(n_leaves, neighbors.shape[0]):
         for side in range(3):
-            size[side] = _side_walk(neighbors, node_edges, lengths, n_leaves, radius, p, side, base, tree_length, rich,
-                                    work, regrafts[side], columns[side])
+            start[side] = walked
+            size[side] = _side_walk(neighbors, slot_length, n_leaves, radius, p, side, base, tree_length, rich, work,
+                                    walk_slot[walked:], walk_own[walked:])
+            walked += size[side]
         for k in range(3):
             s = neighbors[p, k]
-            pruned = base + 3 * p + k
             for side in range(3):
                 a = neighbors[p, side]
                 if side == k or a < n_leaves:
                     continue
                 first = 2 if dedupe and not (p < a and s < neighbors[p, 3 - k - side]) else 0  # a's own two moves
-                for i in range(first, size[side]):
-                    index[count, 0] = pruned
-                    index[count, 1] = regrafts[side, i]
-                    own[count, 0] = columns[side, i, 0]
-                    if rich:
-                        own[count, 1] = columns[side, i, 1]
-                    count += 1
-    return count
+                if size[side] > first:
+                    blocks[written, 0] = base + 3 * p + k
+                    blocks[written, 1] = walk_at + start[side] + first
+                    blocks[written, 2] = size[side] - first
+                    count += size[side] - first
+                    written += 1
+    return count, walked, written
 
 
 @njit(cache=True, nogil=True)
-def expand_moves(slot_node, pruned, regraft, shared, index, own, columns):
-    """``(nodes int64 [A, 4], meta float32 [A, K])``: every move of compact arrays (the first seven fields of
-    :class:`phylorl.nets.compact_actions.CompactActions`) written out on the host, a column at a time."""
-    n, k = index.shape[0], columns.shape[0]
+def block_rows(blocks, count):
+    """``(pruned slot row, walk row)`` int64 ``[count, 2]`` of each move of ``blocks`` (see :func:`_slot_walk`)."""
+    rows = np.empty((count, 2), np.int64)
+    i = 0
+    for b in range(blocks.shape[0]):
+        for j in range(blocks[b, 2]):
+            rows[i, 0], rows[i, 1] = blocks[b, 0], blocks[b, 1] + j
+            i += 1
+    return rows
+
+
+@njit(cache=True, nogil=True)
+def expand_moves(slot_node, pruned, regraft, shared, walk_slot, walk_own, blocks, shared_row, columns):
+    """``(nodes int64 [A, 4], meta float32 [A, K])``: every move of compact arrays (the first nine fields of
+    :class:`phylorl.nets.compact_actions.CompactActions`) written out on the host."""
+    n, k = shared_row.shape[0], columns.shape[0]
     nodes, meta = np.empty((n, 4), np.int64), np.empty((n, k), np.float32)
+    rows = block_rows(blocks, n)
     for i in range(n):
-        a, b = index[i, 0], index[i, 1]
+        a, b = rows[i, 0], walk_slot[rows[i, 1]]
         nodes[i, 0], nodes[i, 1], nodes[i, 2], nodes[i, 3] = a // 3, slot_node[a], b // 3, slot_node[b]
     if k == len(RICH_LAYOUT) and pruned.shape[1] == 6 and regraft.shape[1] == 4 and shared.shape[1] == 3 \
             and (columns == np.array(RICH_LAYOUT)).all():  # row by row: 8 us a state, 17 by columns
         for i in range(n):  # the order of feature_kernels.slot_row, on flat slot rows
-            p, r, c = pruned[index[i, 0]], regraft[index[i, 1]], shared[index[i, 2]]
+            w = rows[i, 1]
+            p, r, c, o = pruned[rows[i, 0]], regraft[walk_slot[w]], shared[shared_row[i]], walk_own[w]
             row = meta[i]
-            row[0], row[1], row[2], row[3], row[4] = p[0], r[0], p[1], own[i, 0], own[i, 1]
+            row[0], row[1], row[2], row[3], row[4] = p[0], r[0], p[1], o[0], o[1]
             row[5], row[6], row[7], row[8], row[9] = p[2], r[1], p[3], r[2], p[4]
             row[10], row[11], row[12], row[13], row[14] = c[0], c[1], c[2], p[5], r[3]
         return nodes, meta
@@ -219,16 +254,16 @@ def expand_moves(slot_node, pruned, regraft, shared, index, own, columns):
         source = columns[j]
         if source < first[1]:
             for i in range(n):
-                meta[i, j] = pruned[index[i, 0], source]
+                meta[i, j] = pruned[rows[i, 0], source]
         elif source < first[2]:
             for i in range(n):
-                meta[i, j] = regraft[index[i, 1], source - first[1]]
+                meta[i, j] = regraft[walk_slot[rows[i, 1]], source - first[1]]
         elif source < first[3]:
             for i in range(n):
-                meta[i, j] = shared[index[i, 2], source - first[2]]
+                meta[i, j] = shared[shared_row[i], source - first[2]]
         else:
             for i in range(n):
-                meta[i, j] = own[i, source - first[3]]
+                meta[i, j] = walk_own[rows[i, 1], source - first[3]]
     return nodes, meta
 
 

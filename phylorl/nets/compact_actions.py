@@ -6,11 +6,15 @@ A move ``(p, s, x, y)`` prunes the subtree on ``s``'s side of edge ``(p, s)`` an
 ``s = neighbors[p, k]``, or the regraft slot ``(x, j)`` with ``y = neighbors[x, j]``; the parsimony
 columns take few distinct values per state. So a batch keeps, per tree node slot, the columns that
 depend on that slot (``pruned``, ``regraft``: ``3 N`` rows for ``N`` nodes), one row per distinct
-parsimony value (``shared``), and per move three int32 row numbers and its ``own`` columns (the
-prune–regraft distances): 20 bytes a rich move instead of 92 (4 node ids and 15 features). The
-learner's sampled batch crosses to the GPU in this form and :func:`expand_actions` makes the
-:class:`~phylorl.nets.inputs.ActionBatch` there, the same bits as writing it on the host
-(:func:`phylorl.env.move_kernels.expand_moves`; ``tests/unit/agent/test_packed_batch.py``).
+parsimony value (``shared``), and per move one int32 ``shared`` row number. The moves pruning ``(p, k)``
+onto the side of ``p`` away from ``k`` regraft onto that side's subtree in the order of one walk, which
+both pruned slots ``k`` other than that side share; so each walk is kept once (``walk_slot``: each regraft's
+slot; ``walk_own``: its own columns, the prune–regraft distances), and the moves as blocks, each a pruned
+slot and a run of walk rows. That is about 10 bytes a rich move instead of 92 (4 node ids and 15 features),
+and what the host writes per move is only its parsimony row. The learner's sampled batch crosses to the GPU
+in this form and :func:`expand_actions` makes the :class:`~phylorl.nets.inputs.ActionBatch` there, the same
+bits as writing it on the host (:func:`phylorl.env.move_kernels.expand_moves`;
+``tests/unit/agent/test_packed_batch.py``).
 """
 
 from __future__ import annotations
@@ -27,38 +31,47 @@ from .segment import Segments
 class CompactActions:
     """All moves of ``G`` states.
 
-    ``slot_node`` int64   ``[3N]``     global id of ``neighbors[v, k]`` for slot ``3 v + k`` (``v`` global).
-    ``pruned``    float32 ``[3N, Kp]`` the columns of a move pruning slot ``3 p + k``.
-    ``regraft``   float32 ``[3N, Kr]`` the columns of a move regrafting onto slot ``3 x + j``.
-    ``shared``    float32 ``[T, Ks]``  rows several moves share (the parsimony columns; ``Ks`` may be 0).
-    ``index``     int32   ``[A, 3]``   each move's pruned slot, regraft slot and ``shared`` row.
-    ``own``       float32 ``[A, Ko]``  each move's own columns.
-    ``columns``   int64   ``[K]``      meta column ``c`` is column ``columns[c]`` of
-                                       ``cat(pruned, regraft, shared, own)`` (gathered per move).
-    ``states``    :class:`Segments` of the ``A`` moves over the ``G`` states.
+    ``slot_node``  int64   ``[3N]``     global id of ``neighbors[v, k]`` for slot ``3 v + k`` (``v`` global).
+    ``pruned``     float32 ``[3N, Kp]`` the columns of a move pruning slot ``3 p + k``.
+    ``regraft``    float32 ``[3N, Kr]`` the columns of a move regrafting onto slot ``3 x + j``.
+    ``shared``     float32 ``[T, Ks]``  rows several moves share (the parsimony columns; ``Ks`` may be 0).
+    ``walk_slot``  int32   ``[W]``      the regraft slot of each walk row.
+    ``walk_own``   float32 ``[W, Ko]``  the own columns of a move regrafting at that walk row.
+    ``blocks``     int32   ``[Bk, 3]``  the moves in order, as blocks: pruned slot, first walk row, moves.
+    ``shared_row`` int32   ``[A]``      each move's ``shared`` row.
+    ``columns``    int64   ``[K]``      meta column ``c`` is column ``columns[c]`` of
+                                        ``cat(pruned, regraft, shared, own)`` (gathered per move).
+    ``states``     :class:`Segments` of the ``A`` moves over the ``G`` states.
     """
 
     slot_node: Tensor
     pruned: Tensor
     regraft: Tensor
     shared: Tensor
-    index: Tensor
-    own: Tensor
+    walk_slot: Tensor
+    walk_own: Tensor
+    blocks: Tensor
+    shared_row: Tensor
     columns: Tensor
     states: Segments
 
     @property
     def count(self) -> int:
-        return int(self.index.shape[0])
+        return int(self.shared_row.shape[0])
 
 
 def expand_actions(compact: CompactActions) -> ActionBatch:
-    """The :class:`ActionBatch` of ``compact``, on its device, by tensor gathers: node ids ``(p, s, x, y)`` and
-    every column (what a GPU runs; on the host :func:`phylorl.agent.batch.on_device` uses one compiled pass,
-    :func:`phylorl.env.move_kernels.expand_moves`, which gives the same values)."""
-    index = compact.index.long()
-    pruned, regraft = index[:, 0], index[:, 1]
+    """The :class:`ActionBatch` of ``compact``, on its device, by tensor operations without a host sync: node ids
+    ``(p, s, x, y)`` and every column (what a GPU runs; on the host :func:`phylorl.agent.batch.on_device` uses one
+    compiled pass, :func:`phylorl.env.move_kernels.expand_moves`, which gives the same values)."""
+    blocks, count = compact.blocks.long(), compact.count
+    lengths = blocks[:, 2]
+    block = torch.repeat_interleave(torch.arange(blocks.shape[0], device=blocks.device), lengths, output_size=count)
+    starts = torch.cumsum(lengths, 0) - lengths
+    walk = blocks[:, 1].index_select(0, block) + torch.arange(count, device=blocks.device) - starts.index_select(0, block)
+    pruned, regraft = blocks[:, 0].index_select(0, block), compact.walk_slot.long().index_select(0, walk)
     nodes = torch.stack((torch.div(pruned, 3, rounding_mode="floor"), compact.slot_node[pruned],
                          torch.div(regraft, 3, rounding_mode="floor"), compact.slot_node[regraft]), dim=1)
-    parts = torch.cat((compact.pruned[pruned], compact.regraft[regraft], compact.shared[index[:, 2]], compact.own), 1)
+    parts = torch.cat((compact.pruned[pruned], compact.regraft[regraft], compact.shared[compact.shared_row.long()],
+                       compact.walk_own[walk]), 1)
     return ActionBatch(nodes=nodes, meta=parts.index_select(1, compact.columns), states=compact.states)

@@ -116,6 +116,18 @@ def proxied(redis_server):
     proxy.close()
 
 
+def _table(client: redis.Redis, prefix: str, capacity: int = 1000, seed: int = 0) -> PrioritizedReplay:
+    return PrioritizedReplay(RedisStore(client, prefix), capacity=capacity, alpha=0.6, beta=0.4,
+                             rate_limiter=RateLimiter(1), seed=seed)
+
+
+def _lost_after_first(proxy, table) -> tuple[list[bytes], list[bytes], list[_Link]]:
+    """Keys 0..4 inserted, then 4 records whose insert times out with its bytes held in the proxy."""
+    first, lost = _records(5, 0), _records(4, 1)
+    table.insert(first, np.ones(5))
+    return first, lost, _late_insert(proxy, table, lost)
+
+
 def _records(count: int, seed: int) -> list[bytes]:
     rng = np.random.default_rng(seed)
     return [encode_transition(random_transition(6, 20, rng)) for _ in range(count)]
@@ -145,19 +157,16 @@ def _check_whole(direct: redis.Redis, prefix: str, expected: dict[int, bytes]) -
     keys = list(range(stored.head, stored.next_key))
     assert keys == sorted(expected), f"Redis holds keys {keys}, expected {sorted(expected)}"
     assert stored.records == [expected[k] for k in keys]
-    table = PrioritizedReplay(RedisStore(direct, prefix), capacity=1000, alpha=0.6, beta=0.4,
-                              rate_limiter=RateLimiter(1), seed=1)
+    table = _table(direct, prefix, seed=1)
     batch = table.sample(64)
     assert all(record == expected[key] for key, record in zip(batch.keys.tolist(), batch.records))
 
 
 def test_a_late_write_landing_after_the_next_insert_is_refused(proxied):
     proxy, client, direct = proxied
-    table = PrioritizedReplay(RedisStore(client, "late"), capacity=1000, alpha=0.6, beta=0.4,
-                              rate_limiter=RateLimiter(1), seed=0)
-    first, lost, after = _records(5, 0), _records(4, 1), _records(3, 2)
-    table.insert(first, np.ones(5))
-    held = _late_insert(proxy, table, lost)
+    table = _table(client, "late")
+    first, lost, held = _lost_after_first(proxy, table)
+    after = _records(3, 2)
     keys = table.insert(after, np.ones(3)).keys          # re-reads the table (without ``lost``), then writes
     assert keys.tolist() == [5, 6, 7]
     _land(held)
@@ -171,11 +180,9 @@ def test_a_late_write_landing_after_the_next_insert_is_refused(proxied):
 
 def test_a_late_write_landing_between_the_reread_and_the_next_insert_is_kept(proxied):
     proxy, client, direct = proxied
-    table = PrioritizedReplay(RedisStore(client, "late2"), capacity=1000, alpha=0.6, beta=0.4,
-                              rate_limiter=RateLimiter(1), seed=0)
-    first, lost, after = _records(5, 0), _records(4, 1), _records(3, 2)
-    table.insert(first, np.ones(5))
-    held = _late_insert(proxy, table, lost)
+    table = _table(client, "late2")
+    first, lost, held = _lost_after_first(proxy, table)
+    after = _records(3, 2)
     table.update_priorities(np.zeros(0, dtype=np.int64), np.zeros(0))  # re-reads the table without ``lost``
     _land(held)                                        # ``lost`` lands now, as keys 5..8
     keys = table.insert(after, np.ones(3)).keys
@@ -185,13 +192,21 @@ def test_a_late_write_landing_between_the_reread_and_the_next_insert_is_kept(pro
     assert set(batch.keys.tolist()) <= set(range(12))
 
 
+def test_a_priority_update_after_a_late_write_landed_re_reads_and_is_kept(proxied):
+    proxy, client, direct = proxied
+    table = _table(client, "late4")
+    first, lost, held = _lost_after_first(proxy, table)
+    table.update_priorities(np.zeros(0, dtype=np.int64), np.zeros(0))  # re-reads the table without ``lost``
+    _land(held)
+    assert table.update_priorities(np.array([1, 7]), np.array([5.0, 6.0])) == 2   # key 7 is held once re-read
+    keys, priorities = table.priorities()
+    assert keys.tolist() == list(range(9)) and priorities[1] == 5.0 and priorities[7] == 6.0
+
+
 def test_no_staged_batch_is_left_behind_and_a_flushed_script_cache_is_refilled(proxied):
     proxy, client, direct = proxied
-    table = PrioritizedReplay(RedisStore(client, "late3"), capacity=6, alpha=0.6, beta=0.4,
-                              rate_limiter=RateLimiter(1), seed=0)
-    first, lost = _records(5, 0), _records(4, 1)
-    table.insert(first, np.ones(5))
-    held = _late_insert(proxy, table, lost)
+    table = _table(client, "late3", 6, 0)
+    first, lost, held = _lost_after_first(proxy, table)
     direct.script_flush()                      # as after a Redis restart: the next write sends the script itself
     after = _records(3, 2)
     assert table.insert(after, np.ones(3)).keys.tolist() == [5, 6, 7]   # evicts keys 0 and 1
@@ -201,10 +216,8 @@ def test_no_staged_batch_is_left_behind_and_a_flushed_script_cache_is_refilled(p
 
 
 def test_a_second_writer_on_the_same_prefix_is_refused_then_followed(redis_client):
-    one = PrioritizedReplay(RedisStore(redis_client, "two"), capacity=100, alpha=0.6, beta=0.4,
-                            rate_limiter=RateLimiter(1), seed=0)
-    other = PrioritizedReplay(RedisStore(redis_client, "two"), capacity=100, alpha=0.6, beta=0.4,
-                              rate_limiter=RateLimiter(1), seed=0)
+    one = _table(redis_client, "two", 100, 0)
+    other = _table(redis_client, "two", 100, 0)
     a, b, c = _records(3, 0), _records(2, 1), _records(4, 2)
     assert one.insert(a, np.ones(3)).keys.tolist() == [0, 1, 2]
     assert other.insert(b, np.ones(2)).keys.tolist() == [3, 4]   # its view (empty) was stale: it re-read
@@ -217,8 +230,7 @@ def test_a_redis_user_who_may_not_run_the_script_is_named_when_the_table_opens(r
     try:
         client = redis.Redis(host="127.0.0.1", port=redis_server.port, username="noscript", password="pw")
         with pytest.raises(RuntimeError, match=r"may not run the replay store's guarded writes.*make_secrets"):
-            PrioritizedReplay(RedisStore(client, "acl"), capacity=10, alpha=0.6, beta=0.4,
-                              rate_limiter=RateLimiter(1), seed=0)
+            _table(client, "acl", 10, 0)
         client.close()
     finally:
         redis_client.execute_command("ACL", "DELUSER", "noscript")

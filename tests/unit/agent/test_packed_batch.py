@@ -68,7 +68,9 @@ def _check(records: list[bytes], batch_size: int, seed: int = 0) -> int:
         assert versions.tolist() == [t.policy_version for t in transitions]
         compact, _ = collate_records(PackedRecords.from_records(chosen), weights=weights, compact=True)
         assert isinstance(compact.next_actions, CompactActions)
-        assert compact.next_actions.index.dtype == torch.int32
+        moves = compact.next_actions
+        assert moves.shared_row.dtype == moves.walk_slot.dtype == moves.blocks.dtype == torch.int32
+        assert moves.walk_slot.shape[0] <= moves.count // 2 + 6 * compact.next_graphs.x.shape[0]  # walks shared
         _assert_same(on_device(compact, "cpu"), reference)  # expanded on the host, in one compiled pass
         _assert_same(expand_actions(compact.next_actions), reference.next_actions)  # tensor gathers, as on a GPU
         checked += len(chosen)
@@ -247,15 +249,20 @@ def test_the_host_expansion_knows_the_rich_layout_and_reads_any_other():
 
     rng = np.random.default_rng(0)
     tables = [rng.normal(size=(30, w)).astype(np.float32) for w in (6, 4, 3)]
-    index = np.stack([rng.integers(0, 30, 50), rng.integers(0, 30, 50), rng.integers(0, 30, 50)], 1).astype(np.int32)
-    own, slot_node = rng.normal(size=(50, 2)).astype(np.float32), rng.integers(0, 10, 30)
+    walk_slot, walk_own = rng.integers(0, 30, 40).astype(np.int32), rng.normal(size=(40, 2)).astype(np.float32)
+    lengths = np.array([3, 0, 7, 1, 20, 19])   # 50 moves; blocks overlap in the walk as a state's do
+    blocks = np.stack([rng.integers(0, 30, 6), rng.integers(0, 20, 6), lengths], 1).astype(np.int32)
+    shared_row, slot_node = rng.integers(0, 30, 50).astype(np.int32), rng.integers(0, 10, 30)
+    arrays = (slot_node, *tables, walk_slot, walk_own, blocks, shared_row)
     for columns in (RICH_LAYOUT, tuple(rng.permutation(15))):
-        compact = CompactActions(*map(torch.from_numpy, (slot_node, *tables, index, own, np.array(columns))),
+        compact = CompactActions(*map(torch.from_numpy, (*arrays, np.array(columns))),
                                  states=Segments(torch.zeros(50, dtype=torch.int64), torch.tensor([50]), 1, 50))
-        nodes, meta = expand_moves(slot_node, *tables, index, own, np.array(columns))
+        nodes, meta = expand_moves(*arrays, np.array(columns))
         reference = expand_actions(compact)
         assert np.array_equal(nodes, reference.nodes.numpy())
         assert meta.tobytes() == reference.meta.numpy().tobytes()
+        first = np.repeat(blocks[:, 1], lengths) + np.arange(50) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+        assert np.array_equal(nodes[:, 2], walk_slot[first] // 3)   # each block is a run of walk rows
 
 
 def test_the_learner_takes_compact_batches_as_expanded_ones(simulated):
