@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 """Soak: ``phylorl train`` for a while under a schedule of faults, then count what was lost.
 
-    python scripts/soak.py --minutes 30 --json soak.json [--actors 2] [--fault-every 30] [--faults N] [--run-dir DIR]
+    python scripts/soak.py --minutes 30 --json soak.json [--actors 2] [--fault-every 30] [--faults N] [--kinds K,...]
+                           [--run-dir DIR]
 
 The run is the embedded default (redis-server, replay, learner, actors as local processes, supervised).
-Every ``--fault-every`` seconds the next fault of the cycle is injected:
+Every ``--fault-every`` seconds the next fault of the cycle (``--kinds``, default all, in this order) is injected:
 
     kill-replay, kill-actor, kill-learner,   kill -9 of that service (the launcher starts it again; Redis
     kill-redis                               on its AOF, fsynced before every acknowledged insert)
@@ -61,9 +62,18 @@ def parse(argv):
     p.add_argument("--quiet-s", type=float, default=45.0, help="no faults in the last this many seconds")
     p.add_argument("--faults", type=int, default=None,
                    help="inject this many faults (the cycle's first N), then end the run --quiet-s seconds later")
+    p.add_argument("--kinds", default=",".join(FAULTS),
+                   help="comma-separated faults the cycle holds, in order (default: all of them); e.g. stall-redis "
+                        "alone to press on one failure")
     p.add_argument("--run-dir", default="", help="the run directory (default: a new one under runs/)")
     p.add_argument("--seed", type=int, default=0)
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    args.kinds = tuple(k.strip() for k in args.kinds.split(",") if k.strip())
+    unknown = [k for k in args.kinds if k not in FAULTS]
+    if unknown or not args.kinds:
+        p.error(f"--kinds: unknown fault {unknown[0]!r} (known: {', '.join(FAULTS)})" if unknown
+                else "--kinds names no fault")
+    return args
 
 
 def pid_of(pattern: str) -> int | None:
@@ -192,9 +202,9 @@ class Soak:
             while time.monotonic() + args.fault_every < end - args.quiet_s and (args.faults is None
                                                                                or index < args.faults):
                 time.sleep(args.fault_every)
-                kind = FAULTS[index % len(FAULTS)]
+                kind = args.kinds[index % len(args.kinds)]
                 print(f"[soak +{time.monotonic() - self.started:5.0f}s] {kind}", flush=True)
-                self.inject(kind, index // len(FAULTS))
+                self.inject(kind, index // len(args.kinds))
                 index += 1
             if args.faults is not None:  # every fault asked for is in: a quiet spell, then the end
                 end = min(end, time.monotonic() + args.quiet_s)

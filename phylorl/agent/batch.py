@@ -89,7 +89,7 @@ def expand_on_host(compact: CompactActions) -> ActionBatch:
     nodes, meta = expand_moves(*(t.numpy() for t in (compact.slot_node, compact.pruned, compact.regraft, compact.shared,
                                                      compact.walk_slot, compact.walk_own, compact.blocks,
                                                      compact.shared_row, compact.columns)))
-    return ActionBatch(torch.from_numpy(nodes), torch.from_numpy(meta), compact.states)
+    return ActionBatch(torch.from_numpy(nodes), torch.from_numpy(meta), compact.states())
 
 
 def collate(

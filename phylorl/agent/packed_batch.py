@@ -42,13 +42,13 @@ def collate_records(records: PackedRecords, device: torch.device | str = "cpu", 
     status, decoded = decode_batch(buf, np.ascontiguousarray(records.offsets, dtype=np.int64))
     if decoded is None:
         return None
-    rich, headers, values, (sides, node_index, taken, taken_meta, moves, labels, counts, move_index) = decoded
+    rich, headers, values, (sides, node_index, taken, taken_meta, moves, labels, counts) = decoded
     flags = headers[:, 0]
     batch = Batch(
         graphs=_graph_batch(sides[0], node_index[0], n),
         actions=ActionBatch(torch.from_numpy(taken), torch.from_numpy(taken_meta), segments(np.ones(n))),
         next_graphs=_graph_batch(sides[1], node_index[1], n),
-        next_actions=_compact(moves, rich, counts, move_index),
+        next_actions=_compact(moves, rich, counts),
         reward=torch.from_numpy(values[:, 0].astype(np.float32)),
         discount=torch.from_numpy(values[:, 1].astype(np.float32)),
         terminal=torch.from_numpy((flags & TERMINAL) != 0),
@@ -77,17 +77,19 @@ def collate_states(records: PackedRecords) -> tuple[GraphBatch, ActionBatch, boo
     _, decoded = decode_batch(buf, np.ascontiguousarray(records.offsets, dtype=np.int64), states=True)
     if decoded is None or not finite_and_movable(decoded):
         return None
-    rich, _, _, (sides, node_index, _, _, moves, _, counts, move_index) = decoded
+    rich, _, _, (sides, node_index, _, _, moves, _, counts) = decoded
     nodes, meta = expand_moves(*moves, _COLUMNS[bool(rich)].numpy())
-    actions = ActionBatch(torch.from_numpy(nodes), torch.from_numpy(meta), segments(counts, move_index))
+    actions = ActionBatch(torch.from_numpy(nodes), torch.from_numpy(meta), segments(counts))
     return _graph_batch(sides[1], node_index[1], n), actions, bool(rich)
 
 
 _COLUMNS = {True: torch.tensor(RICH_LAYOUT), False: torch.tensor(BASIC_LAYOUT)}
 
 
-def _compact(moves, rich: bool, counts: np.ndarray, move_index: np.ndarray) -> CompactActions:
-    return CompactActions(*(torch.from_numpy(a) for a in moves), _COLUMNS[bool(rich)], segments(counts, move_index))
+def _compact(moves, rich: bool, counts: np.ndarray) -> CompactActions:
+    uniform = counts.size > 0 and bool((counts == counts[0]).all())
+    return CompactActions(*(torch.from_numpy(a) for a in moves), _COLUMNS[bool(rich)], torch.from_numpy(counts),
+                          int(counts[0]) if uniform else None)
 
 
 def _graph_batch(side, index: np.ndarray, n: int) -> GraphBatch:

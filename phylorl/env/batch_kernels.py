@@ -221,7 +221,7 @@ def _fill(buf, headers, values, arrays, trees, rich, per):
     node_index = (_segment_index(nodes[0, 1:] - nodes[0, :-1]), _segment_index(nodes[1, 1:] - nodes[1, :-1]))
     compact = (compact[0], compact[1], compact[2], compact[3][:max(shared, 1)], compact[4][:walked],
                compact[5][:walked], compact[6][:blocked], compact[7][:written])
-    return status, (sides, node_index, taken, taken_meta, compact, labels[:written], counts, _segment_index(counts))
+    return status, (sides, node_index, taken, taken_meta, compact, labels[:written], counts)
 
 
 @njit(cache=True, nogil=True)
@@ -249,7 +249,8 @@ def decode_batch(buf: np.ndarray, offsets: np.ndarray, states: bool = False):
     :data:`INVALID`); ``decoded`` is ``None`` when any record is not OK, else ``(rich, headers, values,
     arrays)``: the int64 headers ``[B, 4]`` (flags, action, policy version, labels position), float64
     values ``[B, 2]`` (reward, discount) and the batch arrays ``(sides, node_index, taken, taken_meta,
-    compact, labels, counts, move_index)`` (``compact``: the first eight fields of ``CompactActions``).
+    compact, labels, counts)`` (``compact``: the first eight fields of ``CompactActions``; ``counts``: moves per
+    next state).
     ``states``: the records are observation records (:func:`phylorl.wire.record.encode_observation`),
     each written as a next state.
     """
@@ -287,7 +288,7 @@ def finite_and_movable(decoded) -> bool:
     """Whether decoded batch arrays hold only finite features and every state at least one move (the
     moves' slot tables are checked whole: every entry is made from the tree's branch lengths and splits,
     which the edge features hold too)."""
-    sides, _, _, taken_meta, compact, labels, counts, _ = decoded[3]
+    sides, _, _, taken_meta, compact, labels, counts = decoded[3]
     _, pruned, regraft, shared, _, own, _, _ = compact
     finite = all(all_finite(a) for a in (sides[0][0], sides[0][2], sides[1][0], sides[1][2], taken_meta, pruned,
                                          regraft, shared, own, labels))

@@ -10,7 +10,8 @@ parsimony value (``shared``), and per move one int32 ``shared`` row number. The 
 onto the side of ``p`` away from ``k`` regraft onto that side's subtree in the order of one walk, which
 both pruned slots ``k`` other than that side share; so each walk is kept once (``walk_slot``: each regraft's
 slot; ``walk_own``: its own columns, the prune–regraft distances), and the moves as blocks, each a pruned
-slot and a run of walk rows. That is about 10 bytes a rich move instead of 92 (4 node ids and 15 features),
+slot and a run of walk rows; each move's state is made where the moves are expanded, from the states' move
+counts. That is about 10 bytes a rich move instead of 100 (4 node ids, 15 features and the state's index),
 and what the host writes per move is only its parsimony row. The learner's sampled batch crosses to the GPU
 in this form and :func:`expand_actions` makes the :class:`~phylorl.nets.inputs.ActionBatch` there, the same
 bits as writing it on the host (:func:`phylorl.env.move_kernels.expand_moves`;
@@ -41,7 +42,10 @@ class CompactActions:
     ``shared_row`` int32   ``[A]``      each move's ``shared`` row.
     ``columns``    int64   ``[K]``      meta column ``c`` is column ``columns[c]`` of
                                         ``cat(pruned, regraft, shared, own)`` (gathered per move).
-    ``states``     :class:`Segments` of the ``A`` moves over the ``G`` states.
+    ``sizes``      int64   ``[G]``      moves per state (the ``A`` moves are the states' in order).
+    ``uniform``    the moves per state when every state has as many, else ``None``.
+
+    Each move's state (:class:`Segments` ``index``) is made where the moves are expanded, not sent.
     """
 
     slot_node: Tensor
@@ -53,7 +57,15 @@ class CompactActions:
     blocks: Tensor
     shared_row: Tensor
     columns: Tensor
-    states: Segments
+    sizes: Tensor
+    uniform: int | None
+
+    def states(self) -> Segments:
+        """The :class:`Segments` of the moves over the states, on the arrays' device (no host sync)."""
+        sizes = self.sizes
+        index = torch.repeat_interleave(torch.arange(sizes.shape[0], device=sizes.device), sizes,
+                                        output_size=self.count)
+        return Segments(index=index, sizes=sizes, count=int(sizes.shape[0]), size=self.uniform)
 
     @property
     def count(self) -> int:
@@ -74,4 +86,4 @@ def expand_actions(compact: CompactActions) -> ActionBatch:
                          torch.div(regraft, 3, rounding_mode="floor"), compact.slot_node[regraft]), dim=1)
     parts = torch.cat((compact.pruned[pruned], compact.regraft[regraft], compact.shared[compact.shared_row.long()],
                        compact.walk_own[walk]), 1)
-    return ActionBatch(nodes=nodes, meta=parts.index_select(1, compact.columns), states=compact.states)
+    return ActionBatch(nodes=nodes, meta=parts.index_select(1, compact.columns), states=compact.states())

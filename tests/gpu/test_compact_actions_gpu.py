@@ -46,6 +46,7 @@ def test_compact_moves_expand_on_the_gpu_to_the_host_batch():
         assert device.nodes.is_cuda and device.meta.is_cuda
         assert torch.equal(device.nodes.cpu(), host.next_actions.nodes)
         assert device.meta.cpu().numpy().tobytes() == host.next_actions.meta.numpy().tobytes()
+        assert torch.equal(device.states.index.cpu(), host.next_actions.states.index)
 
 
 def test_a_batch_staged_in_one_pinned_block_reaches_the_gpu_as_the_per_tensor_copy_does():

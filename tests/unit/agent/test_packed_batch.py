@@ -255,14 +255,15 @@ def test_the_host_expansion_knows_the_rich_layout_and_reads_any_other():
     shared_row, slot_node = rng.integers(0, 30, 50).astype(np.int32), rng.integers(0, 10, 30)
     arrays = (slot_node, *tables, walk_slot, walk_own, blocks, shared_row)
     for columns in (RICH_LAYOUT, tuple(rng.permutation(15))):
-        compact = CompactActions(*map(torch.from_numpy, (*arrays, np.array(columns))),
-                                 states=Segments(torch.zeros(50, dtype=torch.int64), torch.tensor([50]), 1, 50))
+        compact = CompactActions(*map(torch.from_numpy, (*arrays, np.array(columns))), sizes=torch.tensor([20, 30]),
+                                 uniform=None)
         nodes, meta = expand_moves(*arrays, np.array(columns))
         reference = expand_actions(compact)
         assert np.array_equal(nodes, reference.nodes.numpy())
         assert meta.tobytes() == reference.meta.numpy().tobytes()
         first = np.repeat(blocks[:, 1], lengths) + np.arange(50) - np.repeat(np.cumsum(lengths) - lengths, lengths)
         assert np.array_equal(nodes[:, 2], walk_slot[first] // 3)   # each block is a run of walk rows
+        assert reference.states.index.tolist() == [0] * 20 + [1] * 30 and reference.states.count == 2
 
 
 def test_the_learner_takes_compact_batches_as_expanded_ones(simulated):
