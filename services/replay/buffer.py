@@ -9,6 +9,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 import numpy as np
 
@@ -22,6 +23,7 @@ from phylorl.replay.priority_table import PriorityTable
 MAX_SAMPLE_BATCH = 1 << 16
 _REFETCH_ATTEMPTS = 8
 _MOVED_ATTEMPTS = 3  # writes refused because the table moved (a late write landed) before giving up
+T = TypeVar("T")
 
 
 class RateLimited(TimeoutError):
@@ -134,14 +136,7 @@ class PrioritizedReplay:
             waited = self._wait(lambda: self._limiter.can_insert(self._size),
                                 lambda: self._limiter.why_no_insert(self._size), timeout_s, "insert", n)
             self._limiter.record_insert(n)
-        for attempt in range(_MOVED_ATTEMPTS):
-            try:
-                return self._write_insert(records, priorities, producer, first_sequence, waited)
-            except TableMoved:  # a write that timed out earlier landed since: re-read the table, plan again
-                if attempt == _MOVED_ATTEMPTS - 1:
-                    raise
-                self._refresh()
-        raise AssertionError("unreachable")
+        return self._written(lambda: self._write_insert(records, priorities, producer, first_sequence, waited))
 
     def _write_insert(self, records: PackedRecords, priorities: np.ndarray, producer: str, first_sequence: int,
                       waited: float) -> InsertResult:
@@ -213,22 +208,31 @@ class PrioritizedReplay:
     def update_priorities(self, keys: np.ndarray, priorities: np.ndarray) -> int:
         """Set raw ``priorities`` ``[n]`` of ``keys`` ``[n]``; returns how many keys were still held."""
         keys, priorities = self._table.last_of_each(keys, priorities)  # a repeated key: the last wins
+        return self._written(lambda: self._write_priorities(keys, priorities))
+
+    def _write_priorities(self, keys: np.ndarray, priorities: np.ndarray) -> int:
+        """The write of :meth:`update_priorities`: the keys still held, in Redis, then in the sum tree."""
+        with self._write_lock:  # no eviction can happen until this update is done
+            with self._cond:
+                held = self._table.held(keys)
+            keys, priorities = keys[held], priorities[held]
+            try:
+                self._store.set_priorities(keys, priorities)
+            except BaseException:
+                self._stale = True  # Redis may or may not hold them: rebuild before the next call
+                raise
+            with self._cond:
+                self._table.set_priorities(keys, priorities)
+                self._cond.notify_all()
+        return int(keys.size)
+
+    def _written(self, write: Callable[[], T]) -> T:
+        """``write()`` after re-reading the table if it may differ from Redis; again (re-read, planned anew) when
+        Redis refuses it because a write that timed out earlier has landed since (:class:`TableMoved`)."""
         for attempt in range(_MOVED_ATTEMPTS):
             self._refresh()
             try:
-                with self._write_lock:  # no eviction can happen until this update is done
-                    with self._cond:
-                        held = self._table.held(keys)
-                    held_keys, held_priorities = keys[held], priorities[held]
-                    try:
-                        self._store.set_priorities(held_keys, held_priorities)
-                    except BaseException:
-                        self._stale = True
-                        raise
-                    with self._cond:
-                        self._table.set_priorities(held_keys, held_priorities)
-                        self._cond.notify_all()
-                return int(held_keys.size)
+                return write()
             except TableMoved:
                 if attempt == _MOVED_ATTEMPTS - 1:
                     raise

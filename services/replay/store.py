@@ -20,13 +20,17 @@ Every write (an insert: the batch, its list entry, the deletion of batches whose
 evicted and the new key range; an eviction; a priority update) is one Lua script, atomic as a
 MULTI/EXEC transaction is, so a reader never sees a half-written batch and Redis' AOF replays whole
 batches. The script first checks that ``P:meta`` still holds the key range this store last wrote
-or read, and writes nothing when it does not (:class:`TableMoved`). That guard matters after a stall:
+or read, and writes nothing when it does not (:class:`~services.replay.redis_io.TableMoved`). That guard matters after a stall:
 a write whose answer the client gave up waiting for is still on its way, and Redis may run it after
 the service has re-read the table and written on. Unguarded, it would overwrite the batch written
 since at the same key and leave the batch index with a repeated entry; guarded, whichever of the two
-writes runs second is refused, and the service re-reads the table and tries again. A batch is deleted when its last key is evicted, so Redis holds
-at most one batch beyond ``capacity``. Keys increase forever and are never reused, so a late
-priority update for an evicted transition cannot land on its successor.
+writes runs second is refused, and the service re-reads the table and tries again. The batch string
+itself is sent in a plain SET under a name of its own and renamed into place by the script (see
+:func:`services.replay.redis_io.guarded_write`).
+
+A batch is deleted when its last key is evicted, so Redis holds at most one batch beyond ``capacity``.
+Keys increase forever and are never reused, so a late priority update for an evicted transition cannot
+land on its successor.
 
 One string per insert instead of one key per transition costs Redis a few microseconds per
 transition rather than ten, and the service builds a handful of command arguments per insert.
@@ -53,6 +57,7 @@ _BATCH_MAGIC = b"PRB1"
 _BATCH_HEAD = struct.Struct("<4sI")
 _CHUNK = 4096  # keys (or batches) per Redis command when walking large ranges
 _READ_ATTEMPTS = 3  # reads of the whole table when a late write moves it while it is read
+
 
 @dataclass(frozen=True)
 class StoredTable:
@@ -248,7 +253,8 @@ class RedisStore:
         if keys:
             packed = np.asarray(priorities, dtype="<f8").tobytes()
             values = [packed[i:i + 8] for i in range(0, len(packed), 8)]
-            guarded_write(self._client, self._meta, self._range, [(b"HSET", self._priorities, *_interleave(_fields(keys), values))])
+            command = (b"HSET", self._priorities, *_interleave(_fields(keys), values))
+            guarded_write(self._client, self._meta, self._range, [command])
 
     # ------------------------------------------------------------------ reading
 
