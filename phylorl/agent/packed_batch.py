@@ -17,7 +17,7 @@ import torch
 from phylorl.env.batch_kernels import decode_batch, finite_and_movable
 from phylorl.env.move_kernels import BASIC_LAYOUT, RICH_LAYOUT, expand_moves
 from phylorl.nets.compact_actions import CompactActions
-from phylorl.nets.inputs import ActionBatch, GraphBatch, move_to, segments
+from phylorl.nets.inputs import ActionBatch, GraphBatch, move_to, segments, uniform_size
 from phylorl.wire.codec import PackedRecords
 from phylorl.wire.record_reader import LABELLED, TERMINAL
 
@@ -87,9 +87,8 @@ _COLUMNS = {True: torch.tensor(RICH_LAYOUT), False: torch.tensor(BASIC_LAYOUT)}
 
 
 def _compact(moves, rich: bool, counts: np.ndarray) -> CompactActions:
-    uniform = counts.size > 0 and bool((counts == counts[0]).all())
     return CompactActions(*(torch.from_numpy(a) for a in moves), _COLUMNS[bool(rich)], torch.from_numpy(counts),
-                          int(counts[0]) if uniform else None)
+                          uniform_size(counts))
 
 
 def _graph_batch(side, index: np.ndarray, n: int) -> GraphBatch:

@@ -79,8 +79,8 @@ def expand_actions(compact: CompactActions) -> ActionBatch:
     blocks, count = compact.blocks.long(), compact.count
     lengths = blocks[:, 2]
     block = torch.repeat_interleave(torch.arange(blocks.shape[0], device=blocks.device), lengths, output_size=count)
-    starts = torch.cumsum(lengths, 0) - lengths
-    walk = blocks[:, 1].index_select(0, block) + torch.arange(count, device=blocks.device) - starts.index_select(0, block)
+    shift = blocks[:, 1] - (torch.cumsum(lengths, 0) - lengths)  # a block's first walk row less its first move
+    walk = shift.index_select(0, block) + torch.arange(count, device=blocks.device)
     pruned, regraft = blocks[:, 0].index_select(0, block), compact.walk_slot.long().index_select(0, walk)
     nodes = torch.stack((torch.div(pruned, 3, rounding_mode="floor"), compact.slot_node[pruned],
                          torch.div(regraft, 3, rounding_mode="floor"), compact.slot_node[regraft]), dim=1)

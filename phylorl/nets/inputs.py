@@ -90,15 +90,19 @@ def segments(sizes: np.ndarray, index: np.ndarray | None = None) -> Segments:
     """:class:`Segments` of rows grouped ``sizes[i]`` at a time into segment ``i`` (``index``: each row's
     segment, when the caller has it already)."""
     sizes = np.ascontiguousarray(sizes, dtype=np.int64)
-    uniform = sizes.size > 0 and bool((sizes == sizes[0]).all())
     if index is None:
         index = np.repeat(np.arange(sizes.size, dtype=np.int64), sizes)
     return Segments(
         index=torch.from_numpy(index),
         sizes=torch.from_numpy(sizes),
         count=int(sizes.size),
-        size=int(sizes[0]) if uniform else None,
+        size=uniform_size(sizes),
     )
+
+
+def uniform_size(sizes: np.ndarray) -> int | None:
+    """The size every segment has, or ``None`` when they differ (or there is none)."""
+    return int(sizes[0]) if sizes.size > 0 and bool((sizes == sizes[0]).all()) else None
 
 
 def _neighbor_table(edge_index: np.ndarray, edge_attr: np.ndarray, n_nodes: int):
