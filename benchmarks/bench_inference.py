@@ -9,13 +9,19 @@ requests had before. Reported per N in (1, 8, 64):
 requests/s, p50/p99 latency, and the same with batching off (max batch 1 observation), whose ratio
 is the gain of batching, and from the endpoint's own histograms (``phylorl_inference_stage_seconds``) its mean
 batch and the mean time of each stage of its work (``endpoint``: where a request's time goes). ``publish``: what a
-publication of new weights costs the learner's training thread (copies of its networks on its device, written into
-the endpoint's; ``first_ms`` builds the networks, ``median_ms`` of 20 after it writes retired ones again). Network:
-the designed sizes (hidden 256) on this machine's device.
+publication of new weights costs the learner's training thread (its live parameters copied into the endpoint's
+networks; ``first_ms`` builds the networks, ``median_ms`` of 20 after it writes retired ones again;
+``copies_median_ms``: copies made first, ``policy_weights``, as the loop did before session 18), and in
+each setting while the streams run (``publish_under_load``: one publication every ``--publish-every-ms`` from a thread
+of the endpoint's process, as the learner's loop publishes while its endpoint serves). The process sets the
+interpreter's switch interval as the learner does (``--switch-interval-ms``, ``LearnerConfig.switch_interval_ms``):
+every torch call lets the interpreter lock go, and a thread taking it back waits for the threads running Python.
+Network: the designed sizes (hidden 256) on this machine's device.
 
 Usage: python benchmarks/bench_inference.py [--seconds S] [--hidden H] [--features rich|basic]
                                            [--clients processes|threads] [--server threads|asyncio]
                                            [--streams 1,8,64] [--fused-head] [--tf32]
+                                           [--switch-interval-ms MS] [--publish-every-ms MS]
 """
 
 from __future__ import annotations
@@ -48,7 +54,7 @@ from phylorl.wire.section_cache import forget
 from phylorl.wire.v1 import common_pb2, inference_pb2, inference_pb2_grpc
 from prometheus_client import REGISTRY
 from services.learner.inference import BatchingInference
-from services.learner.config import SERVER_KINDS
+from services.learner.config import SERVER_KINDS, LearnerConfig, switch_interval_ms
 from services.learner.server import make_server
 
 
@@ -179,18 +185,25 @@ def endpoint_summary(before: dict, after: dict) -> dict:
 
 
 def publish_costs(net_cfg, device, learner, fused_head: bool, times: int = 20) -> dict:
-    """Milliseconds of ``publish(learner.policy_weights(device))`` as the learner's training loop calls it."""
+    """Milliseconds of ``publish(learner.policy_tensors())`` as the learner's training loop calls it (``first_ms``
+    builds the networks; ``median_ms`` writes retired ones again), and (``copies_median_ms``) of publishing copies
+    made first (``policy_weights``: ~170 torch calls, as the training loop did before session 18)."""
     inference = BatchingInference(net_cfg, device, max_batch=8, max_delay_s=0.002, max_queue=8, fused_head=fused_head)
     try:
-        inference.publish(learner.policy_weights(device), learner.alpha, 0)  # the fused kernel's warm-up
-        spent = []
+        inference.publish(learner.policy_tensors(), learner.alpha, 0)  # the fused kernel's warm-up
+        spent, copies = [], []
         for version in range(1, times + 2):
             start = time.perf_counter()
-            inference.publish(learner.policy_weights(device), learner.alpha, version)
+            inference.publish(learner.policy_tensors(), learner.alpha, version)
             spent.append(time.perf_counter() - start)
+        for version in range(times + 2, 2 * times + 2):
+            start = time.perf_counter()
+            inference.publish(learner.policy_weights(device), learner.alpha, version)
+            copies.append(time.perf_counter() - start)
     finally:
         inference.close()
-    return {"first_ms": round(spent[0] * 1e3, 2), "median_ms": round(statistics.median(spent[1:]) * 1e3, 2)}
+    return {"first_ms": round(spent[0] * 1e3, 2), "median_ms": round(statistics.median(spent[1:]) * 1e3, 2),
+            "copies_median_ms": round(statistics.median(copies) * 1e3, 2)}
 
 
 def assembly_costs(observations: list, times: int = 30) -> dict:
@@ -242,29 +255,54 @@ def assembly_costs(observations: list, times: int = 30) -> dict:
             "two_busy_threads_ms": contended}
 
 
-def run(streams: int, max_batch: int, seconds: float, net_cfg, device, weights, alpha, reqs,
+def run(streams: int, max_batch: int, seconds: float, net_cfg, device, learner, reqs,
         fused_head: bool = False, clients: str = "processes", server_kind: str = "threads",
-        cuda_graphs: bool = False) -> dict:
+        cuda_graphs: bool = False, publish_every_s: float = 0.0) -> dict:
     before = endpoint_counters()
-    result = _run(streams, max_batch, seconds, net_cfg, device, weights, alpha, reqs, fused_head, clients, server_kind,
-                  cuda_graphs)
+    result = _run(streams, max_batch, seconds, net_cfg, device, learner, reqs, fused_head, clients, server_kind,
+                  cuda_graphs, publish_every_s)
     return {**result, "endpoint": endpoint_summary(before, endpoint_counters())}
 
 
-def _run(streams: int, max_batch: int, seconds: float, net_cfg, device, weights, alpha, reqs,
+def publisher(inference, learner, every_s: float, stop: threading.Event, spent: list) -> threading.Thread:
+    """A thread publishing ``learner``'s weights every ``every_s`` until ``stop``, as the training loop does while
+    the endpoint serves; each publication's seconds go to ``spent``."""
+    def body() -> None:
+        version = 2
+        while not stop.wait(every_s):
+            started = time.perf_counter()
+            inference.publish(learner.policy_tensors(), learner.alpha, version)
+            spent.append(time.perf_counter() - started)
+            version += 1
+    thread = threading.Thread(target=body, name="publisher", daemon=True)
+    thread.start()
+    return thread
+
+
+def _run(streams: int, max_batch: int, seconds: float, net_cfg, device, learner, reqs,
          fused_head: bool = False, clients: str = "processes", server_kind: str = "threads",
-         cuda_graphs: bool = False) -> dict:
+         cuda_graphs: bool = False, publish_every_s: float = 0.0) -> dict:
     inference = BatchingInference(net_cfg, device, max_batch=max_batch, max_delay_s=0.002, max_queue=1024,
                                   fused_head=fused_head, cuda_graphs=cuda_graphs)
-    inference.publish(weights, alpha, 1)
+    inference.publish(learner.policy_tensors(), learner.alpha, 1)
     server = make_server(server_kind, inference, "127.0.0.1", 0, max_workers=max(16, 2 * streams))
     server.start()
     server.set_serving()
     if clients == "processes":
+        stop, spent = threading.Event(), []
+        thread = publisher(inference, learner, publish_every_s, stop, spent) if publish_every_s else None
         latencies, elapsed = client_processes(server.port, streams, seconds, reqs)
+        stop.set()
+        if thread is not None:
+            thread.join()
         server.stop(1.0)
         inference.close()
-        return summary(latencies, elapsed)
+        out = summary(latencies, elapsed)
+        if spent:  # (including the clients' start-up and warm-up, when the endpoint is mostly idle)
+            ms = np.array(spent) * 1e3
+            out["publish_under_load_ms"] = {"median": round(float(np.median(ms)), 2),
+                                            "p90": round(float(np.percentile(ms, 90)), 2), "count": len(spent)}
+        return out
     latencies: list[float] = []
     lock = threading.Lock()
     stop = time.perf_counter() + seconds
@@ -317,13 +355,18 @@ def main() -> None:
     parser.add_argument("--server", choices=SERVER_KINDS, default="threads",
                         help="the endpoint's gRPC server (LearnerConfig.inference_server)")
     parser.add_argument("--streams", default="1,8,64", help="comma-separated numbers of concurrent streams")
+    parser.add_argument("--switch-interval-ms", type=float, default=LearnerConfig.switch_interval_ms,
+                        help="the interpreter's switch interval in this process, as the learner sets it "
+                             "(LearnerConfig.switch_interval_ms; 0: automatic, by the device)")
+    parser.add_argument("--publish-every-ms", type=float, default=100.0,
+                        help="a publication every this many ms while the streams run (process clients; 0: none)")
     args = parser.parse_args()
-    torch.backends.cuda.matmul.allow_tf32 = args.tf32
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    sys.setswitchinterval(switch_interval_ms(args.switch_interval_ms, device.type) / 1000.0)
+    torch.backends.cuda.matmul.allow_tf32 = args.tf32
     net_cfg = NetworkConfig.for_features(args.features, hidden=args.hidden, action_hidden=args.hidden,
                                          head_hidden=args.hidden)
     learner = Learner(net_cfg, device=device, seed=0)
-    weights = learner.policy_weights()
     observations = states(64, args.features, seed=0)
     graphs = args.cuda_graphs and device.type == "cuda"
     reqs = requests(observations)
@@ -332,14 +375,15 @@ def main() -> None:
               "seconds_per_setting": args.seconds, "torch_threads": torch.get_num_threads(),
               "fused_head": args.fused_head and device.type == "cuda", "tf32": args.tf32 and device.type == "cuda",
               "clients": args.clients, "server": args.server, "cuda_graphs": graphs,
+              "switch_interval_ms": round(sys.getswitchinterval() * 1e3, 3), "publish_every_ms": args.publish_every_ms,
               "wire": wire_costs(observations),
               "publish": publish_costs(net_cfg, device, learner, args.fused_head and device.type == "cuda"),
               "assembly": assembly_costs(observations)}
     for streams in map(int, args.streams.split(",")):
-        batched = run(streams, 64, args.seconds, net_cfg, device, weights, learner.alpha, reqs, args.fused_head,
-                      args.clients, args.server, graphs)
-        single = run(streams, 1, args.seconds, net_cfg, device, weights, learner.alpha, reqs, args.fused_head,
-                     args.clients, args.server, graphs)
+        batched = run(streams, 64, args.seconds, net_cfg, device, learner, reqs, args.fused_head,
+                      args.clients, args.server, graphs, args.publish_every_ms / 1e3)
+        single = run(streams, 1, args.seconds, net_cfg, device, learner, reqs, args.fused_head,
+                     args.clients, args.server, graphs, args.publish_every_ms / 1e3)
         result[f"streams_{streams}"] = {"batched": batched, "batch_size_1": single,
                                         "batching_gain": round(batched["requests_per_s"] /
                                                                max(single["requests_per_s"], 1e-9), 2)}

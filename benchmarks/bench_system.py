@@ -5,7 +5,7 @@ processes) for a fixed time, measured from the services' own Prometheus endpoint
                                       [--hidden 256] [--seconds 60] [--warmup-s 60] [--device auto] [--cuda-graphs]
                                       [--tf32] [--fused-head] [--compile-networks] [--actor-pipeline P]
                                       [--no-updates] [--learner-threads T] [--inference-server threads|asyncio]
-                                      [--feed-processes F]
+                                      [--feed-processes F] [--switch-interval-ms MS]
 
 After the warm-up (preparation, compilation, replay filling to its minimum) it reads every endpoint, waits
 ``--seconds`` and reads them again. One JSON line: sustained updates/s and environment steps/s, the actors'
@@ -114,7 +114,8 @@ def agent_section(args) -> str:
                                                        if args.learner_threads else []) + (
         [f"inference_server: {args.inference_server}"] if args.inference_server != "threads" else []) + (
         [f"feed_processes: {args.feed_processes}"] if args.feed_processes else []) + (
-        ["inference_cuda_graphs: true"] if args.cuda_graphs else []) + (
+        [f"switch_interval_ms: {args.switch_interval_ms}"] if args.switch_interval_ms is not None else []) + (
+        [f"inference_cuda_graphs: {'true' if args.cuda_graphs else 'false'}"]) + (
         ["agent: {" + ", ".join(f"{name}: true" for name in options) + "}"] if options else [])
     return "learner: {" + ", ".join(fields) + "}\n" if fields else ""
 
@@ -144,6 +145,8 @@ def main(argv=None) -> int:
     p.add_argument("--learner-threads", type=int, default=0, help="the learner's torch threads (0: its default)")
     p.add_argument("--feed-processes", type=int, default=0, help="processes that sample and collate the learner's "
                    "batches (LearnerConfig.feed_processes; 0: its prefetch threads do)")
+    p.add_argument("--switch-interval-ms", type=float, default=None, help="the learner's interpreter switch interval "
+                   "(LearnerConfig.switch_interval_ms; 0: automatic; default: the learner's default)")
     p.add_argument("--no-updates", action="store_true", help="the learner never trains (the replay minimum is never "
                    "reached): acting alone is measured")
     args = p.parse_args(argv)
@@ -235,6 +238,7 @@ def main(argv=None) -> int:
           "compile_networks": args.compile_networks, "actor_pipeline": args.actor_pipeline or "default",
           "learner_threads": args.learner_threads or "default", "inference_server": args.inference_server,
           "feed_processes": args.feed_processes, "no_updates": args.no_updates,
+          "switch_interval_ms": "default" if args.switch_interval_ms is None else args.switch_interval_ms,
           "seconds": round(elapsed, 1),
           "updates_per_s": round(updates / elapsed, 3),
           "env_steps_per_s": round(delta("actor", "phylorl_actor_env_steps_total") / elapsed, 2),

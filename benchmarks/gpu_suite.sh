@@ -2,9 +2,10 @@
 # The GPU figures of docs/benchmarks.md ("On the GPU") in one run on a CUDA machine (about 13 minutes on an H200
 # for the steps up to fused-head; the acting comparison after them takes about 4 more). In order: `tests/gpu`
 # (first, the endpoint's graphs first of them: the figures after them mean little if the GPU paths are wrong; about
-# 100 s on an H200), the whole system with the GPU options (graphs: the update's and the endpoint's), the same
-# with the learner's feed processes (session 16 left the learner's side, its feed or update, as the likely bound),
-# on the asyncio endpoint (which decides the default server), the inference endpoint's batching gain on both
+# 100 s on an H200, 200 s on a fresh H100 whose numba cache is cold), the whole system with the GPU options (graphs:
+# the update's and the endpoint's), the same with the learner's feed processes (session 16 left the learner's side,
+# its feed or update, as the likely bound), with Python's 5 ms switch interval in the learner (against its default,
+# LearnerConfig.switch_interval_ms), on the asyncio endpoint (which decides the default server), the inference endpoint's batching gain on both
 # servers, the learner update (CUDA graphs, TF32, the fused head), the feed processes' tests (they spawn processes:
 # minutes), the update with torch.compile-d encoders, sampled records to the GPU (compact moves expanded there),
 # the update with demonstration labels on every next state, the fused head alone, and acting alone with the actors'
@@ -16,7 +17,8 @@
 # Each step runs under its own time limit and the suite goes on after a failure, so one broken step costs only
 # its own figure; the step's exit status is printed with its name. SUITE_SECONDS (environment) caps the whole run:
 # a step is given at most what is left of it, and one that would get under 20 s is skipped (for a device lease of
-# fixed length).
+# fixed length). STEPS (environment, comma-separated step names, e.g. `gpu-tests,system,update`) runs only those
+# steps, in the suite's order; unset or `all` runs every step.
 set -u
 cd "$(dirname "$0")/.."
 OUT_DIR=${1:-gpu-results}
@@ -29,11 +31,20 @@ PIPELINE=${PIPELINE:-0}
 # the learner's feed processes in the system-feed step (LearnerConfig.feed_processes)
 FEED=${FEED:-4}
 SUITE_SECONDS=${SUITE_SECONDS:-100000}
+STEPS=${STEPS:-all}
+KNOWN=" gpu-tests system system-feed system-switch5 system-asyncio inference inference-asyncio update feed-tests update-compiled replay \
+update-labelled fused-head acting-pipeline-1 acting-pipeline-2 "
+if [[ $STEPS != all ]]; then
+  for s in ${STEPS//,/ }; do
+    [[ $KNOWN == *" $s "* ]] || { echo "gpu_suite.sh: unknown step '$s' in STEPS (steps:$KNOWN)" >&2; exit 2; }
+  done
+fi
 mkdir -p "$OUT_DIR"
 export PYTHONUNBUFFERED=1
 T0=$(date +%s)
 step() {  # step NAME LIMIT_S OUTPUT_FILE COMMAND...
   local name=$1 limit=$2 out=$3; shift 3
+  if [[ $STEPS != all && ,$STEPS, != *,$name,* ]]; then return; fi
   local left=$(( SUITE_SECONDS - ($(date +%s) - T0) - 5 ))
   if (( left < 20 )); then echo "== $name: skipped (${left} s left of SUITE_SECONDS)"; return; fi
   (( limit > left )) && limit=$left
@@ -43,12 +54,13 @@ step() {  # step NAME LIMIT_S OUTPUT_FILE COMMAND...
   tail -c 600 "$OUT_DIR/$out"; echo
 }
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
-step gpu-tests 120 gpu_tests.log python3 -m pytest -q -rf -p no:cacheprovider tests/gpu/test_inference_gpu.py \
+step gpu-tests 240 gpu_tests.log python3 -m pytest -q -rf -p no:cacheprovider tests/gpu/test_inference_gpu.py \
   tests/gpu
 SYSTEM=(python3 benchmarks/bench_system.py --actors "$ACTORS" --envs-per-actor "$ENVS" --seconds 30 --warmup-s 40
         --device cuda --cuda-graphs --fused-head --tf32 --actor-pipeline "$PIPELINE")
 step system 170 bench_system.jsonl "${SYSTEM[@]}"
 step system-feed 170 bench_system_feed.jsonl "${SYSTEM[@]}" --feed-processes "$FEED"
+step system-switch5 170 bench_system_switch5.jsonl "${SYSTEM[@]}" --switch-interval-ms 5
 step system-asyncio 170 bench_system_asyncio.jsonl "${SYSTEM[@]}" --inference-server asyncio
 step inference 150 bench_inference.jsonl python3 benchmarks/bench_inference.py --seconds 3 --fused-head --tf32 \
   --cuda-graphs

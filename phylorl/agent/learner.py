@@ -269,6 +269,12 @@ class Learner:
         return {name: {k: v.detach().to(device, copy=True) for k, v in net.state_dict().items()}
                 for name, net in (("q1", self.q1), ("q2", self.q2))}
 
+    def policy_tensors(self) -> dict[str, dict[str, torch.Tensor]]:
+        """The online networks' own parameters, ``{"q1": {name: tensor}, "q2": ...}`` as :meth:`policy_weights` names
+        them, not copies: they change with the next update (for a reader that copies them first, as the inference
+        endpoint's ``publish`` does; getting them makes no torch call)."""
+        return {name: dict(net.named_parameters()) for name, net in (("q1", self.q1), ("q2", self.q2))}
+
     def state_dict(self) -> dict:
         """Everything needed to continue bit-for-bit: networks, targets, optimisers, alpha, RNG, counters."""
         return {

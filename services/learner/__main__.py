@@ -19,7 +19,7 @@ from services.common import security
 from services.common.memory import keep_freed_memory
 from services.common.runtime import start_service, startup, wait_for_redis
 from services.learner import metrics
-from services.learner.config import LearnerConfig, load
+from services.learner.config import LearnerConfig, load, switch_interval_ms
 from services.learner.inference import BatchingInference
 from services.learner.server import make_server
 from services.learner.training import Checkpoints, TrainingLoop, continue_published_version
@@ -62,6 +62,9 @@ def main(argv: list[str] | None = None) -> int:
     if keep_freed_memory(config.malloc_keep_mb):
         log.info("glibc malloc keeps up to %d MiB of freed memory for reuse", config.malloc_keep_mb)
     device = pick_device(config.device)
+    # the threads' hand-overs of the interpreter lock (LearnerConfig.switch_interval_ms)
+    sys.setswitchinterval(switch_interval_ms(config.switch_interval_ms, device.type) / 1000.0)
+    log.info("interpreter switch interval %.3g ms", sys.getswitchinterval() * 1000.0)
     if device.type == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = config.tf32
     checkpoints = Checkpoints(config.run_dir, config.keep_checkpoints)

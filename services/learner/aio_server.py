@@ -93,10 +93,10 @@ class AsyncInferenceServicer(inference_pb2_grpc.InferenceServiceServicer):
         return act_response(*answer)
 
     async def GetWeights(self, request, context):
-        snapshot = self.inference.snapshot
-        if snapshot is None:
+        response = weights_response(self.inference, request.known_version)
+        if response is None:
             await context.abort(grpc.StatusCode.UNAVAILABLE, "no weights published yet")
-        return weights_response(snapshot, request.known_version)
+        return response
 
 
 class AsyncInferenceServer:

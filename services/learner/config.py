@@ -40,6 +40,14 @@ class LearnerConfig(security.ServerTLS, security.ClientTLS, security.GrpcToken, 
     """cpu, cuda, cuda:N or auto (cuda when available)."""
     torch_threads: int = 0
     """CPU threads for torch (0: torch's default)."""
+    switch_interval_ms: float = 0.0
+    """The interpreter's switch interval in the learner's process (``sys.setswitchinterval``; 0: automatic, 0.5 ms
+    on a CUDA device and Python's 5 ms on a CPU). The update loop, the endpoint's batching thread, its gRPC threads
+    and the prefetch threads share one interpreter lock, and each torch call lets it go: a thread coming back from
+    one waits for a thread running Python until that one blocks or the interval forces a switch, so with 5 ms one
+    busy thread can add up to 5 ms to every call of the others (``benchmarks/bench_gil.py``). On a GPU the update
+    loop mostly waits on the device and then needs the lock at once; on a CPU it runs Python between long torch
+    calls, and there 0.5 ms made the whole system (``bench_system``, 2 cores) about 8% slower."""
     tf32: bool = False
     """On a CUDA device, let float32 matrix products and convolutions use TF32 tensor cores (about 1e-3
     relative per product; ``torch.backends.cuda.matmul.allow_tf32``): on an H100 the design-size update
@@ -82,10 +90,11 @@ class LearnerConfig(security.ServerTLS, security.ClientTLS, security.GrpcToken, 
     """Longest wait for more requests before a partial batch is run (ms)."""
     inference_queue: int = 256
     """Requests waiting for the network at most; beyond it: RESOURCE_EXHAUSTED."""
-    inference_cuda_graphs: bool = False
+    inference_cuda_graphs: bool = True
     """On a CUDA device, the endpoint replays its answers as CUDA graphs, one per batch shape (a batch's states
     padded to a power-of-two count, or a multiple of 16 above 16, with copies of its last one;
-    :mod:`phylorl.agent.acting_graphs`)."""
+    :mod:`phylorl.agent.acting_graphs`). A shape whose capture fails is answered eagerly (logged, counted). No
+    effect on a CPU."""
     inference_server: str = "threads"
     """gRPC server of the inference endpoint: ``threads`` (a pool thread parked on each call in flight) or
     ``asyncio`` (one event-loop thread serves every call; a batch's answers wake that one thread)."""
@@ -114,6 +123,8 @@ class LearnerConfig(security.ServerTLS, security.ClientTLS, security.GrpcToken, 
             problems.append("inference_max_batch and inference_queue must be >= 1, inference_max_delay_ms >= 0")
         if self.keep_checkpoints < 1:
             problems.append("keep_checkpoints must be >= 1")
+        if not 0 <= self.switch_interval_ms <= 100:
+            problems.append(f"switch_interval_ms must be in 0..100 (0: automatic), got {self.switch_interval_ms}")
         if self.malloc_keep_mb < 0:
             problems.append(f"malloc_keep_mb must be >= 0, got {self.malloc_keep_mb}")
         if self.inference_server not in SERVER_KINDS:
@@ -121,6 +132,11 @@ class LearnerConfig(security.ServerTLS, security.ClientTLS, security.GrpcToken, 
         problems += security.check(self)
         if problems:
             raise ValueError("invalid learner config: " + "; ".join(problems))
+
+
+def switch_interval_ms(configured: float, device_type: str) -> float:
+    """The switch interval a learner on ``device_type`` sets for ``LearnerConfig.switch_interval_ms`` (ms)."""
+    return configured or (0.5 if device_type == "cuda" else 5.0)
 
 
 def load(argv: Sequence[str], environ: Mapping[str, str]) -> LearnerConfig:

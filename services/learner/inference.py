@@ -76,36 +76,52 @@ class _Request:
     error: BaseException | None = None
 
 
+class Recycled(RuntimeError):
+    """A snapshot's networks were written again for a later publication before its weights were serialised."""
+
+
 class Snapshot:
     """Published policy: the twin online networks (eval mode; ``nets``), temperature and weights version, and
-    the weights whole as ``GetWeights`` sends them (``blob``: serialised on the first ask, once)."""
+    the weights whole as ``GetWeights`` sends them (``blob``: serialised from the networks on the first ask, once)."""
 
-    def __init__(self, nets, pair: tuple, alpha: float, version: int, weights: dict, written=None):
+    def __init__(self, nets, pair: tuple, alpha: float, version: int, written=None):
         self.nets = nets
         self.pair = pair
         """The two networks ``nets`` runs (written again for a later snapshot once this one is retired)."""
         self.alpha = alpha
         self.version = version
-        self._weights = weights  # never changed: the publisher hands over its own copies
         self.written = written
-        """On a GPU: a CUDA event recorded on the publisher's stream after its copies of the weights (the network
-        pair's and ``weights``); whoever reads them waits for it first (GPU-side: the batching stream; the host: the
-        first ``blob``). ``None`` on a CPU."""
+        """On a GPU: a CUDA event recorded on the publisher's stream after its copies into the network pair;
+        whoever reads them waits for it first (GPU-side: the batching stream; the host: the first ``blob``).
+        ``None`` on a CPU."""
         self._blob: bytes | None = None
+        self._recycled = False
         self._lock = threading.Lock()
 
     @property
     def blob(self) -> bytes:
+        """The weights serialised (``torch.save`` of version, alpha and both networks' state on the host). Raises
+        :class:`Recycled` when the networks were written again for a later snapshot before the first ask."""
         with self._lock:
             if self._blob is None:
+                if self._recycled:
+                    raise Recycled(f"weights version {self.version} was replaced and its networks reused")
                 if self.written is not None:
                     self.written.synchronize()
-                weights = {name: {k: v.detach().to("cpu") for k, v in state.items()}
-                           for name, state in self._weights.items()}
+                weights = {name: {k: v.detach().to("cpu") for k, v in net.state_dict().items()}
+                           for name, net in zip(("q1", "q2"), self.pair)}
                 buffer = io.BytesIO()
                 torch.save({"version": self.version, "alpha": self.alpha, "weights": weights}, buffer)
                 self._blob = buffer.getvalue()
             return self._blob
+
+    def recycle(self) -> bool:
+        """Claim the networks to be written again (``False``, and nothing claimed, while ``blob`` is being made)."""
+        if not self._lock.acquire(blocking=False):
+            return False
+        self._recycled = True
+        self._lock.release()
+        return True
 
 
 class BatchingInference:
@@ -141,16 +157,18 @@ class BatchingInference:
 
     # --------------------------------------------------------------- weights
     def publish(self, weights: dict, alpha: float, version: int) -> Snapshot:
-        """Serve ``weights`` (``Learner.policy_weights()``, on the host or on this endpoint's device; the endpoint
-        keeps them, so they must not change afterwards) from now on; returns the snapshot.
+        """Serve ``weights`` from now on; returns the snapshot. ``weights``: ``{"q1": state, "q2": state}``, tensors
+        on the host or on this endpoint's device: e.g. :meth:`Learner.policy_tensors`, the learner's own live
+        parameters. They are copied into the endpoint's networks before this returns (on a GPU: the copies are
+        queued on the caller's stream, so whatever the caller queues there later, e.g. its next update, changes
+        them only after they are taken).
 
-        The networks of a snapshot never change while it is served or a batch runs on them. Once a later snapshot
-        has replaced it and no batch runs on them, they are written again for the next publication (a copy on the
-        device, not new networks), so a publication costs the learner a few milliseconds, not the ~80 ms it took
-        on an H200 to build a network pair anew and serialise the weights (which ``GetWeights`` does on its first
-        ask). Nor does it wait for the GPU: the copies are queued on the caller's stream and the batches after them
-        wait for them there (a CUDA event; in session 16 a host-side wait made a publication 22.5 ms in the running
-        system)."""
+        The networks of a snapshot never change while it is served, a batch runs on them or its ``blob`` is being
+        made. Once a later snapshot has replaced it, they are written again for the next publication (one
+        ``torch._foreach_copy_``, not new networks), so a publication costs the learner a handful of torch calls: in
+        the running system each call lets the interpreter lock go to the process's other threads and waits to take
+        it back, and with a state dict's ~170 calls a publication took 22-31 ms there (sessions 16 and 18). Nor does
+        it wait for the GPU: the batches after it wait for its copies there (a CUDA event)."""
         if self.fused_head and self._snapshot is None:  # compile before the first request, not during it
             fused_head.warm_up(self.net_cfg.head_hidden, self.net_cfg.action_meta, self.device)
         pair = self._networks(weights)
@@ -160,7 +178,7 @@ class BatchingInference:
             written.record(torch.cuda.current_stream(self.device))
         # min(Q1, Q2) in one pass where it applies
         nets = twin_or_none(pair, fused=self.fused_head, frozen=True) or pair
-        snapshot = Snapshot(nets, pair, float(alpha), int(version), weights, written)
+        snapshot = Snapshot(nets, pair, float(alpha), int(version), written)
         with self._lock:
             if self._snapshot is not None:
                 self._retired.append(self._snapshot)
@@ -172,13 +190,22 @@ class BatchingInference:
     def _networks(self, weights: dict) -> tuple:
         """A network pair holding ``weights``: a retired snapshot's written again, or new ones."""
         with self._lock:
-            spare = next((s for s in self._retired if s is not self._busy), None)
+            spare = next((s for s in self._retired if s is not self._busy and s.recycle()), None)
             if spare is not None:
                 self._retired.remove(spare)
         if spare is None:
             return policy_networks(self.net_cfg, weights, self.device)
+        targets, sources = [], []
         for net, name in zip(spare.pair, ("q1", "q2")):
-            net.load_state_dict(weights[name])
+            own = dict(net.named_parameters())  # (no torch call; the networks have no buffers)
+            state = weights[name]
+            if state.keys() != own.keys():
+                raise ValueError(f"policy weights {name}: keys differ from the network's: "
+                                 f"{sorted(set(state) ^ set(own))}")
+            targets += own.values()
+            sources += (state[k] for k in own)
+        with torch.no_grad():  # one call: each call lets the interpreter lock go (see publish)
+            torch._foreach_copy_(targets, sources)
         return spare.pair
 
     @property

@@ -14,7 +14,7 @@ from services.common import security as secure
 from services.common.rpc import MAX_MESSAGE_BYTES, message_options
 
 from .config import SERVER_KINDS
-from .inference import BatchingInference, Overloaded
+from .inference import BatchingInference, Overloaded, Recycled
 
 WEIGHTS_FORMAT = "torch.save/{version,alpha,weights:{q1,q2}}"
 
@@ -42,11 +42,21 @@ def act_response(actions, q, v, version: int) -> inference_pb2.ActResponse:
     return response
 
 
-def weights_response(snapshot, known_version: int) -> inference_pb2.GetWeightsResponse:
-    response = inference_pb2.GetWeightsResponse(version=snapshot.version, format=WEIGHTS_FORMAT)
-    if known_version != snapshot.version:
-        response.weights = snapshot.blob
-    return response
+def weights_response(inference: BatchingInference, known_version: int) -> inference_pb2.GetWeightsResponse | None:
+    """The endpoint's current weights (``None`` before the first publication); only the version when the caller
+    has them already."""
+    while True:
+        snapshot = inference.snapshot
+        if snapshot is None:
+            return None
+        response = inference_pb2.GetWeightsResponse(version=snapshot.version, format=WEIGHTS_FORMAT)
+        if known_version == snapshot.version:
+            return response
+        try:
+            response.weights = snapshot.blob
+            return response
+        except Recycled:  # two publications came meanwhile and reused its networks: the current one's
+            continue
 
 
 class InferenceServicer(inference_pb2_grpc.InferenceServiceServicer):
@@ -63,10 +73,10 @@ class InferenceServicer(inference_pb2_grpc.InferenceServiceServicer):
         return act_response(*answer)
 
     def GetWeights(self, request, context):
-        snapshot = self.inference.snapshot
-        if snapshot is None:
+        response = weights_response(self.inference, request.known_version)
+        if response is None:
             context.abort(grpc.StatusCode.UNAVAILABLE, "no weights published yet")
-        return weights_response(snapshot, request.known_version)
+        return response
 
 
 class InferenceServer:

@@ -98,10 +98,9 @@ class TrainingLoop:
     def publish(self) -> None:
         started = time.perf_counter()
         learner = self.learner
-        # copies on the learner's device: the endpoint writes them into its networks there (a GPU learner never
-        # waits on a transfer to the host; GetWeights makes its host copy when asked)
-        snapshot = self.inference.publish(learner.policy_weights(learner.device), learner.alpha,
-                                          learner.weights_version)
+        # the live parameters: the endpoint copies them into its networks on the learner's device, queued before the
+        # next update (a GPU learner never waits on a transfer to the host; GetWeights makes its host copy when asked)
+        snapshot = self.inference.publish(learner.policy_tensors(), learner.alpha, learner.weights_version)
         if self.redis is not None:
             prefix = self.config.weights_key
             try:

@@ -1,0 +1,78 @@
+"""What threads running Python cost a thread that makes torch calls, per interpreter switch interval; one JSON line.
+
+The learner's process runs its update loop, the endpoint's batching thread, gRPC threads and prefetch threads under
+one interpreter lock. Every torch call lets the lock go, and the caller must take it back afterwards: when another
+thread is running Python then, the caller waits until that thread blocks or the switch interval
+(``sys.setswitchinterval``, Python's default 5 ms) forces a hand-over. This measures it in isolation: one thread
+makes ``calls`` small torch calls then waits ``wait_ms`` without the lock (as for a device sync), with ``busy``
+threads running pure Python, and reports the round's median time and the busy threads' work per second, for each
+switch interval. ``LearnerConfig.switch_interval_ms`` sets the learner's.
+
+Usage: python benchmarks/bench_gil.py [--intervals-ms 5,1,0.5,0.2] [--busy 0,1,3] [--calls 1,5,25] [--seconds 1.5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import threading
+import time
+
+import torch
+
+from common import emit, machine
+
+
+def busy_loop(stop: threading.Event, done: list) -> None:
+    while not stop.is_set():
+        total = 0
+        for i in range(20000):
+            total += i
+        done[0] += 1
+
+
+def rounds_ms(calls: int, wait_s: float, seconds: float) -> float:
+    x = torch.zeros(1000)
+    spent = []
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        started = time.perf_counter()
+        for _ in range(calls):
+            x.add_(1.0)
+        time.sleep(wait_s)
+        spent.append(time.perf_counter() - started)
+    return round(statistics.median(spent) * 1e3, 2)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--intervals-ms", default="5,1,0.5,0.2", help="switch intervals to measure (ms)")
+    p.add_argument("--busy", default="0,1,3", help="numbers of threads running Python")
+    p.add_argument("--calls", default="1,5,25", help="torch calls per round")
+    p.add_argument("--wait-ms", type=float, default=5.0, help="the round's wait without the lock (ms)")
+    p.add_argument("--seconds", type=float, default=1.5, help="per setting")
+    args = p.parse_args()
+    torch.set_num_threads(1)
+    results = []
+    for interval in map(float, args.intervals_ms.split(",")):
+        sys.setswitchinterval(interval / 1e3)
+        for busy in map(int, args.busy.split(",")):
+            stop, done = threading.Event(), [0]
+            threads = [threading.Thread(target=busy_loop, args=(stop, done), daemon=True) for _ in range(busy)]
+            for t in threads:
+                t.start()
+            started = time.perf_counter()
+            round_ms = {str(calls): rounds_ms(calls, args.wait_ms / 1e3, args.seconds)
+                        for calls in map(int, args.calls.split(","))}
+            work = done[0] / (time.perf_counter() - started)
+            stop.set()
+            for t in threads:
+                t.join()
+            results.append({"switch_interval_ms": interval, "busy_threads": busy, "round_ms_by_calls": round_ms,
+                            "busy_work_per_s": round(work, 1) if busy else None})
+    emit({"bench": "gil", "machine": machine(), "wait_ms": args.wait_ms, "results": results})
+
+
+if __name__ == "__main__":
+    main()
