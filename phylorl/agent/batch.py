@@ -159,6 +159,15 @@ def _labels(transitions: Sequence[Transition]) -> np.ndarray:
     return np.concatenate(parts) if parts else np.zeros(0, dtype=np.float32)
 
 
+def storages(obj) -> list[torch.Tensor]:
+    """One tensor of ``obj`` per memory block it uses: a batch that came as one :class:`Block` is mostly views of
+    one buffer, and ``record_stream`` of one view covers them all (each call lets the interpreter lock go: one per
+    block instead of one per tensor). Found without a torch call that lets it go (``data_ptr``)."""
+    found: dict[int, torch.Tensor] = {}
+    map_tensors(obj, lambda t: (found.setdefault(t.untyped_storage().data_ptr(), t), t)[1])
+    return list(found.values())
+
+
 Sample = tuple["Sequence[Transition] | Batch | Block", "np.ndarray | None", Any]
 """What a prefetcher's source returns: transitions and their IS weights (or ``None``), or a batch
 already collated on the host, maybe packed in one buffer (weights then ``None``: they are in the batch),
@@ -245,7 +254,8 @@ class Prefetcher:
         batch, info = item
         if self._device.type == "cuda":  # tell the allocator the consumer's stream uses them
             stream = torch.cuda.current_stream(self._device)
-            map_tensors(batch, lambda t: (t.record_stream(stream), t)[1])
+            for tensor in storages(batch):
+                tensor.record_stream(stream)
         return batch, info
 
     def close(self, timeout: float = 5.0) -> None:

@@ -10,6 +10,7 @@ buffer, one transfer, :class:`Stager`) instead of a pinned copy and a transfer p
 
 from __future__ import annotations
 
+import functools
 import io
 import math
 import pickle
@@ -17,6 +18,8 @@ from dataclasses import dataclass
 
 import torch
 from torch import Tensor
+
+from phylorl.nets.one_call import one_call
 
 ALIGN = 64
 """Every tensor starts at a multiple of this many bytes (any element size divides it)."""
@@ -156,12 +159,36 @@ def _layout(tensors: list[Tensor]) -> list[tuple[int, torch.dtype, tuple[int, ..
 
 def unpack(packed: Packed, buffer: Tensor, structure: bool = True):
     """The object :func:`pack` wrote, its tensors views of ``buffer`` (valid while the buffer is not
-    written again: copy them out before handing the buffer back). ``structure=False``: only the list of views."""
-    views = []
+    written again: copy them out before handing the buffer back). ``structure=False``: only the list of views.
+
+    The views are made in one call (:func:`_views`), from one view of the buffer per element type: made one by
+    one from Python they were two torch calls a tensor, each letting the interpreter lock go
+    (:mod:`phylorl.nets.one_call`)."""
+    kinds: list[torch.dtype] = []
+    which, start, count, shapes = [], [], [], []
     for at, dtype, shape in packed.tensors:
-        size = math.prod(shape) * dtype.itemsize
-        views.append(buffer[at: at + size].view(dtype).view(shape))
+        if dtype not in kinds:
+            kinds.append(dtype)
+        which.append(kinds.index(dtype))
+        start.append(at // dtype.itemsize)
+        count.append(math.prod(shape))
+        shapes.append(list(shape))
+    typed = [buffer.narrow(0, 0, buffer.numel() - buffer.numel() % k.itemsize).view(k) for k in kinds]
+    views = _views()(typed, which, start, count, shapes)
     return _Rebuilder(io.BytesIO(packed.structure), views).load() if structure else views
+
+
+@functools.cache
+def _views():
+    """``views(typed, which, start, count, shapes)``: per tensor ``typed[which].narrow(0, start, count)`` viewed as
+    ``shape``, in one call (:func:`~phylorl.nets.one_call.one_call`, compiled on first use)."""
+    def views(typed: list[Tensor], which: list[int], start: list[int], count: list[int],
+              shapes: list[list[int]]) -> list[Tensor]:
+        out: list[Tensor] = []
+        for i in range(len(which)):
+            out.append(typed[which[i]].narrow(0, start[i], count[i]).view(shapes[i]))
+        return out
+    return one_call(views)
 
 
 def _aligned(at: int) -> int:

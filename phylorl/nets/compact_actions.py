@@ -20,12 +20,14 @@ bits as writing it on the host (:func:`phylorl.env.move_kernels.expand_moves`;
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import torch
 from torch import Tensor
 
 from .inputs import ActionBatch
+from .one_call import one_call
 from .segment import Segments
 
 @dataclass
@@ -75,15 +77,35 @@ class CompactActions:
 def expand_actions(compact: CompactActions) -> ActionBatch:
     """The :class:`ActionBatch` of ``compact``, on its device, by tensor operations without a host sync: node ids
     ``(p, s, x, y)`` and every column (what a GPU runs; on the host :func:`phylorl.agent.batch.on_device` uses one
-    compiled pass, :func:`phylorl.env.move_kernels.expand_moves`, which gives the same values)."""
-    blocks, count = compact.blocks.long(), compact.count
+    compiled pass, :func:`phylorl.env.move_kernels.expand_moves`, which gives the same values). Its some twenty
+    operations run in one call of a TorchScript function: called one by one from Python, each would let the
+    interpreter lock go and then wait to take it back from the learner's other threads."""
+    c = compact
+    nodes, meta, index = _expansion()(c.slot_node, c.pruned, c.regraft, c.shared, c.walk_slot, c.walk_own, c.blocks,
+                                      c.shared_row, c.columns, c.sizes, c.count)
+    return ActionBatch(nodes=nodes, meta=meta, states=Segments(index=index, sizes=c.sizes,
+                                                                count=int(c.sizes.shape[0]), size=c.uniform))
+
+
+def _expand(slot_node: Tensor, pruned_cols: Tensor, regraft_cols: Tensor, shared: Tensor, walk_slot: Tensor,
+            walk_own: Tensor, blocks: Tensor, shared_row: Tensor, columns: Tensor, sizes: Tensor,
+            count: int) -> tuple[Tensor, Tensor, Tensor]:
+    """``(nodes, meta, state index)`` of the moves (see :func:`expand_actions`)."""
+    blocks = blocks.long()
     lengths = blocks[:, 2]
     block = torch.repeat_interleave(torch.arange(blocks.shape[0], device=blocks.device), lengths, output_size=count)
     shift = blocks[:, 1] - (torch.cumsum(lengths, 0) - lengths)  # a block's first walk row less its first move
     walk = shift.index_select(0, block) + torch.arange(count, device=blocks.device)
-    pruned, regraft = blocks[:, 0].index_select(0, block), compact.walk_slot.long().index_select(0, walk)
-    nodes = torch.stack((torch.div(pruned, 3, rounding_mode="floor"), compact.slot_node[pruned],
-                         torch.div(regraft, 3, rounding_mode="floor"), compact.slot_node[regraft]), dim=1)
-    parts = torch.cat((compact.pruned[pruned], compact.regraft[regraft], compact.shared[compact.shared_row.long()],
-                       compact.walk_own[walk]), 1)
-    return ActionBatch(nodes=nodes, meta=parts.index_select(1, compact.columns), states=compact.states())
+    pruned, regraft = blocks[:, 0].index_select(0, block), walk_slot.long().index_select(0, walk)
+    nodes = torch.stack((torch.div(pruned, 3, rounding_mode="floor"), slot_node.index_select(0, pruned),
+                         torch.div(regraft, 3, rounding_mode="floor"), slot_node.index_select(0, regraft)), dim=1)
+    parts = torch.cat((pruned_cols.index_select(0, pruned), regraft_cols.index_select(0, regraft),
+                       shared.index_select(0, shared_row.long()), walk_own.index_select(0, walk)), 1)
+    index = torch.repeat_interleave(torch.arange(sizes.shape[0], device=sizes.device), sizes, output_size=count)
+    return nodes, parts.index_select(1, columns), index
+
+
+@functools.cache
+def _expansion():
+    """:func:`_expand` as one call (:func:`~phylorl.nets.one_call.one_call`, compiled on first use)."""
+    return one_call(_expand)
