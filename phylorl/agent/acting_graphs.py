@@ -117,10 +117,11 @@ class GraphedActing:
         """Answer with the weights of network pair ``pair`` (copied once per ``version``) and temperature
         ``alpha`` from now on."""
         if version != self.version:
+            # one call (a state dict would be a detach per tensor, each letting the interpreter lock go)
+            dst = [t for net in self.pair for t in (*net.parameters(), *net.buffers())]
+            src = [t for net in pair for t in (*net.parameters(), *net.buffers())]
             with torch.no_grad():
-                for mine, theirs in zip(self.pair, pair):
-                    dst, src = list(mine.state_dict().values()), list(theirs.state_dict().values())
-                    torch._foreach_copy_(dst, src)
+                torch._foreach_copy_(dst, src)
             self.version = version
         self.alpha.fill_(float(alpha))
 
