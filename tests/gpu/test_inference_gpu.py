@@ -98,3 +98,40 @@ def test_answers_on_the_gpu_follow_each_publication_while_the_default_stream_is_
         stop.set()
         worker.join(10)
         inference.close()
+
+
+@pytest.mark.parametrize("cuda_graphs", [False, True])
+def test_a_publication_of_live_parameters_is_taken_before_the_next_update_changes_them(cuda_graphs):
+    """The training loop publishes the learner's own parameters (``policy_tensors``): the endpoint's copies are
+    queued on the learner's stream, so the update queued right after them changes the parameters only after they
+    are taken, and the answers are the published weights'."""
+    observations = _observations([11] * 3, seed=2)
+    graphs, actions = collate_observations(observations)
+    device = torch.device("cuda")
+    learner = Learner(NET, device=device, seed=0)
+    inference = BatchingInference(NET, device, max_batch=8, max_delay_s=0.001, max_queue=8, cuda_graphs=cuda_graphs)
+    busy = torch.randn(4096, 4096, device=device)
+    try:
+        for version in range(1, 6):
+            fresh = Learner(NET, device=device, seed=version)
+            with torch.no_grad():  # this version's weights (the last loop's +1000 undone)
+                for mine, theirs in ((learner.q1, fresh.q1), (learner.q2, fresh.q2)):
+                    for p, q in zip(mine.parameters(), theirs.parameters()):
+                        p.copy_(q)
+            published = {k: v.detach().cpu().clone() for k, v in learner.policy_weights("cpu").items()}
+            busy.copy_(busy @ busy / 4096.0)  # the stream is busy when the copies are queued
+            inference.publish(learner.policy_tensors(), 0.05, version)
+            with torch.no_grad():  # the next update, queued at once on the same stream
+                for p in (*learner.q1.parameters(), *learner.q2.parameters()):
+                    p.add_(1000.0)
+            with torch.no_grad():
+                expected = twin_or_none(policy_networks(NET, published, "cpu"), frozen=True)(graphs, actions).numpy()
+            chosen, q, _, answered = inference.act(observations, greedy=True, timeout_s=60)
+            assert answered == version
+            start = 0
+            for i, obs in enumerate(observations):
+                mine = expected[start:start + obs.n_actions]
+                assert q[i] == pytest.approx(float(mine.max()), rel=1e-4, abs=1e-5)
+                start += obs.n_actions
+    finally:
+        inference.close()
