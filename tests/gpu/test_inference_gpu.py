@@ -118,7 +118,7 @@ def test_a_publication_of_live_parameters_is_taken_before_the_next_update_change
                 for mine, theirs in ((learner.q1, fresh.q1), (learner.q2, fresh.q2)):
                     for p, q in zip(mine.parameters(), theirs.parameters()):
                         p.copy_(q)
-            published = {k: v.detach().cpu().clone() for k, v in learner.policy_weights("cpu").items()}
+            published = learner.policy_weights("cpu")  # copies
             busy.copy_(busy @ busy / 4096.0)  # the stream is busy when the copies are queued
             inference.publish(learner.policy_tensors(), 0.05, version)
             with torch.no_grad():  # the next update, queued at once on the same stream
