@@ -4,10 +4,10 @@
 # (first, the endpoint's graphs first of them: the figures after them mean little if the GPU paths are wrong; about
 # 100 s on an H200, 200 s on a fresh H100 whose numba cache is cold), the whole system with the GPU options (graphs:
 # the update's and the endpoint's), the same with the learner's feed processes (session 16 left the learner's side,
-# its feed or update, as the likely bound), with Python's 5 ms switch interval in the learner (against its default,
-# LearnerConfig.switch_interval_ms), on the asyncio endpoint (which decides the default server), the inference endpoint's batching gain on both
-# servers, the learner update (CUDA graphs, TF32, the fused head), the feed processes' tests (they spawn processes:
-# minutes), the update with torch.compile-d encoders, sampled records to the GPU (compact moves expanded there),
+# its feed or update, as the likely bound), with Python's 5 ms switch interval in the learner (against its
+# default, LearnerConfig.switch_interval_ms), on the asyncio endpoint (which decides the default server), the
+# inference endpoint's batching gain on both servers, the learner update (CUDA graphs, TF32, the fused head), the
+# feed processes' tests (they spawn processes: minutes), the update with torch.compile-d encoders, sampled records to the GPU (compact moves expanded there),
 # the update with demonstration labels on every next state, the fused head alone, and acting alone with the actors'
 # pipeline off and on. JSON lines and logs go to OUT_DIR.
 #
