@@ -7,9 +7,9 @@
 # its feed or update, as the likely bound), with Python's 5 ms switch interval in the learner (against its
 # default, LearnerConfig.switch_interval_ms), on the asyncio endpoint (which decides the default server), the
 # inference endpoint's batching gain on both servers, the learner update (CUDA graphs, TF32, the fused head), the
-# feed processes' tests (they spawn processes: minutes), the update with torch.compile-d encoders, sampled records to the GPU (compact moves expanded there),
-# the update with demonstration labels on every next state, the fused head alone, and acting alone with the actors'
-# pipeline off and on. JSON lines and logs go to OUT_DIR.
+# feed processes' tests (they spawn processes: minutes), the update with torch.compile-d encoders, sampled records
+# to the GPU (compact moves expanded there), the update with demonstration labels on every next state, the fused
+# head alone, and acting alone with the actors' pipeline off and on. JSON lines and logs go to OUT_DIR.
 #
 #   [ENVS=8] [PIPELINE=0] [FEED=4] bash benchmarks/gpu_suite.sh [OUT_DIR] [ACTORS]
 #   (defaults: ./gpu-results, nproc - 2 actors)
