@@ -32,8 +32,8 @@ PIPELINE=${PIPELINE:-0}
 FEED=${FEED:-4}
 SUITE_SECONDS=${SUITE_SECONDS:-100000}
 STEPS=${STEPS:-all}
-KNOWN=" gpu-tests system system-feed system-switch5 system-asyncio inference inference-asyncio update feed-tests update-compiled replay \
-update-labelled fused-head acting-pipeline-1 acting-pipeline-2 "
+KNOWN=" gpu-tests system system-feed system-switch5 system-asyncio inference inference-asyncio update feed-tests \
+update-compiled replay update-labelled fused-head acting-pipeline-1 acting-pipeline-2 "
 if [[ $STEPS != all ]]; then
   for s in ${STEPS//,/ }; do
     [[ $KNOWN == *" $s "* ]] || { echo "gpu_suite.sh: unknown step '$s' in STEPS (steps:$KNOWN)" >&2; exit 2; }
