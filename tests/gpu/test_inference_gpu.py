@@ -62,10 +62,24 @@ def test_a_captured_answer_equals_the_eager_one_and_follows_new_weights(fused):
     assert acting.replays >= 3 * WARMUP  # answers after the captures were replays
 
 
+def _assert_answers(inference, observations, weights, version):
+    """The endpoint's greedy answers to ``observations`` are those of networks built anew from ``weights``."""
+    graphs, actions = collate_observations(observations)
+    with torch.no_grad():
+        expected = twin_or_none(policy_networks(NET, weights, "cpu"), frozen=True)(graphs, actions).numpy()
+    chosen, q, _, answered = inference.act(observations, greedy=True, timeout_s=60)
+    assert answered == version
+    start = 0
+    for i, obs in enumerate(observations):
+        mine = expected[start:start + obs.n_actions]
+        best = pytest.approx(float(mine.max()), rel=1e-4, abs=1e-5)  # CPU and GPU sums differ in order
+        assert q[i] == best and float(mine[chosen[i]]) == best
+        start += obs.n_actions
+
+
 @pytest.mark.parametrize("cuda_graphs", [False, True])
 def test_answers_on_the_gpu_follow_each_publication_while_the_default_stream_is_busy(cuda_graphs):
     observations = _observations([12] * 4)
-    graphs, actions = collate_observations(observations)
     device = torch.device("cuda")
     inference = BatchingInference(NET, device, max_batch=16, max_delay_s=0.001, max_queue=16,
                                   cuda_graphs=cuda_graphs)
@@ -84,16 +98,7 @@ def test_answers_on_the_gpu_follow_each_publication_while_the_default_stream_is_
         for version in range(1, 7):
             weights = Learner(NET, device=device, seed=version).policy_weights(device)
             inference.publish(weights, 0.05, version)
-            with torch.no_grad():
-                expected = twin_or_none(policy_networks(NET, weights, "cpu"), frozen=True)(graphs, actions).numpy()
-            chosen, q, _, answered = inference.act(observations, greedy=True, timeout_s=60)
-            assert answered == version
-            start = 0
-            for i, obs in enumerate(observations):
-                mine = expected[start:start + obs.n_actions]
-                best = pytest.approx(float(mine.max()), rel=1e-4, abs=1e-5)  # CPU and GPU sums differ in order
-                assert q[i] == best and float(mine[chosen[i]]) == best
-                start += obs.n_actions
+            _assert_answers(inference, observations, weights, version)
     finally:
         stop.set()
         worker.join(10)
@@ -106,7 +111,6 @@ def test_a_publication_of_live_parameters_is_taken_before_the_next_update_change
     queued on the learner's stream, so the update queued right after them changes the parameters only after they
     are taken, and the answers are the published weights'."""
     observations = _observations([11] * 3, seed=2)
-    graphs, actions = collate_observations(observations)
     device = torch.device("cuda")
     learner = Learner(NET, device=device, seed=0)
     inference = BatchingInference(NET, device, max_batch=8, max_delay_s=0.001, max_queue=8, cuda_graphs=cuda_graphs)
@@ -124,14 +128,6 @@ def test_a_publication_of_live_parameters_is_taken_before_the_next_update_change
             with torch.no_grad():  # the next update, queued at once on the same stream
                 for p in (*learner.q1.parameters(), *learner.q2.parameters()):
                     p.add_(1000.0)
-            with torch.no_grad():
-                expected = twin_or_none(policy_networks(NET, published, "cpu"), frozen=True)(graphs, actions).numpy()
-            chosen, q, _, answered = inference.act(observations, greedy=True, timeout_s=60)
-            assert answered == version
-            start = 0
-            for i, obs in enumerate(observations):
-                mine = expected[start:start + obs.n_actions]
-                assert q[i] == pytest.approx(float(mine.max()), rel=1e-4, abs=1e-5)
-                start += obs.n_actions
+            _assert_answers(inference, observations, published, version)
     finally:
         inference.close()
