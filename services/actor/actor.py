@@ -41,7 +41,15 @@ RETRYABLE = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.RESOURCE_EXHAUSTED, gr
              grpc.StatusCode.ABORTED}
 """Transient statuses: a service away or restarting, overloaded, rate-limited, or a call to repeat. Anything
 else (INVALID_ARGUMENT, INTERNAL, UNKNOWN, ...) is a bug on one side, which retrying forever would turn
-into an endless warning loop: the actor stops with the error instead."""
+into an endless warning loop: the actor stops with the error instead. CANCELLED too (:func:`transient`), unless
+the actor is stopping."""
+
+
+def transient(code: grpc.StatusCode, stopping: bool) -> bool:
+    """Whether a call that ended with ``code`` is retried. CANCELLED is the actor's own stop when it is stopping;
+    otherwise a service shutting down cancelled the call (the learner stopping at its update count while a call
+    was in flight ended an actor with exit status 1 in session 18), which is transient like UNAVAILABLE."""
+    return code in RETRYABLE or (code == grpc.StatusCode.CANCELLED and not stopping)
 
 
 class Actor:
@@ -70,7 +78,7 @@ class Actor:
             try:
                 return call()
             except grpc.RpcError as exc:
-                if exc.code() not in RETRYABLE:
+                if not transient(exc.code(), self.stop.is_set()):
                     raise
                 metrics.RECONNECTS.labels(service).inc()
                 log.warning("%s call failed (%s: %s); retrying in %.2f s", service, exc.code().name,
@@ -110,7 +118,7 @@ class Actor:
         try:
             return future.result()
         except grpc.RpcError as exc:
-            if exc.code() not in RETRYABLE or (self.stop.is_set() and exc.code() == grpc.StatusCode.CANCELLED):
+            if not transient(exc.code(), self.stop.is_set()):
                 raise
             metrics.RECONNECTS.labels("inference").inc()
             log.warning("inference call failed (%s: %s); retrying in 0.05 s", exc.code().name, exc.details())
@@ -167,7 +175,7 @@ class Actor:
                 self.outbox.commit(len(batch))
                 metrics.TRANSITIONS_SENT.inc(len(batch))
             except grpc.RpcError as exc:
-                if exc.code() not in RETRYABLE:
+                if not transient(exc.code(), self.stop.is_set()):
                     raise
                 metrics.RECONNECTS.labels("replay").inc()
                 log.warning("replay insert failed (%s); %d transitions wait (%d of them on disk)", exc.code().name,

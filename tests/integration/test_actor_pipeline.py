@@ -21,7 +21,7 @@ from phylorl.nets.config import NetworkConfig
 from phylorl.phylo import parse_model
 from phylorl.phylo.simulate import dataset_rng, simulate_dataset
 from services.actor import metrics as actor_metrics
-from services.actor.actor import Actor
+from services.actor.actor import RETRYABLE, Actor, transient
 from services.actor.config import ActorConfig
 from services.learner import metrics  # noqa: F401  (the endpoint's metrics, read below)
 from services.learner.inference import BatchingInference
@@ -116,3 +116,78 @@ def test_pipelined_calls_to_an_absent_endpoint_are_retried_until_it_comes_up(kin
         if inference is not None:
             inference.close()
         replay_server.stop(grace_s=1.0)
+
+
+def _endpoint(kind: str, port: int, publish: bool):
+    inference = BatchingInference(RICH, torch.device("cpu"), max_batch=8, max_delay_s=0.001, max_queue=64)
+    if publish:
+        learner = Learner(RICH, device="cpu", seed=0)
+        inference.publish(learner.policy_weights(), learner.alpha, 6)
+    server = make_server(kind, inference, "127.0.0.1", port)
+    server.start()
+    server.set_serving()
+    return inference, server
+
+
+@pytest.mark.parametrize("kind", SERVER_KINDS)
+def test_a_call_in_flight_when_the_endpoint_shuts_down_is_retried_until_one_is_back(kind, redis_client,
+                                                                                   free_port_factory):
+    """The learner stops (its update count reached, or restarted) while an actor's call waits at its endpoint:
+    the server ends the call when its grace is over. The actor is not stopping, so it retries, and once an
+    endpoint is back on that address it takes its steps."""
+    data = simulate_dataset(6, 100, dataset_rng(8, 0), model=parse_model("JC"))
+    entry = EnvAlignment.build(data.alignment, prepare_alignment(data.alignment, "JC"), "sim")
+    envs = VecTreeEnv([entry], 2, EnvConfig(horizon=2, features="rich"), seed=0)
+    endpoint_port, replay_port = free_port_factory(), free_port_factory()
+    table, replay_server = serve_replay(redis_client, f"test:cancelled-{kind}", replay_port)
+    config = ActorConfig(learner_address=f"127.0.0.1:{endpoint_port}", replay_address=f"127.0.0.1:{replay_port}",
+                         alignments="unused", metrics_port=0, backoff_max_s=0.2, rpc_timeout_s=30.0, send_batch=2,
+                         max_steps=2)
+    held, server = _endpoint(kind, endpoint_port, publish=False)  # nothing published: the call waits in its queue
+    channel = grpc.insecure_channel(config.learner_address)
+    actor = Actor(config, envs, channel, ReplayClient(config.replay_address), threading.Event())
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            actor.run()
+        except BaseException as error:  # noqa: BLE001  (asserted below)
+            errors.append(error)
+
+    runner = threading.Thread(target=run)
+    runner.start()
+    inference = None
+    try:
+        deadline = time.monotonic() + 60
+        while held._queue.qsize() == 0:  # the actor's call is in flight, waiting at the endpoint
+            assert time.monotonic() < deadline and runner.is_alive()
+            time.sleep(0.05)
+        reconnects = actor_metrics.RECONNECTS.labels("inference")._value.get()
+        server.stop(0.5)  # the call in flight is still waiting when the grace ends: cancelled
+        held.close()
+        while actor_metrics.RECONNECTS.labels("inference")._value.get() < reconnects + 1:
+            assert time.monotonic() < deadline and not errors, errors
+            time.sleep(0.05)
+        inference, server = _endpoint(kind, endpoint_port, publish=True)
+        runner.join(90)
+        assert not runner.is_alive() and not errors, errors
+        assert actor.steps == 2 and actor.weights_version == 6
+    finally:
+        actor.stop.set()
+        runner.join(10)
+        channel.close()
+        server.stop(1.0)
+        if inference is not None:
+            inference.close()
+        replay_server.stop(grace_s=1.0)
+
+
+def test_cancelled_is_transient_unless_the_actor_is_stopping():
+    """A call the actor did not cancel itself (it is not stopping) was cancelled by a service going away: in
+    session 18's CI an actor's call ended CANCELLED as the learner stopped at its update count, and the actor
+    stopped with exit status 1. Now it is retried like UNAVAILABLE; while stopping it is the actor's own stop."""
+    code = grpc.StatusCode
+    assert transient(code.CANCELLED, stopping=False) and not transient(code.CANCELLED, stopping=True)
+    assert all(transient(c, stopping) for c in RETRYABLE for stopping in (False, True))
+    assert not any(transient(c, False) for c in (code.INVALID_ARGUMENT, code.INTERNAL, code.UNKNOWN,
+                                                 code.PERMISSION_DENIED, code.UNAUTHENTICATED))
