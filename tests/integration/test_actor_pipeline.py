@@ -72,18 +72,26 @@ def test_a_pipelined_actors_calls_overlap_and_every_environment_steps(pipeline, 
         channel.close()
 
 
+def _actor_against(redis_client, free_port_factory, prefix: str, seed: int, **options):
+    """Two environments of a simulated 6-taxon alignment, a real replay service on a free port (prefix ``prefix``)
+    and an actor config for an endpoint yet to come on another free port: ``(envs, endpoint_port, table,
+    replay_server, config)``."""
+    data = simulate_dataset(6, 100, dataset_rng(seed, 0), model=parse_model("JC"))
+    entry = EnvAlignment.build(data.alignment, prepare_alignment(data.alignment, "JC"), "sim")
+    envs = VecTreeEnv([entry], 2, EnvConfig(horizon=2, features="rich"), seed=0)
+    endpoint_port, replay_port = free_port_factory(), free_port_factory()
+    table, replay_server = serve_replay(redis_client, prefix, replay_port)
+    config = ActorConfig(learner_address=f"127.0.0.1:{endpoint_port}", replay_address=f"127.0.0.1:{replay_port}",
+                         alignments="unused", metrics_port=0, backoff_max_s=0.2, send_batch=2, **options)
+    return envs, endpoint_port, table, replay_server, config
+
+
 @pytest.mark.parametrize("kind", SERVER_KINDS)
 def test_pipelined_calls_to_an_absent_endpoint_are_retried_until_it_comes_up(kind, redis_client, free_port_factory):
     """Both groups' first calls find nothing listening (UNAVAILABLE): each is retried with backoff, and once the
     endpoint (of either server kind) is up on that address the actor takes all its steps."""
-    data = simulate_dataset(6, 100, dataset_rng(7, 0), model=parse_model("JC"))
-    entry = EnvAlignment.build(data.alignment, prepare_alignment(data.alignment, "JC"), "sim")
-    envs = VecTreeEnv([entry], 2, EnvConfig(horizon=2, features="rich"), seed=0)
-    endpoint_port, replay_port = free_port_factory(), free_port_factory()
-    table, replay_server = serve_replay(redis_client, f"test:absent-{kind}", replay_port)
-    config = ActorConfig(learner_address=f"127.0.0.1:{endpoint_port}", replay_address=f"127.0.0.1:{replay_port}",
-                         alignments="unused", metrics_port=0, backoff_max_s=0.2, rpc_timeout_s=10.0, send_batch=2,
-                         pipeline=2, max_steps=3)
+    envs, endpoint_port, table, replay_server, config = _actor_against(
+        redis_client, free_port_factory, f"test:absent-{kind}", 7, rpc_timeout_s=10.0, pipeline=2, max_steps=3)
     reconnects = actor_metrics.RECONNECTS.labels("inference")._value.get()
     channel = grpc.insecure_channel(config.learner_address)
     actor = Actor(config, envs, channel, ReplayClient(config.replay_address), threading.Event())
@@ -135,14 +143,8 @@ def test_a_call_in_flight_when_the_endpoint_shuts_down_is_retried_until_one_is_b
     """The learner stops (its update count reached, or restarted) while an actor's call waits at its endpoint:
     the server ends the call when its grace is over. The actor is not stopping, so it retries, and once an
     endpoint is back on that address it takes its steps."""
-    data = simulate_dataset(6, 100, dataset_rng(8, 0), model=parse_model("JC"))
-    entry = EnvAlignment.build(data.alignment, prepare_alignment(data.alignment, "JC"), "sim")
-    envs = VecTreeEnv([entry], 2, EnvConfig(horizon=2, features="rich"), seed=0)
-    endpoint_port, replay_port = free_port_factory(), free_port_factory()
-    table, replay_server = serve_replay(redis_client, f"test:cancelled-{kind}", replay_port)
-    config = ActorConfig(learner_address=f"127.0.0.1:{endpoint_port}", replay_address=f"127.0.0.1:{replay_port}",
-                         alignments="unused", metrics_port=0, backoff_max_s=0.2, rpc_timeout_s=30.0, send_batch=2,
-                         max_steps=2)
+    envs, endpoint_port, table, replay_server, config = _actor_against(
+        redis_client, free_port_factory, f"test:cancelled-{kind}", 8, rpc_timeout_s=30.0, max_steps=2)
     held, server = _endpoint(kind, endpoint_port, publish=False)  # nothing published: the call waits in its queue
     channel = grpc.insecure_channel(config.learner_address)
     actor = Actor(config, envs, channel, ReplayClient(config.replay_address), threading.Event())
