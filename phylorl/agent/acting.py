@@ -66,12 +66,39 @@ def choose(q: Tensor, states: Segments, alpha: "Tensor | float", noise: Tensor |
     return chosen, q[starts + chosen], soft_value(q, states, alpha)
 
 
-def policy_networks(cfg: NetworkConfig, weights: Mapping[str, Mapping[str, Tensor]],
-                    device: torch.device | str = "cpu") -> tuple[QNetwork, QNetwork]:
-    """The twin online networks in eval mode from :meth:`Learner.policy_weights` (``q1``, ``q2``)."""
+def _check_policy(weights: Mapping[str, Mapping[str, Tensor]]) -> None:
     missing = {"q1", "q2"} - set(weights)
     if missing:
         raise ValueError(f"policy weights lack {sorted(missing)}")
+
+
+def pair_tensors(pair) -> dict[str, dict[str, Tensor]]:
+    """The tensors of a network pair ``(q1, q2)`` themselves, named as :meth:`Learner.policy_weights` names its
+    copies (``state_dict(keep_vars=True)``: no torch call)."""
+    return {name: net.state_dict(keep_vars=True) for name, net in zip(("q1", "q2"), pair)}
+
+
+def write_policy(pair, weights: Mapping[str, Mapping[str, Tensor]]) -> None:
+    """Copy ``weights`` (as :func:`policy_networks` takes them; on any device) into the network pair ``pair`` in
+    one torch call: each call lets the interpreter lock go and then waits to take it back from the process's other
+    threads, and ``load_state_dict`` is a call per tensor. ``ValueError`` when the tensors are named otherwise."""
+    _check_policy(weights)
+    targets, sources = [], []
+    for name, own in pair_tensors(pair).items():
+        state = weights[name]
+        if state.keys() != own.keys():
+            raise ValueError(f"policy weights {name}: keys differ from the network's: "
+                             f"{sorted(set(state) ^ set(own))}")
+        targets += own.values()
+        sources += (state[k] for k in own)
+    with torch.no_grad():
+        torch._foreach_copy_(targets, sources)
+
+
+def policy_networks(cfg: NetworkConfig, weights: Mapping[str, Mapping[str, Tensor]],
+                    device: torch.device | str = "cpu") -> tuple[QNetwork, QNetwork]:
+    """The twin online networks in eval mode from :meth:`Learner.policy_weights` (``q1``, ``q2``)."""
+    _check_policy(weights)
     nets = []
     for name in ("q1", "q2"):
         net = QNetwork(cfg)

@@ -31,7 +31,7 @@ from collections import Counter
 import torch
 from torch import Tensor
 
-from phylorl.agent.acting import choose
+from phylorl.agent.acting import choose, pair_tensors, write_policy
 from phylorl.agent.batch_transfer import Block, unpack
 from phylorl.agent.cuda_graphs import CAPTURE_LOCK
 from phylorl.nets.config import NetworkConfig
@@ -117,11 +117,7 @@ class GraphedActing:
         """Answer with the weights of network pair ``pair`` (copied once per ``version``) and temperature
         ``alpha`` from now on."""
         if version != self.version:
-            # one call (a state dict would be a detach per tensor, each letting the interpreter lock go)
-            dst = [t for net in self.pair for t in (*net.parameters(), *net.buffers())]
-            src = [t for net in pair for t in (*net.parameters(), *net.buffers())]
-            with torch.no_grad():
-                torch._foreach_copy_(dst, src)
+            write_policy(self.pair, pair_tensors(pair))
             self.version = version
         self.alpha.fill_(float(alpha))
 

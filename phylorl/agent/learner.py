@@ -24,6 +24,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from phylorl.agent.acting import pair_tensors
 from phylorl.agent.batch import Batch, on_device
 from phylorl.agent.config import AgentConfig
 from phylorl.agent.cuda_graphs import CudaGraphs
@@ -273,7 +274,7 @@ class Learner:
         """The online networks' own parameters, ``{"q1": {name: tensor}, "q2": ...}`` as :meth:`policy_weights` names
         them, not copies: they change with the next update (for a reader that copies them first, as the inference
         endpoint's ``publish`` does; getting them makes no torch call)."""
-        return {name: dict(net.named_parameters()) for name, net in (("q1", self.q1), ("q2", self.q2))}
+        return pair_tensors((self.q1, self.q2))
 
     def state_dict(self) -> dict:
         """Everything needed to continue bit-for-bit: networks, targets, optimisers, alpha, RNG, counters."""

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from phylorl.agent.acting import policy_networks, select_actions
+from phylorl.agent.acting import policy_networks, select_actions, write_policy
 from phylorl.agent.acting_graphs import GraphedActing, bucket
 from phylorl.agent.batch_transfer import Stager
 from phylorl.agent.request_batch import assemble
@@ -195,17 +195,7 @@ class BatchingInference:
                 self._retired.remove(spare)
         if spare is None:
             return policy_networks(self.net_cfg, weights, self.device)
-        targets, sources = [], []
-        for net, name in zip(spare.pair, ("q1", "q2")):
-            own = dict(net.named_parameters())  # (no torch call; the networks have no buffers)
-            state = weights[name]
-            if state.keys() != own.keys():
-                raise ValueError(f"policy weights {name}: keys differ from the network's: "
-                                 f"{sorted(set(state) ^ set(own))}")
-            targets += own.values()
-            sources += (state[k] for k in own)
-        with torch.no_grad():  # one call: each call lets the interpreter lock go (see publish)
-            torch._foreach_copy_(targets, sources)
+        write_policy(spare.pair, weights)
         return spare.pair
 
     @property
