@@ -24,8 +24,8 @@ from phylorl.wire.record_reader import (
     observation_record_header, read_floats, read_ints, record_header,
 )
 
-from .feature_kernels import EDGE_COLUMNS, MOVE_COLUMNS, edge_features
-from .move_kernels import all_finite, all_moves, taken_move
+from .feature_kernels import EDGE_COLUMNS, MOVE_COLUMNS, edge_features_of, log_lengths
+from .move_kernels import UNREAD_CHANGES, all_finite, all_moves, stored_size, taken_move, walk_work
 from .tree_observation import tree_tables
 
 OK, UNREADABLE, INVALID = 0, 1, 2
@@ -80,7 +80,9 @@ def _locate(buf, offsets, headers, values, arrays, trees, per):
 
 @njit(cache=True, nogil=True)
 def _read_tree(buf, where, n_leaves, rich):
-    """``(ok, neighbors, edges, lengths, deltas, parsimony_length, support)`` of one stored state."""
+    """``(ok, neighbors, edges, lengths, deltas, parsimony_length, support)`` of one stored state; ``deltas``
+    (rich form) is where the parsimony changes are stored, ``(buf, array header)``: they are read in place
+    (:mod:`phylorl.env.parsimony_kernels`)."""
     n_nodes = 2 * n_leaves - 2
     neighbors = np.empty((n_nodes, 3), np.int32)
     edges = np.empty((n_nodes - 1, 2), np.int32)
@@ -91,20 +93,18 @@ def _read_tree(buf, where, n_leaves, rich):
     ok = read_ints(buf, array_header(buf, where[0], end), neighbors.reshape(-1)) \
         and read_ints(buf, array_header(buf, where[1], end), edges.reshape(-1)) \
         and read_floats(buf, array_header(buf, where[2], end), lengths, FLOAT32)
-    deltas = np.empty(0, np.float32)
+    deltas = (buf, array_header(buf, where[3], end) if rich else (0, 0, 0, 0, 0, 0, 0, -1))
     if ok and rich:
-        header = array_header(buf, where[3], end)
-        deltas = np.empty(header[4] if header[3] == 1 else 0, np.float32)
-        ok = read_floats(buf, header, deltas, FLOAT32) \
-            and read_floats(buf, array_header(buf, where[4], end), scalar, FLOAT64) \
+        ok = read_floats(buf, array_header(buf, where[4], end), scalar, FLOAT64) \
             and read_floats(buf, array_header(buf, where[5], end), support, FLOAT32)
-    return ok, neighbors, edges, lengths, deltas, scalar[0], support  # deltas float32, as stored
+    return ok, neighbors, edges, lengths, deltas, scalar[0], support
 
 
 @njit(cache=True, nogil=True)
-def _graph(neighbors, edges, lengths, support, n_leaves, rich, offset, edge_offset, x, edge_index, edge_attr,
+def _graph(neighbors, edges, lengths, logs, support, n_leaves, rich, offset, edge_offset, x, edge_index, edge_attr,
            table, table_attr, mask):
-    """One tree into the batch's graph arrays at node ``offset`` and directed edge ``2 * edge_offset``."""
+    """One tree into the batch's graph arrays at node ``offset`` and directed edge ``2 * edge_offset`` (``logs``:
+    :func:`~phylorl.env.feature_kernels.log_lengths` of the rich form)."""
     n_nodes, n_edges = neighbors.shape[0], edges.shape[0]
     for v in range(n_nodes):
         x[offset + v, 0] = 1.0 if v < n_leaves else 0.0
@@ -115,7 +115,7 @@ def _graph(neighbors, edges, lengths, support, n_leaves, rich, offset, edge_offs
                 table_attr[offset + v, k, c] = 0.0
     rows = edge_attr[2 * edge_offset: 2 * (edge_offset + n_edges)]
     if rich:
-        edge_features(rows, lengths.astype(np.float64), support.astype(np.float64))
+        edge_features_of(rows, lengths.astype(np.float64), logs, support.astype(np.float64))
     fill = np.zeros(n_nodes, np.int64)
     for e in range(n_edges):
         u, v = edges[e, 0], edges[e, 1]
@@ -176,6 +176,7 @@ def _fill(buf, headers, values, arrays, trees, rich, per):
     compact[3][0] = 0.0  # the shared rows are written as used; row 0 is kept when none is (no move at all)
     labels, counts = np.zeros(capacity, np.float32), np.zeros(n, np.int64)
     scratch = np.empty((largest, 4), np.int64)  # the moves of a state whose count has no closed form
+    work = walk_work(2 * trees[:, 0].max() - 2, rich)  # scratch for the largest tree, made once
     written, shared, walked, blocked = 0, 0, 0, 0
     for r in range(n):
         for g in range(first_side, 2):
@@ -191,21 +192,28 @@ def _fill(buf, headers, values, arrays, trees, rich, per):
                 status[r] = INVALID
                 break
             x, edge_index, edge_attr, table, table_attr, mask = sides[g]
-            _graph(tree[0], tree[1], tree[2], tree[5], n_leaves, rich, nodes[g, r], nodes[g, r] - r, x, edge_index,
-                   edge_attr, table, table_attr, mask)
+            logs = log_lengths(tree[2].astype(np.float64)) if rich else np.empty(0)
+            _graph(tree[0], tree[1], tree[2], logs, tree[5], n_leaves, rich, nodes[g, r], nodes[g, r] - r, x,
+                   edge_index, edge_attr, table, table_attr, mask)
             if g == 0:
                 action = headers[r, 1]
                 count = taken_move(tree, node_edges, n_leaves, radius, dedupe, rich, max(action, 0), nodes[0, r], taken[r],
-                               taken_meta[r: r + 1])
-                if action < 0 or count <= action or (rich and tree[3].size != _move_count(tree, n_leaves, radius, dedupe,
-                                                                                            scratch)):
+                                   taken_meta[r: r + 1], work)
+                if count == UNREAD_CHANGES:
+                    status[r] = UNREADABLE
+                    break
+                if action < 0 or count <= action or (rich and stored_size(tree[3]) != _move_count(tree, n_leaves, radius,
+                                                                                                    dedupe, scratch)):
                     status[r] = INVALID
                     break
             else:
                 count, walk_rows, block_rows, rows = all_moves(
-                    tree, node_edges, n_leaves, radius, dedupe, rich, nodes[1, r],
+                    tree, node_edges, logs, n_leaves, radius, dedupe, rich, nodes[1, r],
                     (compact[0], compact[1], compact[2], compact[3], compact[4][walked:], compact[5][walked:],
-                     compact[6][blocked:], compact[7][written:]), walked, shared)
+                     compact[6][blocked:], compact[7][written:]), walked, shared, work)
+                if count == UNREAD_CHANGES:
+                    status[r] = UNREADABLE
+                    break
                 if count < 0 or (count == 0 and not headers[r, 0] & TERMINAL):
                     status[r] = INVALID
                     break

@@ -12,22 +12,87 @@ from numba import njit
 
 from phylorl.phylo.spr import slot_of
 
+from .parsimony_kernels import parsimony_columns
+
 MIN_LENGTH = 1e-6
 MOVE_COLUMNS = 15
 EDGE_COLUMNS = 3
 
 
 @njit(cache=True, nogil=True)
-def tree_constants(neighbors, node_edges, lengths, support, n_leaves):
+def tree_constants(neighbors, node_edges, lengths, support, n_leaves, logs=None):
     """``(pruned, regraft, tree_length)``: the move feature columns that depend on one slot only.
 
     Slot ``(v, k)`` names the subtree on ``neighbors[v, k]``'s side of edge ``(v, neighbors[v, k])``.
     ``pruned[v, k]`` float32 ``[6]``: columns 0, 2, 5, 7, 9 and 13 of a move that prunes that side
     (``v = p``); ``regraft[v, k]`` ``[4]``: columns 1, 6, 8 and 14 of a move that regrafts onto that
-    edge beyond ``v`` (``v = x``); the tree length (clipped below). Subtree leaves, branch length and
-    longest branch come from the subtrees below each node (rooted at leaf 0), then the rest of the tree above each node. Linear in the tree's size: the
-    subtrees below each node (rooted at leaf 0) first, then the rest of the tree above each node.
+    edge beyond ``v`` (``v = x``); the tree length (clipped below). ``logs``: :func:`log_lengths`, when the
+    caller has them already.
     """
+    n_nodes = neighbors.shape[0]
+    slots = np.empty((3 * n_nodes, 2), np.int64)
+    count = 0
+    for v in range(n_nodes):
+        for k in range(3):
+            if neighbors[v, k] >= 0:
+                slots[count, 0], slots[count, 1] = v, k
+                count += 1
+    pruned = np.zeros((n_nodes, 3, 6), np.float32)
+    regraft = np.zeros((n_nodes, 3, 4), np.float32)
+    length = tree_length(lengths)
+    slot_columns(pruned, regraft, slots[:count], neighbors, node_edges, lengths, support, n_leaves,
+                 slot_sums(neighbors, node_edges, lengths, n_leaves), length,
+                 log_lengths(lengths) if logs is None else logs)
+    return pruned, regraft, length
+
+
+@njit(cache=True, nogil=True)
+def tree_length(lengths):
+    """The tree's length (its branch lengths' sum, clipped below), as the features divide by it."""
+    return max(lengths.sum(), MIN_LENGTH)
+
+
+@njit(cache=True, nogil=True)
+def log_lengths(lengths):
+    """float64 ``[E]``: the log of each branch length, clipped below (edge and move features)."""
+    out = np.empty(lengths.shape[0])
+    for e in range(lengths.shape[0]):
+        out[e] = np.log(max(lengths[e], MIN_LENGTH))
+    return out
+
+
+@njit(cache=True, nogil=True)
+def slot_columns(pruned, regraft, slots, neighbors, node_edges, lengths, support, n_leaves, sums, length, logs):
+    """``pruned[v, k]`` and ``regraft[v, k]`` of :func:`tree_constants` at each slot ``(v, k)`` of ``slots``
+    (int64 ``[S, 2]``; ``sums``: :func:`slot_sums`, ``length``: :func:`tree_length`, ``logs``: :func:`log_lengths`,
+    read at these slots' edges only)."""
+    leaves, total, longest = sums
+    for i in range(slots.shape[0]):
+        v, k = slots[i, 0], slots[i, 1]
+        edge = node_edges[v, k]
+        log_length = logs[edge]
+        pruned[v, k, 0] = log_length
+        if v >= n_leaves:  # only internal nodes are pruned from
+            joined = 0.0
+            for j in range(3):
+                if j != k:
+                    joined += lengths[node_edges[v, j]]
+            pruned[v, k, 1] = np.log(max(joined, MIN_LENGTH))
+        pruned[v, k, 2] = leaves[v, k] / n_leaves
+        pruned[v, k, 3] = total[v, k] / length
+        pruned[v, k, 4] = longest[v, k] / length
+        pruned[v, k, 5] = support[edge]
+        regraft[v, k, 0] = log_length
+        regraft[v, k, 1] = leaves[v, k] / n_leaves
+        regraft[v, k, 2] = total[v, k] / length
+        regraft[v, k, 3] = support[edge]
+
+
+@njit(cache=True, nogil=True)
+def slot_sums(neighbors, node_edges, lengths, n_leaves):
+    """``(leaves, total, longest)`` float64 ``[N, 3]``: per slot, the leaves, the summed branch length and the
+    longest branch of the subtree on that side. Linear in the tree's size: the subtrees below each node (rooted
+    at leaf 0) first, then the rest of the tree above each node."""
     n_nodes = neighbors.shape[0]
     leaves = np.zeros((n_nodes, 3))
     total = np.zeros((n_nodes, 3))
@@ -71,39 +136,7 @@ def tree_constants(neighbors, node_edges, lengths, support, n_leaves):
                 length_sum += edge + total[parent, j]
                 top = max(top, edge, longest[parent, j])
         leaves[v, up[v]], total[v, up[v]], longest[v, up[v]] = leaf, length_sum, top
-    return _slot_columns(neighbors, node_edges, lengths, support, n_leaves, leaves, total, longest)
-
-
-@njit(cache=True, nogil=True)
-def _slot_columns(neighbors, node_edges, lengths, support, n_leaves, leaves, total, longest):
-    tree_length = max(lengths.sum(), MIN_LENGTH)
-    pruned = np.zeros((neighbors.shape[0], 3, 6), np.float32)
-    regraft = np.zeros((neighbors.shape[0], 3, 4), np.float32)
-    log_lengths = np.empty(lengths.shape[0])
-    for e in range(lengths.shape[0]):
-        log_lengths[e] = np.log(max(lengths[e], MIN_LENGTH))
-    for v in range(neighbors.shape[0]):
-        for k in range(3):
-            if neighbors[v, k] < 0:
-                continue
-            edge = node_edges[v, k]
-            log_length = log_lengths[edge]
-            pruned[v, k, 0] = log_length
-            if v >= n_leaves:  # only internal nodes are pruned from
-                joined = 0.0
-                for j in range(3):
-                    if j != k:
-                        joined += lengths[node_edges[v, j]]
-                pruned[v, k, 1] = np.log(max(joined, MIN_LENGTH))
-            pruned[v, k, 2] = leaves[v, k] / n_leaves
-            pruned[v, k, 3] = total[v, k] / tree_length
-            pruned[v, k, 4] = longest[v, k] / tree_length
-            pruned[v, k, 5] = support[edge]
-            regraft[v, k, 0] = log_length
-            regraft[v, k, 1] = leaves[v, k] / n_leaves
-            regraft[v, k, 2] = total[v, k] / tree_length
-            regraft[v, k, 3] = support[edge]
-    return pruned, regraft, tree_length
+    return leaves, total, longest
 
 
 @njit(cache=True, nogil=True)
@@ -165,87 +198,21 @@ def slot_leaves(neighbors, n_leaves):
 
 
 @njit(cache=True, nogil=True)
-def parsimony_columns(out, deltas, parsimony_length):
-    """Columns 10-12 of every move into ``out[:, 10:13]``, from the moves' parsimony changes (float64
-    ``[A]``; see :func:`parsimony_table`)."""
-    table = np.empty((deltas.shape[0], 3), np.float32)
-    rows = np.empty(deltas.shape[0], np.int32)
-    parsimony_table(deltas, parsimony_length, table, rows, 0)
-    for i in range(deltas.shape[0]):
-        out[i, 10], out[i, 11], out[i, 12] = table[rows[i], 0], table[rows[i], 1], table[rows[i], 2]
-
-
-@njit(cache=True, nogil=True)
-def parsimony_table(deltas, parsimony_length, table, rows, first):
-    """Columns 10-12 of the moves with parsimony changes ``deltas`` (float64 or float32 ``[A]``) as distinct rows
-    of ``table`` (float32 ``[., 3]``, written from row ``first``), and each move's row into ``rows[i]``
-    (``first`` included); returns the rows written (at most ``A``). Ranks are counted exactly, with a
-    table per distinct change when the changes are whole numbers in a short range (Fitch changes of
-    weighted sites are; one row per distinct change), by sorting otherwise (one row per move)."""
-    n = deltas.shape[0]
-    if n == 0:
-        return 0
-    lo, hi, whole = deltas[0], deltas[0], True
-    for d in deltas:
-        lo, hi = min(lo, d), max(hi, d)
-        whole = whole and d == np.floor(d)
-    if whole and hi - lo <= 4 * n + 64:
-        counts = np.zeros(int(hi - lo) + 1, np.int64)
-        for d in deltas:
-            counts[int(d - lo)] += 1
-        row = np.empty(counts.shape[0], np.int32)
-        below, written = 0, 0
-        for j in range(counts.shape[0]):
-            if counts[j]:
-                row[j] = first + written
-                parsimony_row(table, first + written, np.float64(lo) + j, np.float64(lo), below, counts[j], n,
-                              parsimony_length, 0)
-                written += 1
-            below += counts[j]
-        for i in range(n):
-            rows[i] = row[int(deltas[i] - lo)]
-        return written
-    ordered = np.sort(deltas)
-    for i in range(n):
-        below = np.searchsorted(ordered, deltas[i], side="left")
-        equal = np.searchsorted(ordered, deltas[i], side="right") - below
-        parsimony_row(table, first + i, np.float64(deltas[i]), np.float64(lo), below, equal, n, parsimony_length, 0)
-        rows[i] = first + i
-    return n
-
-
-@njit(cache=True, nogil=True)
-def parsimony_one(out, row, deltas, i, parsimony_length):
-    """Columns 10-12 of move ``i`` alone into ``out[row]`` (one pass over the changes)."""
-    lowest, below, equal = deltas[i], 0, 0
-    for d in deltas:
-        lowest = min(lowest, d)
-        below += d < deltas[i]
-        equal += d == deltas[i]
-    parsimony_row(out, row, np.float64(deltas[i]), np.float64(lowest), below, equal, deltas.shape[0], parsimony_length,
-                  10)
-
-
-@njit(cache=True, nogil=True)
-def parsimony_row(out, i, delta, lowest, below, equal, n, parsimony_length, at):
-    """Columns 10-12 (into ``out[i, at:at + 3]``) of a move with parsimony change ``delta``: relative
-    change, change above the best move's (clipped), and its rank among the state's ``n`` moves,
-    0 (best) to 1 (worst), ties sharing their mean rank."""
-    out[i, at] = delta * 100.0 / max(parsimony_length, 1.0)
-    out[i, at + 1] = min(delta - lowest, 20.0) / 5.0
-    out[i, at + 2] = (below + 0.5 * (equal - 1)) / max(n - 1, 1)
-
-
-@njit(cache=True, nogil=True)
 def edge_features(out, lengths, support):
     """Rich edge features ``[2E, 3]`` (both directions of each edge): log length, length / tree
     length (lengths clipped below) and split support."""
+    edge_features_of(out, lengths, log_lengths(lengths), support)
+
+
+@njit(cache=True, nogil=True)
+def edge_features_of(out, lengths, logs, support):
+    """:func:`edge_features` with the lengths' logs given (:func:`log_lengths`)."""
     total = 0.0
     for e in range(lengths.shape[0]):
         total += max(lengths[e], MIN_LENGTH)
     for e in range(lengths.shape[0]):
         clipped = max(lengths[e], MIN_LENGTH)
-        out[2 * e, 0] = out[2 * e + 1, 0] = np.log(clipped)
+        out[2 * e, 0] = out[2 * e + 1, 0] = logs[e]
         out[2 * e, 1] = out[2 * e + 1, 1] = clipped / total
         out[2 * e, 2] = out[2 * e + 1, 2] = support[e]
 

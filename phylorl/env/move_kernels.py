@@ -14,7 +14,15 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .feature_kernels import parsimony_one, parsimony_table, slot_leaves, slot_row, tree_constants
+from phylorl.wire.record_reader import FLOAT32, read_floats
+
+from .feature_kernels import (
+    MIN_LENGTH, slot_columns, slot_leaves, slot_row, slot_sums, tree_constants, tree_length,
+)
+from .parsimony_kernels import parsimony_one, parsimony_table, stored_parsimony_one, stored_parsimony_table
+
+UNREAD_CHANGES = -2
+"""What :func:`taken_move` and :func:`all_moves` return when a state's stored parsimony changes cannot be read."""
 
 RICH_LAYOUT = (0, 6, 1, 13, 14, 2, 7, 3, 8, 4, 10, 11, 12, 5, 9)
 """Where each of the 15 rich move columns (:mod:`phylorl.env.features`) comes from in
@@ -26,10 +34,25 @@ BASIC_LAYOUT = (0, 1, 2)
 
 
 @njit(cache=True, nogil=True)
-def taken_move(tree, node_edges, n_leaves, radius, dedupe, rich, stop, offset, taken, meta):
+def stored_size(stored):
+    """How many parsimony changes a state stores (``stored``: ``(buf, array header)``; 0 when not one axis)."""
+    header = stored[1]
+    return header[4] if header[3] == 1 else 0
+
+
+@njit(cache=True, nogil=True)
+def _read_changes(stored):
+    """``(ok, changes)``: the stored parsimony changes written out (float32, as stored)."""
+    changes = np.empty(stored_size(stored), np.float32)
+    return read_floats(stored[0], stored[1], changes, FLOAT32), changes
+
+
+@njit(cache=True, nogil=True)
+def taken_move(tree, node_edges, n_leaves, radius, dedupe, rich, stop, offset, taken, meta, work):
     """Move ``stop`` of one state, written with its features into ``taken`` (global node ids: ``offset``
     added) and ``meta[0]``. Returns the moves counted (``stop + 1``, or all of them when the state has
-    fewer), -1 when the stored parsimony changes do not reach move ``stop``.
+    fewer), -1 when the stored parsimony changes (``tree[3]``, ``(buf, array header)``) do not reach move
+    ``stop``, :data:`UNREAD_CHANGES` when they cannot be read. ``work``: :func:`walk_work` for trees this large.
 
     The moves come in blocks, one per pruned slot ``(p, k)`` and side of ``p`` (see :func:`_slot_walk`);
     without a radius a block's size is known from the leaves on that side, so only the block holding
@@ -37,12 +60,14 @@ def taken_move(tree, node_edges, n_leaves, radius, dedupe, rich, stop, offset, t
     neighbors, lengths32, deltas, parsimony_length, support32 = tree[0], tree[2], tree[3], tree[4], tree[5]
     lengths = lengths32.astype(np.float64)
     n_nodes = neighbors.shape[0]
-    constants = tree_constants(neighbors, node_edges, lengths, support32.astype(np.float64), n_leaves) if rich \
-        else (np.zeros((0, 3, 6), np.float32), np.zeros((0, 3, 4), np.float32), 1.0)
-    leaves = slot_leaves(neighbors, n_leaves) if radius < 0 else np.zeros((0, 3), np.int64)
-    work, size = _walk_work(n_nodes, rich)
-    regrafts, columns = np.empty((3, 2 * n_nodes), np.int32), np.empty((3, 2 * n_nodes, 2), np.float32)  # per side
-    slot_length = _slot_lengths(neighbors, node_edges, lengths)
+    # rich: the slot tables of tree_constants, written only at the two slots the move uses (once it is found)
+    constants = (np.zeros((n_nodes if rich else 0, 3, 6), np.float32), np.zeros((n_nodes if rich else 0, 3, 4),
+                 np.float32), tree_length(lengths) if rich else 1.0)
+    none = np.zeros((0, 3))
+    sums = slot_sums(neighbors, node_edges, lengths, n_leaves) if rich else (none, none, none)
+    leaves = slot_leaves(neighbors, n_leaves) if radius < 0 and not rich else np.zeros((0, 3), np.int64)
+    (stack, depth, path, parent, distance), start, size, slot_length, regrafts, columns = work
+    _slot_lengths(neighbors, node_edges, lengths, slot_length)
     before = 0
     if radius == 0:
         return 0
@@ -53,71 +78,112 @@ def taken_move(tree, node_edges, n_leaves, radius, dedupe, rich, stop, offset, t
                 a = neighbors[p, side]
                 if side == k or a < n_leaves:
                     continue
-                if radius < 0:
-                    size[side] = 2 * (leaves[p, side] - 1)
+                if radius < 0:  # rich: the leaves on that side are counted in the slot sums already
+                    size[p, side] = 2 * ((np.int64(sums[0][p, side]) if rich else leaves[p, side]) - 1)
                 elif not walked:
-                    for j in range(3):
-                        size[j] = _side_walk(neighbors, slot_length, n_leaves, radius, p, j, 0, constants[2], rich,
-                                             work, regrafts[j], columns[j])
+                    _walks(neighbors, slot_length, n_leaves, radius, p, p + 1, 7, 0, constants[2], rich, stack, depth,
+                           path, parent, distance, regrafts, columns, 0, start, size)
                     walked = True
                 first = 2 if dedupe and not (p < a and neighbors[p, k] < neighbors[p, 3 - k - side]) else 0
-                if stop < before + size[side] - first:
+                if stop < before + size[p, side] - first:
                     if radius < 0:
-                        _side_walk(neighbors, slot_length, n_leaves, radius, p, side, 0, constants[2], rich, work,
-                                   regrafts[side], columns[side])
-                    i = stop - before + first
-                    x, kx = regrafts[side, i] // 3, regrafts[side, i] % 3
+                        _walks(neighbors, slot_length, n_leaves, radius, p, p + 1, 1 << side, 0, constants[2], rich,
+                               stack, depth, path, parent, distance, regrafts, columns, 0, start, size)
+                    i = start[p, side] + stop - before + first
+                    x, kx = regrafts[i] // 3, regrafts[i] % 3
                     taken[0], taken[1] = offset + p, offset + neighbors[p, k]
                     taken[2], taken[3] = offset + x, offset + neighbors[x, kx]
                     if not rich:
                         meta[0, 0] = lengths[node_edges[p, k]]
                         meta[0, 1] = lengths[node_edges[x, kx]]
-                        meta[0, 2] = columns[side, i, 0]
-                    elif deltas.size <= stop:
+                        meta[0, 2] = columns[i, 0]
+                    elif stored_size(deltas) <= stop:
                         return -1
                     else:
-                        slot_row(meta, 0, constants, p, k, x, kx, columns[side, i, 0], columns[side, i, 1])
-                        parsimony_one(meta, 0, deltas, stop, parsimony_length)
+                        slots = np.array([[p, k], [x, kx]])
+                        logs = np.empty(lengths.shape[0])  # read at these two slots' edges only
+                        for j in range(2):
+                            edge = node_edges[slots[j, 0], slots[j, 1]]
+                            logs[edge] = np.log(max(lengths[edge], MIN_LENGTH))
+                        slot_columns(constants[0], constants[1], slots, neighbors, node_edges, lengths,
+                                     support32.astype(np.float64), n_leaves, sums, constants[2], logs)
+                        slot_row(meta, 0, constants, p, k, x, kx, columns[i, 0], columns[i, 1])
+                        if not stored_parsimony_one(meta, 0, deltas[0], deltas[1], stop, parsimony_length):
+                            ok, changes = _read_changes(deltas)
+                            if not ok:
+                                return UNREAD_CHANGES
+                            parsimony_one(meta, 0, changes, stop, parsimony_length)
                     return stop + 1
-                before += size[side] - first
+                before += size[p, side] - first
     return before
 
 
 @njit(cache=True, nogil=True)
-def _slot_lengths(neighbors, node_edges, lengths):
-    """float64 ``[N, 3]``: the length of the branch at each slot (0 at a leaf's unused slots)."""
-    out = np.zeros(neighbors.shape)
+def _slot_lengths(neighbors, node_edges, lengths, out):
+    """Into ``out[:N]`` (float64 ``[., 3]``): the length of the branch at each slot (0 at a leaf's unused slots)."""
     for v in range(neighbors.shape[0]):
         for k in range(3):
-            if neighbors[v, k] >= 0:
-                out[v, k] = lengths[node_edges[v, k]]
-    return out
+            out[v, k] = lengths[node_edges[v, k]] if neighbors[v, k] >= 0 else 0.0
 
 
 @njit(cache=True, nogil=True)
-def _walk_work(n_nodes, rich):
-    """``(scratch, sizes)`` of the walks: :func:`_side_walk`'s scratch (stack, depth, branch length from ``p``,
-    parent, and the distance column by depth: rich ``(d + 1) / 10``, basic ``d + 1``), and room for the size of
-    each side's walk."""
+def walk_work(n_nodes, rich):
+    """Scratch of the walks for trees of up to ``n_nodes`` nodes, made once and used for every state:
+    :func:`_walks`'s (stack, depth, branch length from ``p``, parent, and the distance column by depth: rich
+    ``(d + 1) / 10``, basic ``d + 1``), the first row and size of each side's walk, each slot's branch length, and
+    the walks of one node's sides (their regraft slots and own columns)."""
     distance = np.empty(n_nodes + 1, np.float32)
     for d in range(n_nodes + 1):
         distance[d] = np.float32(d + 1) / np.float32(10.0) if rich else d + 1
     scratch = (np.empty(n_nodes, np.int64), np.empty(n_nodes, np.int64), np.empty(n_nodes),
                np.empty(n_nodes, np.int64), distance)
-    return scratch, np.zeros(3, np.int64)
+    return (scratch, np.zeros((n_nodes, 3), np.int64), np.zeros((n_nodes, 3), np.int64), np.zeros((n_nodes, 3)),
+            np.empty(3 * 2 * n_nodes, np.int32), np.empty((3 * 2 * n_nodes, 2), np.float32))
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _side_walk(neighbors, slot_length, n_leaves, radius, p, side, base, tree_length, rich, work, regrafts, columns):
-    """The regrafts onto side ``side`` of ``p`` (the subtree on ``neighbors[p, side]``'s side), in the order
-    of :func:`~phylorl.phylo.spr.enumerate_into`'s walk: each one's regraft slot row (``base`` added) into
-    ``regrafts`` and its own columns into ``columns`` (see :func:`_slot_walk`). Returns how many."""
-    a = neighbors[p, side]
-    if a < n_leaves:
-        return 0
-    stack, depth, walked, parent, distance = work
+def _walks(neighbors, slot_length, n_leaves, radius, first_p, last_p, sides, base, tree_length, rich, stack, depth,
+           path, parent, distance, regrafts, columns, m, start, size):
+    """Walk sides ``sides`` (a bit mask) of each node ``p`` in ``[first_p, last_p)``: the regrafts onto side
+    ``side`` of ``p`` (the subtree on ``neighbors[p, side]``'s side), in the order of
+    :func:`~phylorl.phylo.spr.enumerate_into`'s walk, each one's regraft slot row (``base`` added) into
+    ``regrafts`` and its own columns into ``columns`` (see :func:`_slot_walk`), from row ``m`` on; that walk's
+    first row into ``start[p, side]`` and its length into ``size[p, side]``. The other arrays are
+    :func:`walk_work`'s scratch, passed one by one, and a whole tree is walked in one call: numba counts
+    references to every array passed at each call. Returns the row after the last."""
+    for p in range(first_p, last_p):
+        for side in range(3):
+            if not (sides >> side) & 1:
+                continue
+            start[p, side] = m
+            a = neighbors[p, side]
+            if a >= n_leaves:
+                parent[a] = p
+                stack[0], depth[0], top = a, 1, 1
+                path[a] = slot_length[p, side]
+                while top > 0:
+                    top -= 1
+                    x, d = stack[top], depth[top]
+                    up, here, column = parent[x], path[x], distance[d]
+                    for j in range(3):
+                        if neighbors[x, j] != up:
+                            regrafts[m] = base + 3 * x + j
+                            columns[m, 0] = column
+                            if rich:
+                                columns[m, 1] = (here + 0.5 * slot_length[x, j]) / tree_length
+                            m += 1
+                    if radius < 0 or d < radius:
+                        for j in range(2, -1, -1):
+                            y = neighbors[x, j]
+                            if y != up and y >= n_leaves:
+                                parent[y] = x
+                                stack[top], depth[top] = y, d + 1
+                                path[y] = here + slot_length[x, j]
+                                top += 1
+            size[p, side] = m - start[p, side]
+    return m
     parent[a] = p
-    stack[0], depth[0], top, m = a, 1, 1, 0
+    stack[0], depth[0], top = a, 1, 1
     walked[a] = slot_length[p, side]
     while top > 0:
         top -= 1
@@ -142,12 +208,14 @@ def _side_walk(neighbors, slot_length, n_leaves, radius, p, side, base, tree_len
 
 
 @njit(cache=True, nogil=True)
-def all_moves(tree, node_edges, n_leaves, radius, dedupe, rich, offset, compact, walk_at, shared_at):
+def all_moves(tree, node_edges, logs, n_leaves, radius, dedupe, rich, offset, compact, walk_at, shared_at, work):
     """Every move of one state (first node ``offset`` of the batch) into the compact arrays ``compact``
     (:class:`phylorl.nets.compact_actions.CompactActions`' first eight; the walk, block and per-move ones given
     from this state's first row, the batch's walk row ``walk_at``): its slots' tables, its parsimony rows from
-    ``shared_at``, its walks and blocks (:func:`_slot_walk`). Returns ``(moves, walk rows, blocks, shared rows
-    written)``; moves -1 when the stored parsimony changes are not one per move."""
+    ``shared_at``, its walks and blocks (:func:`_slot_walk`); ``logs``: the rich form's
+    :func:`~phylorl.env.feature_kernels.log_lengths`; ``work``: :func:`walk_work` for trees this large. Returns ``(moves, walk rows, blocks, shared rows
+    written)``; moves -1 when the stored parsimony changes (``tree[3]``, ``(buf, array header)``) are not one per
+    move, :data:`UNREAD_CHANGES` when they cannot be read."""
     slot_node, pruned, regraft, shared, walk_slot, walk_own, blocks, shared_row = compact
     neighbors, lengths32, deltas, parsimony_length, support32 = tree[0], tree[2], tree[3], tree[4], tree[5]
     lengths = lengths32.astype(np.float64)
@@ -162,23 +230,29 @@ def all_moves(tree, node_edges, n_leaves, radius, dedupe, rich, offset, compact,
                 length = lengths[node_edges[v, k]] if neighbors[v, k] >= 0 else 0.0
                 pruned[base + 3 * v + k, 0] = regraft[base + 3 * v + k, 0] = length
         count, walked, written = _slot_walk(neighbors, node_edges, lengths, n_leaves, radius, dedupe, base, 1.0, rich,
-                                            walk_slot, walk_own, blocks, walk_at)
+                                            walk_slot, walk_own, blocks, walk_at, work)
         shared_row[:count] = 0
         return count, walked, written, 0
     table_pruned, table_regraft, tree_length = tree_constants(neighbors, node_edges, lengths,
-                                                              support32.astype(np.float64), n_leaves)
+                                                              support32.astype(np.float64), n_leaves, logs)
     pruned[base: base + 3 * n_nodes] = table_pruned.reshape(3 * n_nodes, table_pruned.shape[2])
     regraft[base: base + 3 * n_nodes] = table_regraft.reshape(3 * n_nodes, table_regraft.shape[2])
     count, walked, written = _slot_walk(neighbors, node_edges, lengths, n_leaves, radius, dedupe, base, tree_length,
-                                        rich, walk_slot, walk_own, blocks, walk_at)
-    if deltas.size != count:
+                                        rich, walk_slot, walk_own, blocks, walk_at, work)
+    if stored_size(deltas) != count:
         return -1, 0, 0, 0
-    return count, walked, written, parsimony_table(deltas, parsimony_length, shared, shared_row, shared_at)
+    rows = stored_parsimony_table(deltas[0], deltas[1], parsimony_length, shared, shared_row, shared_at)
+    if rows < 0:
+        ok, changes = _read_changes(deltas)
+        if not ok:
+            return UNREAD_CHANGES, 0, 0, 0
+        rows = parsimony_table(changes, parsimony_length, shared, shared_row, shared_at)
+    return count, walked, written, rows
 
 
 @njit(cache=True, nogil=True)
 def _slot_walk(neighbors, node_edges, lengths, n_leaves, radius, dedupe, base, tree_length, rich, walk_slot, walk_own,
-               blocks, walk_at):
+               blocks, walk_at, work):
     """The moves of :func:`~phylorl.phylo.spr.enumerate_into` in the same order (tested), as walks and blocks.
 
     The moves pruning ``(p, k)`` onto side ``side`` of ``p`` walk the same subtree for both ``k != side`` (only
@@ -188,18 +262,15 @@ def _slot_walk(neighbors, node_edges, lengths, n_leaves, radius, dedupe, base, t
     ``d(p, x) + 1``). Each ``(p, k, side)`` with a move is a block ``(pruned slot row, first walk row (``walk_at``
     added), moves)`` of ``blocks``: its moves are that many consecutive walk rows. Returns ``(moves, walk rows,
     blocks)``."""
-    work, size = _walk_work(neighbors.shape[0], rich)
-    slot_length = _slot_lengths(neighbors, node_edges, lengths)
-    start = np.zeros(3, np.int64)
-    count, walked, written = 0, 0, 0
+    (stack, depth, path, parent, distance), start, size, slot_length, _, _ = work
+    _slot_lengths(neighbors, node_edges, lengths, slot_length)
     if radius == 0:
         return 0, 0, 0
-    for p in range(n_leaves, neighbors.shape[0]):
-        for side in range(3):
-            start[side] = walked
-            size[side] = _side_walk(neighbors, slot_length, n_leaves, radius, p, side, base, tree_length, rich, work,
-                                    walk_slot[walked:], walk_own[walked:])
-            walked += size[side]
+    n_nodes = neighbors.shape[0]
+    walked = _walks(neighbors, slot_length, n_leaves, radius, n_leaves, n_nodes, 7, base, tree_length, rich, stack,
+                    depth, path, parent, distance, walk_slot, walk_own, 0, start, size)
+    count, written = 0, 0
+    for p in range(n_leaves, n_nodes):
         for k in range(3):
             s = neighbors[p, k]
             for side in range(3):
@@ -207,11 +278,11 @@ def _slot_walk(neighbors, node_edges, lengths, n_leaves, radius, dedupe, base, t
                 if side == k or a < n_leaves:
                     continue
                 first = 2 if dedupe and not (p < a and s < neighbors[p, 3 - k - side]) else 0  # a's own two moves
-                if size[side] > first:
+                if size[p, side] > first:
                     blocks[written, 0] = base + 3 * p + k
-                    blocks[written, 1] = walk_at + start[side] + first
-                    blocks[written, 2] = size[side] - first
-                    count += size[side] - first
+                    blocks[written, 1] = walk_at + start[p, side] + first
+                    blocks[written, 2] = size[p, side] - first
+                    count += size[p, side] - first
                     written += 1
     return count, walked, written
 

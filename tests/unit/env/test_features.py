@@ -97,7 +97,7 @@ def test_rich_needs_signals_and_unknown_sets_are_named(signals_and_tree):
 @pytest.mark.parametrize("kind", ["whole", "fractional", "wide", "one", "equal"])
 def test_parsimony_columns_equal_the_sorting_formula_bit_for_bit(kind):
     """Columns 10-12 by the per-value table (whole changes) or by sorting equal the argsort/unique formula."""
-    from phylorl.env.feature_kernels import parsimony_columns
+    from phylorl.env.parsimony_kernels import parsimony_columns
 
     rng = np.random.default_rng(len(kind))
     deltas = {"whole": rng.integers(-30, 90, 700).astype(np.float64),

@@ -1,0 +1,200 @@
+"""Compiled parsimony columns of the rich move features (columns 10-12, :mod:`phylorl.env.features`).
+
+Each move's parsimony change gives three columns: the relative change, the change above the best move's,
+and the move's rank among the state's moves. :func:`parsimony_table` writes them as one row per distinct
+change (the learner's compact batch) and :func:`parsimony_columns` per move (the environment). A stored
+record keeps a state's changes as a dictionary (the distinct values and one small index per move,
+:mod:`phylorl.wire.record`); :func:`stored_parsimony_table` and :func:`stored_parsimony_one` read that
+form in place, without writing the changes out first, and give the same bits
+(``tests/unit/env/test_parsimony_kernels.py``).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+from phylorl.wire.record_reader import FLOAT32, unsigned_at
+
+UINT8 = 5
+"""The record format's dtype code of uint8 (:mod:`phylorl.wire.record`): one byte per dictionary index."""
+
+
+@njit(cache=True, nogil=True)
+def parsimony_columns(out, deltas, parsimony_length):
+    """Columns 10-12 of every move into ``out[:, 10:13]``, from the moves' parsimony changes (float64
+    ``[A]``; see :func:`parsimony_table`)."""
+    table = np.empty((deltas.shape[0], 3), np.float32)
+    rows = np.empty(deltas.shape[0], np.int32)
+    parsimony_table(deltas, parsimony_length, table, rows, 0)
+    for i in range(deltas.shape[0]):
+        out[i, 10], out[i, 11], out[i, 12] = table[rows[i], 0], table[rows[i], 1], table[rows[i], 2]
+
+
+@njit(cache=True, nogil=True)
+def parsimony_table(deltas, parsimony_length, table, rows, first):
+    """Columns 10-12 of the moves with parsimony changes ``deltas`` (float64 or float32 ``[A]``) as distinct rows
+    of ``table`` (float32 ``[., 3]``, written from row ``first``), and each move's row into ``rows[i]``
+    (``first`` included); returns the rows written (at most ``A``). Ranks are counted exactly, with a
+    table per distinct change when the changes are whole numbers in a short range (Fitch changes of
+    weighted sites are; one row per distinct change), by sorting otherwise (one row per move)."""
+    n = deltas.shape[0]
+    if n == 0:
+        return 0
+    lo, hi, whole = deltas[0], deltas[0], True
+    for d in deltas:
+        lo, hi = min(lo, d), max(hi, d)
+        whole = whole and d == np.floor(d)
+    if whole and hi - lo <= 4 * n + 64:
+        counts = np.zeros(int(hi - lo) + 1, np.int64)
+        for d in deltas:
+            counts[int(d - lo)] += 1
+        row = np.empty(counts.shape[0], np.int32)
+        below, written = 0, 0
+        for j in range(counts.shape[0]):
+            if counts[j]:
+                row[j] = first + written
+                parsimony_row(table, first + written, np.float64(lo) + j, np.float64(lo), below, counts[j], n,
+                              parsimony_length, 0)
+                written += 1
+            below += counts[j]
+        for i in range(n):
+            rows[i] = row[int(deltas[i] - lo)]
+        return written
+    ordered = np.sort(deltas)
+    for i in range(n):
+        below = np.searchsorted(ordered, deltas[i], side="left")
+        equal = np.searchsorted(ordered, deltas[i], side="right") - below
+        parsimony_row(table, first + i, np.float64(deltas[i]), np.float64(lo), below, equal, n, parsimony_length, 0)
+        rows[i] = first + i
+    return n
+
+
+@njit(cache=True, nogil=True)
+def parsimony_one(out, row, deltas, i, parsimony_length):
+    """Columns 10-12 of move ``i`` alone into ``out[row]`` (one pass over the changes)."""
+    lowest, below, equal = deltas[i], 0, 0
+    for d in deltas:
+        lowest = min(lowest, d)
+        below += d < deltas[i]
+        equal += d == deltas[i]
+    parsimony_row(out, row, np.float64(deltas[i]), np.float64(lowest), below, equal, deltas.shape[0], parsimony_length,
+                  10)
+
+
+@njit(cache=True, nogil=True)
+def parsimony_row(out, i, delta, lowest, below, equal, n, parsimony_length, at):
+    """Columns 10-12 (into ``out[i, at:at + 3]``) of a move with parsimony change ``delta``: relative
+    change, change above the best move's (clipped), and its rank among the state's ``n`` moves,
+    0 (best) to 1 (worst), ties sharing their mean rank."""
+    out[i, at] = delta * 100.0 / max(parsimony_length, 1.0)
+    out[i, at + 1] = min(delta - lowest, 20.0) / 5.0
+    out[i, at + 2] = (below + 0.5 * (equal - 1)) / max(n - 1, 1)
+
+
+@njit(cache=True, nogil=True)
+def stored_counts(buf, header):
+    """``(values, counts)`` of a float32 array stored as a dictionary in a record (``header`` from
+    :func:`~phylorl.wire.record_reader.array_header`): its distinct values and how many elements hold each.
+    ``counts`` is empty when the array is stored another way, an index is out of range, or a value that
+    occurs is not finite or is ``-0.0`` (then the order of a scan over the elements could matter, and the
+    caller reads the elements instead)."""
+    kind, encoding, stored, _, n0, n1, payload, _ = header
+    none = (np.empty(0, np.float32), np.empty(0, np.int64))
+    if kind != FLOAT32 or encoding != 1 or not UINT8 <= stored <= UINT8 + 1:
+        return none
+    n, count, step = n0 * n1, unsigned_at(buf, payload, 4), stored - UINT8 + 1
+    values = buf[payload + 4: payload + 4 + 4 * count].view(np.float32)
+    start = payload + 4 + 4 * count
+    counts = np.zeros(count, np.int64)
+    if step == 1:  # four tallies, so that runs of one index do not wait on the last increment
+        tally = np.zeros((4, 256), np.int32)
+        for i in range(0, n - 3, 4):
+            tally[0, buf[start + i]] += 1
+            tally[1, buf[start + i + 1]] += 1
+            tally[2, buf[start + i + 2]] += 1
+            tally[3, buf[start + i + 3]] += 1
+        for i in range(n - n % 4, n):
+            tally[0, buf[start + i]] += 1
+        for e in range(count, 256):
+            if tally[0, e] or tally[1, e] or tally[2, e] or tally[3, e]:
+                return none
+        for e in range(count):
+            counts[e] = tally[0, e] + tally[1, e] + tally[2, e] + tally[3, e]
+    else:
+        for i in range(n):
+            index = unsigned_at(buf, start + 2 * i, 2)
+            if index >= count:
+                return none
+            counts[index] += 1
+    for e in range(count):
+        if counts[e] and (not np.isfinite(values[e]) or (values[e] == 0 and math.copysign(1.0, values[e]) < 0)):
+            return none
+    return values, counts
+
+
+@njit(cache=True, nogil=True)
+def stored_parsimony_table(buf, header, parsimony_length, table, rows, first):
+    """:func:`parsimony_table` of parsimony changes stored as a dictionary (see :func:`stored_counts`), read in
+    place: the same rows and bits. Returns the rows written, or -1 when the changes are not stored that way or
+    are not whole numbers in a short range (then read them out and call :func:`parsimony_table`)."""
+    values, counts = stored_counts(buf, header)
+    if counts.shape[0] == 0:
+        return -1
+    n, lo32, hi32, seen = header[4] * header[5], np.float32(0), np.float32(0), False
+    for e in range(values.shape[0]):
+        if counts[e]:
+            v = values[e]
+            if v != np.floor(v):
+                return -1
+            lo32, hi32 = (min(lo32, v), max(hi32, v)) if seen else (v, v)
+            seen = True
+    if not seen or hi32 - lo32 > 4 * n + 64:
+        return -1
+    by_value = np.zeros(int(hi32 - lo32) + 1, np.int64)
+    for e in range(values.shape[0]):
+        if counts[e]:
+            by_value[int(values[e] - lo32)] += counts[e]
+    row = np.empty(by_value.shape[0], np.int32)
+    below, written = 0, 0
+    for j in range(by_value.shape[0]):
+        if by_value[j]:
+            row[j] = first + written
+            parsimony_row(table, first + written, np.float64(lo32) + j, np.float64(lo32), below, by_value[j], n,
+                          parsimony_length, 0)
+            written += 1
+        below += by_value[j]
+    entry_row = np.zeros(values.shape[0], np.int32)
+    for e in range(values.shape[0]):
+        if counts[e]:
+            entry_row[e] = row[int(values[e] - lo32)]
+    start, step = header[6] + 4 + 4 * values.shape[0], header[2] - UINT8 + 1
+    if step == 1:
+        for i in range(n):
+            rows[i] = entry_row[buf[start + i]]
+    else:
+        for i in range(n):
+            rows[i] = entry_row[unsigned_at(buf, start + 2 * i, 2)]
+    return written
+
+
+@njit(cache=True, nogil=True)
+def stored_parsimony_one(out, row, buf, header, i, parsimony_length):
+    """:func:`parsimony_one` of move ``i`` of parsimony changes stored as a dictionary, read in place; False
+    (nothing written) when they are not stored that way or ``i`` is out of range."""
+    values, counts = stored_counts(buf, header)
+    n = header[4] * header[5]
+    if counts.shape[0] == 0 or not 0 <= i < n:
+        return False
+    start, step = header[6] + 4 + 4 * values.shape[0], header[2] - UINT8 + 1
+    delta = values[buf[start + i] if step == 1 else unsigned_at(buf, start + 2 * i, 2)]
+    lowest, below, equal = delta, 0, 0
+    for e in range(values.shape[0]):
+        if counts[e]:
+            lowest = min(lowest, values[e])
+            below += counts[e] if values[e] < delta else 0
+            equal += counts[e] if values[e] == delta else 0
+    parsimony_row(out, row, np.float64(delta), np.float64(lowest), below, equal, n, parsimony_length, 10)
+    return True

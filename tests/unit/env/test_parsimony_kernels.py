@@ -1,0 +1,70 @@
+"""Parsimony columns read in place from a record's dictionary equal those of the changes written out, bit for bit."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from phylorl.env.parsimony_kernels import (
+    parsimony_one, parsimony_table, stored_counts, stored_parsimony_one, stored_parsimony_table,
+)
+from phylorl.wire.record import _encode_array
+from phylorl.wire.record_reader import array_header
+
+
+def _stored(deltas: np.ndarray) -> tuple[np.ndarray, tuple]:
+    """The record bytes of ``deltas`` as the encoder stores them, and their array header."""
+    parts: list[bytes] = []
+    _encode_array(np.asarray(deltas, np.float32), "deltas", parts)
+    buf = np.frombuffer(b"".join(parts), np.uint8)
+    return buf, array_header(buf, 0, buf.shape[0])
+
+
+def _changes(kind: str, rng) -> np.ndarray:
+    return {"actor-like": rng.integers(-12, 40, 1122),  # Fitch changes of one state: a few dozen values
+            "one value": np.full(400, 3.0),
+            "wide index": rng.permutation(np.arange(-200, 400)).repeat(4),  # 600 values: uint16 indices
+            "negative": -rng.integers(1, 9, 300).astype(np.float64)}[kind].astype(np.float32)
+
+
+@pytest.mark.parametrize("kind", ["actor-like", "one value", "wide index", "negative"])
+def test_stored_table_and_single_moves_equal_the_written_out_changes(kind):
+    rng = np.random.default_rng(7)
+    deltas = _changes(kind, rng)
+    buf, header = _stored(deltas)
+    assert header[1] == 1, "stored as a dictionary"
+    assert header[2] == (6 if kind == "wide index" else 5)  # uint16 / uint8 indices
+    table, rows = np.zeros((len(deltas) + 5, 3), np.float32), np.zeros(len(deltas), np.int32)
+    written = parsimony_table(deltas, 812.0, table, rows, 5)
+    stored_table, stored_rows = np.zeros_like(table), np.zeros_like(rows)
+    assert stored_parsimony_table(buf, header, 812.0, stored_table, stored_rows, 5) == written
+    assert stored_table.tobytes() == table.tobytes() and stored_rows.tobytes() == rows.tobytes()
+    for i in rng.choice(len(deltas), 20, replace=False):
+        expected, got = np.zeros((1, 15), np.float32), np.zeros((1, 15), np.float32)
+        parsimony_one(expected, 0, deltas, i, 812.0)
+        assert stored_parsimony_one(got, 0, buf, header, i, 812.0)
+        assert got.tobytes() == expected.tobytes()
+
+
+@pytest.mark.parametrize("value", [0.5, -0.0, np.nan, np.inf])
+def test_changes_it_cannot_rank_in_place_are_left_to_the_written_out_path(value):
+    """Fractional changes take the sorting path; -0.0, NaN and infinities make a scan's order matter."""
+    deltas = _changes("actor-like", np.random.default_rng(3))
+    deltas[17] = value
+    buf, header = _stored(deltas)
+    assert stored_parsimony_table(buf, header, 812.0, np.zeros((1200, 3), np.float32), np.zeros(1122, np.int32),
+                                  0) == -1
+    assert stored_parsimony_one(np.zeros((1, 15), np.float32), 0, buf, header, 3, 812.0) == (value == 0.5)
+
+
+def test_arrays_not_stored_as_a_dictionary_or_damaged_are_not_read_in_place():
+    small = np.arange(10, dtype=np.float32)  # under the encoder's dictionary size: stored as it is
+    buf, header = _stored(small)
+    assert header[1] == 0 and stored_counts(buf, header)[1].size == 0
+    assert stored_parsimony_table(buf, header, 1.0, np.zeros((10, 3), np.float32), np.zeros(10, np.int32), 0) == -1
+    buf, header = _stored(_changes("actor-like", np.random.default_rng(5)))
+    damaged = buf.copy()
+    damaged[header[6] + 4 + 4 * int(damaged[header[6]]) + 9] = 250  # an index past the dictionary's end
+    assert stored_counts(damaged, header)[1].size == 0
+    assert not stored_parsimony_one(np.zeros((1, 15), np.float32), 0, damaged, header, 9, 1.0)
+    assert not stored_parsimony_one(np.zeros((1, 15), np.float32), 0, buf, header, 1122, 1.0)  # out of range
