@@ -182,29 +182,6 @@ def _walks(neighbors, slot_length, n_leaves, radius, first_p, last_p, sides, bas
                                 top += 1
             size[p, side] = m - start[p, side]
     return m
-    parent[a] = p
-    stack[0], depth[0], top = a, 1, 1
-    walked[a] = slot_length[p, side]
-    while top > 0:
-        top -= 1
-        x, d = stack[top], depth[top]
-        up, here, column = parent[x], walked[x], distance[d]
-        for j in range(3):
-            if neighbors[x, j] != up:
-                regrafts[m] = base + 3 * x + j
-                columns[m, 0] = column
-                if rich:
-                    columns[m, 1] = (here + 0.5 * slot_length[x, j]) / tree_length
-                m += 1
-        if radius < 0 or d < radius:
-            for j in range(2, -1, -1):
-                y = neighbors[x, j]
-                if y != up and y >= n_leaves:
-                    parent[y] = x
-                    stack[top], depth[top] = y, d + 1
-                    walked[y] = here + slot_length[x, j]
-                    top += 1
-    return m
 
 
 @njit(cache=True, nogil=True)
