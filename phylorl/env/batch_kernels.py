@@ -80,7 +80,8 @@ def _locate(buf, offsets, headers, values, arrays, trees, per):
 
 @njit(cache=True, nogil=True)
 def _read_tree(buf, where, n_leaves, rich):
-    """``(ok, neighbors, edges, lengths, deltas, parsimony_length, support)`` of one stored state; ``deltas``
+    """``(ok, neighbors, edges, lengths, deltas, parsimony_length, support)`` of one stored state (lengths and
+    support as float64, the features' arithmetic; their values are the stored float32 ones); ``deltas``
     (rich form) is where the parsimony changes are stored, ``(buf, array header)``: they are read in place
     (:mod:`phylorl.env.parsimony_kernels`)."""
     n_nodes = 2 * n_leaves - 2
@@ -97,7 +98,7 @@ def _read_tree(buf, where, n_leaves, rich):
     if ok and rich:
         ok = read_floats(buf, array_header(buf, where[4], end), scalar, FLOAT64) \
             and read_floats(buf, array_header(buf, where[5], end), support, FLOAT32)
-    return ok, neighbors, edges, lengths, deltas, scalar[0], support
+    return ok, neighbors, edges, lengths.astype(np.float64), deltas, scalar[0], support.astype(np.float64)
 
 
 @njit(cache=True, nogil=True)
@@ -115,7 +116,7 @@ def _graph(neighbors, edges, lengths, logs, support, n_leaves, rich, offset, edg
                 table_attr[offset + v, k, c] = 0.0
     rows = edge_attr[2 * edge_offset: 2 * (edge_offset + n_edges)]
     if rich:
-        edge_features_of(rows, lengths.astype(np.float64), logs, support.astype(np.float64))
+        edge_features_of(rows, lengths, logs, support)
     fill = np.zeros(n_nodes, np.int64)
     for e in range(n_edges):
         u, v = edges[e, 0], edges[e, 1]
@@ -169,8 +170,8 @@ def _fill(buf, headers, values, arrays, trees, rich, per):
     # a state walks each side of each inner node once (2 rows a move at most, and per walk 2 rows no move
     # uses) and has at most 6 blocks an inner node; the per-move rows are counted in capacity
     walks, block_capacity = capacity + 6 * nodes[1, n], 6 * nodes[1, n] + 1
-    compact = (np.empty(slots, np.int64), np.zeros((slots, widths[0]), np.float32),
-               np.zeros((slots, widths[1]), np.float32), np.empty((capacity if rich else 1, widths[2]), np.float32),
+    compact = (np.empty(slots, np.int64), np.empty((slots, widths[0]), np.float32),  # every state writes its slots
+               np.empty((slots, widths[1]), np.float32), np.empty((capacity if rich else 1, widths[2]), np.float32),
                np.empty(walks, np.int32), np.empty((walks, widths[3]), np.float32),
                np.empty((block_capacity, 3), np.int32), np.empty(capacity, np.int32))
     compact[3][0] = 0.0  # the shared rows are written as used; row 0 is kept when none is (no move at all)
@@ -192,7 +193,7 @@ def _fill(buf, headers, values, arrays, trees, rich, per):
                 status[r] = INVALID
                 break
             x, edge_index, edge_attr, table, table_attr, mask = sides[g]
-            logs = log_lengths(tree[2].astype(np.float64)) if rich else np.empty(0)
+            logs = log_lengths(tree[2]) if rich else np.empty(0)
             _graph(tree[0], tree[1], tree[2], logs, tree[5], n_leaves, rich, nodes[g, r], nodes[g, r] - r, x,
                    edge_index, edge_attr, table, table_attr, mask)
             if g == 0:

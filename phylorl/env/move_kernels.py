@@ -57,11 +57,11 @@ def taken_move(tree, node_edges, n_leaves, radius, dedupe, rich, stop, offset, t
     The moves come in blocks, one per pruned slot ``(p, k)`` and side of ``p`` (see :func:`_slot_walk`);
     without a radius a block's size is known from the leaves on that side, so only the block holding
     ``stop`` is walked."""
-    neighbors, lengths32, deltas, parsimony_length, support32 = tree[0], tree[2], tree[3], tree[4], tree[5]
-    lengths = lengths32.astype(np.float64)
+    neighbors, lengths, deltas, parsimony_length, support = tree[0], tree[2], tree[3], tree[4], tree[5]  # float64
     n_nodes = neighbors.shape[0]
-    # rich: the slot tables of tree_constants, written only at the two slots the move uses (once it is found)
-    constants = (np.zeros((n_nodes if rich else 0, 3, 6), np.float32), np.zeros((n_nodes if rich else 0, 3, 4),
+    # rich: the slot tables of tree_constants, written (and read) only at the two slots the move uses, once it is
+    # found: p's pruned row (p is an inner node, so all six columns) and x's regraft row
+    constants = (np.empty((n_nodes if rich else 0, 3, 6), np.float32), np.empty((n_nodes if rich else 0, 3, 4),
                  np.float32), tree_length(lengths) if rich else 1.0)
     none = np.zeros((0, 3))
     sums = slot_sums(neighbors, node_edges, lengths, n_leaves) if rich else (none, none, none)
@@ -106,7 +106,7 @@ def taken_move(tree, node_edges, n_leaves, radius, dedupe, rich, stop, offset, t
                             edge = node_edges[slots[j, 0], slots[j, 1]]
                             logs[edge] = np.log(max(lengths[edge], MIN_LENGTH))
                         slot_columns(constants[0], constants[1], slots, neighbors, node_edges, lengths,
-                                     support32.astype(np.float64), n_leaves, sums, constants[2], logs)
+                                     support, n_leaves, sums, constants[2], logs)
                         slot_row(meta, 0, constants, p, k, x, kx, columns[i, 0], columns[i, 1])
                         if not stored_parsimony_one(meta, 0, deltas[0], deltas[1], stop, parsimony_length):
                             ok, changes = _read_changes(deltas)
@@ -194,8 +194,7 @@ def all_moves(tree, node_edges, logs, n_leaves, radius, dedupe, rich, offset, co
     written)``; moves -1 when the stored parsimony changes (``tree[3]``, ``(buf, array header)``) are not one per
     move, :data:`UNREAD_CHANGES` when they cannot be read."""
     slot_node, pruned, regraft, shared, walk_slot, walk_own, blocks, shared_row = compact
-    neighbors, lengths32, deltas, parsimony_length, support32 = tree[0], tree[2], tree[3], tree[4], tree[5]
-    lengths = lengths32.astype(np.float64)
+    neighbors, lengths, deltas, parsimony_length, support = tree[0], tree[2], tree[3], tree[4], tree[5]  # float64
     n_nodes, base = neighbors.shape[0], 3 * offset
     for v in range(n_nodes):
         for k in range(3):
@@ -211,7 +210,7 @@ def all_moves(tree, node_edges, logs, n_leaves, radius, dedupe, rich, offset, co
         shared_row[:count] = 0
         return count, walked, written, 0
     table_pruned, table_regraft, tree_length = tree_constants(neighbors, node_edges, lengths,
-                                                              support32.astype(np.float64), n_leaves, logs)
+                                                              support, n_leaves, logs)
     pruned[base: base + 3 * n_nodes] = table_pruned.reshape(3 * n_nodes, table_pruned.shape[2])
     regraft[base: base + 3 * n_nodes] = table_regraft.reshape(3 * n_nodes, table_regraft.shape[2])
     count, walked, written = _slot_walk(neighbors, node_edges, lengths, n_leaves, radius, dedupe, base, tree_length,

@@ -110,17 +110,19 @@ def stored_counts(buf, header):
     start = payload + 4 + 4 * count
     counts = np.zeros(count, np.int64)
     if step == 1:  # four tallies, so that runs of one index do not wait on the last increment
-        tally = np.zeros((4, 256), np.int32)
+        tally = np.zeros((4, count), np.int64)
         for i in range(0, n - 3, 4):
-            tally[0, buf[start + i]] += 1
-            tally[1, buf[start + i + 1]] += 1
-            tally[2, buf[start + i + 2]] += 1
-            tally[3, buf[start + i + 3]] += 1
-        for i in range(n - n % 4, n):
-            tally[0, buf[start + i]] += 1
-        for e in range(count, 256):
-            if tally[0, e] or tally[1, e] or tally[2, e] or tally[3, e]:
+            a, b, c, d = buf[start + i], buf[start + i + 1], buf[start + i + 2], buf[start + i + 3]
+            if max(max(a, b), max(c, d)) >= count:
                 return none
+            tally[0, a] += 1
+            tally[1, b] += 1
+            tally[2, c] += 1
+            tally[3, d] += 1
+        for i in range(n - n % 4, n):
+            if buf[start + i] >= count:
+                return none
+            tally[0, buf[start + i]] += 1
         for e in range(count):
             counts[e] = tally[0, e] + tally[1, e] + tally[2, e] + tally[3, e]
     else:

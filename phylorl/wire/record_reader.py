@@ -79,6 +79,14 @@ def read_ints(buf, header, out):
     if encoding != 0 or not 1 <= stored <= 8 or n0 * n1 != out.shape[0]:
         return False
     step = ITEMSIZE[stored]
+    if step == 1:  # node indices: one byte each, signed when the table holds -1 padding
+        if SIGNED[stored]:
+            for i in range(out.shape[0]):
+                out[i] = np.int8(buf[payload + i])
+        else:
+            for i in range(out.shape[0]):
+                out[i] = buf[payload + i]
+        return True
     for i in range(out.shape[0]):
         out[i] = int_at(buf, payload + i * step, stored)
     return True
