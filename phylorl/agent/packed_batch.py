@@ -45,9 +45,9 @@ def collate_records(records: PackedRecords, device: torch.device | str = "cpu", 
     rich, headers, values, (sides, node_index, taken, taken_meta, moves, labels, counts) = decoded
     flags = headers[:, 0]
     batch = Batch(
-        graphs=_graph_batch(sides[0], node_index[0], n),
+        graphs=_graph_batch(sides[0], node_index[0]),
         actions=ActionBatch(torch.from_numpy(taken), torch.from_numpy(taken_meta), segments(np.ones(n))),
-        next_graphs=_graph_batch(sides[1], node_index[1], n),
+        next_graphs=_graph_batch(sides[1], node_index[1]),
         next_actions=_compact(moves, rich, counts),
         reward=torch.from_numpy(values[:, 0].astype(np.float32)),
         discount=torch.from_numpy(values[:, 1].astype(np.float32)),
@@ -80,7 +80,7 @@ def collate_states(records: PackedRecords) -> tuple[GraphBatch, ActionBatch, boo
     rich, _, _, (sides, node_index, _, _, moves, _, counts) = decoded
     nodes, meta = expand_moves(*moves, _COLUMNS[bool(rich)].numpy())
     actions = ActionBatch(torch.from_numpy(nodes), torch.from_numpy(meta), segments(counts))
-    return _graph_batch(sides[1], node_index[1], n), actions, bool(rich)
+    return _graph_batch(sides[1], node_index[1]), actions, bool(rich)
 
 
 _COLUMNS = {True: torch.tensor(RICH_LAYOUT), False: torch.tensor(BASIC_LAYOUT)}
@@ -91,14 +91,13 @@ def _compact(moves, rich: bool, counts: np.ndarray) -> CompactActions:
                           uniform_size(counts))
 
 
-def _graph_batch(side, index: np.ndarray, n: int) -> GraphBatch:
+def _graph_batch(side, nodes) -> GraphBatch:
     x, edge_index, edge_attr, neighbors, neighbor_attr, mask = side
-    sizes = np.bincount(index, minlength=n).astype(np.int64)
+    index, sizes, offsets = nodes
     return GraphBatch(
         x=torch.from_numpy(x), edge_index=torch.from_numpy(edge_index), edge_attr=torch.from_numpy(edge_attr),
         neighbors=torch.from_numpy(neighbors), neighbor_attr=torch.from_numpy(neighbor_attr),
-        neighbor_mask=torch.from_numpy(mask), node_offset=torch.from_numpy(np.cumsum(sizes) - sizes),
-        nodes=segments(sizes, index),
+        neighbor_mask=torch.from_numpy(mask), node_offset=torch.from_numpy(offsets), nodes=segments(sizes, index),
     )
 
 

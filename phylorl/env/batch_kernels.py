@@ -227,7 +227,9 @@ def _fill(buf, headers, values, arrays, trees, rich, per):
                 shared += rows
                 walked += walk_rows
                 blocked += block_rows
-    node_index = (_segment_index(nodes[0, 1:] - nodes[0, :-1]), _segment_index(nodes[1, 1:] - nodes[1, :-1]))
+    sizes = (nodes[0, 1:] - nodes[0, :-1], nodes[1, 1:] - nodes[1, :-1])
+    node_index = ((_segment_index(sizes[0]), sizes[0], nodes[0, :-1].copy()),
+                  (_segment_index(sizes[1]), sizes[1], nodes[1, :-1].copy()))
     compact = (compact[0], compact[1], compact[2], compact[3][:max(shared, 1)], compact[4][:walked],
                compact[5][:walked], compact[6][:blocked], compact[7][:written])
     return status, (sides, node_index, taken, taken_meta, compact, labels[:written], counts)
@@ -258,8 +260,8 @@ def decode_batch(buf: np.ndarray, offsets: np.ndarray, states: bool = False):
     :data:`INVALID`); ``decoded`` is ``None`` when any record is not OK, else ``(rich, headers, values,
     arrays)``: the int64 headers ``[B, 4]`` (flags, action, policy version, labels position), float64
     values ``[B, 2]`` (reward, discount) and the batch arrays ``(sides, node_index, taken, taken_meta,
-    compact, labels, counts)`` (``compact``: the first eight fields of ``CompactActions``; ``counts``: moves per
-    next state).
+    compact, labels, counts)`` (``node_index``: per side, each node's state, each state's node count and first
+    node; ``compact``: the first eight fields of ``CompactActions``; ``counts``: moves per next state).
     ``states``: the records are observation records (:func:`phylorl.wire.record.encode_observation`),
     each written as a next state.
     """
