@@ -21,6 +21,8 @@ PY=${PYTHON:-python3}
 "$PY" -m pip install -q -e '.[dev]'
 command -v pyenv >/dev/null && pyenv rehash || true
 # numba compiles the learner's and replay's record passes on first use (about 25 s); do it once here, so no
-# service's first batch stalls on it (the cache lives next to the sources).
-"$PY" -c 'from phylorl.agent.packed_batch import compile_kernels; compile_kernels()'
+# service's first batch stalls on it (the cache lives in ~/.cache/phylorl/numba/<digest of the source>, see
+# phylorl/jit_cache.py; NUMBA_CACHE_DIR overrides it).
+"$PY" -c 'from phylorl.jit_cache import use_source_keyed_cache; use_source_keyed_cache()
+from phylorl.agent.packed_batch import compile_kernels; compile_kernels()'
 echo "[install] done: $("$PY" -c 'import phylorl, torch; print("phylorl", phylorl.__version__, "torch", torch.__version__)')"

@@ -18,6 +18,10 @@ from pathlib import Path
 
 import pytest
 
+from phylorl.jit_cache import use_source_keyed_cache
+
+use_source_keyed_cache()  # before any test module imports a compiled kernel (phylorl/jit_cache.py says why)
+
 REPO = Path(__file__).resolve().parents[1]
 DS_DIR = REPO.parent / "shared" / "data" / "ds"
 REAL_DIR = REPO.parent / "shared" / "data" / "real"

@@ -47,6 +47,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from phylorl.jit_cache import use_source_keyed_cache
+
+    use_source_keyed_cache()  # before any sub-command imports a compiled kernel (and for the services it starts)
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["train"]:  # its flags (--help too) belong to python -m services.launcher
         from phylorl.cli import train

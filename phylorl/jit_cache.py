@@ -1,0 +1,47 @@
+"""Where numba keeps phylorl's compiled kernels: a directory named by a digest of the package's source.
+
+numba's on-disk cache (``cache=True``) checks only the file that defines a function. A kernel that calls
+kernels from other modules (the record pass calls the walk, the parsimony columns and the record reader) keeps
+its old compiled code when only those modules change, as after a ``git pull`` that leaves its own file alone:
+the stale code then runs with the new callers' argument layouts, which gives wrong arrays or corrupts memory
+(numba issues #1833 and #9483). Keying the whole cache by the source of every module makes any change start a
+fresh cache. The entry points call :func:`use_source_keyed_cache` before they import a kernel; nothing happens
+on import of this module.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+ENV = "NUMBA_CACHE_DIR"
+
+
+def source_digest(root: Path | None = None) -> str:
+    """A digest of every ``.py`` file under ``root`` (the phylorl package): names and contents."""
+    root = Path(__file__).resolve().parent if root is None else Path(root)
+    digest = hashlib.sha256()
+    for path in sorted(root.rglob("*.py")):
+        digest.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()[:16]
+
+
+def default_base() -> Path:
+    """``$XDG_CACHE_HOME/phylorl/numba`` (``~/.cache/phylorl/numba`` without it)."""
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "phylorl" / "numba"
+
+
+def use_source_keyed_cache(base: Path | None = None, root: Path | None = None) -> Path | None:
+    """Point numba's cache at ``base/<source digest>`` for this process and the processes it starts, unless
+    ``NUMBA_CACHE_DIR`` is set already (the image sets it; a user may): then nothing changes and ``None`` is
+    returned. Call it before importing any module with compiled kernels: a function takes its cache directory
+    when it is defined."""
+    if os.environ.get(ENV):
+        return None
+    path = (default_base() if base is None else Path(base)) / source_digest(root)
+    os.environ[ENV] = str(path)
+    from numba.core import config  # numba reads the variable when it is imported; it may be imported already
+
+    config.CACHE_DIR = str(path)
+    return path
