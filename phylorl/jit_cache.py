@@ -4,8 +4,8 @@ numba's on-disk cache (``cache=True``) checks only the file that defines a funct
 kernels from other modules (the record pass calls the walk, the parsimony columns and the record reader) keeps
 its old compiled code when only those modules change, as after a ``git pull`` that leaves its own file alone:
 the stale code then runs with the new callers' argument layouts, which gives wrong arrays or corrupts memory
-(numba issues #1833 and #9483). Keying the whole cache by the source of every module makes any change start a
-fresh cache. The entry points call :func:`use_source_keyed_cache` before they import a kernel; nothing happens
+(numba issues #1833 and #9483). Keying the whole cache by the source of every module that uses numba makes any
+change to a kernel start a fresh cache (a cold compile, about a minute for the record passes). The entry points call :func:`use_source_keyed_cache` before they import a kernel; nothing happens
 on import of this module.
 """
 
@@ -19,11 +19,15 @@ ENV = "NUMBA_CACHE_DIR"
 
 
 def source_digest(root: Path | None = None) -> str:
-    """A digest of every ``.py`` file under ``root`` (the phylorl package): names and contents."""
+    """A digest of the ``.py`` files under ``root`` (the phylorl package) that use numba (names and contents): the
+    compiled kernels and the modules whose constants they compile in (they import numba too). An edit elsewhere
+    (the command line, the networks, the services) keeps the compiled kernels."""
     root = Path(__file__).resolve().parent if root is None else Path(root)
     digest = hashlib.sha256()
     for path in sorted(root.rglob("*.py")):
-        digest.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+        text = path.read_bytes()
+        if b"numba" in text:
+            digest.update(path.relative_to(root).as_posix().encode() + b"\0" + text + b"\0")
     return digest.hexdigest()[:16]
 
 

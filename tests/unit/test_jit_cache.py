@@ -15,16 +15,19 @@ from phylorl.jit_cache import ENV, source_digest, use_source_keyed_cache
 REPO = Path(__file__).resolve().parents[2]
 
 
-def test_the_digest_follows_every_source_file(tmp_path):
+def test_the_digest_follows_every_module_that_uses_numba_and_no_other(tmp_path):
     (tmp_path / "sub").mkdir()
-    (tmp_path / "a.py").write_text("x = 1\n")
-    (tmp_path / "sub" / "b.py").write_text("y = 2\n")
+    (tmp_path / "a.py").write_text("from numba import njit\nx = 1\n")
+    (tmp_path / "sub" / "b.py").write_text("import numba\ny = 2\n")
+    (tmp_path / "cli.py").write_text("print('hello')\n")
     first = source_digest(tmp_path)
     assert source_digest(tmp_path) == first
-    (tmp_path / "sub" / "b.py").write_text("y = 3\n")
-    assert source_digest(tmp_path) != first
+    (tmp_path / "cli.py").write_text("print('hello, world')\n")  # no kernel: the compiled code stays
+    assert source_digest(tmp_path) == first
+    (tmp_path / "sub" / "b.py").write_text("import numba\ny = 3\n")
+    second = source_digest(tmp_path)
     (tmp_path / "sub" / "b.py").rename(tmp_path / "sub" / "c.py")  # same contents, another module
-    assert len({first, source_digest(tmp_path)}) == 2
+    assert len({first, second, source_digest(tmp_path)}) == 3
 
 
 def test_a_cache_directory_the_user_chose_is_kept(monkeypatch, tmp_path):
