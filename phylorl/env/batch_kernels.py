@@ -177,7 +177,7 @@ def _fill(buf, headers, values, arrays, trees, rich, per):
     compact[3][0] = 0.0  # the shared rows are written as used; row 0 is kept when none is (no move at all)
     labels, counts = np.zeros(capacity, np.float32), np.zeros(n, np.int64)
     scratch = np.empty((largest, 4), np.int64)  # the moves of a state whose count has no closed form
-    work = walk_work(2 * trees[:, 0].max() - 2 if n else 1, rich)  # scratch for the largest tree, made once
+    work = walk_work(2 * trees[:, 0].max() - 2, rich)  # scratch for the largest tree, made once
     written, shared, walked, blocked = 0, 0, 0, 0
     for r in range(n):
         for g in range(first_side, 2):
@@ -265,17 +265,8 @@ def decode_batch(buf: np.ndarray, offsets: np.ndarray, states: bool = False):
     ``states``: the records are observation records (:func:`phylorl.wire.record.encode_observation`),
     each written as a next state.
     """
-    located, status, rich, headers, values, out = _decode(buf, offsets, 1 if states else 2)
-    if status.any():
-        return status, None
-    return status, (rich, headers, values, out)
-
-
-@njit(cache=True, nogil=True)
-def _decode(buf, offsets, per):
-    """Both passes in one call (one dispatch from Python): ``(located, status, rich, headers, values, arrays)``; when
-    the first pass finds a record it does not read, the second runs on no records (``located`` False)."""
     n = offsets.size - 1
+    per = 1 if states else 2
     headers = np.zeros((n, 4), np.int64)
     headers[:, 3] = -1
     values = np.zeros((n, 2))
@@ -283,10 +274,11 @@ def _decode(buf, offsets, per):
     trees = np.zeros((per * n, 3), np.int64)
     status, rich = _locate(buf, offsets, headers, values, arrays, trees, per)
     if status.any():
-        return False, status, rich, headers, values, _fill(buf, headers[:0], values[:0], arrays[:0], trees[:0], rich,
-                                                             per)[1]
+        return status, None
     status, out = _fill(buf, headers, values, arrays, trees, rich, per)
-    return True, status, rich, headers, values, out
+    if status.any():
+        return status, None
+    return status, (rich, headers, values, out)
 
 
 def records_valid(buf: np.ndarray, offsets: np.ndarray) -> bool:
