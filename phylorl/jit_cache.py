@@ -5,8 +5,8 @@ kernels from other modules (the record pass calls the walk, the parsimony column
 its old compiled code when only those modules change, as after a ``git pull`` that leaves its own file alone:
 the stale code then runs with the new callers' argument layouts, which gives wrong arrays or corrupts memory
 (numba issues #1833 and #9483). Keying the whole cache by the source of every module that uses numba makes any
-change to a kernel start a fresh cache (a cold compile, about a minute for the record passes). The entry points call :func:`use_source_keyed_cache` before they import a kernel; nothing happens
-on import of this module.
+change to a kernel start a fresh cache (a cold compile, about a minute for the record passes). The entry points
+call :func:`use_source_keyed_cache` before they import a kernel; nothing happens on import of this module.
 """
 
 from __future__ import annotations

@@ -190,8 +190,8 @@ def all_moves(tree, node_edges, logs, n_leaves, radius, dedupe, rich, offset, co
     (:class:`phylorl.nets.compact_actions.CompactActions`' first eight; the walk, block and per-move ones given
     from this state's first row, the batch's walk row ``walk_at``): its slots' tables, its parsimony rows from
     ``shared_at``, its walks and blocks (:func:`_slot_walk`); ``logs``: the rich form's
-    :func:`~phylorl.env.feature_kernels.log_lengths`; ``work``: :func:`walk_work` for trees this large. Returns ``(moves, walk rows, blocks, shared rows
-    written)``; moves -1 when the stored parsimony changes (``tree[3]``, ``(buf, array header)``) are not one per
+    :func:`~phylorl.env.feature_kernels.log_lengths`; ``work``: :func:`walk_work` for trees this large. Returns
+    ``(moves, walk rows, blocks, shared rows written)``; moves -1 when the stored parsimony changes (``tree[3]``, ``(buf, array header)``) are not one per
     move, :data:`UNREAD_CHANGES` when they cannot be read."""
     slot_node, pruned, regraft, shared, walk_slot, walk_own, blocks, shared_row = compact
     neighbors, lengths, deltas, parsimony_length, support = tree[0], tree[2], tree[3], tree[4], tree[5]  # float64
