@@ -51,15 +51,7 @@ def parsimony_table(deltas, parsimony_length, table, rows, first):
         counts = np.zeros(int(hi - lo) + 1, np.int64)
         for d in deltas:
             counts[int(d - lo)] += 1
-        row = np.empty(counts.shape[0], np.int32)
-        below, written = 0, 0
-        for j in range(counts.shape[0]):
-            if counts[j]:
-                row[j] = first + written
-                parsimony_row(table, first + written, np.float64(lo) + j, np.float64(lo), below, counts[j], n,
-                              parsimony_length, 0)
-                written += 1
-            below += counts[j]
+        row, written = _value_rows(counts, lo, n, parsimony_length, table, first)
         for i in range(n):
             rows[i] = row[int(deltas[i] - lo)]
         return written
@@ -70,6 +62,22 @@ def parsimony_table(deltas, parsimony_length, table, rows, first):
         parsimony_row(table, first + i, np.float64(deltas[i]), np.float64(lo), below, equal, n, parsimony_length, 0)
         rows[i] = first + i
     return n
+
+
+@njit(cache=True, nogil=True)
+def _value_rows(counts, lo, n, parsimony_length, table, first):
+    """One table row per whole change ``lo + j`` that ``counts[j]`` moves have (of ``n``), from row ``first`` on:
+    ``(row of each j, rows written)``."""
+    row = np.empty(counts.shape[0], np.int32)
+    below, written = 0, 0
+    for j in range(counts.shape[0]):
+        if counts[j]:
+            row[j] = first + written
+            parsimony_row(table, first + written, np.float64(lo) + j, np.float64(lo), below, counts[j], n,
+                          parsimony_length, 0)
+            written += 1
+        below += counts[j]
+    return row, written
 
 
 @njit(cache=True, nogil=True)
@@ -159,15 +167,7 @@ def stored_parsimony_table(buf, header, parsimony_length, table, rows, first):
     for e in range(values.shape[0]):
         if counts[e]:
             by_value[int(values[e] - lo32)] += counts[e]
-    row = np.empty(by_value.shape[0], np.int32)
-    below, written = 0, 0
-    for j in range(by_value.shape[0]):
-        if by_value[j]:
-            row[j] = first + written
-            parsimony_row(table, first + written, np.float64(lo32) + j, np.float64(lo32), below, by_value[j], n,
-                          parsimony_length, 0)
-            written += 1
-        below += by_value[j]
+    row, written = _value_rows(by_value, lo32, n, parsimony_length, table, first)
     entry_row = np.zeros(values.shape[0], np.int32)
     for e in range(values.shape[0]):
         if counts[e]:
