@@ -198,8 +198,8 @@ def _fill(buf, headers, values, arrays, trees, rich, per):
                    edge_index, edge_attr, table, table_attr, mask)
             if g == 0:
                 action = headers[r, 1]
-                count = taken_move(tree, node_edges, n_leaves, radius, dedupe, rich, max(action, 0), nodes[0, r],
-                                   taken[r], taken_meta[r: r + 1], work)
+                count = taken_move(tree, node_edges, logs, n_leaves, radius, dedupe, rich, max(action, 0),
+                                   nodes[0, r], taken[r], taken_meta[r: r + 1], work)
                 if count == UNREAD_CHANGES:
                     status[r] = UNREADABLE
                     break

@@ -17,7 +17,7 @@ from numba import njit
 from phylorl.wire.record_reader import FLOAT32, read_floats
 
 from .feature_kernels import (
-    MIN_LENGTH, slot_columns, slot_leaves, slot_row, slot_sums, tree_constants, tree_length,
+    slot_columns, slot_leaves, slot_row, slot_sums, tree_constants, tree_length,
 )
 from .parsimony_kernels import parsimony_one, parsimony_table, stored_parsimony_one, stored_parsimony_table
 
@@ -48,11 +48,13 @@ def _read_changes(stored):
 
 
 @njit(cache=True, nogil=True)
-def taken_move(tree, node_edges, n_leaves, radius, dedupe, rich, stop, offset, taken, meta, work):
+def taken_move(tree, node_edges, logs, n_leaves, radius, dedupe, rich, stop, offset, taken, meta, work):
     """Move ``stop`` of one state, written with its features into ``taken`` (global node ids: ``offset``
     added) and ``meta[0]``. Returns the moves counted (``stop + 1``, or all of them when the state has
     fewer), -1 when the stored parsimony changes (``tree[3]``, ``(buf, array header)``) do not reach move
-    ``stop``, :data:`UNREAD_CHANGES` when they cannot be read. ``work``: :func:`walk_work` for trees this large.
+    ``stop``, :data:`UNREAD_CHANGES` when they cannot be read. ``logs``: the rich form's
+    :func:`~phylorl.env.feature_kernels.log_lengths` (the state's edge features have them already); ``work``:
+    :func:`walk_work` for trees this large.
 
     The moves come in blocks, one per pruned slot ``(p, k)`` and side of ``p`` (see :func:`_slot_walk`);
     without a radius a block's size is known from the leaves on that side, so only the block holding
@@ -100,13 +102,8 @@ def taken_move(tree, node_edges, n_leaves, radius, dedupe, rich, stop, offset, t
                     elif stored_size(deltas) <= stop:
                         return -1
                     else:
-                        slots = np.array([[p, k], [x, kx]])
-                        logs = np.empty(lengths.shape[0])  # read at these two slots' edges only
-                        for j in range(2):
-                            edge = node_edges[slots[j, 0], slots[j, 1]]
-                            logs[edge] = np.log(max(lengths[edge], MIN_LENGTH))
-                        slot_columns(constants[0], constants[1], slots, neighbors, node_edges, lengths,
-                                     support, n_leaves, sums, constants[2], logs)
+                        slot_columns(constants[0], constants[1], np.array([[p, k], [x, kx]]), neighbors, node_edges,
+                                     lengths, support, n_leaves, sums, constants[2], logs)
                         slot_row(meta, 0, constants, p, k, x, kx, columns[i, 0], columns[i, 1])
                         if not stored_parsimony_one(meta, 0, deltas[0], deltas[1], stop, parsimony_length):
                             ok, changes = _read_changes(deltas)
@@ -191,8 +188,8 @@ def all_moves(tree, node_edges, logs, n_leaves, radius, dedupe, rich, offset, co
     from this state's first row, the batch's walk row ``walk_at``): its slots' tables, its parsimony rows from
     ``shared_at``, its walks and blocks (:func:`_slot_walk`); ``logs``: the rich form's
     :func:`~phylorl.env.feature_kernels.log_lengths`; ``work``: :func:`walk_work` for trees this large. Returns
-    ``(moves, walk rows, blocks, shared rows written)``; moves -1 when the stored parsimony changes (``tree[3]``, ``(buf, array header)``) are not one per
-    move, :data:`UNREAD_CHANGES` when they cannot be read."""
+    ``(moves, walk rows, blocks, shared rows written)``; moves -1 when the stored parsimony changes (``tree[3]``,
+    ``(buf, array header)``) are not one per move, :data:`UNREAD_CHANGES` when they cannot be read."""
     slot_node, pruned, regraft, shared, walk_slot, walk_own, blocks, shared_row = compact
     neighbors, lengths, deltas, parsimony_length, support = tree[0], tree[2], tree[3], tree[4], tree[5]  # float64
     n_nodes, base = neighbors.shape[0], 3 * offset
