@@ -11,7 +11,9 @@ own median is reported too). Prints one JSON line.
 ``graphs-fused`` add ``AgentConfig.fused_head`` (the Triton head for the no-grad next-move passes) to the
 eager fast path and to the graphs; ``compiled``, ``graphs-compiled`` and ``graphs-fused-compiled`` add
 ``AgentConfig.compile_networks`` (``torch.compile``-d encoders; the first warm-up update compiles, and its time is
-reported as ``first_update_s``). ``--labelled F`` gives that fraction of next states demonstration labels on
+reported as ``first_update_s``). A ``-separate`` suffix (``fast-separate``, ``graphs-fused-separate``, ...) runs the
+online networks' forward and backward as two passes (``AgentConfig.stacked_update=False``; the default stacks
+them). ``--labelled F`` gives that fraction of next states demonstration labels on
 every move and the agent ``demo_weight=1``: the online networks then pass over every next move with gradients. ``--tf32`` lets float32
 matrix products use TF32 (CUDA; the default is full float32).
 
@@ -58,7 +60,8 @@ def time_path(path: str, batches, device, repeats: int, warmup: int, demo_weight
     parts = path.split("-")
     graphs, fused, compiled = "graphs" in parts, "fused" in parts, "compiled" in parts
     agent = AgentConfig(network_path="reference" if path == "reference" else "fast", cuda_graphs=graphs,
-                        fused_head=fused, compile_networks=compiled, demo_weight=demo_weight)
+                        fused_head=fused, compile_networks=compiled, demo_weight=demo_weight,
+                        stacked_update="separate" not in parts)
     learner = Learner(NetworkConfig(), agent, device, seed=0)
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
@@ -103,7 +106,7 @@ def main() -> None:
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--paths", default="fast,reference",
                         help="comma-separated: fast, reference, compiled; on CUDA also graphs, fused, graphs-fused, "
-                             "graphs-compiled, graphs-fused-compiled")
+                             "graphs-compiled, graphs-fused-compiled; any with -separate (two online passes)")
     parser.add_argument("--tf32", action="store_true", help="TF32 float32 matrix products (CUDA)")
     parser.add_argument("--labelled", type=float, default=0.0, metavar="F",
                         help="this fraction of next states carry demonstration labels and the agent learns from them "
@@ -113,8 +116,9 @@ def main() -> None:
                         "(default: phylorl.nets.fused_head's; benchmarks/bench_fused_head.py compares settings)")
     args = parser.parse_args()
     paths = args.paths.split(",")
-    unknown = sorted(set(paths) - {"fast", "reference", "graphs", "fused", "graphs-fused", "compiled",
-                                   "graphs-compiled", "graphs-fused-compiled"})
+    known = {"fast", "reference", "graphs", "fused", "graphs-fused", "compiled", "graphs-compiled",
+             "graphs-fused-compiled"}
+    unknown = sorted({p for p in paths if p.removesuffix("-separate") not in known})
     if unknown:
         parser.error(f"unknown path(s) {', '.join(unknown)}")
     if any(p.startswith("graphs") for p in paths) and (args.device != "cuda" or args.warmup <= WARMUP):

@@ -6,7 +6,8 @@
 # the update's and the endpoint's), the same with the learner's feed processes (session 16 left the learner's side,
 # its feed or update, as the likely bound), with Python's 5 ms switch interval in the learner (against its
 # default, LearnerConfig.switch_interval_ms), on the asyncio endpoint (which decides the default server), the
-# inference endpoint's batching gain on both servers, the learner update (CUDA graphs, TF32, the fused head), the
+# inference endpoint's batching gain on both servers, the learner update (CUDA graphs, TF32, the fused head; with
+# the online pair stacked and as two passes), where an update's time goes (its kernels, eagerly), the
 # feed processes' tests (they spawn processes: minutes), the update with torch.compile-d encoders, sampled records
 # to the GPU (compact moves expanded there), the update with demonstration labels on every next state, the fused
 # head alone, and acting alone with the actors' pipeline off and on. JSON lines and logs go to OUT_DIR.
@@ -32,8 +33,8 @@ PIPELINE=${PIPELINE:-0}
 FEED=${FEED:-4}
 SUITE_SECONDS=${SUITE_SECONDS:-100000}
 STEPS=${STEPS:-all}
-KNOWN=" gpu-tests system system-feed system-switch5 system-asyncio inference inference-asyncio update feed-tests \
-update-compiled replay update-labelled fused-head acting-pipeline-1 acting-pipeline-2 "
+KNOWN=" gpu-tests system system-feed system-switch5 system-asyncio inference inference-asyncio update profile-update \
+feed-tests update-compiled replay update-labelled fused-head acting-pipeline-1 acting-pipeline-2 "
 if [[ $STEPS != all ]]; then
   for s in ${STEPS//,/ }; do
     [[ $KNOWN == *" $s "* ]] || { echo "gpu_suite.sh: unknown step '$s' in STEPS (steps:$KNOWN)" >&2; exit 2; }
@@ -67,7 +68,8 @@ step inference 150 bench_inference.jsonl python3 benchmarks/bench_inference.py -
 step inference-asyncio 150 bench_inference_asyncio.jsonl python3 benchmarks/bench_inference.py --seconds 3 \
   --fused-head --tf32 --cuda-graphs --server asyncio
 step update 90 bench_update.jsonl python3 benchmarks/bench_update.py --device cuda \
-  --paths graphs,graphs-fused --repeats 30 --warmup 5 --tf32
+  --paths graphs,graphs-fused,graphs-fused-separate --repeats 30 --warmup 5 --tf32
+step profile-update 90 profile_update.jsonl python3 benchmarks/profile_update.py --device cuda --tf32 --fused
 step feed-tests 240 feed_tests.log python3 -m pytest -q -rf -p no:cacheprovider tests/integration/learner/test_feed.py
 step update-compiled 120 bench_update_compiled.jsonl python3 benchmarks/bench_update.py --device cuda \
   --paths graphs-fused,graphs-fused-compiled --repeats 30 --warmup 5 --tf32

@@ -74,6 +74,12 @@ class AgentConfig:
     GPU with ``cuda_graphs``, where the update is made of such small kernels; on a CPU it needs a C++
     compiler. The same values up to float32 rounding."""
 
+    stacked_update: bool = True
+    """Run the online networks' forward over an update's taken moves, and so its backward, as one stacked pass of
+    both networks (:meth:`phylorl.nets.twin.TwinQ.values`: each operation launched once for the pair, on weights
+    stacked along a leading axis) instead of two. The same values and gradients up to float32 rounding; used where
+    it applies (the fast path, ``action_features="gather"``, no dropout while training), else two passes."""
+
     demo_weight: float = 0.0
     """Weight of the supervised term on demonstration labels (transitions whose next state carries the
     reward of every move, ``Transition.next_labels``): squared error plus a listwise cross-entropy of

@@ -127,6 +127,10 @@ class Learner:
             compiled = agent_cfg.compile_networks
             self.twins = (TwinQ(self.target1, self.target2, fused=True, cache=not graphs, compiled=compiled),
                           TwinQ(self.q1, self.q2, fused=True, cache=not graphs, compiled=compiled))
+        self.online_pair = TwinQ(self.q1, self.q2, cache=False, compiled=agent_cfg.compile_networks) \
+            if agent_cfg.stacked_update and net_cfg.action_features == "gather" else None
+        """The online networks as one stacked pair, for the forward and backward of an update
+        (``AgentConfig.stacked_update``), else ``None``."""
         if agent_cfg.compile_networks:
             _require_compiler(self.device)
         for net in (self.q1, self.q2, self.target1, self.target2):
@@ -192,8 +196,11 @@ class Learner:
             q_next = tuple(net(batch.next_graphs, batch.next_actions, fast, self.rng) for net in (self.q1, self.q2))
         y, entropy, entropy_target = self._targets(batch, alpha, fast, q_next)
 
-        q1 = self.q1(batch.graphs, batch.actions, fast, self.rng)
-        q2 = self.q2(batch.graphs, batch.actions, fast, self.rng)
+        if fast and self.online_pair is not None and self.online_pair.applies_with_grad(batch.graphs, batch.actions):
+            q1, q2 = self.online_pair.values(batch.graphs, batch.actions).unbind(0)
+        else:
+            q1 = self.q1(batch.graphs, batch.actions, fast, self.rng)
+            q2 = self.q2(batch.graphs, batch.actions, fast, self.rng)
         loss, extra = critic_loss(q1, q2, y, batch.weights)
         zero = torch.zeros((), device=self.device)
         demo = zero

@@ -7,8 +7,13 @@ networks' weights along a leading axis of size 2 and runs each operation once fo
 encoder and the GAT layers as batched products over ``[2, N, hidden]``, one ``embedding_bag`` for
 both networks' attention sums and both first head layers (the second network's rows offset past the
 first's table), and the last two head layers as batched products. Same parameters and maths as
-:meth:`QNetwork.forward`'s fast path (tests compare them); inference only (no autograd), and only for
-``action_features="gather"`` with at least as many actions as nodes, else it calls the two networks.
+:meth:`QNetwork.forward`'s fast path (tests compare them); calling it is inference only (no autograd), and only
+for ``action_features="gather"`` with at least as many actions as nodes, else it calls the two networks.
+
+:meth:`TwinQ.values` is the learner's side (``AgentConfig.stacked_update``): both networks' ``Q`` of an
+update's taken moves (fewer actions than nodes), with autograd, the same stacked encoder then the head's few-action
+path as batched products. Its forward and backward launch each operation once for the pair: on an H100 the
+graphed update took 7.29 ms instead of 7.96 (``docs/benchmarks.md``, session 20).
 
 The stacked weights are rebuilt when a parameter of either network changes (its version counter)
 or is replaced, so a ``TwinQ`` stays valid across ``load_state_dict``; with ``cache=False`` they are
@@ -26,7 +31,7 @@ from torch import Tensor
 from phylorl.nets import fused_head
 from phylorl.nets.inputs import ActionBatch, GraphBatch
 from phylorl.nets.qnet import InputPlan, QNetwork, compiled, pool_by_index
-from phylorl.nets.segment import segment_max, segment_mean, segment_sum
+from phylorl.nets.segment import segment_max, segment_mean, segment_sum, take
 
 
 class TwinQ:
@@ -62,7 +67,9 @@ class TwinQ:
             self._stacked = (key, self._stack())
         return self._stacked[1]
 
-    def _stack(self) -> dict:
+    def _stack(self, combined: bool = False) -> dict:
+        """Both networks' weights, stacked (with autograd when it records: gradients reach each network's
+        parameters); ``combined``: also the head's factored first layer for few actions, ``[2, 4h + K, hh]``."""
         a, b = self.nets
         if self.compiled:  # derived inside the compiled code (no cache: it reads parameter versions)
             da, db = a._derive(), b._derive()
@@ -72,7 +79,8 @@ class TwinQ:
         def both(f):
             return torch.stack([f(a, da), f(b, db)]).contiguous()
 
-        return {
+        extra = {"combined_t": both(lambda n, d: d["combined_t"])} if combined else {}
+        return {**extra,
             "enc_w": both(lambda n, d: n.node_encoder.weight.t()),  # [2, F, h]
             "enc_b": both(lambda n, d: n.node_encoder.bias).unsqueeze(1),  # [2, 1, h]
             "gat": [(both(lambda n, d, i=i: d["gat"][i][0]),  # [2, h, H*C + 2H]
@@ -115,7 +123,40 @@ class TwinQ:
             both = self._head(nodes, tree, graphs, actions, plan, w)
         return both.amin(0) if reduce == "min" else both.mean(0)
 
-    def _encode(self, graphs: GraphBatch, plan: InputPlan, w: dict, by_index: bool = False) -> tuple[Tensor, Tensor]:
+    def values(self, graphs: GraphBatch, actions: ActionBatch, plan: InputPlan | None = None) -> Tensor:
+        """``Q`` of both networks, ``[2, A]``, for fewer actions than nodes (an update's taken moves), with
+        autograd: the online networks' forward of an update as one stacked pass, so it and its backward launch
+        each operation once for both networks instead of twice. Same function as two :meth:`QNetwork.forward`
+        calls on the fast path, up to float32 rounding (``tests/unit/nets/test_twin.py``); networks in either
+        mode, but without dropout (:meth:`applies_with_grad`)."""
+        if not self.applies_with_grad(graphs, actions):
+            raise ValueError("TwinQ.values takes fewer actions than nodes, a gather config and no dropout")
+        a = self.nets[0]
+        plan = plan if plan is not None else a.plan(graphs, actions, head_rows=False)
+        gathers = a._gathers()
+        if self.compiled:
+            nodes, tree, w = compiled(_stacked_grad_encode)(self, graphs, plan, gathers)
+        else:
+            w = self._stack(combined=True)
+            nodes, tree = self._encode(graphs, plan, w, gathers=gathers)
+        n = actions.nodes.shape[0]
+        inputs = torch.cat([nodes.index_select(1, actions.nodes.reshape(-1)).view(2, n, -1),
+                            actions.meta.expand(2, -1, -1)], dim=2)  # [2, A, 4h + K]
+        per_tree = torch.baddbmm(w["tree_b"], tree, w["tree_t"])  # [2, G, hh]
+        z = torch.relu(torch.baddbmm(per_tree.index_select(1, actions.states.index), inputs, w["combined_t"]))
+        z = torch.relu(torch.baddbmm(w["b2"], z, w["w2"]))
+        return torch.baddbmm(w["b3"], z, w["w3"]).squeeze(-1)
+
+    def applies_with_grad(self, graphs: GraphBatch, actions: ActionBatch) -> bool:
+        """Whether :meth:`values` takes this batch: fewer actions than nodes, the networks' input widths, and no
+        dropout in training mode (its masks come from each network's own draws)."""
+        a, b = self.nets
+        return (actions.nodes.shape[0] < graphs.x.shape[0] and self.cfg.action_features == "gather"
+                and graphs.x.shape[1] == self.cfg.node_features and actions.meta.shape[1] == self.cfg.action_meta
+                and not (self.cfg.dropout and (a.training or b.training)))
+
+    def _encode(self, graphs: GraphBatch, plan: InputPlan, w: dict, by_index: bool = False,
+                gathers: bool = False) -> tuple[Tensor, Tensor]:
         cfg, slots = self.cfg, plan.slots
         n, heads, channels = graphs.x.shape[0], cfg.heads, cfg.hidden // cfg.heads
         x = torch.relu(torch.baddbmm(w["enc_b"], graphs.x.expand(2, -1, -1), w["enc_w"]))  # [2, N, h]
@@ -126,7 +167,11 @@ class TwinQ:
             logits = F.leaky_relu(logits, conv.negative_slope)
             logits = logits.masked_fill(~slots.mask.unsqueeze(-1), float("-inf"))  # [2, N, S, H]
             attention = torch.softmax(logits, dim=2).transpose(2, 3).reshape(2 * n * heads, -1)
-            out = F.embedding_bag(rows, xl.reshape(2 * n * heads, channels), per_sample_weights=attention, mode="sum")
+            table = xl.reshape(2 * n * heads, channels)
+            if gathers:  # QNetwork.capture_safe: gathers and a sum instead of embedding_bag (same values)
+                out = (take(table, rows) * attention.unsqueeze(-1)).sum(1)
+            else:
+                out = F.embedding_bag(rows, table, per_sample_weights=attention, mode="sum")
             x = torch.relu(out.view(2, n, heads * channels) + bias) + x
         flat = x.transpose(0, 1).reshape(n, -1)  # [N, 2h]: pool both networks' embeddings at once
         seg = graphs.nodes
@@ -163,6 +208,13 @@ def _stacked_encode(twin: TwinQ, graphs: GraphBatch, plan: InputPlan) -> tuple[T
     """Both networks' stacked weights and node and tree embeddings (the compiled part of a compiled twin)."""
     w = twin._stack()
     nodes, tree = twin._encode(graphs, plan, w, by_index=True)
+    return nodes, tree, w
+
+
+def _stacked_grad_encode(twin: TwinQ, graphs: GraphBatch, plan: InputPlan, gathers: bool):
+    """:func:`_stacked_encode` for :meth:`TwinQ.values` (with the few-action weights; gathers or not)."""
+    w = twin._stack(combined=True)
+    nodes, tree = twin._encode(graphs, plan, w, by_index=True, gathers=gathers)
     return nodes, tree, w
 
 

@@ -244,3 +244,27 @@ def test_a_batch_with_a_nan_reward_never_reaches_the_weights():
     metrics, priorities = learner.step(good)  # and the next good batch trains as usual
     assert metrics["skipped"] == 0.0 and priorities is not None and np.isfinite(priorities).all()
     assert learner.weights_version == 1
+
+
+def test_stacked_update_equals_two_network_passes():
+    # AgentConfig.stacked_update runs the online networks' forward and backward as one stacked pass: the same
+    # gradients (Adam would blow rounding in near-zero ones up to a step of lr, so they are compared before it)
+    # and the same metrics over updates
+    batches = toy_batches(3, seed=4)
+    runs = []
+    for stacked in (True, False):
+        learner = Learner(SMALL, AgentConfig(lr=1e-3, tau=0.1, target_update_period=1, stacked_update=stacked), seed=2)
+        assert (learner.online_pair is not None) == stacked
+        learner.compute(batches[0])
+        grads = [p.grad.clone() for p in (*learner.q1.parameters(), *learner.q2.parameters())]
+        learner.q_optimizer.zero_grad(set_to_none=True)
+        learner.log_alpha.grad = None
+        runs.append((grads, [learner.step(b)[0] for b in batches]))
+    (g_stacked, m_stacked), (g_plain, m_plain) = runs
+    assert all(g.abs().sum() > 0 for g in g_plain[:3])
+    floor = 1e-7 * max(float(g.abs().max()) for g in g_plain)
+    for a, b in zip(g_stacked, g_plain):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5 * float(b.abs().max()) + floor)
+    for a, b in zip(m_stacked, m_plain):
+        for name in ("loss/q1", "loss/q2", "q/mean", "target/mean", "grad_norm/q1", "grad_norm/q2"):
+            assert a[name] == pytest.approx(b[name], rel=1e-4, abs=1e-6), name

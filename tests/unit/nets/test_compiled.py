@@ -12,6 +12,8 @@ from phylorl.agent.batch import collate
 from phylorl.agent.config import AgentConfig
 from phylorl.agent.learner import Learner
 from phylorl.nets.config import NetworkConfig
+from phylorl.nets.inputs import ActionBatch
+from phylorl.nets.segment import segments_from_sizes
 from phylorl.nets.synthetic import random_transition
 from phylorl.nets.twin import TwinQ
 from test_qnet import assert_equal_paths, batch, perturbed  # noqa: E402  (same directory)
@@ -58,6 +60,26 @@ def test_compiled_twin_equals_the_eager_twin_and_follows_new_weights():
         for p in q1.parameters():
             p.mul_(1.5)
     assert_equal_paths(comp(graphs, actions), eager(graphs, actions))
+
+
+def test_compiled_stacked_pass_equals_the_eager_one_with_gradients():
+    # TwinQ.values (AgentConfig.stacked_update) compiled: the online networks' forward of an update
+    q1, q2 = perturbed(CFG, seed=1), perturbed(CFG, seed=2)
+    graphs, all_moves = batch([7, 12, 20], seed=3)
+    first = torch.cumsum(all_moves.states.sizes, 0) - all_moves.states.sizes
+    actions = ActionBatch(nodes=all_moves.nodes[first], meta=all_moves.meta[first],
+                          states=segments_from_sizes(torch.ones(3, dtype=torch.long), size=1))
+    out = []
+    for twin in (TwinQ(q1, q2, cache=False), TwinQ(q1, q2, cache=False, compiled=True)):
+        q = twin.values(graphs, actions)
+        (q.square().sum() + q[1].sum()).backward()
+        out.append((q.detach(), [p.grad.clone() for net in (q1, q2) for p in net.parameters()]))
+        q1.zero_grad(set_to_none=True), q2.zero_grad(set_to_none=True)
+    (q_eager, g_eager), (q_comp, g_comp) = out
+    assert_equal_paths(q_comp, q_eager)
+    top = max(float(g.abs().max()) for g in g_eager)
+    for a, b in zip(g_eager, g_comp):
+        torch.testing.assert_close(b, a, rtol=1e-5, atol=1e-5 * float(a.abs().max()) + 1e-8 * top)
 
 
 def test_compiled_learner_updates_equal_eager_ones_over_batches_of_every_shape():
