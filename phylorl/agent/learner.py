@@ -162,7 +162,10 @@ class Learner:
                 self.q_optimizer.zero_grad(set_to_none=True)
                 self.log_alpha.grad = None
                 values, priorities = self.compute(batch)
-            host = values.cpu().tolist()  # the one device sync of an update
+            # the one device sync of an update, for the metrics and the priorities together (the priorities are
+            # this update's, from before its step: the step's kernels then run on while the caller goes on)
+            both = torch.cat([values, priorities.to(values.dtype)]).cpu()
+            host = both[:values.shape[0]].tolist()
             if not host[-1]:
                 if captured is None:  # (a captured update's gradients live in its graph and are reassigned)
                     self.q_optimizer.zero_grad(set_to_none=True)
@@ -176,8 +179,7 @@ class Learner:
             self.weights_version += 1
             if self.updates % self.agent_cfg.target_update_period == 0 and not (captured and captured.updates_targets):
                 self.update_targets()
-            priorities = priorities.cpu().numpy().astype(np.float32, copy=False)
-        return dict(zip(METRIC_NAMES, host[:-1])), priorities
+        return dict(zip(METRIC_NAMES, host[:-1])), both[values.shape[0]:].numpy().astype(np.float32, copy=False)
 
     def compute(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
         """Forward and backward of one update, no parameter changed: the Q networks' gradients (clipped)

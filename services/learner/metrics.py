@@ -1,6 +1,9 @@
 """Prometheus metrics of the learner and its inference endpoint (served on ``--metrics-port``).
 
-``phylorl_learner_update_seconds``        histogram  one learner update (forward, backward, optimiser, targets)
+``phylorl_learner_update_seconds``        histogram  one learner update (forward, backward, optimiser, targets; on
+                                                     a GPU until its metrics are back: the optimiser's and the
+                                                     targets' kernels then run on, and the next update waits for
+                                                     them)
 ``phylorl_learner_updates_total``         counter    updates done by this process
 ``phylorl_learner_batch_wait_seconds``    histogram  time the update loop waited for a ready batch
 ``phylorl_learner_weights_version``       gauge      version of the online networks (one per update)
