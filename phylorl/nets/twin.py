@@ -67,9 +67,10 @@ class TwinQ:
             self._stacked = (key, self._stack())
         return self._stacked[1]
 
-    def _stack(self, combined: bool = False) -> dict:
+    def _stack(self, few: bool = False) -> dict:
         """Both networks' weights, stacked (with autograd when it records: gradients reach each network's
-        parameters); ``combined``: also the head's factored first layer for few actions, ``[2, 4h + K, hh]``."""
+        parameters); ``few``: the head's first layer for few actions (factored, ``[2, 4h + K, hh]``) instead of its
+        per-node and metadata rows for many."""
         a, b = self.nets
         if self.compiled:  # derived inside the compiled code (no cache: it reads parameter versions)
             da, db = a._derive(), b._derive()
@@ -79,8 +80,7 @@ class TwinQ:
         def both(f):
             return torch.stack([f(a, da), f(b, db)]).contiguous()
 
-        extra = {"combined_t": both(lambda n, d: d["combined_t"])} if combined else {}
-        return {**extra,
+        stacked = {
             "enc_w": both(lambda n, d: n.node_encoder.weight.t()),  # [2, F, h]
             "enc_b": both(lambda n, d: n.node_encoder.bias).unsqueeze(1),  # [2, 1, h]
             "gat": [(both(lambda n, d, i=i: d["gat"][i][0]),  # [2, h, H*C + 2H]
@@ -89,13 +89,17 @@ class TwinQ:
                     for i in range(len(a.convs))],
             "tree_t": both(lambda n, d: d["tree_t"]),  # [2, 3h, hh]
             "tree_b": both(lambda n, d: d["tree_bias"]).unsqueeze(1),  # [2, 1, hh]
-            "w_nodes": both(lambda n, d: d["w_nodes"]),  # [2, h, 4 hh]
-            "meta_rows": both(lambda n, d: d["meta_rows"]),  # [2, K, hh]
             "w2": both(lambda n, d: n.head2.weight.t()),  # [2, hh, hh]
             "b2": both(lambda n, d: n.head2.bias).unsqueeze(1),
             "w3": both(lambda n, d: n.head3.weight.t()),  # [2, hh, 1]
             "b3": both(lambda n, d: n.head3.bias).unsqueeze(1),
         }
+        if few:
+            stacked["combined_t"] = both(lambda n, d: d["combined_t"])  # [2, 4h + K, hh]
+        else:
+            stacked["w_nodes"] = both(lambda n, d: d["w_nodes"])  # [2, h, 4 hh]
+            stacked["meta_rows"] = both(lambda n, d: d["meta_rows"])  # [2, K, hh]
+        return stacked
 
     @torch.no_grad()
     def __call__(self, graphs: GraphBatch, actions: ActionBatch, plan: InputPlan | None = None,
@@ -127,7 +131,7 @@ class TwinQ:
         """``Q`` of both networks, ``[2, A]``, for fewer actions than nodes (an update's taken moves), with
         autograd: the online networks' forward of an update as one stacked pass, so it and its backward launch
         each operation once for both networks instead of twice. Same function as two :meth:`QNetwork.forward`
-        calls on the fast path, up to float32 rounding (``tests/unit/nets/test_twin.py``); networks in either
+        calls on the fast path, up to float32 rounding (``tests/unit/nets/test_twin_values.py``); networks in either
         mode, but without dropout (:meth:`applies_with_grad`)."""
         if not self.applies_with_grad(graphs, actions):
             raise ValueError("TwinQ.values takes fewer actions than nodes, a gather config and no dropout")
@@ -137,7 +141,7 @@ class TwinQ:
         if self.compiled:
             nodes, tree, w = compiled(_stacked_grad_encode)(self, graphs, plan, gathers)
         else:
-            w = self._stack(combined=True)
+            w = self._stack(few=True)
             nodes, tree = self._encode(graphs, plan, w, gathers=gathers)
         n = actions.nodes.shape[0]
         inputs = torch.cat([nodes.index_select(1, actions.nodes.reshape(-1)).view(2, n, -1),
@@ -213,7 +217,7 @@ def _stacked_encode(twin: TwinQ, graphs: GraphBatch, plan: InputPlan) -> tuple[T
 
 def _stacked_grad_encode(twin: TwinQ, graphs: GraphBatch, plan: InputPlan, gathers: bool):
     """:func:`_stacked_encode` for :meth:`TwinQ.values` (with the few-action weights; gathers or not)."""
-    w = twin._stack(combined=True)
+    w = twin._stack(few=True)
     nodes, tree = twin._encode(graphs, plan, w, by_index=True, gathers=gathers)
     return nodes, tree, w
 
