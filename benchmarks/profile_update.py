@@ -6,7 +6,8 @@ profiler; a graphed update runs the same kernels without the launch gaps), after
 
 * ``phases``: the time of each phase of ``Learner.step`` (the next-move targets, the online forward passes, the
   loss, the backward, gradient clipping, the optimiser, the target update), as CUDA events on the learner's
-  stream (on a CPU: wall time), median over ``--repeats`` updates. Wrappers set on this script's learner alone.
+  stream (on a CPU: wall time), median over ``--repeats`` updates. The wrappers are set in this script's process
+  (on its learner, the learner module's loss functions and ``Tensor.backward``).
 * ``kernels_per_update``, ``kernel_ms_per_update``: from ``torch.profiler`` over ``--profiled`` updates, the number
   of device kernels and their summed time: the floor a graphed update could reach with no gaps.
 * ``top_ops`` and ``top_kernels``: the ops by their own device time (CPU time on a CPU) and the kernels by time.
@@ -142,7 +143,10 @@ def main() -> None:
     clock.collect()
     print(json.dumps({"phases_ms_median": {k: round(statistics.median(v), 3) for k, v in sorted(phases.items())}}),
           file=sys.stderr)  # first, in case the profile's tables fail
-    kernels = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+    # device events less the annotations of CPU ranges (the optimiser's step, say), which the profiler puts on the
+    # device's timeline too: counted, they would add their kernels' time twice
+    kernels = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA
+               and not getattr(e, "is_user_annotation", False)]
     by_kernel: dict[str, list[float]] = collections.defaultdict(list)
     for e in kernels:
         by_kernel[e.name].append(e.device_time_total if hasattr(e, "device_time_total") else e.cuda_time_total)
