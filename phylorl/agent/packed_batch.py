@@ -6,7 +6,8 @@ or observation object is built; :mod:`phylorl.env.batch_kernels` writes the batc
 from the records' bytes. It gives exactly what ``collate([decode_transition(r) for r in records])``
 gives, and returns ``None`` for a batch holding any record it does not read (the arrays form,
 stored node features, a corrupt record): the caller then takes that reference path, which reads
-every form and names what is wrong with a corrupt record.
+every form and names what is wrong with a corrupt record. (A record whose stored taken row disagrees with
+its state is what the replay's insert check rejects; see :func:`collate_records`.)
 """
 
 from __future__ import annotations
@@ -25,11 +26,17 @@ from .batch import Batch, on_device
 
 
 def collate_records(records: PackedRecords, device: torch.device | str = "cpu", weights: np.ndarray | None = None,
-                    pin_memory: bool = False, compact: bool = False) -> tuple[Batch, np.ndarray] | None:
+                    pin_memory: bool = False, compact: bool = False, verify: bool = False
+                    ) -> tuple[Batch, np.ndarray] | None:
     """``(batch, policy_versions)`` of ``records`` on ``device``, or ``None`` when a record is not in a
     tree form this path reads (see the module docstring). ``weights``: importance-sampling weights ``[B]``.
     ``compact``: the batch's ``next_actions`` stay :class:`~phylorl.nets.compact_actions.CompactActions`
-    (a fifth of the bytes; :func:`~phylorl.agent.batch.on_device` expands them where they go)."""
+    (a fifth of the bytes; :func:`~phylorl.agent.batch.on_device` expands them where they go).
+
+    A record's stored taken row (:mod:`phylorl.wire.record`, version 4) is read as it is: the replay service
+    checks it against its state when the record is inserted (``validate_records``), and the state's moves are
+    then not enumerated again here. ``verify``: check it here too (a record whose row differs from its state's
+    then sends the batch to the reference path, which names it)."""
     n = len(records)
     if n == 0:
         raise ValueError("cannot collate an empty batch of records")
@@ -39,7 +46,7 @@ def collate_records(records: PackedRecords, device: torch.device | str = "cpu", 
     if weights.shape != (n,):
         raise ValueError(f"weights must have shape ({n},), got {weights.shape}")
     buf = np.frombuffer(records.data, dtype=np.uint8)
-    status, decoded = decode_batch(buf, np.ascontiguousarray(records.offsets, dtype=np.int64))
+    status, decoded = decode_batch(buf, np.ascontiguousarray(records.offsets, dtype=np.int64), verify=verify)
     if decoded is None:
         return None
     rich, headers, values, (sides, node_index, taken, taken_meta, moves, labels, counts) = decoded

@@ -20,7 +20,7 @@ from numba import njit
 
 from phylorl.phylo.spr import enumerate_into, move_capacity
 from phylorl.wire.record_reader import (
-    DEDUPE, FLOAT32, FLOAT64, LABELLED, RICH_FORM, TERMINAL, array_header, observation_header,
+    DEDUPE, FLOAT32, FLOAT64, LABELLED, RICH_FORM, TAKEN, TERMINAL, array_header, observation_header,
     observation_record_header, read_floats, read_ints, record_header,
 )
 
@@ -67,10 +67,11 @@ def _locate(buf, offsets, headers, values, arrays, trees, per):
         if not ok:
             status[r] = UNREADABLE
             continue
-        labels = -1
-        if flags & LABELLED:
-            labels, pos = pos, array_header(buf, pos, end)[7]
-        headers[r, 3] = labels
+        if flags & TAKEN:  # the taken move's node ids, then its features
+            headers[r, 4], pos = pos, array_header(buf, pos, end)[7]
+            pos = array_header(buf, pos, end)[7] if pos >= 0 else -1
+        if flags & LABELLED and pos >= 0:
+            headers[r, 3], pos = pos, array_header(buf, pos, end)[7]
         if pos != end:
             status[r] = UNREADABLE
     if forms & (forms - 1):  # tree and rich forms mixed: not one feature set
@@ -144,9 +145,10 @@ def _graphs(n_nodes, n_edges, width):
 
 
 @njit(cache=True, nogil=True)
-def _fill(buf, headers, values, arrays, trees, rich, per):
+def _fill(buf, headers, values, arrays, trees, rich, per, verify):
     """Second pass: the batch arrays. With ``per == 1`` (observation records) each record's one state is
-    written as a next state (all its moves) and side 0 stays empty."""
+    written as a next state (all its moves) and side 0 stays empty. A record's stored taken row is read as it
+    is, or with ``verify`` checked against the move the state enumerates."""
     n = headers.shape[0]
     width, columns = (EDGE_COLUMNS, MOVE_COLUMNS) if rich else (1, 3)
     first_side = 2 - per
@@ -196,7 +198,11 @@ def _fill(buf, headers, values, arrays, trees, rich, per):
             logs = log_lengths(tree[2]) if rich else np.empty(0)
             _graph(tree[0], tree[1], tree[2], logs, tree[5], n_leaves, rich, nodes[g, r], nodes[g, r] - r, x,
                    edge_index, edge_attr, table, table_attr, mask)
-            if g == 0:
+            if g == 0 and headers[r, 4] >= 0 and not verify:
+                status[r] = _stored_taken(buf, headers[r, 4], 2 * n_leaves - 2, nodes[0, r], taken[r], taken_meta[r])
+                if status[r] != OK:
+                    break
+            elif g == 0:
                 action = headers[r, 1]
                 count = taken_move(tree, node_edges, logs, n_leaves, radius, dedupe, rich, max(action, 0),
                                    nodes[0, r], taken[r], taken_meta[r: r + 1], work)
@@ -204,7 +210,9 @@ def _fill(buf, headers, values, arrays, trees, rich, per):
                     status[r] = UNREADABLE
                     break
                 if action < 0 or count <= action or (
-                        rich and stored_size(tree[3]) != _move_count(tree, n_leaves, radius, dedupe, scratch)):
+                        rich and stored_size(tree[3]) != _move_count(tree, n_leaves, radius, dedupe, scratch)) \
+                        or (headers[r, 4] >= 0 and not _same_taken(buf, headers[r, 4], nodes[0, r], taken[r],
+                                                                   taken_meta[r])):
                     status[r] = INVALID
                     break
             else:
@@ -236,6 +244,36 @@ def _fill(buf, headers, values, arrays, trees, rich, per):
 
 
 @njit(cache=True, nogil=True)
+def _stored_taken(buf, at, n_nodes, offset, taken, meta):
+    """The record's stored taken row at ``buf[at]`` into ``taken`` (node ids, ``offset`` added) and ``meta``:
+    :data:`OK`, :data:`UNREADABLE` (not the int and float32 arrays of the right sizes) or :data:`INVALID` (a
+    node id not below ``n_nodes``)."""
+    end = buf.shape[0]
+    header = array_header(buf, at, end)
+    ids = np.empty(4, np.int64)
+    if header[3] != 1 or not read_ints(buf, header, ids) \
+            or not read_floats(buf, array_header(buf, header[7], end), meta, FLOAT32):
+        return UNREADABLE
+    for j in range(4):
+        if not 0 <= ids[j] < n_nodes:
+            return INVALID
+        taken[j] = offset + ids[j]
+    return OK
+
+
+@njit(cache=True, nogil=True)
+def _same_taken(buf, at, offset, taken, meta):
+    """Whether the record's stored taken row at ``buf[at]`` is ``taken`` (``offset`` added) and ``meta``, bitwise."""
+    ids, row = np.empty(4, np.int64), np.empty(meta.shape[0], np.float32)
+    if _stored_taken(buf, at, np.int64(1) << 62, offset, ids, row) != OK:
+        return False
+    for j in range(4):
+        if ids[j] != taken[j]:
+            return False
+    return (row.view(np.int32) == meta.view(np.int32)).all()
+
+
+@njit(cache=True, nogil=True)
 def _move_count(tree, n_leaves, radius, dedupe, scratch):
     """How many moves a stored state has (a closed form for all deduplicated moves)."""
     if radius < 0 and dedupe:
@@ -253,29 +291,31 @@ def _segment_index(sizes):
     return index
 
 
-def decode_batch(buf: np.ndarray, offsets: np.ndarray, states: bool = False):
+def decode_batch(buf: np.ndarray, offsets: np.ndarray, states: bool = False, verify: bool = False):
     """Decode the records ``buf[offsets[i]:offsets[i + 1]]`` into batch arrays.
 
     Returns ``(status, decoded)``: ``status`` int8 per record (:data:`OK`, :data:`UNREADABLE`,
     :data:`INVALID`); ``decoded`` is ``None`` when any record is not OK, else ``(rich, headers, values,
-    arrays)``: the int64 headers ``[B, 4]`` (flags, action, policy version, labels position), float64
+    arrays)``: the int64 headers ``[B, 5]`` (flags, action, policy version, labels position, taken row
+    position; positions -1 when absent), float64
     values ``[B, 2]`` (reward, discount) and the batch arrays ``(sides, node_index, taken, taken_meta,
     compact, labels, counts)`` (``node_index``: per side, each node's state, each state's node count and first
     node; ``compact``: the first eight fields of ``CompactActions``; ``counts``: moves per next state).
     ``states``: the records are observation records (:func:`phylorl.wire.record.encode_observation`),
-    each written as a next state.
+    each written as a next state. ``verify``: check each stored taken row against the move its state
+    enumerates (a record whose row differs is :data:`INVALID`); without it the row is read as stored.
     """
     n = offsets.size - 1
     per = 1 if states else 2
-    headers = np.zeros((n, 4), np.int64)
-    headers[:, 3] = -1
+    headers = np.zeros((n, 5), np.int64)
+    headers[:, 3:] = -1
     values = np.zeros((n, 2))
     arrays = np.zeros((per * n, 6), np.int64)
     trees = np.zeros((per * n, 3), np.int64)
     status, rich = _locate(buf, offsets, headers, values, arrays, trees, per)
     if status.any():
         return status, None
-    status, out = _fill(buf, headers, values, arrays, trees, rich, per)
+    status, out = _fill(buf, headers, values, arrays, trees, rich, per, verify)
     if status.any():
         return status, None
     return status, (rich, headers, values, out)
@@ -284,10 +324,10 @@ def decode_batch(buf: np.ndarray, offsets: np.ndarray, states: bool = False):
 def records_valid(buf: np.ndarray, offsets: np.ndarray) -> bool:
     """Whether every record is in a tree form and decodes to a transition that
     :func:`~phylorl.types.check_transition` accepts (finite values, the action one of the moves,
-    at least one move in each state, a discount in [0, 1]), checked on the arrays the learner's
-    batch would hold. ``False`` says nothing about which record is wrong or whether another form is
+    at least one move in each state, a discount in [0, 1]) and whose stored taken row (if any) is its
+    state's row of the action, checked on the arrays the learner's batch would hold. ``False`` says nothing about which record is wrong or whether another form is
     valid: decode those one by one."""
-    _, decoded = decode_batch(buf, offsets)
+    _, decoded = decode_batch(buf, offsets, verify=True)
     if decoded is None:
         return False
     values = decoded[2]

@@ -2,11 +2,11 @@
 
 One record holds one :class:`~phylorl.types.Transition`. Layout (all little-endian)::
 
-    header   "<4sBBqddq" magic b"PRLT", format version (3), flags (bit 0 terminal, bit 1 truncated,
-                         bit 2 labelled),
+    header   "<4sBBqddq" magic b"PRLT", format version (4), flags (bit 0 terminal, bit 1 truncated,
+                         bit 2 labelled, bit 3 taken row),
                          action (int64), reward (float64), discount (float64),
                          policy_version (int64: weights version that chose the action, -1 unknown)
-    obs, next_obs        each one observation, in one of two forms, after a "<B" form byte:
+    obs, next_obs        each one observation, in one of three forms, after a "<B" form byte:
       0 (arrays)         its five arrays node_features, edge_index, edge_attr, actions, action_meta
       1 (tree)           "<IiB" leaves, move radius (-1: none), flags (bit 0 dedupe, bit 1 node
                          features are the plain is_leaf column), then the arrays neighbors [N, 3],
@@ -14,17 +14,18 @@ One record holds one :class:`~phylorl.types.Transition`. Layout (all little-endi
                          node_features. The other arrays are rebuilt when read: the moves are
                          ``enumerate_moves`` over the neighbour table's slot order, their metadata
                          and edge arrays follow from the lengths (phylorl.env.tree_observation).
-    array                "<BBBB" dtype code, encoding, stored dtype code, ndim; ndim x "<I" shape;
-                         payload: encoding 0 (cast): the elements in the stored dtype, a narrower
-                                  integer type when every value fits (e.g. node indices as uint8)
-                                  encoding 1 (dictionary): "<I" count, the distinct element bit
-                                  patterns (count x itemsize), then one uint8/uint16 index per element
-
       2 (rich tree)      as the tree form, then the rich features' parts (phylorl.env.features.RichParts):
                          float32 lengths, each move's parsimony change, the parsimony length, and
                          each edge's split support; the rich edge and move features are rebuilt.
+    taken row            only with flag bit 3: two arrays, ``obs.actions[action]`` (the taken move's 4
+                         node ids) and ``obs.action_meta[action]`` (its features), as ``obs`` holds them.
+                         They repeat what the first observation rebuilds to; the learner's batch pass
+                         reads them instead of enumerating the state's moves up to the taken one, and
+                         every reader that rebuilds the state checks them against it.
     next_labels          only with flag bit 2: one float32 array, the demonstration label (reward)
                          of every move of next_obs, in the order of its actions.
+Each array is stored as :mod:`phylorl.wire.arrays` describes. Version 3 is version 4 without flag bit 3;
+both are read.
 An observation record (what an inference request carries, :func:`encode_observation`) is ``"<4sB"``
 magic b"PRLO" and the format version, then one observation in the same forms.
 
@@ -38,7 +39,6 @@ rich tree form, 17 kB in the arrays form, against 102 kB of raw arrays.
 
 from __future__ import annotations
 
-import math
 import struct
 
 import numpy as np
@@ -46,51 +46,44 @@ from numba import njit
 
 from phylorl.types import Observation, Transition
 
+from .arrays import decode_array as _decode_array, encode_array as _encode_array
 from .section_cache import section_for
 
 MAGIC, OBSERVATION_MAGIC = b"PRLT", b"PRLO"
-VERSION = 3
-READABLE_VERSIONS = (3,)
+VERSION = 4
+READABLE_VERSIONS = (3, 4)
 OBS_FIELDS = ("node_features", "edge_index", "edge_attr", "actions", "action_meta")
 
 _HEADER = struct.Struct("<4sBBqddq")
 _OBSERVATION_HEADER = struct.Struct("<4sB")
-_ARRAY_HEADER = struct.Struct("<BBBB")
-_COUNT = struct.Struct("<I")
 _FORM = struct.Struct("<B")
 _TREE = struct.Struct("<IiB")
 _ARRAYS_FORM, _TREE_FORM, _RICH_FORM = 0, 1, 2
 _DEDUPE, _LEAF_FEATURES = 1, 2
-_SHAPES = tuple(struct.Struct(f"<{ndim}I") for ndim in range(256))
-_CAST, _DICTIONARY = 0, 1
-_TERMINAL, _TRUNCATED, _LABELLED = 1, 2, 4
-_DICT_MIN_SIZE = 256  # smaller float arrays are stored as they are (a dictionary saves little there)
-
-_DTYPES = tuple(
-    np.dtype(name).newbyteorder("<")
-    for name in ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
-                 "float16", "float32", "float64")
-)
-_CODE = {dt.str: code for code, dt in enumerate(_DTYPES)}
-_BITS = {2: np.dtype("<u2"), 4: np.dtype("<u4"), 8: np.dtype("<u8")}
-_UNSIGNED = tuple((np.dtype(n), int(np.iinfo(n).min), int(np.iinfo(n).max)) for n in ("<u1", "<u2", "<u4"))
-_SIGNED = tuple((np.dtype(n), int(np.iinfo(n).min), int(np.iinfo(n).max)) for n in ("<i1", "<i2", "<i4"))
+_TERMINAL, _TRUNCATED, _LABELLED, _TAKEN = 1, 2, 4, 8
 
 
-def encode_transition(transition: Transition) -> bytes:
-    """Serialise ``transition`` into one compact record (see the module docstring)."""
+
+def encode_transition(transition: Transition, taken_row: bool = True) -> bytes:
+    """Serialise ``transition`` into one compact record (see the module docstring). ``taken_row``: store the
+    taken move's row (when the action is one of the state's moves); ``False`` writes what version 3 wrote."""
     labels = transition.next_labels
+    obs, action = transition.obs, int(transition.action)
+    taken_row = taken_row and 0 <= action < obs.n_actions and obs.actions.ndim == 2 and obs.action_meta.ndim == 2
     flags = ((_TERMINAL if transition.terminal else 0) | (_TRUNCATED if transition.truncated else 0)
-             | (_LABELLED if labels is not None else 0))
+             | (_LABELLED if labels is not None else 0) | (_TAKEN if taken_row else 0))
     if labels is not None:
         labels = np.asarray(labels)
         if labels.dtype != np.float32 or labels.shape != (transition.next_obs.n_actions,):
             raise ValueError(f"next_labels must be float32 of shape ({transition.next_obs.n_actions},) "
                              f"(one per move of next_obs), got {labels.dtype} {labels.shape}")
-    parts = [_HEADER.pack(MAGIC, VERSION, flags, int(transition.action), float(transition.reward),
+    parts = [_HEADER.pack(MAGIC, VERSION, flags, action, float(transition.reward),
                           float(transition.discount), int(transition.policy_version))]
-    for prefix, obs in (("obs", transition.obs), ("next_obs", transition.next_obs)):
-        _encode_observation(obs, prefix, parts)
+    for prefix, state in (("obs", obs), ("next_obs", transition.next_obs)):
+        _encode_observation(state, prefix, parts)
+    if taken_row:
+        _encode_array(obs.actions[action], "obs.actions[action]", parts)
+        _encode_array(obs.action_meta[action], "obs.action_meta[action]", parts)
     if labels is not None:
         _encode_array(labels, "next_labels", parts)
     return b"".join(parts)
@@ -184,7 +177,7 @@ def decode_transition(record: bytes | bytearray | memoryview) -> Transition:
     magic, version, flags, action, reward, discount, policy_version = _HEADER.unpack_from(buf, 0)
     _check_kind(magic, version, MAGIC, "transition")
     try:
-        observations, labels, offset = _decode_body(buf, flags)
+        observations, labels, offset = _decode_body(buf, flags, version, action)
     except (struct.error, IndexError, OverflowError) as e:  # a length or count that runs past the record
         raise ValueError(f"corrupt transition record: {e}") from None
     if offset != len(buf):
@@ -202,6 +195,18 @@ def decode_transition(record: bytes | bytearray | memoryview) -> Transition:
     )
 
 
+def _check_taken_row(obs: Observation, action: int, nodes: np.ndarray, meta: np.ndarray) -> None:
+    """``ValueError`` unless the stored taken row is ``obs``'s row of move ``action``, bit for bit."""
+    if not 0 <= action < obs.n_actions:
+        raise ValueError(f"corrupt transition record: a taken row for action {action}, which is not one of "
+                         f"the state's {obs.n_actions} moves")
+    rows = (("node ids", nodes, obs.actions[action]), ("features", meta, obs.action_meta[action]))
+    for name, stored, rebuilt in rows:
+        if stored.dtype != rebuilt.dtype or stored.shape != rebuilt.shape or stored.tobytes() != rebuilt.tobytes():
+            raise ValueError(f"corrupt transition record: the stored taken move's {name} are not those of move "
+                             f"{action} of its state")
+
+
 def _check_kind(magic: bytes, version: int, expected: bytes, kind: str) -> None:
     if magic != expected:
         raise ValueError(f"not a phylorl {kind} record: magic {bytes(magic)!r}, expected {expected!r}")
@@ -210,12 +215,18 @@ def _check_kind(magic: bytes, version: int, expected: bytes, kind: str) -> None:
                          f"{', '.join(map(str, READABLE_VERSIONS))}")
 
 
-def _decode_body(buf: memoryview, flags: int):
+def _decode_body(buf: memoryview, flags: int, version: int, action: int):
     offset = _HEADER.size
     observations = []
     for _ in range(2):
         obs, offset = _decode_observation(buf, offset)
         observations.append(obs)
+    if flags & _TAKEN:
+        if version < 4:
+            raise ValueError(f"corrupt transition record: flag bit 3 (taken row) in a version {version} record")
+        nodes, offset = _decode_array(buf, offset)
+        meta, offset = _decode_array(buf, offset)
+        _check_taken_row(observations[0], action, nodes, meta)
     labels = None
     if flags & _LABELLED:
         labels, offset = _decode_array(buf, offset)
@@ -317,83 +328,3 @@ def _decode_rich(buf: memoryview, offset: int) -> tuple[Observation, int]:
     except ValueError as e:
         raise ValueError(f"corrupt transition record: {e}") from None
     return obs, offset
-
-
-def _encode_array(value: np.ndarray, name: str, parts: list[bytes]) -> None:
-    array = np.asarray(value)
-    dtype = array.dtype.newbyteorder("<") if array.dtype.byteorder != "|" else array.dtype
-    code = _CODE.get(dtype.str)
-    if code is None:
-        raise ValueError(f"{name}: dtype {array.dtype} cannot be stored; use bool, (u)int8-64 or float16-64")
-    if array.ndim > 255 or any(d >= 2**32 for d in array.shape):
-        raise ValueError(f"{name}: shape {array.shape} too large for a record")
-    shape = _SHAPES[array.ndim].pack(*array.shape)
-    array = np.asarray(array, dtype=dtype, order="C")
-    if dtype.kind == "f" and array.size >= _DICT_MIN_SIZE:
-        bits = array.reshape(-1).view(_BITS[dtype.itemsize])
-        table = _distinct(bits)
-        index_dtype = np.dtype("<u1") if len(table) <= 256 else np.dtype("<u2")
-        if len(table) <= 65536 and len(table) * dtype.itemsize + array.size * index_dtype.itemsize < array.nbytes:
-            index = np.searchsorted(table, bits).astype(index_dtype)
-            parts += [_ARRAY_HEADER.pack(code, _DICTIONARY, _CODE[index_dtype.str], array.ndim), shape,
-                      _COUNT.pack(len(table)), table.tobytes(), index.tobytes()]
-            return
-    stored = _narrowest_int(array) if dtype.kind in "iu" else dtype
-    parts += [_ARRAY_HEADER.pack(code, _CAST, _CODE[stored.str], array.ndim), shape,
-              array.astype(stored, copy=False).tobytes()]
-
-
-def _distinct(values: np.ndarray) -> np.ndarray:
-    """Sorted distinct values of a 1-D array (``np.unique`` without its slower bookkeeping)."""
-    ordered = np.sort(values)
-    keep = np.empty(ordered.size, dtype=bool)
-    keep[:1] = True
-    np.not_equal(ordered[1:], ordered[:-1], out=keep[1:])
-    return ordered[keep]
-
-
-def _narrowest_int(array: np.ndarray) -> np.dtype:
-    """Smallest integer dtype holding every value of ``array`` (its own dtype if none is smaller)."""
-    if array.size == 0:
-        return array.dtype
-    lo, hi = int(array.min()), int(array.max())
-    for candidate, smallest, largest in _UNSIGNED if lo >= 0 else _SIGNED:
-        if candidate.itemsize < array.dtype.itemsize and smallest <= lo and hi <= largest:
-            return candidate
-    return array.dtype
-
-
-def _decode_array(buf: memoryview, offset: int) -> tuple[np.ndarray, int]:
-    if offset + _ARRAY_HEADER.size > len(buf):
-        raise ValueError(f"transition record truncated at byte {offset}: missing an array header")
-    code, encoding, stored_code, ndim = _ARRAY_HEADER.unpack_from(buf, offset)
-    if code >= len(_DTYPES) or stored_code >= len(_DTYPES) or encoding not in (_CAST, _DICTIONARY):
-        raise ValueError(f"corrupt transition record: bad array header {(code, encoding, stored_code)} "
-                         f"at byte {offset}")
-    offset += _ARRAY_HEADER.size
-    shape = _SHAPES[ndim].unpack_from(buf, offset)
-    offset += 4 * ndim
-    size = math.prod(shape)
-    dtype, stored = _DTYPES[code], _DTYPES[stored_code]
-    if encoding == _DICTIONARY:
-        (count,) = _COUNT.unpack_from(buf, offset)
-        offset += _COUNT.size
-        table = _take(buf, offset, dtype, count)
-        offset += count * dtype.itemsize
-        index = _take(buf, offset, stored, size)
-        offset += size * stored.itemsize
-        try:
-            array = table[index]
-        except IndexError:
-            raise ValueError(f"corrupt transition record: dictionary index out of range before byte {offset}") from None
-    else:
-        array = _take(buf, offset, stored, size).astype(dtype)  # astype copies: result is writable
-        offset += size * stored.itemsize
-    return array.reshape(shape), offset
-
-
-def _take(buf: memoryview, offset: int, dtype: np.dtype, count: int) -> np.ndarray:
-    end = offset + count * dtype.itemsize
-    if end > len(buf):
-        raise ValueError(f"transition record truncated: needs {end} bytes, has {len(buf)}")
-    return np.frombuffer(buf, dtype=dtype, count=count, offset=offset)

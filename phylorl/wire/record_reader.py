@@ -13,17 +13,19 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from . import record
-from .record import MAGIC, OBSERVATION_MAGIC, VERSION
+from . import arrays, record
+from .record import MAGIC, OBSERVATION_MAGIC
 
 # The record format's own constants (phylorl.wire.record), as compiled code reads them.
 HEADER_SIZE = record._HEADER.size
-ITEMSIZE = np.array([dt.itemsize for dt in record._DTYPES], np.int64)  # by dtype code
-SIGNED = np.array([dt.kind == "i" for dt in record._DTYPES], np.bool_)
-FLOAT32, FLOAT64 = record._CODE[np.dtype("<f4").str], record._CODE[np.dtype("<f8").str]
+ITEMSIZE = np.array([dt.itemsize for dt in arrays._DTYPES], np.int64)  # by dtype code
+SIGNED = np.array([dt.kind == "i" for dt in arrays._DTYPES], np.bool_)
+FLOAT32, FLOAT64 = arrays._CODE[np.dtype("<f4").str], arrays._CODE[np.dtype("<f8").str]
 TREE_FORM, RICH_FORM = record._TREE_FORM, record._RICH_FORM
 DEDUPE, LEAF_FEATURES = record._DEDUPE, record._LEAF_FEATURES
-TERMINAL, LABELLED = record._TERMINAL, record._LABELLED
+TERMINAL, LABELLED, TAKEN = record._TERMINAL, record._LABELLED, record._TAKEN
+_FIRST_VERSION, _LAST_VERSION = min(record.READABLE_VERSIONS), max(record.READABLE_VERSIONS)  # a range: 3 and 4
+_TAKEN_VERSION = 4  # the first version with a taken row
 _MAGIC = np.frombuffer(MAGIC, np.uint8)
 _OBSERVATION_MAGIC = np.frombuffer(OBSERVATION_MAGIC, np.uint8)
 
@@ -128,13 +130,16 @@ def read_floats(buf, header, out, code):
 
 @njit(cache=True, nogil=True)
 def record_header(buf, start, end):
-    """``(ok, flags, action, reward, discount, policy_version, body)`` of the record in ``buf[start:end]``."""
-    if end - start < HEADER_SIZE or buf[start + 4] != VERSION:
+    """``(ok, flags, action, reward, discount, policy_version, body)`` of the record in ``buf[start:end]`` (not ok
+    for a version this code does not read, or a taken row in a version without one)."""
+    if end - start < HEADER_SIZE or not _readable(buf[start + 4]):
         return False, 0, 0, 0.0, 0.0, 0, 0
     for j in range(4):
         if buf[start + j] != _MAGIC[j]:
             return False, 0, 0, 0.0, 0.0, 0, 0
     flags = buf[start + 5]
+    if flags & TAKEN and buf[start + 4] < _TAKEN_VERSION:
+        return False, 0, 0, 0.0, 0.0, 0, 0
     action = int_at(buf, start + 6, 4)
     reward = buf[start + 14: start + 22].view(np.float64)[0]
     discount = buf[start + 22: start + 30].view(np.float64)[0]
@@ -142,10 +147,15 @@ def record_header(buf, start, end):
     return True, flags, action, reward, discount, version, start + HEADER_SIZE
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _readable(version):
+    return _FIRST_VERSION <= version <= _LAST_VERSION
+
+
 @njit(cache=True, nogil=True)
 def observation_record_header(buf, start, end):
     """``(ok, body)`` of the observation record in ``buf[start:end]``."""
-    if end - start < 5 or buf[start + 4] != VERSION:
+    if end - start < 5 or not _readable(buf[start + 4]):
         return False, 0
     for j in range(4):
         if buf[start + j] != _OBSERVATION_MAGIC[j]:

@@ -137,26 +137,37 @@ def test_rejects_empty_batches_and_bad_weights(simulated):
 
 
 def test_damaged_records_give_the_reference_result_or_the_reference_path(simulated):
-    """Random byte damage: the compiled path either declines the batch or equals the reference decode."""
+    """Random byte damage: the verified compiled path either declines the batch or equals the reference
+    decode. The learner's (unverified) path also may read a record whose stored taken row no longer matches its
+    state, and only such a record: one the replay's insert check (``records_valid``) rejects."""
+    from phylorl.env.batch_kernels import records_valid
     records = _episodes(simulated, EnvConfig(horizon=6), 12, seed=13, labels=True)
     rng = np.random.default_rng(14)
-    declined = 0
+    declined, trusted = 0, 0
     for trial in range(300):
         damaged = list(records[:4])
         record = bytearray(damaged[trial % 4])
         for _ in range(1 + trial % 3):
             record[int(rng.integers(len(record)))] = int(rng.integers(256))
         damaged[trial % 4] = bytes(record)
-        fast = collate_records(PackedRecords.from_records(damaged))
-        if fast is None:
-            declined += 1
-            continue
+        packed = PackedRecords.from_records(damaged)
         try:
             reference = collate([decode_transition(r) for r in damaged])
         except ValueError:
-            pytest.fail(f"trial {trial}: the compiled path read a batch the reference path rejects")
-        _assert_same(fast[0], reference)
-    assert 0 < declined < 300
+            reference = None
+        verified = collate_records(packed, verify=True)
+        if verified is not None:
+            assert reference is not None, f"trial {trial}: the verified path read a batch the reference rejects"
+            _assert_same(verified[0], reference)
+        fast = collate_records(packed)
+        if fast is None:
+            declined += 1
+        elif reference is None:
+            assert not records_valid(np.frombuffer(packed.data, np.uint8), packed.offsets), f"trial {trial}"
+            trusted += 1
+        else:
+            _assert_same(fast[0], reference)
+    assert 0 < declined < 300 and trusted > 0  # both cases met
 
 
 def test_records_valid_accepts_what_check_transition_accepts_and_nothing_else(simulated):
@@ -185,6 +196,37 @@ def test_records_valid_accepts_what_check_transition_accepts_and_nothing_else(si
         with pytest.raises(ValueError):
             check_transition(decode_transition(record))
         assert not records_valid(*packed(good[:3] + [record]))
+
+
+def test_stored_taken_rows_give_the_batch_their_states_give(simulated):
+    """Version-4 records carry the taken move's row: the batch equals, bit for bit, that of the same records
+    without it (the move then found by enumerating the state, as for version 3). A row that disagrees with its
+    state is read as stored only without ``verify`` (the insert check rejects it); an impossible node id sends
+    the batch to the reference path."""
+    from phylorl.env.batch_kernels import records_valid
+    for config in (EnvConfig(horizon=8), EnvConfig(horizon=8, features="basic", radius=3)):
+        records = _episodes(simulated, config, 24, seed=18)
+        assert all(r[5] & 8 for r in records)
+        without = [encode_transition(decode_transition(r), taken_row=False) for r in records]
+        assert not any(r[5] & 8 for r in without) and all(r[38] in (1, 2) for r in without)  # tree forms still
+        version3 = [r[:4] + b"\x03" + r[5:] for r in without]
+        stored = collate_records(PackedRecords.from_records(records))[0]
+        for other in (without, version3):
+            _assert_same(collate_records(PackedRecords.from_records(other))[0], stored)
+        _assert_same(collate_records(PackedRecords.from_records(records), verify=True)[0], stored)
+    width = stored.actions.meta.shape[1]  # the basic records: no labels, so the row ends each record
+    tampered = bytearray(records[0])
+    tampered[-1] ^= 1  # the last feature's exponent
+    packed = PackedRecords.from_records([bytes(tampered)] + records[1:])
+    read = collate_records(packed)[0].actions.meta
+    assert read[0, -1] != stored.actions.meta[0, -1] and torch.equal(read[1:], stored.actions.meta[1:])
+    assert collate_records(packed, verify=True) is None
+    assert not records_valid(np.frombuffer(packed.data, np.uint8), packed.offsets)
+    assert records_valid(np.frombuffer(PackedRecords.from_records(records).data, np.uint8),
+                         PackedRecords.from_records(records).offsets)
+    impossible = bytearray(records[0])
+    impossible[-4 * width - 8 - 4] = 200  # the taken move's first node id: no such node
+    assert collate_records(PackedRecords.from_records([bytes(impossible)] + records[1:])) is None
 
 
 def test_observation_records_equal_collating_the_decoded_observations(ds_reference, simulated):

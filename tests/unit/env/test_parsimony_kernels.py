@@ -8,7 +8,7 @@ import pytest
 from phylorl.env.parsimony_kernels import (
     parsimony_one, parsimony_table, stored_counts, stored_parsimony_one, stored_parsimony_table,
 )
-from phylorl.wire.record import _encode_array
+from phylorl.wire.arrays import encode_array as _encode_array
 from phylorl.wire.record_reader import array_header
 
 
@@ -35,10 +35,12 @@ def test_stored_table_and_single_moves_equal_the_written_out_changes(kind):
     assert header[1] == 1, "stored as a dictionary"
     assert header[2] == (6 if kind == "wide index" else 5)  # uint16 / uint8 indices
     table, rows = np.zeros((len(deltas) + 5, 3), np.float32), np.zeros(len(deltas), np.int32)
-    written = parsimony_table(deltas, 812.0, table, rows, 5)
+    parsimony_table(deltas, 812.0, table, rows, 5)
     stored_table, stored_rows = np.zeros_like(table), np.zeros_like(rows)
-    assert stored_parsimony_table(buf, header, 812.0, stored_table, stored_rows, 5) == written
-    assert stored_table.tobytes() == table.tobytes() and stored_rows.tobytes() == rows.tobytes()
+    entries = len(np.unique(deltas))
+    assert stored_parsimony_table(buf, header, 812.0, stored_table, stored_rows, 5) == entries  # a row an entry
+    assert stored_rows.min() == 5 and stored_rows.max() == 5 + entries - 1
+    assert stored_table[stored_rows].tobytes() == table[rows].tobytes()  # every move's columns
     for i in rng.choice(len(deltas), 20, replace=False):
         expected, got = np.zeros((1, 15), np.float32), np.zeros((1, 15), np.float32)
         parsimony_one(expected, 0, deltas, i, 812.0)
@@ -68,3 +70,22 @@ def test_arrays_not_stored_as_a_dictionary_or_damaged_are_not_read_in_place():
     assert stored_counts(damaged, header)[1].size == 0
     assert not stored_parsimony_one(np.zeros((1, 15), np.float32), 0, damaged, header, 9, 1.0)
     assert not stored_parsimony_one(np.zeros((1, 15), np.float32), 0, buf, header, 1122, 1.0)  # out of range
+
+
+def test_an_entry_no_move_uses_gets_a_zero_row_and_the_ranks_count_only_used_entries():
+    deltas = _changes("actor-like", np.random.default_rng(9))
+    deltas[deltas == 39] = 38
+    deltas[100] = 39  # once
+    buf, header = _stored(deltas)
+    buf = buf.copy()
+    index_at = header[6] + 4 + 4 * int(buf[header[6]])
+    buf[index_at + 100] = buf[index_at + 101]  # move 100 now reads move 101's entry: entry 39 unused
+    deltas[100] = deltas[101]
+    table, rows = np.zeros((1200, 3), np.float32), np.zeros(1122, np.int32)
+    parsimony_table(deltas, 812.0, table, rows, 0)
+    stored_table, stored_rows = np.full((1200, 3), np.nan, np.float32), np.zeros(1122, np.int32)
+    entries = stored_parsimony_table(buf, header, 812.0, stored_table, stored_rows, 0)
+    assert entries == len(np.unique(deltas)) + 1
+    assert stored_table[stored_rows].tobytes() == table[rows].tobytes()
+    unused = list(buf[header[6] + 4: index_at].view(np.float32)).index(39)
+    assert (stored_table[unused] == 0).all() and np.isfinite(stored_table[:entries]).all()

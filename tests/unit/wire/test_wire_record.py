@@ -93,7 +93,7 @@ def test_corrupt_records_raise_clear_errors():
 def test_header_layout():
     t = Transition(_obs(), 5, -2.0, _obs(), terminal=True, truncated=True, discount=0.25, policy_version=42)
     data = record.encode_transition(t)
-    assert struct.unpack_from("<4sBBqddq", data) == (b"PRLT", 3, 3, 5, -2.0, 0.25, 42)
+    assert struct.unpack_from("<4sBBqddq", data) == (b"PRLT", 4, 3, 5, -2.0, 0.25, 42)  # no move 5: no taken row
     assert record.decode_transition(data).policy_version == 42
 
 
@@ -196,7 +196,7 @@ def test_records_of_another_format_version_are_refused():
     data = bytearray(record.encode_transition(t))
     data[4] = 2  # the header's version byte
     assert not record.is_record(bytes(data))
-    with pytest.raises(ValueError, match="format version 2; this code reads versions 3"):
+    with pytest.raises(ValueError, match="format version 2; this code reads versions 3, 4"):
         record.decode_transition(bytes(data))
 
 
@@ -216,6 +216,35 @@ def test_demonstration_labels_round_trip_and_are_checked():
     corrupt = bytearray(data)
     corrupt[flags_at] &= ~4
     with pytest.raises(ValueError, match="trailing bytes"):
+        record.decode_transition(bytes(corrupt))
+
+
+def test_the_taken_row_is_stored_and_checked_against_the_state():
+    t = _env_transition(12, seed=5)
+    data, width = record.encode_transition(t), t.obs.action_meta.shape[1]
+    # two arrays: a header and shape each, 4 node ids as bytes and the features as float32
+    assert data[5] & 8 and len(data) == len(record.encode_transition(t, taken_row=False)) + 2 * (4 + 4) + 4 + 4 * width
+    assert_same_transition(record.decode_transition(data), t)
+    version3 = bytearray(record.encode_transition(t, taken_row=False))
+    assert not version3[5] & 8
+    version3[4] = 3  # version 3 is version 4 without a taken row
+    assert_same_transition(record.decode_transition(bytes(version3)), t)
+    version3[5] |= 8
+    with pytest.raises(ValueError, match="flag bit 3"):
+        record.decode_transition(bytes(version3))
+    corrupt = bytearray(data)
+    corrupt[-1] ^= 1  # the last feature's exponent: another finite value
+    with pytest.raises(ValueError, match=f"taken move's features are not those of move {t.action} of its"):
+        record.decode_transition(bytes(corrupt))
+    corrupt = bytearray(data)
+    corrupt[-4 * width - 8 - 4] ^= 1  # the first node id
+    with pytest.raises(ValueError, match="taken move's node ids"):
+        record.decode_transition(bytes(corrupt))
+    for action in (-1, t.obs.n_actions):  # no row to store: the record says so, and its action is checked later
+        assert not record.encode_transition(dataclasses.replace(t, action=action))[5] & 8
+    corrupt = bytearray(data)
+    corrupt[6:14] = struct.pack("<q", t.obs.n_actions)
+    with pytest.raises(ValueError, match="not one of the state's"):
         record.decode_transition(bytes(corrupt))
 
 

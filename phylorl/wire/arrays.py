@@ -1,0 +1,116 @@
+"""The array encoding of :mod:`phylorl.wire.record` records: each array as a small header, its shape and
+its elements, cast to a narrower integer type when every value fits, or (floats of 256 elements or more) as a
+dictionary of distinct bit patterns and one ``uint8``/``uint16`` index per element when that is smaller.
+
+    array    "<BBBB" dtype code, encoding, stored dtype code, ndim; ndim x "<I" shape;
+             payload: encoding 0 (cast): the elements in the stored dtype
+                      encoding 1 (dictionary): "<I" count, the distinct element bit patterns (count x itemsize),
+                      then one index per element
+
+Decoding gives back the original dtype, shape and bit patterns (``-0.0`` and NaN payloads included).
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+
+import numpy as np
+
+_ARRAY_HEADER = struct.Struct("<BBBB")
+_COUNT = struct.Struct("<I")
+_SHAPES = tuple(struct.Struct(f"<{ndim}I") for ndim in range(256))
+_CAST, _DICTIONARY = 0, 1
+_DICT_MIN_SIZE = 256  # smaller float arrays are stored as they are (a dictionary saves little there)
+
+_DTYPES = tuple(
+    np.dtype(name).newbyteorder("<")
+    for name in ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+                 "float16", "float32", "float64")
+)
+_CODE = {dt.str: code for code, dt in enumerate(_DTYPES)}
+_BITS = {2: np.dtype("<u2"), 4: np.dtype("<u4"), 8: np.dtype("<u8")}
+_UNSIGNED = tuple((np.dtype(n), int(np.iinfo(n).min), int(np.iinfo(n).max)) for n in ("<u1", "<u2", "<u4"))
+_SIGNED = tuple((np.dtype(n), int(np.iinfo(n).min), int(np.iinfo(n).max)) for n in ("<i1", "<i2", "<i4"))
+
+
+def encode_array(value: np.ndarray, name: str, parts: list[bytes]) -> None:
+    """Append ``value``'s bytes to ``parts`` (``ValueError`` naming ``name`` when it cannot be stored)."""
+    array = np.asarray(value)
+    dtype = array.dtype.newbyteorder("<") if array.dtype.byteorder != "|" else array.dtype
+    code = _CODE.get(dtype.str)
+    if code is None:
+        raise ValueError(f"{name}: dtype {array.dtype} cannot be stored; use bool, (u)int8-64 or float16-64")
+    if array.ndim > 255 or any(d >= 2**32 for d in array.shape):
+        raise ValueError(f"{name}: shape {array.shape} too large for a record")
+    shape = _SHAPES[array.ndim].pack(*array.shape)
+    array = np.asarray(array, dtype=dtype, order="C")
+    if dtype.kind == "f" and array.size >= _DICT_MIN_SIZE:
+        bits = array.reshape(-1).view(_BITS[dtype.itemsize])
+        table = _distinct(bits)
+        index_dtype = np.dtype("<u1") if len(table) <= 256 else np.dtype("<u2")
+        if len(table) <= 65536 and len(table) * dtype.itemsize + array.size * index_dtype.itemsize < array.nbytes:
+            index = np.searchsorted(table, bits).astype(index_dtype)
+            parts += [_ARRAY_HEADER.pack(code, _DICTIONARY, _CODE[index_dtype.str], array.ndim), shape,
+                      _COUNT.pack(len(table)), table.tobytes(), index.tobytes()]
+            return
+    stored = _narrowest_int(array) if dtype.kind in "iu" else dtype
+    parts += [_ARRAY_HEADER.pack(code, _CAST, _CODE[stored.str], array.ndim), shape,
+              array.astype(stored, copy=False).tobytes()]
+
+
+def _distinct(values: np.ndarray) -> np.ndarray:
+    """Sorted distinct values of a 1-D array (``np.unique`` without its slower bookkeeping)."""
+    ordered = np.sort(values)
+    keep = np.empty(ordered.size, dtype=bool)
+    keep[:1] = True
+    np.not_equal(ordered[1:], ordered[:-1], out=keep[1:])
+    return ordered[keep]
+
+
+def _narrowest_int(array: np.ndarray) -> np.dtype:
+    """Smallest integer dtype holding every value of ``array`` (its own dtype if none is smaller)."""
+    if array.size == 0:
+        return array.dtype
+    lo, hi = int(array.min()), int(array.max())
+    for candidate, smallest, largest in _UNSIGNED if lo >= 0 else _SIGNED:
+        if candidate.itemsize < array.dtype.itemsize and smallest <= lo and hi <= largest:
+            return candidate
+    return array.dtype
+
+
+def decode_array(buf: memoryview, offset: int) -> tuple[np.ndarray, int]:
+    """The array at ``buf[offset]`` (fresh, writable) and the offset after it (``ValueError`` when corrupt)."""
+    if offset + _ARRAY_HEADER.size > len(buf):
+        raise ValueError(f"transition record truncated at byte {offset}: missing an array header")
+    code, encoding, stored_code, ndim = _ARRAY_HEADER.unpack_from(buf, offset)
+    if code >= len(_DTYPES) or stored_code >= len(_DTYPES) or encoding not in (_CAST, _DICTIONARY):
+        raise ValueError(f"corrupt transition record: bad array header {(code, encoding, stored_code)} "
+                         f"at byte {offset}")
+    offset += _ARRAY_HEADER.size
+    shape = _SHAPES[ndim].unpack_from(buf, offset)
+    offset += 4 * ndim
+    size = math.prod(shape)
+    dtype, stored = _DTYPES[code], _DTYPES[stored_code]
+    if encoding == _DICTIONARY:
+        (count,) = _COUNT.unpack_from(buf, offset)
+        offset += _COUNT.size
+        table = _take(buf, offset, dtype, count)
+        offset += count * dtype.itemsize
+        index = _take(buf, offset, stored, size)
+        offset += size * stored.itemsize
+        try:
+            array = table[index]
+        except IndexError:
+            raise ValueError(f"corrupt transition record: dictionary index out of range before byte {offset}") from None
+    else:
+        array = _take(buf, offset, stored, size).astype(dtype)  # astype copies: result is writable
+        offset += size * stored.itemsize
+    return array.reshape(shape), offset
+
+
+def _take(buf: memoryview, offset: int, dtype: np.dtype, count: int) -> np.ndarray:
+    end = offset + count * dtype.itemsize
+    if end > len(buf):
+        raise ValueError(f"transition record truncated: needs {end} bytes, has {len(buf)}")
+    return np.frombuffer(buf, dtype=dtype, count=count, offset=offset)
