@@ -29,6 +29,8 @@ _DTYPES = tuple(
                  "float16", "float32", "float64")
 )
 _CODE = {dt.str: code for code, dt in enumerate(_DTYPES)}
+_INT64_AS_BYTES = _ARRAY_HEADER.pack(_CODE["<i8"], _CAST, _CODE["|u1"], 1)  # encode_row's two fast cases
+_FLOAT32_AS_IS = _ARRAY_HEADER.pack(_CODE["<f4"], _CAST, _CODE["<f4"], 1)
 _BITS = {2: np.dtype("<u2"), 4: np.dtype("<u4"), 8: np.dtype("<u8")}
 _UNSIGNED = tuple((np.dtype(n), int(np.iinfo(n).min), int(np.iinfo(n).max)) for n in ("<u1", "<u2", "<u4"))
 _SIGNED = tuple((np.dtype(n), int(np.iinfo(n).min), int(np.iinfo(n).max)) for n in ("<i1", "<i2", "<i4"))
@@ -57,6 +59,21 @@ def encode_array(value: np.ndarray, name: str, parts: list[bytes]) -> None:
     stored = _narrowest_int(array) if dtype.kind in "iu" else dtype
     parts += [_ARRAY_HEADER.pack(code, _CAST, _CODE[stored.str], array.ndim), shape,
               array.astype(stored, copy=False).tobytes()]
+
+
+def encode_row(value: np.ndarray, name: str, parts: list[bytes]) -> None:
+    """:func:`encode_array` of a short 1-D array (a move's row), the same bytes, without its general machinery
+    where it is not needed: node ids of a native int64 array that fit a byte, a native float32 array."""
+    if value.ndim == 1 and 0 < value.size < _DICT_MIN_SIZE:
+        if value.dtype == _DTYPES[_CODE["<i8"]]:
+            ids = value.tolist()
+            if all(0 <= i < 256 for i in ids):
+                parts += [_INT64_AS_BYTES, _SHAPES[1].pack(len(ids)), bytes(ids)]
+                return
+        elif value.dtype == _DTYPES[_CODE["<f4"]]:
+            parts += [_FLOAT32_AS_IS, _SHAPES[1].pack(value.size), value.tobytes()]
+            return
+    encode_array(value, name, parts)
 
 
 def _distinct(values: np.ndarray) -> np.ndarray:

@@ -46,7 +46,7 @@ from numba import njit
 
 from phylorl.types import Observation, Transition
 
-from .arrays import decode_array as _decode_array, encode_array as _encode_array
+from .arrays import decode_array as _decode_array, encode_array as _encode_array, encode_row
 from .section_cache import section_for
 
 MAGIC, OBSERVATION_MAGIC = b"PRLT", b"PRLO"
@@ -82,8 +82,8 @@ def encode_transition(transition: Transition, taken_row: bool = True) -> bytes:
     for prefix, state in (("obs", obs), ("next_obs", transition.next_obs)):
         _encode_observation(state, prefix, parts)
     if taken_row:
-        _encode_array(obs.actions[action], "obs.actions[action]", parts)
-        _encode_array(obs.action_meta[action], "obs.action_meta[action]", parts)
+        encode_row(obs.actions[action], "obs.actions[action]", parts)
+        encode_row(obs.action_meta[action], "obs.action_meta[action]", parts)
     if labels is not None:
         _encode_array(labels, "next_labels", parts)
     return b"".join(parts)

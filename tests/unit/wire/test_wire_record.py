@@ -90,6 +90,21 @@ def test_corrupt_records_raise_clear_errors():
     assert record.is_record(data) and not record.is_record(b"XXXX\x01")
 
 
+@pytest.mark.parametrize("row", [
+    np.array([3, 0, 255, 17]), np.array([3, 0, 256, 17]), np.array([-1, 2]), np.array([], np.int64),
+    np.arange(4, dtype=np.int32), np.arange(15, dtype=np.float32) / 7, np.array([np.nan, -0.0], np.float32),
+    np.arange(4, dtype=">i8"), np.arange(3, dtype=">f4"), np.arange(300, dtype=np.float32), np.arange(8.0)[::2],
+])
+def test_a_row_is_stored_as_any_array_is(row):
+    from phylorl.wire.arrays import decode_array, encode_array, encode_row
+    fast, general = [], []
+    encode_row(row, "row", fast)
+    encode_array(row, "row", general)
+    assert b"".join(fast) == b"".join(general)
+    back, _ = decode_array(memoryview(b"".join(fast)), 0)
+    assert back.tobytes() == np.ascontiguousarray(row).astype(back.dtype).tobytes()
+
+
 def test_header_layout():
     t = Transition(_obs(), 5, -2.0, _obs(), terminal=True, truncated=True, discount=0.25, policy_version=42)
     data = record.encode_transition(t)
