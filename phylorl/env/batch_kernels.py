@@ -106,7 +106,9 @@ def _read_tree(buf, where, n_leaves, rich):
 def _graph(neighbors, edges, lengths, logs, support, n_leaves, rich, offset, edge_offset, x, edge_index, edge_attr,
            table, table_attr, mask):
     """One tree into the batch's graph arrays at node ``offset`` and directed edge ``2 * edge_offset`` (``logs``:
-    :func:`~phylorl.env.feature_kernels.log_lengths` of the rich form)."""
+    :func:`~phylorl.env.feature_kernels.log_lengths` of the rich form). False (the rows then partly written) when an
+    edge names a node the tree does not have or a node has more than three edges: every write stays in the tree's
+    rows whatever the arrays hold."""
     n_nodes, n_edges = neighbors.shape[0], edges.shape[0]
     for v in range(n_nodes):
         x[offset + v, 0] = 1.0 if v < n_leaves else 0.0
@@ -121,6 +123,8 @@ def _graph(neighbors, edges, lengths, logs, support, n_leaves, rich, offset, edg
     fill = np.zeros(n_nodes, np.int64)
     for e in range(n_edges):
         u, v = edges[e, 0], edges[e, 1]
+        if not (0 <= u < n_nodes and 0 <= v < n_nodes and fill[u] < 3 and fill[v] < 3 and u != v):
+            return False
         c = 2 * (edge_offset + e)
         edge_index[0, c], edge_index[1, c] = offset + u, offset + v
         edge_index[0, c + 1], edge_index[1, c + 1] = offset + v, offset + u
@@ -134,6 +138,7 @@ def _graph(neighbors, edges, lengths, logs, support, n_leaves, rich, offset, edg
                 table_attr[offset + a, k, c] = rows[2 * e, c]
             mask[offset + a, k] = True
             fill[a] = k + 1
+    return True
 
 
 @njit(cache=True, nogil=True)
@@ -181,6 +186,7 @@ def _fill(buf, headers, values, arrays, trees, rich, per, verify):
     scratch = np.empty((largest, 4), np.int64)  # the moves of a state whose count has no closed form
     work = walk_work(2 * trees[:, 0].max() - 2, rich)  # scratch for the largest tree, made once
     written, shared, walked, blocked = 0, 0, 0, 0
+    no_tables = np.empty((0, 3), np.int32)
     for r in range(n):
         for g in range(first_side, 2):
             i = per * r + g - first_side
@@ -190,15 +196,17 @@ def _fill(buf, headers, values, arrays, trees, rich, per, verify):
                 status[r] = UNREADABLE
                 break
             tree = tree[1:]
-            node_edges, error = tree_tables(tree[0], tree[1], n_leaves)
-            if error:
-                status[r] = INVALID
-                break
+            stored_row = g == 0 and headers[r, 4] >= 0 and not verify
+            # a state whose taken row is stored needs its graph alone: _graph keeps its writes in bounds, and the
+            # insert check (verify) made sure the tree is one
+            node_edges, error = (no_tables, 0) if stored_row else tree_tables(tree[0], tree[1], n_leaves)
             x, edge_index, edge_attr, table, table_attr, mask = sides[g]
             logs = log_lengths(tree[2]) if rich else np.empty(0)
-            _graph(tree[0], tree[1], tree[2], logs, tree[5], n_leaves, rich, nodes[g, r], nodes[g, r] - r, x,
-                   edge_index, edge_attr, table, table_attr, mask)
-            if g == 0 and headers[r, 4] >= 0 and not verify:
+            if error or not _graph(tree[0], tree[1], tree[2], logs, tree[5], n_leaves, rich, nodes[g, r],
+                                   nodes[g, r] - r, x, edge_index, edge_attr, table, table_attr, mask):
+                status[r] = INVALID
+                break
+            if stored_row:
                 status[r] = _stored_taken(buf, headers[r, 4], 2 * n_leaves - 2, nodes[0, r], taken[r], taken_meta[r])
                 if status[r] != OK:
                     break

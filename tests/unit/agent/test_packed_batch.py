@@ -110,6 +110,7 @@ def test_segments_and_sizes_of_mixed_tree_sizes(ds_reference, simulated):
 
 
 def test_records_it_does_not_read_send_the_batch_to_the_reference_path(simulated):
+    from phylorl.env.batch_kernels import records_valid
     good = _episodes(simulated, EnvConfig(horizon=6), 8, seed=10)
     arrays_form = encode_transition(random_transition(8, 30, np.random.default_rng(0)))
     assert collate_records(PackedRecords.from_records(good + [arrays_form])) is None
@@ -119,7 +120,14 @@ def test_records_it_does_not_read_send_the_batch_to_the_reference_path(simulated
     corrupt[60:64] = b"\xff\xff\xff\xff"
     truncated = good[1][:-5]
     for bad in (bytes(corrupt), truncated, b"PRLT", b"nonsense" * 10):
+        assert collate_records(PackedRecords.from_records(good[2:] + [bad]), verify=True) is None
+    for bad in (truncated, b"PRLT", b"nonsense" * 10):
         assert collate_records(PackedRecords.from_records(good[2:] + [bad])) is None
+    # the damage is in the neighbour table of a state whose taken row is stored: the learner reads that state's
+    # graph from its edges alone, and the insert check rejects the record
+    packed = PackedRecords.from_records(good[2:] + [bytes(corrupt)])
+    assert collate_records(packed) is not None
+    assert not records_valid(np.frombuffer(packed.data, np.uint8), packed.offsets)
     first = decode_transition(good[0])
     for action in (first.obs.n_actions, -1):  # a record the encoder accepts but no batch can hold
         bad = encode_transition(dataclasses.replace(first, action=action))
@@ -227,6 +235,21 @@ def test_stored_taken_rows_give_the_batch_their_states_give(simulated):
     impossible = bytearray(records[0])
     impossible[-4 * width - 8 - 4] = 200  # the taken move's first node id: no such node
     assert collate_records(PackedRecords.from_records([bytes(impossible)] + records[1:])) is None
+    # that state's graph is read from its edges alone (no tree check): edges that would write outside its rows
+    from phylorl.wire.record_reader import array_header, observation_header
+    arrays = np.zeros(6, np.int64)
+    buf = np.frombuffer(records[0], np.uint8)
+    assert observation_header(buf, 38, len(buf), arrays)[0]
+    edges = array_header(buf, arrays[1], len(buf))
+    assert edges[2] == 5  # node ids as bytes
+    first_edge = int(edges[6])
+    for u, v in ((200, records[0][first_edge + 1]), (3, 3)):  # no such node; a loop, a fourth edge at node 3
+        bad = bytearray(records[0])
+        bad[first_edge], bad[first_edge + 1] = u, v
+        assert collate_records(PackedRecords.from_records([bytes(bad)] + records[1:])) is None
+    crowded = bytearray(records[0])
+    crowded[first_edge: first_edge + 8] = bytes([5, 6] * 4)  # four edges at node 5
+    assert collate_records(PackedRecords.from_records([bytes(crowded)] + records[1:])) is None
 
 
 def test_observation_records_equal_collating_the_decoded_observations(ds_reference, simulated):
