@@ -333,8 +333,8 @@ def records_valid(buf: np.ndarray, offsets: np.ndarray) -> bool:
     """Whether every record is in a tree form and decodes to a transition that
     :func:`~phylorl.types.check_transition` accepts (finite values, the action one of the moves,
     at least one move in each state, a discount in [0, 1]) and whose stored taken row (if any) is its
-    state's row of the action, checked on the arrays the learner's batch would hold. ``False`` says nothing about which record is wrong or whether another form is
-    valid: decode those one by one."""
+    state's row of the action, checked on the arrays the learner's batch would hold. ``False`` says
+    nothing about which record is wrong or whether another form is valid: decode those one by one."""
     _, decoded = decode_batch(buf, offsets, verify=True)
     if decoded is None:
         return False

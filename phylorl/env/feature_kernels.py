@@ -30,6 +30,18 @@ def tree_constants(neighbors, node_edges, lengths, support, n_leaves, logs=None)
     caller has them already.
     """
     n_nodes = neighbors.shape[0]
+    pruned, regraft = np.empty((3 * n_nodes, 6), np.float32), np.empty((3 * n_nodes, 4), np.float32)
+    length = slot_tables(pruned, regraft, neighbors, node_edges, lengths, support, n_leaves,
+                         log_lengths(lengths) if logs is None else logs)
+    return pruned.reshape(n_nodes, 3, 6), regraft.reshape(n_nodes, 3, 4), length
+
+
+@njit(cache=True, nogil=True)
+def slot_tables(pruned, regraft, neighbors, node_edges, lengths, support, n_leaves, logs):
+    """:func:`tree_constants` written into flat tables, slot ``(v, k)`` at row ``3 v + k`` (float32 ``[3N, 6]`` and
+    ``[3N, 4]``, every row written: zeros at a leaf's unused slots), such as a batch's own rows; returns the tree
+    length."""
+    n_nodes = neighbors.shape[0]
     slots = np.empty((3 * n_nodes, 2), np.int64)
     count = 0
     for v in range(n_nodes):
@@ -37,13 +49,13 @@ def tree_constants(neighbors, node_edges, lengths, support, n_leaves, logs=None)
             if neighbors[v, k] >= 0:
                 slots[count, 0], slots[count, 1] = v, k
                 count += 1
-    pruned = np.zeros((n_nodes, 3, 6), np.float32)
-    regraft = np.zeros((n_nodes, 3, 4), np.float32)
+            else:
+                pruned[3 * v + k, :] = 0.0
+                regraft[3 * v + k, :] = 0.0
     length = tree_length(lengths)
     slot_columns(pruned, regraft, slots[:count], neighbors, node_edges, lengths, support, n_leaves,
-                 slot_sums(neighbors, node_edges, lengths, n_leaves), length,
-                 log_lengths(lengths) if logs is None else logs)
-    return pruned, regraft, length
+                 slot_sums(neighbors, node_edges, lengths, n_leaves), length, logs)
+    return length
 
 
 @njit(cache=True, nogil=True)
@@ -63,29 +75,29 @@ def log_lengths(lengths):
 
 @njit(cache=True, nogil=True)
 def slot_columns(pruned, regraft, slots, neighbors, node_edges, lengths, support, n_leaves, sums, length, logs):
-    """``pruned[v, k]`` and ``regraft[v, k]`` of :func:`tree_constants` at each slot ``(v, k)`` of ``slots``
-    (int64 ``[S, 2]``; ``sums``: :func:`slot_sums`, ``length``: :func:`tree_length`, ``logs``: :func:`log_lengths`,
-    read at these slots' edges only)."""
+    """The rows of :func:`tree_constants` at each slot ``(v, k)`` of ``slots`` (int64 ``[S, 2]``) into the flat
+    tables ``pruned`` and ``regraft`` (:func:`slot_tables`: row ``3 v + k``; ``sums``: :func:`slot_sums`, ``length``:
+    :func:`tree_length`, ``logs``: :func:`log_lengths`, read at these slots' edges only)."""
     leaves, total, longest = sums
     for i in range(slots.shape[0]):
         v, k = slots[i, 0], slots[i, 1]
-        edge = node_edges[v, k]
+        row, edge = 3 * v + k, node_edges[v, k]
         log_length = logs[edge]
-        pruned[v, k, 0] = log_length
+        pruned[row, 0] = log_length
+        joined = 0.0
         if v >= n_leaves:  # only internal nodes are pruned from
-            joined = 0.0
             for j in range(3):
                 if j != k:
                     joined += lengths[node_edges[v, j]]
-            pruned[v, k, 1] = np.log(max(joined, MIN_LENGTH))
-        pruned[v, k, 2] = leaves[v, k] / n_leaves
-        pruned[v, k, 3] = total[v, k] / length
-        pruned[v, k, 4] = longest[v, k] / length
-        pruned[v, k, 5] = support[edge]
-        regraft[v, k, 0] = log_length
-        regraft[v, k, 1] = leaves[v, k] / n_leaves
-        regraft[v, k, 2] = total[v, k] / length
-        regraft[v, k, 3] = support[edge]
+        pruned[row, 1] = np.log(max(joined, MIN_LENGTH)) if v >= n_leaves else 0.0
+        pruned[row, 2] = leaves[v, k] / n_leaves
+        pruned[row, 3] = total[v, k] / length
+        pruned[row, 4] = longest[v, k] / length
+        pruned[row, 5] = support[edge]
+        regraft[row, 0] = log_length
+        regraft[row, 1] = leaves[v, k] / n_leaves
+        regraft[row, 2] = total[v, k] / length
+        regraft[row, 3] = support[edge]
 
 
 @njit(cache=True, nogil=True)

@@ -17,7 +17,7 @@ from numba import njit
 from phylorl.wire.record_reader import FLOAT32, read_floats
 
 from .feature_kernels import (
-    slot_columns, slot_leaves, slot_row, slot_sums, tree_constants, tree_length,
+    slot_columns, slot_leaves, slot_row, slot_sums, slot_tables, tree_length,
 )
 from .parsimony_kernels import parsimony_one, parsimony_table, stored_parsimony_one, stored_parsimony_table
 
@@ -63,8 +63,9 @@ def taken_move(tree, node_edges, logs, n_leaves, radius, dedupe, rich, stop, off
     n_nodes = neighbors.shape[0]
     # rich: the slot tables of tree_constants, written (and read) only at the two slots the move uses, once it is
     # found: p's pruned row (p is an inner node, so all six columns) and x's regraft row
-    constants = (np.empty((n_nodes if rich else 0, 3, 6), np.float32), np.empty((n_nodes if rich else 0, 3, 4),
-                 np.float32), tree_length(lengths) if rich else 1.0)
+    used = n_nodes if rich else 0
+    flat = (np.empty((3 * used, 6), np.float32), np.empty((3 * used, 4), np.float32))  # slot_tables' layout
+    constants = (flat[0].reshape(used, 3, 6), flat[1].reshape(used, 3, 4), tree_length(lengths) if rich else 1.0)
     none = np.zeros((0, 3))
     sums = slot_sums(neighbors, node_edges, lengths, n_leaves) if rich else (none, none, none)
     leaves = slot_leaves(neighbors, n_leaves) if radius < 0 and not rich else np.zeros((0, 3), np.int64)
@@ -102,7 +103,7 @@ def taken_move(tree, node_edges, logs, n_leaves, radius, dedupe, rich, stop, off
                     elif stored_size(deltas) <= stop:
                         return -1
                     else:
-                        slot_columns(constants[0], constants[1], np.array([[p, k], [x, kx]]), neighbors, node_edges,
+                        slot_columns(flat[0], flat[1], np.array([[p, k], [x, kx]]), neighbors, node_edges,
                                      lengths, support, n_leaves, sums, constants[2], logs)
                         slot_row(meta, 0, constants, p, k, x, kx, columns[i, 0], columns[i, 1])
                         if not stored_parsimony_one(meta, 0, deltas[0], deltas[1], stop, parsimony_length):
@@ -206,10 +207,8 @@ def all_moves(tree, node_edges, logs, n_leaves, radius, dedupe, rich, offset, co
                                             walk_slot, walk_own, blocks, walk_at, work)
         shared_row[:count] = 0
         return count, walked, written, 0
-    table_pruned, table_regraft, tree_length = tree_constants(neighbors, node_edges, lengths,
-                                                              support, n_leaves, logs)
-    pruned[base: base + 3 * n_nodes] = table_pruned.reshape(3 * n_nodes, table_pruned.shape[2])
-    regraft[base: base + 3 * n_nodes] = table_regraft.reshape(3 * n_nodes, table_regraft.shape[2])
+    tree_length = slot_tables(pruned[base: base + 3 * n_nodes], regraft[base: base + 3 * n_nodes], neighbors,
+                              node_edges, lengths, support, n_leaves, logs)  # written in place
     count, walked, written = _slot_walk(neighbors, node_edges, lengths, n_leaves, radius, dedupe, base, tree_length,
                                         rich, walk_slot, walk_own, blocks, walk_at, work)
     if stored_size(deltas) != count:
