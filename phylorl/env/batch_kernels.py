@@ -294,7 +294,8 @@ def _segment_index(sizes):
     index = np.empty(sizes.sum(), np.int64)
     at = 0
     for i in range(sizes.shape[0]):
-        index[at: at + sizes[i]] = i
+        for j in range(at, at + sizes[i]):
+            index[j] = i
         at += sizes[i]
     return index
 

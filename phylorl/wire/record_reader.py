@@ -106,7 +106,8 @@ def read_floats(buf, header, out, code):
         if stored != code:
             return False
         values = buf[payload: payload + n * ITEMSIZE[code]].view(out.dtype)
-        out[:] = values
+        for i in range(n):  # a loop: numba's slice assignment costs more than these few elements
+            out[i] = values[i]
         return True
     count = unsigned_at(buf, payload, 4)
     table = buf[payload + 4: payload + 4 + count * ITEMSIZE[code]].view(out.dtype)
