@@ -63,13 +63,13 @@ _DEDUPE, _LEAF_FEATURES = 1, 2
 _TERMINAL, _TRUNCATED, _LABELLED, _TAKEN = 1, 2, 4, 8
 
 
-
 def encode_transition(transition: Transition, taken_row: bool = True) -> bytes:
     """Serialise ``transition`` into one compact record (see the module docstring). ``taken_row``: store the
     taken move's row (when the action is one of the state's moves); ``False`` writes what version 3 wrote."""
     labels = transition.next_labels
     obs, action = transition.obs, int(transition.action)
-    taken_row = taken_row and 0 <= action < obs.n_actions and obs.actions.ndim == 2 and obs.action_meta.ndim == 2
+    taken_row = taken_row and obs.actions.ndim == obs.action_meta.ndim == 2 \
+        and 0 <= action < min(obs.actions.shape[0], obs.action_meta.shape[0])  # else no row, and checks refuse it
     flags = ((_TERMINAL if transition.terminal else 0) | (_TRUNCATED if transition.truncated else 0)
              | (_LABELLED if labels is not None else 0) | (_TAKEN if taken_row else 0))
     if labels is not None:
