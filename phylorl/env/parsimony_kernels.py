@@ -117,22 +117,32 @@ def stored_counts(buf, header):
     values = buf[payload + 4: payload + 4 + 4 * count].view(np.float32)
     start = payload + 4 + 4 * count
     counts = np.zeros(count, np.int64)
-    if step == 1:  # four tallies, so that runs of one index do not wait on the last increment
-        tally = np.zeros((4, count), np.int64)
-        for i in range(0, n - 3, 4):
-            a, b, c, d = buf[start + i], buf[start + i + 1], buf[start + i + 2], buf[start + i + 3]
-            if max(max(a, b), max(c, d)) >= count:
-                return none
-            tally[0, a] += 1
-            tally[1, b] += 1
-            tally[2, c] += 1
-            tally[3, d] += 1
-        for i in range(n - n % 4, n):
-            if buf[start + i] >= count:
-                return none
-            tally[0, buf[start + i]] += 1
-        for e in range(count):
-            counts[e] = tally[0, e] + tally[1, e] + tally[2, e] + tally[3, e]
+    if step == 1:
+        index = buf[start: start + n]
+        largest = 0
+        for i in range(n):  # the range check in one pass of vector code
+            largest = max(largest, index[i])
+        if n and largest >= count:
+            return none
+        # eight tallies of every byte value, so that runs of one index do not wait on the last increment
+        tally = np.zeros((8, 256), np.int32)
+        for i in range(n // 8):
+            b = 8 * i
+            tally[0, index[b]] += 1
+            tally[1, index[b + 1]] += 1
+            tally[2, index[b + 2]] += 1
+            tally[3, index[b + 3]] += 1
+            tally[4, index[b + 4]] += 1
+            tally[5, index[b + 5]] += 1
+            tally[6, index[b + 6]] += 1
+            tally[7, index[b + 7]] += 1
+        for i in range(n - n % 8, n):
+            tally[0, index[i]] += 1
+        for e in range(min(count, 256)):  # a byte reaches no entry past 255
+            total = 0
+            for k in range(8):
+                total += tally[k, e]
+            counts[e] = total
     else:
         for i in range(n):
             index = unsigned_at(buf, start + 2 * i, 2)
