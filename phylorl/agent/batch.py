@@ -40,7 +40,8 @@ class Batch:
     ``terminal``      bool ``[B]``, true end of the task (no bootstrap); truncation is not terminal.
     ``weights``       float32 ``[B]``, importance-sampling weights of prioritised replay.
     ``next_labels``   float32 ``[A']``, demonstration label of every action of ``next_actions`` (0
-                      where its state is unlabelled).
+                      where its state is unlabelled); ``[0]`` when no next state is labelled
+                      (``any_labelled`` false: nothing reads them, and none are made or copied).
     ``next_labelled`` bool ``[B]``, whether ``s'`` carries labels.
     """
 
@@ -148,7 +149,9 @@ def collate(
 
 
 def _labels(transitions: Sequence[Transition]) -> np.ndarray:
-    parts = []
+    parts: list[np.ndarray] = []
+    if all(t.next_labels is None for t in transitions):
+        return np.zeros(0, dtype=np.float32)
     for i, t in enumerate(transitions):
         if t.next_labels is None:
             parts.append(np.zeros(t.next_obs.n_actions, dtype=np.float32))

@@ -26,7 +26,7 @@ from phylorl.wire.record_reader import (
 
 from .feature_kernels import EDGE_COLUMNS, MOVE_COLUMNS, edge_features_of, log_lengths
 from .move_kernels import UNREAD_CHANGES, all_finite, all_moves, stored_size, taken_move, walk_work
-from .tree_observation import tree_tables
+from .tree_observation import tree_tables_into
 
 OK, UNREADABLE, INVALID = 0, 1, 2
 """Per-record status: read; not a form this pass reads; read but not a valid tree or transition."""
@@ -80,26 +80,40 @@ def _locate(buf, offsets, headers, values, arrays, trees, per):
 
 
 @njit(cache=True, nogil=True)
-def _read_tree(buf, where, n_leaves, rich):
+def _state_work(n_nodes):
+    """Scratch of one state of up to ``n_nodes`` nodes, made once a batch and used for each state in turn: the
+    arrays :func:`_read_tree` reads (neighbours and edges flat, lengths and support as stored and as float64, the
+    parsimony length) and :func:`~phylorl.env.tree_observation.tree_tables_into`'s."""
+    return (np.empty(3 * n_nodes, np.int32), np.empty(2 * n_nodes, np.int32), np.empty(n_nodes, np.float32),
+            np.empty(n_nodes, np.float32), np.empty(n_nodes), np.empty(n_nodes), np.empty(1),
+            np.empty((n_nodes, 3), np.int32), np.empty(n_nodes, np.bool_), np.empty(n_nodes, np.int64))
+
+
+@njit(cache=True, nogil=True)
+def _read_tree(buf, where, n_leaves, rich, space):
     """``(ok, neighbors, edges, lengths, deltas, parsimony_length, support)`` of one stored state (lengths and
     support as float64, the features' arithmetic; their values are the stored float32 ones); ``deltas``
     (rich form) is where the parsimony changes are stored, ``(buf, array header)``: they are read in place
-    (:mod:`phylorl.env.parsimony_kernels`)."""
+    (:mod:`phylorl.env.parsimony_kernels`). The arrays are views of ``space`` (:func:`_state_work`), valid
+    until the next state is read."""
     n_nodes = 2 * n_leaves - 2
-    neighbors = np.empty((n_nodes, 3), np.int32)
-    edges = np.empty((n_nodes - 1, 2), np.int32)
-    lengths = np.empty(n_nodes - 1, np.float32)
-    support = np.zeros(n_nodes - 1, np.float32)
-    scalar = np.zeros(1)
+    neighbors, edges = space[0][:3 * n_nodes], space[1][:2 * n_nodes - 2]
+    lengths, support, scalar = space[2][:n_nodes - 1], space[3][:n_nodes - 1], space[6]
     end = buf.shape[0]
-    ok = read_ints(buf, array_header(buf, where[0], end), neighbors.reshape(-1)) \
-        and read_ints(buf, array_header(buf, where[1], end), edges.reshape(-1)) \
+    ok = read_ints(buf, array_header(buf, where[0], end), neighbors) \
+        and read_ints(buf, array_header(buf, where[1], end), edges) \
         and read_floats(buf, array_header(buf, where[2], end), lengths, FLOAT32)
     deltas = (buf, array_header(buf, where[3], end) if rich else (0, 0, 0, 0, 0, 0, 0, -1))
+    scalar[0] = 0.0
     if ok and rich:
         ok = read_floats(buf, array_header(buf, where[4], end), scalar, FLOAT64) \
             and read_floats(buf, array_header(buf, where[5], end), support, FLOAT32)
-    return ok, neighbors, edges, lengths.astype(np.float64), deltas, scalar[0], support.astype(np.float64)
+    wide_lengths, wide_support = space[4][:n_nodes - 1], space[5][:n_nodes - 1]
+    for e in range(n_nodes - 1):
+        wide_lengths[e] = lengths[e]
+        wide_support[e] = support[e] if rich else 0.0
+    return ok, neighbors.reshape(n_nodes, 3), edges.reshape(n_nodes - 1, 2), wide_lengths, deltas, scalar[0], \
+        wide_support
 
 
 @njit(cache=True, nogil=True)
@@ -182,16 +196,18 @@ def _fill(buf, headers, values, arrays, trees, rich, per, verify):
                np.empty(walks, np.int32), np.empty((walks, widths[3]), np.float32),
                np.empty((block_capacity, 3), np.int32), np.empty(capacity, np.int32))
     compact[3][0] = 0.0  # the shared rows are written as used; row 0 is kept when none is (no move at all)
-    labels, counts = np.zeros(capacity, np.float32), np.zeros(n, np.int64)
+    labelled = (headers[:, 3] >= 0).any()  # no record labelled: no labels (a batch's any_labelled is False)
+    labels, counts = np.empty(capacity if labelled else 0, np.float32), np.zeros(n, np.int64)
     scratch = np.empty((largest, 4), np.int64)  # the moves of a state whose count has no closed form
     work = walk_work(2 * trees[:, 0].max() - 2, rich)  # scratch for the largest tree, made once
     written, shared, walked, blocked = 0, 0, 0, 0
     no_tables = np.empty((0, 3), np.int32)
+    space = _state_work(2 * trees[:, 0].max() - 2)
     for r in range(n):
         for g in range(first_side, 2):
             i = per * r + g - first_side
             n_leaves, radius, dedupe = trees[i, 0], trees[i, 1], trees[i, 2] != 0
-            tree = _read_tree(buf, arrays[i], n_leaves, rich)
+            tree = _read_tree(buf, arrays[i], n_leaves, rich, space)
             if not tree[0]:
                 status[r] = UNREADABLE
                 break
@@ -199,7 +215,8 @@ def _fill(buf, headers, values, arrays, trees, rich, per, verify):
             stored_row = g == 0 and headers[r, 4] >= 0 and not verify
             # a state whose taken row is stored needs its graph alone: _graph keeps its writes in bounds, and the
             # insert check (verify) made sure the tree is one
-            node_edges, error = (no_tables, 0) if stored_row else tree_tables(tree[0], tree[1], n_leaves)
+            node_edges, error = (no_tables, 0) if stored_row else tree_tables_into(
+                tree[0], tree[1], n_leaves, space[7][:2 * n_leaves - 2], space[8], space[9])
             x, edge_index, edge_attr, table, table_attr, mask = sides[g]
             logs = log_lengths(tree[2]) if rich else np.empty(0)
             if error or not _graph(tree[0], tree[1], tree[2], logs, tree[5], n_leaves, rich, nodes[g, r],
@@ -234,10 +251,13 @@ def _fill(buf, headers, values, arrays, trees, rich, per, verify):
                 if count < 0 or (count == 0 and not headers[r, 0] & TERMINAL):
                     status[r] = INVALID
                     break
-                if headers[r, 3] >= 0 and not read_floats(buf, array_header(buf, headers[r, 3], buf.shape[0]),
-                                                          labels[written: written + count], FLOAT32):
-                    status[r] = INVALID
-                    break
+                if headers[r, 3] >= 0:
+                    if not read_floats(buf, array_header(buf, headers[r, 3], buf.shape[0]),
+                                       labels[written: written + count], FLOAT32):
+                        status[r] = INVALID
+                        break
+                elif labelled:
+                    labels[written: written + count] = 0.0
                 counts[r] = count
                 written += count
                 shared += rows
@@ -248,7 +268,7 @@ def _fill(buf, headers, values, arrays, trees, rich, per, verify):
                   (_segment_index(sizes[1]), sizes[1], nodes[1, :-1].copy()))
     compact = (compact[0], compact[1], compact[2], compact[3][:max(shared, 1)], compact[4][:walked],
                compact[5][:walked], compact[6][:blocked], compact[7][:written])
-    return status, (sides, node_index, taken, taken_meta, compact, labels[:written], counts)
+    return status, (sides, node_index, taken, taken_meta, compact, labels[:written if labelled else 0], counts)
 
 
 @njit(cache=True, nogil=True)
@@ -309,7 +329,8 @@ def decode_batch(buf: np.ndarray, offsets: np.ndarray, states: bool = False, ver
     position; positions -1 when absent), float64
     values ``[B, 2]`` (reward, discount) and the batch arrays ``(sides, node_index, taken, taken_meta,
     compact, labels, counts)`` (``node_index``: per side, each node's state, each state's node count and first
-    node; ``compact``: the first eight fields of ``CompactActions``; ``counts``: moves per next state).
+    node; ``compact``: the first eight fields of ``CompactActions``; ``labels``: one per next move, 0 in an
+    unlabelled record's, and none at all when no record is labelled; ``counts``: moves per next state).
     ``states``: the records are observation records (:func:`phylorl.wire.record.encode_observation`),
     each written as a next state. ``verify``: check each stored taken row against the move its state
     enumerates (a record whose row differs is :data:`INVALID`); without it the row is read as stored.

@@ -49,9 +49,11 @@ def slot_tables(pruned, regraft, neighbors, node_edges, lengths, support, n_leav
             if neighbors[v, k] >= 0:
                 slots[count, 0], slots[count, 1] = v, k
                 count += 1
-            else:
-                pruned[3 * v + k, :] = 0.0
-                regraft[3 * v + k, :] = 0.0
+            else:  # loops: numba's slice assignment costs more than these few elements
+                for c in range(pruned.shape[1]):
+                    pruned[3 * v + k, c] = 0.0
+                for c in range(regraft.shape[1]):
+                    regraft[3 * v + k, c] = 0.0
     length = tree_length(lengths)
     slot_columns(pruned, regraft, slots[:count], neighbors, node_edges, lengths, support, n_leaves,
                  slot_sums(neighbors, node_edges, lengths, n_leaves), length, logs)
@@ -83,20 +85,21 @@ def slot_columns(pruned, regraft, slots, neighbors, node_edges, lengths, support
         v, k = slots[i, 0], slots[i, 1]
         row, edge = 3 * v + k, node_edges[v, k]
         log_length = logs[edge]
-        pruned[row, 0] = log_length
         joined = 0.0
         if v >= n_leaves:  # only internal nodes are pruned from
             for j in range(3):
                 if j != k:
                     joined += lengths[node_edges[v, j]]
+        share, part = leaves[v, k] / n_leaves, total[v, k] / length  # each once, for both tables
+        pruned[row, 0] = log_length
         pruned[row, 1] = np.log(max(joined, MIN_LENGTH)) if v >= n_leaves else 0.0
-        pruned[row, 2] = leaves[v, k] / n_leaves
-        pruned[row, 3] = total[v, k] / length
+        pruned[row, 2] = share
+        pruned[row, 3] = part
         pruned[row, 4] = longest[v, k] / length
         pruned[row, 5] = support[edge]
         regraft[row, 0] = log_length
-        regraft[row, 1] = leaves[v, k] / n_leaves
-        regraft[row, 2] = total[v, k] / length
+        regraft[row, 1] = share
+        regraft[row, 2] = part
         regraft[row, 3] = support[edge]
 
 

@@ -176,7 +176,16 @@ def _rebuild(neighbors, edges, lengths, n_leaves, radius, dedupe):
 def tree_tables(neighbors, edges, n_leaves):
     """``(node_edges, error)``: error 0 when the arrays form an unrooted binary tree (codes in ``_TABLE_ERRORS``)."""
     n_nodes = neighbors.shape[0]
-    node_edges = np.full((n_nodes, 3), -1, np.int32)
+    return tree_tables_into(neighbors, edges, n_leaves, np.empty((n_nodes, 3), np.int32), np.empty(n_nodes, np.bool_),
+                            np.empty(n_nodes, np.int64))
+
+
+@njit(cache=True, nogil=True)
+def tree_tables_into(neighbors, edges, n_leaves, node_edges, seen, stack):
+    """:func:`tree_tables` into given arrays (int32 ``[N, 3]``, bool and int64 ``[N]`` scratch), such as a batch
+    decoder's, made once for many trees."""
+    n_nodes = neighbors.shape[0]
+    node_edges[:] = -1
     if n_leaves < 3 or n_nodes != 2 * n_leaves - 2 or edges.shape[0] != n_nodes - 1:
         return node_edges, 1
     for v in range(n_nodes):
@@ -198,8 +207,7 @@ def tree_tables(neighbors, edges, n_leaves):
         node_edges[u, ku] = e
         node_edges[v, kv] = e
     # Every slot now holds exactly one edge; with N-1 edges the graph is a tree iff connected.
-    seen = np.zeros(n_nodes, np.bool_)
-    stack = np.empty(n_nodes, np.int64)
+    seen[:] = False
     stack[0] = 0
     seen[0] = True
     top, count = 1, 1

@@ -98,6 +98,20 @@ def test_labels_radius_and_basic_features_equal_the_reference_path(simulated):
     _check(_episodes(simulated, EnvConfig(horizon=8, features="basic", radius=2), 40, seed=7, labels=True), 16)
 
 
+def test_labels_are_absent_when_no_next_state_is_labelled(simulated):
+    """No labelled record: no labels at all (nothing reads them); some: zeros for the unlabelled states' moves."""
+    batch, _ = collate_records(PackedRecords.from_records(_episodes(simulated, EnvConfig(horizon=6), 8, seed=21)))
+    assert not batch.any_labelled and batch.next_labels.shape == (0,) and not batch.next_labelled.any()
+    mixed = _episodes(simulated, EnvConfig(horizon=6), 8, seed=22, labels=True)  # every third one labelled
+    batch, _ = collate_records(PackedRecords.from_records(mixed))
+    labelled = batch.next_labelled.tolist()
+    assert batch.any_labelled and any(labelled) and not all(labelled)
+    per_state = batch.next_labels.split(batch.next_actions.states.sizes.tolist())
+    assert len(per_state) == len(labelled)
+    for state_labelled, labels in zip(labelled, per_state):
+        assert bool((labels != 0).all()) if state_labelled else bool((labels == 0).all())
+
+
 def test_segments_and_sizes_of_mixed_tree_sizes(ds_reference, simulated):
     """States of different alignments (27 and 20 taxa) in one batch: per-state segments, not uniform."""
     ds1 = load_alignment(ds_reference("DS1", "JC")["alignment"])
