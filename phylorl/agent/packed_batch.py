@@ -33,10 +33,11 @@ def collate_records(records: PackedRecords, device: torch.device | str = "cpu", 
     ``compact``: the batch's ``next_actions`` stay :class:`~phylorl.nets.compact_actions.CompactActions`
     (a fifth of the bytes; :func:`~phylorl.agent.batch.on_device` expands them where they go).
 
-    A record's stored taken row (:mod:`phylorl.wire.record`, version 4) is read as it is: the replay service
-    checks it against its state when the record is inserted (``validate_records``), and the state's moves are
-    then not enumerated again here. ``verify``: check it here too (a record whose row differs from its state's
-    then sends the batch to the reference path, which names it)."""
+    A record's stored taken row (:mod:`phylorl.wire.record`, version 4) and its ranked parsimony changes' counts
+    (version 5) are read as they are: the replay service checks them against the state when the record is inserted
+    (``validate_records``), and the state's moves are then not enumerated nor counted again here. ``verify``:
+    check them here too (a record whose row or counts differ from its state's then sends the batch to the
+    reference path, which names it)."""
     n = len(records)
     if n == 0:
         raise ValueError("cannot collate an empty batch of records")
@@ -81,7 +82,8 @@ def collate_states(records: PackedRecords) -> tuple[GraphBatch, ActionBatch, boo
     if n == 0:
         raise ValueError("cannot collate an empty batch of observation records")
     buf = np.frombuffer(records.data, dtype=np.uint8)
-    _, decoded = decode_batch(buf, np.ascontiguousarray(records.offsets, dtype=np.int64), states=True)
+    # verified: an actor's states are checked here, as the replay's insert check does for stored records
+    _, decoded = decode_batch(buf, np.ascontiguousarray(records.offsets, dtype=np.int64), states=True, verify=True)
     if decoded is None or not finite_and_movable(decoded):
         return None
     rich, _, _, (sides, node_index, _, _, moves, _, counts) = decoded

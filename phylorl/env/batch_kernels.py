@@ -26,6 +26,7 @@ from phylorl.wire.record_reader import (
 
 from .feature_kernels import EDGE_COLUMNS, MOVE_COLUMNS, edge_features_of, log_lengths
 from .move_kernels import UNREAD_CHANGES, all_finite, all_moves, stored_size, taken_move, walk_work
+from .parsimony_kernels import ranked_valid
 from .tree_observation import tree_tables_into
 
 OK, UNREADABLE, INVALID = 0, 1, 2
@@ -167,7 +168,8 @@ def _graphs(n_nodes, n_edges, width):
 def _fill(buf, headers, values, arrays, trees, rich, per, verify):
     """Second pass: the batch arrays. With ``per == 1`` (observation records) each record's one state is
     written as a next state (all its moves) and side 0 stays empty. A record's stored taken row is read as it
-    is, or with ``verify`` checked against the move the state enumerates."""
+    is, or with ``verify`` checked against the move the state enumerates; ``verify`` also checks each state's ranked
+    parsimony changes (:func:`~phylorl.env.parsimony_kernels.ranked_valid`), whose stored counts are read as ranks."""
     n = headers.shape[0]
     width, columns = (EDGE_COLUMNS, MOVE_COLUMNS) if rich else (1, 3)
     first_side = 2 - per
@@ -210,6 +212,9 @@ def _fill(buf, headers, values, arrays, trees, rich, per, verify):
             tree = _read_tree(buf, arrays[i], n_leaves, rich, space)
             if not tree[0]:
                 status[r] = UNREADABLE
+                break
+            if verify and rich and not ranked_valid(buf, tree[4][1]):  # ranks are read on trust otherwise
+                status[r] = INVALID
                 break
             tree = tree[1:]
             stored_row = g == 0 and headers[r, 4] >= 0 and not verify
@@ -333,7 +338,8 @@ def decode_batch(buf: np.ndarray, offsets: np.ndarray, states: bool = False, ver
     unlabelled record's, and none at all when no record is labelled; ``counts``: moves per next state).
     ``states``: the records are observation records (:func:`phylorl.wire.record.encode_observation`),
     each written as a next state. ``verify``: check each stored taken row against the move its state
-    enumerates (a record whose row differs is :data:`INVALID`); without it the row is read as stored.
+    enumerates, and each ranked array's values and counts against its elements (a record whose row or counts
+    differ is :data:`INVALID`); without it they are read as stored.
     """
     n = offsets.size - 1
     per = 1 if states else 2
@@ -354,8 +360,9 @@ def decode_batch(buf: np.ndarray, offsets: np.ndarray, states: bool = False, ver
 def records_valid(buf: np.ndarray, offsets: np.ndarray) -> bool:
     """Whether every record is in a tree form and decodes to a transition that
     :func:`~phylorl.types.check_transition` accepts (finite values, the action one of the moves,
-    at least one move in each state, a discount in [0, 1]) and whose stored taken row (if any) is its
-    state's row of the action, checked on the arrays the learner's batch would hold. ``False`` says
+    at least one move in each state, a discount in [0, 1]), whose stored taken row (if any) is its
+    state's row of the action and whose ranked parsimony changes (if any) hold their stored counts, checked on
+    the arrays the learner's batch would hold. ``False`` says
     nothing about which record is wrong or whether another form is valid: decode those one by one."""
     _, decoded = decode_batch(buf, offsets, verify=True)
     if decoded is None:

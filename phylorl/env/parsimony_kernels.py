@@ -16,10 +16,9 @@ import math
 import numpy as np
 from numba import njit
 
-from phylorl.wire.record_reader import FLOAT32, unsigned_at
-
-UINT8 = 5
-"""The record format's dtype code of uint8 (:mod:`phylorl.wire.record`): one byte per dictionary index."""
+from phylorl.wire.record_reader import (
+    DICTIONARY, FLOAT32, INT16, ITEMSIZE, RANKED, UINT8, int_at, ranked_index, unsigned_at,
+)
 
 
 @njit(cache=True, nogil=True)
@@ -108,12 +107,15 @@ def stored_counts(buf, header):
     :func:`~phylorl.wire.record_reader.array_header`): its distinct values and how many elements hold each.
     ``counts`` is empty when the array is stored another way, an index is out of range, or a value that
     occurs is not finite or is ``-0.0`` (then the order of a scan over the elements could matter, and the
-    caller reads the elements instead)."""
+    caller reads the elements instead). A ranked array's counts are read as stored, not counted
+    (:func:`ranked_valid` checks them)."""
     kind, encoding, stored, _, n0, n1, payload, _ = header
     none = (np.empty(0, np.float32), np.empty(0, np.int64))
-    if kind != FLOAT32 or encoding != 1 or not UINT8 <= stored <= UINT8 + 1:
+    if kind != FLOAT32 or not DICTIONARY <= encoding <= RANKED or not UINT8 <= stored <= UINT8 + 1:
         return none
     n, count, step = n0 * n1, unsigned_at(buf, payload, 4), stored - UINT8 + 1
+    if encoding == RANKED:  # the counts are stored (and the replay's insert check makes sure they hold)
+        return _ranked_counts(buf, header)
     values = buf[payload + 4: payload + 4 + 4 * count].view(np.float32)
     start = payload + 4 + 4 * count
     counts = np.zeros(count, np.int64)
@@ -156,6 +158,50 @@ def stored_counts(buf, header):
 
 
 @njit(cache=True, nogil=True)
+def _ranked_counts(buf, header):
+    """:func:`stored_counts` of a ranked array (:mod:`phylorl.wire.arrays`, encoding 2): its values (ascending) and
+    counts as stored; the index is checked to be in range (empty counts otherwise)."""
+    _, _, stored, _, n0, n1, payload, _ = header
+    n, count, count_code = n0 * n1, unsigned_at(buf, payload, 4), buf[payload + 4]
+    values, counts = np.empty(count, np.float32), np.empty(count, np.int64)
+    for e in range(count):
+        values[e] = int_at(buf, payload + 5 + 2 * e, INT16)
+        counts[e] = unsigned_at(buf, payload + 5 + 2 * count + e * ITEMSIZE[count_code], ITEMSIZE[count_code])
+    start, largest = ranked_index(header, buf), 0
+    if stored == UINT8:
+        index = buf[start: start + n]
+        for i in range(n):  # the range check in one pass of vector code
+            largest = max(largest, index[i])
+    else:
+        for i in range(n):
+            largest = max(largest, unsigned_at(buf, start + 2 * i, 2))
+    if n and largest >= count:
+        return np.empty(0, np.float32), np.empty(0, np.int64)
+    return values, counts
+
+
+@njit(cache=True, nogil=True)
+def ranked_valid(buf, header):
+    """Whether an array stored ranked (``header`` from :func:`~phylorl.wire.record_reader.array_header`) holds
+    what its readers take on trust: its values strictly ascending, each count the elements that hold it, every
+    index in range. True for an array stored another way (its readers check it themselves)."""
+    if header[1] != RANKED or header[7] < 0:
+        return header[7] >= 0
+    values, counts = _ranked_counts(buf, header)
+    count = unsigned_at(buf, header[6], 4)
+    if counts.shape[0] != count:
+        return count == 0 and header[4] * header[5] == 0
+    tally = np.zeros(count, np.int64)
+    start, step = ranked_index(header, buf), header[2] - UINT8 + 1
+    for i in range(header[4] * header[5]):
+        tally[buf[start + i] if step == 1 else unsigned_at(buf, start + 2 * i, 2)] += 1
+    for e in range(count):
+        if tally[e] != counts[e] or (e and values[e] <= values[e - 1]):
+            return False
+    return True
+
+
+@njit(cache=True, nogil=True)
 def stored_parsimony_table(buf, header, parsimony_length, table, rows, first):
     """:func:`parsimony_table` of parsimony changes stored as a dictionary (see :func:`stored_counts`), read in
     place: one row per dictionary entry (entry ``e`` at row ``first + e``; the dictionary holds distinct values,
@@ -167,6 +213,9 @@ def stored_parsimony_table(buf, header, parsimony_length, table, rows, first):
     n, entries = header[4] * header[5], values.shape[0]
     if counts.shape[0] == 0 or entries > n:
         return -1
+    if header[1] == RANKED:  # ascending: a value's rank is the counts before it
+        _ranked_rows(values, counts, n, parsimony_length, table, first)
+        return _entry_rows(buf, header, ranked_index(header, buf), rows, first)
     lo32, hi32, seen = np.float32(0), np.float32(0), False
     for e in range(entries):
         if counts[e]:
@@ -189,7 +238,32 @@ def stored_parsimony_table(buf, header, parsimony_length, table, rows, first):
                           counts[e], n, parsimony_length, 0)
         else:
             table[first + e, 0] = table[first + e, 1] = table[first + e, 2] = 0.0
-    start, step = header[6] + 4 + 4 * entries, header[2] - UINT8 + 1
+    return _entry_rows(buf, header, header[6] + 4 + 4 * entries, rows, first)
+
+
+@njit(cache=True, nogil=True)
+def _ranked_rows(values, counts, n, parsimony_length, table, first):
+    """The table rows of a ranked array's entries (values ascending): entry ``e`` at row ``first + e``."""
+    lowest = values[0]
+    for e in range(values.shape[0]):
+        if counts[e]:
+            lowest = values[e]
+            break
+    below = 0
+    for e in range(values.shape[0]):
+        if counts[e]:
+            parsimony_row(table, first + e, np.float64(values[e]), np.float64(lowest), below, counts[e], n,
+                          parsimony_length, 0)
+        else:
+            table[first + e, 0] = table[first + e, 1] = table[first + e, 2] = 0.0
+        below += counts[e]
+
+
+@njit(cache=True, nogil=True)
+def _entry_rows(buf, header, start, rows, first):
+    """Each element's table row (its dictionary index plus ``first``, the indices from ``buf[start]``) into
+    ``rows``; returns the entries."""
+    n, step = header[4] * header[5], header[2] - UINT8 + 1
     if step == 1:  # on views and in int32, so that it compiles to vector code (15x faster)
         index, out, base = buf[start: start + n], rows[:n], np.int32(first)
         for i in range(n):
@@ -197,7 +271,7 @@ def stored_parsimony_table(buf, header, parsimony_length, table, rows, first):
     else:
         for i in range(n):
             rows[i] = first + unsigned_at(buf, start + 2 * i, 2)
-    return entries
+    return unsigned_at(buf, header[6], 4)
 
 
 @njit(cache=True, nogil=True)
@@ -208,7 +282,8 @@ def stored_parsimony_one(out, row, buf, header, i, parsimony_length):
     n = header[4] * header[5]
     if counts.shape[0] == 0 or not 0 <= i < n:
         return False
-    start, step = header[6] + 4 + 4 * values.shape[0], header[2] - UINT8 + 1
+    start = ranked_index(header, buf) if header[1] == RANKED else header[6] + 4 + 4 * values.shape[0]
+    step = header[2] - UINT8 + 1
     delta = values[buf[start + i] if step == 1 else unsigned_at(buf, start + 2 * i, 2)]
     lowest, below, equal = delta, 0, 0
     for e in range(values.shape[0]):

@@ -1,12 +1,18 @@
 """The array encoding of :mod:`phylorl.wire.record` records: each array as a small header, its shape and
 its elements, cast to a narrower integer type when every value fits, or (floats of 256 elements or more) as a
-dictionary of distinct bit patterns and one ``uint8``/``uint16`` index per element when that is smaller.
+dictionary of distinct bit patterns and one ``uint8``/``uint16`` index per element when that is smaller, or
+(:func:`encode_ranked`, floats whose values are whole numbers) as a ranked dictionary.
 
     array    "<BBBB" dtype code, encoding, stored dtype code, ndim; ndim x "<I" shape;
              payload: encoding 0 (cast): the elements in the stored dtype
                       encoding 1 (dictionary): "<I" count, the distinct element bit patterns (count x itemsize),
                       then one index per element
+                      encoding 2 (ranked): "<I" count, "<B" the dtype code of the counts (an unsigned type),
+                      the distinct values in ascending order as int16 (count x 2), how many elements hold
+                      each value (count x its itemsize), then one index per element
 
+A ranked array tells its readers each value's rank among the elements without a pass over them (the
+parsimony columns of the rich move features are such ranks: :mod:`phylorl.env.parsimony_kernels`).
 Decoding gives back the original dtype, shape and bit patterns (``-0.0`` and NaN payloads included).
 """
 
@@ -20,7 +26,7 @@ import numpy as np
 _ARRAY_HEADER = struct.Struct("<BBBB")
 _COUNT = struct.Struct("<I")
 _SHAPES = tuple(struct.Struct(f"<{ndim}I") for ndim in range(256))
-_CAST, _DICTIONARY = 0, 1
+_CAST, _DICTIONARY, _RANKED = 0, 1, 2
 _DICT_MIN_SIZE = 256  # smaller float arrays are stored as they are (a dictionary saves little there)
 
 _DTYPES = tuple(
@@ -59,6 +65,35 @@ def encode_array(value: np.ndarray, name: str, parts: list[bytes]) -> None:
     stored = _narrowest_int(array) if dtype.kind in "iu" else dtype
     parts += [_ARRAY_HEADER.pack(code, _CAST, _CODE[stored.str], array.ndim), shape,
               array.astype(stored, copy=False).tobytes()]
+
+
+def encode_ranked(value: np.ndarray, name: str, parts: list[bytes]) -> None:
+    """:func:`encode_array` of a float array, ranked (encoding 2) when that holds it exactly: 256 elements or
+    more, every value a whole number that int16 holds and none ``-0.0``; otherwise as :func:`encode_array`
+    stores it."""
+    array = np.asarray(value)
+    code = _CODE.get(array.dtype.newbyteorder("<").str) if array.dtype.kind == "f" else None
+    if code is None or array.size < _DICT_MIN_SIZE or array.ndim > 255 or any(d >= 2**32 for d in array.shape):
+        return encode_array(value, name, parts)
+    flat = array.reshape(-1)
+    lo, hi = flat.min(), flat.max()
+    if not -32768 <= lo <= hi <= 32767:  # (NaN fails too)
+        return encode_array(value, name, parts)
+    whole = flat.astype(np.int32)
+    if not np.array_equal(whole, flat) or (np.signbit(flat) & (flat == 0)).any():  # fractions, inf, -0.0
+        return encode_array(value, name, parts)
+    offset = whole - int(lo)
+    tally = np.bincount(offset)  # counted over the range: no sort
+    present = np.flatnonzero(tally)
+    values, counts = present + int(lo), tally[present]  # at most 65536 (the int16 range)
+    rank = np.zeros(len(tally), np.int64)
+    rank[present] = np.arange(len(present))
+    index = rank[offset]
+    index_dtype = np.dtype("<u1") if len(values) <= 256 else np.dtype("<u2")
+    count_dtype = next(d for d, _, largest in _UNSIGNED if counts.max() <= largest)
+    parts += [_ARRAY_HEADER.pack(code, _RANKED, _CODE[index_dtype.str], array.ndim),
+              _SHAPES[array.ndim].pack(*array.shape), _COUNT.pack(len(values)), bytes([_CODE[count_dtype.str]]),
+              values.astype("<i2").tobytes(), counts.astype(count_dtype).tobytes(), index.astype(index_dtype).tobytes()]
 
 
 def encode_row(value: np.ndarray, name: str, parts: list[bytes]) -> None:
@@ -101,7 +136,7 @@ def decode_array(buf: memoryview, offset: int) -> tuple[np.ndarray, int]:
     if offset + _ARRAY_HEADER.size > len(buf):
         raise ValueError(f"transition record truncated at byte {offset}: missing an array header")
     code, encoding, stored_code, ndim = _ARRAY_HEADER.unpack_from(buf, offset)
-    if code >= len(_DTYPES) or stored_code >= len(_DTYPES) or encoding not in (_CAST, _DICTIONARY):
+    if code >= len(_DTYPES) or stored_code >= len(_DTYPES) or encoding not in (_CAST, _DICTIONARY, _RANKED):
         raise ValueError(f"corrupt transition record: bad array header {(code, encoding, stored_code)} "
                          f"at byte {offset}")
     offset += _ARRAY_HEADER.size
@@ -109,6 +144,8 @@ def decode_array(buf: memoryview, offset: int) -> tuple[np.ndarray, int]:
     offset += 4 * ndim
     size = math.prod(shape)
     dtype, stored = _DTYPES[code], _DTYPES[stored_code]
+    if encoding == _RANKED:
+        return _decode_ranked(buf, offset, dtype, stored, shape)
     if encoding == _DICTIONARY:
         (count,) = _COUNT.unpack_from(buf, offset)
         offset += _COUNT.size
@@ -124,6 +161,32 @@ def decode_array(buf: memoryview, offset: int) -> tuple[np.ndarray, int]:
         array = _take(buf, offset, stored, size).astype(dtype)  # astype copies: result is writable
         offset += size * stored.itemsize
     return array.reshape(shape), offset
+
+
+def _decode_ranked(buf: memoryview, offset: int, dtype: np.dtype, stored: np.dtype, shape: tuple) -> tuple:
+    """A ranked array (encoding 2) whose payload starts at ``buf[offset]``, checked whole: its values ascending,
+    each count the elements' (``ValueError`` otherwise)."""
+    size = math.prod(shape)
+    (count,) = _COUNT.unpack_from(buf, offset)
+    count_code = _take(buf, offset + _COUNT.size, np.dtype("u1"), 1)[0]
+    offset += _COUNT.size + 1
+    count_dtype = _DTYPES[count_code] if count_code < len(_DTYPES) else None
+    if dtype.kind != "f" or stored.kind != "u" or count_dtype is None or count_dtype.kind != "u":
+        raise ValueError(f"corrupt transition record: bad ranked array {(dtype, stored, count_dtype)} "
+                         f"before byte {offset}")
+    values = _take(buf, offset, np.dtype("<i2"), count)
+    offset += 2 * count
+    counts = _take(buf, offset, count_dtype, count)
+    offset += count * count_dtype.itemsize
+    index = _take(buf, offset, stored, size)
+    offset += size * stored.itemsize
+    if size and int(index.max()) >= count:
+        raise ValueError(f"corrupt transition record: ranked index out of range before byte {offset}")
+    if (np.diff(values.astype(np.int64)) <= 0).any() \
+            or not np.array_equal(np.bincount(index, minlength=count), counts.astype(np.int64)):
+        raise ValueError(f"corrupt transition record: a ranked array's values or counts do not hold before "
+                         f"byte {offset}")
+    return values[index].astype(dtype).reshape(shape), offset
 
 
 def _take(buf: memoryview, offset: int, dtype: np.dtype, count: int) -> np.ndarray:

@@ -2,7 +2,7 @@
 
 One record holds one :class:`~phylorl.types.Transition`. Layout (all little-endian)::
 
-    header   "<4sBBqddq" magic b"PRLT", format version (4), flags (bit 0 terminal, bit 1 truncated,
+    header   "<4sBBqddq" magic b"PRLT", format version (5), flags (bit 0 terminal, bit 1 truncated,
                          bit 2 labelled, bit 3 taken row),
                          action (int64), reward (float64), discount (float64),
                          policy_version (int64: weights version that chose the action, -1 unknown)
@@ -24,8 +24,10 @@ One record holds one :class:`~phylorl.types.Transition`. Layout (all little-endi
                          every reader that rebuilds the state checks them against it.
     next_labels          only with flag bit 2: one float32 array, the demonstration label (reward)
                          of every move of next_obs, in the order of its actions.
-Each array is stored as :mod:`phylorl.wire.arrays` describes. Version 3 is version 4 without flag bit 3;
-both are read.
+Each array is stored as :mod:`phylorl.wire.arrays` describes; the rich form's parsimony changes ranked when
+they are whole numbers (encoding 2: the learner's batch pass then reads each change's rank without counting the
+moves). Version 4 is version 5 without ranked arrays, version 3 is version 4 without flag bit 3; all three are
+read.
 An observation record (what an inference request carries, :func:`encode_observation`) is ``"<4sB"``
 magic b"PRLO" and the format version, then one observation in the same forms.
 
@@ -46,12 +48,12 @@ from numba import njit
 
 from phylorl.types import Observation, Transition
 
-from .arrays import decode_array as _decode_array, encode_array as _encode_array, encode_row
+from .arrays import decode_array as _decode_array, encode_array as _encode_array, encode_ranked, encode_row
 from .section_cache import section_for
 
 MAGIC, OBSERVATION_MAGIC = b"PRLT", b"PRLO"
-VERSION = 4
-READABLE_VERSIONS = (3, 4)
+VERSION = 5
+READABLE_VERSIONS = (3, 4, 5)
 OBS_FIELDS = ("node_features", "edge_index", "edge_attr", "actions", "action_meta")
 
 _HEADER = struct.Struct("<4sBBqddq")
@@ -63,12 +65,14 @@ _DEDUPE, _LEAF_FEATURES = 1, 2
 _TERMINAL, _TRUNCATED, _LABELLED, _TAKEN = 1, 2, 4, 8
 
 
-def encode_transition(transition: Transition, taken_row: bool = True) -> bytes:
-    """Serialise ``transition`` into one compact record (see the module docstring). ``taken_row``: store the
-    taken move's row (when the action is one of the state's moves); ``False`` writes what version 3 wrote."""
+def encode_transition(transition: Transition, version: int = VERSION) -> bytes:
+    """Serialise ``transition`` into one compact record (see the module docstring). ``version``: an older
+    readable version writes what that version wrote (version 4: no ranked arrays; 3: no taken row either)."""
+    if version not in READABLE_VERSIONS:
+        raise ValueError(f"cannot write format version {version}; versions {READABLE_VERSIONS} can be written")
     labels = transition.next_labels
     obs, action = transition.obs, int(transition.action)
-    taken_row = taken_row and obs.actions.ndim == obs.action_meta.ndim == 2 \
+    taken_row = version >= 4 and obs.actions.ndim == obs.action_meta.ndim == 2 \
         and 0 <= action < min(obs.actions.shape[0], obs.action_meta.shape[0])  # else no row, and checks refuse it
     flags = ((_TERMINAL if transition.terminal else 0) | (_TRUNCATED if transition.truncated else 0)
              | (_LABELLED if labels is not None else 0) | (_TAKEN if taken_row else 0))
@@ -77,10 +81,13 @@ def encode_transition(transition: Transition, taken_row: bool = True) -> bytes:
         if labels.dtype != np.float32 or labels.shape != (transition.next_obs.n_actions,):
             raise ValueError(f"next_labels must be float32 of shape ({transition.next_obs.n_actions},) "
                              f"(one per move of next_obs), got {labels.dtype} {labels.shape}")
-    parts = [_HEADER.pack(MAGIC, VERSION, flags, action, float(transition.reward),
+    parts = [_HEADER.pack(MAGIC, version, flags, action, float(transition.reward),
                           float(transition.discount), int(transition.policy_version))]
     for prefix, state in (("obs", obs), ("next_obs", transition.next_obs)):
-        _encode_observation(state, prefix, parts)
+        if version == VERSION:
+            _encode_observation(state, prefix, parts)
+        else:  # not the kept section (this version's)
+            _encode_section(state, prefix, parts, ranked=False)
     if taken_row:
         encode_row(obs.actions[action], "obs.actions[action]", parts)
         encode_row(obs.action_meta[action], "obs.action_meta[action]", parts)
@@ -125,8 +132,9 @@ def _section(obs: Observation, prefix: str, mark: int | None = None) -> bytes:
     return b"".join(own)
 
 
-def _encode_section(obs: Observation, prefix: str, parts: list[bytes], mark: int | None = None) -> None:
-    if obs.rich is not None and obs.source is not None and _encode_rich(obs, prefix, parts, mark):
+def _encode_section(obs: Observation, prefix: str, parts: list[bytes], mark: int | None = None,
+                    ranked: bool = True) -> None:
+    if obs.rich is not None and obs.source is not None and _encode_rich(obs, prefix, parts, mark, ranked):
         return
     tree = None
     if obs.source is not None:
@@ -147,8 +155,10 @@ def _encode_section(obs: Observation, prefix: str, parts: list[bytes], mark: int
         _encode_array(obs.node_features, f"{prefix}.node_features", parts)
 
 
-def _encode_rich(obs: Observation, prefix: str, parts: list[bytes], mark: int | None = None) -> bool:
-    """Append ``obs`` in the rich tree form when its rebuild is exact (``mark``: its fingerprint); else ``False``."""
+def _encode_rich(obs: Observation, prefix: str, parts: list[bytes], mark: int | None = None,
+                 ranked: bool = True) -> bool:
+    """Append ``obs`` in the rich tree form when its rebuild is exact (``mark``: its fingerprint); else ``False``.
+    ``ranked``: the parsimony changes ranked when they can be (version 5)."""
     from phylorl.env.tree_observation import rich_tree_arrays_of  # numba: only loaded when needed
 
     tree = rich_tree_arrays_of(obs, mark)
@@ -161,7 +171,7 @@ def _encode_rich(obs: Observation, prefix: str, parts: list[bytes], mark: int | 
     _encode_array(neighbors, f"{prefix}.neighbors", parts)
     _encode_array(edges, f"{prefix}.edges", parts)
     _encode_array(rich.lengths, f"{prefix}.lengths", parts)
-    _encode_array(rich.deltas, f"{prefix}.parsimony_deltas", parts)
+    (encode_ranked if ranked else _encode_array)(rich.deltas, f"{prefix}.parsimony_deltas", parts)
     _encode_array(np.array([rich.parsimony_length]), f"{prefix}.parsimony_length", parts)
     _encode_array(rich.support, f"{prefix}.support", parts)
     if not leaf_features:

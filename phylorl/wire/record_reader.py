@@ -21,10 +21,12 @@ HEADER_SIZE = record._HEADER.size
 ITEMSIZE = np.array([dt.itemsize for dt in arrays._DTYPES], np.int64)  # by dtype code
 SIGNED = np.array([dt.kind == "i" for dt in arrays._DTYPES], np.bool_)
 FLOAT32, FLOAT64 = arrays._CODE[np.dtype("<f4").str], arrays._CODE[np.dtype("<f8").str]
+INT16, UINT8 = arrays._CODE[np.dtype("<i2").str], arrays._CODE[np.dtype("|u1").str]  # uint8, 16, 32 follow
+DICTIONARY, RANKED = arrays._DICTIONARY, arrays._RANKED
 TREE_FORM, RICH_FORM = record._TREE_FORM, record._RICH_FORM
 DEDUPE, LEAF_FEATURES = record._DEDUPE, record._LEAF_FEATURES
 TERMINAL, LABELLED, TAKEN = record._TERMINAL, record._LABELLED, record._TAKEN
-_FIRST_VERSION, _LAST_VERSION = min(record.READABLE_VERSIONS), max(record.READABLE_VERSIONS)  # a range: 3 and 4
+_FIRST_VERSION, _LAST_VERSION = min(record.READABLE_VERSIONS), max(record.READABLE_VERSIONS)  # a range: 3 to 5
 _TAKEN_VERSION = 4  # the first version with a taken row
 _MAGIC = np.frombuffer(MAGIC, np.uint8)
 _OBSERVATION_MAGIC = np.frombuffer(OBSERVATION_MAGIC, np.uint8)
@@ -57,7 +59,7 @@ def array_header(buf, pos, end):
     if pos + 4 > end:
         return bad
     code, encoding, stored, ndim = buf[pos], buf[pos + 1], buf[pos + 2], buf[pos + 3]
-    if code >= 12 or stored >= 12 or encoding > 1 or ndim > 2 or pos + 4 + 4 * ndim > end:
+    if code >= 12 or stored >= 12 or encoding > RANKED or ndim > 2 or pos + 4 + 4 * ndim > end:
         return bad
     n0 = unsigned_at(buf, pos + 4, 4) if ndim >= 1 else 1
     n1 = unsigned_at(buf, pos + 8, 4) if ndim == 2 else 1
@@ -65,10 +67,14 @@ def array_header(buf, pos, end):
     size = n0 * n1
     if encoding == 0:
         after = payload + size * ITEMSIZE[stored]
-    else:
+    elif encoding == 1:
         if payload + 4 > end:
             return bad
         after = payload + 4 + unsigned_at(buf, payload, 4) * ITEMSIZE[code] + size * ITEMSIZE[stored]
+    else:  # ranked: the counts' dtype an unsigned type, the index's too
+        if payload + 5 > end or not (UINT8 <= buf[payload + 4] <= UINT8 + 2 and UINT8 <= stored <= UINT8 + 1):
+            return bad
+        after = payload + 5 + unsigned_at(buf, payload, 4) * (2 + ITEMSIZE[buf[payload + 4]]) + size * ITEMSIZE[stored]
     if after > end:
         return bad
     return code, encoding, stored, ndim, n0, n1, payload, after
@@ -97,7 +103,7 @@ def read_ints(buf, header, out):
 @njit(cache=True, nogil=True)
 def read_floats(buf, header, out, code):
     """Fill ``out`` (flat, of the array's size) with a float array of dtype ``code`` (float32 or
-    float64), stored as it is or as a dictionary; False when it is something else or corrupt."""
+    float64), stored as it is, as a dictionary or ranked; False when it is something else or corrupt."""
     kind, encoding, stored, _, n0, n1, payload, _ = header
     n = n0 * n1
     if kind != code or n != out.shape[0]:
@@ -110,6 +116,14 @@ def read_floats(buf, header, out, code):
             out[i] = values[i]
         return True
     count = unsigned_at(buf, payload, 4)
+    if encoding == RANKED:  # the values int16, ascending; the counts are not read here
+        start = ranked_index(header, buf)
+        for i in range(n):
+            index = buf[start + i] if stored == UINT8 else unsigned_at(buf, start + 2 * i, 2)
+            if index >= count:
+                return False
+            out[i] = int_at(buf, payload + 5 + 2 * index, INT16)
+        return True
     table = buf[payload + 4: payload + 4 + count * ITEMSIZE[code]].view(out.dtype)
     if SIGNED[stored] or not 5 <= stored <= 8:
         return False
@@ -127,6 +141,13 @@ def read_floats(buf, header, out, code):
             return False
         out[i] = table[index]
     return True
+
+
+@njit(cache=True, nogil=True)
+def ranked_index(header, buf):
+    """Where the element indices of a ranked array (encoding 2, ``header`` from :func:`array_header`) start."""
+    payload = header[6]
+    return payload + 5 + unsigned_at(buf, payload, 4) * (2 + ITEMSIZE[buf[payload + 4]])
 
 
 @njit(cache=True, nogil=True)

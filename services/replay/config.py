@@ -51,9 +51,10 @@ class ReplayConfig(security.ServerTLS, security.GrpcToken, security.RedisAuth):
     sample from there; Redis stays the durable copy. false reads every sample from Redis."""
     validate_records: bool = True
     """Decode every inserted record and check it (shapes, node ids, finite values, the action one of the moves, its
-    stored taken-move row that of its state); a bad one fails its Insert with INVALID_ARGUMENT. Costs tens of
-    microseconds per record. The learner reads a record's stored taken row and that state's graph without
-    checking them again, so false trusts the actors for those too."""
+    stored taken-move row that of its state, its ranked parsimony changes' stored counts those of its moves); a bad
+    one fails its Insert with INVALID_ARGUMENT. Costs tens of microseconds per record. The learner reads a record's
+    stored taken row, that state's graph and the stored counts without checking them again, so false trusts the
+    actors for those too."""
     default_timeout_s: float = 30.0
     """Longest rate-limiter wait of a call that names no timeout (s)."""
     max_workers: int = 32

@@ -229,11 +229,12 @@ def test_stored_taken_rows_give_the_batch_their_states_give(simulated):
     for config in (EnvConfig(horizon=8), EnvConfig(horizon=8, features="basic", radius=3)):
         records = _episodes(simulated, config, 24, seed=18)
         assert all(r[5] & 8 for r in records)
-        without = [encode_transition(decode_transition(r), taken_row=False) for r in records]
-        assert not any(r[5] & 8 for r in without) and all(r[38] in (1, 2) for r in without)  # tree forms still
-        version3 = [r[:4] + b"\x03" + r[5:] for r in without]
+        version3 = [encode_transition(decode_transition(r), version=3) for r in records]
+        version4 = [encode_transition(decode_transition(r), version=4) for r in records]
+        assert not any(r[5] & 8 for r in version3) and all(r[38] in (1, 2) for r in version3)  # tree forms still
+        assert all(r[4] == 3 for r in version3) and all(r[4] == 4 and r[5] & 8 for r in version4)
         stored = collate_records(PackedRecords.from_records(records))[0]
-        for other in (without, version3):
+        for other in (version3, version4):
             _assert_same(collate_records(PackedRecords.from_records(other))[0], stored)
         _assert_same(collate_records(PackedRecords.from_records(records), verify=True)[0], stored)
     width = stored.actions.meta.shape[1]  # the basic records: no labels, so the row ends each record
@@ -361,3 +362,51 @@ def test_the_learner_takes_compact_batches_as_expanded_ones(simulated):
         assert np.isfinite(priorities).all()
     for a, b in zip(learners[0].q1.parameters(), learners[1].q1.parameters()):
         assert torch.equal(a, b)
+
+
+def _damage_ranked_counts(record: bytes, at: int) -> bytes:
+    """``record`` with the ranked parsimony changes of the observation at byte ``at`` miscounted: one move moved
+    from the first value's count to the second's (the sum unchanged)."""
+    from phylorl.wire.record_reader import array_header, observation_header
+
+    buf, arrays = np.frombuffer(record, np.uint8), np.zeros(6, np.int64)
+    assert observation_header(buf, at, len(buf), arrays)[0]
+    deltas = array_header(buf, arrays[3], len(buf))
+    payload = int(deltas[6])
+    assert deltas[1] == 2 and buf[payload + 4] == 5  # ranked, with uint8 counts
+    counts_at = payload + 5 + 2 * int(buf[payload: payload + 4].view(np.uint32)[0])
+    bad = bytearray(record)
+    bad[counts_at], bad[counts_at + 1] = bad[counts_at] + 1, bad[counts_at + 1] - 1
+    return bytes(bad)
+
+
+def test_ranked_counts_are_read_on_trust_only_where_the_insert_check_made_sure_of_them(simulated):
+    """A record whose stored counts do not hold: the learner's path reads them as stored; the insert check, the
+    verified path and the reference decoder refuse the record, and an inference request holding such a state is
+    refused by the compiled pass (the reference path then names it)."""
+    from phylorl.agent.packed_batch import collate_states
+    from phylorl.env.batch_kernels import records_valid
+    from phylorl.wire.record import decode_observation, encode_observation
+    from phylorl.wire.record_reader import observation_header
+
+    records = _episodes(simulated, EnvConfig(horizon=8), 8, seed=23)
+    arrays = np.zeros(6, np.int64)
+    second = observation_header(np.frombuffer(records[0], np.uint8), 38, len(records[0]), arrays)[5]
+    bad = _damage_ranked_counts(records[0], second)  # the next state's
+    good = collate_records(PackedRecords.from_records(records))[0]
+    packed = PackedRecords.from_records([bad] + records[1:])
+    read = collate_records(packed)[0]
+    sizes = good.next_actions.states.sizes.tolist()
+    first_changed = [not torch.equal(a, b) for a, b in zip(read.next_actions.meta.split(sizes),
+                                                            good.next_actions.meta.split(sizes))]
+    assert first_changed == [True] + [False] * (len(records) - 1)
+    assert collate_records(packed, verify=True) is None
+    assert not records_valid(np.frombuffer(packed.data, np.uint8), packed.offsets)
+    with pytest.raises(ValueError, match="ranked"):
+        decode_transition(bad)
+    state = encode_observation(decode_transition(records[0]).next_obs)
+    assert collate_states(PackedRecords.from_records([state])) is not None
+    bad_state = _damage_ranked_counts(state, 5)
+    assert collate_states(PackedRecords.from_records([bad_state])) is None
+    with pytest.raises(ValueError, match="ranked"):
+        decode_observation(bad_state)

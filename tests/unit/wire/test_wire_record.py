@@ -108,7 +108,7 @@ def test_a_row_is_stored_as_any_array_is(row):
 def test_header_layout():
     t = Transition(_obs(), 5, -2.0, _obs(), terminal=True, truncated=True, discount=0.25, policy_version=42)
     data = record.encode_transition(t)
-    assert struct.unpack_from("<4sBBqddq", data) == (b"PRLT", 4, 3, 5, -2.0, 0.25, 42)  # no move 5: no taken row
+    assert struct.unpack_from("<4sBBqddq", data) == (b"PRLT", 5, 3, 5, -2.0, 0.25, 42)  # no move 5: no taken row
     assert record.decode_transition(data).policy_version == 42
 
 
@@ -211,7 +211,7 @@ def test_records_of_another_format_version_are_refused():
     data = bytearray(record.encode_transition(t))
     data[4] = 2  # the header's version byte
     assert not record.is_record(bytes(data))
-    with pytest.raises(ValueError, match="format version 2; this code reads versions 3, 4"):
+    with pytest.raises(ValueError, match="format version 2; this code reads versions 3, 4, 5"):
         record.decode_transition(bytes(data))
 
 
@@ -238,12 +238,16 @@ def test_the_taken_row_is_stored_and_checked_against_the_state():
     t = _env_transition(12, seed=5)
     data, width = record.encode_transition(t), t.obs.action_meta.shape[1]
     # two arrays: a header and shape each, 4 node ids as bytes and the features as float32
-    assert data[5] & 8 and len(data) == len(record.encode_transition(t, taken_row=False)) + 2 * (4 + 4) + 4 + 4 * width
+    version4 = record.encode_transition(t, version=4)
+    assert data[5] & 8 and version4[5] & 8 and version4[4] == 4
+    assert len(version4) == len(record.encode_transition(t, version=3)) + 2 * (4 + 4) + 4 + 4 * width
     assert_same_transition(record.decode_transition(data), t)
-    version3 = bytearray(record.encode_transition(t, taken_row=False))
-    assert not version3[5] & 8
-    version3[4] = 3  # version 3 is version 4 without a taken row
+    assert_same_transition(record.decode_transition(version4), t)
+    version3 = bytearray(record.encode_transition(t, version=3))
+    assert not version3[5] & 8 and version3[4] == 3  # version 3 is version 4 without a taken row
     assert_same_transition(record.decode_transition(bytes(version3)), t)
+    with pytest.raises(ValueError, match="cannot write format version 6"):
+        record.encode_transition(t, version=6)
     version3[5] |= 8
     with pytest.raises(ValueError, match="flag bit 3"):
         record.decode_transition(bytes(version3))
