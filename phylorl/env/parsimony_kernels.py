@@ -209,13 +209,12 @@ def stored_parsimony_table(buf, header, parsimony_length, table, rows, first):
     uses gets zeros), and each move's row is its stored index plus ``first``. Returns the rows written, or -1
     when the changes are not stored that way, have more entries than moves, or are not whole numbers in a short
     range (then read them out and call :func:`parsimony_table`)."""
+    if header[1] == RANKED and header[0] == FLOAT32 and UINT8 <= header[2] <= UINT8 + 1:
+        return _ranked_table(buf, header, parsimony_length, table, rows, first)
     values, counts = stored_counts(buf, header)
     n, entries = header[4] * header[5], values.shape[0]
     if counts.shape[0] == 0 or entries > n:
         return -1
-    if header[1] == RANKED:  # ascending: a value's rank is the counts before it
-        _ranked_rows(values, counts, n, parsimony_length, table, first)
-        return _entry_rows(buf, header, ranked_index(header, buf), rows, first)
     lo32, hi32, seen = np.float32(0), np.float32(0), False
     for e in range(entries):
         if counts[e]:
@@ -242,21 +241,37 @@ def stored_parsimony_table(buf, header, parsimony_length, table, rows, first):
 
 
 @njit(cache=True, nogil=True)
-def _ranked_rows(values, counts, n, parsimony_length, table, first):
-    """The table rows of a ranked array's entries (values ascending): entry ``e`` at row ``first + e``."""
-    lowest = values[0]
-    for e in range(values.shape[0]):
-        if counts[e]:
-            lowest = values[e]
+def _ranked_table(buf, header, parsimony_length, table, rows, first):
+    """:func:`stored_parsimony_table` of a ranked array (values ascending: a value's rank is the counts before it),
+    read straight from its bytes; -1 when an index is out of range or there are more entries than elements."""
+    n, payload, stored = header[4] * header[5], header[6], header[2]
+    entries, size = unsigned_at(buf, payload, 4), ITEMSIZE[buf[payload + 4]]
+    start, largest = ranked_index(header, buf), 0
+    if stored == UINT8:
+        index = buf[start: start + n]
+        for i in range(n):  # the range check in one pass of vector code
+            largest = max(largest, index[i])
+    else:
+        for i in range(n):
+            largest = max(largest, unsigned_at(buf, start + 2 * i, 2))
+    if entries > n or (n and largest >= entries):
+        return -1
+    values, counts = payload + 5, payload + 5 + 2 * entries
+    lowest = 0.0
+    for e in range(entries):
+        if unsigned_at(buf, counts + e * size, size):
+            lowest = np.float64(int_at(buf, values + 2 * e, INT16))
             break
     below = 0
-    for e in range(values.shape[0]):
-        if counts[e]:
-            parsimony_row(table, first + e, np.float64(values[e]), np.float64(lowest), below, counts[e], n,
-                          parsimony_length, 0)
+    for e in range(entries):
+        count = unsigned_at(buf, counts + e * size, size)
+        if count:
+            parsimony_row(table, first + e, np.float64(int_at(buf, values + 2 * e, INT16)), lowest, below,
+                          count, n, parsimony_length, 0)
         else:
             table[first + e, 0] = table[first + e, 1] = table[first + e, 2] = 0.0
-        below += counts[e]
+        below += count
+    return _entry_rows(buf, header, start, rows, first)
 
 
 @njit(cache=True, nogil=True)

@@ -168,7 +168,7 @@ def _decode_ranked(buf: memoryview, offset: int, dtype: np.dtype, stored: np.dty
     each count the elements' (``ValueError`` otherwise)."""
     size = math.prod(shape)
     (count,) = _COUNT.unpack_from(buf, offset)
-    count_code = _take(buf, offset + _COUNT.size, np.dtype("u1"), 1)[0]
+    count_code = buf[offset + _COUNT.size] if offset + _COUNT.size < len(buf) else len(_DTYPES)
     offset += _COUNT.size + 1
     count_dtype = _DTYPES[count_code] if count_code < len(_DTYPES) else None
     if dtype.kind != "f" or stored.kind != "u" or count_dtype is None or count_dtype.kind != "u":
@@ -180,13 +180,11 @@ def _decode_ranked(buf: memoryview, offset: int, dtype: np.dtype, stored: np.dty
     offset += count * count_dtype.itemsize
     index = _take(buf, offset, stored, size)
     offset += size * stored.itemsize
-    if size and int(index.max()) >= count:
-        raise ValueError(f"corrupt transition record: ranked index out of range before byte {offset}")
-    if (np.diff(values.astype(np.int64)) <= 0).any() \
-            or not np.array_equal(np.bincount(index, minlength=count), counts.astype(np.int64)):
-        raise ValueError(f"corrupt transition record: a ranked array's values or counts do not hold before "
+    tally = np.bincount(index, minlength=count)  # longer when an index is out of range
+    if len(tally) != count or (tally != counts).any() or (values[1:] <= values[:-1]).any():
+        raise ValueError(f"corrupt transition record: a ranked array's index, counts or values do not hold before "
                          f"byte {offset}")
-    return values[index].astype(dtype).reshape(shape), offset
+    return values.astype(dtype)[index].reshape(shape), offset
 
 
 def _take(buf: memoryview, offset: int, dtype: np.dtype, count: int) -> np.ndarray:
