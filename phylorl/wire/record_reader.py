@@ -51,7 +51,7 @@ def int_at(buf, pos, code):
     return value
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def array_header(buf, pos, end):
     """``(code, encoding, stored, ndim, n0, n1, payload, next)`` of the array at ``pos``; ``next`` is
     -1 when the header is malformed, has more than two axes or runs past ``end``."""
