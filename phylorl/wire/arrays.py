@@ -171,7 +171,9 @@ def _decode_ranked(buf: memoryview, offset: int, dtype: np.dtype, stored: np.dty
     count_code = buf[offset + _COUNT.size] if offset + _COUNT.size < len(buf) else len(_DTYPES)
     offset += _COUNT.size + 1
     count_dtype = _DTYPES[count_code] if count_code < len(_DTYPES) else None
-    if dtype.kind != "f" or stored.kind != "u" or count_dtype is None or count_dtype.kind != "u":
+    # as the encoder writes them (and the compiled readers read them): uint8 or uint16 indices, counts to uint32
+    if dtype.kind != "f" or stored.str not in ("|u1", "<u2") or count_dtype is None \
+            or count_dtype.str not in ("|u1", "<u2", "<u4"):
         raise ValueError(f"corrupt transition record: bad ranked array {(dtype, stored, count_dtype)} "
                          f"before byte {offset}")
     values = _take(buf, offset, np.dtype("<i2"), count)

@@ -123,12 +123,18 @@ def _damaged(kind: str) -> tuple[np.ndarray, tuple]:
         buf[payload + 5: payload + 9] = buf[payload + 5: payload + 9].reshape(2, 2)[::-1].reshape(-1)
     elif kind == "an index out of range":
         buf[index_at + 9] = 250
+    elif kind == "64-bit indices":  # a dtype code the encoder never writes
+        buf[2] = 8
     return buf, header
 
 
-@pytest.mark.parametrize("kind", ["a count", "two counts swapped", "values out of order", "an index out of range"])
+@pytest.mark.parametrize("kind", ["a count", "two counts swapped", "values out of order", "an index out of range",
+                                  "64-bit indices"])
 def test_damaged_ranked_arrays_are_refused_by_the_checks(kind):
     buf, header = _damaged(kind)
+    if kind == "64-bit indices":
+        header = array_header(buf, 0, buf.shape[0])
+        assert header[7] < 0  # not an array the compiled readers read
     assert not ranked_valid(buf, header)
     with pytest.raises(ValueError, match="ranked"):
         decode_array(memoryview(buf.tobytes()), 0)
