@@ -167,17 +167,24 @@ def _ranked_counts(buf, header):
     for e in range(count):
         values[e] = int_at(buf, payload + 5 + 2 * e, INT16)
         counts[e] = unsigned_at(buf, payload + 5 + 2 * count + e * ITEMSIZE[count_code], ITEMSIZE[count_code])
-    start, largest = ranked_index(header, buf), 0
+    start = ranked_index(header, buf)
+    if n and _largest_index(buf, start, n, stored) >= count:
+        return np.empty(0, np.float32), np.empty(0, np.int64)
+    return values, counts
+
+
+@njit(cache=True, nogil=True)
+def _largest_index(buf, start, n, stored):
+    """The largest of ``n`` dictionary indices (``stored``: uint8 or uint16) from ``buf[start]``."""
+    largest = 0
     if stored == UINT8:
         index = buf[start: start + n]
-        for i in range(n):  # the range check in one pass of vector code
+        for i in range(n):  # one pass of vector code
             largest = max(largest, index[i])
     else:
         for i in range(n):
             largest = max(largest, unsigned_at(buf, start + 2 * i, 2))
-    if n and largest >= count:
-        return np.empty(0, np.float32), np.empty(0, np.int64)
-    return values, counts
+    return largest
 
 
 @njit(cache=True, nogil=True)
@@ -246,15 +253,8 @@ def _ranked_table(buf, header, parsimony_length, table, rows, first):
     read straight from its bytes; -1 when an index is out of range or there are more entries than elements."""
     n, payload, stored = header[4] * header[5], header[6], header[2]
     entries, size = unsigned_at(buf, payload, 4), ITEMSIZE[buf[payload + 4]]
-    start, largest = ranked_index(header, buf), 0
-    if stored == UINT8:
-        index = buf[start: start + n]
-        for i in range(n):  # the range check in one pass of vector code
-            largest = max(largest, index[i])
-    else:
-        for i in range(n):
-            largest = max(largest, unsigned_at(buf, start + 2 * i, 2))
-    if entries > n or (n and largest >= entries):
+    start = ranked_index(header, buf)
+    if entries > n or (n and _largest_index(buf, start, n, stored) >= entries):
         return -1
     values, counts = payload + 5, payload + 5 + 2 * entries
     lowest = 0.0
