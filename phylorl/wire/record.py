@@ -247,7 +247,7 @@ def _decode_body(buf: memoryview, flags: int, version: int, action: int):
 
 
 def is_record(record: bytes | bytearray | memoryview) -> bool:
-    """Cheap check that ``record`` starts like a record of the current format version."""
+    """Cheap check that ``record`` starts like a record of a format version this code reads."""
     head = bytes(memoryview(record)[: len(MAGIC) + 1])
     return len(head) == len(MAGIC) + 1 and head[:len(MAGIC)] == MAGIC and head[-1] in READABLE_VERSIONS
 
