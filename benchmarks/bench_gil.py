@@ -8,9 +8,10 @@ makes ``calls`` small torch calls then waits ``wait_ms`` without the lock (as fo
 threads running pure Python, and reports the round's median time and the busy threads' work per second, for each
 switch interval. ``LearnerConfig.switch_interval_ms`` sets the learner's.
 
-``--batch``: also the GPU feed's torch calls on a design-size sampled batch (128 transitions of 20 taxa, compact
-moves) as a prefetch thread makes them, here on the CPU: the batch's views of its one block (``unpack``) and the
-moves' expansion (``expand_actions``), per round (``batch_ms``).
+``--batch``: also the GPU feed's work on a design-size sampled batch (128 transitions of 20 taxa, compact moves) as
+a prefetch thread does it, here on the CPU: the batch written into its one staging block (``Stager.stage``, per
+round: ``stage_ms``), and the batch's views of its block (``unpack``) with the moves' expansion
+(``expand_actions``), per round (``batch_ms``).
 
 Usage: python benchmarks/bench_gil.py [--intervals-ms 5,1,0.5,0.2] [--busy 0,1,3] [--calls 1,5,25] [--seconds 1.5]
                                       [--batch]
@@ -51,7 +52,8 @@ def rounds_ms(calls: int, wait_s: float, seconds: float) -> float:
 
 
 def batch_round():
-    """A function doing what a prefetch thread does with one sampled batch after its copy to the device."""
+    """Two functions doing what a prefetch thread does with one sampled batch: stage it, and (after its copy to the
+    device) view and expand it."""
     from common import episode_transitions
     from phylorl.agent.batch_transfer import Stager, unpack
     from phylorl.agent.packed_batch import collate_records
@@ -61,12 +63,13 @@ def batch_round():
 
     transitions = episode_transitions(128, 20, seed=0)[0][:128]
     batch = collate_records(PackedRecords.from_records([encode_transition(t) for t in transitions]), compact=True)[0]
+    stager = Stager()
     block = Stager().stage(batch)
 
     def one() -> None:
         expand_actions(unpack(block.packed, block.data).next_actions)
     one()
-    return one
+    return (lambda: stager.stage(batch)), one
 
 
 def timed_ms(fn, seconds: float) -> float:
@@ -86,7 +89,8 @@ def main() -> None:
     p.add_argument("--calls", default="1,5,25", help="torch calls per round")
     p.add_argument("--wait-ms", type=float, default=5.0, help="the round's wait without the lock (ms)")
     p.add_argument("--seconds", type=float, default=1.5, help="per setting")
-    p.add_argument("--batch", action="store_true", help="also a design-size batch's views and moves' expansion")
+    p.add_argument("--batch", action="store_true", help="also a design-size batch's staging, views and moves' "
+                   "expansion")
     args = p.parse_args()
     torch.set_num_threads(1)
     batch = batch_round() if args.batch else None
@@ -101,13 +105,14 @@ def main() -> None:
             started = time.perf_counter()
             round_ms = {str(calls): rounds_ms(calls, args.wait_ms / 1e3, args.seconds)
                         for calls in map(int, args.calls.split(","))}
-            batch_ms = timed_ms(batch, args.seconds) if batch else None
+            stage_ms = timed_ms(batch[0], args.seconds) if batch else None
+            batch_ms = timed_ms(batch[1], args.seconds) if batch else None
             work = done[0] / (time.perf_counter() - started)
             stop.set()
             for t in threads:
                 t.join()
             results.append({"switch_interval_ms": interval, "busy_threads": busy, "round_ms_by_calls": round_ms,
-                            **({"batch_ms": batch_ms} if batch else {}),
+                            **({"stage_ms": stage_ms, "batch_ms": batch_ms} if batch else {}),
                             "busy_work_per_s": round(work, 1) if busy else None})
     emit({"bench": "gil", "machine": machine(), "wait_ms": args.wait_ms, "results": results})
 

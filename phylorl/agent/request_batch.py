@@ -17,7 +17,7 @@ import numpy as np
 import torch
 from numba import njit
 
-from phylorl.agent.batch_transfer import Block, Stager, packed_size
+from phylorl.agent.batch_transfer import Block, Stager, byte_view, packed_size
 from phylorl.nets.inputs import ActionBatch, GraphBatch
 from phylorl.nets.segment import Segments
 
@@ -54,7 +54,7 @@ def _fill(out: np.ndarray, pieces: list, shifts: list | None = None) -> None:
     bounds = [0]
     for piece in pieces:
         if piece.size:
-            src = memoryview(np.ascontiguousarray(piece).reshape(-1).view(np.uint8))
+            src = byte_view(piece)
             dst[at: at + src.nbytes] = src
             at += src.nbytes
         bounds.append(bounds[-1] + piece.size)

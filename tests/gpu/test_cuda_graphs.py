@@ -139,3 +139,21 @@ def test_each_batch_shape_gets_its_own_capture():
         graphed.step(batch)
         assert_same_learners(eager, graphed)
     assert len(graphed.graphs.captured) == 2 and graphed.graphs.replays == 4
+
+
+def test_a_batch_already_on_the_device_is_used_as_it_is(monkeypatch):
+    """``"cuda"`` is taken as the current device's index: a batch's tensors name it (``cuda:0``), and a learner on
+    plain ``"cuda"`` moved every batch again, a call per tensor."""
+    import phylorl.agent.learner as learner_module
+
+    learner = Learner(NET, AgentConfig(), "cuda", seed=0)
+    assert learner.device == torch.device("cuda", torch.cuda.current_device())
+    batch = batches(8, 1)[0]
+    assert batch.reward.device == learner.device
+
+    def moved(*args, **kwargs):
+        raise AssertionError("a batch already on the learner's device was moved again")
+
+    monkeypatch.setattr(learner_module, "on_device", moved)
+    values, priorities = learner.step(batch)
+    assert priorities is not None and math.isfinite(values["loss/q1"])

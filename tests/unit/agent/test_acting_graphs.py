@@ -59,6 +59,12 @@ def test_graphed_acting_answers_as_select_actions_with_the_weights_it_loaded():
                                      generator=generator)[0][: len(observations)]
         assert torch.equal(sampled, padded_want)  # the same noise draws the same moves
     assert acting.version == 2 and acting.eager == 4 and acting.replays == 0  # a CPU never captures
+    for alpha in (0.7, 0.7, 1.0):  # a new temperature for the same weights is written (and only then)
+        acting.load(pair, alpha, 2)
+        v = acting(stager.stage(padded), greedy=True)[2][: len(observations)]
+        assert float(acting.alpha) == pytest.approx(alpha)
+        want = select_actions(twin_or_none(pair, frozen=True), *inputs, alpha, greedy=True)
+        assert torch.allclose(v, want[2], rtol=1e-5, atol=1e-6)
 
 
 def test_a_shape_whose_capture_fails_is_answered_eagerly_and_never_captured_again(monkeypatch):

@@ -41,16 +41,23 @@ def test_a_packed_batch_reads_back_the_same_bits(form):
     assert not back.weights.any()
 
 
-def test_bool_empty_and_scalar_tensors_round_trip_and_a_small_buffer_is_refused():
+def test_bool_empty_scalar_and_numpy_less_tensors_round_trip_and_a_small_buffer_is_refused():
     obj = {"flags": (torch.tensor([True, False, True]), torch.zeros(0, 4, dtype=torch.int64)),
            "scalar": torch.tensor(2.5, dtype=torch.float64), "plain": 7,
-           "strided": torch.arange(12, dtype=torch.int32).reshape(3, 4).t()}
+           "strided": torch.arange(12, dtype=torch.int32).reshape(3, 4).t(),
+           "bf16": torch.linspace(-3, 3, 10, dtype=torch.bfloat16).reshape(2, 5).t(),  # numpy has no bfloat16
+           "half": torch.linspace(-1, 1, 6, dtype=torch.float16),
+           "grad": torch.linspace(0, 1, 4, requires_grad=True)}
     _, _, nbytes = packed_size(obj)
     buffer = torch.empty(nbytes, dtype=torch.uint8)
     back = unpack(pack(obj, buffer), buffer)
     assert back["plain"] == 7 and back["scalar"].dtype == torch.float64 and float(back["scalar"]) == 2.5
     assert back["flags"][0].tolist() == [True, False, True] and back["flags"][1].shape == (0, 4)
     assert torch.equal(back["strided"], obj["strided"])
+    for name in ("bf16", "half", "grad"):
+        assert back[name].dtype == obj[name].dtype and torch.equal(back[name], obj[name].detach()), name
+    with pytest.raises(ValueError, match="only CPU tensors are packed, got one on meta"):
+        pack({"elsewhere": torch.empty(3, device="meta")}, buffer)
     with pytest.raises(ValueError, match=f"needs {nbytes} bytes, the buffer holds {nbytes - 1}"):
         pack(obj, torch.empty(nbytes - 1, dtype=torch.uint8))
     with pytest.raises(ValueError, match="flat uint8"):

@@ -9,7 +9,7 @@ import torch
 from phylorl.agent.acting import policy_networks
 from phylorl.agent.batch import collate
 from phylorl.agent.config import AgentConfig
-from phylorl.agent.learner import METRIC_NAMES, Learner
+from phylorl.agent.learner import METRIC_NAMES, Learner, with_index
 from phylorl.nets.config import NetworkConfig
 from phylorl.nets.inputs import collate_observations
 from phylorl.nets.synthetic import random_transition
@@ -268,3 +268,10 @@ def test_stacked_update_equals_two_network_passes():
     for a, b in zip(m_stacked, m_plain):
         for name in ("loss/q1", "loss/q2", "q/mean", "target/mean", "grad_norm/q1", "grad_norm/q2"):
             assert a[name] == pytest.approx(b[name], rel=1e-4, abs=1e-6), name
+
+
+def test_a_device_with_an_index_or_off_cuda_is_kept_as_named():
+    # plain "cuda" becomes the current device's index (tests/gpu/test_cuda_graphs.py checks it on a GPU)
+    for name in ("cpu", "cuda:1", "meta"):
+        assert with_index(torch.device(name)) == torch.device(name)
+    assert Learner(SMALL, AgentConfig(), "cpu").device == torch.device("cpu")
