@@ -109,7 +109,8 @@ def children(pid: int) -> list[int]:
 def agent_section(args) -> str:
     """The learner's options of the run's config file (YAML), from the flags."""
     options = [name for name, on in (("cuda_graphs", args.cuda_graphs), ("fused_head", args.fused_head),
-                                     ("compile_networks", args.compile_networks)) if on]
+                                     ("compile_networks", args.compile_networks),
+                                     ("pipelined_updates", args.pipelined_updates)) if on]
     fields = (["tf32: true"] if args.tf32 else []) + ([f"torch_threads: {args.learner_threads}"]
                                                        if args.learner_threads else []) + (
         [f"inference_server: {args.inference_server}"] if args.inference_server != "threads" else []) + (
@@ -138,6 +139,8 @@ def main(argv=None) -> int:
                    "inference endpoint use the fused Triton head (CUDA)")
     p.add_argument("--compile-networks", action="store_true", help="the learner's encoders are torch.compile-d "
                    "(AgentConfig.compile_networks; give --warmup-s the compilation's time too)")
+    p.add_argument("--pipelined-updates", action="store_true", help="the learner launches each update before "
+                   "reading the previous one's results (AgentConfig.pipelined_updates)")
     p.add_argument("--actor-pipeline", type=int, default=0, help="groups each actor's environments are split into "
                    "(ActorConfig.pipeline; 0: the actor's default)")
     p.add_argument("--inference-server", choices=SERVER_KINDS, default="threads",
@@ -235,7 +238,8 @@ def main(argv=None) -> int:
     emit({"benchmark": "bench_system", "machine": machine(), "actors": args.actors,
           "envs_per_actor": args.envs_per_actor, "taxa": args.taxa, "batch_size": args.batch_size,
           "hidden": args.hidden, "cuda_graphs": args.cuda_graphs, "fused_head": args.fused_head, "tf32": args.tf32,
-          "compile_networks": args.compile_networks, "actor_pipeline": args.actor_pipeline or "default",
+          "compile_networks": args.compile_networks, "pipelined_updates": args.pipelined_updates,
+          "actor_pipeline": args.actor_pipeline or "default",
           "learner_threads": args.learner_threads or "default", "inference_server": args.inference_server,
           "feed_processes": args.feed_processes, "no_updates": args.no_updates,
           "switch_interval_ms": "default" if args.switch_interval_ms is None else args.switch_interval_ms,

@@ -13,7 +13,10 @@ eager fast path and to the graphs; ``compiled``, ``graphs-compiled`` and ``graph
 ``AgentConfig.compile_networks`` (``torch.compile``-d encoders; the first warm-up update compiles, and its time is
 reported as ``first_update_s``). A ``-separate`` suffix (``fast-separate``, ``graphs-fused-separate``, ...) runs the
 online networks' forward and backward as two passes (``AgentConfig.stacked_update=False``; the default stacks
-them). ``--labelled F`` gives that fraction of next states demonstration labels on
+them). A ``-pipelined`` suffix (``graphs-fused-pipelined``, ...) launches the updates back to back
+(``AgentConfig.pipelined_updates``: each ``Learner.launch`` returns the previous update's results, waiting only for
+those): the time per update is then the interval between launches, the GPU's time once it is the bound.
+``--labelled F`` gives that fraction of next states demonstration labels on
 every move and the agent ``demo_weight=1``: the online networks then pass over every next move with gradients. ``--tf32`` lets float32
 matrix products use TF32 (CUDA; the default is full float32).
 
@@ -58,10 +61,11 @@ def labelled(transition, rng: np.random.Generator):
 
 def time_path(path: str, batches, device, repeats: int, warmup: int, demo_weight: float = 0.0) -> dict:
     parts = path.split("-")
-    graphs, fused, compiled = "graphs" in parts, "fused" in parts, "compiled" in parts
+    graphs, fused, compiled, pipelined = ("graphs" in parts, "fused" in parts, "compiled" in parts,
+                                          "pipelined" in parts)
     agent = AgentConfig(network_path="reference" if path == "reference" else "fast", cuda_graphs=graphs,
                         fused_head=fused, compile_networks=compiled, demo_weight=demo_weight,
-                        stacked_update="separate" not in parts)
+                        stacked_update="separate" not in parts, pipelined_updates=pipelined)
     learner = Learner(NetworkConfig(), agent, device, seed=0)
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
@@ -69,14 +73,21 @@ def time_path(path: str, batches, device, repeats: int, warmup: int, demo_weight
     first_update_s = None
     for i in range(warmup + repeats):
         batch = batches[i % len(batches)]
-        sync(device)
+        if not pipelined:
+            sync(device)
         start = time.perf_counter()
-        learner.step(batch)  # returns host metrics and priorities: the step has finished
-        sync(device)
+        if pipelined:
+            learner.launch(batch)  # waits for the previous update's results only
+        else:
+            learner.step(batch)  # returns host metrics and priorities: the step has finished
+            sync(device)
         if i == 0:
             first_update_s = time.perf_counter() - start  # with compile_networks: the compilation
         if i >= warmup:
             times.append(time.perf_counter() - start)
+    if pipelined:
+        learner.finish()
+        sync(device)
     median = statistics.median(times)
     out = {
         "median_ms": round(1e3 * median, 2),
@@ -106,7 +117,8 @@ def main() -> None:
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--paths", default="fast,reference",
                         help="comma-separated: fast, reference, compiled; on CUDA also graphs, fused, graphs-fused, "
-                             "graphs-compiled, graphs-fused-compiled; any with -separate (two online passes)")
+                             "graphs-compiled, graphs-fused-compiled; any with -separate (two online passes) and/or "
+                             "-pipelined (updates launched back to back)")
     parser.add_argument("--tf32", action="store_true", help="TF32 float32 matrix products (CUDA)")
     parser.add_argument("--labelled", type=float, default=0.0, metavar="F",
                         help="this fraction of next states carry demonstration labels and the agent learns from them "
@@ -118,7 +130,7 @@ def main() -> None:
     paths = args.paths.split(",")
     known = {"fast", "reference", "graphs", "fused", "graphs-fused", "compiled", "graphs-compiled",
              "graphs-fused-compiled"}
-    unknown = sorted({p for p in paths if p.removesuffix("-separate") not in known})
+    unknown = sorted({p for p in paths if p.removesuffix("-pipelined").removesuffix("-separate") not in known})
     if unknown:
         parser.error(f"unknown path(s) {', '.join(unknown)}")
     if any(p.startswith("graphs") for p in paths) and (args.device != "cuda" or args.warmup <= WARMUP):

@@ -3,7 +3,8 @@
 # for the steps up to fused-head; the acting comparison after them takes about 4 more). In order: `tests/gpu`
 # (first, the endpoint's graphs first of them: the figures after them mean little if the GPU paths are wrong; about
 # 100 s on an H200, 200 s on a fresh H100 whose numba cache is cold), the whole system with the GPU options (graphs:
-# the update's and the endpoint's), the same with the learner's feed processes (session 16 left the learner's side,
+# the update's and the endpoint's), the same with the updates launched back to back (AgentConfig.pipelined_updates)
+# and that update alone against the default, the same with the learner's feed processes (session 16 left the learner's side,
 # its feed or update, as the likely bound), with Python's 5 ms switch interval in the learner (against its
 # default, LearnerConfig.switch_interval_ms), on the asyncio endpoint (which decides the default server), the
 # inference endpoint's batching gain on both servers, the learner update (CUDA graphs, TF32, the fused head; with
@@ -33,7 +34,7 @@ PIPELINE=${PIPELINE:-0}
 FEED=${FEED:-4}
 SUITE_SECONDS=${SUITE_SECONDS:-100000}
 STEPS=${STEPS:-all}
-KNOWN=" gpu-tests system system-feed system-switch5 system-asyncio inference inference-asyncio update profile-update \
+KNOWN=" gpu-tests system system-pipelined update-pipelined system-feed system-switch5 system-asyncio inference inference-asyncio update profile-update \
 feed-tests update-compiled replay update-labelled fused-head acting-pipeline-1 acting-pipeline-2 "
 if [[ $STEPS != all ]]; then
   for s in ${STEPS//,/ }; do
@@ -60,6 +61,9 @@ step gpu-tests 240 gpu_tests.log python3 -m pytest -q -rf -p no:cacheprovider te
 SYSTEM=(python3 benchmarks/bench_system.py --actors "$ACTORS" --envs-per-actor "$ENVS" --seconds 30 --warmup-s 40
         --device cuda --cuda-graphs --fused-head --tf32 --actor-pipeline "$PIPELINE")
 step system 170 bench_system.jsonl "${SYSTEM[@]}"
+step system-pipelined 170 bench_system_pipelined.jsonl "${SYSTEM[@]}" --pipelined-updates
+step update-pipelined 90 bench_update_pipelined.jsonl python3 benchmarks/bench_update.py --device cuda \
+  --paths graphs-fused,graphs-fused-pipelined --repeats 30 --warmup 5 --tf32
 step system-feed 170 bench_system_feed.jsonl "${SYSTEM[@]}" --feed-processes "$FEED"
 step system-switch5 170 bench_system_switch5.jsonl "${SYSTEM[@]}" --switch-interval-ms 5
 step system-asyncio 170 bench_system_asyncio.jsonl "${SYSTEM[@]}" --inference-server asyncio

@@ -80,6 +80,14 @@ class AgentConfig:
     stacked along a leading axis) instead of two. The same values and gradients up to float32 rounding; used where
     it applies (the fast path, ``action_features="gather"``, no dropout while training), else two passes."""
 
+    pipelined_updates: bool = False
+    """The learner service launches each update without waiting for it (:meth:`~phylorl.agent.learner.Learner.launch`)
+    and reads the previous one's metrics and priorities meanwhile, so that the GPU runs an update while the loop
+    does its host work (sending priorities, fetching the next batch, publishing). An update that is not finite is
+    then skipped on the device (fused Adam's ``found_inf``, the target update gated) instead of after a sync; the
+    same values as without it up to float32 rounding of the target update. Its optimisers are fused on any device.
+    Off by default until measured on a GPU."""
+
     demo_weight: float = 0.0
     """Weight of the supervised term on demonstration labels (transitions whose next state carries the
     reward of every move, ``Transition.next_labels``): squared error plus a listwise cross-entropy of

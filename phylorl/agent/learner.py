@@ -23,6 +23,7 @@ from contextlib import contextmanager, nullcontext
 import numpy as np
 import torch
 from torch import nn
+from torch.autograd.graph import increment_version
 
 from phylorl.agent.acting import pair_tensors
 from phylorl.agent.batch import Batch, on_device
@@ -118,11 +119,22 @@ class Learner:
         self.target2 = copy.deepcopy(self.q2).requires_grad_(False).eval()
         self.log_alpha = nn.Parameter(torch.tensor(math.log(agent_cfg.initial_alpha), device=self.device))
         graphs = agent_cfg.cuda_graphs and self.device.type == "cuda"
+        pipelined = agent_cfg.pipelined_updates
+        self._options = ({"fused": pipelined or self.device.type == "cuda", "capturable": graphs},
+                         {"fused": pipelined, "capturable": graphs})
+        """The optimisers' ``fused`` and ``capturable`` (kept when a checkpoint's optimiser state is loaded)."""
         self.q_optimizer = torch.optim.Adam(
             [*self.q1.parameters(), *self.q2.parameters()], lr=agent_cfg.lr, eps=agent_cfg.adam_eps,
-            fused=self.device.type == "cuda", capturable=graphs)
+            **self._options[0])
         self.alpha_optimizer = torch.optim.Adam([self.log_alpha], lr=agent_cfg.alpha_lr, eps=agent_cfg.adam_eps,
-                                                capturable=graphs)
+                                                **self._options[1])
+        self._skip = torch.zeros((), device=self.device) if pipelined else None
+        """``AgentConfig.pipelined_updates``: 1 when the last computed update is not finite, on the device (written
+        by :meth:`compute`); the fused optimisers skip their step on it (their ``found_inf``) and the target update
+        leaves the targets as they are, with no host sync."""
+        if self._skip is not None:
+            self.q_optimizer.found_inf = self.alpha_optimizer.found_inf = self._skip
+        self._in_flight: _InFlight | None = None
         self.rng = torch.Generator(device=self.device)
         self.rng.manual_seed(seed)
         self.updates = 0
@@ -162,16 +174,15 @@ class Learner:
         weights: nothing is updated (networks, optimiser state, alpha, targets, version), the metrics
         are NaN but ``skipped`` = 1, and ``priorities`` is ``None``.
         """
-        if batch.reward.device != self.device or isinstance(batch.next_actions, CompactActions):
-            batch = on_device(batch, self.device)
-        captured = self.graphs.prepare(batch) if self.graphs is not None else None
+        if self._skip is not None:  # (pipelined_updates) launched, then read back at once
+            if self._in_flight is not None:
+                raise RuntimeError("Learner.step with an update in flight: call finish() first")
+            self.launch(batch)
+            done = self.finish()
+            return done[0], done[1]
+        batch, captured = self._prepared(batch)
         with self.graphs.eager() if self.graphs is not None and captured is None else nullcontext():
-            if captured is not None:
-                values, priorities = captured.compute(batch)
-            else:
-                self.q_optimizer.zero_grad(set_to_none=True)
-                self.log_alpha.grad = None
-                values, priorities = self.compute(batch)
+            values, priorities = self._computed(batch, captured)
             # the one device sync of an update, for the metrics and the priorities together (the priorities are
             # this update's, from before its step: the step's kernels then run on while the caller goes on)
             both = torch.cat([values, priorities.to(values.dtype)]).cpu()
@@ -181,15 +192,78 @@ class Learner:
                     self.q_optimizer.zero_grad(set_to_none=True)
                 self.skipped += 1
                 return {**{name: math.nan for name in METRIC_NAMES}, "skipped": 1.0}, None
-            if captured is not None:
-                captured.apply()
-            else:
-                self.apply()
-            self.updates += 1
-            self.weights_version += 1
-            if self.updates % self.agent_cfg.target_update_period == 0 and not (captured and captured.updates_targets):
-                self.update_targets()
+            self._applied(captured)
         return dict(zip(METRIC_NAMES, host[:-1])), both[values.shape[0]:].numpy().astype(np.float32, copy=False)
+
+    def launch(self, batch: Batch, tag=None) -> tuple[dict[str, float], np.ndarray | None, object] | None:
+        """``AgentConfig.pipelined_updates``: start an update on ``batch`` without waiting for it, and return the
+        previous launch's ``(metrics, priorities, tag)`` (as :meth:`step` returns them, plus the ``tag`` it was
+        launched with: the caller's way to know whose they are), or ``None`` for the first. The GPU thus runs
+        one update while the caller reads the one before, sends its priorities and fetches the next batch.
+
+        The update is applied on the device unless it is not finite (the optimisers' ``found_inf``, the targets'
+        update gated), so nothing waits for the host to decide. ``updates`` and ``weights_version`` count it when
+        it is launched; when it turns out not finite, ``updates`` and ``skipped`` say so on its return, and its
+        version stays taken if another was launched since (versions never go back): its weights are its
+        predecessor's."""
+        if self._skip is None:
+            raise RuntimeError("Learner.launch needs AgentConfig.pipelined_updates")
+        batch, captured = self._prepared(batch)
+        with self.graphs.eager() if self.graphs is not None and captured is None else nullcontext():
+            values, priorities = self._computed(batch, captured)
+            self._applied(captured)
+            both = torch.cat([values, priorities.to(values.dtype)])
+            if both.device.type == "cuda":  # copied while the caller goes on; read after its event
+                both = both.to("cpu", non_blocking=True)
+                ready = torch.cuda.Event()
+                ready.record()
+            else:
+                ready = None
+        previous, self._in_flight = self._in_flight, _InFlight(both, values.shape[0], ready, tag,
+                                                              self.weights_version)
+        return self._finished(previous) if previous is not None else None
+
+    def finish(self) -> tuple[dict[str, float], np.ndarray | None, object] | None:
+        """The update in flight's ``(metrics, priorities, tag)``, waiting for it (``None`` when none is)."""
+        previous, self._in_flight = self._in_flight, None
+        return self._finished(previous) if previous is not None else None
+
+    def _finished(self, done: "_InFlight"):
+        if done.ready is not None:
+            done.ready.synchronize()
+        host = done.both[:done.n_values].tolist()
+        if not host[-1]:  # skipped on the device
+            self.skipped += 1
+            self.updates -= 1
+            if self.weights_version == done.version:  # none launched since: the version is given back
+                self.weights_version -= 1
+            return {**{name: math.nan for name in METRIC_NAMES}, "skipped": 1.0}, None, done.tag
+        priorities = done.both[done.n_values:].numpy().astype(np.float32, copy=False)
+        return dict(zip(METRIC_NAMES, host[:-1])), priorities, done.tag
+
+    def _prepared(self, batch: Batch):
+        """``batch`` on the device with expanded moves, and its captured update (``None``: eager)."""
+        if batch.reward.device != self.device or isinstance(batch.next_actions, CompactActions):
+            batch = on_device(batch, self.device)
+        return batch, self.graphs.prepare(batch) if self.graphs is not None else None
+
+    def _computed(self, batch: Batch, captured):
+        if captured is not None:
+            return captured.compute(batch)
+        self.q_optimizer.zero_grad(set_to_none=True)
+        self.log_alpha.grad = None
+        return self.compute(batch)
+
+    def _applied(self, captured) -> None:
+        """The optimiser and target steps of a finite (or, pipelined, gated) update; the counters."""
+        if captured is not None:
+            captured.apply()
+        else:
+            self.apply()
+        self.updates += 1
+        self.weights_version += 1
+        if self.updates % self.agent_cfg.target_update_period == 0 and not (captured and captured.updates_targets):
+            self.update_targets()
 
     def compute(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
         """Forward and backward of one update, no parameter changed: the Q networks' gradients (clipped)
@@ -226,6 +300,8 @@ class Learner:
         a_loss = alpha_loss(self.log_alpha, entropy, entropy_target)
         a_loss.backward()  # reaches log alpha alone (the entropies are detached)
         finite = torch.isfinite(torch.stack([loss.detach(), norm1, norm2, a_loss.detach()])).all()
+        if self._skip is not None:
+            self._skip.copy_(~finite)
         values = torch.stack([
             extra["loss1"], extra["loss2"], a_loss.detach(), alpha, q1.detach().mean(), y.mean(),
             extra["priorities"].mean() / 2, entropy.mean(), entropy_target.mean(), norm1, norm2,
@@ -238,11 +314,16 @@ class Learner:
         self.q_optimizer.step()
         if self.agent_cfg.learn_alpha:
             self.alpha_optimizer.step()
+        if self._options[0]["fused"]:
+            # fused Adam writes the parameters without moving their version counters (seen on torch 2.13's CPU
+            # kernel), which the networks' caches of derived weights are keyed by: moved here, or the no-grad
+            # passes of the next update (the policy's entropy) would read the weights from before this one
+            increment_version(self.q_optimizer.param_groups[0]["params"])
 
     def update_targets(self) -> None:
         """The soft target update (no host sync)."""
-        soft_update(self.target1, self.q1, self.agent_cfg.tau)
-        soft_update(self.target2, self.q2, self.agent_cfg.tau)
+        soft_update(self.target1, self.q1, self.agent_cfg.tau, self._skip)
+        soft_update(self.target2, self.q2, self.agent_cfg.tau, self._skip)
 
     @torch.no_grad()
     def _targets(self, batch: Batch, alpha: torch.Tensor, fast: bool, online_next=None):
@@ -323,10 +404,12 @@ class Learner:
             getattr(self, name).load_state_dict(state[name])
         with torch.no_grad():
             self.log_alpha.copy_(state["log_alpha"])
-        self.q_optimizer.load_state_dict(state["q_optimizer"])
+        for optimizer, options, name in zip((self.q_optimizer, self.alpha_optimizer), self._options,
+                                            ("q_optimizer", "alpha_optimizer")):
+            optimizer.load_state_dict(state[name])
+            _keep_options(optimizer, options)
         if self.graphs is not None:
             self.graphs = CudaGraphs(self)  # the optimiser's state tensors were replaced: capture anew
-        self.alpha_optimizer.load_state_dict(state["alpha_optimizer"])
         self.rng.set_state(state["rng"].cpu())
         self.updates = int(state["steps"])
         self.weights_version = int(state["weights_version"])
@@ -369,3 +452,26 @@ class Learner:
         learner = cls(NetworkConfig(**state["net_cfg"]), AgentConfig(**state["agent_cfg"]), device)
         learner.load_state_dict(state)
         return learner
+
+
+@dataclasses.dataclass
+class _InFlight:
+    """A launched update's metrics and priorities on their way to the host (see :meth:`Learner.launch`)."""
+
+    both: torch.Tensor
+    n_values: int
+    ready: "torch.cuda.Event | None"
+    tag: object
+    version: int
+
+
+def _keep_options(optimizer: torch.optim.Optimizer, options: dict) -> None:
+    """A loaded optimiser state takes the saved param groups' ``fused`` and ``capturable``: set this learner's again,
+    with each step count where those implementations keep it (a float32 tensor on the parameter's device)."""
+    for group in optimizer.param_groups:
+        group.update(options)
+        for param in group["params"]:
+            state = optimizer.state.get(param, {})
+            if torch.is_tensor(state.get("step")) and (options["fused"] or options["capturable"]):
+                state["step"] = state["step"].to(device=param.device, dtype=torch.float32)
+

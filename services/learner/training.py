@@ -165,6 +165,7 @@ class TrainingLoop:
         if cfg.feed_processes:
             self.feed = FeedProcesses(cfg, cfg.feed_processes, slots=cfg.prefetch + 1,
                                       pinned=self.learner.device.type == "cuda")
+        pipelined = self.learner.agent_cfg.pipelined_updates
         with open(log_path, "a", newline="") as fh, self.feed or contextlib.nullcontext(), \
                 Prefetcher(self._sample, self.learner.device, depth=cfg.prefetch, workers=cfg.prefetch_workers,
                            idle_wait_s=0.0 if self.feed else 0.01) as prefetcher:
@@ -184,28 +185,18 @@ class TrainingLoop:
                 metrics.BATCH_WAIT_SECONDS.observe(waited)
                 t0 = time.perf_counter()
                 replays = self.learner.graphs.replays if self.learner.graphs is not None else 0
-                values, priorities = self.learner.step(batch)
+                tag = (keys, waited, self.learner.weights_version + 1)  # (the version an applied update takes)
+                if pipelined:  # this batch's update launched; the previous one's results back
+                    done = self.learner.launch(batch, tag)
+                else:
+                    values, priorities = self.learner.step(batch)
+                    done = (values, priorities, tag)
                 elapsed = time.perf_counter() - t0
                 if self.learner.graphs is not None:
                     metrics.GRAPH_REPLAYS.inc(self.learner.graphs.replays - replays)
-                if priorities is None:  # a non-finite loss or gradient: nothing reached the weights
-                    metrics.SKIPPED_BATCHES.inc()
-                    log.warning("skipped a batch whose loss or gradients were not finite (%d so far)",
-                                self.learner.skipped)
-                    continue
-                metrics.UPDATE_SECONDS.observe(elapsed)
-                metrics.UPDATES.inc()
-                self.updates_done += 1
-                self._record(values)
-                try:
-                    self._priorities.put_nowait((np.asarray(keys), np.asarray(priorities, dtype=np.float64)))
-                except queue.Full:
-                    log.warning("priority queue full: dropping one batch of priority updates")
+                if done is not None and not self._finished(*done, elapsed, writer, started) and not pipelined:
+                    continue  # nothing changed: nothing to publish or save
                 version = self.learner.weights_version
-                writer.writerow([version, round(time.monotonic() - started, 4), round(elapsed, 6), round(waited, 6),
-                                 *(round(values.get(k, float("nan")), 6) for k in
-                                   ("loss/q1", "loss/q2", "loss/alpha", "alpha", "q/mean", "td/abs_mean",
-                                    "entropy/mean", "loss/demo"))])
                 if version % cfg.publish_every == 0:
                     self.publish()
                     fh.flush()
@@ -214,11 +205,35 @@ class TrainingLoop:
                 if due_by_count or due_by_time:
                     self.checkpoints.save(self.learner)
                     last_checkpoint = time.monotonic()
+            if pipelined and (done := self.learner.finish()) is not None:
+                self._finished(*done, 0.0, writer, started)
         self.publish()
         path = self.checkpoints.save(self.learner)
         log.info("final checkpoint %s (version %d)", path, self.learner.weights_version)
         self.stop.set()
         self._priority_thread.join(timeout=10.0)
+
+    def _finished(self, values: dict, priorities, tagged: tuple, elapsed: float, writer, started: float) -> bool:
+        """An update's results (for a pipelined one, the previous launch's: ``tagged`` holds its own keys, batch
+        wait and version) to the metrics, the priority sender and the updates log; ``False`` for a skipped one."""
+        keys, waited, version = tagged
+        if priorities is None:  # a non-finite loss or gradient: nothing reached the weights
+            metrics.SKIPPED_BATCHES.inc()
+            log.warning("skipped a batch whose loss or gradients were not finite (%d so far)", self.learner.skipped)
+            return False
+        metrics.UPDATE_SECONDS.observe(elapsed)
+        metrics.UPDATES.inc()
+        self.updates_done += 1
+        self._record(values)
+        try:
+            self._priorities.put_nowait((np.asarray(keys), np.asarray(priorities, dtype=np.float64)))
+        except queue.Full:
+            log.warning("priority queue full: dropping one batch of priority updates")
+        writer.writerow([version, round(time.monotonic() - started, 4), round(elapsed, 6), round(waited, 6),
+                         *(round(values.get(k, float("nan")), 6) for k in ("loss/q1", "loss/q2", "loss/alpha", "alpha",
+                                                                            "q/mean", "td/abs_mean", "entropy/mean",
+                                                                            "loss/demo"))])
+        return True
 
     def _record(self, values: dict) -> None:
         metrics.WEIGHTS_VERSION.set(self.learner.weights_version)

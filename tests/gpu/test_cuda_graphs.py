@@ -44,7 +44,7 @@ def _with_labels(t, rng):
                                discount=0.0)
 
 
-def pair(agent_cfg, compiled=False):
+def pair(agent_cfg, compiled=False, pipelined=False):
     """An eager learner and a graphed one, from the same parameters. The eager one computes with the same
     gathers as the graphs (``capture_safe``; tests/unit/nets checks those against embedding_bag), and
     Adam's epsilon is large enough that a gradient component that is zero up to rounding cannot flip
@@ -53,12 +53,12 @@ def pair(agent_cfg, compiled=False):
     eager = Learner(NET, agent_cfg, "cuda", seed=3)
     for net in (eager.q1, eager.q2, eager.target1, eager.target2):
         net.capture_safe = True
-    graphed = Learner(NET, AgentConfig(**{**agent_cfg.__dict__, "cuda_graphs": True, "compile_networks": compiled}),
-                      "cuda", seed=3)
+    graphed = Learner(NET, AgentConfig(**{**agent_cfg.__dict__, "cuda_graphs": True, "compile_networks": compiled,
+                                          "pipelined_updates": pipelined}), "cuda", seed=3)
     return eager, graphed
 
 
-def assert_same_learners(a, b, rtol=2e-4):
+def assert_same_learners(a, b, rtol=2e-4, counters=True):
     """Every parameter within ``rtol`` or within 2% of one learning-rate step of the other learner's: a
     missed, repeated or stale update moves parameters by about a whole step (Adam's steps are ~lr)."""
     step = 0.02 * a.agent_cfg.lr
@@ -67,7 +67,7 @@ def assert_same_learners(a, b, rtol=2e-4):
             scale = float(pa.abs().max()) or 1.0
             torch.testing.assert_close(pb, pa, rtol=rtol, atol=max(rtol * scale, step), msg=f"{name}.{k}")
     assert math.isclose(a.alpha, b.alpha, rel_tol=1e-5)
-    assert (a.updates, a.weights_version) == (b.updates, b.weights_version)
+    assert not counters or (a.updates, a.weights_version) == (b.updates, b.weights_version)
 
 
 @torch.no_grad()
@@ -128,6 +128,37 @@ def test_a_non_finite_batch_is_skipped_by_the_graphs_too():
     eager.step(data[1])
     graphed.step(data[1])
     assert_same_learners(eager, graphed)
+
+
+@pytest.mark.parametrize("fused", [False, True])
+def test_pipelined_graphed_updates_equal_eager_ones_and_a_non_finite_one_is_skipped_on_the_device(fused):
+    # AgentConfig.pipelined_updates: the optimisers fused, their step and the target update gated on the device by
+    # the update's finite flag (no sync before them); each update launched and read back here, from the eager
+    # learner's state, then a non-finite batch launched and another behind it
+    eager, graphed = pair(AgentConfig(lr=1e-3, fused_head=fused), pipelined=True)
+    data = batches(20, 3)
+    for step in range(WARMUP + 3):
+        batch = data[step % len(data)]
+        sync(graphed, eager)
+        m_e, p_e = eager.step(batch)
+        m_g, p_g = graphed.step(batch)
+        for key in m_e:
+            assert m_g[key] == pytest.approx(m_e[key], rel=1e-3, abs=1e-5), (step, key)
+        np.testing.assert_allclose(p_g, p_e, rtol=1e-3, atol=1e-5)
+        assert_same_learners(eager, graphed)
+    assert graphed.graphs.replays == 3 and len(graphed.graphs.captured) == 1
+    bad = dataclasses.replace(data[0], reward=data[0].reward.clone())
+    bad.reward[0] = float("nan")
+    sync(graphed, eager)
+    assert graphed.launch(bad, "bad") is None
+    metrics, priorities, tag = graphed.launch(data[1], "next")
+    assert tag == "bad" and priorities is None and metrics["skipped"] == 1.0 and graphed.skipped == 1
+    assert eager.step(bad)[1] is None
+    m_e, p_e = eager.step(data[1])
+    m_g, p_g, tag = graphed.finish()
+    assert tag == "next" and m_g["loss/q1"] == pytest.approx(m_e["loss/q1"], rel=1e-3, abs=1e-5)
+    assert_same_learners(eager, graphed, counters=False)  # nothing of the bad batch reached either
+    assert graphed.updates == eager.updates and graphed.weights_version == eager.weights_version + 1  # (kept)
 
 
 def test_each_batch_shape_gets_its_own_capture():

@@ -11,6 +11,7 @@ import torch
 
 from prometheus_client import REGISTRY
 
+from phylorl.agent.config import AgentConfig
 from phylorl.agent.learner import Learner
 from phylorl.env.config import EnvConfig
 from phylorl.env.prepare import prepare_alignment
@@ -47,15 +48,16 @@ def replay(redis_client):
     server.stop(grace_s=1.0)
 
 
-@pytest.mark.parametrize("feed_processes", [0, 2])
+@pytest.mark.parametrize("feed_processes,pipelined", [(0, False), (2, False), (0, True)])
 def test_the_loop_updates_from_replay_publishes_sends_priorities_and_checkpoints(replay, redis_client, tmp_path,
-                                                                                feed_processes):
-    """With ``feed_processes`` the batches are drawn and collated in two processes of their own."""
+                                                                                feed_processes, pipelined):
+    """With ``feed_processes`` the batches are drawn and collated in two processes of their own; ``pipelined``:
+    each update launched before the previous one's results are read (``AgentConfig.pipelined_updates``)."""
     table, client, address = replay
     config = LearnerConfig(run_dir=str(tmp_path), batch_size=16, updates=12, publish_every=5, checkpoint_every=4,
                            checkpoint_seconds=0, keep_checkpoints=2, prefetch_workers=1, weights_key="phylorl:w",
                            replay_address=address, feed_processes=feed_processes)
-    learner = Learner(NET, device="cpu", seed=0)
+    learner = Learner(NET, AgentConfig(pipelined_updates=pipelined), device="cpu", seed=0)
     inference = BatchingInference(NET, torch.device("cpu"), max_batch=4, max_delay_s=0.001, max_queue=8)
     checkpoints = Checkpoints(tmp_path, config.keep_checkpoints)
     loop = TrainingLoop(config, learner, client, inference, redis_client, checkpoints, threading.Event())
@@ -64,6 +66,7 @@ def test_the_loop_updates_from_replay_publishes_sends_priorities_and_checkpoints
     finally:
         inference.close()
     assert learner.updates == loop.updates_done == 12 and learner.weights_version == 12
+    assert learner.finish() is None  # (pipelined) the last launch's results were read before the end
     rows = (tmp_path / "learner" / "updates.csv").read_text().splitlines()
     assert len(rows) == 13 and [int(r.split(",")[0]) for r in rows[1:]] == list(range(1, 13))
     assert inference.snapshot.version == 12 and int(redis_client.get("phylorl:w:version")) == 12
