@@ -29,6 +29,8 @@ from phylorl.agent.acting import pair_tensors
 from phylorl.agent.batch import Batch, on_device
 from phylorl.agent.config import AgentConfig
 from phylorl.agent.cuda_graphs import CudaGraphs
+from phylorl.agent.learner_setup import keep_options, require_compiler, with_index
+from phylorl.agent.pipelined import PipelinedUpdates
 from phylorl.agent.losses import (
     alpha_loss,
     clip_grad_norm,
@@ -71,35 +73,7 @@ def _eval_mode(*nets: nn.Module):
             n.train(mode)
 
 
-def _require_compiler(device: torch.device) -> None:
-    """``AgentConfig.compile_networks`` needs inductor's code generator for ``device``: Triton on a GPU, a C++
-    compiler on a CPU. Say so at once, not as a traceback at the first update."""
-    if device.type == "cuda":
-        from torch.utils._triton import has_triton
-
-        if not has_triton():
-            raise ValueError("AgentConfig.compile_networks needs Triton on a CUDA device (CUDA builds of torch ship it)")
-        return
-    from torch._inductor import cpp_builder
-
-    try:
-        cpp_builder.get_cpp_compiler()
-    except Exception as exc:  # inductor's InvalidCxxCompiler, whose module path moves between releases
-        raise ValueError(f"AgentConfig.compile_networks on the {device.type} needs a C++ compiler (g++ or clang++ "
-                         f"on PATH, or CXX): {str(exc).splitlines()[0]}") from None
-
-
-def with_index(device: torch.device) -> torch.device:
-    """``device`` with its index (``cuda`` -> ``cuda:0``, the current one): a tensor's device always names it, and
-    ``torch.device("cuda") != torch.device("cuda:0")``. Without it :meth:`Learner.step` took every batch already
-    on the GPU for one elsewhere and moved it again: a no-op call per tensor, each letting the interpreter lock go
-    (8% of the learner's loop on an H200 in the running system, session 23)."""
-    if device.type == "cuda" and device.index is None:
-        return torch.device("cuda", torch.cuda.current_device())
-    return device
-
-
-class Learner:
+class Learner(PipelinedUpdates):
     """Two online Q networks, their targets, ``log alpha`` and the optimisers, on one device.
 
     ``seed`` fixes the initial parameters (drawn without touching the global RNG) and the learner's
@@ -134,7 +108,7 @@ class Learner:
         leaves the targets as they are, with no host sync."""
         if self._skip is not None:
             self.q_optimizer.found_inf = self.alpha_optimizer.found_inf = self._skip
-        self._in_flight: _InFlight | None = None
+        self._in_flight = None  # (pipelined_updates) the update launched last, its results not yet read
         self.rng = torch.Generator(device=self.device)
         self.rng.manual_seed(seed)
         self.updates = 0
@@ -154,7 +128,7 @@ class Learner:
         """The online networks as one stacked pair, for the forward and backward of an update
         (``AgentConfig.stacked_update``), else ``None``."""
         if agent_cfg.compile_networks:
-            _require_compiler(self.device)
+            require_compiler(self.device)
         for net in (self.q1, self.q2, self.target1, self.target2):
             net.compiled = agent_cfg.compile_networks
         self.graphs: CudaGraphs | None = CudaGraphs(self) if graphs else None
@@ -191,55 +165,16 @@ class Learner:
                 if captured is None:  # (a captured update's gradients live in its graph and are reassigned)
                     self.q_optimizer.zero_grad(set_to_none=True)
                 self.skipped += 1
-                return {**{name: math.nan for name in METRIC_NAMES}, "skipped": 1.0}, None
+                return self._metrics(None), None
             self._applied(captured)
-        return dict(zip(METRIC_NAMES, host[:-1])), both[values.shape[0]:].numpy().astype(np.float32, copy=False)
+        return self._metrics(host), both[values.shape[0]:].numpy().astype(np.float32, copy=False)
 
-    def launch(self, batch: Batch, tag=None) -> tuple[dict[str, float], np.ndarray | None, object] | None:
-        """``AgentConfig.pipelined_updates``: start an update on ``batch`` without waiting for it, and return the
-        previous launch's ``(metrics, priorities, tag)`` (as :meth:`step` returns them, plus the ``tag`` it was
-        launched with: the caller's way to know whose they are), or ``None`` for the first. The GPU thus runs
-        one update while the caller reads the one before, sends its priorities and fetches the next batch.
-
-        The update is applied on the device unless it is not finite (the optimisers' ``found_inf``, the targets'
-        update gated), so nothing waits for the host to decide. ``updates`` and ``weights_version`` count it when
-        it is launched; when it turns out not finite, ``updates`` and ``skipped`` say so on its return, and its
-        version stays taken if another was launched since (versions never go back): its weights are its
-        predecessor's."""
-        if self._skip is None:
-            raise RuntimeError("Learner.launch needs AgentConfig.pipelined_updates")
-        batch, captured = self._prepared(batch)
-        with self.graphs.eager() if self.graphs is not None and captured is None else nullcontext():
-            values, priorities = self._computed(batch, captured)
-            self._applied(captured)
-            both = torch.cat([values, priorities.to(values.dtype)])
-            if both.device.type == "cuda":  # copied while the caller goes on; read after its event
-                both = both.to("cpu", non_blocking=True)
-                ready = torch.cuda.Event()
-                ready.record()
-            else:
-                ready = None
-        previous, self._in_flight = self._in_flight, _InFlight(both, values.shape[0], ready, tag,
-                                                              self.weights_version)
-        return self._finished(previous) if previous is not None else None
-
-    def finish(self) -> tuple[dict[str, float], np.ndarray | None, object] | None:
-        """The update in flight's ``(metrics, priorities, tag)``, waiting for it (``None`` when none is)."""
-        previous, self._in_flight = self._in_flight, None
-        return self._finished(previous) if previous is not None else None
-
-    def _finished(self, done: "_InFlight"):
-        if done.ready is not None:
-            done.ready.synchronize()
-        host = done.both[:done.n_values].tolist()
-        if not host[-1]:  # skipped on the device
-            self.skipped += 1
-            self.updates -= 1
-            if self.weights_version == done.version:  # none launched since: the version is given back
-                self.weights_version -= 1
-            return {**{name: math.nan for name in METRIC_NAMES}, "skipped": 1.0}, None, done.tag
-        priorities = done.both[done.n_values:].numpy().astype(np.float32, copy=False)
-        return dict(zip(METRIC_NAMES, host[:-1])), priorities, done.tag
+    @staticmethod
+    def _metrics(host: list | None) -> dict[str, float]:
+        """:meth:`step`'s metrics from the host copy of an update's values (``None``: a skipped update)."""
+        if host is None:
+            return {**{name: math.nan for name in METRIC_NAMES}, "skipped": 1.0}
+        return dict(zip(METRIC_NAMES, host[:-1]))
 
     def _prepared(self, batch: Batch):
         """``batch`` on the device with expanded moves, and its captured update (``None``: eager)."""
@@ -407,7 +342,7 @@ class Learner:
         for optimizer, options, name in zip((self.q_optimizer, self.alpha_optimizer), self._options,
                                             ("q_optimizer", "alpha_optimizer")):
             optimizer.load_state_dict(state[name])
-            _keep_options(optimizer, options)
+            keep_options(optimizer, options)
         if self.graphs is not None:
             self.graphs = CudaGraphs(self)  # the optimiser's state tensors were replaced: capture anew
         self.rng.set_state(state["rng"].cpu())
@@ -452,26 +387,4 @@ class Learner:
         learner = cls(NetworkConfig(**state["net_cfg"]), AgentConfig(**state["agent_cfg"]), device)
         learner.load_state_dict(state)
         return learner
-
-
-@dataclasses.dataclass
-class _InFlight:
-    """A launched update's metrics and priorities on their way to the host (see :meth:`Learner.launch`)."""
-
-    both: torch.Tensor
-    n_values: int
-    ready: "torch.cuda.Event | None"
-    tag: object
-    version: int
-
-
-def _keep_options(optimizer: torch.optim.Optimizer, options: dict) -> None:
-    """A loaded optimiser state takes the saved param groups' ``fused`` and ``capturable``: set this learner's again,
-    with each step count where those implementations keep it (a float32 tensor on the parameter's device)."""
-    for group in optimizer.param_groups:
-        group.update(options)
-        for param in group["params"]:
-            state = optimizer.state.get(param, {})
-            if torch.is_tensor(state.get("step")) and (options["fused"] or options["capturable"]):
-                state["step"] = state["step"].to(device=param.device, dtype=torch.float32)
 

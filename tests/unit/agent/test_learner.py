@@ -9,7 +9,8 @@ import torch
 from phylorl.agent.acting import policy_networks
 from phylorl.agent.batch import collate
 from phylorl.agent.config import AgentConfig
-from phylorl.agent.learner import METRIC_NAMES, Learner, with_index
+from phylorl.agent.learner import METRIC_NAMES, Learner
+from phylorl.agent.learner_setup import with_index
 from phylorl.nets.config import NetworkConfig
 from phylorl.nets.inputs import collate_observations
 from phylorl.nets.synthetic import random_transition
