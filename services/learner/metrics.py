@@ -3,7 +3,8 @@
 ``phylorl_learner_update_seconds``        histogram  one learner update (forward, backward, optimiser, targets; on
                                                      a GPU until its metrics are back: the optimiser's and the
                                                      targets' kernels then run on, and the next update waits for
-                                                     them)
+                                                     them; pipelined: one launch, with its wait for the previous
+                                                     update's results)
 ``phylorl_learner_updates_total``         counter    updates done by this process
 ``phylorl_learner_batch_wait_seconds``    histogram  time the update loop waited for a ready batch
 ``phylorl_learner_weights_version``       gauge      version of the online networks (one per update)
