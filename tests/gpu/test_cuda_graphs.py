@@ -86,6 +86,20 @@ def sync(dst: Learner, src: Learner) -> None:
                 opt_d.state[pd][key].copy_(value)
 
 
+def step_alike(eager: Learner, graphed: Learner, data: list, steps: int) -> None:
+    """``steps`` updates of both learners over ``data`` in turn, each from the eager learner's state (copied in
+    place), with the same metrics, priorities and resulting state."""
+    for step in range(steps):
+        batch = data[step % len(data)]
+        sync(graphed, eager)
+        m_e, p_e = eager.step(batch)
+        m_g, p_g = graphed.step(batch)
+        for key in m_e:
+            assert m_g[key] == pytest.approx(m_e[key], rel=1e-3, abs=1e-5), (step, key)
+        np.testing.assert_allclose(p_g, p_e, rtol=1e-3, atol=1e-5)
+        assert_same_learners(eager, graphed)
+
+
 @pytest.mark.parametrize("labelled,fused,compiled", [(False, False, False), (True, False, False), (False, True, False),
                                                      (False, True, True), (True, True, True)])
 def test_each_graphed_update_equals_the_eager_one_from_the_same_state(labelled, fused, compiled):
@@ -97,16 +111,7 @@ def test_each_graphed_update_equals_the_eager_one_from_the_same_state(labelled, 
     # graphs replay inductor's kernels.
     cfg = AgentConfig(demo_weight=1.0 if labelled else 0.0, lr=1e-3, fused_head=fused)
     eager, graphed = pair(cfg, compiled)
-    data = batches(20, 3, labelled=labelled)
-    for step in range(WARMUP + 4):
-        batch = data[step % len(data)]
-        sync(graphed, eager)
-        m_e, p_e = eager.step(batch)
-        m_g, p_g = graphed.step(batch)
-        for key in m_e:
-            assert m_g[key] == pytest.approx(m_e[key], rel=1e-3, abs=1e-5), (step, key)
-        np.testing.assert_allclose(p_g, p_e, rtol=1e-3, atol=1e-5)
-        assert_same_learners(eager, graphed)
+    step_alike(eager, graphed, batches(20, 3, labelled=labelled), WARMUP + 4)
     assert graphed.graphs.eager_updates == WARMUP and graphed.graphs.replays == 4
     assert len(graphed.graphs.captured) == 1
 
@@ -137,15 +142,7 @@ def test_pipelined_graphed_updates_equal_eager_ones_and_a_non_finite_one_is_skip
     # learner's state, then a non-finite batch launched and another behind it
     eager, graphed = pair(AgentConfig(lr=1e-3, fused_head=fused), pipelined=True)
     data = batches(20, 3)
-    for step in range(WARMUP + 3):
-        batch = data[step % len(data)]
-        sync(graphed, eager)
-        m_e, p_e = eager.step(batch)
-        m_g, p_g = graphed.step(batch)
-        for key in m_e:
-            assert m_g[key] == pytest.approx(m_e[key], rel=1e-3, abs=1e-5), (step, key)
-        np.testing.assert_allclose(p_g, p_e, rtol=1e-3, atol=1e-5)
-        assert_same_learners(eager, graphed)
+    step_alike(eager, graphed, data, WARMUP + 3)
     assert graphed.graphs.replays == 3 and len(graphed.graphs.captured) == 1
     bad = dataclasses.replace(data[0], reward=data[0].reward.clone())
     bad.reward[0] = float("nan")
