@@ -5,7 +5,8 @@ processes) for a fixed time, measured from the services' own Prometheus endpoint
                                       [--hidden 256] [--seconds 60] [--warmup-s 60] [--device auto] [--cuda-graphs]
                                       [--tf32] [--fused-head] [--compile-networks] [--actor-pipeline P]
                                       [--no-updates] [--learner-threads T] [--inference-server threads|asyncio]
-                                      [--feed-processes F] [--switch-interval-ms MS]
+                                      [--feed-processes F] [--switch-interval-ms MS] [--pipelined-updates]
+                                      [--py-spy]
 
 After the warm-up (preparation, compilation, replay filling to its minimum) it reads every endpoint, waits
 ``--seconds`` and reads them again. One JSON line: sustained updates/s and environment steps/s, the actors'
@@ -17,7 +18,9 @@ inference answer and for the replay's rate limiter to take their transitions (``
 the replay's sample calls' time held by the limiter per second (``sample_limited_per_s``: which side the replay
 ratio holds back), the fraction of the endpoint's batches replayed as CUDA graphs, the policy lag (weights versions between acting and
 learning), the services' restarts during the run, and the CPU each service used (cores, from /proc; the learner's
-feed processes, ``--feed-processes``, apart from the learner), with the machine named.
+feed processes, ``--feed-processes``, apart from the learner), with the machine named. ``--py-spy``: also where the
+learner's threads spend the measured window (``learner_thread_profile``: py-spy samples per thread group, the raw
+file beside the run directory; ``benchmarks/thread_profile.py``).
 
 ``--no-updates`` measures the acting side alone: the replay service never reaches its sampling minimum, so the
 learner only serves inference (with its initial weights) and the actors are limited by their own cores or by the
@@ -41,6 +44,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks import thread_profile  # noqa: E402
 from benchmarks.common import REPO, emit, machine  # noqa: E402
 from services.learner.config import SERVER_KINDS  # noqa: E402
 
@@ -150,6 +154,9 @@ def main(argv=None) -> int:
                    "batches (LearnerConfig.feed_processes; 0: its prefetch threads do)")
     p.add_argument("--switch-interval-ms", type=float, default=None, help="the learner's interpreter switch interval "
                    "(LearnerConfig.switch_interval_ms; 0: automatic; default: the learner's default)")
+    p.add_argument("--py-spy", action="store_true", help="sample the learner's threads with py-spy through the "
+                   "measured window (benchmarks/thread_profile.py; needs py-spy on PATH): where each thread's time "
+                   "goes, as learner_thread_profile")
     p.add_argument("--no-updates", action="store_true", help="the learner never trains (the replay minimum is never "
                    "reached): acting alone is measured")
     args = p.parse_args(argv)
@@ -204,8 +211,12 @@ def main(argv=None) -> int:
                      **({"learner feed (all)": sum(cpu_seconds(pid) for pid in feeders)} if feeders else {})},
                     time.monotonic())
 
+        spy = thread_profile.record(pids["learner"], args.seconds, run_dir.parent / "learner-py-spy.txt") \
+            if args.py_spy else None
         (first, cpu0, t0), _ = reading(), time.sleep(args.seconds)
         second, cpu1, t1 = reading()
+        if spy is not None and spy.wait(60) != 0:
+            raise RuntimeError(f"py-spy failed: {spy.stderr.read()[-500:]}")
     finally:
         if train.poll() is None:
             train.send_signal(signal.SIGINT)
@@ -270,7 +281,9 @@ def main(argv=None) -> int:
           "policy_lag_p50_versions": q("learner", "phylorl_learner_policy_lag_versions", 0.5),
           "cpu_cores": {**{n: round((cpu1[n] - cpu0[n]) / elapsed, 3) for n in cpu1
                            if n in cpu0 and not n.startswith("actor")},
-                        "actors (all)": round(actor_cpu / elapsed, 3)}})
+                        "actors (all)": round(actor_cpu / elapsed, 3)},
+          **({"learner_thread_profile": thread_profile.summarize(run_dir.parent / "learner-py-spy.txt", top=6)}
+             if args.py_spy else {})})
     return 0
 
 

@@ -13,7 +13,7 @@
 # to the GPU (compact moves expanded there), the update with demonstration labels on every next state, the fused
 # head alone, and acting alone with the actors' pipeline off and on. JSON lines and logs go to OUT_DIR.
 #
-#   [ENVS=8] [PIPELINE=0] [FEED=4] bash benchmarks/gpu_suite.sh [OUT_DIR] [ACTORS]
+#   [ENVS=8] [PIPELINE=0] [FEED=4] [SPY=1] bash benchmarks/gpu_suite.sh [OUT_DIR] [ACTORS]
 #   (defaults: ./gpu-results, nproc - 2 actors)
 #
 # Each step runs under its own time limit and the suite goes on after a failure, so one broken step costs only
@@ -60,6 +60,7 @@ step gpu-tests 240 gpu_tests.log python3 -m pytest -q -rf -p no:cacheprovider te
   tests/gpu
 SYSTEM=(python3 benchmarks/bench_system.py --actors "$ACTORS" --envs-per-actor "$ENVS" --seconds 30 --warmup-s 40
         --device cuda --cuda-graphs --fused-head --tf32 --actor-pipeline "$PIPELINE")
+[[ ${SPY:-0} == 1 ]] && SYSTEM+=(--py-spy)  # where the learner's threads spend each system run (py-spy on PATH)
 step system 170 bench_system.jsonl "${SYSTEM[@]}"
 step system-pipelined 170 bench_system_pipelined.jsonl "${SYSTEM[@]}" --pipelined-updates
 step update-pipelined 90 bench_update_pipelined.jsonl python3 benchmarks/bench_update.py --device cuda \
