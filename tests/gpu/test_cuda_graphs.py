@@ -185,3 +185,16 @@ def test_a_batch_already_on_the_device_is_used_as_it_is(monkeypatch):
     monkeypatch.setattr(learner_module, "on_device", moved)
     values, priorities = learner.step(batch)
     assert priorities is not None and math.isfinite(values["loss/q1"])
+
+
+def test_an_eager_learners_cached_weights_follow_its_fused_optimiser():
+    # fused Adam (every CUDA learner's) leaves the parameters' version counters where they were, by which the
+    # networks key their derived weights for the no-grad passes (the online policy's entropy): the learner moves them
+    learner = Learner(NET, AgentConfig(), "cuda", seed=4)
+    assert learner.q_optimizer.param_groups[0]["fused"]
+    with torch.no_grad():
+        before = learner.q1.derived_weights()["tree_bias"].clone()
+    learner.step(batches(10, 1)[0])
+    with torch.no_grad():
+        cached, fresh = learner.q1.derived_weights()["tree_bias"], learner.q1._derive()["tree_bias"]
+    assert not torch.equal(before, fresh) and torch.equal(cached, fresh)
