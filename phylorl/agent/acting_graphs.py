@@ -102,7 +102,7 @@ class GraphedActing:
         self.eager_twin = TwinQ(*pair, fused=fused)  # stacked weights cached while the parameters are unchanged
         self.graphed = TwinQ(*pair, fused=fused, cache=False)  # stacked anew in every replay
         self.alpha = torch.ones((), device=device)
-        self._alpha_value = 1.0  # what ``alpha`` holds (written only when it changes)
+        self._alpha_value: "float | Tensor" = 1.0  # what ``alpha`` holds: the number or tensor last written
         self.version: int | None = None
         self.captures = device.type == "cuda"
         self.capture_stream = torch.cuda.Stream(device, priority=-1) if self.captures else None
@@ -114,15 +114,20 @@ class GraphedActing:
         self.replays = 0
         self.eager = 0
 
-    def load(self, pair, alpha: float, version: int) -> None:
+    def load(self, pair, alpha: "float | Tensor", version: int) -> None:
         """Answer with the weights of network pair ``pair`` (copied once per ``version``) and temperature
-        ``alpha`` from now on."""
+        ``alpha`` (a number, or a 0-d tensor on this device) from now on."""
         if version != self.version:
             write_policy(self.pair, pair_tensors(pair))
             self.version = version
         # written when it changes: a fill per batch let the interpreter lock go each time, and waited to take it
-        # back (13% of the batching thread's time on an H200 in the running system, session 23)
-        if float(alpha) != self._alpha_value:
+        # back (13% of the batching thread's time on an H200 in the running system, session 23). A tensor (on this
+        # device, computed by the publisher) is copied on the device, never read on the host
+        if isinstance(alpha, torch.Tensor):
+            if alpha is not self._alpha_value:
+                self.alpha.copy_(alpha)
+                self._alpha_value = alpha
+        elif isinstance(self._alpha_value, Tensor) or float(alpha) != self._alpha_value:
             self.alpha.fill_(float(alpha))
             self._alpha_value = float(alpha)
 

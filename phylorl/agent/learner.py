@@ -138,6 +138,12 @@ class Learner(PipelinedUpdates):
     def alpha(self) -> float:
         return float(self.log_alpha.detach().exp())
 
+    def policy_alpha(self) -> torch.Tensor:
+        """The temperature as a new 0-d tensor on the learner's device, computed on its stream: what a publication
+        hands the inference endpoint with :meth:`policy_tensors` (:attr:`alpha` would wait for the GPU, and with
+        ``pipelined_updates`` for the update in flight)."""
+        return self.log_alpha.detach().exp()
+
     def step(self, batch: Batch) -> tuple[dict[str, float], np.ndarray | None]:
         """One update on ``batch``; returns ``(metrics, priorities)``.
 

@@ -33,6 +33,7 @@ import torch
 from phylorl.agent.acting import policy_networks, select_actions, write_policy
 from phylorl.agent.acting_graphs import GraphedActing, bucket
 from phylorl.agent.batch_transfer import Stager
+from phylorl.agent.learner_setup import with_index
 from phylorl.agent.request_batch import assemble
 from phylorl.agent.packed_batch import collate_states
 from phylorl.nets import fused_head
@@ -84,11 +85,13 @@ class Snapshot:
     """Published policy: the twin online networks (eval mode; ``nets``), temperature and weights version, and
     the weights whole as ``GetWeights`` sends them (``blob``: serialised from the networks on the first ask, once)."""
 
-    def __init__(self, nets, pair: tuple, alpha: float, version: int, written=None):
+    def __init__(self, nets, pair: tuple, alpha: "float | torch.Tensor", version: int, written=None):
         self.nets = nets
         self.pair = pair
         """The two networks ``nets`` runs (written again for a later snapshot once this one is retired)."""
         self.alpha = alpha
+        """The temperature: a number, or a 0-d tensor on the endpoint's device that the publisher computed on its
+        stream (read after ``written``, like the networks: a GPU publisher then never waits for it)."""
         self.version = version
         self.written = written
         """On a GPU: a CUDA event recorded on the publisher's stream after its copies into the network pair;
@@ -111,7 +114,7 @@ class Snapshot:
                 weights = {name: {k: v.detach().to("cpu") for k, v in net.state_dict().items()}
                            for name, net in zip(("q1", "q2"), self.pair)}
                 buffer = io.BytesIO()
-                torch.save({"version": self.version, "alpha": self.alpha, "weights": weights}, buffer)
+                torch.save({"version": self.version, "alpha": float(self.alpha), "weights": weights}, buffer)
                 self._blob = buffer.getvalue()
             return self._blob
 
@@ -156,10 +159,11 @@ class BatchingInference:
         self._thread.start()
 
     # --------------------------------------------------------------- weights
-    def publish(self, weights: dict, alpha: float, version: int) -> Snapshot:
+    def publish(self, weights: dict, alpha: "float | torch.Tensor", version: int) -> Snapshot:
         """Serve ``weights`` from now on; returns the snapshot. ``weights``: ``{"q1": state, "q2": state}``, tensors
         on the host or on this endpoint's device: e.g. :meth:`Learner.policy_tensors`, the learner's own live
-        parameters. They are copied into the endpoint's networks before this returns (on a GPU: the copies are
+        parameters. ``alpha``: the temperature, a number or a 0-d tensor on this endpoint's device that stays as it
+        is (:meth:`Learner.policy_alpha`: computed on the caller's stream, as the copies are). They are copied into the endpoint's networks before this returns (on a GPU: the copies are
         queued on the caller's stream, so whatever the caller queues there later, e.g. its next update, changes
         them only after they are taken).
 
@@ -178,7 +182,11 @@ class BatchingInference:
             written.record(torch.cuda.current_stream(self.device))
         # min(Q1, Q2) in one pass where it applies
         nets = twin_or_none(pair, fused=self.fused_head, frozen=True) or pair
-        snapshot = Snapshot(nets, pair, float(alpha), int(version), written)
+        if isinstance(alpha, torch.Tensor) and (alpha.dim() != 0 or alpha.device != with_index(self.device)):
+            raise ValueError(f"alpha must be a number or a 0-d tensor on {self.device}, got {tuple(alpha.shape)} on "
+                             f"{alpha.device}")
+        snapshot = Snapshot(nets, pair, alpha if isinstance(alpha, torch.Tensor) else float(alpha), int(version),
+                            written)
         with self._lock:
             if self._snapshot is not None:
                 self._retired.append(self._snapshot)

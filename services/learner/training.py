@@ -100,7 +100,7 @@ class TrainingLoop:
         learner = self.learner
         # the live parameters: the endpoint copies them into its networks on the learner's device, queued before the
         # next update (a GPU learner never waits on a transfer to the host; GetWeights makes its host copy when asked)
-        snapshot = self.inference.publish(learner.policy_tensors(), learner.alpha, learner.weights_version)
+        snapshot = self.inference.publish(learner.policy_tensors(), learner.policy_alpha(), learner.weights_version)
         if self.redis is not None:
             prefix = self.config.weights_key
             try:

@@ -116,3 +116,40 @@ def test_get_weights_over_grpc_before_and_after_the_first_publication(kind):
         channel.close()
         server.stop(1.0)
         endpoint.close()
+
+
+@pytest.mark.parametrize("graphs", [False, True])
+def test_a_temperature_published_as_a_tensor_is_served_as_it_was_then(graphs):
+    """``Learner.policy_alpha`` (a tensor computed on the learner's stream, never read on its host) answers as the
+    number would, the blob carries the number, and a tensor that is not one 0-d value is refused."""
+    from phylorl.phylo import enumerate_moves, move_metadata, random_tree
+    from phylorl.env.tree_observation import build_observation
+
+    rng = np.random.default_rng(5)
+    observations = []
+    for _ in range(3):
+        tree = random_tree([f"t{i}" for i in range(9)], rng)
+        moves = enumerate_moves(tree)
+        observations.append(build_observation(tree, moves, move_metadata(tree, moves)))
+    learner = Learner(SMALL, device="cpu", seed=0)
+    with torch.no_grad():
+        learner.log_alpha.fill_(np.log(0.3))  # a temperature the answers' soft values depend on
+    answers = {}
+    for kind in ("number", "tensor"):
+        endpoint = BatchingInference(SMALL, torch.device("cpu"), max_batch=8, max_delay_s=0.01, max_queue=8,
+                                     cuda_graphs=graphs)
+        try:
+            alpha = learner.alpha if kind == "number" else learner.policy_alpha()
+            snapshot = endpoint.publish(learner.policy_tensors(), alpha, 4)
+            if kind == "tensor":
+                with torch.no_grad():
+                    learner.log_alpha.add_(1.0)  # as the next update changes it: the snapshot keeps its own
+                with pytest.raises(ValueError, match="alpha must be a number or a 0-d tensor"):
+                    endpoint.publish(learner.policy_tensors(), torch.ones(2), 5)
+            answers[kind] = endpoint.act(observations, greedy=True, timeout_s=60)
+            served = _served(snapshot.blob)
+            assert isinstance(served["alpha"], float) and served["alpha"] == pytest.approx(0.3, rel=1e-6)
+        finally:
+            endpoint.close()
+    for got, want in zip(answers["tensor"][:3], answers["number"][:3]):
+        np.testing.assert_allclose(got, want, rtol=1e-6)
