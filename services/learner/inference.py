@@ -163,9 +163,9 @@ class BatchingInference:
         """Serve ``weights`` from now on; returns the snapshot. ``weights``: ``{"q1": state, "q2": state}``, tensors
         on the host or on this endpoint's device: e.g. :meth:`Learner.policy_tensors`, the learner's own live
         parameters. ``alpha``: the temperature, a number or a 0-d tensor on this endpoint's device that stays as it
-        is (:meth:`Learner.policy_alpha`: computed on the caller's stream, as the copies are). They are copied into the endpoint's networks before this returns (on a GPU: the copies are
-        queued on the caller's stream, so whatever the caller queues there later, e.g. its next update, changes
-        them only after they are taken).
+        is (:meth:`Learner.policy_alpha`: computed on the caller's stream, as the copies are). The weights are copied
+        into the endpoint's networks before this returns (on a GPU: the copies are queued on the caller's stream, so
+        whatever the caller queues there later, e.g. its next update, changes them only after they are taken).
 
         The networks of a snapshot never change while it is served, a batch runs on them or its ``blob`` is being
         made. Once a later snapshot has replaced it, they are written again for the next publication (one
