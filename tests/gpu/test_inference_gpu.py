@@ -62,18 +62,22 @@ def test_a_captured_answer_equals_the_eager_one_and_follows_new_weights(fused):
     assert acting.replays >= 3 * WARMUP  # answers after the captures were replays
 
 
-def _assert_answers(inference, observations, weights, version):
-    """The endpoint's greedy answers to ``observations`` are those of networks built anew from ``weights``."""
+def _assert_answers(inference, observations, weights, version, alpha=None):
+    """The endpoint's greedy answers to ``observations`` are those of networks built anew from ``weights`` (and with
+    ``alpha``, their soft values those of that temperature)."""
     graphs, actions = collate_observations(observations)
     with torch.no_grad():
         expected = twin_or_none(policy_networks(NET, weights, "cpu"), frozen=True)(graphs, actions).numpy()
-    chosen, q, _, answered = inference.act(observations, greedy=True, timeout_s=60)
+    chosen, q, v, answered = inference.act(observations, greedy=True, timeout_s=60)
     assert answered == version
     start = 0
     for i, obs in enumerate(observations):
         mine = expected[start:start + obs.n_actions]
         best = pytest.approx(float(mine.max()), rel=1e-4, abs=1e-5)  # CPU and GPU sums differ in order
         assert q[i] == best and float(mine[chosen[i]]) == best
+        if alpha is not None:
+            soft = alpha * np.logaddexp.reduce(mine.astype(np.float64) / alpha)
+            assert v[i] == pytest.approx(soft, rel=1e-4, abs=1e-5)
         start += obs.n_actions
 
 
@@ -123,11 +127,15 @@ def test_a_publication_of_live_parameters_is_taken_before_the_next_update_change
                     for p, q in zip(mine.parameters(), theirs.parameters()):
                         p.copy_(q)
             published = learner.policy_weights("cpu")  # copies
+            with torch.no_grad():
+                learner.log_alpha.fill_(np.log(0.05))
             busy.copy_(busy @ busy / 4096.0)  # the stream is busy when the copies are queued
-            inference.publish(learner.policy_tensors(), 0.05, version)
+            # the temperature as the training loop hands it over: a tensor computed on the learner's stream
+            inference.publish(learner.policy_tensors(), learner.policy_alpha(), version)
             with torch.no_grad():  # the next update, queued at once on the same stream
                 for p in (*learner.q1.parameters(), *learner.q2.parameters()):
                     p.add_(1000.0)
-            _assert_answers(inference, observations, published, version)
+                learner.log_alpha.add_(1.0)
+            _assert_answers(inference, observations, published, version, alpha=0.05)
     finally:
         inference.close()
