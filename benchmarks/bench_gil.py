@@ -63,7 +63,7 @@ def batch_round():
 
     transitions = episode_transitions(128, 20, seed=0)[0][:128]
     batch = collate_records(PackedRecords.from_records([encode_transition(t) for t in transitions]), compact=True)[0]
-    stager = Stager()
+    stager = Stager()  # staged again each round; the block below keeps a buffer of its own
     block = Stager().stage(batch)
 
     def one() -> None:

@@ -158,22 +158,26 @@ class Learner(PipelinedUpdates):
             if self._in_flight is not None:
                 raise RuntimeError("Learner.step with an update in flight: call finish() first")
             self.launch(batch)
-            done = self.finish()
-            return done[0], done[1]
+            return self.finish()[:2]
         batch, captured = self._prepared(batch)
         with self.graphs.eager() if self.graphs is not None and captured is None else nullcontext():
             values, priorities = self._computed(batch, captured)
             # the one device sync of an update, for the metrics and the priorities together (the priorities are
             # this update's, from before its step: the step's kernels then run on while the caller goes on)
             both = torch.cat([values, priorities.to(values.dtype)]).cpu()
-            host = both[:values.shape[0]].tolist()
+            host, priorities = self._split(both, values.shape[0])
             if not host[-1]:
                 if captured is None:  # (a captured update's gradients live in its graph and are reassigned)
                     self.q_optimizer.zero_grad(set_to_none=True)
                 self.skipped += 1
                 return self._metrics(None), None
             self._applied(captured)
-        return self._metrics(host), both[values.shape[0]:].numpy().astype(np.float32, copy=False)
+        return self._metrics(host), priorities
+
+    @staticmethod
+    def _split(both: torch.Tensor, n_values: int) -> tuple[list, np.ndarray]:
+        """``(values list, float32 priorities)`` of an update's values and priorities, on the host as one tensor."""
+        return both[:n_values].tolist(), both[n_values:].numpy().astype(np.float32, copy=False)
 
     @staticmethod
     def _metrics(host: list | None) -> dict[str, float]:

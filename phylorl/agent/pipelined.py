@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import dataclasses
 from contextlib import nullcontext
-
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -61,14 +60,13 @@ class PipelinedUpdates:
     def _finished(self, done: "_InFlight"):
         if done.ready is not None:
             done.ready.synchronize()
-        host = done.both[:done.n_values].tolist()
+        host, priorities = self._split(done.both, done.n_values)
         if not host[-1]:  # skipped on the device
             self.skipped += 1
             self.updates -= 1
             if self.weights_version == done.version:  # none launched since: the version is given back
                 self.weights_version -= 1
             return self._metrics(None), None, done.tag
-        priorities = done.both[done.n_values:].numpy().astype(np.float32, copy=False)
         return self._metrics(host), priorities, done.tag
 
 

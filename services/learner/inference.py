@@ -135,7 +135,7 @@ class BatchingInference:
         self.net_cfg = net_cfg
         self.fused_head = fused_head and device.type == "cuda"
         """Answer with the fused Triton head (``AgentConfig.fused_head``; on a CUDA device only)."""
-        self.device = device
+        self.device = with_index(device)  # as its tensors name it (cuda:0, not cuda)
         self.max_batch = max_batch
         self.max_delay_s = max_delay_s
         self._queue: queue.Queue[_Request] = queue.Queue(maxsize=max_queue)
@@ -182,7 +182,7 @@ class BatchingInference:
             written.record(torch.cuda.current_stream(self.device))
         # min(Q1, Q2) in one pass where it applies
         nets = twin_or_none(pair, fused=self.fused_head, frozen=True) or pair
-        if isinstance(alpha, torch.Tensor) and (alpha.dim() != 0 or alpha.device != with_index(self.device)):
+        if isinstance(alpha, torch.Tensor) and (alpha.dim() != 0 or alpha.device != self.device):
             raise ValueError(f"alpha must be a number or a 0-d tensor on {self.device}, got {tuple(alpha.shape)} on "
                              f"{alpha.device}")
         snapshot = Snapshot(nets, pair, alpha if isinstance(alpha, torch.Tensor) else float(alpha), int(version),
