@@ -10,8 +10,9 @@ switch interval. ``LearnerConfig.switch_interval_ms`` sets the learner's.
 
 ``--batch``: also the GPU feed's work on a design-size sampled batch (128 transitions of 20 taxa, compact moves) as
 a prefetch thread does it, here on the CPU: the batch written into its one staging block (``Stager.stage``, per
-round: ``stage_ms``), and the batch's views of its block (``unpack``) with the moves' expansion
-(``expand_actions``), per round (``batch_ms``).
+round: ``stage_ms``), and the batch brought to the device in one call (``batch_arrival.arrive``: a copy per element
+type, the views, the moves' expansion; here the device is the CPU, so the copies are views), per round
+(``batch_ms``).
 
 Usage: python benchmarks/bench_gil.py [--intervals-ms 5,1,0.5,0.2] [--busy 0,1,3] [--calls 1,5,25] [--seconds 1.5]
                                       [--batch]
@@ -52,12 +53,12 @@ def rounds_ms(calls: int, wait_s: float, seconds: float) -> float:
 
 
 def batch_round():
-    """Two functions doing what a prefetch thread does with one sampled batch: stage it, and (after its copy to the
-    device) view and expand it."""
+    """Two functions doing what a prefetch thread does with one sampled batch: stage it, and bring it to the device
+    (views, expansion)."""
     from common import episode_transitions
-    from phylorl.agent.batch_transfer import Stager, unpack
+    from phylorl.agent.batch_arrival import arrive
+    from phylorl.agent.batch_transfer import Stager
     from phylorl.agent.packed_batch import collate_records
-    from phylorl.nets.compact_actions import expand_actions
     from phylorl.wire.codec import PackedRecords
     from phylorl.wire.record import encode_transition
 
@@ -67,7 +68,7 @@ def batch_round():
     block = Stager().stage(batch)
 
     def one() -> None:
-        expand_actions(unpack(block.packed, block.data).next_actions)
+        arrive(block, torch.device("cpu"))
     one()
     return (lambda: stager.stage(batch)), one
 

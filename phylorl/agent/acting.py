@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 
 import torch
@@ -10,6 +11,7 @@ from torch import Tensor
 from phylorl.agent.losses import soft_value
 from phylorl.nets.config import NetworkConfig
 from phylorl.nets.inputs import ActionBatch, GraphBatch
+from phylorl.nets.one_call import one_call
 from phylorl.nets.qnet import QNetwork
 from phylorl.nets.segment import Segments, segment_argmax
 from phylorl.nets.twin import TwinQ
@@ -105,3 +107,21 @@ def policy_networks(cfg: NetworkConfig, weights: Mapping[str, Mapping[str, Tenso
         net.load_state_dict(weights[name])
         nets.append(net.to(device).eval())
     return nets[0], nets[1]
+
+
+def answers_on_host(chosen: Tensor, q: Tensor, v: Tensor, count: int) -> tuple[Tensor, Tensor, Tensor]:
+    """The first ``count`` answers of :func:`select_actions` (or of a padded batch's graph) copied to the host, in
+    one torch call (waiting for the device): three slices and three copies made from Python were six calls, each
+    letting the interpreter lock go and waiting to take it back (:mod:`phylorl.nets.one_call`)."""
+    host_chosen, host_q, host_v, _ = _on_host()(chosen, q, v, count)
+    return host_chosen, host_q, host_v
+
+
+def _answers_kept(chosen: Tensor, q: Tensor, v: Tensor, count: int) -> tuple[Tensor, Tensor, Tensor, list[Tensor]]:
+    """The first ``count`` of each on the host; the arguments returned too (kept to the end of the call)."""
+    return chosen[:count].cpu(), q[:count].cpu(), v[:count].cpu(), [chosen, q, v]
+
+
+@functools.cache
+def _on_host():
+    return one_call(_answers_kept)

@@ -66,22 +66,35 @@ class Batch:
 
 
 def on_device(batch: "Batch | Block", device: torch.device | str, pin_memory: bool = False,
-              stager: Stager | None = None) -> Batch:
+              stager: Stager | None = None, consumer: torch.Stream | None = None) -> Batch:
     """``batch`` on ``device`` (see :func:`~phylorl.nets.inputs.move_to`) with its next actions expanded
     there when they are :class:`CompactActions`. A :class:`~phylorl.agent.batch_transfer.Block` (a batch packed
-    in one host buffer), or a batch packed by ``stager`` on the way, goes to a CUDA device as one transfer
-    (asynchronous from pinned memory) instead of one per tensor."""
+    in one host buffer), or a batch packed by ``stager`` on the way, goes to a CUDA device in one call
+    (:func:`~phylorl.agent.batch_arrival.arrive`: a transfer per element type, asynchronous from pinned memory)
+    instead of a transfer per tensor. ``consumer``: a CUDA stream other than the current one that will use the
+    batch: its memory is marked for it (``record_stream``; inside that one call for a block)."""
     device = torch.device(device)
     if stager is not None and device.type == "cuda" and isinstance(batch, Batch):
         batch = stager.stage(batch)
+    if isinstance(batch, Block) and device.type == "cuda":  # one call, its moves expanded there (batch_arrival)
+        return batch.to(device, non_blocking=batch.pinned, consumer=consumer)
     if isinstance(batch, Block):
-        batch = batch.to(device, non_blocking=batch.data.is_pinned()) if device.type == "cuda" else \
-            move_to(batch.unpack(), device)
+        batch = move_to(batch.unpack(), device)
     else:
         batch = move_to(batch, device, pin_memory)
     if isinstance(batch.next_actions, CompactActions):
         batch = dataclasses.replace(batch, next_actions=expand_on_host(batch.next_actions)
                                     if batch.reward.device.type == "cpu" else expand_actions(batch.next_actions))
+    return mark_for(batch, consumer)
+
+
+def mark_for(batch, consumer: torch.Stream | None):
+    """``batch``, its memory marked for use on the ``consumer`` stream (``record_stream``, one call per memory
+    block: :func:`storages`) when one is given: the allocator then waits for that stream's work before it reuses
+    the memory."""
+    if consumer is not None:
+        for tensor in storages(batch):
+            tensor.record_stream(consumer)
     return batch
 
 
@@ -198,6 +211,8 @@ class Prefetcher:
             raise ValueError(f"workers must be >= 1, got {workers}")
         self._sample = sample
         self._device = torch.device(device)
+        # the stream the batches are used on: that of the thread that makes the prefetcher (checked in get)
+        self._consumer = torch.cuda.current_stream(self._device) if self._device.type == "cuda" else None
         self._idle_wait_s = idle_wait_s
         self._queue: queue.Queue = queue.Queue(maxsize=depth)
         self._stop = threading.Event()
@@ -218,9 +233,10 @@ class Prefetcher:
                     self._stop.wait(self._idle_wait_s)
                     continue
                 items, weights, info = drawn
-                if cuda:
+                if cuda:  # marked for the consumer's stream here, not on the consumer's thread (each torch call
+                    # there waits for the lock): a staged batch in its one call to the device
                     with torch.cuda.stream(stream):
-                        batch = self._to_device(items, weights, pin_memory=True, stager=stager)
+                        batch = self._to_device(items, weights, pin_memory=True, stager=stager, consumer=self._consumer)
                     stream.synchronize()
                 else:
                     batch = self._to_device(items, weights)
@@ -228,10 +244,11 @@ class Prefetcher:
         except BaseException as error:  # handed to the consumer by get()
             self._put(error)
 
-    def _to_device(self, items, weights, pin_memory: bool = False, stager: Stager | None = None) -> Batch:
+    def _to_device(self, items, weights, pin_memory: bool = False, stager: Stager | None = None,
+                   consumer: torch.Stream | None = None) -> Batch:
         if isinstance(items, (Batch, Block)):  # already collated on the host (phylorl.agent.packed_batch)
-            return on_device(items, self._device, pin_memory, stager)
-        return collate(items, self._device, weights, pin_memory=pin_memory)
+            return on_device(items, self._device, pin_memory, stager, consumer)
+        return mark_for(collate(items, self._device, weights, pin_memory=pin_memory), consumer)
 
     def _put(self, item) -> None:
         while not self._stop.is_set():
@@ -255,10 +272,8 @@ class Prefetcher:
             self._error = item
             raise RuntimeError("the prefetcher's sampling thread failed") from item
         batch, info = item
-        if self._device.type == "cuda":  # tell the allocator the consumer's stream uses them
-            stream = torch.cuda.current_stream(self._device)
-            for tensor in storages(batch):
-                tensor.record_stream(stream)
+        if self._consumer is not None and torch.cuda.current_stream(self._device) != self._consumer:
+            mark_for(batch, torch.cuda.current_stream(self._device))  # used on another stream than its maker's
         return batch, info
 
     def close(self, timeout: float = 5.0) -> None:

@@ -61,20 +61,31 @@ class _Rebuilder(pickle.Unpickler):
 
 @dataclass(frozen=True)
 class Block:
-    """A packed object in a host buffer ``data`` (where :func:`pack` wrote it; pinned for a fast transfer)."""
+    """A packed object in a host buffer ``data`` (where :func:`pack` wrote it; ``pinned`` when that buffer is, for
+    a fast transfer). ``typed``: the buffer's views per element type, kept by the :class:`Stager` that wrote it
+    (made once per buffer instead of once per block)."""
 
     packed: Packed
     data: Tensor
+    pinned: bool = False
+    typed: dict | None = None
 
     def unpack(self):
         """The object, its tensors views of ``data``."""
         return unpack(self.packed, self.data)
 
-    def to(self, device: torch.device | str, non_blocking: bool = False):
-        """The object on ``device``: ``data`` copied as one block, its tensors views of the copy. With
-        ``non_blocking`` (pinned ``data``) the copy is asynchronous: ``data`` must not be written again before the
-        stream has done it."""
-        return unpack(self.packed, self.data[: self.packed.nbytes].to(device, non_blocking=non_blocking))
+    def to(self, device: torch.device | str, non_blocking: bool = False, consumer: torch.Stream | None = None):
+        """The object on ``device`` (:func:`~phylorl.agent.batch_arrival.arrive`: one call; compact moves expanded
+        there; its memory marked for the ``consumer`` stream). With ``non_blocking`` (``pinned``) the copy is
+        asynchronous: ``data`` must not be written again before the stream has done it."""
+        from phylorl.agent.batch_arrival import arrive
+
+        return arrive(self, torch.device(device), non_blocking, consumer)
+
+    def typed_views(self, kinds: list[torch.dtype]) -> list[Tensor]:
+        """``data`` viewed as each of ``kinds`` (the stager's, made once per buffer, where it has them)."""
+        cache = self.typed if self.typed is not None else {}
+        return [cache[k] if k in cache else cache.setdefault(k, _typed(self.data, k)) for k in kinds]
 
 
 class Stager:
@@ -88,10 +99,12 @@ class Stager:
         self.shared = shared
         self._buffer: Tensor | None = None
         self._views: dict = {}
+        self._typed: dict = {}
 
     def stage(self, obj) -> Block:
         sized = packed_size(obj)
-        return Block(pack(obj, self._fit(sized[2]), sized), self._buffer)
+        buffer = self._fit(sized[2])
+        return Block(pack(obj, buffer, sized), buffer, self.pinned, self._typed)
 
     def reserve(self, skeleton, sized: tuple[bytes, list[Tensor], int] | None = None) -> tuple[Block, list]:
         """A block laid out for ``skeleton`` (an object whose tensors only give shapes and dtypes: e.g. on the
@@ -100,20 +113,21 @@ class Stager:
         caller keeps it. The views of a layout are made once per buffer."""
         structure, tensors, nbytes = sized if sized is not None else packed_size(skeleton)
         buffer = self._fit(nbytes)
-        where = tuple(_layout(tensors))
+        where = tuple(_layout(tensors)[0])
         key = (id(buffer), where)
         arrays = self._views.get(key)
         if arrays is None:
             if len(self._views) >= 64:
                 self._views.clear()
             arrays = self._views[key] = [v.numpy() for v in unpack(Packed(b"", where, nbytes), buffer, structure=False)]
-        return Block(Packed(structure, where, nbytes), buffer), arrays
+        return Block(Packed(structure, where, nbytes), buffer, self.pinned, self._typed), arrays
 
     def _fit(self, nbytes: int) -> Tensor:
         if self._buffer is None or self._buffer.numel() < nbytes:
-            buffer = torch.empty(int(nbytes * GROWTH) + ALIGN, dtype=torch.uint8, pin_memory=self.pinned)
+            buffer = torch.empty(aligned(int(nbytes * GROWTH) + ALIGN), dtype=torch.uint8, pin_memory=self.pinned)
             self._buffer = buffer.share_memory_() if self.shared else buffer
             self._views = {}
+            self._typed = {}
         return self._buffer
 
 
@@ -123,10 +137,7 @@ def packed_size(obj) -> tuple[bytes, list[Tensor], int]:
     out = io.BytesIO()
     collector = _Collector(out)
     collector.dump(obj)
-    at = 0
-    for t in collector.found:
-        at = _aligned(at) + t.numel() * t.element_size()
-    return out.getvalue(), collector.found, at
+    return out.getvalue(), collector.found, _layout(collector.found)[1]
 
 
 def pack(obj, buffer: Tensor, sized: tuple[bytes, list[Tensor], int] | None = None) -> Packed:
@@ -144,7 +155,7 @@ def pack(obj, buffer: Tensor, sized: tuple[bytes, list[Tensor], int] | None = No
         raise ValueError(f"the buffer must be a flat uint8 tensor, got {buffer.dtype} {tuple(buffer.shape)}")
     if nbytes > buffer.numel():
         raise ValueError(f"the batch needs {nbytes} bytes, the buffer holds {buffer.numel()}")
-    where = _layout(tensors)
+    where = _layout(tensors)[0]
     for t in tensors:
         if t.device.type != "cpu":
             raise ValueError(f"only CPU tensors are packed, got one on {t.device}")
@@ -174,14 +185,22 @@ def byte_view(array: np.ndarray) -> memoryview:
     return memoryview(np.ascontiguousarray(array).reshape(-1).view(np.uint8))
 
 
-def _layout(tensors: list[Tensor]) -> list[tuple[int, torch.dtype, tuple[int, ...]]]:
-    """``(offset, dtype, shape)`` of each tensor, laid out one after another from offset 0, each aligned."""
-    where, at = [], 0
-    for t in tensors:
-        at = _aligned(at)
-        where.append((at, t.dtype, tuple(t.shape)))
-        at += t.numel() * t.element_size()
-    return where
+def _layout(tensors: list[Tensor]) -> tuple[list[tuple[int, torch.dtype, tuple[int, ...]]], int]:
+    """``(offset, dtype, shape)`` of each tensor (in their order) and the bytes used: laid out from offset 0, each
+    aligned, those of one element type together (types in order of first use), so that each type's tensors are one
+    span of the buffer (:class:`Plan`)."""
+    kinds: dict[torch.dtype, list[int]] = {}
+    for i, t in enumerate(tensors):
+        kinds.setdefault(t.dtype, []).append(i)
+    where: list = [None] * len(tensors)
+    at = 0
+    for members in kinds.values():
+        for i in members:
+            t = tensors[i]
+            at = aligned(at)
+            where[i] = (at, t.dtype, tuple(t.shape))
+            at += t.numel() * t.element_size()
+    return where, at
 
 
 def unpack(packed: Packed, buffer: Tensor, structure: bool = True):
@@ -191,32 +210,65 @@ def unpack(packed: Packed, buffer: Tensor, structure: bool = True):
     The views are made in one call (:func:`_views`), from one view of the buffer per element type: made one by
     one from Python they were two torch calls a tensor, each letting the interpreter lock go
     (:mod:`phylorl.nets.one_call`)."""
-    kinds: list[torch.dtype] = []
-    which, start, count, shapes = [], [], [], []
-    for at, dtype, shape in packed.tensors:
-        if dtype not in kinds:
-            kinds.append(dtype)
-        which.append(kinds.index(dtype))
-        start.append(at // dtype.itemsize)
-        count.append(math.prod(shape))
-        shapes.append(list(shape))
-    typed = [buffer.narrow(0, 0, buffer.numel() - buffer.numel() % k.itemsize).view(k) for k in kinds]
-    views = _views()(typed, which, start, count, shapes)
-    return _Rebuilder(io.BytesIO(packed.structure), views).load() if structure else views
+    p = Plan.of(packed)
+    views, _ = _views()([_typed(buffer, k) for k in p.kinds], p.which, p.start, p.count, p.shapes)
+    return rebuild(packed.structure, views) if structure else views
+
+
+def rebuild(structure: bytes, views: list):
+    """The object pickled as ``structure`` (:func:`pack`), its tensors ``views[i]`` (anything, for each ``i``)."""
+    return _Rebuilder(io.BytesIO(structure), views).load()
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A packed object's tensors as views of the buffer per element type: ``kinds`` the types (in order of first
+    use); per tensor ``which`` kind, ``start`` (in elements of that kind), ``count`` and ``shapes``; per kind
+    ``span``: ``(first, elements)``, the one run of the buffer its tensors lie in (:func:`_layout`)."""
+
+    kinds: list[torch.dtype]
+    which: list[int]
+    start: list[int]
+    count: list[int]
+    shapes: list[list[int]]
+    span: list[tuple[int, int]]
+
+    @staticmethod
+    def of(packed: Packed) -> "Plan":
+        kinds: list[torch.dtype] = []
+        which, start, count, shapes = [], [], [], []
+        for at, dtype, shape in packed.tensors:
+            if dtype not in kinds:
+                kinds.append(dtype)
+            which.append(kinds.index(dtype))
+            start.append(at // dtype.itemsize)
+            count.append(math.prod(shape))
+            shapes.append(list(shape))
+        ends = [(min((s for s, w in zip(start, which) if w == k), default=0),
+                 max((s + n for s, n, w in zip(start, count, which) if w == k), default=0)) for k in range(len(kinds))]
+        return Plan(kinds, which, start, count, shapes, [(lo, hi - lo) for lo, hi in ends])
+
+
+def _typed(buffer: Tensor, kind: torch.dtype) -> Tensor:
+    """A flat ``uint8`` buffer viewed as ``kind`` (its whole elements)."""
+    n = buffer.numel()
+    return (buffer if n % kind.itemsize == 0 else buffer.narrow(0, 0, n - n % kind.itemsize)).view(kind)
 
 
 @functools.cache
 def _views():
     """``views(typed, which, start, count, shapes)``: per tensor ``typed[which].narrow(0, start, count)`` viewed as
-    ``shape``, in one call (:func:`~phylorl.nets.one_call.one_call`, compiled on first use)."""
+    ``shape``, in one call (:func:`~phylorl.nets.one_call.one_call`, compiled on first use); and ``typed`` (kept to
+    the end: :mod:`~phylorl.nets.one_call`)."""
     def views(typed: list[Tensor], which: list[int], start: list[int], count: list[int],
-              shapes: list[list[int]]) -> list[Tensor]:
+              shapes: list[list[int]]) -> tuple[list[Tensor], list[Tensor]]:
         out: list[Tensor] = []
         for i in range(len(which)):
             out.append(typed[which[i]].narrow(0, start[i], count[i]).view(shapes[i]))
-        return out
+        return out, typed
     return one_call(views)
 
 
-def _aligned(at: int) -> int:
+def aligned(at: int) -> int:
+    """``at`` rounded up to a multiple of :data:`ALIGN`."""
     return -(-at // ALIGN) * ALIGN

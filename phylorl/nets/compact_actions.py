@@ -81,13 +81,18 @@ def expand_actions(compact: CompactActions) -> ActionBatch:
     operations run in one call of a TorchScript function: called one by one from Python, each would let the
     interpreter lock go and then wait to take it back from the learner's other threads."""
     c = compact
-    nodes, meta, index = _expansion()(c.slot_node, c.pruned, c.regraft, c.shared, c.walk_slot, c.walk_own, c.blocks,
-                                      c.shared_row, c.columns, c.sizes, c.count)
-    return ActionBatch(nodes=nodes, meta=meta, states=Segments(index=index, sizes=c.sizes,
-                                                                count=int(c.sizes.shape[0]), size=c.uniform))
+    nodes, meta, index, _ = _expansion()(c.slot_node, c.pruned, c.regraft, c.shared, c.walk_slot, c.walk_own, c.blocks,
+                                         c.shared_row, c.columns, c.sizes, c.count)
+    return action_batch(nodes, meta, index, c.sizes, c.uniform)
 
 
-def _expand(slot_node: Tensor, pruned_cols: Tensor, regraft_cols: Tensor, shared: Tensor, walk_slot: Tensor,
+def action_batch(nodes: Tensor, meta: Tensor, index: Tensor, sizes: Tensor, uniform: int | None) -> ActionBatch:
+    """The :class:`ActionBatch` of :func:`expand_tensors`' ``(nodes, meta, index)`` and the states' move counts."""
+    return ActionBatch(nodes=nodes, meta=meta, states=Segments(index=index, sizes=sizes, count=int(sizes.shape[0]),
+                                                               size=uniform))
+
+
+def expand_tensors(slot_node: Tensor, pruned_cols: Tensor, regraft_cols: Tensor, shared: Tensor, walk_slot: Tensor,
             walk_own: Tensor, blocks: Tensor, shared_row: Tensor, columns: Tensor, sizes: Tensor,
             count: int) -> tuple[Tensor, Tensor, Tensor]:
     """``(nodes, meta, state index)`` of the moves (see :func:`expand_actions`)."""
@@ -105,7 +110,17 @@ def _expand(slot_node: Tensor, pruned_cols: Tensor, regraft_cols: Tensor, shared
     return nodes, parts.index_select(1, columns), index
 
 
+def _expand_kept(slot_node: Tensor, pruned_cols: Tensor, regraft_cols: Tensor, shared: Tensor, walk_slot: Tensor,
+                 walk_own: Tensor, blocks: Tensor, shared_row: Tensor, columns: Tensor, sizes: Tensor,
+                 count: int) -> tuple[Tensor, Tensor, Tensor, list[Tensor]]:
+    """:func:`expand_tensors`, its tensor arguments returned too (kept to the end: :mod:`~phylorl.nets.one_call`)."""
+    nodes, meta, index = expand_tensors(slot_node, pruned_cols, regraft_cols, shared, walk_slot, walk_own, blocks,
+                                        shared_row, columns, sizes, count)
+    return nodes, meta, index, [slot_node, pruned_cols, regraft_cols, shared, walk_slot, walk_own, blocks, shared_row,
+                                columns, sizes]
+
+
 @functools.cache
 def _expansion():
-    """:func:`_expand` as one call (:func:`~phylorl.nets.one_call.one_call`, compiled on first use)."""
-    return one_call(_expand)
+    """:func:`_expand_kept` as one call (:func:`~phylorl.nets.one_call.one_call`, compiled on first use)."""
+    return one_call(_expand_kept)

@@ -26,7 +26,7 @@ import torch
 import torch.multiprocessing as mp  # registers the reductions that hand a shared tensor to another process
 
 from phylorl.agent.batch import Batch, collate
-from phylorl.agent.batch_transfer import Block, Stager
+from phylorl.agent.batch_transfer import Block, Stager, aligned
 
 from .config import LearnerConfig
 from .sampling import Drawn, draw
@@ -75,12 +75,14 @@ class FeedProcesses:
             if new_buffer is not None:
                 self._buffers[worker, slot] = new_buffer
             buffer = self._buffers[worker, slot]
-        try:  # one copy of the batch's bytes, pinned on a GPU learner: they go to the device as one block
-            data = torch.empty(packed.nbytes, dtype=torch.uint8, pin_memory=self._pinned)
-            data.copy_(buffer[: packed.nbytes])
+        try:  # one copy of the batch's bytes, pinned on a GPU learner: they go to the device as one block. Copied
+            # through memoryviews, holding the interpreter lock (batch_transfer.byte_view); the size a whole number
+            # of every element type's, so that its view as each type needs no slice first
+            data = torch.empty(aligned(packed.nbytes), dtype=torch.uint8, pin_memory=self._pinned)
+            memoryview(data.numpy())[: packed.nbytes] = memoryview(buffer.numpy())[: packed.nbytes]
         finally:
             self._free[worker].put(slot)
-        return Drawn(Block(packed, data), None, keys, versions, path, corrupt)
+        return Drawn(Block(packed, data, self._pinned), None, keys, versions, path, corrupt)
 
     def _check_alive(self) -> None:
         dead = [(i, p.exitcode) for i, p in enumerate(self._processes) if p.exitcode is not None]

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from phylorl.agent.acting import policy_networks, select_actions, write_policy
+from phylorl.agent.acting import answers_on_host, policy_networks, select_actions, write_policy
 from phylorl.agent.acting_graphs import GraphedActing, bucket
 from phylorl.agent.batch_transfer import Stager
 from phylorl.agent.learner_setup import with_index
@@ -294,8 +294,8 @@ class BatchingInference:
         return batch
 
     def _answer_graphed(self, block, snapshot: Snapshot, greedy: bool, count: int) -> tuple:
-        """The answers of a padded batch's first ``count`` states from :class:`GraphedActing`, with ``snapshot``'s
-        weights."""
+        """The answers of a padded batch from :class:`GraphedActing` (its first ``count`` states are the batch's), with
+        ``snapshot``'s weights."""
         self._graphed.load(snapshot.pair, snapshot.alpha, snapshot.version)
         replays, failures = self._graphed.replays, len(self._graphed.failed)
         chosen, q, v = self._graphed(block, greedy, self._generator)
@@ -304,7 +304,7 @@ class BatchingInference:
             metrics.INFERENCE_CAPTURE_FAILURES.inc()
             log.warning("inference: capturing a batch shape (%d states) failed, it runs eagerly from now on: %s",
                         count, list(self._graphed.failed.values())[-1])
-        return chosen[:count], q[:count], v[:count]
+        return chosen, q, v  # (the first ``count`` are the batch's: answers_on_host)
 
     def _run(self) -> None:
         if self._stream is not None:
@@ -342,7 +342,7 @@ class BatchingInference:
                 t1 = time.perf_counter()
                 chosen, q, v = select_actions(snapshot.nets, graphs, actions, snapshot.alpha, greedy,
                                               generator=self._generator)
-            chosen, q, v = (t.cpu().numpy() for t in (chosen, q, v))
+            chosen, q, v = (t.numpy() for t in answers_on_host(chosen, q, v, count))
             answered = time.perf_counter()
             metrics.INFERENCE_STAGE.labels("batch").observe(t1 - t0)
             metrics.INFERENCE_STAGE.labels("network").observe(answered - t1)

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from phylorl.agent.acting import select_actions
+from phylorl.agent.acting import _on_host, answers_on_host, select_actions
 from phylorl.nets.config import NetworkConfig
 from phylorl.nets.inputs import collate_observations
 from phylorl.nets.qnet import QNetwork
@@ -67,3 +67,13 @@ def test_select_actions_checks_its_inputs():
     empty = type(obs)(obs.node_features, obs.edge_index, obs.edge_attr, obs.actions[:0], obs.action_meta[:0])
     with pytest.raises(ValueError, match="at least one action"):
         select_actions(nets, *collate_observations([obs, empty]), alpha=0.1, greedy=True)
+
+
+def test_the_answers_of_a_padded_batch_come_to_the_host_in_one_compiled_call():
+    chosen, q, v = torch.arange(12), torch.rand(12), torch.rand(12, dtype=torch.float64)
+    got = answers_on_host(chosen, q, v, 5)
+    for g, t in zip(got, (chosen, q, v)):
+        assert g.device.type == "cpu" and g.dtype == t.dtype and torch.equal(g, t[:5])
+    assert isinstance(_on_host(), torch.jit.ScriptFunction)  # one call, not six
+    kept = _on_host()(chosen, q, v, 5)[3]  # the arguments kept to the end of the call (phylorl/nets/one_call.py)
+    assert [t.data_ptr() for t in kept] == [t.data_ptr() for t in (chosen, q, v)]
