@@ -86,7 +86,8 @@ class AgentConfig:
     does its host work (sending priorities, fetching the next batch, publishing). An update that is not finite is
     then skipped on the device (fused Adam's ``found_inf``, the target update gated) instead of after a sync; the
     same values as without it up to float32 rounding of the target update. Its optimisers are fused on any device.
-    Off by default until measured on a GPU."""
+    Off by default: on an H200 (session 24) an update took 6.48 ms alone against 7.08, but the whole system made
+    55.8 updates/s against 63.8, its loop bound by the batches' arrival rather than by the GPU."""
 
     demo_weight: float = 0.0
     """Weight of the supervised term on demonstration labels (transitions whose next state carries the

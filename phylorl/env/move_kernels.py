@@ -310,9 +310,11 @@ def expand_moves(slot_node, pruned, regraft, shared, walk_slot, walk_own, blocks
     return nodes, meta
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True)
 def all_finite(values):
-    """Whether every entry of a contiguous float array is finite."""
+    """Whether every entry of a contiguous float array is finite. It keeps the interpreter lock: a check takes
+    microseconds, and letting the lock go costs a wait to take it back behind the process's busy threads (ten checks
+    a batch, :func:`~phylorl.env.batch_kernels.finite_and_movable`)."""
     for v in values.ravel():
         if not np.isfinite(v):
             return False
