@@ -106,6 +106,13 @@ class Stager:
         buffer = self._fit(sized[2])
         return Block(pack(obj, buffer, sized), buffer, self.pinned, self._typed)
 
+    def copy(self, packed: Packed, source: Tensor) -> Block:
+        """A block of this stager's buffer holding ``packed``'s bytes copied from ``source`` (another buffer: a feed
+        process's, in shared memory), through memoryviews, holding the interpreter lock (:func:`byte_view`)."""
+        buffer = self._fit(packed.nbytes)
+        memoryview(buffer.numpy())[: packed.nbytes] = memoryview(source.numpy())[: packed.nbytes]
+        return Block(packed, buffer, self.pinned, self._typed)
+
     def reserve(self, skeleton, sized: tuple[bytes, list[Tensor], int] | None = None) -> tuple[Block, list]:
         """A block laid out for ``skeleton`` (an object whose tensors only give shapes and dtypes: e.g. on the
         ``meta`` device), nothing written: ``(block, arrays)``, ``arrays`` the numpy views of the buffer where its

@@ -26,7 +26,7 @@ import torch
 import torch.multiprocessing as mp  # registers the reductions that hand a shared tensor to another process
 
 from phylorl.agent.batch import Batch, collate
-from phylorl.agent.batch_transfer import Block, Stager, aligned
+from phylorl.agent.batch_transfer import Stager
 
 from .config import LearnerConfig
 from .sampling import Drawn, draw
@@ -51,6 +51,7 @@ class FeedProcesses:
                 ring.put(slot)
         self._buffers: dict[tuple[int, int], torch.Tensor] = {}
         self._lock = threading.Lock()
+        self._local = threading.local()
         self._processes = [context.Process(target=_feed_main, name=f"phylorl-feed-{i}", daemon=True,
                                            args=(config, i, slots, self._free[i], self._out, self._stop))
                            for i in range(workers)]
@@ -59,8 +60,9 @@ class FeedProcesses:
 
     def take(self, timeout_s: float = 0.05) -> Drawn | None:
         """The next batch drawn (its batch a :class:`~phylorl.agent.batch_transfer.Block` in a host copy of the
-        buffer, pinned when the learner is on a GPU; none when every record drawn was corrupt), or ``None`` when none
-        came within ``timeout_s``. Raises ``RuntimeError`` when a feed process failed or died."""
+        buffer, pinned when the learner is on a GPU and then valid until this thread's next take: :meth:`_stager`;
+        none when every record drawn was corrupt), or ``None`` when none came within ``timeout_s``. Raises
+        ``RuntimeError`` when a feed process failed or died."""
         try:
             message = self._out.get(timeout=timeout_s)
         except queue.Empty:
@@ -75,14 +77,23 @@ class FeedProcesses:
             if new_buffer is not None:
                 self._buffers[worker, slot] = new_buffer
             buffer = self._buffers[worker, slot]
-        try:  # one copy of the batch's bytes, pinned on a GPU learner: they go to the device as one block. Copied
-            # through memoryviews, holding the interpreter lock (batch_transfer.byte_view); the size a whole number
-            # of every element type's, so that its view as each type needs no slice first
-            data = torch.empty(aligned(packed.nbytes), dtype=torch.uint8, pin_memory=self._pinned)
-            memoryview(data.numpy())[: packed.nbytes] = memoryview(buffer.numpy())[: packed.nbytes]
+        try:  # one copy of the batch's bytes (Stager.copy: through memoryviews, holding the interpreter lock)
+            block = self._stager().copy(packed, buffer)
         finally:
             self._free[worker].put(slot)
-        return Drawn(Block(packed, data, self._pinned), None, keys, versions, path, corrupt)
+        return Drawn(block, None, keys, versions, path, corrupt)
+
+    def _stager(self) -> Stager:
+        """Where a batch's bytes are copied. On a GPU learner this thread's pinned buffer, reused (with its views
+        per element type) by the thread's next :meth:`take`: its caller has brought the block to the device and
+        waited for the copy before then, as the prefetch threads do (they synchronise their stream). On a CPU a
+        buffer of its own per batch: the batch's tensors are views of it, handed on."""
+        if not self._pinned:
+            return Stager()
+        stager = getattr(self._local, "stager", None)
+        if stager is None:
+            stager = self._local.stager = Stager(pinned=True)
+        return stager
 
     def _check_alive(self) -> None:
         dead = [(i, p.exitcode) for i, p in enumerate(self._processes) if p.exitcode is not None]

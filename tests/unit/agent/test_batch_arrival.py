@@ -112,3 +112,15 @@ def test_the_consumers_stream_is_marked_inside_the_one_call(compact):
     with pytest.raises(RuntimeError, match="record_stream"):
         arrive(block, CPU, consumer=torch.Stream(device="cpu"))
     _assert_same(_expanded(compact), arrive(block, CPU, consumer=None))
+
+
+def test_a_feed_processs_bytes_copied_into_a_stagers_buffer_arrive_the_same(compact):
+    """A GPU learner's feed copies each batch from the feed process's buffer into its thread's one staging buffer
+    (services/learner/feed.py): a block of that buffer, with the buffer's views per element type made once."""
+    shared = Stager().stage(compact)  # stands for the feed process's shared buffer
+    stager = Stager()
+    first = stager.copy(shared.packed, shared.data)
+    _assert_same(_expanded(compact), arrive(first, CPU))
+    second = stager.copy(shared.packed, shared.data)
+    assert second.data is first.data and second.typed is first.typed  # the same buffer and views, written again
+    _assert_same(_expanded(compact), arrive(second, CPU))
