@@ -31,6 +31,7 @@ from phylorl.agent.config import AgentConfig
 from phylorl.agent.cuda_graphs import CudaGraphs
 from phylorl.agent.learner_setup import keep_options, require_compiler, with_index
 from phylorl.agent.pipelined import PipelinedUpdates
+from phylorl.agent.update_results import split, to_host
 from phylorl.agent.losses import (
     alpha_loss,
     clip_grad_norm,
@@ -164,8 +165,7 @@ class Learner(PipelinedUpdates):
             values, priorities = self._computed(batch, captured)
             # the one device sync of an update, for the metrics and the priorities together (the priorities are
             # this update's, from before its step: the step's kernels then run on while the caller goes on)
-            both = torch.cat([values, priorities.to(values.dtype)]).cpu()
-            host, priorities = self._split(both, values.shape[0])
+            host, priorities = split(to_host(values, priorities), values.shape[0])
             if not host[-1]:
                 if captured is None:  # (a captured update's gradients live in its graph and are reassigned)
                     self.q_optimizer.zero_grad(set_to_none=True)
@@ -173,11 +173,6 @@ class Learner(PipelinedUpdates):
                 return self._metrics(None), None
             self._applied(captured)
         return self._metrics(host), priorities
-
-    @staticmethod
-    def _split(both: torch.Tensor, n_values: int) -> tuple[list, np.ndarray]:
-        """``(values list, float32 priorities)`` of an update's values and priorities, on the host as one tensor."""
-        return both[:n_values].tolist(), both[n_values:].numpy().astype(np.float32, copy=False)
 
     @staticmethod
     def _metrics(host: list | None) -> dict[str, float]:

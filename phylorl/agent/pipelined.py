@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
+from phylorl.agent.update_results import split, to_host
+
 if TYPE_CHECKING:
     from phylorl.agent.batch import Batch
 
@@ -41,13 +43,12 @@ class PipelinedUpdates:
         with self.graphs.eager() if self.graphs is not None and captured is None else nullcontext():
             values, priorities = self._computed(batch, captured)
             self._applied(captured)
-            both = torch.cat([values, priorities.to(values.dtype)])
-            if both.device.type == "cuda":  # copied while the caller goes on; read after its event
-                both = both.to("cpu", non_blocking=True)
+            cuda = values.device.type == "cuda"
+            both = to_host(values, priorities, non_blocking=cuda)  # one call; on a GPU copied while the caller
+            ready = None  # goes on, read after its event
+            if cuda:
                 ready = torch.cuda.Event()
                 ready.record()
-            else:
-                ready = None
         previous, self._in_flight = self._in_flight, _InFlight(both, values.shape[0], ready, tag,
                                                               self.weights_version)
         return self._finished(previous) if previous is not None else None
@@ -60,7 +61,7 @@ class PipelinedUpdates:
     def _finished(self, done: "_InFlight"):
         if done.ready is not None:
             done.ready.synchronize()
-        host, priorities = self._split(done.both, done.n_values)
+        host, priorities = split(done.both, done.n_values)
         if not host[-1]:  # skipped on the device
             self.skipped += 1
             self.updates -= 1
