@@ -33,10 +33,12 @@ OK, UNREADABLE, INVALID = 0, 1, 2
 """Per-record status: read; not a form this pass reads; read but not a valid tree or transition."""
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True)
 def _locate(buf, offsets, headers, values, arrays, trees, per):
     """First pass: record headers, array positions and tree sizes; ``(status, rich)``. ``per``: states per
-    record (2: transition records; 1: observation records)."""
+    record (2: transition records; 1: observation records). It keeps the interpreter lock: some 50 µs for a
+    learner's batch, a few for a request, against a wait to take the lock back behind the process's busy
+    threads (the second pass, which does the work, lets it go)."""
     n = offsets.size - 1
     status = np.zeros(n, np.int8)
     forms = 0

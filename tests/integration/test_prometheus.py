@@ -197,9 +197,13 @@ def _targets(server: Prometheus) -> list[dict]:
 
 @pytest.fixture(scope="module")
 def scraped(prometheus: Prometheus, local_stack: LocalStack) -> Prometheus:
-    """Prometheus once every target is up."""
+    """Prometheus once every target is up and the learner has updated (a stack whose processes first compile
+    their kernels, beside another test's on a small machine, may take a while to start training: the panels'
+    own wait is for their data, not for that)."""
     _wait_for(lambda: (t := _targets(prometheus)) and all(x["health"] == "up" for x in t), "every target up",
               READY_TIMEOUT_S, stack=local_stack)
+    _wait_for(lambda: any(float(r["value"][1]) > 0 for r in prometheus.query("phylorl_learner_updates_total")),
+              "the learner's first update", READY_TIMEOUT_S, stack=local_stack)
     return prometheus
 
 
