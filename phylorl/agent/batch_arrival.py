@@ -21,7 +21,7 @@ from typing import Optional
 import torch
 from torch import Tensor
 
-from phylorl.agent.batch_transfer import Block, Plan, rebuild
+from phylorl.agent.batch_transfer import Block, Plan, rebuild, tensor_views
 from phylorl.nets.compact_actions import CompactActions, action_batch, expand_tensors
 from phylorl.nets.one_call import one_call
 
@@ -43,7 +43,7 @@ def arrive(block: Block, device: torch.device, non_blocking: bool = False, consu
     if found is not None:
         moves = block.packed.tensors[found[1][COMPACT_TENSORS.index("shared_row")]][2][0]
     views, expanded, _ = _arrival()(block.typed_views(p.kinds), [lo for lo, _ in p.span], [n for _, n in p.span],
-                                       p.which, p.start, p.count, p.shapes, found[1] if found else [], moves,
+                                       p.which, p.in_run, p.count, p.shapes, found[1] if found else [], moves,
                                        device, non_blocking, consumer)
     obj = rebuild(block.packed.structure, views)
     if found is None:
@@ -76,21 +76,18 @@ class _Numbers:
         return i
 
 
-def _arrive(host: list[Tensor], first: list[int], elements: list[int], which: list[int], start: list[int],
+def _arrive(host: list[Tensor], first: list[int], elements: list[int], which: list[int], in_run: list[int],
             count: list[int], shapes: list[list[int]], compact: list[int], moves: int, device: torch.device,
             non_blocking: bool, consumer: Optional[torch.Stream]) -> tuple[list[Tensor], list[Tensor], list[Tensor]]:
     """``(views, expanded, host)``: per element type its run of ``host`` copied to ``device``; per tensor its view of
-    its type's copy; the ``(nodes, meta, index)`` of the compact moves whose tensors are ``compact`` (none when
-    empty); the copies and those marked for ``consumer`` when given. ``host`` is returned to keep it to the end
-    (:mod:`~phylorl.nets.one_call`); the copies are not: made here, Python never holds them, and neither making nor
-    dropping them takes the interpreter lock."""
+    its type's copy (``in_run``: its start there); the ``(nodes, meta, index)`` of the compact moves whose tensors
+    are ``compact`` (none when empty); the copies and those marked for ``consumer`` when given. ``host`` is returned
+    to keep it to the end (:mod:`~phylorl.nets.one_call`); the copies are not: made here, Python never holds them,
+    and neither making nor dropping them takes the interpreter lock."""
     copies: list[Tensor] = []
     for k in range(len(host)):
         copies.append(host[k].narrow(0, first[k], elements[k]).to(device, non_blocking=non_blocking))
-    views: list[Tensor] = []
-    for i in range(len(which)):
-        k = which[i]
-        views.append(copies[k].narrow(0, start[i] - first[k], count[i]).view(shapes[i]))
+    views = tensor_views(copies, which, in_run, count, shapes)
     expanded: list[Tensor] = []
     if len(compact) > 0:
         c = compact

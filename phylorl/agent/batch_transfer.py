@@ -231,7 +231,8 @@ def rebuild(structure: bytes, views: list):
 class Plan:
     """A packed object's tensors as views of the buffer per element type: ``kinds`` the types (in order of first
     use); per tensor ``which`` kind, ``start`` (in elements of that kind), ``count`` and ``shapes``; per kind
-    ``span``: ``(first, elements)``, the one run of the buffer its tensors lie in (:func:`_layout`)."""
+    ``span``: ``(first, elements)``, the one run of the buffer its tensors lie in (:func:`_layout`); per tensor
+    ``in_run``, its start within its kind's run."""
 
     kinds: list[torch.dtype]
     which: list[int]
@@ -239,6 +240,7 @@ class Plan:
     count: list[int]
     shapes: list[list[int]]
     span: list[tuple[int, int]]
+    in_run: list[int]
 
     @staticmethod
     def of(packed: Packed) -> "Plan":
@@ -253,7 +255,8 @@ class Plan:
             shapes.append(list(shape))
         ends = [(min((s for s, w in zip(start, which) if w == k), default=0),
                  max((s + n for s, n, w in zip(start, count, which) if w == k), default=0)) for k in range(len(kinds))]
-        return Plan(kinds, which, start, count, shapes, [(lo, hi - lo) for lo, hi in ends])
+        return Plan(kinds, which, start, count, shapes, [(lo, hi - lo) for lo, hi in ends],
+                    [s - ends[w][0] for s, w in zip(start, which)])
 
 
 def _typed(buffer: Tensor, kind: torch.dtype) -> Tensor:
@@ -262,18 +265,26 @@ def _typed(buffer: Tensor, kind: torch.dtype) -> Tensor:
     return (buffer if n % kind.itemsize == 0 else buffer.narrow(0, 0, n - n % kind.itemsize)).view(kind)
 
 
+def tensor_views(typed: list[Tensor], which: list[int], start: list[int], count: list[int],
+                 shapes: list[list[int]]) -> list[Tensor]:
+    """Per tensor ``typed[which].narrow(0, start, count)`` viewed as ``shape`` (TorchScript: called inside the
+    one-call functions, here and in :mod:`~phylorl.agent.batch_arrival`)."""
+    out: list[Tensor] = []
+    for i in range(len(which)):
+        out.append(typed[which[i]].narrow(0, start[i], count[i]).view(shapes[i]))
+    return out
+
+
+def _views_kept(typed: list[Tensor], which: list[int], start: list[int], count: list[int],
+                shapes: list[list[int]]) -> tuple[list[Tensor], list[Tensor]]:
+    """:func:`tensor_views`, and ``typed`` (kept to the end: :mod:`~phylorl.nets.one_call`)."""
+    return tensor_views(typed, which, start, count, shapes), typed
+
+
 @functools.cache
 def _views():
-    """``views(typed, which, start, count, shapes)``: per tensor ``typed[which].narrow(0, start, count)`` viewed as
-    ``shape``, in one call (:func:`~phylorl.nets.one_call.one_call`, compiled on first use); and ``typed`` (kept to
-    the end: :mod:`~phylorl.nets.one_call`)."""
-    def views(typed: list[Tensor], which: list[int], start: list[int], count: list[int],
-              shapes: list[list[int]]) -> tuple[list[Tensor], list[Tensor]]:
-        out: list[Tensor] = []
-        for i in range(len(which)):
-            out.append(typed[which[i]].narrow(0, start[i], count[i]).view(shapes[i]))
-        return out, typed
-    return one_call(views)
+    """:func:`_views_kept` as one call (:func:`~phylorl.nets.one_call.one_call`, compiled on first use)."""
+    return one_call(_views_kept)
 
 
 def aligned(at: int) -> int:

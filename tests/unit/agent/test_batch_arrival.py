@@ -94,8 +94,8 @@ def test_the_compiled_functions_return_their_tensor_arguments(compact):
     host = block.typed_views(plan.kinds)
     for fn in (_arrival(), _expansion(), _views()):
         assert isinstance(fn, torch.jit.ScriptFunction)
-    kept = _arrival()(host, [f for f, _ in plan.span], [n for _, n in plan.span], plan.which, plan.start, plan.count,
-                      plan.shapes, [], 0, CPU, False, None)[2]
+    kept = _arrival()(host, [f for f, _ in plan.span], [n for _, n in plan.span], plan.which, plan.in_run,
+                      plan.count, plan.shapes, [], 0, CPU, False, None)[2]
     assert [t.data_ptr() for t in kept] == [t.data_ptr() for t in host]
     c = compact.next_actions
     inputs = [getattr(c, name) for name in COMPACT_TENSORS]
