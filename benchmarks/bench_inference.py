@@ -1,15 +1,17 @@
 """Inference endpoint throughput and latency over real gRPC on loopback; prints one JSON line.
 
 N concurrent actor streams (processes, as actors are: ``inference_client.py``; ``--clients threads`` runs them as
-threads of this process, as before session 11, sharing the endpoint's interpreter) each send Act requests holding one
+threads of this process, as before session 11, sharing the endpoint's interpreter) each send requests (``--rpc``:
+messages of one open ``ActStream``, as actors do by default, or unary ``Act`` calls) holding one
 20-taxon state (1122 SPR moves; ``--features rich``: the environment's, as the shipped agent reads
 them) back to back for a fixed time. ``wire`` gives per state the request bytes, the actor's
 encoding and the endpoint's decoding (one core), now (observation records) and in the arrays form
 requests had before. Reported per N in (1, 8, 64):
 requests/s, p50/p99 latency, and the same with batching off (max batch 1 observation), whose ratio
 is the gain of batching, and from the endpoint's own histograms (``phylorl_inference_stage_seconds``) its mean
-batch and the mean time of each stage of its work (``endpoint``: where a request's time goes). ``publish``: what a
-publication of new weights costs the learner's training thread (its live parameters copied into the endpoint's
+batch and the mean time of each stage of its work (``endpoint``: where a request's time goes), and the endpoint
+process's CPU per request (``endpoint_cpu_us_per_request``, process clients; the clients' warm-up included).
+``publish``: what a publication of new weights costs the learner's training thread (its live parameters copied into the endpoint's
 networks; ``first_ms`` builds the networks, ``median_ms`` of 20 after it writes retired ones again;
 ``copies_median_ms``: copies made first, ``policy_weights``, as the loop did before session 18), and in
 each setting while the streams run (``publish_under_load``: one publication every ``--publish-every-ms`` from a thread
@@ -20,7 +22,7 @@ Network: the designed sizes (hidden 256) on this machine's device.
 
 Usage: python benchmarks/bench_inference.py [--seconds S] [--hidden H] [--features rich|basic]
                                            [--clients processes|threads] [--server threads|asyncio]
-                                           [--streams 1,8,64] [--fused-head] [--tf32]
+                                           [--streams 1,8,64] [--rpc stream|unary] [--fused-head] [--tf32]
                                            [--switch-interval-ms MS] [--publish-every-ms MS]
 """
 
@@ -56,6 +58,8 @@ from prometheus_client import REGISTRY
 from services.learner.inference import BatchingInference
 from services.learner.config import SERVER_KINDS, LearnerConfig, switch_interval_ms
 from services.learner.server import make_server
+from services.actor.act_stream import ActStream
+from services.actor.config import INFERENCE_RPCS, ActorConfig
 
 
 def states(count: int, features: str, seed: int) -> list:
@@ -136,9 +140,9 @@ def wire_costs(observations: list, repeats: int = 7) -> dict:
 HERE = Path(__file__).resolve().parent
 
 
-def client_processes(port: int, streams: int, seconds: float, reqs) -> tuple[list[float], float]:
-    """Latencies of ``streams`` client processes (``inference_client.py``) sending for ``seconds`` from a common
-    start, and the window's length."""
+def client_processes(port: int, streams: int, seconds: float, reqs, rpc: str = "unary") -> tuple[list[float], float]:
+    """Latencies of ``streams`` client processes (``inference_client.py``, calls of kind ``rpc``) sending for
+    ``seconds`` from a common start, and the window's length."""
     with tempfile.NamedTemporaryFile(suffix=".requests", delete=False) as f:
         for request in reqs:
             payload = request.SerializeToString()
@@ -147,7 +151,7 @@ def client_processes(port: int, streams: int, seconds: float, reqs) -> tuple[lis
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(HERE.parent), os.environ.get("PYTHONPATH")]))}
     try:
         procs = [subprocess.Popen([sys.executable, str(HERE / "inference_client.py"), str(port), f.name, str(i),
-                                   repr(start_at), str(seconds)], stdout=subprocess.PIPE, env=env)
+                                   repr(start_at), str(seconds), rpc], stdout=subprocess.PIPE, env=env)
                  for i in range(streams)]
         latencies: list[float] = []
         for p in procs:
@@ -257,10 +261,10 @@ def assembly_costs(observations: list, times: int = 30) -> dict:
 
 def run(streams: int, max_batch: int, seconds: float, net_cfg, device, learner, reqs,
         fused_head: bool = False, clients: str = "processes", server_kind: str = "threads",
-        cuda_graphs: bool = False, publish_every_s: float = 0.0) -> dict:
+        cuda_graphs: bool = False, publish_every_s: float = 0.0, rpc: str = "stream") -> dict:
     before = endpoint_counters()
     result = _run(streams, max_batch, seconds, net_cfg, device, learner, reqs, fused_head, clients, server_kind,
-                  cuda_graphs, publish_every_s)
+                  cuda_graphs, publish_every_s, rpc)
     return {**result, "endpoint": endpoint_summary(before, endpoint_counters())}
 
 
@@ -281,23 +285,27 @@ def publisher(inference, learner, every_s: float, stop: threading.Event, spent: 
 
 def _run(streams: int, max_batch: int, seconds: float, net_cfg, device, learner, reqs,
          fused_head: bool = False, clients: str = "processes", server_kind: str = "threads",
-         cuda_graphs: bool = False, publish_every_s: float = 0.0) -> dict:
+         cuda_graphs: bool = False, publish_every_s: float = 0.0, rpc: str = "stream") -> dict:
     inference = BatchingInference(net_cfg, device, max_batch=max_batch, max_delay_s=0.002, max_queue=1024,
                                   fused_head=fused_head, cuda_graphs=cuda_graphs)
     inference.publish(learner.policy_tensors(), learner.alpha, 1)
-    server = make_server(server_kind, inference, "127.0.0.1", 0, max_workers=max(16, 2 * streams))
+    server = make_server(server_kind, inference, "127.0.0.1", 0, max_calls=max(16, 2 * streams))
     server.start()
     server.set_serving()
     if clients == "processes":
         stop, spent = threading.Event(), []
         thread = publisher(inference, learner, publish_every_s, stop, spent) if publish_every_s else None
-        latencies, elapsed = client_processes(server.port, streams, seconds, reqs)
+        cpu = time.process_time()
+        latencies, elapsed = client_processes(server.port, streams, seconds, reqs, rpc)
+        cpu = time.process_time() - cpu
         stop.set()
         if thread is not None:
             thread.join()
         server.stop(1.0)
         inference.close()
         out = summary(latencies, elapsed)
+        # the endpoint's process (its every thread) per request, the clients' start-up and warm-up included
+        out["endpoint_cpu_us_per_request"] = round(cpu / max(len(latencies), 1) * 1e6, 1)
         if spent:  # (including the clients' start-up and warm-up, when the endpoint is mostly idle)
             ms = np.array(spent) * 1e3
             out["publish_under_load_ms"] = {"median": round(float(np.median(ms)), 2),
@@ -310,11 +318,18 @@ def _run(streams: int, max_batch: int, seconds: float, net_cfg, device, learner,
     def stream(i: int) -> None:
         channel = grpc.insecure_channel(f"127.0.0.1:{server.port}")
         stub = inference_pb2_grpc.InferenceServiceStub(channel)
+        calls = ActStream(stub, timeout_s=120) if rpc == "stream" else None
         mine = []
         while time.perf_counter() < stop:
             t0 = time.perf_counter()
-            stub.Act(reqs[i % len(reqs)], timeout=120)
+            if calls is None:
+                stub.Act(reqs[i % len(reqs)], timeout=120)
+            else:
+                calls.send(reqs[i % len(reqs)])
+                calls.receive()
             mine.append(time.perf_counter() - t0)
+        if calls is not None:
+            calls.close()
         channel.close()
         with lock:
             latencies.extend(mine)
@@ -355,6 +370,9 @@ def main() -> None:
     parser.add_argument("--server", choices=SERVER_KINDS, default="threads",
                         help="the endpoint's gRPC server (LearnerConfig.inference_server)")
     parser.add_argument("--streams", default="1,8,64", help="comma-separated numbers of concurrent streams")
+    parser.add_argument("--rpc", choices=INFERENCE_RPCS, default=ActorConfig.inference_rpc,
+                        help="each stream's calls: messages of one open ActStream (as actors send them by default) "
+                             "or unary Act calls (ActorConfig.inference_rpc)")
     parser.add_argument("--switch-interval-ms", type=float, default=LearnerConfig.switch_interval_ms,
                         help="the interpreter's switch interval in this process, as the learner sets it "
                              "(LearnerConfig.switch_interval_ms; 0: automatic, by the device)")
@@ -374,16 +392,16 @@ def main() -> None:
               "features": args.features, "n_taxa": 20, "moves_per_observation": 1122,
               "seconds_per_setting": args.seconds, "torch_threads": torch.get_num_threads(),
               "fused_head": args.fused_head and device.type == "cuda", "tf32": args.tf32 and device.type == "cuda",
-              "clients": args.clients, "server": args.server, "cuda_graphs": graphs,
+              "clients": args.clients, "server": args.server, "rpc": args.rpc, "cuda_graphs": graphs,
               "switch_interval_ms": round(sys.getswitchinterval() * 1e3, 3), "publish_every_ms": args.publish_every_ms,
               "wire": wire_costs(observations),
               "publish": publish_costs(net_cfg, device, learner, args.fused_head and device.type == "cuda"),
               "assembly": assembly_costs(observations)}
     for streams in map(int, args.streams.split(",")):
         batched = run(streams, 64, args.seconds, net_cfg, device, learner, reqs, args.fused_head,
-                      args.clients, args.server, graphs, args.publish_every_ms / 1e3)
+                      args.clients, args.server, graphs, args.publish_every_ms / 1e3, args.rpc)
         single = run(streams, 1, args.seconds, net_cfg, device, learner, reqs, args.fused_head,
-                     args.clients, args.server, graphs, args.publish_every_ms / 1e3)
+                     args.clients, args.server, graphs, args.publish_every_ms / 1e3, args.rpc)
         result[f"streams_{streams}"] = {"batched": batched, "batch_size_1": single,
                                         "batching_gain": round(batched["requests_per_s"] /
                                                                max(single["requests_per_s"], 1e-9), 2)}

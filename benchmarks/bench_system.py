@@ -4,6 +4,7 @@ processes) for a fixed time, measured from the services' own Prometheus endpoint
     python benchmarks/bench_system.py [--actors N] [--envs-per-actor K] [--taxa 20] [--batch-size 128]
                                       [--hidden 256] [--seconds 60] [--warmup-s 60] [--device auto] [--cuda-graphs]
                                       [--tf32] [--fused-head] [--compile-networks] [--actor-pipeline P]
+                                      [--actor-rpc stream|unary]
                                       [--no-updates] [--learner-threads T] [--inference-server threads|asyncio]
                                       [--feed-processes F] [--switch-interval-ms MS] [--pipelined-updates]
                                       [--py-spy]
@@ -47,6 +48,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks import thread_profile  # noqa: E402
 from benchmarks.common import REPO, emit, machine  # noqa: E402
 from services.learner.config import SERVER_KINDS  # noqa: E402
+from services.actor.config import INFERENCE_RPCS, ActorConfig  # noqa: E402
 
 
 def read_metrics(port: int) -> dict:
@@ -110,6 +112,13 @@ def children(pid: int) -> list[int]:
     return [int(p) for p in out]
 
 
+def actor_section(args) -> str:
+    """The actors' options of the run's config file (YAML), from the flags."""
+    fields = ([f"pipeline: {args.actor_pipeline}"] if args.actor_pipeline else []) + (
+        [f"inference_rpc: {args.actor_rpc}"] if args.actor_rpc else [])
+    return "actor: {" + ", ".join(fields) + "}\n" if fields else ""
+
+
 def agent_section(args) -> str:
     """The learner's options of the run's config file (YAML), from the flags."""
     options = [name for name, on in (("cuda_graphs", args.cuda_graphs), ("fused_head", args.fused_head),
@@ -147,6 +156,9 @@ def main(argv=None) -> int:
                    "reading the previous one's results (AgentConfig.pipelined_updates)")
     p.add_argument("--actor-pipeline", type=int, default=0, help="groups each actor's environments are split into "
                    "(ActorConfig.pipeline; 0: the actor's default)")
+    p.add_argument("--actor-rpc", choices=INFERENCE_RPCS, default="", help="how actors' calls reach the endpoint: "
+                   "messages of one open ActStream per group, or unary Act calls (ActorConfig.inference_rpc; "
+                   "default: the actor's)")
     p.add_argument("--inference-server", choices=SERVER_KINDS, default="threads",
                    help="the inference endpoint's gRPC server (LearnerConfig.inference_server)")
     p.add_argument("--learner-threads", type=int, default=0, help="the learner's torch threads (0: its default)")
@@ -167,7 +179,7 @@ def main(argv=None) -> int:
                       f"batch_size: {args.batch_size}\nhidden: {args.hidden}\nhorizon: 20\n"
                       + ("min_replay: 1000000\nsamples_per_insert: 0.0\nreplay: {capacity: 1000000}\n"
                          if args.no_updates else "min_replay: 1000\nsamples_per_insert: 8.0\n")
-                      + (f"actor: {{pipeline: {args.actor_pipeline}}}\n" if args.actor_pipeline else "")
+                      + actor_section(args)
                       + agent_section(args))
     minutes = (args.warmup_s + args.seconds) / 60 + 15
     train = subprocess.Popen([sys.executable, "-m", "phylorl.cli", "train", "--config", str(config), "--actors",
@@ -250,7 +262,7 @@ def main(argv=None) -> int:
           "envs_per_actor": args.envs_per_actor, "taxa": args.taxa, "batch_size": args.batch_size,
           "hidden": args.hidden, "cuda_graphs": args.cuda_graphs, "fused_head": args.fused_head, "tf32": args.tf32,
           "compile_networks": args.compile_networks, "pipelined_updates": args.pipelined_updates,
-          "actor_pipeline": args.actor_pipeline or "default",
+          "actor_pipeline": args.actor_pipeline or "default", "actor_rpc": args.actor_rpc or ActorConfig.inference_rpc,
           "learner_threads": args.learner_threads or "default", "inference_server": args.inference_server,
           "feed_processes": args.feed_processes, "no_updates": args.no_updates,
           "switch_interval_ms": "default" if args.switch_interval_ms is None else args.switch_interval_ms,

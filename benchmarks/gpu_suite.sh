@@ -3,11 +3,11 @@
 # for the steps up to fused-head; the acting comparison after them takes about 4 more). In order: `tests/gpu`
 # (first, the endpoint's graphs first of them: the figures after them mean little if the GPU paths are wrong; about
 # 100 s on an H200, 200 s on a fresh H100 whose numba cache is cold), the whole system with the GPU options (graphs:
-# the update's and the endpoint's), the same with the updates launched back to back (AgentConfig.pipelined_updates)
+# the update's and the endpoint's), the same with the actors' unary calls instead of their streams (session 25), the same with the updates launched back to back (AgentConfig.pipelined_updates)
 # and that update alone against the default, the same with the learner's feed processes (session 16 left the learner's side,
 # its feed or update, as the likely bound), with Python's 5 ms switch interval in the learner (against its
 # default, LearnerConfig.switch_interval_ms), on the asyncio endpoint (which decides the default server), the
-# inference endpoint's batching gain on both servers, the learner update (CUDA graphs, TF32, the fused head; with
+# inference endpoint's batching gain on both servers (and with unary calls), the learner update (CUDA graphs, TF32, the fused head; with
 # the online pair stacked and as two passes), where an update's time goes (its kernels, eagerly), the
 # feed processes' tests (they spawn processes: minutes), the update with torch.compile-d encoders, sampled records
 # to the GPU (compact moves expanded there), the update with demonstration labels on every next state, the fused
@@ -34,7 +34,8 @@ PIPELINE=${PIPELINE:-0}
 FEED=${FEED:-4}
 SUITE_SECONDS=${SUITE_SECONDS:-100000}
 STEPS=${STEPS:-all}
-KNOWN=" gpu-tests system system-pipelined update-pipelined system-feed system-switch5 system-asyncio inference inference-asyncio update profile-update \
+KNOWN=" gpu-tests system system-unary system-pipelined update-pipelined system-feed system-switch5 system-asyncio inference inference-unary \
+inference-asyncio update profile-update \
 feed-tests update-compiled replay update-labelled fused-head acting-pipeline-1 acting-pipeline-2 "
 if [[ $STEPS != all ]]; then
   for s in ${STEPS//,/ }; do
@@ -62,6 +63,7 @@ SYSTEM=(python3 benchmarks/bench_system.py --actors "$ACTORS" --envs-per-actor "
         --device cuda --cuda-graphs --fused-head --tf32 --actor-pipeline "$PIPELINE")
 [[ ${SPY:-0} == 1 ]] && SYSTEM+=(--py-spy)  # where the learner's threads spend each system run (py-spy on PATH)
 step system 170 bench_system.jsonl "${SYSTEM[@]}"
+step system-unary 170 bench_system_unary.jsonl "${SYSTEM[@]}" --actor-rpc unary
 step system-pipelined 170 bench_system_pipelined.jsonl "${SYSTEM[@]}" --pipelined-updates
 step update-pipelined 90 bench_update_pipelined.jsonl python3 benchmarks/bench_update.py --device cuda \
   --paths graphs-fused,graphs-fused-pipelined --repeats 30 --warmup 5 --tf32
@@ -70,6 +72,8 @@ step system-switch5 170 bench_system_switch5.jsonl "${SYSTEM[@]}" --switch-inter
 step system-asyncio 170 bench_system_asyncio.jsonl "${SYSTEM[@]}" --inference-server asyncio
 step inference 150 bench_inference.jsonl python3 benchmarks/bench_inference.py --seconds 3 --fused-head --tf32 \
   --cuda-graphs
+step inference-unary 150 bench_inference_unary.jsonl python3 benchmarks/bench_inference.py --seconds 3 --fused-head \
+  --tf32 --cuda-graphs --rpc unary
 step inference-asyncio 150 bench_inference_asyncio.jsonl python3 benchmarks/bench_inference.py --seconds 3 \
   --fused-head --tf32 --cuda-graphs --server asyncio
 step update 90 bench_update.jsonl python3 benchmarks/bench_update.py --device cuda \

@@ -1,11 +1,13 @@
 """One actor stream of ``bench_inference.py`` as its own process (actors are processes: clients sharing the
 endpoint's interpreter would contend for its lock and understate what it serves).
 
-    python benchmarks/inference_client.py PORT REQUESTS_FILE INDEX START_AT SECONDS
+    python benchmarks/inference_client.py PORT REQUESTS_FILE INDEX START_AT SECONDS [RPC]
 
 ``REQUESTS_FILE`` holds serialised ``ActRequest`` messages, each after its length (4 bytes, little-endian);
 this stream sends request ``INDEX`` (modulo their number) back to back from the wall-clock time ``START_AT``
-for ``SECONDS`` after one warm-up request, and prints the latency of each (seconds) as one JSON list.
+for ``SECONDS`` after one warm-up request, and prints the latency of each (seconds) as one JSON list. ``RPC``:
+``unary`` (an ``Act`` call each, the default) or ``stream`` (the messages of one open ``ActStream``, through the
+actor's own client, :class:`services.actor.act_stream.ActStream`).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import time
 import grpc
 
 from phylorl.wire.v1 import inference_pb2, inference_pb2_grpc
+from services.actor.act_stream import ActStream
 
 
 def read_requests(path: str) -> list[bytes]:
@@ -30,18 +33,28 @@ def read_requests(path: str) -> list[bytes]:
 
 def main(argv: list[str]) -> int:
     port, path, index, start_at, seconds = argv[0], argv[1], int(argv[2]), float(argv[3]), float(argv[4])
+    rpc = argv[5] if len(argv) > 5 else "unary"
     payloads = read_requests(path)
     request = inference_pb2.ActRequest.FromString(payloads[index % len(payloads)])
     with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
         stub = inference_pb2_grpc.InferenceServiceStub(channel)
-        stub.Act(request, timeout=300)  # connect and warm up
+        act = lambda: stub.Act(request, timeout=300)  # noqa: E731
+        if rpc == "stream":
+            stream = ActStream(stub, timeout_s=300)
+
+            def act():
+                stream.send(request)
+                return stream.receive()
+        act()  # connect and warm up
         while time.time() < start_at:
             time.sleep(0.001)
         stop, latencies = start_at + seconds, []
         while time.time() < stop:
             t0 = time.perf_counter()
-            stub.Act(request, timeout=300)
+            act()
             latencies.append(time.perf_counter() - t0)
+        if rpc == "stream":
+            stream.close()
     print(json.dumps(latencies))
     return 0
 

@@ -127,7 +127,8 @@ PANELS = [
          "ops", [rate("phylorl_actor_env_steps_total", "{{instance}}", by="instance"),
                  rate("phylorl_actor_env_steps_total", "all actors")]),
         ("Actor inference call latency by actor (p95)",
-         "Round trip of one batched Act call as the actor sees it: network, queueing and the network forward pass.",
+         "Round trip of one batched Act request (a message of its group's ActStream, or a unary call) as the actor "
+         "sees it: network, queueing and the network forward pass.",
          "s", quantiles("phylorl_actor_inference_call_seconds", by="instance", qs=(0.95,), legend="{{instance}} ")),
         ("Actor time waiting on inference by actor",
          "Fraction of each actor's time its loop stood waiting for an Act answer "

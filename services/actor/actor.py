@@ -1,5 +1,6 @@
 """The actor loop: K environments in ``pipeline`` groups, one batched inference call per group and step,
-transitions to replay.
+transitions to replay. Each group's calls go as messages of one open ``ActStream`` call
+(:mod:`services.actor.act_stream`; ``ActorConfig.inference_rpc``), or as unary ``Act`` calls.
 
 Each group's step sends its current states to the learner's inference endpoint and gets back a move, its
 ``Q(s, a)`` and ``V(s)`` per state; :class:`~phylorl.agent.collector.Collector` (the same code the
@@ -33,6 +34,7 @@ from phylorl.wire import codec, record
 from phylorl.wire.v1 import inference_pb2, inference_pb2_grpc
 
 from . import metrics
+from .act_stream import ActStream
 from .config import ActorConfig
 from .outbox import Outbox, claim_orphans, read_journal
 
@@ -92,15 +94,29 @@ class Actor:
         codec.pack_observations(observations, request.states)
         return request
 
-    def _call(self, request: inference_pb2.ActRequest) -> inference_pb2.ActResponse:
+    def _call(self, request: inference_pb2.ActRequest, stream: ActStream | None) -> inference_pb2.ActResponse:
+        """``request`` answered (on ``stream``, or as a unary call when it is None), waiting."""
+        if stream is not None:
+            stream.send(request)
+            return self._received(stream)
         started = time.perf_counter()
         response = self.stub.Act(request, timeout=self.config.rpc_timeout_s)
         metrics.INFERENCE_CALL_SECONDS.observe(time.perf_counter() - started)
         return response
 
-    def _send(self, observations) -> tuple:
-        """Start the Act call for ``observations`` without waiting: ``(request, future)``."""
+    @staticmethod
+    def _received(stream: ActStream) -> inference_pb2.ActResponse:
+        response = stream.receive()
+        metrics.INFERENCE_CALL_SECONDS.observe(time.perf_counter() - stream.sent_at)
+        return response
+
+    def _send(self, observations, stream: ActStream | None) -> tuple:
+        """Start the Act call for ``observations`` without waiting: ``(request, handle)``, the handle ``stream``
+        (the request sent as its next message) or, when that is None, the unary call's future."""
         request = self._request(observations)
+        if stream is not None:
+            stream.send(request)
+            return request, stream
         started = time.perf_counter()
         future = self.stub.Act.future(request, timeout=self.config.rpc_timeout_s)
 
@@ -111,19 +127,20 @@ class Actor:
         future.add_done_callback(answered)
         return request, future
 
-    def _receive(self, request, future) -> inference_pb2.ActResponse | None:
+    def _receive(self, request, handle) -> inference_pb2.ActResponse | None:
         """The answer of a call :meth:`_send` started; a transient failure is retried (with backoff) by calling
-        again. ``None`` when stopping first."""
+        again (on a stream: a new one). ``None`` when stopping first."""
         started = time.perf_counter()
+        stream = handle if isinstance(handle, ActStream) else None
         try:
-            return future.result()
+            return self._received(stream) if stream is not None else handle.result()
         except grpc.RpcError as exc:
             if not transient(exc.code(), self.stop.is_set()):
                 raise
             metrics.RECONNECTS.labels("inference").inc()
             log.warning("inference call failed (%s: %s); retrying in 0.05 s", exc.code().name, exc.details())
             self.stop.wait(0.05)
-            return self._retrying("inference", lambda: self._call(request))
+            return self._retrying("inference", lambda: self._call(request, stream))
         finally:
             metrics.INFERENCE_WAIT_SECONDS.inc(time.perf_counter() - started)
 
@@ -202,13 +219,13 @@ class Actor:
         return (codec.ndarray_from_proto(response.actions), codec.ndarray_from_proto(response.q),
                 codec.ndarray_from_proto(response.v), self.weights_version)
 
-    def _ask(self, collector: Collector) -> tuple:
+    def _ask(self, collector: Collector, stream: ActStream | None) -> tuple:
         """Send ``collector``'s next request (resetting its environments first, on its first one)."""
         first = collector.obs is None
         observations = collector.request()
         if first:
             metrics.ENV_RESET_SECONDS.observe(collector.reset_seconds)
-        return self._send(observations)
+        return self._send(observations, stream)
 
     def run(self) -> None:
         """Step the environments until stopped (or ``max_steps``), in ``pipeline`` groups: each group's Act call is
@@ -218,17 +235,22 @@ class Actor:
         self.recover()
         groups = [Collector(part, cfg.gamma, cfg.n_step, cfg.label_fraction, seed=cfg.seed + g)
                   for g, part in enumerate(self.envs.split(min(cfg.pipeline, len(self.envs))))]
+        streams = [ActStream(self.stub, cfg.rpc_timeout_s) if cfg.inference_rpc == "stream" else None
+                   for _ in groups]
         calls: list[tuple | None] = []
         try:
-            calls.extend(self._ask(collector) for collector in groups)
-            self._loop(groups, calls)
+            calls.extend(self._ask(collector, stream) for collector, stream in zip(groups, streams))
+            self._loop(groups, streams, calls)
         finally:  # an error propagates (what waits stays in the outbox and its journal); calls in flight end
             for call in calls:
                 if call is not None:
                     call[1].cancel()
+            for stream in streams:
+                if stream is not None:
+                    stream.close()
         self._finish()
 
-    def _loop(self, groups: list[Collector], calls: list) -> None:
+    def _loop(self, groups: list[Collector], streams: list, calls: list) -> None:
         cfg = self.config
         steps = [0] * len(groups)
         labelled, label_seconds = 0, 0.0
@@ -242,7 +264,7 @@ class Actor:
                 out = collector.finish(self._answer(response))
                 steps[g] += 1
                 done = bool(cfg.max_steps) and steps[g] >= cfg.max_steps
-                calls[g] = None if done or self.stop.is_set() else self._ask(collector)
+                calls[g] = None if done or self.stop.is_set() else self._ask(collector, streams[g])
                 self.steps = min(steps)
                 metrics.ENV_STEP_SECONDS.observe(out.step_seconds / out.env_steps)
                 metrics.ENV_STEPS.inc(out.env_steps)

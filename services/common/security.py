@@ -126,6 +126,15 @@ def _has_token(details, expected: bytes) -> bool:
                for key, value in details.invocation_metadata or ())
 
 
+def _denial(handler, deny):
+    """A handler of ``handler``'s kind (unary or streaming request and response) that runs ``deny``: a streaming
+    call refused by a unary handler would end INTERNAL, not UNAUTHENTICATED."""
+    streams = (bool(handler and handler.request_streaming), bool(handler and handler.response_streaming))
+    make = {(False, False): grpc.unary_unary_rpc_method_handler, (False, True): grpc.unary_stream_rpc_method_handler,
+            (True, False): grpc.stream_unary_rpc_method_handler, (True, True): grpc.stream_stream_rpc_method_handler}
+    return make[streams](deny)
+
+
 class TokenInterceptor(grpc.ServerInterceptor):
     """Lets a call through only with ``authorization: Bearer <token>`` (compared in constant time)."""
 
@@ -135,10 +144,11 @@ class TokenInterceptor(grpc.ServerInterceptor):
         def deny(request, context):
             context.abort(grpc.StatusCode.UNAUTHENTICATED, DENIED)
 
-        self._deny = grpc.unary_unary_rpc_method_handler(deny)
+        self._deny = deny
 
     def intercept_service(self, continuation, handler_call_details):
-        return continuation(handler_call_details) if _has_token(handler_call_details, self._expected) else self._deny
+        handler = continuation(handler_call_details)
+        return handler if _has_token(handler_call_details, self._expected) else _denial(handler, self._deny)
 
 
 def aio_server_interceptors(cfg: GrpcToken | None) -> list:
@@ -156,12 +166,11 @@ class AsyncTokenInterceptor(grpc.aio.ServerInterceptor):
         async def deny(request, context):
             await context.abort(grpc.StatusCode.UNAUTHENTICATED, DENIED)
 
-        self._deny = grpc.unary_unary_rpc_method_handler(deny)
+        self._deny = deny
 
     async def intercept_service(self, continuation, handler_call_details):
-        if _has_token(handler_call_details, self._expected):
-            return await continuation(handler_call_details)
-        return self._deny
+        handler = await continuation(handler_call_details)
+        return handler if _has_token(handler_call_details, self._expected) else _denial(handler, self._deny)
 
 
 # ------------------------------------------------------------------ clients

@@ -76,7 +76,8 @@ def main(argv: list[str] | None = None) -> int:
                                   max_queue=config.inference_queue, seed=config.seed,
                                   fused_head=learner.agent_cfg.fused_head,
                                   cuda_graphs=config.inference_cuda_graphs and device.type == "cuda")
-    server = make_server(config.inference_server, inference, config.host, config.port, security=config)
+    server = make_server(config.inference_server, inference, config.host, config.port,
+                         max_calls=config.inference_max_calls, security=config)
     server.start()
     log.info("inference endpoint on %s:%d (%s server)", config.host, server.port, config.inference_server)
     redis_client = security.redis_client(config.redis_url, config) if config.redis_url else None

@@ -78,6 +78,14 @@ class AsyncInferenceServicer(inference_pb2_grpc.InferenceServiceServicer):
         self._waker = _Waker(asyncio.get_running_loop())
 
     async def Act(self, request, context):
+        return await self._act(request, context)
+
+    async def ActStream(self, requests, context):
+        """Each request answered as :meth:`Act` answers it, in order."""
+        async for request in requests:
+            yield await self._act(request, context)
+
+    async def _act(self, request, context):
         answered = self._waker.loop.create_future()
         try:
             check_request(request)
@@ -104,13 +112,15 @@ class AsyncInferenceServer:
     thread of its own; health is NOT_SERVING until :meth:`set_serving`."""
 
     def __init__(self, inference: BatchingInference, host: str, port: int,
-                 max_message_bytes: int = MAX_MESSAGE_BYTES, security=None):
+                 max_message_bytes: int = MAX_MESSAGE_BYTES, security=None, max_calls: int | None = None):
+        """``max_calls``: calls in flight at most (open streams included; beyond them RESOURCE_EXHAUSTED), None:
+        no bound."""
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="inference-aio", daemon=True)
         self._thread.start()
         try:
             self.server, self.health, self.port = self._run(
-                self._build(inference, f"{host}:{port}", max_message_bytes, security))
+                self._build(inference, f"{host}:{port}", max_message_bytes, security, max_calls))
         except BaseException:
             self._close_loop()
             raise
@@ -119,9 +129,10 @@ class AsyncInferenceServer:
         return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result()
 
     @staticmethod
-    async def _build(inference, address: str, max_message_bytes: int, security):
+    async def _build(inference, address: str, max_message_bytes: int, security, max_calls: int | None):
         server = grpc.aio.server(options=message_options(max_message_bytes),
-                                 interceptors=secure.aio_server_interceptors(security))
+                                 interceptors=secure.aio_server_interceptors(security),
+                                 maximum_concurrent_rpcs=max_calls)
         inference_pb2_grpc.add_InferenceServiceServicer_to_server(AsyncInferenceServicer(inference), server)
         health = HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(health, server)

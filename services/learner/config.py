@@ -98,6 +98,11 @@ class LearnerConfig(security.ServerTLS, security.ClientTLS, security.GrpcToken, 
     inference_server: str = "threads"
     """gRPC server of the inference endpoint: ``threads`` (a pool thread parked on each call in flight) or
     ``asyncio`` (one event-loop thread serves every call; a batch's answers wake that one thread)."""
+    inference_max_calls: int = 256
+    """Calls the inference endpoint serves at once (``Act``, ``GetWeights``, health; an open ``ActStream`` counts as
+    one for as long as it is open, and on the threaded server holds one of its threads). A call beyond them is
+    refused at once with RESOURCE_EXHAUSTED, which actors retry. Each actor keeps one stream open per pipeline
+    group (``ActorConfig.pipeline``)."""
     init_checkpoint: str = ""
     """Warm start: a learner checkpoint (e.g. from phylorl warmstart) whose networks and alpha start this run when
     the run directory has no checkpoint of its own."""
@@ -119,8 +124,10 @@ class LearnerConfig(security.ServerTLS, security.ClientTLS, security.GrpcToken, 
             problems.append("batch_size, publish_every, prefetch and prefetch_workers must be >= 1")
         if self.feed_processes < 0:
             problems.append(f"feed_processes must be >= 0, got {self.feed_processes}")
-        if self.inference_max_batch < 1 or self.inference_queue < 1 or self.inference_max_delay_ms < 0:
-            problems.append("inference_max_batch and inference_queue must be >= 1, inference_max_delay_ms >= 0")
+        if self.inference_max_batch < 1 or self.inference_queue < 1 or self.inference_max_delay_ms < 0 \
+                or self.inference_max_calls < 1:
+            problems.append("inference_max_batch, inference_queue and inference_max_calls must be >= 1, "
+                            "inference_max_delay_ms >= 0")
         if self.keep_checkpoints < 1:
             problems.append("keep_checkpoints must be >= 1")
         if not 0 <= self.switch_interval_ms <= 100:

@@ -17,6 +17,8 @@ from .config import SERVER_KINDS
 from .inference import BatchingInference, Overloaded, Recycled
 
 WEIGHTS_FORMAT = "torch.save/{version,alpha,weights:{q1,q2}}"
+MAX_CALLS = 256
+"""The threaded server's calls in flight at most (open streams included; ``LearnerConfig.inference_max_calls``)."""
 
 
 ERROR_STATUS = ((Overloaded, grpc.StatusCode.RESOURCE_EXHAUSTED), (ValueError, grpc.StatusCode.INVALID_ARGUMENT),
@@ -72,6 +74,12 @@ class InferenceServicer(inference_pb2_grpc.InferenceServiceServicer):
             context.abort(status_of(exc), str(exc))
         return act_response(*answer)
 
+    def ActStream(self, requests, context):
+        """Each request answered as :meth:`Act` answers it, in order, on this call's one pool thread (an open
+        stream holds it: see :class:`InferenceServer`'s ``max_workers``)."""
+        for request in requests:
+            yield self.Act(request, context)
+
     def GetWeights(self, request, context):
         response = weights_response(self.inference, request.known_version)
         if response is None:
@@ -82,12 +90,16 @@ class InferenceServicer(inference_pb2_grpc.InferenceServiceServicer):
 class InferenceServer:
     """The gRPC server (a thread per call in flight); health is NOT_SERVING until :meth:`set_serving`."""
 
-    def __init__(self, inference: BatchingInference, host: str, port: int, max_workers: int = 64,
+    def __init__(self, inference: BatchingInference, host: str, port: int, max_workers: int = MAX_CALLS,
                  max_message_bytes: int = MAX_MESSAGE_BYTES, security=None):
-        """``security``: a config with TLS and token fields (:mod:`services.common.security`); None: plaintext."""
+        """``security``: a config with TLS and token fields (:mod:`services.common.security`); None: plaintext.
+        ``max_workers``: calls in flight at most, each on a pool thread of its own, an open ``ActStream`` for as
+        long as it is open; a call beyond them is refused at once with RESOURCE_EXHAUSTED (which actors retry)
+        rather than queued behind streams that may never end."""
         self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=max_workers),
                                   options=message_options(max_message_bytes),
-                                  interceptors=secure.server_interceptors(security))
+                                  interceptors=secure.server_interceptors(security),
+                                  maximum_concurrent_rpcs=max_workers)
         inference_pb2_grpc.add_InferenceServiceServicer_to_server(InferenceServicer(inference), self.server)
         self.health = health.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
@@ -106,15 +118,16 @@ class InferenceServer:
         self.server.stop(grace_s).wait()
 
 
-def make_server(kind: str, inference: BatchingInference, host: str, port: int, *, max_workers: int = 64,
+def make_server(kind: str, inference: BatchingInference, host: str, port: int, *, max_calls: int = MAX_CALLS,
                 max_message_bytes: int = MAX_MESSAGE_BYTES, security=None):
     """The endpoint's server of ``kind`` (:data:`~services.learner.config.SERVER_KINDS`: the threaded
-    :class:`InferenceServer` or the asyncio :class:`~services.learner.aio_server.AsyncInferenceServer`); both have ``port``, ``start``, ``set_serving`` and
+    :class:`InferenceServer` or the asyncio :class:`~services.learner.aio_server.AsyncInferenceServer`), serving at
+    most ``max_calls`` calls at once (open streams included); both have ``port``, ``start``, ``set_serving`` and
     ``stop``."""
     if kind == "threads":
-        return InferenceServer(inference, host, port, max_workers, max_message_bytes, security)
+        return InferenceServer(inference, host, port, max_calls, max_message_bytes, security)
     if kind == "asyncio":
         from .aio_server import AsyncInferenceServer
 
-        return AsyncInferenceServer(inference, host, port, max_message_bytes, security)
+        return AsyncInferenceServer(inference, host, port, max_message_bytes, security, max_calls)
     raise ValueError(f"inference server must be one of {', '.join(SERVER_KINDS)}, got {kind!r}")

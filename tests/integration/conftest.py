@@ -134,12 +134,12 @@ def inference_factory() -> Iterator[Callable[..., str]]:
     running = []
 
     def start(cfg, version: int = 1, max_batch: int = 8, max_delay_s: float = 0.001, max_queue: int = 64,
-              security=None, max_workers: int = 64, server: str = "threads") -> str:
+              security=None, max_calls: int = 64, server: str = "threads") -> str:
         learner = Learner(cfg, device="cpu", seed=0)
         inference = BatchingInference(cfg, torch.device("cpu"), max_batch=max_batch, max_delay_s=max_delay_s,
                                       max_queue=max_queue)
         inference.publish(learner.policy_weights(), learner.alpha, version)
-        server = make_server(server, inference, "127.0.0.1", 0, max_workers=max_workers, security=security)
+        server = make_server(server, inference, "127.0.0.1", 0, max_calls=max_calls, security=security)
         server.start()
         server.set_serving()
         running.append((server, inference))

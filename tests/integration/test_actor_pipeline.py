@@ -40,8 +40,8 @@ def served() -> tuple[float, float]:
             REGISTRY.get_sample_value("phylorl_inference_batch_size_count") or 0.0)
 
 
-@pytest.mark.parametrize("pipeline", [1, 2])
-def test_a_pipelined_actors_calls_overlap_and_every_environment_steps(pipeline, redis_client, free_port_factory,
+@pytest.mark.parametrize("pipeline,rpc", [(1, "stream"), (2, "stream"), (2, "unary")])
+def test_a_pipelined_actors_calls_overlap_and_every_environment_steps(pipeline, rpc, redis_client, free_port_factory,
                                                                       inference_factory):
     # the endpoint holds a batch open for 1 s unless 4 states come: only calls in flight together can share one
     endpoint = inference_factory(RICH, max_batch=4, max_delay_s=1.0)
@@ -49,9 +49,10 @@ def test_a_pipelined_actors_calls_overlap_and_every_environment_steps(pipeline, 
     entry = EnvAlignment.build(data.alignment, prepare_alignment(data.alignment, "JC"), "sim")
     envs = VecTreeEnv([entry], 4, EnvConfig(horizon=3, features="rich"), seed=0)
     replay_port = free_port_factory()
-    table, server = serve_replay(redis_client, f"test:pipeline{pipeline}", replay_port)
+    table, server = serve_replay(redis_client, f"test:pipeline{pipeline}-{rpc}", replay_port)
     config = ActorConfig(learner_address=endpoint, replay_address=f"127.0.0.1:{replay_port}", alignments="unused",
-                         metrics_port=0, rpc_timeout_s=30.0, send_batch=2, pipeline=pipeline, max_steps=4)
+                         metrics_port=0, rpc_timeout_s=30.0, send_batch=2, pipeline=pipeline, max_steps=4,
+                         inference_rpc=rpc)
     channel = grpc.insecure_channel(endpoint)
     before = served()
     try:
@@ -137,14 +138,15 @@ def _endpoint(kind: str, port: int, publish: bool):
     return inference, server
 
 
-@pytest.mark.parametrize("kind", SERVER_KINDS)
-def test_a_call_in_flight_when_the_endpoint_shuts_down_is_retried_until_one_is_back(kind, redis_client,
+@pytest.mark.parametrize("kind,rpc", [(kind, "stream") for kind in SERVER_KINDS] + [("threads", "unary")])
+def test_a_call_in_flight_when_the_endpoint_shuts_down_is_retried_until_one_is_back(kind, rpc, redis_client,
                                                                                    free_port_factory):
     """The learner stops (its update count reached, or restarted) while an actor's call waits at its endpoint:
-    the server ends the call when its grace is over. The actor is not stopping, so it retries, and once an
-    endpoint is back on that address it takes its steps."""
+    the server ends the call (a stream: the stream) when its grace is over. The actor is not stopping, so it
+    retries (a stream: on a new one), and once an endpoint is back on that address it takes its steps."""
     envs, endpoint_port, table, replay_server, config = _actor_against(
-        redis_client, free_port_factory, f"test:cancelled-{kind}", 8, rpc_timeout_s=30.0, max_steps=2)
+        redis_client, free_port_factory, f"test:cancelled-{kind}-{rpc}", 8, rpc_timeout_s=30.0, max_steps=2,
+        inference_rpc=rpc)
     held, server = _endpoint(kind, endpoint_port, publish=False)  # nothing published: the call waits in its queue
     channel = grpc.insecure_channel(config.learner_address)
     actor = Actor(config, envs, channel, ReplayClient(config.replay_address), threading.Event())

@@ -37,7 +37,7 @@ DEADLINE_S = 10.0
 
 def test_64_streams_get_answers_or_the_overload_status_and_nothing_else(inference_factory):
     address = inference_factory(NetworkConfig(hidden=16, action_hidden=16, head_hidden=16), max_batch=16,
-                                max_delay_s=0.002, max_queue=16, max_workers=STREAMS + 8)
+                                max_delay_s=0.002, max_queue=16, max_calls=STREAMS + 8)
     request = inference_pb2.ActRequest(actor_id="load", greedy=False)
     codec.pack_observations([valid(seed, 12) for seed in range(2)], request.states)  # two environments, as an actor
     codes: list[Counter] = [Counter() for _ in range(STREAMS)]

@@ -105,6 +105,8 @@ def test_inference_endpoint_wants_tls_and_the_token(inference_factory, secrets_d
                                  grpc.StatusCode.UNAVAILABLE)):
         with security.channel(address, credentials) as channel:
             for call in (lambda: inference_pb2_grpc.InferenceServiceStub(channel).Act(request, timeout=5),
+                         lambda: next(inference_pb2_grpc.InferenceServiceStub(channel).ActStream(iter([request]),
+                                                                                                 timeout=5)),
                          lambda: health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(),
                                                                            timeout=5)):
                 with pytest.raises(grpc.RpcError) as refused:
@@ -113,6 +115,10 @@ def test_inference_endpoint_wants_tls_and_the_token(inference_factory, secrets_d
     with security.channel(address, good) as channel:
         reply = inference_pb2_grpc.InferenceServiceStub(channel).Act(request, timeout=30)
         assert reply.weights_version == 1 and codec.ndarray_from_proto(reply.actions).shape == (1,)
+        replies = list(inference_pb2_grpc.InferenceServiceStub(channel).ActStream(iter([request, request]),
+                                                                                  timeout=30))
+        assert [r.weights_version for r in replies] == [1, 1]
+        assert all(codec.ndarray_from_proto(r.actions).shape == (1,) for r in replies)
         health = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=5)
         assert health.status == health_pb2.HealthCheckResponse.SERVING
 

@@ -39,6 +39,11 @@ class InferenceServiceStub:
                 request_serializer=phylorl_dot_v1_dot_inference__pb2.ActRequest.SerializeToString,
                 response_deserializer=phylorl_dot_v1_dot_inference__pb2.ActResponse.FromString,
                 _registered_method=True)
+        self.ActStream = channel.stream_stream(
+                '/phylorl.v1.InferenceService/ActStream',
+                request_serializer=phylorl_dot_v1_dot_inference__pb2.ActRequest.SerializeToString,
+                response_deserializer=phylorl_dot_v1_dot_inference__pb2.ActResponse.FromString,
+                _registered_method=True)
         self.GetWeights = channel.unary_unary(
                 '/phylorl.v1.InferenceService/GetWeights',
                 request_serializer=phylorl_dot_v1_dot_inference__pb2.GetWeightsRequest.SerializeToString,
@@ -57,6 +62,17 @@ class InferenceServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ActStream(self, request_iterator, context):
+        """Act on a bidirectional stream: one ActResponse per ActRequest, in the order sent, each as Act would answer it.
+        A stream's requests are answered one after another (a client wanting calls in flight together opens a stream
+        for each: the actor opens one per pipeline group). The first request Act would refuse ends the stream with
+        Act's status for it; the answers sent before it stand. On the server each message costs a fraction of a
+        unary call's machinery, which bounds how many requests a second one endpoint serves.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def GetWeights(self, request, context):
         """Returns the current network weights unless the caller already holds that version.
         """
@@ -69,6 +85,11 @@ def add_InferenceServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
             'Act': grpc.unary_unary_rpc_method_handler(
                     servicer.Act,
+                    request_deserializer=phylorl_dot_v1_dot_inference__pb2.ActRequest.FromString,
+                    response_serializer=phylorl_dot_v1_dot_inference__pb2.ActResponse.SerializeToString,
+            ),
+            'ActStream': grpc.stream_stream_rpc_method_handler(
+                    servicer.ActStream,
                     request_deserializer=phylorl_dot_v1_dot_inference__pb2.ActRequest.FromString,
                     response_serializer=phylorl_dot_v1_dot_inference__pb2.ActResponse.SerializeToString,
             ),
@@ -103,6 +124,33 @@ class InferenceService:
             request,
             target,
             '/phylorl.v1.InferenceService/Act',
+            phylorl_dot_v1_dot_inference__pb2.ActRequest.SerializeToString,
+            phylorl_dot_v1_dot_inference__pb2.ActResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ActStream(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_stream(
+            request_iterator,
+            target,
+            '/phylorl.v1.InferenceService/ActStream',
             phylorl_dot_v1_dot_inference__pb2.ActRequest.SerializeToString,
             phylorl_dot_v1_dot_inference__pb2.ActResponse.FromString,
             options,

@@ -28,6 +28,6 @@ def test_generated_modules_import_under_phylorl_wire():
     assert set(replay_pb2.DESCRIPTOR.services_by_name["ReplayService"].methods_by_name) == {
         "Insert", "Sample", "UpdatePriorities", "Stats"}
     assert set(inference_pb2.DESCRIPTOR.services_by_name["InferenceService"].methods_by_name) == {
-        "Act", "GetWeights"}
+        "Act", "ActStream", "GetWeights"}
     assert hasattr(replay_pb2_grpc, "ReplayServiceStub") and hasattr(inference_pb2_grpc, "InferenceServiceStub")
     assert replay_pb2.SampleRequest.__module__ == "phylorl.wire.v1.replay_pb2"

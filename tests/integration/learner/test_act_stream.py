@@ -1,0 +1,147 @@
+"""``ActStream`` on both gRPC servers over real loopback: answers as ``Act`` gives them, in order; a refused request
+ends the stream with ``Act``'s status; the calls-in-flight bound refuses rather than queues; the actor's client."""
+
+from __future__ import annotations
+
+import time
+
+import grpc
+import numpy as np
+import pytest
+import torch
+
+from phylorl.agent.learner import Learner
+from phylorl.env.tree_observation import build_observation
+from phylorl.nets.config import NetworkConfig
+from phylorl.phylo import enumerate_moves, move_metadata, random_tree
+from phylorl.wire import codec
+from phylorl.wire.v1 import inference_pb2, inference_pb2_grpc
+from services.actor.act_stream import ActStream
+from services.learner.config import SERVER_KINDS
+from services.learner.inference import BatchingInference
+from services.learner.server import make_server
+
+SMALL = NetworkConfig(hidden=32, action_hidden=32, head_hidden=32)
+
+
+def _request(count: int, seed: int, greedy: bool = True) -> inference_pb2.ActRequest:
+    rng = np.random.default_rng(seed)
+    observations = []
+    for _ in range(count):
+        tree = random_tree([f"t{i}" for i in range(9)], rng)
+        moves = enumerate_moves(tree)
+        observations.append(build_observation(tree, moves, move_metadata(tree, moves)))
+    request = inference_pb2.ActRequest(actor_id="t", greedy=greedy)
+    codec.pack_observations(observations, request.states)
+    return request
+
+
+def _serve(kind: str, max_calls: int = 64, publish: bool = True):
+    inference = BatchingInference(SMALL, torch.device("cpu"), max_batch=16, max_delay_s=0.001, max_queue=64)
+    if publish:
+        learner = Learner(SMALL, device="cpu", seed=0)
+        inference.publish(learner.policy_weights(), learner.alpha, 3)
+    server = make_server(kind, inference, "127.0.0.1", 0, max_calls=max_calls)
+    server.start()
+    server.set_serving()
+    return inference, server
+
+
+@pytest.fixture(params=SERVER_KINDS)
+def stub(request):
+    inference, server = _serve(request.param)
+    channel = grpc.insecure_channel(f"127.0.0.1:{server.port}")
+    yield inference_pb2_grpc.InferenceServiceStub(channel)
+    channel.close()
+    server.stop(1.0)
+    inference.close()
+
+
+def _answer(reply) -> tuple:
+    return tuple(codec.ndarray_from_proto(a).tolist() for a in (reply.actions, reply.q, reply.v)) + \
+        (reply.weights_version,)
+
+
+def test_a_stream_answers_each_request_in_order_as_act_does(stub):
+    requests = [_request(count, seed) for count, seed in ((1, 1), (3, 2), (2, 3), (1, 4))]
+    streamed = list(stub.ActStream(iter(requests), timeout=60))
+    assert [len(r.actions.data) // 8 for r in streamed] == [1, 3, 2, 1]  # one answer per request, in order
+    assert [_answer(r) for r in streamed] == [_answer(stub.Act(r, timeout=60)) for r in requests]  # greedy: equal
+
+
+def test_a_refused_request_ends_the_stream_with_acts_status_after_the_answers_before_it(stub):
+    empty = inference_pb2.ActRequest(actor_id="t")  # no states field: Act refuses it with INVALID_ARGUMENT
+    with pytest.raises(grpc.RpcError) as unary:
+        stub.Act(empty, timeout=10)
+    answers = stub.ActStream(iter([_request(2, 5), empty, _request(1, 6)]), timeout=60)
+    assert len(next(answers).actions.data) == 16
+    with pytest.raises(grpc.RpcError) as streamed:
+        next(answers)
+    assert (streamed.value.code(), streamed.value.details()) == (unary.value.code(), unary.value.details())
+    assert streamed.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert _answer(stub.Act(_request(1, 6), timeout=60))[3] == 3  # the endpoint goes on
+
+
+@pytest.mark.parametrize("kind", SERVER_KINDS)
+def test_calls_beyond_max_calls_are_refused_at_once_while_streams_hold_them(kind):
+    """Two open streams fill a bound of two: a third call is RESOURCE_EXHAUSTED (which actors retry) without
+    waiting; once a stream ends, calls are served again."""
+    inference, server = _serve(kind, max_calls=2)
+    channel = grpc.insecure_channel(f"127.0.0.1:{server.port}")
+    stub = inference_pb2_grpc.InferenceServiceStub(channel)
+    streams = [ActStream(stub, timeout_s=30.0) for _ in range(2)]
+    try:
+        for stream in streams:
+            stream.send(_request(1, 7))
+            assert _answer(stream.receive())[3] == 3  # open, and answered
+        started = time.monotonic()
+        with pytest.raises(grpc.RpcError) as refused:
+            stub.Act(_request(1, 8), timeout=20)
+        assert refused.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        assert time.monotonic() - started < 10  # refused, not queued until the deadline
+        streams[0].cancel()
+        deadline = time.monotonic() + 10
+        while True:  # the server counts the cancelled stream out shortly after
+            try:
+                assert _answer(stub.Act(_request(1, 8), timeout=20))[3] == 3
+                break
+            except grpc.RpcError as error:
+                assert error.code() == grpc.StatusCode.RESOURCE_EXHAUSTED and time.monotonic() < deadline
+                time.sleep(0.05)
+    finally:
+        for stream in streams:
+            stream.close()
+        channel.close()
+        server.stop(1.0)
+        inference.close()
+
+
+@pytest.mark.parametrize("kind", SERVER_KINDS)
+def test_the_actors_stream_client_reopens_after_a_failure_and_times_out_a_missing_answer(kind):
+    """:class:`ActStream`: a refused request raises its status and closes the stream, the next send opens a new one;
+    an answer that does not come within the timeout is DEADLINE_EXCEEDED (nothing published: the request waits)."""
+    inference, server = _serve(kind, publish=False)
+    channel = grpc.insecure_channel(f"127.0.0.1:{server.port}")
+    stub = inference_pb2_grpc.InferenceServiceStub(channel)
+    stream = ActStream(stub, timeout_s=0.5)
+    try:
+        stream.send(_request(1, 9))
+        started = time.monotonic()
+        with pytest.raises(grpc.RpcError) as waited:
+            stream.receive()
+        assert waited.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED and time.monotonic() - started < 5
+        learner = Learner(SMALL, device="cpu", seed=0)
+        inference.publish(learner.policy_weights(), learner.alpha, 5)
+        stream = ActStream(stub, timeout_s=30.0)
+        stream.send(inference_pb2.ActRequest(actor_id="t"))
+        with pytest.raises(grpc.RpcError) as refused:
+            stream.receive()
+        assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        for seed in (10, 11):  # a new stream, then its next message
+            stream.send(_request(2, seed))
+            assert _answer(stream.receive()) == _answer(stub.Act(_request(2, seed), timeout=30))
+    finally:
+        stream.close()
+        channel.close()
+        server.stop(1.0)
+        inference.close()
