@@ -30,6 +30,8 @@ from phylorl.agent.checkpoints import LATEST, latest_checkpoint
 from phylorl.agent.learner import Learner
 from phylorl.interfaces import ReplaySource, WeightsSink
 
+from services.common.observe import observe_many
+
 from . import metrics
 from .config import LearnerConfig
 from .feed import FeedProcesses
@@ -136,8 +138,7 @@ class TrainingLoop:
             log.warning("priority queue full: %d corrupt records stay drawable for now", keys.size)
 
     def _observe_lag(self, versions: np.ndarray) -> None:
-        for value in self.learner.weights_version - versions[versions >= 0]:
-            metrics.POLICY_LAG.observe(int(value))
+        observe_many(metrics.POLICY_LAG, self.learner.weights_version - versions[versions >= 0])
 
     def _send_priorities(self) -> None:
         while not (self.stop.is_set() and self._priorities.empty()):

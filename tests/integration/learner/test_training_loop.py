@@ -3,6 +3,7 @@ real batching inference endpoint, Redis for the published weights, checkpoint fi
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 
 import numpy as np
@@ -42,7 +43,9 @@ def replay(redis_client):
     server.serve(table)
     rng = np.random.default_rng(0)
     client = ReplayClient(f"127.0.0.1:{server.port}")
-    client.insert_records([encode_transition(random_transition(7, 40, rng)) for _ in range(64)], np.ones(64))
+    # acted by weights versions 0 and 1, or unknown (-1: no policy lag)
+    acted = [dataclasses.replace(random_transition(7, 40, rng), policy_version=i % 3 - 1) for i in range(64)]
+    client.insert_records([encode_transition(t) for t in acted], np.ones(64))
     yield table, client, f"127.0.0.1:{server.port}"
     client.close()
     server.stop(grace_s=1.0)
@@ -61,11 +64,16 @@ def test_the_loop_updates_from_replay_publishes_sends_priorities_and_checkpoints
     inference = BatchingInference(NET, torch.device("cpu"), max_batch=4, max_delay_s=0.001, max_queue=8)
     checkpoints = Checkpoints(tmp_path, config.keep_checkpoints)
     loop = TrainingLoop(config, learner, client, inference, redis_client, checkpoints, threading.Event())
+    lags = _lags()
     try:
         loop.run()
     finally:
         inference.close()
     assert learner.updates == loop.updates_done == 12 and learner.weights_version == 12
+    # each drawn transition of a known version observed its lag (the learner's version then, 0..12, less 0 or 1)
+    count, total = (after - before for after, before in zip(_lags(), lags))
+    assert 16 <= count <= 16 * (12 + config.prefetch + 2) and -count <= total <= 12 * count
+    assert (REGISTRY.get_sample_value("phylorl_learner_policy_lag_versions_bucket", {"le": "+Inf"}) or 0) >= count
     assert learner.finish() is None  # (pipelined) the last launch's results were read before the end
     rows = (tmp_path / "learner" / "updates.csv").read_text().splitlines()
     assert len(rows) == 13 and [int(r.split(",")[0]) for r in rows[1:]] == list(range(1, 13))
@@ -81,6 +89,12 @@ def test_the_loop_updates_from_replay_publishes_sends_priorities_and_checkpoints
     assert restored.updates == 12 and restored.weights_version == 12
     for a, b in zip(learner.policy_weights()["q1"].values(), restored.policy_weights()["q1"].values()):
         assert torch.equal(a, b)
+
+
+def _lags() -> tuple[float, float]:
+    """The learner's policy-lag histogram so far: observations and their sum."""
+    name = "phylorl_learner_policy_lag_versions"
+    return REGISTRY.get_sample_value(f"{name}_count") or 0.0, REGISTRY.get_sample_value(f"{name}_sum") or 0.0
 
 
 def _collated(path: str) -> float:
