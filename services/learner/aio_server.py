@@ -29,7 +29,7 @@ from services.common import security as secure
 from services.common.rpc import MAX_MESSAGE_BYTES, message_options
 
 from .inference import BatchingInference
-from .server import ANSWERED_ERRORS, act_response, check_request, status_of, weights_response
+from .server import ANSWERED_ERRORS, STOPPING, act_response, check_request, status_of, weights_response
 
 
 class _Waker:
@@ -76,14 +76,45 @@ class AsyncInferenceServicer(inference_pb2_grpc.InferenceServiceServicer):
         self.inference = inference
         self.timeout_s = timeout_s
         self._waker = _Waker(asyncio.get_running_loop())
+        self.stopping = False
+        """Set (on the loop) when the server stops: see :meth:`stop_streams`."""
+        self._streams: dict[asyncio.Task, bool] = {}  # each open stream's task: whether it is answering a request
 
     async def Act(self, request, context):
         return await self._act(request, context)
 
     async def ActStream(self, requests, context):
         """Each request answered as :meth:`Act` answers it, in order."""
-        async for request in requests:
-            yield await self._act(request, context)
+        task = asyncio.current_task()
+        self._streams[task] = False
+        try:
+            async for request in requests:
+                if self.stopping:
+                    await context.abort(grpc.StatusCode.UNAVAILABLE, STOPPING)
+                self._streams[task] = True
+                try:
+                    answer = await self._act(request, context)
+                finally:
+                    self._streams[task] = False
+                yield answer
+                if self.stopping:  # (not waiting for a next request)
+                    await context.abort(grpc.StatusCode.UNAVAILABLE, STOPPING)
+        except asyncio.CancelledError:
+            if not self.stopping:  # the caller went away
+                raise
+            # stop_streams woke it: the call ends with a status (a cancelled handler alone leaves it open)
+            await context.abort(grpc.StatusCode.UNAVAILABLE, STOPPING)
+        finally:
+            self._streams.pop(task, None)
+
+    def stop_streams(self) -> None:
+        """The server is stopping (on its loop): a stream answering a request ends after its answer, the others at
+        once (their tasks cancelled), so that the server's grace waits only for answers
+        (:data:`~services.learner.server.STOPPING`)."""
+        self.stopping = True
+        for task, answering in list(self._streams.items()):
+            if not answering:
+                task.cancel()
 
     async def _act(self, request, context):
         answered = self._waker.loop.create_future()
@@ -119,7 +150,7 @@ class AsyncInferenceServer:
         self._thread = threading.Thread(target=self._loop.run_forever, name="inference-aio", daemon=True)
         self._thread.start()
         try:
-            self.server, self.health, self.port = self._run(
+            self.server, self.servicer, self.health, self.port = self._run(
                 self._build(inference, f"{host}:{port}", max_message_bytes, security, max_calls))
         except BaseException:
             self._close_loop()
@@ -133,12 +164,13 @@ class AsyncInferenceServer:
         server = grpc.aio.server(options=message_options(max_message_bytes),
                                  interceptors=secure.aio_server_interceptors(security),
                                  maximum_concurrent_rpcs=max_calls)
-        inference_pb2_grpc.add_InferenceServiceServicer_to_server(AsyncInferenceServicer(inference), server)
+        servicer = AsyncInferenceServicer(inference)
+        inference_pb2_grpc.add_InferenceServiceServicer_to_server(servicer, server)
         health = HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(health, server)
         port = secure.add_port(server, address, security)
         await health.set("", health_pb2.HealthCheckResponse.NOT_SERVING)
-        return server, health, port
+        return server, servicer, health, port
 
     def start(self) -> None:
         self._run(self.server.start())
@@ -150,9 +182,14 @@ class AsyncInferenceServer:
     def stop(self, grace_s: float) -> None:
         if not self._loop.is_running():
             return
-        self._run(self.health.enter_graceful_shutdown())
-        self._run(self.server.stop(grace_s))
+        self._run(self._stop(grace_s))
         self._close_loop()
+
+    async def _stop(self, grace_s: float) -> None:
+        # (one stop: a second, shorter one while the first waited crashed grpc.aio 1.85 with a segmentation fault)
+        self.servicer.stop_streams()
+        await self.health.enter_graceful_shutdown()
+        await self.server.stop(grace_s)
 
     def _close_loop(self) -> None:
         self._loop.call_soon_threadsafe(self._loop.stop)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from concurrent import futures
 
 import grpc
@@ -61,27 +62,68 @@ def weights_response(inference: BatchingInference, known_version: int) -> infere
             continue
 
 
+STOPPING = "the inference endpoint is stopping"
+"""Why an open ``ActStream`` ends UNAVAILABLE when its server stops. A stream never ends by itself (an actor held
+by the replay's rate limiter sends nothing), so a stopping server gives its grace to the requests being answered
+alone: a stream ends after its answer, and an idle one at once (the threaded server: once no request is being
+answered, by a second stop without grace; the asyncio server: its handler woken and ended; two stops crashed
+``grpc.aio``). Otherwise the grace would always run out."""
+
+
+class InFlight:
+    """Requests being answered (unary calls, stream messages, weights), counted so that a stopping server waits for
+    them and not for idle streams."""
+
+    def __init__(self):
+        self._count = 0
+        self._idle = threading.Condition()
+
+    def __enter__(self) -> None:
+        with self._idle:
+            self._count += 1
+
+    def __exit__(self, *exc) -> None:
+        with self._idle:
+            self._count -= 1
+            if self._count == 0:
+                self._idle.notify_all()
+
+    def wait_idle(self, timeout_s: float) -> bool:
+        """Whether no request was being answered within ``timeout_s``."""
+        with self._idle:
+            return self._idle.wait_for(lambda: self._count == 0, timeout_s)
+
+
 class InferenceServicer(inference_pb2_grpc.InferenceServiceServicer):
     def __init__(self, inference: BatchingInference, timeout_s: float = 60.0):
         self.inference = inference
         self.timeout_s = timeout_s
+        self.stopping = threading.Event()
+        """Set when the server stops: an open stream ends at its next request (UNAVAILABLE, :data:`STOPPING`)."""
+        self.in_flight = InFlight()
 
     def Act(self, request, context):
-        try:
-            check_request(request)
-            answer = self.inference.act(codec.unpack_records(request.states), request.greedy, self.timeout_s)
-        except ANSWERED_ERRORS as exc:
-            context.abort(status_of(exc), str(exc))
-        return act_response(*answer)
+        with self.in_flight:
+            try:
+                check_request(request)
+                answer = self.inference.act(codec.unpack_records(request.states), request.greedy, self.timeout_s)
+            except ANSWERED_ERRORS as exc:
+                context.abort(status_of(exc), str(exc))
+            return act_response(*answer)
 
     def ActStream(self, requests, context):
         """Each request answered as :meth:`Act` answers it, in order, on this call's one pool thread (an open
         stream holds it: see :class:`InferenceServer`'s ``max_workers``)."""
         for request in requests:
+            if self.stopping.is_set():
+                context.abort(grpc.StatusCode.UNAVAILABLE, STOPPING)
             yield self.Act(request, context)
+            if self.stopping.is_set():  # (asked for the next answer once this one is sent: not waiting for a request)
+                context.abort(grpc.StatusCode.UNAVAILABLE, STOPPING)
 
     def GetWeights(self, request, context):
-        response = weights_response(self.inference, request.known_version)
+        with self.in_flight:
+            response = weights_response(self.inference, request.known_version)
         if response is None:
             context.abort(grpc.StatusCode.UNAVAILABLE, "no weights published yet")
         return response
@@ -100,7 +142,8 @@ class InferenceServer:
                                   options=message_options(max_message_bytes),
                                   interceptors=secure.server_interceptors(security),
                                   maximum_concurrent_rpcs=max_workers)
-        inference_pb2_grpc.add_InferenceServiceServicer_to_server(InferenceServicer(inference), self.server)
+        self.servicer = InferenceServicer(inference)
+        inference_pb2_grpc.add_InferenceServiceServicer_to_server(self.servicer, self.server)
         self.health = health.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
         self.port = secure.add_port(self.server, f"{host}:{port}", security)
@@ -114,8 +157,14 @@ class InferenceServer:
         self.health.set("phylorl.v1.InferenceService", health_pb2.HealthCheckResponse.SERVING)
 
     def stop(self, grace_s: float) -> None:
+        """Refuse new calls, give the requests being answered ``grace_s``, end each open stream at its next request
+        and, once no request is being answered, cancel the streams left (:data:`STOPPING`)."""
+        self.servicer.stopping.set()
         self.health.enter_graceful_shutdown()
-        self.server.stop(grace_s).wait()
+        stopped = self.server.stop(grace_s)
+        self.servicer.in_flight.wait_idle(grace_s)
+        self.server.stop(0)  # (a later stop with a shorter grace shortens the first)
+        stopped.wait()
 
 
 def make_server(kind: str, inference: BatchingInference, host: str, port: int, *, max_calls: int = MAX_CALLS,

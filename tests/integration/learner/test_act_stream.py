@@ -3,17 +3,15 @@ ends the stream with ``Act``'s status; the calls-in-flight bound refuses rather 
 
 from __future__ import annotations
 
+import threading
 import time
 
 import grpc
-import numpy as np
 import pytest
 import torch
 
 from phylorl.agent.learner import Learner
-from phylorl.env.tree_observation import build_observation
 from phylorl.nets.config import NetworkConfig
-from phylorl.phylo import enumerate_moves, move_metadata, random_tree
 from phylorl.wire import codec
 from phylorl.wire.v1 import inference_pb2, inference_pb2_grpc
 from services.actor.act_stream import ActStream
@@ -21,18 +19,14 @@ from services.learner.config import SERVER_KINDS
 from services.learner.inference import BatchingInference
 from services.learner.server import make_server
 
+from test_inference import _observations
+
 SMALL = NetworkConfig(hidden=32, action_hidden=32, head_hidden=32)
 
 
 def _request(count: int, seed: int, greedy: bool = True) -> inference_pb2.ActRequest:
-    rng = np.random.default_rng(seed)
-    observations = []
-    for _ in range(count):
-        tree = random_tree([f"t{i}" for i in range(9)], rng)
-        moves = enumerate_moves(tree)
-        observations.append(build_observation(tree, moves, move_metadata(tree, moves)))
     request = inference_pb2.ActRequest(actor_id="t", greedy=greedy)
-    codec.pack_observations(observations, request.states)
+    codec.pack_observations(_observations(count, 9, seed), request.states)
     return request
 
 
@@ -144,4 +138,41 @@ def test_the_actors_stream_client_reopens_after_a_failure_and_times_out_a_missin
         stream.close()
         channel.close()
         server.stop(1.0)
+        inference.close()
+
+
+@pytest.mark.parametrize("kind", SERVER_KINDS)
+def test_a_stopping_server_answers_the_request_out_then_ends_its_stream_without_waiting_out_the_grace(kind):
+    """A stream never ends by itself. A stopping server answers the requests it is answering within its grace (here
+    one waits for the batcher), then cancels the streams left, idle or not: its stop takes the time the
+    answers take, not the 30 s grace, and the stream's next request fails UNAVAILABLE (which actors retry)."""
+    inference, server = _serve(kind, publish=False)
+    channel = grpc.insecure_channel(f"127.0.0.1:{server.port}")
+    stream = ActStream(inference_pb2_grpc.InferenceServiceStub(channel), timeout_s=30.0)
+    idle = ActStream(inference_pb2_grpc.InferenceServiceStub(channel), timeout_s=30.0)
+    try:
+        learner = Learner(SMALL, device="cpu", seed=0)
+        idle.send(_request(1, 11))
+        inference.publish(learner.policy_weights(), learner.alpha, 3)
+        assert _answer(idle.receive())[3] == 3  # open, and idle from now on
+        with inference._lock:  # the batcher cannot take the snapshot to answer with: the request out waits
+            stream.send(_request(1, 12))
+            time.sleep(0.3)
+            started = time.monotonic()
+            stopper = threading.Thread(target=server.stop, args=(30.0,))
+            stopper.start()
+            time.sleep(0.5)  # stopping, and waiting for the request out
+            assert stopper.is_alive()
+        assert _answer(stream.receive())[3] == 3  # answered within the grace
+        stopper.join(20)
+        assert not stopper.is_alive() and time.monotonic() - started < 15  # then stopped, well inside the grace
+        for ended in (stream, idle):
+            ended.send(_request(1, 13))
+            with pytest.raises(grpc.RpcError) as failed:
+                ended.receive()
+            assert failed.value.code() == grpc.StatusCode.UNAVAILABLE
+    finally:
+        stream.close()
+        idle.close()
+        channel.close()
         inference.close()
