@@ -1,4 +1,5 @@
-"""One pipeline group's ``Act`` calls as messages of one open ``ActStream`` call (``ActorConfig.inference_rpc``).
+"""How one pipeline group's requests reach the inference endpoint (``ActorConfig.inference_rpc``): as the messages of
+one open ``ActStream`` call (:class:`ActStream`, the default) or as unary ``Act`` calls (:class:`UnaryAct`).
 
 A unary ``Act`` call costs the endpoint's gRPC machinery about three times what a message of an open stream costs
 (a trivial handler on the development machine: about 300 µs of server CPU a call against about 100 µs a message,
@@ -6,8 +7,9 @@ A unary ``Act`` call costs the endpoint's gRPC machinery about three times what 
 one stream open and sends each step's request as its next message; the endpoint answers a stream's messages one
 after another, in order, and a group has at most one request out at a time.
 
-:class:`ActStream` looks like the unary call's future to the actor: :meth:`send` queues the request without
-waiting, :meth:`receive` waits for its answer (at most ``timeout_s``). A failure ends the stream with the status
+Both have one interface: ``send`` starts a request without waiting, ``receive`` waits for its answer (at most
+``timeout_s``), ``cancel`` drops the request out, ``close`` ends for good; ``sent_at`` is when the request out was
+sent. A failure ends the stream with the status
 the unary call would have got (``grpc.RpcError``; a wait past ``timeout_s`` is DEADLINE_EXCEEDED), and the next
 :meth:`send` opens a new one: the actor retries exactly as it retries a unary call. :meth:`close` ends it for good.
 """
@@ -22,7 +24,38 @@ import grpc
 
 from phylorl.wire.v1 import inference_pb2
 
+from . import metrics
+
 _CLOSE = object()
+
+
+class UnaryAct:
+    """One pipeline group's requests as unary ``Act`` calls, one out at a time (:class:`ActStream`'s interface)."""
+
+    def __init__(self, stub, timeout_s: float):
+        self._stub = stub
+        self._timeout_s = timeout_s
+        self._future = None
+        self.sent_at = 0.0
+
+    def send(self, request: inference_pb2.ActRequest) -> None:
+        self.sent_at = started = time.perf_counter()
+        self._future = self._stub.Act.future(request, timeout=self._timeout_s)
+
+        def answered(done) -> None:  # the round trip, whenever the actor reads the answer
+            if not done.cancelled() and done.exception() is None:
+                metrics.INFERENCE_CALL_SECONDS.observe(time.perf_counter() - started)
+
+        self._future.add_done_callback(answered)
+
+    def receive(self) -> inference_pb2.ActResponse:
+        return self._future.result()
+
+    def cancel(self) -> None:
+        if self._future is not None:
+            self._future.cancel()
+
+    close = cancel
 
 
 class StreamError(grpc.RpcError):
@@ -74,7 +107,10 @@ class ActStream:
         """The answer to the request out; ``grpc.RpcError`` when the stream failed (it is then closed)."""
         call = self._call
         try:
-            return next(call)
+            answer = next(call)
+            # (gRPC reads a stream's answer when asked: the time to here, where a unary call's is to its arrival)
+            metrics.INFERENCE_CALL_SECONDS.observe(time.perf_counter() - self.sent_at)
+            return answer
         except StopIteration:
             error = StreamError(grpc.StatusCode.UNAVAILABLE, "the endpoint closed the stream")
         except grpc.RpcError as failed:

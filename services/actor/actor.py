@@ -34,7 +34,7 @@ from phylorl.wire import codec, record
 from phylorl.wire.v1 import inference_pb2, inference_pb2_grpc
 
 from . import metrics
-from .act_stream import ActStream
+from .act_stream import ActStream, UnaryAct
 from .config import ActorConfig
 from .outbox import Outbox, claim_orphans, read_journal
 
@@ -94,53 +94,24 @@ class Actor:
         codec.pack_observations(observations, request.states)
         return request
 
-    def _call(self, request: inference_pb2.ActRequest, stream: ActStream | None) -> inference_pb2.ActResponse:
-        """``request`` answered (on ``stream``, or as a unary call when it is None), waiting."""
-        if stream is not None:
-            stream.send(request)
-            return self._received(stream)
+    def _receive(self, request, calls) -> inference_pb2.ActResponse | None:
+        """The answer to ``request``, which ``calls`` (the group's :class:`ActStream` or :class:`UnaryAct`) sent; a
+        transient failure is retried (with backoff) by sending it again (on a stream: a new one). ``None`` when
+        stopping first."""
         started = time.perf_counter()
-        response = self.stub.Act(request, timeout=self.config.rpc_timeout_s)
-        metrics.INFERENCE_CALL_SECONDS.observe(time.perf_counter() - started)
-        return response
-
-    @staticmethod
-    def _received(stream: ActStream) -> inference_pb2.ActResponse:
-        response = stream.receive()
-        metrics.INFERENCE_CALL_SECONDS.observe(time.perf_counter() - stream.sent_at)
-        return response
-
-    def _send(self, observations, stream: ActStream | None) -> tuple:
-        """Start the Act call for ``observations`` without waiting: ``(request, handle)``, the handle ``stream``
-        (the request sent as its next message) or, when that is None, the unary call's future."""
-        request = self._request(observations)
-        if stream is not None:
-            stream.send(request)
-            return request, stream
-        started = time.perf_counter()
-        future = self.stub.Act.future(request, timeout=self.config.rpc_timeout_s)
-
-        def answered(done) -> None:
-            if not done.cancelled() and done.exception() is None:
-                metrics.INFERENCE_CALL_SECONDS.observe(time.perf_counter() - started)
-
-        future.add_done_callback(answered)
-        return request, future
-
-    def _receive(self, request, handle) -> inference_pb2.ActResponse | None:
-        """The answer of a call :meth:`_send` started; a transient failure is retried (with backoff) by calling
-        again (on a stream: a new one). ``None`` when stopping first."""
-        started = time.perf_counter()
-        stream = handle if isinstance(handle, ActStream) else None
         try:
-            return self._received(stream) if stream is not None else handle.result()
+            return calls.receive()
         except grpc.RpcError as exc:
             if not transient(exc.code(), self.stop.is_set()):
                 raise
             metrics.RECONNECTS.labels("inference").inc()
             log.warning("inference call failed (%s: %s); retrying in 0.05 s", exc.code().name, exc.details())
             self.stop.wait(0.05)
-            return self._retrying("inference", lambda: self._call(request, stream))
+
+            def again():
+                calls.send(request)
+                return calls.receive()
+            return self._retrying("inference", again)
         finally:
             metrics.INFERENCE_WAIT_SECONDS.inc(time.perf_counter() - started)
 
@@ -219,13 +190,16 @@ class Actor:
         return (codec.ndarray_from_proto(response.actions), codec.ndarray_from_proto(response.q),
                 codec.ndarray_from_proto(response.v), self.weights_version)
 
-    def _ask(self, collector: Collector, stream: ActStream | None) -> tuple:
-        """Send ``collector``'s next request (resetting its environments first, on its first one)."""
+    def _ask(self, collector: Collector, calls) -> tuple:
+        """Send ``collector``'s next request on ``calls`` without waiting (resetting its environments first, on its
+        first one): ``(request, calls)``."""
         first = collector.obs is None
         observations = collector.request()
         if first:
             metrics.ENV_RESET_SECONDS.observe(collector.reset_seconds)
-        return self._send(observations, stream)
+        request = self._request(observations)
+        calls.send(request)
+        return request, calls
 
     def run(self) -> None:
         """Step the environments until stopped (or ``max_steps``), in ``pipeline`` groups: each group's Act call is
@@ -235,22 +209,18 @@ class Actor:
         self.recover()
         groups = [Collector(part, cfg.gamma, cfg.n_step, cfg.label_fraction, seed=cfg.seed + g)
                   for g, part in enumerate(self.envs.split(min(cfg.pipeline, len(self.envs))))]
-        streams = [ActStream(self.stub, cfg.rpc_timeout_s) if cfg.inference_rpc == "stream" else None
-                   for _ in groups]
+        kind = ActStream if cfg.inference_rpc == "stream" else UnaryAct
+        channels = [kind(self.stub, cfg.rpc_timeout_s) for _ in groups]
         calls: list[tuple | None] = []
         try:
-            calls.extend(self._ask(collector, stream) for collector, stream in zip(groups, streams))
-            self._loop(groups, streams, calls)
+            calls.extend(self._ask(collector, c) for collector, c in zip(groups, channels))
+            self._loop(groups, channels, calls)
         finally:  # an error propagates (what waits stays in the outbox and its journal); calls in flight end
-            for call in calls:
-                if call is not None:
-                    call[1].cancel()
-            for stream in streams:
-                if stream is not None:
-                    stream.close()
+            for c in channels:
+                c.close()
         self._finish()
 
-    def _loop(self, groups: list[Collector], streams: list, calls: list) -> None:
+    def _loop(self, groups: list[Collector], channels: list, calls: list) -> None:
         cfg = self.config
         steps = [0] * len(groups)
         labelled, label_seconds = 0, 0.0
@@ -264,7 +234,7 @@ class Actor:
                 out = collector.finish(self._answer(response))
                 steps[g] += 1
                 done = bool(cfg.max_steps) and steps[g] >= cfg.max_steps
-                calls[g] = None if done or self.stop.is_set() else self._ask(collector, streams[g])
+                calls[g] = None if done or self.stop.is_set() else self._ask(collector, channels[g])
                 self.steps = min(steps)
                 metrics.ENV_STEP_SECONDS.observe(out.step_seconds / out.env_steps)
                 metrics.ENV_STEPS.inc(out.env_steps)
