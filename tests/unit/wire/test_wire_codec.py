@@ -61,6 +61,11 @@ def test_ndarray_rejects_object_dtype_and_inconsistent_messages():
         codec.ndarray_from_proto(common_pb2.NDArray(data=b"\0" * 8, shape=[3], dtype="float64"))
     with pytest.raises(ValueError, match="unknown dtype 'complex64'"):
         codec.ndarray_from_proto(common_pb2.NDArray(data=b"", shape=[0], dtype="complex64"))
+    # 2**62 * 4 * 8 bytes wraps to 0 in int64 arithmetic: the extent is counted exactly, and named
+    with pytest.raises(ValueError, match=f"needs {2 ** 67} bytes, has 0"):
+        codec.ndarray_from_proto(common_pb2.NDArray(data=b"", shape=[2 ** 62, 4], dtype="int64"))
+    with pytest.raises(ValueError, match="dtype >c8 cannot go on the wire"):  # (a foreign byte order: by its name)
+        codec.ndarray_to_proto(np.zeros(2, dtype=">c8"))
 
 
 def test_observation_round_trip_through_bytes():
