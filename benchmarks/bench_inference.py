@@ -11,8 +11,8 @@ requests/s, p50/p99 latency, and the same with batching off (max batch 1 observa
 is the gain of batching, and from the endpoint's own histograms (``phylorl_inference_stage_seconds``) its mean
 batch and the mean time of each stage of its work (``endpoint``: where a request's time goes), and the endpoint
 process's CPU per request (``endpoint_cpu_us_per_request``, process clients; the clients' warm-up included).
-``publish``: what a publication of new weights costs the learner's training thread (its live parameters copied into the endpoint's
-networks; ``first_ms`` builds the networks, ``median_ms`` of 20 after it writes retired ones again;
+``publish``: what a publication of new weights costs the learner's training thread (its live parameters copied
+into the endpoint's networks; ``first_ms`` builds the networks, ``median_ms`` of 20 after it writes retired ones again;
 ``copies_median_ms``: copies made first, ``policy_weights``, as the loop did before session 18), and in
 each setting while the streams run (``publish_under_load``: one publication every ``--publish-every-ms`` from a thread
 of the endpoint's process, as the learner's loop publishes while its endpoint serves). The process sets the
@@ -58,7 +58,7 @@ from prometheus_client import REGISTRY
 from services.learner.inference import BatchingInference
 from services.learner.config import SERVER_KINDS, LearnerConfig, switch_interval_ms
 from services.learner.server import make_server
-from services.actor.act_stream import ActStream
+from services.actor.act_stream import group_calls
 from services.actor.config import INFERENCE_RPCS, ActorConfig
 
 
@@ -318,18 +318,14 @@ def _run(streams: int, max_batch: int, seconds: float, net_cfg, device, learner,
     def stream(i: int) -> None:
         channel = grpc.insecure_channel(f"127.0.0.1:{server.port}")
         stub = inference_pb2_grpc.InferenceServiceStub(channel)
-        calls = ActStream(stub, timeout_s=120) if rpc == "stream" else None
+        calls = group_calls(rpc, stub, timeout_s=120)
         mine = []
         while time.perf_counter() < stop:
             t0 = time.perf_counter()
-            if calls is None:
-                stub.Act(reqs[i % len(reqs)], timeout=120)
-            else:
-                calls.send(reqs[i % len(reqs)])
-                calls.receive()
+            calls.send(reqs[i % len(reqs)])
+            calls.receive()
             mine.append(time.perf_counter() - t0)
-        if calls is not None:
-            calls.close()
+        calls.close()
         channel.close()
         with lock:
             latencies.extend(mine)

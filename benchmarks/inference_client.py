@@ -6,8 +6,8 @@ endpoint's interpreter would contend for its lock and understate what it serves)
 ``REQUESTS_FILE`` holds serialised ``ActRequest`` messages, each after its length (4 bytes, little-endian);
 this stream sends request ``INDEX`` (modulo their number) back to back from the wall-clock time ``START_AT``
 for ``SECONDS`` after one warm-up request, and prints the latency of each (seconds) as one JSON list. ``RPC``:
-``unary`` (an ``Act`` call each, the default) or ``stream`` (the messages of one open ``ActStream``, through the
-actor's own client, :class:`services.actor.act_stream.ActStream`).
+``unary`` (an ``Act`` call each, the default) or ``stream`` (the messages of one open ``ActStream``), through the
+actor's own client (:func:`services.actor.act_stream.group_calls`).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import time
 import grpc
 
 from phylorl.wire.v1 import inference_pb2, inference_pb2_grpc
-from services.actor.act_stream import ActStream
+from services.actor.act_stream import group_calls
 
 
 def read_requests(path: str) -> list[bytes]:
@@ -37,24 +37,18 @@ def main(argv: list[str]) -> int:
     payloads = read_requests(path)
     request = inference_pb2.ActRequest.FromString(payloads[index % len(payloads)])
     with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
-        stub = inference_pb2_grpc.InferenceServiceStub(channel)
-        act = lambda: stub.Act(request, timeout=300)  # noqa: E731
-        if rpc == "stream":
-            stream = ActStream(stub, timeout_s=300)
-
-            def act():
-                stream.send(request)
-                return stream.receive()
-        act()  # connect and warm up
+        calls = group_calls(rpc, inference_pb2_grpc.InferenceServiceStub(channel), timeout_s=300)
+        calls.send(request)  # connect and warm up
+        calls.receive()
         while time.time() < start_at:
             time.sleep(0.001)
         stop, latencies = start_at + seconds, []
         while time.time() < stop:
             t0 = time.perf_counter()
-            act()
+            calls.send(request)
+            calls.receive()
             latencies.append(time.perf_counter() - t0)
-        if rpc == "stream":
-            stream.close()
+        calls.close()
     print(json.dumps(latencies))
     return 0
 

@@ -7,11 +7,11 @@ A unary ``Act`` call costs the endpoint's gRPC machinery about three times what 
 one stream open and sends each step's request as its next message; the endpoint answers a stream's messages one
 after another, in order, and a group has at most one request out at a time.
 
-Both have one interface: ``send`` starts a request without waiting, ``receive`` waits for its answer (at most
-``timeout_s``), ``cancel`` drops the request out, ``close`` ends for good; ``sent_at`` is when the request out was
-sent. A failure ends the stream with the status
-the unary call would have got (``grpc.RpcError``; a wait past ``timeout_s`` is DEADLINE_EXCEEDED), and the next
-:meth:`send` opens a new one: the actor retries exactly as it retries a unary call. :meth:`close` ends it for good.
+Both have one interface (:func:`group_calls` makes either): ``send`` starts a request without waiting, ``receive``
+waits for its answer (at most ``timeout_s``), ``cancel`` drops the request out, ``close`` ends for good. A failed
+request raises the status the unary call would have got (``grpc.RpcError``; a wait past ``timeout_s`` is
+DEADLINE_EXCEEDED); on a stream it ends the stream, and the next ``send`` opens a new one, so the actor retries
+both kinds the same way.
 """
 
 from __future__ import annotations
@@ -29,6 +29,14 @@ from . import metrics
 _CLOSE = object()
 
 
+def group_calls(rpc: str, stub, timeout_s: float) -> "ActStream | UnaryAct":
+    """One group's requests to ``stub`` (an ``InferenceServiceStub``) as ``rpc`` says: ``stream`` or ``unary``
+    (``ActorConfig.inference_rpc``)."""
+    if rpc not in ("stream", "unary"):
+        raise ValueError(f"inference rpc must be stream or unary, got {rpc!r}")
+    return (ActStream if rpc == "stream" else UnaryAct)(stub, timeout_s)
+
+
 class UnaryAct:
     """One pipeline group's requests as unary ``Act`` calls, one out at a time (:class:`ActStream`'s interface)."""
 
@@ -36,10 +44,9 @@ class UnaryAct:
         self._stub = stub
         self._timeout_s = timeout_s
         self._future = None
-        self.sent_at = 0.0
 
     def send(self, request: inference_pb2.ActRequest) -> None:
-        self.sent_at = started = time.perf_counter()
+        started = time.perf_counter()
         self._future = self._stub.Act.future(request, timeout=self._timeout_s)
 
         def answered(done) -> None:  # the round trip, whenever the actor reads the answer
@@ -91,14 +98,13 @@ class ActStream:
         self._closed = threading.Event()
         self._lock = threading.Lock()  # the call and its deadline, between the caller and the watchdog
         self._watchdog: threading.Thread | None = None
-        self.sent_at = 0.0
-        """When the request out was sent (``time.perf_counter``)."""
+        self._sent_at = 0.0  # when the request out was sent (perf_counter)
 
     def send(self, request: inference_pb2.ActRequest) -> None:
         """Queue ``request`` as the stream's next message (opening the stream first if none is open)."""
         if self._call is None:
             self._open()
-        self.sent_at = time.perf_counter()
+        self._sent_at = time.perf_counter()
         with self._lock:
             self._deadline = time.monotonic() + self._timeout_s
         self._requests.put(request)
@@ -109,7 +115,7 @@ class ActStream:
         try:
             answer = next(call)
             # (gRPC reads a stream's answer when asked: the time to here, where a unary call's is to its arrival)
-            metrics.INFERENCE_CALL_SECONDS.observe(time.perf_counter() - self.sent_at)
+            metrics.INFERENCE_CALL_SECONDS.observe(time.perf_counter() - self._sent_at)
             return answer
         except StopIteration:
             error = StreamError(grpc.StatusCode.UNAVAILABLE, "the endpoint closed the stream")

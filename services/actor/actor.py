@@ -34,7 +34,7 @@ from phylorl.wire import codec, record
 from phylorl.wire.v1 import inference_pb2, inference_pb2_grpc
 
 from . import metrics
-from .act_stream import ActStream, UnaryAct
+from .act_stream import group_calls
 from .config import ActorConfig
 from .outbox import Outbox, claim_orphans, read_journal
 
@@ -95,9 +95,9 @@ class Actor:
         return request
 
     def _receive(self, request, calls) -> inference_pb2.ActResponse | None:
-        """The answer to ``request``, which ``calls`` (the group's :class:`ActStream` or :class:`UnaryAct`) sent; a
-        transient failure is retried (with backoff) by sending it again (on a stream: a new one). ``None`` when
-        stopping first."""
+        """The answer to ``request``, which the group's ``calls`` (:func:`~services.actor.act_stream.group_calls`)
+        sent; a transient failure is retried (with backoff) by sending it again (on a stream: a new one). ``None``
+        when stopping first."""
         started = time.perf_counter()
         try:
             return calls.receive()
@@ -190,16 +190,16 @@ class Actor:
         return (codec.ndarray_from_proto(response.actions), codec.ndarray_from_proto(response.q),
                 codec.ndarray_from_proto(response.v), self.weights_version)
 
-    def _ask(self, collector: Collector, calls) -> tuple:
+    def _ask(self, collector: Collector, calls) -> inference_pb2.ActRequest:
         """Send ``collector``'s next request on ``calls`` without waiting (resetting its environments first, on its
-        first one): ``(request, calls)``."""
+        first one); returns it."""
         first = collector.obs is None
         observations = collector.request()
         if first:
             metrics.ENV_RESET_SECONDS.observe(collector.reset_seconds)
         request = self._request(observations)
         calls.send(request)
-        return request, calls
+        return request
 
     def run(self) -> None:
         """Step the environments until stopped (or ``max_steps``), in ``pipeline`` groups: each group's Act call is
@@ -209,47 +209,47 @@ class Actor:
         self.recover()
         groups = [Collector(part, cfg.gamma, cfg.n_step, cfg.label_fraction, seed=cfg.seed + g)
                   for g, part in enumerate(self.envs.split(min(cfg.pipeline, len(self.envs))))]
-        kind = ActStream if cfg.inference_rpc == "stream" else UnaryAct
-        channels = [kind(self.stub, cfg.rpc_timeout_s) for _ in groups]
-        calls: list[tuple | None] = []
+        calls = [group_calls(cfg.inference_rpc, self.stub, cfg.rpc_timeout_s) for _ in groups]
         try:
-            calls.extend(self._ask(collector, c) for collector, c in zip(groups, channels))
-            self._loop(groups, channels, calls)
+            out = [self._ask(collector, c) for collector, c in zip(groups, calls)]
+            self._loop(groups, calls, out)
         finally:  # an error propagates (what waits stays in the outbox and its journal); calls in flight end
-            for c in channels:
+            for c in calls:
                 c.close()
         self._finish()
 
-    def _loop(self, groups: list[Collector], channels: list, calls: list) -> None:
+    def _loop(self, groups: list[Collector], calls: list, out: list) -> None:
+        """``calls``: each group's (:func:`~services.actor.act_stream.group_calls`); ``out``: each group's request out
+        (None once the group is done)."""
         cfg = self.config
         steps = [0] * len(groups)
         labelled, label_seconds = 0, 0.0
-        while not self.stop.is_set() and any(calls):
+        while not self.stop.is_set() and any(r is not None for r in out):
             for g, collector in enumerate(groups):
-                if calls[g] is None:
+                if out[g] is None:
                     continue
-                response = self._receive(*calls[g])
+                response = self._receive(out[g], calls[g])
                 if response is None:
                     return
-                out = collector.finish(self._answer(response))
+                stepped = collector.finish(self._answer(response))
                 steps[g] += 1
                 done = bool(cfg.max_steps) and steps[g] >= cfg.max_steps
-                calls[g] = None if done or self.stop.is_set() else self._ask(collector, channels[g])
+                out[g] = None if done or self.stop.is_set() else self._ask(collector, calls[g])
                 self.steps = min(steps)
-                metrics.ENV_STEP_SECONDS.observe(out.step_seconds / out.env_steps)
-                metrics.ENV_STEPS.inc(out.env_steps)
+                metrics.ENV_STEP_SECONDS.observe(stepped.step_seconds / stepped.env_steps)
+                metrics.ENV_STEPS.inc(stepped.env_steps)
                 labelled_now = sum(c.labelled_states for c in groups)
                 seconds_now = sum(c.label_seconds for c in groups)
                 metrics.LABELLED_STATES.inc(labelled_now - labelled)
                 metrics.LABEL_SECONDS.inc(seconds_now - label_seconds)
                 labelled, label_seconds = labelled_now, seconds_now
-                for info in out.episodes:
+                for info in stepped.episodes:
                     self.episodes += 1
                     metrics.EPISODES.inc()
                     metrics.EPISODE_DELTA_LOGLIK.observe(info["episode_delta_loglik"])
                     metrics.EPISODE_DELTA_CUMULATIVE.inc(info["episode_delta_loglik"])
                     metrics.ENV_RESET_SECONDS.observe(info["reset_seconds"])
-                for transition, priority in zip(out.transitions, out.priorities):
+                for transition, priority in zip(stepped.transitions, stepped.priorities):
                     self._enqueue(transition, priority)
                 self._flush()
                 if self.stop.is_set():

@@ -19,7 +19,7 @@ from .inference import BatchingInference, Overloaded, Recycled
 
 WEIGHTS_FORMAT = "torch.save/{version,alpha,weights:{q1,q2}}"
 MAX_CALLS = 256
-"""The threaded server's calls in flight at most (open streams included; ``LearnerConfig.inference_max_calls``)."""
+"""The endpoint's calls in flight at most by default (open streams included; ``LearnerConfig.inference_max_calls``)."""
 
 
 ERROR_STATUS = ((Overloaded, grpc.StatusCode.RESOURCE_EXHAUSTED), (ValueError, grpc.StatusCode.INVALID_ARGUMENT),

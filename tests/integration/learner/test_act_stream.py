@@ -14,7 +14,7 @@ from phylorl.agent.learner import Learner
 from phylorl.nets.config import NetworkConfig
 from phylorl.wire import codec
 from phylorl.wire.v1 import inference_pb2, inference_pb2_grpc
-from services.actor.act_stream import ActStream
+from services.actor.act_stream import ActStream, group_calls
 from services.learner.config import SERVER_KINDS
 from services.learner.inference import BatchingInference
 from services.learner.server import make_server
@@ -172,3 +172,20 @@ def test_a_stopping_server_answers_the_request_out_then_ends_its_stream_without_
         idle.close()
         channel.close()
         inference.close()
+
+
+def test_group_calls_of_either_kind_answer_as_act_does(stub):
+    """The actor's one interface over both kinds of call (``ActorConfig.inference_rpc``), one request out at a time."""
+    expected = [_answer(stub.Act(_request(2, seed), timeout=60)) for seed in (14, 15)]
+    for rpc in ("stream", "unary"):
+        calls = group_calls(rpc, stub, timeout_s=30.0)
+        try:
+            answers = []
+            for seed in (14, 15):
+                calls.send(_request(2, seed))
+                answers.append(_answer(calls.receive()))
+            assert answers == expected, rpc
+        finally:
+            calls.close()
+    with pytest.raises(ValueError, match="stream or unary, got 'bidi'"):
+        group_calls("bidi", stub, 1.0)
