@@ -6,7 +6,7 @@ messages of one open ``ActStream``, as actors do by default, or unary ``Act`` ca
 20-taxon state (1122 SPR moves; ``--features rich``: the environment's, as the shipped agent reads
 them) back to back for a fixed time. ``wire`` gives per state the request bytes, the actor's
 encoding and the endpoint's decoding (one core), now (observation records) and in the arrays form
-requests had before. Reported per N in (1, 8, 64):
+requests had before, and the decoding per request of requests holding 1 and 4 states. Reported per N in (1, 8, 64):
 requests/s, p50/p99 latency, and the same with batching off (max batch 1 observation), whose ratio
 is the gain of batching, and from the endpoint's own histograms (``phylorl_inference_stage_seconds``) its mean
 batch and the mean time of each stage of its work (``endpoint``: where a request's time goes), and the endpoint
@@ -76,10 +76,15 @@ def states(count: int, features: str, seed: int) -> list:
 
 
 def requests(observations: list) -> list:
+    return _requests_of(observations, 1)
+
+
+def _requests_of(observations: list, size: int) -> list:
+    """``observations`` as requests of ``size`` states each (the last may hold fewer)."""
     out = []
-    for i, obs in enumerate(observations):
+    for i in range(0, len(observations), size):
         request = inference_pb2.ActRequest(actor_id=f"a{i}")
-        codec.pack_observations([obs], request.states)
+        codec.pack_observations(observations[i:i + size], request.states)
         out.append(request)
     return out
 
@@ -87,7 +92,8 @@ def requests(observations: list) -> list:
 def wire_costs(observations: list, repeats: int = 7) -> dict:
     """Per state, on one core: request bytes, the actor's encoding (of a new state, and again: an actor
     encodes each state up to three times, checked once) and the endpoint's decoding of a batch of 64, in the
-    observation-record form sent now and in the arrays form sent before (decode: parse, check, collate)."""
+    observation-record form sent now and in the arrays form sent before (decode: parse, check, collate); and
+    the decoding per request of requests of 1 and 4 states (``decode_us_per_request``)."""
     want = (observations[0].node_features.shape[1], observations[0].edge_attr.shape[1],
             observations[0].action_meta.shape[1])
     n = len(observations)
@@ -130,9 +136,14 @@ def wire_costs(observations: list, repeats: int = 7) -> dict:
     for obs, mark in zip(observations, marks):
         if mark is not None:
             obs.__dict__[tree_observation._BUILT] = mark
+    small = {}  # an actor's request holds one pipeline group's states: a few, where the call's fixed cost tells
+    for size in (1, 4):
+        calls = [request.SerializeToString() for request in _requests_of(observations, size)]
+        small[str(size)] = round(median_seconds(lambda: [collate_states(codec.unpack_records(
+            inference_pb2.ActRequest.FromString(c).states)) for c in calls], repeats) / len(calls) * 1e6, 1)
     return {"request_bytes_per_state": round(len(raw) / n), "encode_us_per_state": first,
             "encode_checked_us_per_state": checked, "encode_again_us_per_state": us(records),
-            "decode_us_per_state": us(read_records), "arrays_form": {
+            "decode_us_per_state": us(read_records), "decode_us_per_request": small, "arrays_form": {
                 "request_bytes_per_state": round(sum(map(len, parts)) / n), "encode_us_per_state": us(arrays),
                 "decode_us_per_state": us(read_arrays)}}
 

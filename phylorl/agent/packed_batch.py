@@ -15,10 +15,12 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from phylorl.env.batch_kernels import decode_batch, finite_and_movable
-from phylorl.env.move_kernels import BASIC_LAYOUT, RICH_LAYOUT, expand_moves
+from phylorl.env.batch_kernels import decode_batch
+from phylorl.env.move_kernels import BASIC_LAYOUT, RICH_LAYOUT
+from phylorl.env.state_kernels import decode_states
 from phylorl.nets.compact_actions import CompactActions
 from phylorl.nets.inputs import ActionBatch, GraphBatch, move_to, segments, uniform_size
+from phylorl.nets.segment import Segments
 from phylorl.wire.codec import PackedRecords
 from phylorl.wire.record_reader import LABELLED, TERMINAL
 
@@ -76,23 +78,33 @@ def collate_records(records: PackedRecords, device: torch.device | str = "cpu", 
 def collate_states(records: PackedRecords) -> tuple[GraphBatch, ActionBatch, bool] | None:
     """Trees and all moves of the states in observation records (CPU tensors) plus whether they carry the
     rich features, as :func:`~phylorl.nets.inputs.collate_observations` makes them from the decoded
-    observations; ``None`` when a record is not in a tree form this path reads, or a state holds a
-    non-finite feature or no move (the reference path then names what is wrong)."""
+    observations, in one compiled call (:func:`~phylorl.env.state_kernels.decode_states`); ``None`` when a
+    record is not in a tree form this path reads, or a state holds a non-finite feature or no move (the
+    reference path then names what is wrong)."""
     n = len(records)
     if n == 0:
         raise ValueError("cannot collate an empty batch of observation records")
-    buf = np.frombuffer(records.data, dtype=np.uint8)
     # verified: an actor's states are checked here, as the replay's insert check does for stored records
-    _, decoded = decode_batch(buf, np.ascontiguousarray(records.offsets, dtype=np.int64), states=True, verify=True)
-    if decoded is None or not finite_and_movable(decoded):
+    ok, rich, graph, nodes, moves = decode_states(np.frombuffer(records.data, dtype=np.uint8),
+                                                  np.ascontiguousarray(records.offsets, dtype=np.int64),
+                                                  _LAYOUTS[True], _LAYOUTS[False])
+    if not ok:
         return None
-    rich, _, _, (sides, node_index, _, _, moves, _, counts) = decoded
-    nodes, meta = expand_moves(*moves, _COLUMNS[bool(rich)].numpy())
-    actions = ActionBatch(torch.from_numpy(nodes), torch.from_numpy(meta), segments(counts))
-    return _graph_batch(sides[1], node_index[1]), actions, bool(rich)
+    x, edge_index, edge_attr, neighbors, neighbor_attr, mask = (torch.from_numpy(a) for a in graph)
+    graphs = GraphBatch(x=x, edge_index=edge_index, edge_attr=edge_attr, neighbors=neighbors,
+                        neighbor_attr=neighbor_attr, neighbor_mask=mask, node_offset=torch.from_numpy(nodes[2]),
+                        nodes=_segments(nodes[0], nodes[1], nodes[3]))
+    actions = ActionBatch(torch.from_numpy(moves[0]), torch.from_numpy(moves[1]), _segments(*moves[2:]))
+    return graphs, actions, bool(rich)
+
+
+def _segments(index: np.ndarray, sizes: np.ndarray, uniform: int) -> Segments:
+    return Segments(index=torch.from_numpy(index), sizes=torch.from_numpy(sizes), count=int(sizes.shape[0]),
+                    size=None if uniform < 0 else int(uniform))
 
 
 _COLUMNS = {True: torch.tensor(RICH_LAYOUT), False: torch.tensor(BASIC_LAYOUT)}
+_LAYOUTS = {rich: columns.numpy() for rich, columns in _COLUMNS.items()}
 
 
 def _compact(moves, rich: bool, counts: np.ndarray) -> CompactActions:

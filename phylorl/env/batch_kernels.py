@@ -19,6 +19,7 @@ import numpy as np
 from numba import njit
 
 from phylorl.phylo.spr import enumerate_into, move_capacity
+from phylorl.wire.prefetch import prefetch_range
 from phylorl.wire.record_reader import (
     DEDUPE, FLOAT32, FLOAT64, LABELLED, RICH_FORM, TAKEN, TERMINAL, array_header, observation_header,
     observation_record_header, read_floats, read_ints, record_header,
@@ -44,6 +45,8 @@ def _locate(buf, offsets, headers, values, arrays, trees, per):
     forms = 0
     for r in range(n):
         start, end = offsets[r], offsets[r + 1]
+        if r + 1 < n:  # the next record's lines load while this one's headers are read (see prefetch)
+            prefetch_range(buf, end, offsets[r + 2])
         if per == 2:
             ok, flags, action, reward, discount, version, pos = record_header(buf, start, end)
             headers[r, 0], headers[r, 1], headers[r, 2] = flags, action, version

@@ -154,30 +154,40 @@ def _walks(neighbors, slot_length, n_leaves, radius, first_p, last_p, sides, bas
             if not (sides >> side) & 1:
                 continue
             start[p, side] = m
-            a = neighbors[p, side]
-            if a >= n_leaves:
-                parent[a] = p
-                stack[0], depth[0], top = a, 1, 1
-                path[a] = slot_length[p, side]
-                while top > 0:
+            # depth first, children in slot order: a node's first inner child is walked next straight from registers
+            # and only its other children wait on the stack (popping every node from memory made each node wait on
+            # loads that depended on the last one's); a node's slots and branch lengths are read once, since the
+            # stores below could alias them for all the compiler knows
+            x, up, here, d, top = neighbors[p, side], p, slot_length[p, side], 1, 0
+            while x >= n_leaves:
+                column = distance[d]
+                ys = (neighbors[x, 0], neighbors[x, 1], neighbors[x, 2])
+                ls = (slot_length[x, 0], slot_length[x, 1], slot_length[x, 2])
+                for j in range(3):
+                    if ys[j] != up:
+                        regrafts[m] = base + 3 * x + j
+                        columns[m, 0] = column
+                        if rich:
+                            columns[m, 1] = (here + 0.5 * ls[j]) / tree_length
+                        m += 1
+                follow, length = -1, 0.0
+                if radius < 0 or d < radius:
+                    for j in range(2, -1, -1):
+                        y = ys[j]
+                        if y != up and y >= n_leaves:
+                            if follow >= 0:  # a later slot's child waits
+                                parent[follow], path[follow] = x, length
+                                stack[top], depth[top] = follow, d + 1
+                                top += 1
+                            follow, length = y, here + ls[j]
+                if follow >= 0:
+                    x, up, here, d = follow, x, length, d + 1
+                elif top > 0:
                     top -= 1
                     x, d = stack[top], depth[top]
-                    up, here, column = parent[x], path[x], distance[d]
-                    for j in range(3):
-                        if neighbors[x, j] != up:
-                            regrafts[m] = base + 3 * x + j
-                            columns[m, 0] = column
-                            if rich:
-                                columns[m, 1] = (here + 0.5 * slot_length[x, j]) / tree_length
-                            m += 1
-                    if radius < 0 or d < radius:
-                        for j in range(2, -1, -1):
-                            y = neighbors[x, j]
-                            if y != up and y >= n_leaves:
-                                parent[y] = x
-                                stack[top], depth[top] = y, d + 1
-                                path[y] = here + slot_length[x, j]
-                                top += 1
+                    up, here = parent[x], path[x]
+                else:
+                    x = -1
             size[p, side] = m - start[p, side]
     return m
 
@@ -314,8 +324,15 @@ def expand_moves(slot_node, pruned, regraft, shared, walk_slot, walk_own, blocks
 def all_finite(values):
     """Whether every entry of a contiguous float array is finite. It keeps the interpreter lock: a check takes
     microseconds, and letting the lock go costs a wait to take it back behind the process's busy threads (ten checks
-    a batch, :func:`~phylorl.env.batch_kernels.finite_and_movable`)."""
-    for v in values.ravel():
+    a batch, :func:`~phylorl.env.batch_kernels.finite_and_movable`). A float32 array is checked on its exponent bits
+    with no early exit, which compiles to vector code (some eight times faster than testing each value)."""
+    flat = values.ravel()
+    if flat.itemsize == 4:
+        bits, bad = flat.view(np.uint32), np.uint32(0)
+        for i in range(bits.shape[0]):  # all exponent bits set (inf, nan): adding the lowest one carries into bit 31
+            bad |= ((bits[i] & np.uint32(0x7F800000)) + np.uint32(0x00800000)) >> np.uint32(31)
+        return bad == 0
+    for v in flat:
         if not np.isfinite(v):
             return False
     return True

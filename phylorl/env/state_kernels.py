@@ -1,0 +1,85 @@
+"""An inference request's states straight into the network's input arrays, in one compiled call.
+
+:func:`decode_states` reads observation records (:func:`phylorl.wire.record.encode_observation`, tree or rich
+tree form) as :func:`~phylorl.env.batch_kernels.decode_batch` does (each state written as a next state: its tree
+and all its moves), checks them as the endpoint must (every feature finite, at least one move per state),
+writes every move out (:func:`~phylorl.env.move_kernels.expand_moves`) and makes the segment indexes: what
+:func:`phylorl.agent.packed_batch.collate_states` wraps as tensors. Done in one call, the endpoint's gRPC
+thread lets the interpreter lock go once a request, and the arrays it does not need (the empty first side of
+each state, the record headers, the compact moves) are never made into Python objects: some forty
+microseconds a request of fixed cost before (``benchmarks/bench_inference.py``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from .batch_kernels import _fill, _graphs, _locate
+from .feature_kernels import EDGE_COLUMNS, MOVE_COLUMNS
+from .move_kernels import all_finite, expand_moves
+
+
+@njit(cache=True, nogil=True)
+def decode_states(buf, offsets, rich_columns, basic_columns):
+    """Decode the observation records ``buf[offsets[i]:offsets[i + 1]]``; ``*_columns``: the move layout of
+    each form (:data:`~phylorl.env.move_kernels.RICH_LAYOUT`, :data:`~phylorl.env.move_kernels.BASIC_LAYOUT`).
+
+    Returns ``(ok, rich, graph, nodes, moves)``: ``graph`` the trees as one graph ``(x, edge_index, edge_attr,
+    neighbors, neighbor_attr, neighbor_mask)``; ``nodes`` ``(index, sizes, first, uniform)``: each node's state,
+    each state's node count and first node, and the count every state has (-1 when they differ); ``moves``
+    ``(node_ids [A, 4], meta [A, K], index, sizes, uniform)`` likewise over the moves. ``ok`` is False (the
+    arrays then empty) when a record is not in a tree form this pass reads, is corrupt or invalid, holds a
+    non-finite feature or has no move: the caller's reference path names what is wrong."""
+    n = offsets.size - 1
+    headers = np.zeros((n, 5), np.int64)
+    for r in range(n):
+        headers[r, 3] = headers[r, 4] = -1  # no labels, no stored taken row
+    values, arrays, trees = np.zeros((n, 2)), np.zeros((n, 6), np.int64), np.zeros((n, 3), np.int64)
+    status, rich = _locate(buf, offsets, headers, values, arrays, trees, 1)
+    if n == 0 or status.any():
+        return _declined(rich)
+    status, out = _fill(buf, headers, values, arrays, trees, rich, 1, True)  # verified, as an insert's records are
+    sides, node_index, _, _, compact, _, counts = out
+    x, edge_index, edge_attr, neighbors, neighbor_attr, mask = sides[1]
+    _, pruned, regraft, shared, _, own, _, _ = compact
+    if status.any() or counts.min() < 1:
+        return _declined(rich)
+    if not (all_finite(x) and all_finite(edge_attr) and all_finite(pruned) and all_finite(regraft)
+            and all_finite(shared) and all_finite(own)):  # every move's columns come from these
+        return _declined(rich)
+    layout = rich_columns if rich else basic_columns
+    node_ids, meta = expand_moves(compact[0], pruned, regraft, shared, compact[4], own, compact[6], compact[7], layout)
+    index, sizes, first = node_index[1]
+    return True, rich, sides[1], (index, sizes, first, _uniform(sizes)), \
+        (node_ids, meta, _repeat(counts), counts, _uniform(counts))
+
+
+@njit(cache=True, nogil=True)
+def _declined(rich):
+    width, columns = (EDGE_COLUMNS, MOVE_COLUMNS) if rich else (1, 3)
+    none = np.zeros(0, np.int64)
+    return False, rich, _graphs(0, 0, width), (none, none, none, -1), \
+        (np.zeros((0, 4), np.int64), np.zeros((0, columns), np.float32), none, none, -1)
+
+
+@njit(cache=True, nogil=True)
+def _uniform(sizes):
+    """The size every segment has, or -1 when they differ (or there is none)."""
+    if sizes.shape[0] == 0:
+        return -1
+    for s in sizes:
+        if s != sizes[0]:
+            return -1
+    return sizes[0]
+
+
+@njit(cache=True, nogil=True)
+def _repeat(sizes):
+    """Each row's segment: ``i`` repeated ``sizes[i]`` times."""
+    index = np.empty(sizes.sum(), np.int64)
+    at = 0
+    for i in range(sizes.shape[0]):
+        index[at: at + sizes[i]] = i
+        at += sizes[i]
+    return index
