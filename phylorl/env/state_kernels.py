@@ -6,8 +6,8 @@ and all its moves), checks them as the endpoint must (every feature finite, at l
 writes every move out (:func:`~phylorl.env.move_kernels.expand_moves`) and makes the segment indexes: what
 :func:`phylorl.agent.packed_batch.collate_states` wraps as tensors. Done in one call, the endpoint's gRPC
 thread lets the interpreter lock go once a request, and the arrays it does not need (the empty first side of
-each state, the record headers, the compact moves) are never made into Python objects: some forty
-microseconds a request of fixed cost before (``benchmarks/bench_inference.py``).
+each state, the record headers, the compact moves) are never made into Python objects. A one-state request took
+half the time of the four calls and the numpy around them (``docs/benchmarks.md``, inference endpoint, session 26).
 """
 
 from __future__ import annotations
