@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .batch_kernels import _fill, _graphs, _locate
+from .batch_kernels import _fill, _graphs, _locate, _segment_index
 from .feature_kernels import EDGE_COLUMNS, MOVE_COLUMNS
 from .move_kernels import all_finite, expand_moves
 
@@ -52,7 +52,7 @@ def decode_states(buf, offsets, rich_columns, basic_columns):
     node_ids, meta = expand_moves(compact[0], pruned, regraft, shared, compact[4], own, compact[6], compact[7], layout)
     index, sizes, first = node_index[1]
     return True, rich, sides[1], (index, sizes, first, _uniform(sizes)), \
-        (node_ids, meta, _repeat(counts), counts, _uniform(counts))
+        (node_ids, meta, _segment_index(counts), counts, _uniform(counts))
 
 
 @njit(cache=True, nogil=True)
@@ -73,13 +73,3 @@ def _uniform(sizes):
             return -1
     return sizes[0]
 
-
-@njit(cache=True, nogil=True)
-def _repeat(sizes):
-    """Each row's segment: ``i`` repeated ``sizes[i]`` times."""
-    index = np.empty(sizes.sum(), np.int64)
-    at = 0
-    for i in range(sizes.shape[0]):
-        index[at: at + sizes[i]] = i
-        at += sizes[i]
-    return index
