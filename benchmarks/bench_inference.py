@@ -16,14 +16,16 @@ into the endpoint's networks; ``first_ms`` builds the networks, ``median_ms`` of
 ``copies_median_ms``: copies made first, ``policy_weights``, as the loop did before session 18), and in
 each setting while the streams run (``publish_under_load``: one publication every ``--publish-every-ms`` from a thread
 of the endpoint's process, as the learner's loop publishes while its endpoint serves). The process sets the
-interpreter's switch interval as the learner does (``--switch-interval-ms``, ``LearnerConfig.switch_interval_ms``):
+interpreter's switch interval as the learner does (``--switch-interval-ms``, ``LearnerConfig.switch_interval_ms``)
+and its allocator's (``--malloc-keep-mb``: freed memory kept for reuse, or each large array is paged in afresh,
+about 3.5 times the decode's time for 64 states at some moments of the development VM):
 every torch call lets the interpreter lock go, and a thread taking it back waits for the threads running Python.
 Network: the designed sizes (hidden 256) on this machine's device.
 
 Usage: python benchmarks/bench_inference.py [--seconds S] [--hidden H] [--features rich|basic]
                                            [--clients processes|threads] [--server threads|asyncio]
                                            [--streams 1,8,64] [--rpc stream|unary] [--fused-head] [--tf32]
-                                           [--switch-interval-ms MS] [--publish-every-ms MS]
+                                           [--switch-interval-ms MS] [--publish-every-ms MS] [--malloc-keep-mb MB]
 """
 
 from __future__ import annotations
@@ -58,6 +60,7 @@ from prometheus_client import REGISTRY
 from services.learner.inference import BatchingInference
 from services.learner.config import SERVER_KINDS, LearnerConfig, switch_interval_ms
 from services.learner.server import make_server
+from services.common.memory import keep_freed_memory
 from services.actor.act_stream import group_calls
 from services.actor.config import INFERENCE_RPCS, ActorConfig
 
@@ -121,8 +124,11 @@ def wire_costs(observations: list, repeats: int = 7) -> dict:
 
     raw, parts = records(), arrays()
 
+    def decode(request: bytes):  # what the endpoint does with a request on arrival
+        collate_states(codec.unpack_records(inference_pb2.ActRequest.FromString(request).states))
+
     def read_records():
-        collate_states(codec.unpack_records(inference_pb2.ActRequest.FromString(raw).states))
+        decode(raw)
 
     def read_arrays():
         decoded = [codec.observation_from_proto(common_pb2.Observation.FromString(p)) for p in parts]
@@ -139,8 +145,7 @@ def wire_costs(observations: list, repeats: int = 7) -> dict:
     small = {}  # an actor's request holds one pipeline group's states: a few, where the call's fixed cost tells
     for size in (1, 4):
         calls = [request.SerializeToString() for request in _requests_of(observations, size)]
-        small[str(size)] = round(median_seconds(lambda: [collate_states(codec.unpack_records(
-            inference_pb2.ActRequest.FromString(c).states)) for c in calls], repeats) / len(calls) * 1e6, 1)
+        small[str(size)] = round(median_seconds(lambda: [decode(c) for c in calls], repeats) / len(calls) * 1e6, 1)
     return {"request_bytes_per_state": round(len(raw) / n), "encode_us_per_state": first,
             "encode_checked_us_per_state": checked, "encode_again_us_per_state": us(records),
             "decode_us_per_state": us(read_records), "decode_us_per_request": small, "arrays_form": {
@@ -385,7 +390,11 @@ def main() -> None:
                              "(LearnerConfig.switch_interval_ms; 0: automatic, by the device)")
     parser.add_argument("--publish-every-ms", type=float, default=100.0,
                         help="a publication every this many ms while the streams run (process clients; 0: none)")
+    parser.add_argument("--malloc-keep-mb", type=int, default=LearnerConfig.malloc_keep_mb,
+                        help="allocator tuning of this process, as the learner's (LearnerConfig.malloc_keep_mb; "
+                             "0: glibc defaults, every large batch array paged in afresh)")
     args = parser.parse_args()
+    keep_freed_memory(args.malloc_keep_mb)
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     sys.setswitchinterval(switch_interval_ms(args.switch_interval_ms, device.type) / 1000.0)
     torch.backends.cuda.matmul.allow_tf32 = args.tf32
@@ -396,7 +405,8 @@ def main() -> None:
     graphs = args.cuda_graphs and device.type == "cuda"
     reqs = requests(observations)
     result = {"bench": "inference", "machine": machine(), "device": str(device), "hidden": args.hidden,
-              "features": args.features, "n_taxa": 20, "moves_per_observation": 1122,
+              "malloc_keep_mb": args.malloc_keep_mb, "features": args.features, "n_taxa": 20,
+              "moves_per_observation": 1122,
               "seconds_per_setting": args.seconds, "torch_threads": torch.get_num_threads(),
               "fused_head": args.fused_head and device.type == "cuda", "tf32": args.tf32 and device.type == "cuda",
               "clients": args.clients, "server": args.server, "rpc": args.rpc, "cuda_graphs": graphs,
