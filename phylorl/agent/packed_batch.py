@@ -15,14 +15,12 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from phylorl.env.batch_kernels import decode_batch
 from phylorl.env.move_kernels import BASIC_LAYOUT, RICH_LAYOUT
-from phylorl.env.state_kernels import decode_states
+from phylorl.env.state_kernels import decode_states, decode_transitions
 from phylorl.nets.compact_actions import CompactActions
-from phylorl.nets.inputs import ActionBatch, GraphBatch, move_to, segments, uniform_size
+from phylorl.nets.inputs import ActionBatch, GraphBatch, move_to
 from phylorl.nets.segment import Segments
 from phylorl.wire.codec import PackedRecords
-from phylorl.wire.record_reader import LABELLED, TERMINAL
 
 from .batch import Batch, on_device
 
@@ -45,34 +43,31 @@ def collate_records(records: PackedRecords, device: torch.device | str = "cpu", 
         raise ValueError("cannot collate an empty batch of records")
     if weights is None:
         weights = np.ones(n, dtype=np.float32)
-    weights = np.asarray(weights, dtype=np.float32)
-    if weights.shape != (n,):
-        raise ValueError(f"weights must have shape ({n},), got {weights.shape}")
-    buf = np.frombuffer(records.data, dtype=np.uint8)
-    status, decoded = decode_batch(buf, np.ascontiguousarray(records.offsets, dtype=np.int64), verify=verify)
-    if decoded is None:
+    else:
+        weights = np.array(weights, dtype=np.float32)  # a copy: the batch owns its tensors
+        if weights.shape != (n,):
+            raise ValueError(f"weights must have shape ({n},), got {weights.shape}")
+    ok, rich, arrays, nodes, scalars = decode_transitions(
+        np.frombuffer(records.data, dtype=np.uint8), np.ascontiguousarray(records.offsets, dtype=np.int64), verify)
+    if not ok:
         return None
-    rich, headers, values, (sides, node_index, taken, taken_meta, moves, labels, counts) = decoded
-    flags = headers[:, 0]
+    sides, taken, taken_meta, moves, labels, counts = arrays
+    reward, discount, terminal, labelled, versions, any_labelled, bootstraps, moves_uniform = scalars
     batch = Batch(
-        graphs=_graph_batch(sides[0], node_index[0]),
-        actions=ActionBatch(torch.from_numpy(taken), torch.from_numpy(taken_meta), segments(np.ones(n))),
-        next_graphs=_graph_batch(sides[1], node_index[1]),
-        next_actions=_compact(moves, rich, counts),
-        reward=torch.from_numpy(values[:, 0].astype(np.float32)),
-        discount=torch.from_numpy(values[:, 1].astype(np.float32)),
-        terminal=torch.from_numpy((flags & TERMINAL) != 0),
-        weights=torch.from_numpy(weights.copy()),
-        next_labels=torch.from_numpy(labels),
-        next_labelled=torch.from_numpy((flags & LABELLED) != 0),
-        any_labelled=bool((flags & LABELLED).any()),
-        bootstraps=bool((values[:, 1] != 0).any()),
+        graphs=_graph_batch(sides[0], nodes[0]),
+        actions=ActionBatch(torch.from_numpy(taken), torch.from_numpy(taken_meta), _one_each(n)),
+        next_graphs=_graph_batch(sides[1], nodes[1]),
+        next_actions=CompactActions(*(torch.from_numpy(a) for a in moves), _COLUMNS[bool(rich)],
+                                    torch.from_numpy(counts), None if moves_uniform < 0 else int(moves_uniform)),
+        reward=torch.from_numpy(reward), discount=torch.from_numpy(discount), terminal=torch.from_numpy(terminal),
+        weights=torch.from_numpy(weights), next_labels=torch.from_numpy(labels),
+        next_labelled=torch.from_numpy(labelled), any_labelled=bool(any_labelled), bootstraps=bool(bootstraps),
     )
     if compact:  # the tensors are fresh host tensors: a CPU batch is ready as it is (no walk over its fields)
         batch = batch if torch.device(device).type == "cpu" else move_to(batch, device, pin_memory)
     else:
         batch = on_device(batch, device, pin_memory)
-    return batch, headers[:, 2].copy()
+    return batch, versions
 
 
 def collate_states(records: PackedRecords) -> tuple[GraphBatch, ActionBatch, bool] | None:
@@ -90,10 +85,7 @@ def collate_states(records: PackedRecords) -> tuple[GraphBatch, ActionBatch, boo
                                                   _LAYOUTS[True], _LAYOUTS[False])
     if not ok:
         return None
-    x, edge_index, edge_attr, neighbors, neighbor_attr, mask = (torch.from_numpy(a) for a in graph)
-    graphs = GraphBatch(x=x, edge_index=edge_index, edge_attr=edge_attr, neighbors=neighbors,
-                        neighbor_attr=neighbor_attr, neighbor_mask=mask, node_offset=torch.from_numpy(nodes[2]),
-                        nodes=_segments(nodes[0], nodes[1], nodes[3]))
+    graphs = _graph_batch(graph, nodes)
     actions = ActionBatch(torch.from_numpy(moves[0]), torch.from_numpy(moves[1]), _segments(*moves[2:]))
     return graphs, actions, bool(rich)
 
@@ -107,19 +99,16 @@ _COLUMNS = {True: torch.tensor(RICH_LAYOUT), False: torch.tensor(BASIC_LAYOUT)}
 _LAYOUTS = {rich: columns.numpy() for rich, columns in _COLUMNS.items()}
 
 
-def _compact(moves, rich: bool, counts: np.ndarray) -> CompactActions:
-    return CompactActions(*(torch.from_numpy(a) for a in moves), _COLUMNS[bool(rich)], torch.from_numpy(counts),
-                          uniform_size(counts))
+def _one_each(n: int) -> Segments:
+    """Segments of one row each (the taken move of each state)."""
+    return Segments(index=torch.arange(n), sizes=torch.ones(n, dtype=torch.int64), count=n, size=1)
 
 
 def _graph_batch(side, nodes) -> GraphBatch:
-    x, edge_index, edge_attr, neighbors, neighbor_attr, mask = side
-    index, sizes, offsets = nodes
-    return GraphBatch(
-        x=torch.from_numpy(x), edge_index=torch.from_numpy(edge_index), edge_attr=torch.from_numpy(edge_attr),
-        neighbors=torch.from_numpy(neighbors), neighbor_attr=torch.from_numpy(neighbor_attr),
-        neighbor_mask=torch.from_numpy(mask), node_offset=torch.from_numpy(offsets), nodes=segments(sizes, index),
-    )
+    x, edge_index, edge_attr, neighbors, neighbor_attr, mask = (torch.from_numpy(a) for a in side)
+    return GraphBatch(x=x, edge_index=edge_index, edge_attr=edge_attr, neighbors=neighbors,
+                      neighbor_attr=neighbor_attr, neighbor_mask=mask, node_offset=torch.from_numpy(nodes[2]),
+                      nodes=_segments(nodes[0], nodes[1], nodes[3]))
 
 
 def compile_kernels(seed: int = 0) -> int:

@@ -37,9 +37,9 @@ OK, UNREADABLE, INVALID = 0, 1, 2
 @njit(cache=True)
 def _locate(buf, offsets, headers, values, arrays, trees, per):
     """First pass: record headers, array positions and tree sizes; ``(status, rich)``. ``per``: states per
-    record (2: transition records; 1: observation records). It keeps the interpreter lock: some 50 µs for a
-    learner's batch, a few for a request, against a wait to take the lock back behind the process's busy
-    threads (the second pass, which does the work, lets it go)."""
+    record (2: transition records; 1: observation records). Called alone (:func:`decode_batch`, the insert check)
+    it keeps the interpreter lock, some 30 µs a batch of 128; the learner's and the endpoint's one-call decoders
+    (:mod:`phylorl.env.state_kernels`) run it inside their call, which lets the lock go."""
     n = offsets.size - 1
     status = np.zeros(n, np.int8)
     forms = 0
@@ -206,10 +206,11 @@ def _fill(buf, headers, values, arrays, trees, rich, per, verify):
     labelled = (headers[:, 3] >= 0).any()  # no record labelled: no labels (a batch's any_labelled is False)
     labels, counts = np.empty(capacity if labelled else 0, np.float32), np.zeros(n, np.int64)
     scratch = np.empty((largest, 4), np.int64)  # the moves of a state whose count has no closed form
-    work = walk_work(2 * trees[:, 0].max() - 2, rich)  # scratch for the largest tree, made once
+    most = 2 * trees[:, 0].max() - 2 if n else 4  # nodes of the largest tree (none: decode_transitions declines)
+    work = walk_work(most, rich)  # scratch for the largest tree, made once
     written, shared, walked, blocked = 0, 0, 0, 0
     no_tables = np.empty((0, 3), np.int32)
-    space = _state_work(2 * trees[:, 0].max() - 2)
+    space = _state_work(most)
     for r in range(n):
         for g in range(first_side, 2):
             i = per * r + g - first_side

@@ -1,4 +1,4 @@
-"""An inference request's states straight into the network's input arrays, in one compiled call.
+"""Packed records straight into the network's input arrays, in one compiled call each.
 
 :func:`decode_states` reads observation records (:func:`phylorl.wire.record.encode_observation`, tree or rich
 tree form) as :func:`~phylorl.env.batch_kernels.decode_batch` does (each state written as a next state: its tree
@@ -8,6 +8,12 @@ writes every move out (:func:`~phylorl.env.move_kernels.expand_moves`) and makes
 thread lets the interpreter lock go once a request, and the arrays it does not need (the empty first side of
 each state, the record headers, the compact moves) are never made into Python objects. A one-state request took
 half the time of the four calls and the numpy around them (``docs/benchmarks.md``, inference endpoint, session 26).
+
+:func:`decode_transitions` does the same for a sampled batch of transition records: what
+:func:`phylorl.agent.packed_batch.collate_records` wraps, the values the batch holds besides the arrays
+(rewards and discounts as float32, the terminal and labelled flags, the policy versions, the segments' uniform
+sizes) made in the same call rather than by a dozen numpy operations after it (``docs/benchmarks.md``, sampled
+records, session 27).
 """
 
 from __future__ import annotations
@@ -15,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .batch_kernels import _fill, _graphs, _locate, _segment_index
+from .batch_kernels import LABELLED, TERMINAL, _fill, _graphs, _locate, _segment_index
 from .feature_kernels import EDGE_COLUMNS, MOVE_COLUMNS
 from .move_kernels import all_finite, expand_moves
 
@@ -73,3 +79,42 @@ def _uniform(sizes):
             return -1
     return sizes[0]
 
+
+
+@njit(cache=True, nogil=True)
+def decode_transitions(buf, offsets, verify):
+    """Decode the transition records ``buf[offsets[i]:offsets[i + 1]]`` as
+    :func:`~phylorl.env.batch_kernels.decode_batch` does (``verify`` likewise), in one call.
+
+    Returns ``(ok, rich, arrays, nodes, scalars)``: ``arrays`` decode_batch's ``(sides, node_index, taken,
+    taken_meta, compact, labels, counts)`` less ``node_index``, which ``nodes`` gives per side as ``(index, sizes,
+    first, uniform)`` (the node count every state has, -1 when they differ); ``scalars`` ``(reward, discount,
+    terminal, labelled, versions, any_labelled, bootstraps, moves_uniform)``: float32 rewards and discounts, the
+    flags as booleans, each record's policy version, whether a next state is labelled, whether a discount is not
+    0, and the move count every next state has (-1 when they differ). ``ok`` is False (the arrays then empty)
+    when a record is not in a tree form this pass reads, or is corrupt or invalid: the reference path names it."""
+    n = offsets.size - 1
+    headers = np.zeros((n, 5), np.int64)
+    for r in range(n):
+        headers[r, 3] = headers[r, 4] = -1
+    values, arrays, trees = np.zeros((n, 2)), np.zeros((2 * n, 6), np.int64), np.zeros((2 * n, 3), np.int64)
+    status, rich = _locate(buf, offsets, headers, values, arrays, trees, 2)
+    read = n if not status.any() else 0  # a record not read: no arrays (an empty batch's, of the same types)
+    status, out = _fill(buf, headers[:read], values[:read], arrays[:2 * read], trees[:2 * read], rich, 2, verify)
+    sides, node_index, taken, taken_meta, compact, labels, counts = out
+    reward, discount = np.empty(n, np.float32), np.empty(n, np.float32)
+    terminal, labelled, versions = np.empty(n, np.bool_), np.empty(n, np.bool_), np.empty(n, np.int64)
+    for r in range(n):
+        reward[r], discount[r] = values[r, 0], values[r, 1]
+        terminal[r], labelled[r] = headers[r, 0] & TERMINAL != 0, headers[r, 0] & LABELLED != 0
+        versions[r] = headers[r, 2]
+    nodes = (_with_uniform(node_index[0]), _with_uniform(node_index[1]))
+    return read == n and not status.any(), rich, (sides, taken, taken_meta, compact, labels, counts), \
+        nodes, (reward, discount, terminal, labelled, versions, labelled.any(), (values[:, 1] != 0).any(),
+                _uniform(counts))
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _with_uniform(side):
+    index, sizes, first = side
+    return index, sizes, first, _uniform(sizes)
