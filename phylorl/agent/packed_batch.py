@@ -113,7 +113,7 @@ def _graph_batch(side, nodes) -> GraphBatch:
 
 def compile_kernels(seed: int = 0) -> int:
     """Compile the record passes (and let numba cache them on disk) on a few records of a small simulated
-    alignment, as the first sampled batch, ``Act`` call and checked ``Insert`` would: about a minute once per
+    alignment, as the first sampled batch, ``Act`` call and checked ``Insert`` would: about two minutes once per
     install instead of a stall of every service's first batch. Returns the records it decoded."""
     from phylorl.env.config import EnvConfig
     from phylorl.env.prepare import prepare_alignment
