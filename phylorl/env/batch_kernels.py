@@ -86,6 +86,16 @@ def _locate(buf, offsets, headers, values, arrays, trees, per):
 
 
 @njit(cache=True, nogil=True)
+def _first_pass_arrays(n, per):
+    """:func:`_locate`'s outputs for ``n`` records of ``per`` states: headers (no labels,
+    no stored taken row until read), values, array positions and tree sizes."""
+    headers = np.zeros((n, 5), np.int64)
+    for r in range(n):
+        headers[r, 3] = headers[r, 4] = -1
+    return headers, np.zeros((n, 2)), np.zeros((per * n, 6), np.int64), np.zeros((per * n, 3), np.int64)
+
+
+@njit(cache=True, nogil=True)
 def _state_work(n_nodes):
     """Scratch of one state of up to ``n_nodes`` nodes, made once a batch and used for each state in turn: the
     arrays :func:`_read_tree` reads (neighbours and edges flat, lengths and support as stored and as float64, the
@@ -349,11 +359,7 @@ def decode_batch(buf: np.ndarray, offsets: np.ndarray, states: bool = False, ver
     """
     n = offsets.size - 1
     per = 1 if states else 2
-    headers = np.zeros((n, 5), np.int64)
-    headers[:, 3:] = -1
-    values = np.zeros((n, 2))
-    arrays = np.zeros((per * n, 6), np.int64)
-    trees = np.zeros((per * n, 3), np.int64)
+    headers, values, arrays, trees = _first_pass_arrays(n, per)
     status, rich = _locate(buf, offsets, headers, values, arrays, trees, per)
     if status.any():
         return status, None

@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .batch_kernels import LABELLED, TERMINAL, _fill, _graphs, _locate, _segment_index
+from .batch_kernels import LABELLED, TERMINAL, _fill, _first_pass_arrays, _graphs, _locate, _segment_index
 from .feature_kernels import EDGE_COLUMNS, MOVE_COLUMNS
 from .move_kernels import all_finite, expand_moves
 
@@ -38,10 +38,7 @@ def decode_states(buf, offsets, rich_columns, basic_columns):
     arrays then empty) when a record is not in a tree form this pass reads, is corrupt or invalid, holds a
     non-finite feature or has no move: the caller's reference path names what is wrong."""
     n = offsets.size - 1
-    headers = np.zeros((n, 5), np.int64)
-    for r in range(n):
-        headers[r, 3] = headers[r, 4] = -1  # no labels, no stored taken row
-    values, arrays, trees = np.zeros((n, 2)), np.zeros((n, 6), np.int64), np.zeros((n, 3), np.int64)
+    headers, values, arrays, trees = _first_pass_arrays(n, 1)
     status, rich = _locate(buf, offsets, headers, values, arrays, trees, 1)
     if n == 0 or status.any():
         return _declined(rich)
@@ -80,7 +77,6 @@ def _uniform(sizes):
     return sizes[0]
 
 
-
 @njit(cache=True, nogil=True)
 def decode_transitions(buf, offsets, verify):
     """Decode the transition records ``buf[offsets[i]:offsets[i + 1]]`` as
@@ -94,10 +90,7 @@ def decode_transitions(buf, offsets, verify):
     0, and the move count every next state has (-1 when they differ). ``ok`` is False (the arrays then empty)
     when a record is not in a tree form this pass reads, or is corrupt or invalid: the reference path names it."""
     n = offsets.size - 1
-    headers = np.zeros((n, 5), np.int64)
-    for r in range(n):
-        headers[r, 3] = headers[r, 4] = -1
-    values, arrays, trees = np.zeros((n, 2)), np.zeros((2 * n, 6), np.int64), np.zeros((2 * n, 3), np.int64)
+    headers, values, arrays, trees = _first_pass_arrays(n, 2)
     status, rich = _locate(buf, offsets, headers, values, arrays, trees, 2)
     read = n if not status.any() else 0  # a record not read: no arrays (an empty batch's, of the same types)
     status, out = _fill(buf, headers[:read], values[:read], arrays[:2 * read], trees[:2 * read], rich, 2, verify)
@@ -106,7 +99,7 @@ def decode_transitions(buf, offsets, verify):
     terminal, labelled, versions = np.empty(n, np.bool_), np.empty(n, np.bool_), np.empty(n, np.int64)
     for r in range(n):
         reward[r], discount[r] = values[r, 0], values[r, 1]
-        terminal[r], labelled[r] = headers[r, 0] & TERMINAL != 0, headers[r, 0] & LABELLED != 0
+        terminal[r], labelled[r] = (headers[r, 0] & TERMINAL) != 0, (headers[r, 0] & LABELLED) != 0
         versions[r] = headers[r, 2]
     nodes = (_with_uniform(node_index[0]), _with_uniform(node_index[1]))
     return read == n and not status.any(), rich, (sides, taken, taken_meta, compact, labels, counts), \
