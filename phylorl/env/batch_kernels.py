@@ -201,7 +201,7 @@ def _fill(buf, headers, values, arrays, trees, rich, per, verify):
             move_capacity(2 * trees[last, 0] - 2, trees[last, 0])
     capacity += largest  # room for a state that enumerates more moves than its record says (then invalid)
     sides = (_graphs(nodes[0, n], max(nodes[0, n] - n, 0), width), _graphs(nodes[1, n], nodes[1, n] - n, width))
-    # zeroed: observation records (per == 1) write no taken move, and finite_and_movable reads these
+    # zeroed: observation records (per == 1) write no taken move, yet decode_batch returns these arrays
     taken, taken_meta = np.zeros((n, 4), np.int64), np.zeros((n, columns), np.float32)
     slots = 3 * nodes[1, n]
     widths = (6, 4, 3, 2) if rich else (1, 1, 0, 1)  # pruned, regraft, shared and own columns
