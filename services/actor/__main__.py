@@ -28,6 +28,9 @@ from services.replay.client import ReplayClient
 
 PROG = "python -m services.actor"
 log = logging.getLogger("phylorl.actor")
+STOP_GRACE_S = 2.0
+"""Once stopped, how long the loop may take to end its step and send what is buffered before its calls are
+cancelled."""
 
 
 def build_envs(config: ActorConfig) -> VecTreeEnv:
@@ -74,10 +77,12 @@ def main(argv: list[str] | None = None) -> int:
     worker.start()
     while worker.is_alive() and not stop.wait(0.5):
         pass
-    worker.join(config.rpc_timeout_s if not stop.is_set() else 5.0)
-    channel.close()  # cancels an inference call still in flight
-    worker.join(10.0)
+    worker.join(config.rpc_timeout_s if not stop.is_set() else STOP_GRACE_S)
+    # then cancel the calls still in flight: an inference call, or an insert the replay's rate limiter holds (the
+    # learner has stopped sampling); what that insert carried stays in the journal for the next actor
+    channel.close()
     replay.close()
+    worker.join(10.0)
     log.info("stopped after %d steps, %d episodes", actor.steps, actor.episodes)
     return 1 if errors else 0
 

@@ -45,6 +45,9 @@ RETRYABLE = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.RESOURCE_EXHAUSTED, gr
 else (INVALID_ARGUMENT, INTERNAL, UNKNOWN, ...) is a bug on one side, which retrying forever would turn
 into an endless warning loop: the actor stops with the error instead. CANCELLED too (:func:`transient`), unless
 the actor is stopping."""
+STOP_SEND_S = 1.0
+"""Once stopped, how long the last send may wait for the replay's rate limiter (it holds inserts while the learner
+samples too little, as it does not at all once done); what it does not store stays in the journal."""
 
 
 def transient(code: grpc.StatusCode, stopping: bool) -> bool:
@@ -119,7 +122,8 @@ class Actor:
         records = [r for r, _, _ in batch]
         priorities = np.array([p for _, p, _ in batch], dtype=np.float64)
         # a resend after a lost answer is safe: the service skips the numbers it already stored
-        self.replay.insert_records(records, priorities, timeout_s=self.config.rpc_timeout_s,
+        timeout_s = min(self.config.rpc_timeout_s, STOP_SEND_S) if self.stop.is_set() else self.config.rpc_timeout_s
+        self.replay.insert_records(records, priorities, timeout_s=timeout_s,
                                    producer=producer, first_sequence=batch[0][2])
         return True
 

@@ -13,8 +13,9 @@ reads it), ``logs/<service>.log``, ``redis/`` (AOF), ``checkpoints/``,
 ``metrics.jsonl``, ``summary.json``, ``ports.json`` (every service's gRPC and metrics port, also in the
 summary), ``secrets/`` (mode 0600: Redis' ACL file and the password of its one user, which replay and the
 learner log in as; with ``config.secure`` the TLS certificates and gRPC token too), ``spool/`` (the
-actors' outbox journals and ``ledger.jsonl``) and, with ``config.prometheus``, ``prometheus/`` (its config and data: the installed Prometheus
-scraping the run under the compose stack's job names; ``services/launcher/prometheus.py``).
+actors' outbox journals and ``ledger.jsonl``) and, with ``config.prometheus``, ``prometheus/`` (its config and
+data: the installed Prometheus scraping the run under the compose stack's job names;
+``services/launcher/prometheus.py``).
 """
 
 from __future__ import annotations
@@ -209,7 +210,8 @@ class _EventLog:
 
 
 def _learner_totals(run_dir: Path, summary: dict) -> None:
-    """The learner's own record of its updates (exact even when it exited before a last scrape)."""
+    """The learner's own record of its updates: exact even when it exited before a last scrape (it stops at its
+    update count between two), and counting the updates before a restart, which its metrics start again from 0."""
     path = run_dir / "learner" / "updates.csv"
     if not path.exists():
         return
@@ -219,3 +221,4 @@ def _learner_totals(run_dir: Path, summary: dict) -> None:
         last = dict(zip(header, rows[-1].split(",")))
         summary["weights_version"] = float(last["version"])
         summary["updates_logged"] = len(rows) - 1
+        summary["updates"] = float(len(rows) - 1)

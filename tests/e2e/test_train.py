@@ -19,7 +19,8 @@ def test_train_runs_the_whole_system(tmp_path, need):
     config.write_text(
         "model: JC\nhorizon: 5\nbatch_size: 16\nhidden: 32\nmin_replay: 48\npublish_every: 5\n"
         "simulate_count: 3\nsimulate_taxa: '6:7'\nsimulate_sites: '200:300'\n"
-        "learner: {checkpoint_every: 10, inference_server: asyncio, switch_interval_ms: 0.25}\nactor: {send_batch: 4}\n")
+        "learner: {checkpoint_every: 10, inference_server: asyncio, switch_interval_ms: 0.25}\n"
+        "actor: {send_batch: 4}\n")
     proc = subprocess.run(
         [sys.executable, "-m", "phylorl.cli", "train", "--config", str(config), "--actors", "2", "--updates", "20",
          "--minutes", "8", "--run-dir", str(run_dir), "--json", "--secure"],
@@ -29,6 +30,12 @@ def test_train_runs_the_whole_system(tmp_path, need):
     assert json.loads(proc.stdout) == summary  # --json: stdout is that one object (the report's line is on stderr)
     assert summary["reason"] == "updates done"
     assert summary["weights_version"] >= 20
+    assert summary["updates"] == 20  # the learner's own count, not a scrape from before it stopped
+    # stderr is a pipe here: plain progress lines (no live redraw), then the totals and the stop, each on its own line
+    lines = proc.stderr.splitlines()
+    assert any(line.lstrip().split("s  updates ")[0].isdigit() and "env steps" in line for line in lines)
+    totals = next(i for i, line in enumerate(lines) if line.startswith("stopped: updates done"))
+    assert "updates 20  env steps" in lines[totals - 1]
     assert all(code == 0 for code in summary["exit_codes"].values()), summary["exit_codes"]
     # actors were answered by newer weights than the initial version 0
     series = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]

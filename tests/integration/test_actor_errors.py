@@ -33,15 +33,16 @@ from services.replay.client import ReplayClient
 BASIC = NetworkConfig(hidden=16, action_hidden=16, head_hidden=16)
 
 
-def serve_replay(redis_client, prefix: str, port: int):
-    """A real replay service on ``port`` (where the actor has been sending all along) over the test Redis."""
+def serve_replay(redis_client, prefix: str, port: int, limiter=None):
+    """A real replay service on ``port`` (where the actor has been sending all along) over the test Redis;
+    ``limiter``: its rate limiter (none but a minimum size of 1 unless given)."""
     from phylorl.replay import RateLimiter
     from services.replay.buffer import PrioritizedReplay
     from services.replay.server import ReplayServer
     from services.replay.store import RedisStore
 
     table = PrioritizedReplay(RedisStore(redis_client, prefix), capacity=10_000, alpha=0.6, beta=0.4,
-                              rate_limiter=RateLimiter(1, 0.0))
+                              rate_limiter=limiter or RateLimiter(1, 0.0))
     server = ReplayServer(host="127.0.0.1", port=port, max_workers=4, max_message_bytes=64 << 20,
                           default_timeout_s=5.0)
     server.start()
@@ -171,3 +172,45 @@ def test_a_killed_actors_journal_is_sent_by_the_next_actor_and_each_transition_s
         stop.set()
         server.stop(grace_s=1.0)
         channel.close()
+
+
+def test_a_stopped_actor_whose_insert_the_rate_limiter_holds_exits_at_once_and_keeps_it_in_its_journal(
+        tmp_path, redis_client, free_port_factory, inference_factory):
+    """The end of every ``phylorl train``: the learner has its updates and samples no more, so the replay's
+    rate limiter holds the actors' inserts. SIGTERM must end such an actor well before its call's timeout
+    (300 s here), with exit status 0, and what the held insert
+    carried must stay in the journal: stored and waiting add up to what it made."""
+    from phylorl.phylo.alignment import format_fasta
+    from phylorl.replay import RateLimiter
+    from services.actor.outbox import read_journal
+
+    endpoint = inference_factory(NetworkConfig.for_features("rich", hidden=16, action_hidden=16, head_hidden=16))
+    data = simulate_dataset(6, 100, dataset_rng(6, 0), model=parse_model("JC"))
+    fasta = tmp_path / "sim.fasta"
+    fasta.write_text(format_fasta(data.alignment))
+    spool, replay_port = tmp_path / "spool", free_port_factory()
+    # inserts admitted until 4 + 4 are held with nothing sampled; then each waits
+    table, server = serve_replay(redis_client, "test:held", replay_port, RateLimiter(4, 1.0, 4.0))
+    flags = ["--learner-address", endpoint, "--replay-address", f"127.0.0.1:{replay_port}", "--alignments",
+             str(fasta), "--model", "JC", "--cache-dir", str(tmp_path / "cache"), "--metrics-port", "0",
+             "--env.horizon", "5", "--send-batch", "4", "--buffer-capacity", "8", "--spool-dir", str(spool),
+             "--rpc-timeout-s", "300", "--actor-id", "held"]
+    actor = subprocess.Popen([sys.executable, "-m", "services.actor", *flags], stdout=subprocess.DEVNULL,
+                             stderr=subprocess.PIPE, env={**os.environ, "PYTHONPATH": os.getcwd()})
+    try:
+        deadline = time.monotonic() + 120
+        while table.stats().waiting_inserts == 0:  # admitted up to the bound, then one call held
+            assert time.monotonic() < deadline and actor.poll() is None, "the actor's insert was not held"
+            time.sleep(0.2)
+        stored = table.stats().size
+        assert 8 <= stored <= 12  # one call may overshoot the bound by its own 4
+        actor.send_signal(signal.SIGTERM)
+        _, errors = actor.communicate(timeout=60)
+        assert actor.returncode == 0, errors.decode()[-2000:]
+    finally:
+        actor.kill()
+        server.stop(grace_s=1.0)
+    (journal,) = spool.glob("held-*.journal")  # what an actor left is kept for the next one
+    left = read_journal(journal)
+    assert table.stats().size == stored  # nothing was admitted after it was held
+    assert len(left.pending) >= 4 and stored + len(left.pending) == left.produced  # and nothing made was lost
