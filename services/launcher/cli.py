@@ -109,11 +109,18 @@ def run(args) -> int:
     # nohup) begins with SIGINT ignored, and Python then installs no KeyboardInterrupt handler at all.
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda _signum, _frame: stop.set())
-    line = Text("starting redis, replay, learner and actors ...")
+    line = Text("preparing the corpus ...")
     live = console.is_terminal  # a file or pipe (nohup, a CI log) gets a plain line every LOG_EVERY_S instead
     logged: list[dict] = []  # the last record printed there
+    staged = [time.monotonic()]  # when the last stage line was printed there
     if not live:
         console.print(Text(line.plain), soft_wrap=True)
+
+    def stage(text: str) -> None:
+        line.plain = text
+        if not live and (time.monotonic() - staged[0] >= LOG_EVERY_S or text.startswith("starting")):
+            staged[0] = time.monotonic()
+            console.print(Text(text), soft_wrap=True)
 
     def show(record: dict) -> None:
         if not live:
@@ -140,7 +147,7 @@ def run(args) -> int:
     failed = None
     with Live(line, console=console, refresh_per_second=2, transient=False) if live else contextlib.nullcontext():
         try:
-            summary = run_local(config, run_dir, lambda r: (show(r)), stop, on_started=started)
+            summary = run_local(config, run_dir, show, stop, on_started=started, on_stage=stage)
         except KeyboardInterrupt:
             stop.set()
             raise

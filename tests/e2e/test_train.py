@@ -33,7 +33,10 @@ def test_train_runs_the_whole_system(tmp_path, need):
     assert summary["updates"] == 20  # the learner's own count, not a scrape from before it stopped
     # stderr is a pipe here: plain progress lines (no live redraw), then the totals and the stop, each on its own line
     lines = proc.stderr.splitlines()
-    assert any(line.lstrip().split("s  updates ")[0].isdigit() and "env steps" in line for line in lines)
+    progress = [i for i, line in enumerate(lines)
+                if line.lstrip().split("s  updates ")[0].isdigit() and "env steps" in line]
+    assert progress and lines.index("preparing the corpus ...") < lines.index(
+        "starting redis, replay, learner and actors ...") < progress[0]
     totals = next(i for i, line in enumerate(lines) if line.startswith("stopped: updates done"))
     assert "updates 20  env steps" in lines[totals - 1]
     assert all(code == 0 for code in summary["exit_codes"].values()), summary["exit_codes"]
