@@ -63,7 +63,9 @@ class TrainConfig:
     seed: int = 0
     """Seed of the simulated corpus, the replay service, the learner and the actors (actor i: seed + 1000 i)."""
     cache_dir: str = ""
-    """Preparation cache shared by the actors (default: the run directory's ``cache/``)."""
+    """Preparation cache shared by the actors (default: the one ``phylorl search`` and ``eval`` use,
+    ``$XDG_CACHE_HOME/phylorl/prepared`` or ``~/.cache/phylorl/prepared``; keyed by content and model, so a corpus is
+    prepared once for every later run)."""
     prometheus: int = field(default=0, metadata={"const": 9090})
     """Start the installed Prometheus on this port (the flag alone: 9090), scraping the run's services with the
     compose stack's job names (so the dashboards' queries work); 0: none."""

@@ -9,7 +9,7 @@ when a service dies; then it stops everything cleanly and writes ``summary.json`
 
 Run directory: ``config.json`` (the whole TrainConfig), ``config/<service>.json`` (each service's config as it
 reads it), ``logs/<service>.log``, ``redis/`` (AOF), ``checkpoints/``,
-``learner/updates.csv``, ``cache/`` (alignment preparation), ``corpus/`` (if simulated),
+``learner/updates.csv``, ``corpus/`` (if simulated),
 ``metrics.jsonl``, ``summary.json``, ``ports.json`` (every service's gRPC and metrics port, also in the
 summary), ``secrets/`` (mode 0600: Redis' ACL file and the password of its one user, which replay and the
 learner log in as; with ``config.secure`` the TLS certificates and gRPC token too), ``spool/`` (the
@@ -56,8 +56,12 @@ def simulate_corpus(config: TrainConfig, run_dir: Path) -> str:
     return str(out)
 
 
-def cache_dir(config: TrainConfig, run_dir: Path) -> Path:
-    return Path(config.cache_dir) if config.cache_dir else run_dir / "cache"
+def cache_dir(config: TrainConfig) -> Path:
+    """The preparation cache: ``config.cache_dir``, else the one ``phylorl search`` and ``eval`` use (keyed by each
+    alignment's content and the model, so a corpus prepared once is read back by every later run)."""
+    from phylorl.cli.search import default_cache_dir
+
+    return Path(config.cache_dir) if config.cache_dir else default_cache_dir()
 
 
 def start_service(sup: Supervisor, name: str, service_config, run_dir: Path, port: int = 0) -> Service:
@@ -98,7 +102,7 @@ def run_local(config: TrainConfig, run_dir: Path, on_progress: Callable[[dict], 
     (run_dir / "config.json").write_text(json.dumps(asdict(config), indent=2) + "\n")
     replay_cfg, learner_cfg, actor_cfg = config.sections()
     alignments = config.alignments or simulate_corpus(config, run_dir)
-    prepare_shared_cache(actor_cfg.model, cache_dir(config, run_dir), alignments, run_dir, on_stage)
+    prepare_shared_cache(actor_cfg.model, cache_dir(config), alignments, run_dir, on_stage)
     if on_stage is not None:
         on_stage("starting redis, replay, learner and actors ...")
     sup = Supervisor(run_dir, stop)
@@ -133,7 +137,7 @@ def run_local(config: TrainConfig, run_dir: Path, on_progress: Callable[[dict], 
             actor_ports.append(port)
             start_service(sup, f"actor-{i}", replace(
                 actor_cfg, learner_address=f"127.0.0.1:{learner_port}", replay_address=f"127.0.0.1:{replay_port}",
-                metrics_port=port, alignments=alignments, cache_dir=str(cache_dir(config, run_dir)),
+                metrics_port=port, alignments=alignments, cache_dir=str(cache_dir(config)),
                 seed=config.seed + 1000 * i, actor_id=f"actor-{i}", spool_dir=str(run_dir / "spool"), **grpc_client),
                 run_dir)
         ports = {"redis": redis.port, "replay": {"grpc": replay_port, "metrics": replay_metrics},
@@ -144,6 +148,7 @@ def run_local(config: TrainConfig, run_dir: Path, on_progress: Callable[[dict], 
                 "replay": [f"127.0.0.1:{replay_metrics}"], "learner": [f"127.0.0.1:{learner_metrics}"],
                 "actor": [f"127.0.0.1:{p}" for p in actor_ports]})
         summary["ports"] = ports
+        summary["cache_dir"] = str(cache_dir(config))
         (run_dir / "ports.json").write_text(json.dumps(ports, indent=2) + "\n")
         if on_started is not None:
             on_started(ports)

@@ -16,6 +16,7 @@ With demonstrations (γ = 0, every state labelled, 150 updates): see the second 
 from __future__ import annotations
 
 import csv
+import json
 import subprocess
 import sys
 
@@ -35,7 +36,8 @@ def _train_and_measure(tmp_path, need, updates: int, extra: list[str]) -> tuple[
                     "8:8", "--sites", "500:500", "--seed", "7", "--model", "JC"], check=True, capture_output=True)
     config = tmp_path / "learn.yaml"
     config.write_text("model: JC\nhorizon: 8\nbatch_size: 32\nhidden: 32\nmin_replay: 128\npublish_every: 5\n"
-                      "samples_per_insert: 4.0\nlearner: {checkpoint_every: 50, agent: {lr: 0.001}}\nactor: {send_batch: 8}\n")
+                      "samples_per_insert: 4.0\nlearner: {checkpoint_every: 50, agent: {lr: 0.001}}\n"
+                      "actor: {send_batch: 8}\n")
     run_dir = tmp_path / "run"
     proc = subprocess.run(
         [sys.executable, "-m", "phylorl.cli", "train", "--config", str(config), "--alignments", str(corpus),
@@ -52,7 +54,7 @@ def _train_and_measure(tmp_path, need, updates: int, extra: list[str]) -> tuple[
     agent = AgentPolicy.from_checkpoint(run_dir)
     assert agent.features == "rich"
     start = AgentPolicy.from_learner(Learner(agent.nets[0].cfg, seed=SEED))  # the learner's initial weights
-    cache = PreparationCache(run_dir / "cache")
+    cache = PreparationCache(json.loads((run_dir / "summary.json").read_text())["cache_dir"])
     gains = {"agent": [], "start": [], "random": []}
     for item in load_corpus([corpus]):
         entry = EnvAlignment.build(item.alignment, cache.get(item.alignment, "JC"), item.path.name)
