@@ -17,7 +17,6 @@ import signal
 import sys
 import threading
 import time
-from dataclasses import fields
 from pathlib import Path
 
 
@@ -28,14 +27,12 @@ from phylorl.cli.train import HELP
 from services.common.config import add_flags, build, env_values, file_values, flag_values, merge, paths
 
 from .config import SET_BY_LAUNCHER, TrainConfig
-from .progress import Snapshot, rates
+from .display import ProgressLine
 from .run import run_local
 from .supervisor import LaunchError
 
 
 ENV_PREFIX = "PHYLORL_TRAIN_"
-LOG_EVERY_S = 10.0
-"""How often the progress line is printed when stderr is not a terminal (on a terminal it is redrawn in place)."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -84,8 +81,6 @@ def totals(summary: dict) -> str:
 
 def run(args) -> int:
     from rich.console import Console
-    from rich.live import Live
-    from rich.text import Text
 
     config = build_config(args)
     if shutil.which("redis-server") is None:
@@ -109,35 +104,6 @@ def run(args) -> int:
     # nohup) begins with SIGINT ignored, and Python then installs no KeyboardInterrupt handler at all.
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda _signum, _frame: stop.set())
-    line = Text("preparing the corpus ...")
-    live = console.is_terminal  # a file or pipe (nohup, a CI log) gets a plain line every LOG_EVERY_S instead
-    logged: list[dict] = []  # the last record printed there
-    staged = [time.monotonic()]  # when the last stage line was printed there
-    if not live:
-        console.print(Text(line.plain), soft_wrap=True)
-
-    def stage(text: str) -> None:
-        line.plain = text
-        if not live and (time.monotonic() - staged[0] >= LOG_EVERY_S or text.startswith("starting")):
-            staged[0] = time.monotonic()
-            console.print(Text(text), soft_wrap=True)
-
-    def show(record: dict) -> None:
-        if not live:
-            if logged and record["time_s"] - logged[0]["time_s"] < LOG_EVERY_S:
-                return
-            if logged:  # the rates over the lines' interval, not the last second's
-                record = {**record, **rates(Snapshot(**{f.name: logged[0][f.name] for f in fields(Snapshot)}),
-                                            Snapshot(**{f.name: record[f.name] for f in fields(Snapshot)}))}
-            logged[:] = [record]
-        line.plain = (
-            f"{record['time_s']:6.0f}s  updates {record['updates']:.0f} ({record['updates_per_s']:.2f}/s, "
-            f"{record['mean_update_ms']:.0f} ms)  env steps {record['env_steps']:.0f} "
-            f"({record['env_steps_per_s']:.1f}/s, actors waiting {100 * record['actor_inference_wait_fraction']:.0f}%)"
-            f"  replay {record['replay_size']:.0f}  "
-            f"episode ΔlogL {record['mean_episode_delta_loglik']:.2f}  weights v{record['weights_version']:.0f}")
-        if not live:
-            console.print(Text(line.plain), soft_wrap=True)
 
     def started(ports: dict) -> None:
         if ports.get("prometheus"):
@@ -145,19 +111,17 @@ def run(args) -> int:
                           f"{run_dir / 'ports.json'})")
 
     failed = None
-    with Live(line, console=console, refresh_per_second=2, transient=False) if live else contextlib.nullcontext():
+    with ProgressLine(console, "preparing the corpus ...") as line:
         try:
-            summary = run_local(config, run_dir, show, stop, on_started=started, on_stage=stage)
+            summary = run_local(config, run_dir, line.show, stop, on_started=started, on_stage=line.stage)
         except KeyboardInterrupt:
             stop.set()
             raise
         except LaunchError as exc:
             failed = exc
-            line.plain = "every service stopped"
+            line.end("every service stopped")
         else:
-            line.plain = totals(summary)  # the run's totals, not the rates of a stopped system
-    if not live:
-        console.print(Text(line.plain), soft_wrap=True)
+            line.end(totals(summary))  # the run's totals, not the rates of a stopped system
     if failed is not None:
         raise CliError(f"{failed} (run directory {run_dir})")
     console.print(f"stopped: {summary['reason']} after {summary['seconds']:.0f} s; "

@@ -74,9 +74,9 @@ def start_service(sup: Supervisor, name: str, service_config, run_dir: Path, por
 
 
 def prepare_shared_cache(model: str, cache: Path, alignments: str, run_dir: Path,
-                         on_stage: Callable[[str], None] | None = None) -> None:
-    """Prepare the corpus once, in parallel, into the cache every actor reads (``run_dir/cache``); ``on_stage``
-    hears how far it is."""
+                         on_stage: Callable[[str, bool], None] | None = None) -> None:
+    """Prepare the corpus once, in parallel, into the cache every actor reads; ``on_stage`` hears how far it is (a
+    line, and whether more follow)."""
     from phylorl.env.corpus import corpus_files
     from phylorl.env.prepare import prepare_corpus
 
@@ -87,16 +87,17 @@ def prepare_shared_cache(model: str, cache: Path, alignments: str, run_dir: Path
             log.write(f"prepared {path} ({count}/{total})\n")
             log.flush()
             if on_stage is not None:
-                on_stage(f"preparing the corpus under {model}: {count}/{total} alignments (log: {log_path})")
+                on_stage(f"preparing the corpus under {model}: {count}/{total} alignments (log: {log_path})",
+                         count < total)
 
         prepare_corpus(corpus_files(alignments.split(",")), model, cache, threads=os.cpu_count() or 1, on_done=done)
 
 
 def run_local(config: TrainConfig, run_dir: Path, on_progress: Callable[[dict], None] | None = None,
               stop: threading.Event | None = None, on_started: Callable[[dict], None] | None = None,
-              on_stage: Callable[[str], None] | None = None) -> dict:
+              on_stage: Callable[[str, bool], None] | None = None) -> dict:
     """The run (module docstring); ``on_stage`` hears a line for each step before the services run (the corpus'
-    preparation, alignment by alignment, then their start)."""
+    preparation, alignment by alignment, then their start) and whether more of that step's lines follow."""
     stop = stop or threading.Event()
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "config.json").write_text(json.dumps(asdict(config), indent=2) + "\n")
@@ -104,7 +105,7 @@ def run_local(config: TrainConfig, run_dir: Path, on_progress: Callable[[dict], 
     alignments = config.alignments or simulate_corpus(config, run_dir)
     prepare_shared_cache(actor_cfg.model, cache_dir(config), alignments, run_dir, on_stage)
     if on_stage is not None:
-        on_stage("starting redis, replay, learner and actors ...")
+        on_stage("starting redis, replay, learner and actors ...", False)
     sup = Supervisor(run_dir, stop)
     started = time.monotonic()
     reason = "unknown"

@@ -1,0 +1,81 @@
+"""``phylorl train``'s one progress line: redrawn in place on a terminal, printed every :data:`LOG_EVERY_S` on a file
+or pipe (``nohup``, a CI log), where a live display would show nothing until the end."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import fields
+
+from .progress import Snapshot, rates
+
+LOG_EVERY_S = 10.0
+"""How often the line is printed when stderr is not a terminal."""
+
+
+def describe(record: dict) -> str:
+    """The line of a progress record (``metrics.jsonl``'s)."""
+    return (f"{record['time_s']:6.0f}s  updates {record['updates']:.0f} ({record['updates_per_s']:.2f}/s, "
+            f"{record['mean_update_ms']:.0f} ms)  env steps {record['env_steps']:.0f} "
+            f"({record['env_steps_per_s']:.1f}/s, actors waiting {100 * record['actor_inference_wait_fraction']:.0f}%)"
+            f"  replay {record['replay_size']:.0f}  "
+            f"episode ΔlogL {record['mean_episode_delta_loglik']:.2f}  weights v{record['weights_version']:.0f}")
+
+
+def _snapshot(record: dict) -> Snapshot:
+    return Snapshot(**{f.name: record[f.name] for f in fields(Snapshot)})
+
+
+class ProgressLine:
+    """A context manager. :meth:`stage` sets the line to a step before the services run (printed there unless
+    ``partial`` and within ``LOG_EVERY_S`` of the last line printed); :meth:`show` to a progress record (printed there
+    every ``LOG_EVERY_S``, with the rates over that interval, not the last second's); :meth:`end` to the last line,
+    always shown."""
+
+    def __init__(self, console, first: str):
+        from rich.live import Live
+        from rich.text import Text
+
+        self._console, self._text = console, Text(first)
+        self._live = Live(self._text, console=console, refresh_per_second=2, transient=False) \
+            if console.is_terminal else None
+        self._printed_at, self._record = time.monotonic(), None
+        if self._live is None:
+            self._print()
+
+    def __enter__(self) -> "ProgressLine":
+        if self._live is not None:
+            self._live.__enter__()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._live is not None:
+            self._live.__exit__(*exc)
+        else:
+            self._print()
+
+    def stage(self, text: str, partial: bool = False) -> None:
+        self._text.plain = text
+        if self._live is None and (not partial or time.monotonic() - self._printed_at >= LOG_EVERY_S):
+            self._print()
+
+    def show(self, record: dict) -> None:
+        if self._live is None:
+            last = self._record
+            if last is not None and record["time_s"] - last["time_s"] < LOG_EVERY_S:
+                return
+            self._record = record
+            if last is not None:
+                record = {**record, **rates(_snapshot(last), _snapshot(record))}
+        self._text.plain = describe(record)
+        if self._live is None:
+            self._print()
+
+    def end(self, text: str) -> None:
+        """The last line, shown when the context ends."""
+        self._text.plain = text
+
+    def _print(self) -> None:
+        from rich.text import Text
+
+        self._printed_at = time.monotonic()
+        self._console.print(Text(self._text.plain), soft_wrap=True)
