@@ -27,7 +27,7 @@ from phylorl.cli.train import HELP
 from services.common.config import add_flags, build, env_values, file_values, flag_values, merge, paths
 
 from .config import SET_BY_LAUNCHER, TrainConfig
-from .display import ProgressLine
+from .display import ProgressLine, totals
 from .run import run_local
 from .supervisor import LaunchError
 
@@ -67,16 +67,6 @@ def build_config(args, environ=None) -> TrainConfig:
         raise ValueError(f"{taken[0]} is set by the launcher for a local run (ports, addresses, Redis, secrets, "
                          f"directories and seeds are its own); leave it out")
     return build(TrainConfig, values)
-
-
-def totals(summary: dict) -> str:
-    """One line of a finished run's totals (from ``summary.json``)."""
-    episodes = summary.get("episodes", 0) or 0
-    mean = summary.get("episode_delta_sum", 0.0) / episodes if episodes else float("nan")
-    restarts = ", ".join(f"{name} {count}" for name, count in summary.get("restarts", {}).items())
-    return (f"{summary.get('seconds', 0):6.0f}s  updates {summary.get('updates', 0):.0f}  env steps "
-            f"{summary.get('env_steps', 0):.0f}  episodes {episodes:.0f} (mean ΔlogL {mean:.2f})  "
-            f"weights v{summary.get('weights_version', 0):.0f}" + (f"  restarts: {restarts}" if restarts else ""))
 
 
 def run(args) -> int:

@@ -3,6 +3,7 @@ or pipe (``nohup``, a CI log), where a live display would show nothing until the
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import fields
 
@@ -12,13 +13,29 @@ LOG_EVERY_S = 10.0
 """How often the line is printed when stderr is not a terminal."""
 
 
+def _value(value: float, spec: str) -> str:
+    """``value`` as ``spec``, or "–" where there is none yet (no update or episode in the interval)."""
+    return "–" if math.isnan(value) else format(value, spec)
+
+
 def describe(record: dict) -> str:
     """The line of a progress record (``metrics.jsonl``'s)."""
     return (f"{record['time_s']:6.0f}s  updates {record['updates']:.0f} ({record['updates_per_s']:.2f}/s, "
-            f"{record['mean_update_ms']:.0f} ms)  env steps {record['env_steps']:.0f} "
+            f"{_value(record['mean_update_ms'], '.0f')} ms)  env steps {record['env_steps']:.0f} "
             f"({record['env_steps_per_s']:.1f}/s, actors waiting {100 * record['actor_inference_wait_fraction']:.0f}%)"
             f"  replay {record['replay_size']:.0f}  "
-            f"episode ΔlogL {record['mean_episode_delta_loglik']:.2f}  weights v{record['weights_version']:.0f}")
+            f"episode ΔlogL {_value(record['mean_episode_delta_loglik'], '.2f')}  "
+            f"weights v{record['weights_version']:.0f}")
+
+
+def totals(summary: dict) -> str:
+    """One line of a finished run's totals (from ``summary.json``)."""
+    episodes = summary.get("episodes", 0) or 0
+    mean = _value(summary.get("episode_delta_sum", 0.0) / episodes, ".2f") if episodes else "–"
+    restarts = ", ".join(f"{name} {count}" for name, count in summary.get("restarts", {}).items())
+    return (f"{summary.get('seconds', 0):6.0f}s  updates {summary.get('updates', 0):.0f}  env steps "
+            f"{summary.get('env_steps', 0):.0f}  episodes {episodes:.0f} (mean ΔlogL {mean})  "
+            f"weights v{summary.get('weights_version', 0):.0f}" + (f"  restarts: {restarts}" if restarts else ""))
 
 
 def _snapshot(record: dict) -> Snapshot:

@@ -34,6 +34,7 @@ def test_on_a_file_a_line_every_interval_with_the_rates_over_it_and_partial_stag
     assert lines[:3] == ["preparing the corpus ...", "preparing: 3/3", "starting"]
     assert len(lines) == 6 and lines[-1] == "totals"
     assert "updates 0 (1.00/s" in lines[3]  # the first record: its own last second
+    assert "episode ΔlogL –" in lines[3] and "nan" not in out.getvalue()  # no episode ended yet
     # the third record over the 2 intervals since the first: 80 updates and 400 steps in 20 s
     assert f"updates 80 ({80 / (2 * LOG_EVERY_S):.2f}/s, 50 ms)" in lines[4]
     assert f"env steps 400 ({400 / (2 * LOG_EVERY_S):.1f}/s" in lines[4]
