@@ -9,13 +9,13 @@ the split supports the rich observation shows (:mod:`phylorl.phylo.bootstrap`).
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
+import itertools
 import json
 import multiprocessing
 import os
 import tempfile
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -108,11 +108,14 @@ def _prepare_one(job: tuple[str, str, str]) -> str:
     return path
 
 
-def prepare_corpus(paths, model: str, directory: str | os.PathLike, threads: int = 1, on_done=None) -> None:
+def prepare_corpus(paths, model: str, directory: str | os.PathLike, threads: int = 1, on_done=None,
+                   stop=None) -> bool:
     """Prepare every alignment file in ``paths`` into the cache at ``directory``, ``threads`` at a
     time (processes), so that every later reader (each actor, each evaluation) finds it cached.
 
-    ``on_done(path, done, total)`` is called after each one.
+    ``on_done(path, done, total)`` is called after each one, in the order they finish. ``stop`` (a
+    ``threading.Event``): once set, no alignment is started (those under way finish); returns whether all
+    of them were prepared.
     """
     paths = [str(p) for p in paths]
     cache = PreparationCache(directory)
@@ -121,10 +124,25 @@ def prepare_corpus(paths, model: str, directory: str | os.PathLike, threads: int
     todo = [p for p in paths if not cache.has(load_alignment(p), model)]
     done = len(paths) - len(todo)
     jobs = [(p, model, str(directory)) for p in todo]
-    parallel = threads > 1 and len(jobs) > 1
-    with (ProcessPoolExecutor(threads, mp_context=multiprocessing.get_context("fork")) if parallel
-          else contextlib.nullcontext()) as pool:
-        for path in (pool.map if parallel else map)(_prepare_one, jobs):
+    stopped = stop.is_set if stop is not None else lambda: False
+    if threads <= 1 or len(jobs) <= 1:
+        for job in jobs:
+            if stopped():
+                return False
             done += 1
             if on_done is not None:
-                on_done(path, done, len(paths))
+                on_done(_prepare_one(job), done, len(paths))
+        return True
+    waiting = iter(jobs)  # handed out one per free process, so that a stop or a failure leaves them unstarted
+    with ProcessPoolExecutor(threads, mp_context=multiprocessing.get_context("fork")) as pool:
+        running = {pool.submit(_prepare_one, job) for job in itertools.islice(waiting, threads)}
+        while running:
+            finished, running = wait(running, return_when=FIRST_COMPLETED)
+            for future in finished:
+                done += 1
+                if on_done is not None:
+                    on_done(future.result(), done, len(paths))
+            if stopped():  # those running finish as the pool closes
+                return done == len(paths)
+            running |= {pool.submit(_prepare_one, job) for job in itertools.islice(waiting, len(finished))}
+    return True

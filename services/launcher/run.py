@@ -74,9 +74,10 @@ def start_service(sup: Supervisor, name: str, service_config, run_dir: Path, por
 
 
 def prepare_shared_cache(model: str, cache: Path, alignments: str, run_dir: Path,
-                         on_stage: Callable[[str, bool], None] | None = None) -> None:
+                         on_stage: Callable[[str, bool], None] | None = None,
+                         stop: threading.Event | None = None) -> bool:
     """Prepare the corpus once, in parallel, into the cache every actor reads; ``on_stage`` hears how far it is (a
-    line, and whether more follow)."""
+    line, and whether more follow). Returns whether it is all prepared (not when ``stop`` was set first)."""
     from phylorl.env.corpus import corpus_files
     from phylorl.env.prepare import prepare_corpus
 
@@ -90,7 +91,8 @@ def prepare_shared_cache(model: str, cache: Path, alignments: str, run_dir: Path
                 on_stage(f"preparing the corpus under {model}: {count}/{total} alignments (log: {log_path})",
                          count < total)
 
-        prepare_corpus(corpus_files(alignments.split(",")), model, cache, threads=os.cpu_count() or 1, on_done=done)
+        return prepare_corpus(corpus_files(alignments.split(",")), model, cache, threads=os.cpu_count() or 1,
+                              on_done=done, stop=stop)
 
 
 def run_local(config: TrainConfig, run_dir: Path, on_progress: Callable[[dict], None] | None = None,
@@ -103,14 +105,16 @@ def run_local(config: TrainConfig, run_dir: Path, on_progress: Callable[[dict], 
     (run_dir / "config.json").write_text(json.dumps(asdict(config), indent=2) + "\n")
     replay_cfg, learner_cfg, actor_cfg = config.sections()
     alignments = config.alignments or simulate_corpus(config, run_dir)
-    prepare_shared_cache(actor_cfg.model, cache_dir(config), alignments, run_dir, on_stage)
-    if on_stage is not None:
-        on_stage("starting redis, replay, learner and actors ...", False)
     sup = Supervisor(run_dir, stop)
     started = time.monotonic()
     reason = "unknown"
     summary: dict = {"run_dir": str(run_dir)}
     try:
+        if not prepare_shared_cache(actor_cfg.model, cache_dir(config), alignments, run_dir, on_stage, stop):
+            raise StartInterrupted("stopped while preparing the corpus")
+        if on_stage is not None:
+            on_stage("starting redis, replay, learner and actors ...", False)
+        started = time.monotonic()  # the run's clock counts from the services' start
         made = make_credentials(run_dir / "secrets", hosts=("localhost", "127.0.0.1"))
         redis_auth = {"redis_username": REDIS_USER, "redis_password_file": str(made["redis_password"])}
         grpc_server, grpc_client = {}, {}

@@ -183,3 +183,32 @@ def test_train_restarts_killed_services_and_goes_on(tmp_path, need):
     assert all(code == 0 for code in summary["exit_codes"].values()), summary["exit_codes"]
     events = (run_dir / "logs" / "supervisor.log").read_text()
     assert "replay exited with status -9" in events and "actor-0 started again" in events
+
+
+def test_a_stop_while_the_corpus_is_prepared_ends_the_run_before_any_service_starts(tmp_path):
+    """Ctrl-C during the corpus' preparation (minutes for a large corpus) ends the run there: no alignment is
+    started after it, no service is started at all, and the summary says the run was interrupted."""
+    import os
+    import threading
+
+    import numpy as np
+
+    from phylorl.phylo import format_fasta, parse_model
+    from phylorl.phylo.simulate import simulate_dataset
+    from services.launcher.config import TrainConfig
+    from services.launcher.run import run_local
+
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    count = 2 * (os.cpu_count() or 1) + 2  # more than the processes that prepare them (one per core)
+    for i in range(count):
+        data = simulate_dataset(6, 60, np.random.default_rng(i), model=parse_model("JC"))
+        (corpus / f"a{i}.fasta").write_text(format_fasta(data.alignment))
+    stop, stages = threading.Event(), []
+    stop.set()  # as if Ctrl-C came before the first alignment was done
+    config = TrainConfig(alignments=str(corpus), model="JC", cache_dir=str(tmp_path / "cache"))
+    summary = run_local(config, tmp_path / "run", stop=stop, on_stage=lambda text, partial: stages.append(text))
+    assert summary["reason"] == "interrupted" and summary["exit_codes"] == {}
+    assert json.loads((tmp_path / "run" / "summary.json").read_text())["reason"] == "interrupted"
+    assert not any(text.startswith("starting") for text in stages)
+    assert len(list((tmp_path / "cache").glob("*.json"))) <= (os.cpu_count() or 1)  # those under way when it stopped
