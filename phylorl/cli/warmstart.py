@@ -98,6 +98,7 @@ def _collect(args, paths, cfg, cache_dir, behaviour, task, have):
 
         for _ in range(2 * args.threads):
             submit()
+        shown = time.perf_counter()
         while pending:
             done, pending = wait(pending, timeout=5.0, return_when=FIRST_COMPLETED)
             for future in done:
@@ -106,10 +107,20 @@ def _collect(args, paths, cfg, cache_dir, behaviour, task, have):
             if time.perf_counter() < deadline and not full:
                 while len(pending) < 2 * args.threads:
                     submit()
-            print(f"\rwarmstart: {have + len(states)} labelled states, {time.perf_counter() - started:.0f} s",
-                  end="", file=sys.stderr, flush=True)
-    print(file=sys.stderr)
+            shown = _show(f"warmstart: {have + len(states)} labelled states, {time.perf_counter() - started:.0f} s",
+                          shown, final=not pending)
     return states, task
+
+
+def _show(line: str, shown: float, final: bool) -> float:
+    """The collection's progress on stderr: redrawn in place on a terminal; on a file or pipe (a log) a line of its
+    own every 10 s and at the end. Returns when a line was last written there."""
+    if sys.stderr.isatty():
+        print(f"\r{line}", end="\n" if final else "", file=sys.stderr, flush=True)
+    elif final or time.perf_counter() - shown >= 10.0:
+        print(line, file=sys.stderr, flush=True)
+        return time.perf_counter()
+    return shown
 
 
 def run(args) -> int:
