@@ -129,9 +129,10 @@ def prepare_corpus(paths, model: str, directory: str | os.PathLike, threads: int
         for job in jobs:
             if stopped():
                 return False
+            path = _prepare_one(job)
             done += 1
             if on_done is not None:
-                on_done(_prepare_one(job), done, len(paths))
+                on_done(path, done, len(paths))
         return True
     waiting = iter(jobs)  # handed out one per free process, so that a stop or a failure leaves them unstarted
     with ProcessPoolExecutor(threads, mp_context=multiprocessing.get_context("fork")) as pool:

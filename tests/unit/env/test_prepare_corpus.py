@@ -42,6 +42,12 @@ def test_every_alignment_is_prepared_once_and_counted(corpus, tmp_path, threads)
 
 
 @pytest.mark.parametrize("threads", [1, 2])
+def test_without_a_listener_too(corpus, tmp_path, threads):
+    assert prepare_corpus(corpus, "JC", tmp_path / "cache", threads=threads)
+    assert cached(corpus, tmp_path / "cache") == 6
+
+
+@pytest.mark.parametrize("threads", [1, 2])
 def test_a_stop_starts_no_more_alignments(corpus, tmp_path, threads):
     """Set after the first alignment is done: what was under way finishes (at most one per process), nothing else
     starts, and the call says it did not prepare them all."""
