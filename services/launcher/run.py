@@ -105,12 +105,13 @@ def run_local(config: TrainConfig, run_dir: Path, on_progress: Callable[[dict], 
     (run_dir / "config.json").write_text(json.dumps(asdict(config), indent=2) + "\n")
     replay_cfg, learner_cfg, actor_cfg = config.sections()
     alignments = config.alignments or simulate_corpus(config, run_dir)
+    cache = cache_dir(config)
     sup = Supervisor(run_dir, stop)
     started = time.monotonic()
     reason = "unknown"
-    summary: dict = {"run_dir": str(run_dir)}
+    summary: dict = {"run_dir": str(run_dir), "cache_dir": str(cache)}
     try:
-        if not prepare_shared_cache(actor_cfg.model, cache_dir(config), alignments, run_dir, on_stage, stop):
+        if not prepare_shared_cache(actor_cfg.model, cache, alignments, run_dir, on_stage, stop):
             raise StartInterrupted("stopped while preparing the corpus")
         if on_stage is not None:
             on_stage("starting redis, replay, learner and actors ...", False)
@@ -142,7 +143,7 @@ def run_local(config: TrainConfig, run_dir: Path, on_progress: Callable[[dict], 
             actor_ports.append(port)
             start_service(sup, f"actor-{i}", replace(
                 actor_cfg, learner_address=f"127.0.0.1:{learner_port}", replay_address=f"127.0.0.1:{replay_port}",
-                metrics_port=port, alignments=alignments, cache_dir=str(cache_dir(config)),
+                metrics_port=port, alignments=alignments, cache_dir=str(cache),
                 seed=config.seed + 1000 * i, actor_id=f"actor-{i}", spool_dir=str(run_dir / "spool"), **grpc_client),
                 run_dir)
         ports = {"redis": redis.port, "replay": {"grpc": replay_port, "metrics": replay_metrics},
@@ -153,7 +154,6 @@ def run_local(config: TrainConfig, run_dir: Path, on_progress: Callable[[dict], 
                 "replay": [f"127.0.0.1:{replay_metrics}"], "learner": [f"127.0.0.1:{learner_metrics}"],
                 "actor": [f"127.0.0.1:{p}" for p in actor_ports]})
         summary["ports"] = ports
-        summary["cache_dir"] = str(cache_dir(config))
         (run_dir / "ports.json").write_text(json.dumps(ports, indent=2) + "\n")
         if on_started is not None:
             on_started(ports)
@@ -239,5 +239,4 @@ def _learner_totals(run_dir: Path, summary: dict) -> None:
         header = rows[0].split(",")
         last = dict(zip(header, rows[-1].split(",")))
         summary["weights_version"] = float(last["version"])
-        summary["updates_logged"] = len(rows) - 1
         summary["updates"] = float(len(rows) - 1)
