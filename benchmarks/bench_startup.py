@@ -8,7 +8,8 @@ in their cache):
   eval workers), the actor service and the agent's processes (search and eval with ``--policy agent``, the learner)
   import first; ``python_s``: ``python3 -c pass``, the interpreter alone, for reference;
 * ``search_s``: ``phylorl search --policy lazyclimb`` on one 7-taxon alignment of the corpus (its preparation
-  cached by a first run that is not counted): start-up, reading, the search and the answer.
+  cached by a first run that is not counted): start-up, reading, the search and the answer;
+* ``search_agent_s``: the same with ``--policy agent`` (the shipped agent: torch and the network's start too).
 
     python benchmarks/bench_startup.py [--repeats 7] [--alignment PATH]
 """
@@ -53,7 +54,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="bench_startup_") as cache:
         search = [sys.executable, "-m", "phylorl.cli", "search", "--alignments", args.alignment, "--policy",
                   "lazyclimb", "--cache-dir", cache, "--json"]
-        commands = {"python_s": [sys.executable, "-c", "pass"], "search_s": search}
+        policy = search.index("lazyclimb")
+        commands = {"python_s": [sys.executable, "-c", "pass"], "search_s": search,
+                    "search_agent_s": [*search[:policy], "agent", *search[policy + 1:]]}
         commands.update({f"import_{name}_s": [sys.executable, "-c", f"import {module}"]
                          for name, module in MODULES.items()})
         for command in commands.values():  # once each first: the preparation cached, the files in the page cache

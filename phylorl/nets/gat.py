@@ -12,19 +12,82 @@ loops are on), PyG's ``GATConv`` with ``H`` heads of ``C`` channels, edge featur
 A self loop's edge feature is the mean of the node's incoming edge features (``fill_value='mean'``).
 Tree nodes have at most 3 neighbours, so the softmax runs over at most 4 slots of a dense table
 instead of scattering over an edge list: same parameters, same maths, static shapes.
+
+The layer's parameters live in :class:`TreeGATConv`, which holds exactly ``GATConv``'s (same names, shapes, order and
+initialisation) without importing PyG: importing ``torch_geometric`` costs a process about 2 s (it imports
+``torch._dynamo``), and only the reference forward needs it.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
-from torch import Tensor
-from torch_geometric.nn import GATConv
+from torch import Tensor, nn
 
 from phylorl.nets.inputs import GraphBatch
 from phylorl.nets.segment import take
+
+
+class _Weight(nn.Module):
+    """A bias-free linear layer's weight ``[out, in]`` under the name PyG's ``Linear`` gives it."""
+
+    def __init__(self, in_channels: int, out_channels: int):
+        super().__init__()
+        self.weight = nn.Parameter(torch.empty(out_channels, in_channels))
+
+
+def _glorot(value: Tensor) -> None:
+    """PyG's ``glorot`` initialisation (uniform in ``±sqrt(6 / (fan_in + fan_out))`` over the last two dimensions)."""
+    bound = math.sqrt(6.0 / (value.size(-2) + value.size(-1)))
+    with torch.no_grad():
+        value.uniform_(-bound, bound)
+
+
+class TreeGATConv(nn.Module):
+    """The parameters of PyG's ``GATConv(in_channels, out_channels, heads, concat=True, edge_dim=edge_dim,
+    add_self_loops=self_loops)`` (``att_src``, ``att_dst``, ``att_edge``, ``bias``, ``lin.weight``,
+    ``lin_edge.weight``, in that order), initialised as ``GATConv`` does, drawing the same random numbers, so a
+    seed gives the same network and checkpoints of either load into the other. The fast path reads them
+    (:func:`dense_gat`); calling the module is the reference path: PyG's own ``GATConv`` run on these parameters
+    (``torch.func.functional_call``, so gradients reach them)."""
+
+    negative_slope = 0.2
+
+    def __init__(self, in_channels: int, out_channels: int, heads: int, edge_dim: int, self_loops: bool = True):
+        super().__init__()
+        self.in_channels, self.out_channels, self.heads = in_channels, out_channels, heads
+        self.edge_dim, self.add_self_loops = edge_dim, self_loops
+        self.att_src = nn.Parameter(torch.empty(1, heads, out_channels))
+        self.att_dst = nn.Parameter(torch.empty(1, heads, out_channels))
+        self.att_edge = nn.Parameter(torch.empty(1, heads, out_channels))
+        self.bias = nn.Parameter(torch.empty(heads * out_channels))
+        self.lin = _Weight(in_channels, heads * out_channels)
+        self.lin_edge = _Weight(edge_dim, heads * out_channels)
+        # GATConv's order of draws: each Linear initialises itself when made, then reset_parameters() draws again
+        for weight in (self.lin.weight, self.lin_edge.weight, self.lin.weight, self.lin_edge.weight,
+                       self.att_src, self.att_dst, self.att_edge):
+            _glorot(weight)
+        with torch.no_grad():
+            self.bias.zero_()
+        self._reference: list = []  # PyG's GATConv, made on the meta device at the first reference call
+
+    def reference_layer(self) -> nn.Module:
+        """PyG's ``GATConv`` of this shape, on the meta device (no memory, no random numbers drawn)."""
+        if not self._reference:
+            from torch_geometric.nn import GATConv  # the reference path only: see the module's docstring
+
+            with torch.device("meta"):
+                self._reference.append(GATConv(self.in_channels, self.out_channels, heads=self.heads, concat=True,
+                                               edge_dim=self.edge_dim, add_self_loops=self.add_self_loops))
+        return self._reference[0]
+
+    def forward(self, x: Tensor, edge_index: Tensor, edge_attr: Tensor) -> Tensor:
+        """PyG's ``GATConv`` forward on these parameters: ``[N, in] -> [N, heads * out_channels]``."""
+        return torch.func.functional_call(self.reference_layer(), dict(self.named_parameters()),
+                                          (x, edge_index, edge_attr))
 
 
 @dataclass
@@ -60,7 +123,7 @@ def dense_slots(graphs: GraphBatch, heads: int, self_loops: bool) -> DenseSlots:
     return DenseSlots(nodes=nodes, attr=attr, mask=mask, rows=rows, heads=heads)
 
 
-def gat_weights(conv: GATConv) -> tuple[Tensor, Tensor]:
+def gat_weights(conv: TreeGATConv) -> tuple[Tensor, Tensor]:
     """The parts of :func:`dense_gat` that depend on the weights alone: ``[W; a_s^T W; a_d^T W]^T``
     ``[in, H*C + 2H]`` (node transform and both attention terms in one product) and the edge
     coefficients ``a_e^T W_e`` ``[D, H]``."""
@@ -75,9 +138,9 @@ def gat_weights(conv: GATConv) -> tuple[Tensor, Tensor]:
     return w_all, edge_coef
 
 
-def dense_gat(conv: GATConv, x: Tensor, slots: DenseSlots, weights: tuple[Tensor, Tensor] | None = None,
+def dense_gat(conv: TreeGATConv, x: Tensor, slots: DenseSlots, weights: tuple[Tensor, Tensor] | None = None,
               capture_safe: bool = False) -> Tensor:
-    """Apply ``conv`` (a ``GATConv`` with ``concat=True``, ``edge_dim`` set, no residual) to ``x``.
+    """Apply ``conv`` (GATConv's function: ``concat=True``, ``edge_dim`` set, no residual) to ``x``.
 
     Shapes: ``x`` float ``[N, in]`` -> ``[N, heads * out_channels]``. The slots must have been built
     with the conv's ``heads`` and ``add_self_loops``. ``weights``: :func:`gat_weights` of ``conv``

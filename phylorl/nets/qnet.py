@@ -29,10 +29,9 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
-from torch_geometric.nn import GATConv, global_add_pool, global_max_pool, global_mean_pool
 
 from phylorl.nets.config import NetworkConfig
-from phylorl.nets.gat import DenseSlots, dense_gat, dense_slots, gat_weights
+from phylorl.nets.gat import DenseSlots, TreeGATConv, dense_gat, dense_slots, gat_weights
 from phylorl.nets.inputs import ActionBatch, GraphBatch
 from phylorl.nets.segment import segment_max, segment_mean, segment_sum, take
 
@@ -74,8 +73,7 @@ class QNetwork(nn.Module):
         h = cfg.hidden
         self.node_encoder = nn.Linear(cfg.node_features, h)
         self.convs = nn.ModuleList(
-            GATConv(h, h // cfg.heads, heads=cfg.heads, concat=True, edge_dim=cfg.edge_features,
-                    add_self_loops=cfg.gat_self_loops)
+            TreeGATConv(h, h // cfg.heads, heads=cfg.heads, edge_dim=cfg.edge_features, self_loops=cfg.gat_self_loops)
             for _ in range(cfg.gat_layers)
         )
         action_in = (MOVE_NODES * h if cfg.action_features == "gather" else MOVE_NODES) + cfg.action_meta
@@ -160,6 +158,8 @@ class QNetwork(nn.Module):
             if self.compiled:
                 return compiled(_fast_encode)(self, graphs, slots, None, True)
             return _fast_encode(self, graphs, slots, self.derived_weights()["gat"])
+        from torch_geometric.nn import global_add_pool, global_max_pool, global_mean_pool  # reference only (gat.py)
+
         x = F.relu(self.node_encoder(graphs.x))
         for conv in self.convs:
             x = F.relu(conv(x, graphs.edge_index, graphs.edge_attr)) + x
