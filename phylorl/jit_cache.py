@@ -36,6 +36,24 @@ def default_base() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "phylorl" / "numba"
 
 
+COMPILED_MARKER = "compiled"
+"""A file in a cache directory that says every kernel a first command uses is in it (``scripts/compile_kernels.py``
+writes it after running those commands once)."""
+
+
+def cache_dir() -> Path | None:
+    """The directory numba caches compiled kernels in for this process (``None`` before
+    :func:`use_source_keyed_cache` or a ``NUMBA_CACHE_DIR`` says where)."""
+    path = os.environ.get(ENV)
+    return Path(path) if path else None
+
+
+def is_compiled() -> bool:
+    """Whether this version's kernels were all compiled into the cache (:data:`COMPILED_MARKER`)."""
+    path = cache_dir()
+    return path is not None and (path / COMPILED_MARKER).is_file()
+
+
 def use_source_keyed_cache(base: Path | None = None, root: Path | None = None) -> Path | None:
     """Point numba's cache at ``base/<source digest>`` for this process and the processes it starts, unless
     ``NUMBA_CACHE_DIR`` is set already (the image sets it; a user may): then nothing changes and ``None`` is

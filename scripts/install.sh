@@ -20,9 +20,9 @@ PY=${PYTHON:-python3}
 "$PY" -c 'import torch' 2>/dev/null || "$PY" -m pip install -q torch==2.13.0
 "$PY" -m pip install -q -e '.[dev]'
 command -v pyenv >/dev/null && pyenv rehash || true
-# numba compiles the learner's and replay's record passes on first use (about two minutes on a 2-core VM); do it once here, so no
-# service's first batch stalls on it (the cache lives in ~/.cache/phylorl/numba/<digest of the source>, see
-# phylorl/jit_cache.py; NUMBA_CACHE_DIR overrides it).
-"$PY" -c 'from phylorl.jit_cache import use_source_keyed_cache; use_source_keyed_cache()
-from phylorl.agent.packed_batch import compile_kernels; compile_kernels()'
+# numba compiles each kernel on its first use: compile every one a first command uses (search, polish, eval, the
+# environment, the learner's and replay's record passes) once here, about three minutes on a 2-core VM, so no
+# command stalls on it (the cache lives in ~/.cache/phylorl/numba/<digest of the source>, see phylorl/jit_cache.py;
+# NUMBA_CACHE_DIR overrides it).
+"$PY" scripts/compile_kernels.py
 echo "[install] done: $("$PY" -c 'import phylorl, torch; print("phylorl", phylorl.__version__, "torch", torch.__version__)')"

@@ -7,6 +7,13 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+MODELS_DIR = Path(__file__).resolve().parents[2] / "models"
+"""Where the shipped agent lives (``models/`` at the top of the repository)."""
+
+DEFAULT_CHECKPOINT = MODELS_DIR / "agent.pt"
+"""The shipped agent's checkpoint: used by ``phylorl search --policy agent`` and ``phylorl eval``
+when no ``--checkpoint`` is given."""
+
 LATEST = "latest"
 """Name of the file, next to a run's checkpoints, that names the newest one."""
 

@@ -28,12 +28,6 @@ from phylorl.nets.twin import twin_or_none
 from phylorl.phylo.topology_key import neighbor_key, topology_key
 
 
-MODELS_DIR = Path(__file__).resolve().parents[2] / "models"
-"""Where the shipped agent lives (``models/`` at the top of the repository)."""
-
-DEFAULT_CHECKPOINT = MODELS_DIR / "agent.pt"
-"""The shipped agent's checkpoint: used by ``phylorl search --policy agent`` and ``phylorl eval``
-when no ``--checkpoint`` is given."""
 
 
 def resolve_checkpoint(path: str | os.PathLike) -> Path:

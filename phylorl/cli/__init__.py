@@ -46,11 +46,19 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+COMPILING = ("search", "eval", "evaluate", "train", "warmstart", "loglik")
+"""Sub-commands that run compiled kernels: each says so before it starts when they are not compiled yet."""
+
+
 def main(argv: list[str] | None = None) -> int:
-    from phylorl.jit_cache import use_source_keyed_cache
+    from phylorl.jit_cache import is_compiled, use_source_keyed_cache
 
     use_source_keyed_cache()  # before any sub-command imports a compiled kernel (and for the services it starts)
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] and argv[0] in COMPILING and not {"-h", "--help"} & set(argv) and not is_compiled():
+        print("phylorl: this version's kernels are not compiled yet: the first use of each compiles it (about a "
+              "minute in all on 2 cores; python scripts/compile_kernels.py compiles them ahead, as "
+              "scripts/install.sh does)", file=sys.stderr)
     if argv[:1] == ["train"]:  # its flags (--help too) belong to python -m services.launcher
         from phylorl.cli import train
 

@@ -134,7 +134,8 @@ def _short(label: str) -> str:
 
 def _load_policy(path: str | None, tabu: int | None = None):
     """``(policy, checkpoint file)``; a missing default checkpoint is a one-line error."""
-    from phylorl.agent.policy import DEFAULT_CHECKPOINT, DEFAULT_TABU, AgentPolicy, resolve_checkpoint
+    from phylorl.agent.checkpoints import DEFAULT_CHECKPOINT
+    from phylorl.agent.policy import DEFAULT_TABU, AgentPolicy, resolve_checkpoint
     from phylorl.cli import CliError
 
     if path is None:

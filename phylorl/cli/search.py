@@ -10,9 +10,11 @@ hill-climbs from it. The agent policy uses the shipped checkpoint (models/agent.
 from __future__ import annotations
 
 import json
+import multiprocessing
 import os
 import sys
 import time
+from concurrent.futures import ProcessPoolExecutor
 from functools import partial
 from pathlib import Path
 
@@ -82,13 +84,21 @@ def run(args) -> int:
     rescore = rescore_value(args.rescore)
     parse_model(args.model)  # fail fast on a bad model string
     path = single_alignment(args.alignments)
-    policy = _agent(args.checkpoint, args.tabu) if args.policy == "agent" else args.policy
     started = time.perf_counter()
+    checkpoint = _checkpoint(args.checkpoint) if args.policy == "agent" else None
     alignment = load_alignment(path)
     steps = args.steps if args.steps is not None else (None if args.policy in CLIMBS else 2 * alignment.n_taxa)
     cache = PreparationCache(args.cache_dir or default_cache_dir())
     _status(f"preparing {path} ({alignment.n_taxa} taxa, {alignment.n_sites} sites) under {args.model}")
-    prepared = cache.get(alignment, args.model)
+    if checkpoint is not None and not cache.has(alignment, args.model):
+        # a new alignment is prepared in a process of its own while this one loads torch and the agent
+        with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("fork")) as pool:
+            preparing = pool.submit(cache.get, alignment, args.model)
+            policy = _agent(checkpoint, args.tabu)
+            prepared = preparing.result()
+    else:
+        policy = args.policy if checkpoint is None else _agent(checkpoint, args.tabu)
+        prepared = cache.get(alignment, args.model)
     entry = EnvAlignment.build(alignment, prepared, path.name)
     config = EnvConfig(start=args.start, horizon=10**9, radius=args.radius)
     env = TreeEnv([entry], config, seed=args.seed)
@@ -99,6 +109,7 @@ def run(args) -> int:
     if duplicates is not None:
         _status(f"note: {duplicates.dropped} identical sequence(s) searched once and put back at the end "
                 "(--keep-identical: search them all); the progress shows the reduced alignment's log-likelihood")
+    _status(f"searching with {args.policy} from the {args.start} tree (log-likelihood {env.loglik:.3f})")
     search = partial(run_search, restarts=args.restarts, finish=args.policy not in CLIMBS, rescore=rescore,
                      distinct=not args.keep_identical)
     result = _search_with_progress(env, policy, steps, np.random.default_rng(args.seed), search)
@@ -148,15 +159,22 @@ def run(args) -> int:
     return 0
 
 
-def _agent(checkpoint: str | None, tabu: int | None = None):
-    """The agent policy of ``checkpoint`` (default: the shipped one; its absence is a one-line error)."""
-    from phylorl.agent.policy import DEFAULT_CHECKPOINT, DEFAULT_TABU, AgentPolicy
+def _checkpoint(checkpoint: str | None) -> str:
+    """``checkpoint``, or the shipped agent's when none is given (its absence is a one-line error)."""
+    from phylorl.agent.checkpoints import DEFAULT_CHECKPOINT
     from phylorl.cli import CliError
 
     if checkpoint is None:
         if not Path(DEFAULT_CHECKPOINT).exists():
             raise CliError(f"no agent checkpoint at {DEFAULT_CHECKPOINT} (the default): pass --checkpoint PATH")
         checkpoint = DEFAULT_CHECKPOINT
+    return checkpoint
+
+
+def _agent(checkpoint: str, tabu: int | None = None):
+    """The agent policy of ``checkpoint``."""
+    from phylorl.agent.policy import DEFAULT_TABU, AgentPolicy
+
     return AgentPolicy.from_checkpoint(checkpoint, tabu=DEFAULT_TABU if tabu is None else tabu)
 
 

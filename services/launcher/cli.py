@@ -72,7 +72,7 @@ def build_config(args, environ=None) -> TrainConfig:
 def run(args) -> int:
     from rich.console import Console
 
-    config = build_config(args)
+    config = build_config(args).absolute(f"runs/{time.strftime('%Y%m%d-%H%M%S')}")
     if shutil.which("redis-server") is None:
         raise CliError("redis-server is not installed (scripts/install.sh installs it)")
     if config.prometheus and shutil.which("prometheus") is None:
@@ -81,7 +81,7 @@ def run(args) -> int:
         from phylorl.agent.policy import AgentPolicy
 
         AgentPolicy.from_checkpoint(config.init_checkpoint)  # fail fast on a missing or foreign file
-    run_dir = Path(config.run_dir or f"runs/{time.strftime('%Y%m%d-%H%M%S')}")
+    run_dir = Path(config.run_dir)
     if config.alignments:
         from phylorl.env.corpus import load_corpus
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from phylorl.env.config import EnvConfig
 from phylorl.nets.config import NetworkConfig
@@ -139,6 +140,19 @@ class TrainConfig:
         if learner.net.features != actor.env.features:
             raise ValueError(f"learner.net.features ({learner.net.features}) and actor.env.features "
                              f"({actor.env.features}) must be the same feature set")
+
+    def absolute(self, run_dir_default: str) -> "TrainConfig":
+        """This config with every path it names absolute (``run_dir`` defaulting to ``run_dir_default``), resolved
+        against the working directory once, where the run starts: the services and Redis are started in other
+        directories (Redis changes into its data directory), so no child may depend on this one's."""
+        def absolute(path: str) -> str:
+            return str(Path(path).expanduser().resolve()) if path else path
+
+        return dataclasses.replace(
+            self, run_dir=absolute(self.run_dir or run_dir_default), cache_dir=absolute(self.cache_dir),
+            alignments=",".join(absolute(a) for a in self.alignments.split(",") if a),
+            init_checkpoint=absolute(self.init_checkpoint) if self.init_checkpoint else self.init_checkpoint,
+            learner=dataclasses.replace(self.learner, init_checkpoint=absolute(self.learner.init_checkpoint)))
 
     def sections(self) -> tuple[ReplayConfig, LearnerConfig, ActorConfig]:
         """The three sections with the short fields that are set applied (and ``updates``, ``seed``)."""

@@ -101,6 +101,8 @@ def run_local(config: TrainConfig, run_dir: Path, on_progress: Callable[[dict], 
     """The run (module docstring); ``on_stage`` hears a line for each step before the services run (the corpus'
     preparation, alignment by alignment, then their start) and whether more of that step's lines follow."""
     stop = stop or threading.Event()
+    config = config.absolute(str(run_dir))
+    run_dir = Path(config.run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "config.json").write_text(json.dumps(asdict(config), indent=2) + "\n")
     replay_cfg, learner_cfg, actor_cfg = config.sections()

@@ -78,7 +78,7 @@ class Supervisor:
     """Owns the child processes; :meth:`stop_all` is safe to call more than once."""
 
     def __init__(self, run_dir: Path, stop=None):
-        self.run_dir = run_dir
+        self.run_dir = Path(run_dir).resolve()  # every path a child is given is absolute
         self.stop = stop  # a threading.Event: set, waiting for a service to start gives up (StartInterrupted)
         self.services: list[Service] = []
         self.env = dict(os.environ)
@@ -130,7 +130,7 @@ class Supervisor:
         # appendfsync always: an insert is on disk before replay acknowledges it, so even kill -9 of Redis
         # loses no acknowledged transition (one fsync per insert batch)
         argv = [exe, "--port", str(port), "--bind", "127.0.0.1", "--dir", str(data), "--appendonly", "yes",
-                "--appendfsync", "always", "--save", "", "--protected-mode", "yes", "--aclfile", str(acl_file)]
+                "--appendfsync", "always", "--save", "", "--protected-mode", "yes", "--aclfile", str(Path(acl_file).resolve())]
         service = self.add(Service("redis", argv, self.run_dir / "logs" / "redis.log", port=port))
         self.wait_for(service, lambda: _redis_ping(f"redis://127.0.0.1:{port}/0", auth), "answer PING")
         return service

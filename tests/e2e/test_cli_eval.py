@@ -17,7 +17,8 @@ import pytest
 
 from phylorl.agent.config import AgentConfig
 from phylorl.agent.learner import Learner
-from phylorl.agent.policy import DEFAULT_CHECKPOINT, DEFAULT_TABU, AgentPolicy
+from phylorl.agent.checkpoints import DEFAULT_CHECKPOINT
+from phylorl.agent.policy import DEFAULT_TABU, AgentPolicy
 from phylorl.env.config import EnvConfig
 from phylorl.env.prepare import PreparationCache
 from phylorl.env.tree_env import EnvAlignment, TreeEnv
@@ -133,11 +134,11 @@ def test_eval_errors_are_one_line_before_any_work(setup, tmp_path, args, message
 def test_missing_default_checkpoint_is_one_line(setup, tmp_path, monkeypatch, capsys):
     """Without --checkpoint both commands use the shipped models/agent.pt; when it is missing (here: the
     default pointed at a file that does not exist) each says so in one line, before any preparation."""
-    import phylorl.agent.policy
+    import phylorl.agent.checkpoints
     from phylorl.cli import main
 
     missing = tmp_path / "models" / "agent.pt"
-    monkeypatch.setattr(phylorl.agent.policy, "DEFAULT_CHECKPOINT", missing)
+    monkeypatch.setattr(phylorl.agent.checkpoints, "DEFAULT_CHECKPOINT", missing)
     for command in (["eval", "--alignments", str(setup["alignments"]), "--no-iqtree"],
                     ["search", "--alignment", str(setup["alignments"] / "sim_0000.fasta"), "--policy", "agent"]):
         assert main([*command, "--cache-dir", str(tmp_path / "cache")]) == 2
