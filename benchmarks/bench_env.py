@@ -1,13 +1,17 @@
 """Environment step speed, split into its parts; prints one JSON line.
 
 A TreeEnv step = apply the SPR move + optimise the branches around the regraft point (2 Newton
-passes over the 3 edges at p) + compute the reward + build the next observation (enumerate moves,
-their metadata, graph arrays). Measured on DS1 (27 taxa, GTR+F+G4 fixed to IQ-TREE's estimates) and
-on a simulated 20-taxon, 1000-site alignment, with random moves from random start trees, one core.
-Figures are medians over repeated blocks of steps (milliseconds per step). ``sim20_vec_env``: a
-VecTreeEnv of 4 environments stepping on the same alignment (each environment has its own engine state);
-``sim20_vec_env_rich`` the same with the rich observation the actors send (parsimony changes, split supports);
-``parsimony_deltas`` the Fitch length change of every move of one tree (the rich features' costliest part).
+passes over the 3 edges at p) + compute the reward + build the next observation. In the split into
+parts the observation is the basic one (enumerate the moves, copy the tree's arrays:
+:func:`phylorl.env.observation.observe`; the network's features are made from it later, by
+:mod:`phylorl.records`); ``env_step_ms`` is the real ``TreeEnv.step`` with its default (rich)
+observation, which adds each move's parsimony change and the split supports. Measured on DS1 (27 taxa,
+GTR+F+G4 fixed to IQ-TREE's estimates) and on a simulated 20-taxon, 1000-site alignment, with random
+moves from random start trees, one core. Figures are medians over repeated blocks of steps
+(milliseconds per step). ``sim20_vec_env``: a VecTreeEnv of 4 environments stepping on the same
+alignment (each environment has its own engine state); ``sim20_vec_env_rich`` the same with the rich
+observation the actors send (parsimony changes, split supports); ``parsimony_deltas`` the Fitch length
+change of every move of one tree (the rich observation's costliest part).
 
 Usage: python benchmarks/bench_env.py  (needs ../shared/data/ds for DS1)
 """
@@ -26,11 +30,9 @@ import numpy as np  # noqa: E402
 from common import DS_DIR, emit, machine  # noqa: E402
 from phylorl.env.config import EnvConfig  # noqa: E402
 from phylorl.env.prepare import PreparedAlignment  # noqa: E402
+from phylorl.env.observation import observe  # noqa: E402
 from phylorl.env.tree_env import EnvAlignment, TreeEnv  # noqa: E402
-from phylorl.env.tree_observation import build_observation  # noqa: E402
-from phylorl.phylo import (  # noqa: E402
-    apply_spr, edges_near, enumerate_moves, load_alignment, move_metadata, nj_tree, write_newick,
-)
+from phylorl.phylo import apply_spr, edges_near, enumerate_moves, load_alignment, nj_tree, write_newick  # noqa: E402
 from phylorl.phylo.simulate import simulate_dataset  # noqa: E402
 
 BLOCKS = 15
@@ -66,7 +68,7 @@ def measure(entry: EnvAlignment, seed: int) -> dict:
             env.loglik = new
             t3 = time.perf_counter()
             moves = enumerate_moves(env.tree)
-            build_observation(env.tree, moves, move_metadata(env.tree, moves))
+            observe(env.tree, moves, "basic")
             env._moves = moves
             t4 = time.perf_counter()
             for key, value in (("apply_move", t1 - t0), ("branch_opt", t2 - t1), ("reward", t3 - t2),

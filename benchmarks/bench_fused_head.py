@@ -7,7 +7,8 @@ head for each ``--blocks`` setting (moves per program × columns per product × 
 run one by one as the learner does without ``fused_head``. Median of ``--repeats`` synchronised calls after
 warm-ups; one JSON line. ``--tf32`` lets float32 products (the fused kernel's too) use TF32.
 
-    python benchmarks/bench_fused_head.py [--blocks 64x64x8,32x64x4,128x64x8] [--repeats 30] [--tf32]
+    python benchmarks/bench_fused_head.py [--batch 128] [--taxa 20] [--blocks 64x64x8,32x64x4,64x32x4,128x64x8]
+                                          [--repeats 30] [--tf32]
 """
 
 from __future__ import annotations
@@ -23,12 +24,15 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.common import emit, machine  # noqa: E402
-from phylorl.agent.batch import collate  # noqa: E402
+from phylorl.agent.transfer import on_device  # noqa: E402
 from phylorl.nets import fused_head  # noqa: E402
 from phylorl.nets.config import NetworkConfig  # noqa: E402
 from phylorl.nets.qnet import QNetwork  # noqa: E402
 from phylorl.nets.synthetic import random_transition  # noqa: E402
 from phylorl.nets.twin import TwinQ  # noqa: E402
+from phylorl.records.codec import encode_transition  # noqa: E402
+from phylorl.records.collate import collate_records  # noqa: E402
+from phylorl.records.format import PackedRecords  # noqa: E402
 
 
 def timed(fn, repeats: int, warmup: int = 3) -> dict:
@@ -58,7 +62,9 @@ def main() -> None:
     fused_head.require()
     torch.backends.cuda.matmul.allow_tf32 = args.tf32
     rng = np.random.default_rng(0)
-    batch = collate([random_transition(args.taxa, rng) for _ in range(args.batch)], "cuda")
+    records = PackedRecords.from_records([encode_transition(random_transition(args.taxa, rng))
+                                          for _ in range(args.batch)])
+    batch = on_device(collate_records(records)[0], "cuda")  # the next moves expanded on the device
     graphs, actions = batch.next_graphs, batch.next_actions
     torch.manual_seed(0)
     q1, q2 = QNetwork(NetworkConfig()).cuda().eval(), QNetwork(NetworkConfig()).cuda().eval()

@@ -8,25 +8,26 @@ actors record them, the default; ``basic``: random trees and one SPR neighbour e
 * ``insert_per_s``        transitions/s of Insert calls carrying already-encoded records (actors
                           encode before sending, so encoding is not the service's cost);
 * ``sample_per_s``        transitions/s of Sample calls, records received but not decoded (served
-                          from the service's record cache unless ``--cache-records false``);
-* ``sample_decoded_per_s`` the same with every record decoded into numpy arrays (learner side);
+                          from the service's record cache);
+* ``sample_decoded_per_s`` the same with every record decoded into a ``Transition``
+                          (:func:`phylorl.records.codec.decode_transition`);
 * ``redis_get_direct_per_s`` the same records read straight from Redis by one client (GET of the
                           stored insert batches), for reference: what the machine gives without
                           the service;
 * ``sample_to_batch_per_s`` sampled records (as a Sample call returns them) made into the learner's
-                          device-ready batch tensors by the compiled pass (:mod:`phylorl.agent.packed_batch`,
+                          batch tensors by the compiled pass (:func:`phylorl.records.collate.collate_records`,
                           next moves in compact form: what the learner copies to its device), one thread;
                           ``sample_to_batch_ms`` per batch; ``sample_to_batch_<N>_threads_per_s`` with
                           ``--batch-threads`` threads (the learner's prefetch workers);
                           ``sample_to_batch_host_expanded_per_s``: the same with every next move's node ids
-                          and features written on the host (a CPU learner's batch); and
-                          ``sample_to_batch_reference_per_s``: decoding every record and collating; with a
-                          CUDA device also ``sample_to_device_per_s`` (compact, packed into one pinned block,
-                          copied as one transfer and expanded on the GPU, as the learner's prefetcher does),
-                          ``sample_to_device_per_tensor_per_s`` (each tensor pinned and copied on its own, the
-                          prefetcher's way before session 15) and ``sample_to_device_host_expanded_per_s``
-                          (every move written on the host, then copied);
-* ``encode_us`` / ``decode_us`` one transition through :mod:`phylorl.wire.record`, on one core;
+                          and features then written on the host (a CPU learner's batch:
+                          :func:`phylorl.records.collate.expand_on_host`); with a CUDA device also
+                          ``sample_to_device_per_s`` (compact, packed into one pinned block, copied as one
+                          transfer and expanded on the GPU, as the learner's prefetcher does:
+                          :func:`phylorl.agent.transfer.on_device` with a ``Stager``),
+                          ``sample_to_device_per_tensor_per_s`` (each tensor pinned and copied on its own) and
+                          ``sample_to_device_host_expanded_per_s`` (every move written on the host, then copied);
+* ``encode_us`` / ``decode_us`` one transition through :mod:`phylorl.records.codec`, on one core;
 * ``cpu_us_per_insert`` / ``cpu_us_per_sample`` CPU time (user + system) the replay service, Redis
                           and this client spent per transition: on a shared or small machine the
                           throughput is bounded by the cores left, and these show where time goes.
@@ -36,12 +37,15 @@ own channel, as several actors or learner prefetch streams would be): ``by_clien
 figures per count. Each figure is the median over ``--repeats`` runs. Prints one JSON line on
 stdout; progress on stderr.
 
-    python benchmarks/bench_replay.py [--repeats 5] [--batches 40] [--clients 1,2,4] [--features rich]
+    python benchmarks/bench_replay.py [--repeats 5] [--batches 40] [--batch-size 128] [--clients 1,2,4]
+                                      [--taxa 20] [--pool 256] [--capacity 100000] [--features rich|basic]
+                                      [--batch-threads 2]
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import platform
@@ -60,28 +64,25 @@ import redis
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from phylorl.types import Transition  # noqa: E402
 from common import episode_transitions  # noqa: E402
-from phylorl.wire.record import decode_transition, encode_transition  # noqa: E402
+from phylorl.records.codec import decode_transition, encode_transition  # noqa: E402
+from phylorl.types import Transition  # noqa: E402
+from services.common.memory import KEEP_MB, keep_freed_memory  # noqa: E402
 from services.launcher.supervisor import free_port  # noqa: E402
 from services.replay.client import ReplayClient  # noqa: E402
-from services.common.memory import keep_freed_memory  # noqa: E402
 
 
 def realistic_transitions(count: int, n_taxa: int, seed: int) -> tuple[list[Transition], str]:
     """Transitions between random trees and one of their SPR neighbours, with every move listed (basic observation)."""
+    from phylorl.env.observation import observe as observe_tree
+    from phylorl.phylo.spr import enumerate_moves, spr_neighbor
+    from phylorl.phylo.starts import random_tree
+
     rng = np.random.default_rng(seed)
-    try:
-        from phylorl.env.tree_env import build_observation
-        from phylorl.phylo.spr import enumerate_moves, move_metadata, spr_neighbor
-        from phylorl.phylo.starts import random_tree
-    except ImportError:
-        from phylorl.wire.synthetic import random_transition
-        return [random_transition(n_taxa, 2 * (n_taxa - 3) * (2 * n_taxa - 7), rng) for _ in range(count)], "synthetic"
 
     def observe(tree):
         moves = enumerate_moves(tree)
-        return build_observation(tree, moves, move_metadata(tree, moves)), moves
+        return observe_tree(tree, moves, "basic"), moves
 
     out = []
     names = [f"taxon{i}" for i in range(n_taxa)]
@@ -159,60 +160,54 @@ def run_clients(target: str, clients: int, work) -> float:
 
 
 def batch_rates(batches: list, repeats: int, threads: int) -> dict:
-    """Sampled batches -> learner batches (CPU tensors) per second: the compiled pass (``collate_records``)
-    to the device-ready compact form with ``threads`` threads, the same with the next moves expanded on the
-    host, and the reference path (decode every record, collate)."""
+    """Sampled batches -> learner batches (CPU tensors) per second: the compiled pass (``collate_records``, next
+    moves compact) with one thread and with ``threads`` threads, and the same with the next moves then expanded on
+    the host; with a CUDA device, on to the GPU three ways."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from phylorl.agent.batch import collate
-    from phylorl.agent.packed_batch import collate_records
+    from phylorl.records.collate import collate_records, expand_on_host
 
-    for packed in batches[:2]:
-        if collate_records(packed) is None:
-            sys.exit("a sampled batch is not in a tree form: the compiled path declines it")
-    compact = lambda packed: collate_records(packed, compact=True)  # noqa: E731
+    def expanded(packed):
+        batch = collate_records(packed)[0]
+        return dataclasses.replace(batch, next_actions=expand_on_host(batch.next_actions))
+
+    for packed in batches[:2]:  # warm-up
+        expanded(packed)
     items = len(batches) * len(batches[0])
-    fast, expanded, reference, parallel = [], [], [], []
+    fast, host_expanded, parallel = [], [], []
     with ThreadPoolExecutor(threads) as pool:
         for _ in range(repeats):
             start = time.perf_counter()
             for packed in batches:
-                compact(packed)
+                collate_records(packed)
             fast.append(items / (time.perf_counter() - start))
             start = time.perf_counter()
             for packed in batches:
-                collate_records(packed)
-            expanded.append(items / (time.perf_counter() - start))
+                expanded(packed)
+            host_expanded.append(items / (time.perf_counter() - start))
             start = time.perf_counter()
-            list(pool.map(compact, batches))
+            list(pool.map(collate_records, batches))
             parallel.append(items / (time.perf_counter() - start))
-            start = time.perf_counter()
-            for packed in batches[: max(1, len(batches) // 8)]:
-                collate([decode_transition(r) for r in packed])
-            reference.append(max(1, len(batches) // 8) * len(batches[0]) / (time.perf_counter() - start))
     out = {"sample_to_batch_per_s": round(statistics.median(fast)),
            "sample_to_batch_ms": round(len(batches[0]) / statistics.median(fast) * 1e3, 2),
            f"sample_to_batch_{threads}_threads_per_s": round(statistics.median(parallel)),
-           "sample_to_batch_host_expanded_per_s": round(statistics.median(expanded)),
-           "sample_to_batch_reference_per_s": round(statistics.median(reference))}
+           "sample_to_batch_host_expanded_per_s": round(statistics.median(host_expanded))}
     import torch
 
     if torch.cuda.is_available():  # on to the GPU as the prefetcher does: pinned, copied, expanded there
-        from phylorl.agent.batch import on_device
-
-        from phylorl.agent.batch_transfer import Stager
+        from phylorl.agent.transfer import Stager, on_device
 
         stager = Stager(pinned=True)
 
         def staged(packed):  # as a prefetch thread: its block copied before its buffer is written again
-            batch = on_device(compact(packed)[0], "cuda", stager=stager)
+            batch = on_device(collate_records(packed)[0], "cuda", stager=stager)
             torch.cuda.current_stream().synchronize()
             return batch
 
         paths = {"sample_to_device_per_s": staged,
-                 "sample_to_device_per_tensor_per_s": lambda p: on_device(compact(p)[0], "cuda", pin_memory=True),
-                 "sample_to_device_host_expanded_per_s": lambda p: on_device(collate_records(p)[0], "cuda",
-                                                                              pin_memory=True)}
+                 "sample_to_device_per_tensor_per_s": lambda p: on_device(collate_records(p)[0], "cuda",
+                                                                          pin_memory=True),
+                 "sample_to_device_host_expanded_per_s": lambda p: on_device(expanded(p), "cuda", pin_memory=True)}
         for name, path in paths.items():
             runs = []
             for _ in range(repeats):
@@ -236,16 +231,12 @@ def main() -> None:
     parser.add_argument("--taxa", type=int, default=20)
     parser.add_argument("--pool", type=int, default=256, help="distinct transitions to cycle through")
     parser.add_argument("--capacity", type=int, default=100_000)
-    parser.add_argument("--cache-records", choices=("true", "false"), default="true",
-                        help="the service's record cache (false: every sample reads Redis)")
     parser.add_argument("--features", choices=("rich", "basic"), default="rich",
                         help="rich: episodes of the environment as actors record them; basic: random trees")
     parser.add_argument("--batch-threads", type=int, default=2,
                         help="threads of the parallel sample_to_batch figure (the learner's prefetch_workers)")
-    parser.add_argument("--malloc-keep-mb", type=int, default=1024,
-                        help="allocator tuning of the service and of this client (0: glibc defaults)")
     args = parser.parse_args()
-    keep_freed_memory(args.malloc_keep_mb)  # as a learner process would
+    keep_freed_memory()  # as a learner process does (the service does the same)
 
     log = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731
     log(f"building {args.pool} transitions of {args.taxa} taxa")
@@ -267,8 +258,7 @@ def main() -> None:
         processes.append(subprocess.Popen(
             [sys.executable, "-m", "services.replay", "--host", "127.0.0.1", "--port", str(grpc_port),
              "--metrics-port", "0", "--redis-url", f"redis://127.0.0.1:{redis_port}/0", "--key-prefix", "bench",
-             "--capacity", str(args.capacity), "--min-size-to-sample", "1", "--log-level", "WARNING",
-             "--malloc-keep-mb", str(args.malloc_keep_mb), "--cache-records", args.cache_records],
+             "--capacity", str(args.capacity), "--min-size-to-sample", "1", "--log-level", "WARNING"],
             cwd=REPO, env=dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))))
         target = f"127.0.0.1:{grpc_port}"
         with ReplayClient(target) as client:
@@ -339,11 +329,8 @@ def main() -> None:
         "benchmark": "replay", "machine": f"{platform.node()}: {cpu}, {os.cpu_count()} cores",
         "transitions": source, "n_taxa": args.taxa, "n_moves": int(transitions[0].obs.n_actions),
         "record_bytes": int(np.median([len(r) for r in records])),
-        "raw_array_bytes": int(sum(getattr(o, f).nbytes for o in (transitions[0].obs, transitions[0].next_obs)
-                                   for f in ("node_features", "edge_index", "edge_attr", "actions", "action_meta"))),
         "encode_us": round(encode_us, 1), "decode_us": round(decode_us, 1),
-        "batch_size": args.batch_size, "repeats": args.repeats, "malloc_keep_mb": args.malloc_keep_mb,
-        "cache_records": args.cache_records == "true",
+        "batch_size": args.batch_size, "repeats": args.repeats, "malloc_keep_mb": KEEP_MB,
         "by_clients": by_clients, **to_batch, "batch_threads": args.batch_threads,
         "redis_get_direct_per_s": round(statistics.median(direct_runs)),
         "load_average": os.getloadavg()[0],

@@ -3,23 +3,20 @@ processes) for a fixed time, measured from the services' own Prometheus endpoint
 
     python benchmarks/bench_system.py [--actors N] [--envs-per-actor K] [--taxa 20] [--batch-size 128]
                                       [--hidden 256] [--seconds 60] [--warmup-s 60] [--device auto] [--cuda-graphs]
-                                      [--tf32] [--fused-head] [--compile-networks] [--actor-pipeline P]
-                                      [--actor-rpc stream|unary]
-                                      [--no-updates] [--learner-threads T] [--inference-server threads|asyncio]
-                                      [--feed-processes F] [--switch-interval-ms MS] [--pipelined-updates]
-                                      [--py-spy]
+                                      [--run-dir DIR] [--tf32] [--fused-head] [--compile-networks]
+                                      [--actor-pipeline P] [--learner-threads T] [--no-updates] [--py-spy]
 
 After the warm-up (preparation, compilation, replay filling to its minimum) it reads every endpoint, waits
 ``--seconds`` and reads them again. One JSON line: sustained updates/s and environment steps/s, the actors'
 inference call latency p50/p99 (their histogram), the endpoint's own latency p50, median batch and mean time per
-stage of its work (``phylorl_inference_stage_seconds``: what the actors' wait is made of), the learner's update latency p50 and mean (and the fraction of updates replayed as CUDA graphs), its mean time per
-publication of the weights (``publish_mean_ms``), the fraction of
-the learner's time spent waiting for a batch (its feed), the fraction of the actors' time spent waiting for an
-inference answer and for the replay's rate limiter to take their transitions (``actor_insert_limited_fraction``),
-the replay's sample calls' time held by the limiter per second (``sample_limited_per_s``: which side the replay
-ratio holds back), the fraction of the endpoint's batches replayed as CUDA graphs, the policy lag (weights versions between acting and
-learning), the services' restarts during the run, and the CPU each service used (cores, from /proc; the learner's
-feed processes, ``--feed-processes``, apart from the learner), with the machine named. ``--py-spy``: also where the
+stage of its work (``phylorl_inference_stage_seconds``: what the actors' wait is made of), the learner's update
+latency p50 and mean (and the fraction of updates replayed as CUDA graphs), its mean time per publication of the
+weights (``publish_mean_ms``), the fraction of the learner's time spent waiting for a batch (its feed), the fraction
+of the actors' time spent waiting for an inference answer and for the replay's rate limiter to take their
+transitions (``actor_insert_limited_fraction``), the replay's sample calls' time held by the limiter per second
+(``sample_limited_per_s``: which side the replay ratio holds back), the fraction of the endpoint's batches replayed
+as CUDA graphs, the policy lag (weights versions between acting and learning), the services' restarts during the
+run, and the CPU each service used (cores, from /proc), with the machine named. ``--py-spy``: also where the
 learner's threads spend the measured window (``learner_thread_profile``: py-spy samples per thread group, the raw
 file beside the run directory; ``benchmarks/thread_profile.py``).
 
@@ -47,8 +44,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks import thread_profile  # noqa: E402
 from benchmarks.common import REPO, emit, machine  # noqa: E402
-from services.learner.config import SERVER_KINDS  # noqa: E402
-from services.actor.config import INFERENCE_RPCS, ActorConfig  # noqa: E402
 
 
 def read_metrics(port: int) -> dict:
@@ -107,28 +102,18 @@ def pid_of(pattern: str) -> int | None:
     return int(out[0]) if out else None
 
 
-def children(pid: int) -> list[int]:
-    out = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True).stdout.split()
-    return [int(p) for p in out]
-
-
 def actor_section(args) -> str:
     """The actors' options of the run's config file (YAML), from the flags."""
-    fields = ([f"pipeline: {args.actor_pipeline}"] if args.actor_pipeline else []) + (
-        [f"inference_rpc: {args.actor_rpc}"] if args.actor_rpc else [])
+    fields = [f"pipeline: {args.actor_pipeline}"] if args.actor_pipeline else []
     return "actor: {" + ", ".join(fields) + "}\n" if fields else ""
 
 
 def agent_section(args) -> str:
     """The learner's options of the run's config file (YAML), from the flags."""
     options = [name for name, on in (("cuda_graphs", args.cuda_graphs), ("fused_head", args.fused_head),
-                                     ("compile_networks", args.compile_networks),
-                                     ("pipelined_updates", args.pipelined_updates)) if on]
+                                     ("compile_networks", args.compile_networks)) if on]
     fields = (["tf32: true"] if args.tf32 else []) + ([f"torch_threads: {args.learner_threads}"]
                                                        if args.learner_threads else []) + (
-        [f"inference_server: {args.inference_server}"] if args.inference_server != "threads" else []) + (
-        [f"feed_processes: {args.feed_processes}"] if args.feed_processes else []) + (
-        [f"switch_interval_ms: {args.switch_interval_ms}"] if args.switch_interval_ms is not None else []) + (
         [f"inference_cuda_graphs: {'true' if args.cuda_graphs else 'false'}"]) + (
         ["agent: {" + ", ".join(f"{name}: true" for name in options) + "}"] if options else [])
     return "learner: {" + ", ".join(fields) + "}\n" if fields else ""
@@ -152,20 +137,9 @@ def main(argv=None) -> int:
                    "inference endpoint use the fused Triton head (CUDA)")
     p.add_argument("--compile-networks", action="store_true", help="the learner's encoders are torch.compile-d "
                    "(AgentConfig.compile_networks; give --warmup-s the compilation's time too)")
-    p.add_argument("--pipelined-updates", action="store_true", help="the learner launches each update before "
-                   "reading the previous one's results (AgentConfig.pipelined_updates)")
     p.add_argument("--actor-pipeline", type=int, default=0, help="groups each actor's environments are split into "
                    "(ActorConfig.pipeline; 0: the actor's default)")
-    p.add_argument("--actor-rpc", choices=INFERENCE_RPCS, default="", help="how actors' calls reach the endpoint: "
-                   "messages of one open ActStream per group, or unary Act calls (ActorConfig.inference_rpc; "
-                   "default: the actor's)")
-    p.add_argument("--inference-server", choices=SERVER_KINDS, default="threads",
-                   help="the inference endpoint's gRPC server (LearnerConfig.inference_server)")
     p.add_argument("--learner-threads", type=int, default=0, help="the learner's torch threads (0: its default)")
-    p.add_argument("--feed-processes", type=int, default=0, help="processes that sample and collate the learner's "
-                   "batches (LearnerConfig.feed_processes; 0: its prefetch threads do)")
-    p.add_argument("--switch-interval-ms", type=float, default=None, help="the learner's interpreter switch interval "
-                   "(LearnerConfig.switch_interval_ms; 0: automatic; default: the learner's default)")
     p.add_argument("--py-spy", action="store_true", help="sample the learner's threads with py-spy through the "
                    "measured window (benchmarks/thread_profile.py; needs py-spy on PATH): where each thread's time "
                    "goes, as learner_thread_profile")
@@ -215,13 +189,9 @@ def main(argv=None) -> int:
                 **{f"actor-{i}": pid_of(f"services.actor .*--metrics-port {port}( |$)")
                    for i, port in enumerate(ports["actors"])}}
 
-        feeders = children(pids["learner"]) if pids["learner"] else []  # the learner's feed processes
-
         def reading():
             return ({kind: [read_metrics(port) for port in group] for kind, group in endpoints.items()},
-                    {**{name: cpu_seconds(pid) for name, pid in pids.items() if pid},
-                     **({"learner feed (all)": sum(cpu_seconds(pid) for pid in feeders)} if feeders else {})},
-                    time.monotonic())
+                    {name: cpu_seconds(pid) for name, pid in pids.items() if pid}, time.monotonic())
 
         spy = thread_profile.record(pids["learner"], args.seconds, run_dir.parent / "learner-py-spy.txt") \
             if args.py_spy else None
@@ -261,11 +231,10 @@ def main(argv=None) -> int:
     emit({"benchmark": "bench_system", "machine": machine(), "actors": args.actors,
           "envs_per_actor": args.envs_per_actor, "taxa": args.taxa, "batch_size": args.batch_size,
           "hidden": args.hidden, "cuda_graphs": args.cuda_graphs, "fused_head": args.fused_head, "tf32": args.tf32,
-          "compile_networks": args.compile_networks, "pipelined_updates": args.pipelined_updates,
-          "actor_pipeline": args.actor_pipeline or "default", "actor_rpc": args.actor_rpc or ActorConfig.inference_rpc,
-          "learner_threads": args.learner_threads or "default", "inference_server": args.inference_server,
-          "feed_processes": args.feed_processes, "no_updates": args.no_updates,
-          "switch_interval_ms": "default" if args.switch_interval_ms is None else args.switch_interval_ms,
+          "compile_networks": args.compile_networks, "pipelined_updates": False,
+          "actor_pipeline": args.actor_pipeline or "default", "actor_rpc": "stream",
+          "learner_threads": args.learner_threads or "default", "inference_server": "asyncio",
+          "feed_processes": 0, "no_updates": args.no_updates, "switch_interval_ms": "default",
           "seconds": round(elapsed, 1),
           "updates_per_s": round(updates / elapsed, 3),
           "env_steps_per_s": round(delta("actor", "phylorl_actor_env_steps_total") / elapsed, 2),

@@ -1,28 +1,24 @@
-"""Learner update latency: reference (PyG GATConv, naive head), fast path and (CUDA) the fast path
-replayed as CUDA graphs, in one run.
+"""Learner update latency: the update on the CPU and (CUDA) replayed as CUDA graphs, with the fused head or
+``torch.compile``-d encoders, in one run.
 
-Batch of 128 transitions between random 20-taxon trees, every SPR move of each next state
-(1122 for 20 taxa), default network and agent configs. The timed call is ``Learner.step`` on a
-batch already collated on the device (collation runs on the prefetcher's thread in training; its
-own median is reported too). Prints one JSON line.
+Batch of 128 transitions between random 20-taxon trees (:func:`phylorl.nets.synthetic.random_transition`), every
+SPR move of each next state (1122 for 20 taxa), default network and agent configs. The transitions are encoded as
+the actors send them and collated as the learner's prefetcher does (records -> ``collate_records`` ->
+``on_device``), outside the timed call; ``collate_median_ms`` is the median of ``collate_records`` alone (on the
+host). The timed call is ``Learner.step`` on a batch already on the device. Prints one JSON line.
 
-``graphs`` (``AgentConfig.cuda_graphs``) captures after the warm-up updates (``--warmup`` must exceed
-``cuda_graphs.WARMUP``; the capture itself is part of the last warm-up update). ``fused`` and
-``graphs-fused`` add ``AgentConfig.fused_head`` (the Triton head for the no-grad next-move passes) to the
-eager fast path and to the graphs; ``compiled``, ``graphs-compiled`` and ``graphs-fused-compiled`` add
+Paths: ``fast``, the update (eager). ``graphs`` (``AgentConfig.cuda_graphs``) captures after the warm-up updates
+(``--warmup`` must exceed ``capture.WARMUP``; the capture itself is part of the last warm-up update). ``fused`` and
+``graphs-fused`` add ``AgentConfig.fused_head`` (the Triton head for the no-grad next-move passes) to the eager
+update and to the graphs; ``compiled``, ``graphs-compiled`` and ``graphs-fused-compiled`` add
 ``AgentConfig.compile_networks`` (``torch.compile``-d encoders; the first warm-up update compiles, and its time is
-reported as ``first_update_s``). A ``-separate`` suffix (``fast-separate``, ``graphs-fused-separate``, ...) runs the
-online networks' forward and backward as two passes (``AgentConfig.stacked_update=False``; the default stacks
-them). A ``-pipelined`` suffix (``graphs-fused-pipelined``, ...) launches the updates back to back
-(``AgentConfig.pipelined_updates``: each ``Learner.launch`` returns the previous update's results, waiting only for
-those): the time per update is then the interval between launches, the GPU's time once it is the bound.
-``--labelled F`` gives that fraction of next states demonstration labels on
-every move and the agent ``demo_weight=1``: the online networks then pass over every next move with gradients. ``--tf32`` lets float32
-matrix products use TF32 (CUDA; the default is full float32).
+reported as ``first_update_s``). ``--labelled F`` gives that fraction of next states demonstration labels on every
+move and the agent ``demo_weight=1``: the online networks then pass over every next move with gradients. ``--tf32``
+lets float32 matrix products use TF32 (CUDA; the default is full float32).
 
-    PYTHONPATH=. python benchmarks/bench_update.py [--repeats 20] [--threads 2] [--device cpu]
-                                                   [--paths fast,reference,compiled,graphs,...] [--tf32]
-                                                   [--labelled F] [--fused-blocks AxNxW]
+    python benchmarks/bench_update.py [--batch 128] [--taxa 20] [--repeats 20] [--warmup 4] [--distinct-batches 4]
+                                      [--threads 2] [--device cpu|cuda] [--paths fast,compiled,graphs,...] [--tf32]
+                                      [--labelled F] [--fused-blocks AxNxW]
 """
 
 from __future__ import annotations
@@ -39,14 +35,17 @@ import numpy as np
 import torch
 
 from common import cpu_model
-from phylorl.agent.batch import collate
+from phylorl.agent.capture import WARMUP
 from phylorl.agent.config import AgentConfig
-from phylorl.agent.cuda_graphs import WARMUP
 from phylorl.agent.learner import Learner
+from phylorl.agent.transfer import on_device
 from phylorl.nets import fused_head
 from phylorl.nets.config import NetworkConfig
 from phylorl.nets.qnet import count_parameters
 from phylorl.nets.synthetic import random_transition
+from phylorl.records.codec import encode_transition
+from phylorl.records.collate import collate_records
+from phylorl.records.format import PackedRecords
 
 
 def sync(device: torch.device) -> None:
@@ -61,11 +60,8 @@ def labelled(transition, rng: np.random.Generator):
 
 def time_path(path: str, batches, device, repeats: int, warmup: int, demo_weight: float = 0.0) -> dict:
     parts = path.split("-")
-    graphs, fused, compiled, pipelined = ("graphs" in parts, "fused" in parts, "compiled" in parts,
-                                          "pipelined" in parts)
-    agent = AgentConfig(network_path="reference" if path == "reference" else "fast", cuda_graphs=graphs,
-                        fused_head=fused, compile_networks=compiled, demo_weight=demo_weight,
-                        stacked_update="separate" not in parts, pipelined_updates=pipelined)
+    graphs, fused, compiled = "graphs" in parts, "fused" in parts, "compiled" in parts
+    agent = AgentConfig(cuda_graphs=graphs, fused_head=fused, compile_networks=compiled, demo_weight=demo_weight)
     learner = Learner(NetworkConfig(), agent, device, seed=0)
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
@@ -73,21 +69,14 @@ def time_path(path: str, batches, device, repeats: int, warmup: int, demo_weight
     first_update_s = None
     for i in range(warmup + repeats):
         batch = batches[i % len(batches)]
-        if not pipelined:
-            sync(device)
+        sync(device)
         start = time.perf_counter()
-        if pipelined:
-            learner.launch(batch)  # waits for the previous update's results only
-        else:
-            learner.step(batch)  # returns host metrics and priorities: the step has finished
-            sync(device)
+        learner.step(batch)  # returns host metrics and priorities: the step has finished
+        sync(device)
         if i == 0:
             first_update_s = time.perf_counter() - start  # with compile_networks: the compilation
         if i >= warmup:
             times.append(time.perf_counter() - start)
-    if pipelined:
-        learner.finish()
-        sync(device)
     median = statistics.median(times)
     out = {
         "median_ms": round(1e3 * median, 2),
@@ -115,10 +104,9 @@ def main() -> None:
     parser.add_argument("--distinct-batches", type=int, default=4, help="batches cycled through")
     parser.add_argument("--threads", type=int, default=2, help="torch intra-op threads")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    parser.add_argument("--paths", default="fast,reference",
-                        help="comma-separated: fast, reference, compiled; on CUDA also graphs, fused, graphs-fused, "
-                             "graphs-compiled, graphs-fused-compiled; any with -separate (two online passes) and/or "
-                             "-pipelined (updates launched back to back)")
+    parser.add_argument("--paths", default="fast",
+                        help="comma-separated: fast, compiled; on CUDA also graphs, fused, graphs-fused, "
+                             "graphs-compiled, graphs-fused-compiled")
     parser.add_argument("--tf32", action="store_true", help="TF32 float32 matrix products (CUDA)")
     parser.add_argument("--labelled", type=float, default=0.0, metavar="F",
                         help="this fraction of next states carry demonstration labels and the agent learns from them "
@@ -128,9 +116,8 @@ def main() -> None:
                         "(default: phylorl.nets.fused_head's; benchmarks/bench_fused_head.py compares settings)")
     args = parser.parse_args()
     paths = args.paths.split(",")
-    known = {"fast", "reference", "graphs", "fused", "graphs-fused", "compiled", "graphs-compiled",
-             "graphs-fused-compiled"}
-    unknown = sorted({p for p in paths if p.removesuffix("-pipelined").removesuffix("-separate") not in known})
+    known = {"fast", "graphs", "fused", "graphs-fused", "compiled", "graphs-compiled", "graphs-fused-compiled"}
+    unknown = sorted({p for p in paths if p not in known})
     if unknown:
         parser.error(f"unknown path(s) {', '.join(unknown)}")
     if any(p.startswith("graphs") for p in paths) and (args.device != "cuda" or args.warmup <= WARMUP):
@@ -147,12 +134,14 @@ def main() -> None:
     rng = np.random.default_rng(0)
     pool = [[labelled(random_transition(args.taxa, rng), rng) if rng.random() < args.labelled else
              random_transition(args.taxa, rng) for _ in range(args.batch)] for _ in range(args.distinct_batches)]
+    records = [PackedRecords.from_records([encode_transition(t) for t in trs]) for trs in pool]
+    collate_records(records[0])  # warm-up
     collate_times = []
-    for trs in pool:
+    for packed in records:
         start = time.perf_counter()
-        collate(trs)
+        collate_records(packed)
         collate_times.append(time.perf_counter() - start)
-    batches = [collate(trs, device) for trs in pool]
+    batches = [on_device(collate_records(packed)[0], device) for packed in records]
 
     result = {
         "benchmark": "learner_update",
@@ -174,10 +163,8 @@ def main() -> None:
         "warmup": args.warmup,
         "collate_median_ms": round(1e3 * statistics.median(collate_times), 2),
     }
-    for path in paths:  # fast first: its peak RSS is its own
+    for path in paths:  # the first path's peak RSS is its own
         result[path] = time_path(path, batches, device, args.repeats, args.warmup, 1.0 if args.labelled else 0.0)
-    if "fast" in result and "reference" in result:
-        result["speedup"] = round(result["reference"]["median_ms"] / result["fast"]["median_ms"], 2)
     if "fast" in result and "graphs" in result:
         result["graphs_speedup"] = round(result["fast"]["median_ms"] / result["graphs"]["median_ms"], 2)
     if "graphs" in result and "graphs-fused" in result:

@@ -5,8 +5,8 @@
 #   LIMIT=550 [STEPS=gpu-tests,system,...] [SPY=1] [ACTORS=14] bash benchmarks/device_lease.sh
 #
 # It installs the wheels (into /tmp/site) and puts .devbin's redis-server on PATH, names the machine, then runs
-# benchmarks/gpu_suite.sh's STEPS (default: the GPU tests first, then the system with the actors' streams and with
-# unary calls, the endpoint's batching gain both ways, the update alone) inside LIMIT seconds in all, and leaves
+# benchmarks/gpu_suite.sh's STEPS (default: the GPU tests first, then the whole system, the endpoint's batching
+# gain, the update alone) inside LIMIT seconds in all, and leaves
 # every JSON line and log in $OUT/results.tgz. The first test compiles numba's kernels (a minute or two on a fresh
 # machine): the suite's step limits allow for it.
 set -u
@@ -27,7 +27,7 @@ triton.__version__, "grpcio", grpc.__version__, "protobuf", pb.__version__)'
   git log --oneline -1 2>/dev/null || true
 } | tee "$RESULTS/machine.txt"
 LEFT=$(( LIMIT - ($(date +%s) - T0) - 20 ))
-SUITE_SECONDS=$LEFT STEPS=${STEPS:-gpu-tests,system,system-unary,inference,inference-unary,update} \
+SUITE_SECONDS=$LEFT STEPS=${STEPS:-gpu-tests,system,inference,update} \
   bash benchmarks/gpu_suite.sh "$RESULTS" "${ACTORS:-14}"
 tar czf "$OUT/results.tgz" -C "$RESULTS" .
 echo "device_lease.sh: done in $(( $(date +%s) - T0 )) s; results in \$OUT/results.tgz"

@@ -1,19 +1,13 @@
 #!/usr/bin/env bash
-# The GPU figures of docs/benchmarks.md ("On the GPU") in one run on a CUDA machine (about 13 minutes on an H200
-# for the steps up to fused-head; the acting comparison after them takes about 4 more). In order: `tests/gpu`
-# (first, the endpoint's graphs first of them: the figures after them mean little if the GPU paths are wrong; about
-# 100 s on an H200, 200 s on a fresh H100 whose numba cache is cold), the whole system with the GPU options (graphs:
-# the update's and the endpoint's), the same with the actors' unary calls instead of their streams (session 25), the same with the updates launched back to back (AgentConfig.pipelined_updates)
-# and that update alone against the default, the same with the learner's feed processes (session 16 left the learner's side,
-# its feed or update, as the likely bound), with Python's 5 ms switch interval in the learner (against its
-# default, LearnerConfig.switch_interval_ms), on the asyncio endpoint (which decides the default server), the
-# inference endpoint's batching gain on both servers (and with unary calls), the learner update (CUDA graphs, TF32, the fused head; with
-# the online pair stacked and as two passes), where an update's time goes (its kernels, eagerly), the
-# feed processes' tests (they spawn processes: minutes), the update with torch.compile-d encoders, sampled records
-# to the GPU (compact moves expanded there), the update with demonstration labels on every next state, the fused
-# head alone, and acting alone with the actors' pipeline off and on. JSON lines and logs go to OUT_DIR.
+# The GPU figures of docs/benchmarks.md ("On the GPU") in one run on a CUDA machine. In order: `tests/gpu` (first,
+# the endpoint's graphs first of them: the figures after them mean little if the GPU paths are wrong; numba compiles
+# its kernels on a machine whose cache is cold), the whole system with the GPU options (graphs: the update's and the
+# endpoint's), the inference endpoint's batching gain, the learner update (CUDA graphs, TF32, the fused head), the
+# update with torch.compile-d encoders, sampled records to the GPU (compact moves expanded there), the update with
+# demonstration labels on every next state, the fused head alone, and acting alone with the actors' pipeline off and
+# on. JSON lines and logs go to OUT_DIR.
 #
-#   [ENVS=8] [PIPELINE=0] [FEED=4] [SPY=1] bash benchmarks/gpu_suite.sh [OUT_DIR] [ACTORS]
+#   [ENVS=8] [PIPELINE=0] [SPY=1] bash benchmarks/gpu_suite.sh [OUT_DIR] [ACTORS]
 #   (defaults: ./gpu-results, nproc - 2 actors)
 #
 # Each step runs under its own time limit and the suite goes on after a failure, so one broken step costs only
@@ -25,18 +19,15 @@ set -u
 cd "$(dirname "$0")/.."
 OUT_DIR=${1:-gpu-results}
 ACTORS=${2:-$(( $(nproc) - 2 ))}
-# environments per actor: each actor sends all of its environments' states in one Act call per step, so more of
-# them hide the inference round trip (session 13 on the H200: with 2, the 14 actors used 3.3 of their cores)
+# environments per actor: each actor sends its environments' states in one request per pipeline group and step, so
+# more of them hide the inference round trip
 ENVS=${ENVS:-8}
-# groups each actor steps while another group's call is out (ActorConfig.pipeline; 0: the actor's default, 2)
+# groups each actor steps while another group's request is out (ActorConfig.pipeline; 0: the actor's default)
 PIPELINE=${PIPELINE:-0}
-# the learner's feed processes in the system-feed step (LearnerConfig.feed_processes)
-FEED=${FEED:-4}
 SUITE_SECONDS=${SUITE_SECONDS:-100000}
 STEPS=${STEPS:-all}
-KNOWN=" gpu-tests system system-unary system-pipelined update-pipelined system-feed system-switch5 system-asyncio inference inference-unary \
-inference-asyncio update profile-update \
-feed-tests update-compiled replay update-labelled fused-head acting-pipeline-1 acting-pipeline-2 "
+KNOWN=" gpu-tests system inference update update-compiled replay update-labelled fused-head acting-pipeline-1 \
+acting-pipeline-2 "
 if [[ $STEPS != all ]]; then
   for s in ${STEPS//,/ }; do
     [[ $KNOWN == *" $s "* ]] || { echo "gpu_suite.sh: unknown step '$s' in STEPS (steps:$KNOWN)" >&2; exit 2; }
@@ -63,23 +54,10 @@ SYSTEM=(python3 benchmarks/bench_system.py --actors "$ACTORS" --envs-per-actor "
         --device cuda --cuda-graphs --fused-head --tf32 --actor-pipeline "$PIPELINE")
 [[ ${SPY:-0} == 1 ]] && SYSTEM+=(--py-spy)  # where the learner's threads spend each system run (py-spy on PATH)
 step system 170 bench_system.jsonl "${SYSTEM[@]}"
-step system-unary 170 bench_system_unary.jsonl "${SYSTEM[@]}" --actor-rpc unary
-step system-pipelined 170 bench_system_pipelined.jsonl "${SYSTEM[@]}" --pipelined-updates
-step update-pipelined 90 bench_update_pipelined.jsonl python3 benchmarks/bench_update.py --device cuda \
-  --paths graphs-fused,graphs-fused-pipelined --repeats 30 --warmup 5 --tf32
-step system-feed 170 bench_system_feed.jsonl "${SYSTEM[@]}" --feed-processes "$FEED"
-step system-switch5 170 bench_system_switch5.jsonl "${SYSTEM[@]}" --switch-interval-ms 5
-step system-asyncio 170 bench_system_asyncio.jsonl "${SYSTEM[@]}" --inference-server asyncio
 step inference 150 bench_inference.jsonl python3 benchmarks/bench_inference.py --seconds 3 --fused-head --tf32 \
   --cuda-graphs
-step inference-unary 150 bench_inference_unary.jsonl python3 benchmarks/bench_inference.py --seconds 3 --fused-head \
-  --tf32 --cuda-graphs --rpc unary
-step inference-asyncio 150 bench_inference_asyncio.jsonl python3 benchmarks/bench_inference.py --seconds 3 \
-  --fused-head --tf32 --cuda-graphs --server asyncio
 step update 90 bench_update.jsonl python3 benchmarks/bench_update.py --device cuda \
-  --paths graphs,graphs-fused,graphs-fused-separate --repeats 30 --warmup 5 --tf32
-step profile-update 90 profile_update.jsonl python3 benchmarks/profile_update.py --device cuda --tf32 --fused
-step feed-tests 240 feed_tests.log python3 -m pytest -q -rf -p no:cacheprovider tests/integration/learner/test_feed.py
+  --paths graphs,graphs-fused --repeats 30 --warmup 5 --tf32
 step update-compiled 120 bench_update_compiled.jsonl python3 benchmarks/bench_update.py --device cuda \
   --paths graphs-fused,graphs-fused-compiled --repeats 30 --warmup 5 --tf32
 step replay 60 bench_replay.jsonl python3 benchmarks/bench_replay.py --repeats 2 --batches 10 --clients 1

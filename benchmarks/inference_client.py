@@ -1,13 +1,13 @@
 """One actor stream of ``bench_inference.py`` as its own process (actors are processes: clients sharing the
 endpoint's interpreter would contend for its lock and understate what it serves).
 
-    python benchmarks/inference_client.py PORT REQUESTS_FILE INDEX START_AT SECONDS [RPC]
+    python benchmarks/inference_client.py PORT REQUESTS_FILE INDEX START_AT SECONDS
 
 ``REQUESTS_FILE`` holds serialised ``ActRequest`` messages, each after its length (4 bytes, little-endian);
 this stream sends request ``INDEX`` (modulo their number) back to back from the wall-clock time ``START_AT``
-for ``SECONDS`` after one warm-up request, and prints the latency of each (seconds) as one JSON list. ``RPC``:
-``unary`` (an ``Act`` call each, the default) or ``stream`` (the messages of one open ``ActStream``), through the
-actor's own client (:func:`services.actor.act_stream.group_calls`).
+for ``SECONDS`` after one warm-up request, and prints the latency of each (seconds) as one JSON list. The requests
+are the messages of one open ``ActStream``, sent through the actor's own client
+(:class:`services.actor.act_stream.ActStream`).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import time
 import grpc
 
 from phylorl.wire.v1 import inference_pb2, inference_pb2_grpc
-from services.actor.act_stream import group_calls
+from services.actor.act_stream import ActStream
 
 
 def read_requests(path: str) -> list[bytes]:
@@ -33,11 +33,10 @@ def read_requests(path: str) -> list[bytes]:
 
 def main(argv: list[str]) -> int:
     port, path, index, start_at, seconds = argv[0], argv[1], int(argv[2]), float(argv[3]), float(argv[4])
-    rpc = argv[5] if len(argv) > 5 else "unary"
     payloads = read_requests(path)
     request = inference_pb2.ActRequest.FromString(payloads[index % len(payloads)])
     with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
-        calls = group_calls(rpc, inference_pb2_grpc.InferenceServiceStub(channel), timeout_s=300)
+        calls = ActStream(inference_pb2_grpc.InferenceServiceStub(channel), timeout_s=300)
         calls.send(request)  # connect and warm up
         calls.receive()
         while time.time() < start_at:

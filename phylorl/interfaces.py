@@ -37,7 +37,7 @@ class Act(Protocol):
 class SampledBatch(Protocol):
     keys: np.ndarray        # int64 [B]
     weights: np.ndarray     # importance weights [B]
-    records: Sequence       # B compact transition records (phylorl.wire.record)
+    records: Sequence       # B compact transition records (phylorl.records)
 
 
 @runtime_checkable

@@ -3,7 +3,7 @@
 Runs, in this process, the commands a new user runs first, on a small simulated alignment in a temporary
 directory: ``phylorl search`` with every policy (the agent with ``--polish`` too), ``phylorl eval`` of every
 method without IQ-TREE, ``phylorl loglik``, an environment's labelled step as an actor takes it, and the record
-passes of the learner and replay (:func:`phylorl.agent.packed_batch.compile_kernels`). numba keeps what they
+passes of the learner and replay (:func:`phylorl.records.collate.compile_kernels`). numba keeps what they
 compile in ``~/.cache/phylorl/numba/<digest of the source>`` (:mod:`phylorl.jit_cache`), so no later command
 stalls on a compilation; ``scripts/install.sh`` runs this once.
 
@@ -55,7 +55,7 @@ def main() -> None:
         run(["eval", "--alignments", alignment, "--cache-dir", cache, "--no-iqtree", "--starts", "1", "--steps", "4",
              "--methods", "agent,agent+polish,random,greedy,hillclimb,fastclimb,lazyclimb,nniclimb"])
     _labelled_step()
-    from phylorl.agent.packed_batch import compile_kernels
+    from phylorl.records.collate import compile_kernels
 
     compile_kernels()
     (cache_dir() / COMPILED_MARKER).write_text(f"compiled in {time.perf_counter() - started:.0f} s\n")

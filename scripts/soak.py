@@ -26,8 +26,9 @@ Ctrl-C (SIGINT) as a user would. With ``--faults N`` the run ends ``--quiet-s`` 
 - lost: numbers a producer gave out that Redis does not hold and no journal still holds; duplicated:
   records held twice (same producer and number); stored_but_not_produced: held numbers beyond a ledger.
 
-A probe asks the inference endpoint for a move every 0.25 s (a real observation of the run's corpus) and
-reports the worst and p99 latency of the calls answered. The JSON also has the faults, the restarts and
+A probe asks the inference endpoint for a move every 0.25 s (a real observation of the run's corpus, as the
+messages of one open ``ActStream``, reopened after a failure as actors do) and reports the worst and p99 latency of
+the requests answered. The JSON also has the faults, the restarts and
 the run's summary. Exit status 0 when lost and duplicated are 0 and every fault was survived, else 1.
 """
 
@@ -91,7 +92,8 @@ def progress(run_dir: Path) -> float:
 
 
 class Probe(threading.Thread):
-    """Asks the learner's inference endpoint for one move every ``every_s``; keeps the answered latencies."""
+    """Asks the learner's inference endpoint for one move every ``every_s`` (through the actors' own client,
+    :class:`services.actor.act_stream.ActStream`); keeps the answered latencies."""
 
     def __init__(self, run_dir: Path, address: str, every_s: float = 0.25):
         super().__init__(daemon=True)
@@ -105,35 +107,42 @@ class Probe(threading.Thread):
         from phylorl.env.prepare import PreparationCache
         from phylorl.env.tree_env import EnvAlignment, TreeEnv
         from phylorl.env.corpus import load_corpus
+        from phylorl.records.codec import encode_observation
         from phylorl.wire import codec
         from phylorl.wire.v1 import inference_pb2
 
         actor = json.loads((self.run_dir / "config" / "actor-0.json").read_text())  # as the actors run
         features = actor["env"]["features"]
         entry = load_corpus([str(self.run_dir / "corpus")]).entries[0]
-        prepared = PreparationCache(self.run_dir / "cache").get(entry.alignment, actor["model"])
+        prepared = PreparationCache(actor["cache_dir"]).get(entry.alignment, actor["model"])
         env = TreeEnv([EnvAlignment.build(entry.alignment, prepared, str(entry.path))],
                       EnvConfig(features=features), seed=1)
         env.reset(0)
         request = inference_pb2.ActRequest(actor_id="soak-probe", greedy=True)
-        codec.pack_observations([env.observation(features)], request.states)
+        codec.pack_records([encode_observation(env.observation(features))], request.states)
         return request
 
     def run(self) -> None:
+        request = self.observation_request()
+
         import grpc
 
         from phylorl.wire.v1 import inference_pb2_grpc
+        from services.actor.act_stream import ActStream
 
-        request = self.observation_request()
         with grpc.insecure_channel(self.address) as channel:
-            stub = inference_pb2_grpc.InferenceServiceStub(channel)
-            while not self.stop.wait(self.every_s):
-                started = time.perf_counter()
-                try:
-                    stub.Act(request, timeout=30)
-                    self.latencies.append(time.perf_counter() - started)
-                except grpc.RpcError:
-                    self.refused += 1  # the learner away (killed, restarting) or overloaded
+            calls = ActStream(inference_pb2_grpc.InferenceServiceStub(channel), timeout_s=30)
+            try:
+                while not self.stop.wait(self.every_s):
+                    started = time.perf_counter()
+                    try:
+                        calls.send(request)
+                        calls.receive()
+                        self.latencies.append(time.perf_counter() - started)
+                    except grpc.RpcError:  # (the stream is closed; the next send opens a new one)
+                        self.refused += 1  # the learner away (killed, restarting) or overloaded
+            finally:
+                calls.close()
 
 
 class Soak:

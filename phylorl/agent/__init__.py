@@ -1,12 +1,13 @@
-"""Twin soft-Q learning: batching, losses, n-step returns, the learner core and action selection.
+"""Twin soft-Q learning: losses, n-step returns, the learner core, acting, the search policy and the warm start.
 
-    from phylorl.agent.batch import collate
     from phylorl.agent.config import AgentConfig
     from phylorl.agent.learner import Learner
+    from phylorl.records.collate import collate_records
     learner = Learner(NetworkConfig(), AgentConfig(), device)
-    metrics, priorities = learner.step(collate(transitions, device, weights))
+    batch, _ = collate_records(records, weights)                # sampled transition records
+    metrics, priorities = learner.step(batch)
 
-The replay table's logic (sum tree, priority table, rate limiter) is :mod:`phylorl.replay`, which needs
-neither torch nor numba. The package imports none of its modules, so that the configuration
-(:mod:`phylorl.agent.config`) is read without torch.
+The replay table's logic (sum tree, priority table, rate limiter) is :mod:`phylorl.replay`, which needs neither torch
+nor numba. Device transfer is :mod:`phylorl.agent.transfer`, CUDA graph capture :mod:`phylorl.agent.capture`. The
+package imports none of its modules, so that the configuration (:mod:`phylorl.agent.config`) is read without torch.
 """

@@ -41,15 +41,8 @@ class AgentConfig:
     max_grad_norm: float | None = 10.0
     """Clip each Q network's gradient to this L2 norm (``None``: no clipping)."""
 
-    adam_eps: float = 1e-8
-    """Adam epsilon (Q networks and alpha)."""
 
-    network_path: Literal["fast", "reference"] = "fast"
-    """Which forward of :class:`~phylorl.nets.qnet.QNetwork` to train with (same function)."""
 
-    cpu_action_chunk: int = 4096
-    """On CPU, evaluate the next states' actions this many at a time (cache-sized buffers, same
-    values); 0 = all at once. Not used on other devices."""
 
     cuda_graphs: bool = False
     """On a CUDA device, replay each update as two captured CUDA graphs (forward and backward; optimiser and
@@ -74,20 +67,6 @@ class AgentConfig:
     GPU with ``cuda_graphs``, where the update is made of such small kernels; on a CPU it needs a C++
     compiler. The same values up to float32 rounding."""
 
-    stacked_update: bool = True
-    """Run the online networks' forward over an update's taken moves, and so its backward, as one stacked pass of
-    both networks (:meth:`phylorl.nets.twin.TwinQ.values`: each operation launched once for the pair, on weights
-    stacked along a leading axis) instead of two. The same values and gradients up to float32 rounding; used where
-    it applies (the fast path, ``action_features="gather"``, no dropout while training), else two passes."""
-
-    pipelined_updates: bool = False
-    """The learner service launches each update without waiting for it (:meth:`~phylorl.agent.learner.Learner.launch`)
-    and reads the previous one's metrics and priorities meanwhile, so that the GPU runs an update while the loop
-    does its host work (sending priorities, fetching the next batch, publishing). An update that is not finite is
-    then skipped on the device (fused Adam's ``found_inf``, the target update gated) instead of after a sync; the
-    same values as without it up to float32 rounding of the target update. Its optimisers are fused on any device.
-    Off by default: on an H200 (session 24) an update took 6.48 ms alone against 7.08, but the whole system made
-    55.8 updates/s against 63.8, its loop bound by the batches' arrival rather than by the GPU."""
 
     demo_weight: float = 0.0
     """Weight of the supervised term on demonstration labels (transitions whose next state carries the
@@ -103,7 +82,7 @@ class AgentConfig:
     def __post_init__(self) -> None:
         if not (self.demo_weight >= 0 and self.demo_rank_weight >= 0 and self.demo_temperature > 0):
             raise ValueError("AgentConfig.demo_weight and demo_rank_weight must be >= 0, demo_temperature > 0")
-        for name in ("lr", "alpha_lr", "initial_alpha", "adam_eps"):
+        for name in ("lr", "alpha_lr", "initial_alpha"):
             value = getattr(self, name)
             if not (value > 0 and math.isfinite(value)):
                 raise ValueError(f"AgentConfig.{name} must be positive and finite, got {value}")
@@ -119,7 +98,3 @@ class AgentConfig:
         if self.entropy_networks not in ("online", "target"):
             raise ValueError(f"AgentConfig.entropy_networks must be 'online' or 'target', "
                              f"got {self.entropy_networks!r}")
-        if self.cpu_action_chunk < 0:
-            raise ValueError(f"AgentConfig.cpu_action_chunk must be >= 0, got {self.cpu_action_chunk}")
-        if self.network_path not in ("fast", "reference"):
-            raise ValueError(f"AgentConfig.network_path must be 'fast' or 'reference', got {self.network_path!r}")

@@ -26,12 +26,10 @@ from torch import nn
 from torch.autograd.graph import increment_version
 
 from phylorl.agent.acting import pair_tensors
-from phylorl.agent.batch import Batch, on_device
 from phylorl.agent.config import AgentConfig
-from phylorl.agent.cuda_graphs import CudaGraphs
+from phylorl.agent.capture import CudaGraphs
 from phylorl.agent.learner_setup import keep_options, require_compiler, with_index
-from phylorl.agent.pipelined import PipelinedUpdates
-from phylorl.agent.update_results import split, to_host
+from phylorl.agent.transfer import on_device, split, to_host
 from phylorl.agent.losses import (
     alpha_loss,
     clip_grad_norm,
@@ -46,10 +44,16 @@ from phylorl.agent.losses import (
 from phylorl.nets import fused_head
 from phylorl.nets.config import NetworkConfig
 from phylorl.nets.compact_actions import CompactActions
+from phylorl.nets.inputs import Batch
 from phylorl.nets.qnet import QNetwork
 from phylorl.nets.twin import TwinQ
 
 CHECKPOINT_FORMAT = 1
+ADAM_EPS = 1e-8
+"""Adam's epsilon (the Q networks' optimiser and alpha's)."""
+CPU_ACTION_CHUNK = 4096
+"""On a CPU the no-grad passes over the next states' moves run this many moves at a time (cache-sized buffers; the
+same values)."""
 
 METRIC_NAMES = (
     "loss/q1", "loss/q2", "loss/alpha", "alpha", "q/mean", "target/mean", "td/abs_mean",
@@ -74,7 +78,7 @@ def _eval_mode(*nets: nn.Module):
             n.train(mode)
 
 
-class Learner(PipelinedUpdates):
+class Learner:
     """Two online Q networks, their targets, ``log alpha`` and the optimisers, on one device.
 
     ``seed`` fixes the initial parameters (drawn without touching the global RNG) and the learner's
@@ -94,22 +98,14 @@ class Learner(PipelinedUpdates):
         self.target2 = copy.deepcopy(self.q2).requires_grad_(False).eval()
         self.log_alpha = nn.Parameter(torch.tensor(math.log(agent_cfg.initial_alpha), device=self.device))
         graphs = agent_cfg.cuda_graphs and self.device.type == "cuda"
-        pipelined = agent_cfg.pipelined_updates
-        self._options = ({"fused": pipelined or self.device.type == "cuda", "capturable": graphs},
-                         {"fused": pipelined, "capturable": graphs})
+        self._options = ({"fused": self.device.type == "cuda", "capturable": graphs},
+                         {"fused": False, "capturable": graphs})
         """The optimisers' ``fused`` and ``capturable`` (kept when a checkpoint's optimiser state is loaded)."""
         self.q_optimizer = torch.optim.Adam(
-            [*self.q1.parameters(), *self.q2.parameters()], lr=agent_cfg.lr, eps=agent_cfg.adam_eps,
+            [*self.q1.parameters(), *self.q2.parameters()], lr=agent_cfg.lr, eps=ADAM_EPS,
             **self._options[0])
-        self.alpha_optimizer = torch.optim.Adam([self.log_alpha], lr=agent_cfg.alpha_lr, eps=agent_cfg.adam_eps,
+        self.alpha_optimizer = torch.optim.Adam([self.log_alpha], lr=agent_cfg.alpha_lr, eps=ADAM_EPS,
                                                 **self._options[1])
-        self._skip = torch.zeros((), device=self.device) if pipelined else None
-        """``AgentConfig.pipelined_updates``: 1 when the last computed update is not finite, on the device (written
-        by :meth:`compute`); the fused optimisers skip their step on it (their ``found_inf``) and the target update
-        leaves the targets as they are, with no host sync."""
-        if self._skip is not None:
-            self.q_optimizer.found_inf = self.alpha_optimizer.found_inf = self._skip
-        self._in_flight = None  # (pipelined_updates) the update launched last, its results not yet read
         self.rng = torch.Generator(device=self.device)
         self.rng.manual_seed(seed)
         self.updates = 0
@@ -125,9 +121,11 @@ class Learner(PipelinedUpdates):
             self.twins = (TwinQ(self.target1, self.target2, fused=True, cache=not graphs, compiled=compiled),
                           TwinQ(self.q1, self.q2, fused=True, cache=not graphs, compiled=compiled))
         self.online_pair = TwinQ(self.q1, self.q2, cache=False, compiled=agent_cfg.compile_networks) \
-            if agent_cfg.stacked_update and net_cfg.action_features == "gather" else None
+            if net_cfg.action_features == "gather" else None
         """The online networks as one stacked pair, for the forward and backward of an update
-        (``AgentConfig.stacked_update``), else ``None``."""
+        (:meth:`~phylorl.nets.twin.TwinQ.values`: each operation launched once for the pair, on weights stacked along
+        a leading axis; the same values and gradients up to float32 rounding, used where it applies: the gathered
+        action features, no dropout while training), else ``None``."""
         if agent_cfg.compile_networks:
             require_compiler(self.device)
         for net in (self.q1, self.q2, self.target1, self.target2):
@@ -141,8 +139,7 @@ class Learner(PipelinedUpdates):
 
     def policy_alpha(self) -> torch.Tensor:
         """The temperature as a new 0-d tensor on the learner's device, computed on its stream: what a publication
-        hands the inference endpoint with :meth:`policy_tensors` (:attr:`alpha` would wait for the GPU, and with
-        ``pipelined_updates`` for the update in flight)."""
+        hands the inference endpoint with :meth:`policy_tensors` (:attr:`alpha` would wait for the GPU)."""
         return self.log_alpha.detach().exp()
 
     def step(self, batch: Batch) -> tuple[dict[str, float], np.ndarray | None]:
@@ -155,11 +152,6 @@ class Learner(PipelinedUpdates):
         weights: nothing is updated (networks, optimiser state, alpha, targets, version), the metrics
         are NaN but ``skipped`` = 1, and ``priorities`` is ``None``.
         """
-        if self._skip is not None:  # (pipelined_updates) launched, then read back at once
-            if self._in_flight is not None:
-                raise RuntimeError("Learner.step with an update in flight: call finish() first")
-            self.launch(batch)
-            return self.finish()[:2]
         batch, captured = self._prepared(batch)
         with self.graphs.eager() if self.graphs is not None and captured is None else nullcontext():
             values, priorities = self._computed(batch, captured)
@@ -195,7 +187,7 @@ class Learner(PipelinedUpdates):
         return self.compute(batch)
 
     def _applied(self, captured) -> None:
-        """The optimiser and target steps of a finite (or, pipelined, gated) update; the counters."""
+        """The optimiser and target steps of a finite update; the counters."""
         if captured is not None:
             captured.apply()
         else:
@@ -213,20 +205,19 @@ class Learner(PipelinedUpdates):
         then 1 if the loss, both gradient norms and alpha's loss are finite (else 0); ``priorities``
         ``[B]``. No host sync: :attr:`graphs` captures this as it is."""
         cfg = self.agent_cfg
-        fast = cfg.network_path == "fast"
         alpha = self.log_alpha.detach().exp()
         self.q1.train()
         self.q2.train()
         q_next = None  # the online networks' Q on every next move, when the demonstrations need it
         if cfg.demo_weight > 0 and batch.any_labelled:
-            q_next = tuple(net(batch.next_graphs, batch.next_actions, fast, self.rng) for net in (self.q1, self.q2))
-        y, entropy, entropy_target = self._targets(batch, alpha, fast, q_next)
+            q_next = tuple(net(batch.next_graphs, batch.next_actions, self.rng) for net in (self.q1, self.q2))
+        y, entropy, entropy_target = self._targets(batch, alpha, q_next)
 
-        if fast and self.online_pair is not None and self.online_pair.applies_with_grad(batch.graphs, batch.actions):
+        if self.online_pair is not None and self.online_pair.applies_with_grad(batch.graphs, batch.actions):
             q1, q2 = self.online_pair.values(batch.graphs, batch.actions).unbind(0)
         else:
-            q1 = self.q1(batch.graphs, batch.actions, fast, self.rng)
-            q2 = self.q2(batch.graphs, batch.actions, fast, self.rng)
+            q1 = self.q1(batch.graphs, batch.actions, self.rng)
+            q2 = self.q2(batch.graphs, batch.actions, self.rng)
         loss, extra = critic_loss(q1, q2, y, batch.weights)
         zero = torch.zeros((), device=self.device)
         demo = zero
@@ -240,8 +231,6 @@ class Learner(PipelinedUpdates):
         a_loss = alpha_loss(self.log_alpha, entropy, entropy_target)
         a_loss.backward()  # reaches log alpha alone (the entropies are detached)
         finite = torch.isfinite(torch.stack([loss.detach(), norm1, norm2, a_loss.detach()])).all()
-        if self._skip is not None:
-            self._skip.copy_(~finite)
         values = torch.stack([
             extra["loss1"], extra["loss2"], a_loss.detach(), alpha, q1.detach().mean(), y.mean(),
             extra["priorities"].mean() / 2, entropy.mean(), entropy_target.mean(), norm1, norm2,
@@ -262,11 +251,11 @@ class Learner(PipelinedUpdates):
 
     def update_targets(self) -> None:
         """The soft target update (no host sync)."""
-        soft_update(self.target1, self.q1, self.agent_cfg.tau, self._skip)
-        soft_update(self.target2, self.q2, self.agent_cfg.tau, self._skip)
+        soft_update(self.target1, self.q1, self.agent_cfg.tau)
+        soft_update(self.target2, self.q2, self.agent_cfg.tau)
 
     @torch.no_grad()
-    def _targets(self, batch: Batch, alpha: torch.Tensor, fast: bool, online_next=None):
+    def _targets(self, batch: Batch, alpha: torch.Tensor, online_next=None):
         """TD targets ``[B]``, policy entropy on ``s'`` ``[B]`` and its target ``[B]``.
 
         ``online_next``: the online networks' Q on the next moves when the caller has computed them
@@ -275,10 +264,10 @@ class Learner(PipelinedUpdates):
         the target networks are not run and the policy's entropy comes from the online networks."""
         cfg = self.agent_cfg
         states = batch.next_actions.states
-        chunk = (cfg.cpu_action_chunk or None) if self.device.type == "cpu" else None
+        chunk = CPU_ACTION_CHUNK if self.device.type == "cpu" else None
 
         def q_next(net: QNetwork) -> torch.Tensor:
-            return net(batch.next_graphs, batch.next_actions, fast, chunk=chunk)
+            return net(batch.next_graphs, batch.next_actions, chunk=chunk)
 
         plan = self.target1.plan(batch.next_graphs, batch.next_actions, head_rows=False) if self.twins else None
 

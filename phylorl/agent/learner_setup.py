@@ -8,9 +8,9 @@ import torch
 
 def with_index(device: torch.device) -> torch.device:
     """``device`` with its index (``cuda`` -> ``cuda:0``, the current one): a tensor's device always names it, and
-    ``torch.device("cuda") != torch.device("cuda:0")``. Without it :meth:`Learner.step` took every batch already
-    on the GPU for one elsewhere and moved it again: a no-op call per tensor, each letting the interpreter lock go
-    (8% of the learner's loop on an H200 in the running system, session 23)."""
+    ``torch.device("cuda") != torch.device("cuda:0")``. Without it :meth:`Learner.step` would take every batch
+    already on the GPU for one elsewhere and move it again: a no-op call per tensor, each letting the interpreter
+    lock go."""
     if device.type == "cuda" and device.index is None:
         return torch.device("cuda", torch.cuda.current_device())
     return device

@@ -106,29 +106,18 @@ def alpha_loss(log_alpha: Tensor, entropy: Tensor, entropy_target: Tensor) -> Te
 
 
 @torch.no_grad()
-def soft_update(target: nn.Module, online: nn.Module, tau: float, skip: torch.Tensor | None = None) -> None:
-    """``theta' <- tau * theta + (1 - tau) * theta'`` for every parameter and float buffer, in place.
-
-    ``skip``: a 0-d tensor on the networks' device, 1 to leave the targets as they are (a pipelined update that was
-    not finite; :meth:`~phylorl.agent.learner.Learner.launch`), 0 to update them; read on the device (no sync).
-    The online networks are then finite either way."""
+def soft_update(target: nn.Module, online: nn.Module, tau: float) -> None:
+    """``theta' <- tau * theta + (1 - tau) * theta'`` for every parameter and float buffer, in place."""
     t_params = [p for p in target.parameters()]
     o_params = [p for p in online.parameters()]
     if len(t_params) != len(o_params):
         raise ValueError("target and online networks have different parameter lists")
-    t_float = [b for b in target.buffers() if b.is_floating_point()]
-    o_float = [b for b, t in zip(online.buffers(), target.buffers()) if t.is_floating_point()]
-    if skip is None:
-        torch._foreach_mul_(t_params, 1.0 - tau)
-        torch._foreach_add_(t_params, o_params, alpha=tau)
-        for tb, ob in zip(t_float, o_float):
-            tb.mul_(1.0 - tau).add_(ob, alpha=tau)
-    else:
-        weight = (1.0 - skip) * tau  # tau, or 0 when skipped
-        torch._foreach_mul_(t_params + t_float, 1.0 - weight)
-        torch._foreach_add_(t_params + t_float, torch._foreach_mul(o_params + o_float, weight))
+    torch._foreach_mul_(t_params, 1.0 - tau)
+    torch._foreach_add_(t_params, o_params, alpha=tau)
     for tb, ob in zip(target.buffers(), online.buffers()):
-        if not tb.is_floating_point():
+        if tb.is_floating_point():
+            tb.mul_(1.0 - tau).add_(ob, alpha=tau)
+        else:
             tb.copy_(ob)
 
 

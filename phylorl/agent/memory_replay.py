@@ -2,7 +2,7 @@ r"""An in-memory prioritised replay for the in-process trainer: the replay servi
 
 Keys, eviction, proportional sampling, importance weights and priority updates are
 :class:`~phylorl.replay.priority_table.PriorityTable`, the same object ``services.replay.buffer``
-drives; this class only keeps the :class:`Transition` objects (and raw priorities) by slot.
+drives; this class only keeps the transition records (and raw priorities) by slot.
 """
 
 from __future__ import annotations
@@ -11,12 +11,13 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from phylorl.records.format import PackedRecords
 from phylorl.replay.priority_table import PriorityTable
-from phylorl.types import Transition
 
 
 class MemoryReplay:
-    """Capacity-bounded FIFO of :class:`Transition` objects sampled in proportion to ``priority ** alpha``.
+    """Capacity-bounded FIFO of transition records (:mod:`phylorl.records`) sampled in proportion to
+    ``priority ** alpha``.
 
     Args:
         capacity: most transitions held; inserting more evicts the oldest.
@@ -28,7 +29,7 @@ class MemoryReplay:
     def __init__(self, capacity: int, alpha: float = 0.6, beta: float = 0.4, seed: int | None = None):
         self._table = PriorityTable(capacity, alpha, beta, seed)
         self.capacity, self.alpha, self.beta = self._table.capacity, self._table.alpha, self._table.beta
-        self._items: list[Transition | None] = [None] * self.capacity
+        self._items: list[bytes | None] = [None] * self.capacity
         self._priorities = np.zeros(self.capacity)  # raw priorities, by slot
 
     def __len__(self) -> int:
@@ -39,25 +40,25 @@ class MemoryReplay:
         """Largest raw priority seen; the priority of transitions inserted without one."""
         return self._table.max_priority
 
-    def insert(self, transitions: Sequence[Transition], priorities: np.ndarray | None = None) -> np.ndarray:
-        """Append ``transitions`` with raw ``priorities`` ``[n]`` (default: :attr:`max_priority`).
+    def insert(self, records: Sequence[bytes], priorities: np.ndarray | None = None) -> np.ndarray:
+        """Append transition ``records`` with raw ``priorities`` ``[n]`` (default: :attr:`max_priority`).
 
         Returns their keys, int64 ``[n]``. Evicts the oldest transitions beyond ``capacity``.
         """
         table = self._table
-        priorities = table.insert_priorities(len(transitions), priorities)
-        first, new_head = table.plan_insert(len(transitions))
+        priorities = table.insert_priorities(len(records), priorities)
+        first, new_head = table.plan_insert(len(records))
         table.evict(new_head)
         keys = table.commit_insert(first, priorities, new_head)
-        for key, transition in zip(keys.tolist(), transitions):
-            self._items[key % self.capacity] = transition
+        for key, record in zip(keys.tolist(), records):
+            self._items[key % self.capacity] = record
         self._priorities[keys % self.capacity] = priorities
         return keys
 
-    def sample(self, batch_size: int, beta: float | None = None) -> tuple[list[Transition], np.ndarray, np.ndarray]:
+    def sample(self, batch_size: int, beta: float | None = None) -> tuple[PackedRecords, np.ndarray, np.ndarray]:
         """Draw ``batch_size`` transitions (stratified, with replacement).
 
-        Returns ``(transitions, weights, keys)``: importance weights float32 ``[B]`` (max 1) and the
+        Returns ``(records, weights, keys)``: importance weights float32 ``[B]`` (max 1) and the
         keys int64 ``[B]`` to hand back to :meth:`update_priorities`.
         """
         if batch_size < 1:
@@ -69,7 +70,7 @@ class MemoryReplay:
             raise ValueError(f"beta must be >= 0, got {beta}")
         keys, probabilities = self._table.draw(batch_size)
         weights = self._table.importance_weights(probabilities, len(self), weights_beta)
-        return [self._items[s] for s in (keys % self.capacity).tolist()], weights, keys
+        return PackedRecords.from_records([self._items[s] for s in (keys % self.capacity).tolist()]), weights, keys
 
     def update_priorities(self, keys: np.ndarray, priorities: np.ndarray) -> int:
         """Set raw ``priorities`` ``[n]`` of ``keys`` ``[n]`` (a repeated key keeps its last priority).
@@ -83,8 +84,8 @@ class MemoryReplay:
         self._table.set_priorities(keys, priorities)
         return int(keys.size)
 
-    def get(self, keys: np.ndarray) -> tuple[list[Transition], np.ndarray]:
-        """The transitions and raw priorities ``[n]`` of held ``keys`` ``[n]`` (for checks and tools)."""
+    def get(self, keys: np.ndarray) -> tuple[list[bytes], np.ndarray]:
+        """The records and raw priorities ``[n]`` of held ``keys`` ``[n]`` (for checks and tools)."""
         keys = np.asarray(keys, dtype=np.int64).reshape(-1)
         if keys.size and not self._table.held(keys).all():
             raise ValueError(f"keys must lie in the held range [{self._table.head}, {self._table.next_key})")

@@ -22,10 +22,11 @@ from phylorl.env.tree_env import EnvAlignment, TreeEnv
 from phylorl.env.climbs import RankedClimb
 from phylorl.env.search import Policy, SearchResult, ranked_climb_with_restarts, run_search
 from phylorl.nets.config import NetworkConfig
-from phylorl.nets.inputs import collate_observations, move_to
+from phylorl.nets.inputs import move_to
 from phylorl.nets.qnet import QNetwork
 from phylorl.nets.twin import twin_or_none
 from phylorl.phylo.topology_key import neighbor_key, topology_key
+from phylorl.records.collate import state_inputs
 
 
 
@@ -58,7 +59,6 @@ class AgentPolicy:
     Args:
         nets: the twin online networks (put in eval mode here).
         alpha: the temperature (only enters the soft value, not the greedy choice).
-        fast: use the networks' fast forward (same function as the reference one).
         tabu: how many of the highest moves may be passed over to avoid a tree already visited in the
             same search (default :data:`DEFAULT_TABU`; 0: plain greedy). Only the topology counts
             (compiled 64-bit keys of the split sets, :mod:`phylorl.phylo.topology_key`); no likelihood
@@ -68,8 +68,8 @@ class AgentPolicy:
             models/README.md).
     """
 
-    def __init__(self, nets: tuple[QNetwork, QNetwork], alpha: float = 1.0, fast: bool = True,
-                 tabu: int = DEFAULT_TABU, reduce: str = "min"):
+    def __init__(self, nets: tuple[QNetwork, QNetwork], alpha: float = 1.0, tabu: int = DEFAULT_TABU,
+                 reduce: str = "min"):
         if len(nets) != 2:
             raise ValueError(f"AgentPolicy needs the two Q networks, got {len(nets)}")
         if tabu < 0:
@@ -83,15 +83,14 @@ class AgentPolicy:
         self._search = None  # (environment, alignment, start log-likelihood) of the search in progress
         self._visited: set[int] = set()
         self.alpha = float(alpha)
-        self.fast = fast
         self.device = next(self.nets[0].parameters()).device
-        self._twin = twin_or_none(self.nets) if fast else None  # both networks in one pass
+        self._twin = twin_or_none(self.nets)  # both networks in one pass
 
     @classmethod
     def from_learner(cls, learner: Learner, tabu: int = DEFAULT_TABU) -> "AgentPolicy":
         """A policy from a copy of ``learner``'s current online networks."""
         nets = policy_networks(learner.net_cfg, learner.policy_weights(), learner.device)
-        return cls(nets, learner.alpha, learner.agent_cfg.network_path == "fast", tabu)
+        return cls(nets, learner.alpha, tabu)
 
     @classmethod
     def from_checkpoint(cls, path: str | os.PathLike, device: torch.device | str = "cpu",
@@ -109,12 +108,10 @@ class AgentPolicy:
             nets = policy_networks(net_cfg, {"q1": state["q1"], "q2": state["q2"]}, device)
         except (KeyError, TypeError, RuntimeError) as exc:
             raise ValueError(f"{file}: checkpoint does not match this version's Q network ({exc})") from None
-        fast = state.get("agent_cfg", {}).get("network_path", "fast") == "fast"
-        return cls(nets, float(state["log_alpha"].exp()), fast, tabu)
+        return cls(nets, float(state["log_alpha"].exp()), tabu)
 
     def _inputs(self, env: TreeEnv):
-        obs = env.observation(self.features)
-        return move_to(collate_observations([obs]), self.device)
+        return move_to(state_inputs([env.observation(self.features)]), self.device)
 
     @torch.inference_mode()
     def q_values(self, env: TreeEnv) -> np.ndarray:
@@ -123,7 +120,7 @@ class AgentPolicy:
         graphs, actions = self._inputs(env)
         if self._twin is not None:
             return self._twin(graphs, actions, reduce=self.reduce).cpu().numpy()
-        both = torch.stack([net(graphs, actions, self.fast) for net in self.nets])
+        both = torch.stack([net(graphs, actions) for net in self.nets])
         return (both.amin(0) if self.reduce == "min" else both.mean(0)).cpu().numpy()
 
     def choose(self, env: TreeEnv) -> int | None:

@@ -4,8 +4,9 @@ It assembles the pieces the distributed system uses, without the wiring: the act
 :class:`~phylorl.agent.collector.Collector` steps ``n_envs`` environments, :func:`select_actions`
 picks their moves with the twin online networks (as the inference endpoint does, soft policy for
 exploration), finished episodes become ``n``-step transitions inserted with the actor's initial
-priority ``|R + γ^k V(s_{t+k}) − Q(s_t, a_t)|``, and :meth:`Learner.step` updates on batches drawn from
-:class:`MemoryReplay` and collated by :func:`collate`, sending back ``|δ1| + |δ2|`` as new priorities.
+priority ``|R + γ^k V(s_{t+k}) − Q(s_t, a_t)|``, as records, and :meth:`Learner.step` updates on batches drawn
+from :class:`MemoryReplay` and collated by :func:`~phylorl.records.collate.collate_records`, sending back
+``|δ1| + |δ2|`` as new priorities.
 Acting uses the learner's current networks (no policy lag; the services act with the last
 published snapshot). For tests and debugging; nothing here does I/O.
 """
@@ -21,7 +22,6 @@ import numpy as np
 import torch
 
 from phylorl.agent.acting import select_actions
-from phylorl.agent.batch import collate
 from phylorl.agent.config import AgentConfig
 from phylorl.agent.learner import Learner
 from phylorl.agent.memory_replay import MemoryReplay
@@ -30,7 +30,9 @@ from phylorl.env.config import EnvConfig
 from phylorl.env.tree_env import EnvAlignment
 from phylorl.env.vec_env import VecTreeEnv
 from phylorl.nets.config import NetworkConfig
-from phylorl.nets.inputs import collate_observations, move_to
+from phylorl.nets.inputs import move_to
+from phylorl.records.codec import encode_transition
+from phylorl.records.collate import collate_records, state_inputs
 
 
 @dataclass(frozen=True)
@@ -126,7 +128,7 @@ class InProcessTrainer:
                  trainer_cfg: TrainerConfig = TrainerConfig(), seed: int = 0):
         if env_cfg.features != net_cfg.features:
             raise ValueError(f"the environment emits {env_cfg.features!r} observations but the network reads "
-                             f"{net_cfg.features!r} ones (NetworkConfig.for_features)")
+                             f"{net_cfg.features!r} ones")
         self.config = trainer_cfg
         self.envs = VecTreeEnv(alignments, trainer_cfg.n_envs, env_cfg, seed=seed)
         self.collector = Collector(self.envs, trainer_cfg.gamma, trainer_cfg.n_step, trainer_cfg.label_fraction,
@@ -136,7 +138,6 @@ class InProcessTrainer:
                                    seed=seed)
         self.history = TrainingHistory()
         self._noise = torch.Generator(device=self.learner.device).manual_seed(seed)
-        self._fast = agent_cfg.network_path == "fast"
         self._update_credit = 0.0
 
     def train(self, steps: int, on_progress: Callable[[TrainingHistory], None] | None = None) -> TrainingHistory:
@@ -164,9 +165,9 @@ class InProcessTrainer:
         learner = self.learner
         learner.q1.eval()
         learner.q2.eval()  # Learner.step puts them back in training mode
-        graphs, actions = move_to(collate_observations(observations), learner.device)
+        graphs, actions = move_to(state_inputs(observations), learner.device)
         chosen, q, v = select_actions((learner.q1, learner.q2), graphs, actions, learner.alpha,
-                                      greedy=self.config.greedy_acting, generator=self._noise, fast=self._fast)
+                                      greedy=self.config.greedy_acting, generator=self._noise)
         return (chosen.cpu().numpy(), q.cpu().numpy().astype(np.float64), v.cpu().numpy().astype(np.float64),
                 learner.weights_version)
 
@@ -178,13 +179,13 @@ class InProcessTrainer:
             self.history.episode_return.append(info["episode_return"])
         for start in range(0, len(out.transitions), self.replay.capacity):
             chunk = slice(start, start + self.replay.capacity)
-            self.replay.insert(out.transitions[chunk], out.priorities[chunk])
+            self.replay.insert([encode_transition(t) for t in out.transitions[chunk]], out.priorities[chunk])
 
     # ---------------------------------------------------------------------------- learning
 
     def _update(self) -> None:
-        transitions, weights, keys = self.replay.sample(self.config.batch_size)
-        batch = collate(transitions, self.learner.device, weights)
+        records, weights, keys = self.replay.sample(self.config.batch_size)
+        batch, _ = collate_records(records, weights)
         metrics, priorities = self.learner.step(batch)
         self.replay.update_priorities(keys, priorities)
         self.history.updates += 1

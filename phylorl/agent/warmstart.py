@@ -29,7 +29,8 @@ from phylorl.env.config import EnvConfig
 from phylorl.env.tree_env import EnvAlignment, TreeEnv
 from phylorl.agent.losses import demonstration_loss
 from phylorl.types import Observation
-from phylorl.nets.inputs import collate_observations, move_to
+from phylorl.nets.inputs import move_to
+from phylorl.records.collate import state_inputs
 
 
 @dataclass(frozen=True)
@@ -61,7 +62,7 @@ class WarmStartConfig:
 
 @dataclass
 class LabelledState:
-    """One state with the reward of each of its moves (same order as ``obs.actions``)."""
+    """One state with the reward of each of its moves (same order as ``obs.moves``)."""
 
     obs: Observation
     rewards: np.ndarray
@@ -96,9 +97,9 @@ def fit(learner, states: list[LabelledState], cfg: WarmStartConfig, seed: int = 
     """Fit ``learner``'s two online networks to ``states`` (targets copied from them at the end)."""
     if not states:
         raise ValueError("no labelled states to fit")
-    if states[0].obs.action_meta.shape[1] != learner.net_cfg.action_meta:
-        raise ValueError(f"states have {states[0].obs.action_meta.shape[1]} move features, the network "
-                         f"expects {learner.net_cfg.action_meta} (feature sets differ)")
+    if states[0].obs.features != learner.net_cfg.features:
+        raise ValueError(f"the states have the {states[0].obs.features} features, the network reads the "
+                         f"{learner.net_cfg.features} ones")
     device = learner.device
     params = [*learner.q1.parameters(), *learner.q2.parameters()]
     optimizer = torch.optim.Adam(params, lr=cfg.lr)
@@ -114,7 +115,7 @@ def fit(learner, states: list[LabelledState], cfg: WarmStartConfig, seed: int = 
         batches = 0
         for start in range(0, len(order), cfg.batch_states):
             chunk = [states[i] for i in order[start:start + cfg.batch_states]]
-            graphs, actions = move_to(collate_observations([s.obs for s in chunk]), device)
+            graphs, actions = move_to(state_inputs([s.obs for s in chunk]), device)
             labels = torch.from_numpy(np.concatenate([s.rewards for s in chunk])).to(device)
             everything = torch.ones(len(chunk), dtype=torch.bool, device=device)
             total = 0.0
@@ -149,7 +150,7 @@ def top1_agreement(learner, states: list[LabelledState]) -> float:
     learner.q1.eval()
     learner.q2.eval()
     for s in states:
-        graphs, actions = move_to(collate_observations([s.obs]), learner.device)
+        graphs, actions = move_to(state_inputs([s.obs]), learner.device)
         q = torch.minimum(learner.q1(graphs, actions), learner.q2(graphs, actions))
         hits += int(int(q.argmax()) == int(np.argmax(s.rewards)))
     return hits / max(1, len(states))

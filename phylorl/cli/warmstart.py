@@ -158,7 +158,7 @@ def run(args) -> int:
     _episode(paths[0], 10**9, WarmStartConfig(steps_factor=0.01))
     torch.set_num_threads(threads)
     torch.manual_seed(args.seed)
-    net_cfg = NetworkConfig.for_features(args.features, hidden=args.hidden, action_hidden=args.hidden,
+    net_cfg = NetworkConfig(features=args.features, hidden=args.hidden, action_hidden=args.hidden,
                                          head_hidden=args.hidden, gat_layers=args.gat_layers)
     learner = Learner(net_cfg, AgentConfig(), device, seed=args.seed)
     states: list = []

@@ -34,7 +34,7 @@ class EnvConfig:
     start_rounds: int = 8
     """Passes of full branch-length optimisation on the start tree."""
     features: str = "rich"
-    """What observations hold (:mod:`phylorl.env.features`): ``rich`` (normalised geometry and each
+    """What observations hold (:mod:`phylorl.records.features`): ``rich`` (normalised geometry and each
     move's parsimony change) or ``basic`` (is_leaf, raw branch lengths, 3 numbers per move)."""
 
     def __post_init__(self):

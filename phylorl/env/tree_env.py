@@ -24,11 +24,12 @@ from phylorl.phylo import (
     read_newick,
 )
 
-from .features import AlignmentSignals, observe
-from .tree_observation import mark_rich_tree_form
 from phylorl.types import Observation
+
 from .config import EnvConfig
+from .observation import AlignmentSignals, observe
 from .prepare import PreparedAlignment
+
 
 @dataclass
 class EnvAlignment:
@@ -39,7 +40,7 @@ class EnvAlignment:
     engine: LikelihoodEngine
     name: str = ""
     signals: AlignmentSignals | None = None
-    """Site patterns as Fitch sets and split supports (for the rich observation's features)."""
+    """Site patterns as Fitch sets and split supports (for the rich observation)."""
 
     def __post_init__(self):
         if self.signals is None:
@@ -155,8 +156,6 @@ class TreeEnv:
         features = features or self.config.features
         if self._last is None or self._last[0] != features:
             obs = observe(self.tree, self._moves, features, self.current.signals, radius=self.config.radius)
-            if features == "rich":  # its moves are enumerate_moves(tree, radius): the record's tree form by
-                mark_rich_tree_form(obs)  # construction, no rebuild needed to check it
             self._last = (features, obs)
         return self._last[1]
 

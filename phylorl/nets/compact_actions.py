@@ -14,8 +14,8 @@ slot and a run of walk rows; each move's state is made where the moves are expan
 counts. That is about 10 bytes a rich move instead of 100 (4 node ids, 15 features and the state's index),
 and what the host writes per move is only its parsimony row. The learner's sampled batch crosses to the GPU
 in this form and :func:`expand_actions` makes the :class:`~phylorl.nets.inputs.ActionBatch` there, the same
-bits as writing it on the host (:func:`phylorl.env.move_kernels.expand_moves`;
-``tests/unit/agent/test_packed_batch.py``).
+bits as writing it on the host (:func:`phylorl.records.moves.expand_moves`;
+``tests/unit/records/test_collate.py``).
 """
 
 from __future__ import annotations
@@ -76,8 +76,8 @@ class CompactActions:
 
 def expand_actions(compact: CompactActions) -> ActionBatch:
     """The :class:`ActionBatch` of ``compact``, on its device, by tensor operations without a host sync: node ids
-    ``(p, s, x, y)`` and every column (what a GPU runs; on the host :func:`phylorl.agent.batch.on_device` uses one
-    compiled pass, :func:`phylorl.env.move_kernels.expand_moves`, which gives the same values). Its some twenty
+    ``(p, s, x, y)`` and every column (what a GPU runs; on the host :func:`phylorl.agent.transfer.on_device` uses one
+    compiled pass, :func:`phylorl.records.moves.expand_moves`, which gives the same values). Its some twenty
     operations run in one call of a TorchScript function: called one by one from Python, each would let the
     interpreter lock go and then wait to take it back from the learner's other threads."""
     c = compact

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from phylorl.types import FEATURE_SETS, feature_sizes
+from phylorl.types import feature_sizes
 
 ActionFeatures = Literal["indices", "gather"]
 
@@ -14,20 +14,13 @@ ActionFeatures = Literal["indices", "gather"]
 class NetworkConfig:
     """Shape of one Q network: GAT tree encoder, action encoder, Q head.
 
-    With the defaults and ``action_features="indices"`` this is the network as first designed
-    (531,457 parameters per Q network). The default ``action_features="gather"`` replaces the
-    7-number action input by the GNN embeddings of the move's four nodes (792,577 parameters).
+    With ``features="basic"`` and ``action_features="indices"`` this is the network as first designed (531,457
+    parameters per Q network). The default ``action_features="gather"`` replaces the 7-number action input by the GNN
+    embeddings of the move's four nodes, and the rich features add 12 move and 2 edge columns.
     """
 
-    node_features: int | None = None
-    """Columns of ``Observation.node_features`` (None: those of ``features``; basic: 1, ``is_leaf``)."""
 
-    edge_features: int | None = None
-    """Columns of ``Observation.edge_attr`` (None: those of ``features``; basic: 1, the branch length)."""
 
-    action_meta: int | None = None
-    """Columns of ``Observation.action_meta`` (None: those of ``features``; basic: 3, pruned length,
-    regraft length, distance)."""
 
     hidden: int = 256
     """Width of node embeddings; the tree embedding is ``3 * hidden`` (sum, mean, max pooling)."""
@@ -59,26 +52,13 @@ class NetworkConfig:
     dropout: float = 0.0
     """Dropout probability after the Q head's first layer (training only)."""
 
-    features: str = "basic"
-    """The observation feature set the network reads (:mod:`phylorl.env.features`); the three column
-    counts above default to its own."""
-
-    @classmethod
-    def for_features(cls, features: str, **fields) -> "NetworkConfig":
-        """A config whose input sizes match the feature set ``features`` (``basic`` or ``rich``)."""
-        return cls(features=features, **fields)
+    features: str = "rich"
+    """The feature set the network reads (:mod:`phylorl.records.features`): ``rich`` or ``basic``, the observation
+    as first designed."""
 
     def __post_init__(self) -> None:
-        own = feature_sizes(self.features)
-        given = (self.node_features, self.edge_features, self.action_meta)
-        # sizes that are exactly another feature set's were carried over from a copy of a config of that set
-        # (``dataclasses.replace(cfg, features=...)``, a config section's default): they follow ``features``
-        stale = any(given == feature_sizes(other) for other in FEATURE_SETS if other != self.features)
-        for name, size, value in zip(("node_features", "edge_features", "action_meta"), own, given):
-            if value is None or stale:
-                object.__setattr__(self, name, size)
-        for name in ("node_features", "edge_features", "action_meta", "hidden", "heads",
-                     "action_hidden", "head_hidden"):
+        feature_sizes(self.features)  # a known feature set (ValueError naming it otherwise)
+        for name in ("hidden", "heads", "action_hidden", "head_hidden"):
             if getattr(self, name) < 1:
                 raise ValueError(f"NetworkConfig.{name} must be >= 1, got {getattr(self, name)}")
         if self.gat_layers < 0:
@@ -90,6 +70,21 @@ class NetworkConfig:
                              f"got {self.action_features!r}")
         if not 0.0 <= self.dropout < 1.0:
             raise ValueError(f"NetworkConfig.dropout must be in [0, 1), got {self.dropout}")
+
+    @property
+    def node_features(self) -> int:
+        """Node feature columns of the feature set (``is_leaf``)."""
+        return feature_sizes(self.features)[0]
+
+    @property
+    def edge_features(self) -> int:
+        """Edge feature columns of the feature set (basic: the branch length)."""
+        return feature_sizes(self.features)[1]
+
+    @property
+    def action_meta(self) -> int:
+        """Move feature columns of the feature set (basic: pruned and regraft lengths, distance)."""
+        return feature_sizes(self.features)[2]
 
     @property
     def tree_embedding(self) -> int:

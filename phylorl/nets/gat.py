@@ -14,8 +14,8 @@ Tree nodes have at most 3 neighbours, so the softmax runs over at most 4 slots o
 instead of scattering over an edge list: same parameters, same maths, static shapes.
 
 The layer's parameters live in :class:`TreeGATConv`, which holds exactly ``GATConv``'s (same names, shapes, order and
-initialisation) without importing PyG: importing ``torch_geometric`` costs a process about 2 s (it imports
-``torch._dynamo``), and only the reference forward needs it.
+initialisation) without importing PyG (``torch_geometric`` imports ``torch._dynamo``, seconds of a process's
+start-up); ``tests/oracles/network.py`` runs PyG's own ``GATConv`` on them.
 """
 
 from __future__ import annotations
@@ -50,9 +50,7 @@ class TreeGATConv(nn.Module):
     """The parameters of PyG's ``GATConv(in_channels, out_channels, heads, concat=True, edge_dim=edge_dim,
     add_self_loops=self_loops)`` (``att_src``, ``att_dst``, ``att_edge``, ``bias``, ``lin.weight``,
     ``lin_edge.weight``, in that order), initialised as ``GATConv`` does, drawing the same random numbers, so a
-    seed gives the same network and checkpoints of either load into the other. The fast path reads them
-    (:func:`dense_gat`); calling the module is the reference path: PyG's own ``GATConv`` run on these parameters
-    (``torch.func.functional_call``, so gradients reach them)."""
+    seed gives the same network and checkpoints of either load into the other. :func:`dense_gat` reads them."""
 
     negative_slope = 0.2
 
@@ -72,22 +70,6 @@ class TreeGATConv(nn.Module):
             _glorot(weight)
         with torch.no_grad():
             self.bias.zero_()
-        self._reference: list = []  # PyG's GATConv, made on the meta device at the first reference call
-
-    def reference_layer(self) -> nn.Module:
-        """PyG's ``GATConv`` of this shape, on the meta device (no memory, no random numbers drawn)."""
-        if not self._reference:
-            from torch_geometric.nn import GATConv  # the reference path only: see the module's docstring
-
-            with torch.device("meta"):
-                self._reference.append(GATConv(self.in_channels, self.out_channels, heads=self.heads, concat=True,
-                                               edge_dim=self.edge_dim, add_self_loops=self.add_self_loops))
-        return self._reference[0]
-
-    def forward(self, x: Tensor, edge_index: Tensor, edge_attr: Tensor) -> Tensor:
-        """PyG's ``GATConv`` forward on these parameters: ``[N, in] -> [N, heads * out_channels]``."""
-        return torch.func.functional_call(self.reference_layer(), dict(self.named_parameters()),
-                                          (x, edge_index, edge_attr))
 
 
 @dataclass

@@ -1,4 +1,4 @@
-r"""One Q network: GAT tree encoder, action encoder, Q head; a reference and a fast forward.
+r"""One Q network: GAT tree encoder, action encoder, Q head.
 
 .. math::
     Q(s, a) = w_3^\top \mathrm{relu}(W_2\, \mathrm{relu}(W_1 [t(s); W_{enc} u(a) + b_{enc}] + b_1) + b_2) + b_3
@@ -8,18 +8,17 @@ action input: ``[h_p; h_s; h_x; h_y; meta]`` (the move's node embeddings, ``"gat
 ``[p; s; x; y; meta]`` (node ids as numbers, ``"indices"``). The action encoder is one linear layer,
 as first designed (the original diagram gives the node encoder a ReLU, the action encoder none).
 
-Both forwards use the same parameters (one module, one ``state_dict``) and compute the same
-function:
-
-* **reference**: PyG ``GATConv`` over the edge list, PyG pooling, the action encoder applied to
-  each action's input and the head's first layer to the concatenation ``[tree; action]``;
-* **fast**: :func:`~phylorl.nets.gat.dense_gat` over the dense neighbour table, pooling by reshape
-  when all trees have the same size, and the first layer factored:
+The forward runs :func:`~phylorl.nets.gat.dense_gat` over the dense neighbour table, pools by reshape when all trees
+have the same size, and factors the head's first layer:
   ``W_1 [t; W_enc u + b_enc] = (W_t t + b_1 + W_a b_enc) + C u`` with ``C = W_a W_enc``. The first
   term is computed once per tree. With many actions per tree and ``"gather"``, ``C u`` is
   ``sum_r C_r h_{node_r} + C_m meta`` and ``C_r h_v`` is computed once per node and role, so each
   action costs one weighted gather-sum of 8 rows (``embedding_bag``) instead of a ``1027 x 256``
   product; the only per-action matrix product left is the head's second layer.
+
+It computes the function as first designed (PyG ``GATConv`` over the edge list, PyG pooling, the action encoder
+applied to each action's input and the head's first layer to ``[tree; action]``), which ``tests/oracles/network.py``
+runs on the same parameters; the tests hold the two equal.
 """
 
 from __future__ import annotations
@@ -148,29 +147,20 @@ class QNetwork(nn.Module):
 
     # -- tree encoder ---------------------------------------------------------------------------
 
-    def encode(self, graphs: GraphBatch, fast: bool = True, plan: InputPlan | None = None) -> tuple[Tensor, Tensor]:
+    def encode(self, graphs: GraphBatch, plan: InputPlan | None = None) -> tuple[Tensor, Tensor]:
         """Node embeddings ``[N, hidden]`` and tree embeddings ``[G, 3 * hidden]`` (sum, mean, max)."""
-        if graphs.x.shape[1] != self.cfg.node_features:
-            raise ValueError(f"graphs have {graphs.x.shape[1]} node features, the network expects "
-                             f"{self.cfg.node_features}")
-        if fast:
-            slots = plan.slots if plan is not None else dense_slots(graphs, self.cfg.heads, self.cfg.gat_self_loops)
-            if self.compiled:
-                return compiled(_fast_encode)(self, graphs, slots, None, True)
-            return _fast_encode(self, graphs, slots, self.derived_weights()["gat"])
-        from torch_geometric.nn import global_add_pool, global_max_pool, global_mean_pool  # reference only (gat.py)
-
-        x = F.relu(self.node_encoder(graphs.x))
-        for conv in self.convs:
-            x = F.relu(conv(x, graphs.edge_index, graphs.edge_attr)) + x
-        batch, size = graphs.nodes.index, graphs.nodes.count
-        tree = torch.cat([global_add_pool(x, batch, size), global_mean_pool(x, batch, size),
-                          global_max_pool(x, batch, size)], dim=1)
-        return x, tree
+        if graphs.x.shape[1] != self.cfg.node_features or graphs.edge_attr.shape[1] != self.cfg.edge_features:
+            raise ValueError(f"graphs have {graphs.x.shape[1]} node and {graphs.edge_attr.shape[1]} edge features, the "
+                             f"network ({self.cfg.features}) reads {self.cfg.node_features} and "
+                             f"{self.cfg.edge_features}")
+        slots = plan.slots if plan is not None else dense_slots(graphs, self.cfg.heads, self.cfg.gat_self_loops)
+        if self.compiled:
+            return compiled(_encode)(self, graphs, slots, None, True)
+        return _encode(self, graphs, slots, self.derived_weights()["gat"])
 
     # -- action encoder and Q head -------------------------------------------------------------
 
-    def _action_input(self, nodes: Tensor, graphs: GraphBatch, actions: ActionBatch) -> Tensor:
+    def action_input(self, nodes: Tensor, graphs: GraphBatch, actions: ActionBatch) -> Tensor:
         """The action encoder's input per action: ``[A, 4 * hidden + K]`` (gather) or ``[A, 4 + K]``."""
         if self.cfg.action_features == "gather":
             gathered = take(nodes, actions.nodes).reshape(actions.nodes.shape[0], -1)  # [A, 4 * hidden]
@@ -178,11 +168,7 @@ class QNetwork(nn.Module):
         local = actions.nodes - graphs.node_offset[actions.states.index].unsqueeze(1)
         return torch.cat([local.to(actions.meta.dtype), actions.meta], dim=1)
 
-    def _first_layer_reference(self, nodes, tree, graphs, actions) -> Tensor:
-        action = self.action_encoder(self._action_input(nodes, graphs, actions))
-        return self.head1(torch.cat([tree[actions.states.index], action], dim=1))
-
-    def _first_layer_fast(self, nodes, tree, graphs, actions,
+    def _first_layer(self, nodes, tree, graphs, actions,
                           plan: InputPlan | None = None) -> Tensor | tuple[Tensor, Tensor, Tensor]:
         """The first layer's pre-activation ``[A, head_hidden]``, or with many actions the
         ``(table, rows, weights)`` of an ``embedding_bag`` that computes it (so it can run in chunks)."""
@@ -193,7 +179,7 @@ class QNetwork(nn.Module):
         n_actions, n_nodes, hh = actions.nodes.shape[0], nodes.shape[0], cfg.head_hidden
         if cfg.action_features == "indices" or n_actions < n_nodes:
             # few actions (e.g. the chosen one per state): apply C to each action's input
-            z = self._action_input(nodes, graphs, actions) @ derived["combined_t"]
+            z = self.action_input(nodes, graphs, actions) @ derived["combined_t"]
             if actions.states.uniform:
                 return (z.view(actions.states.count, -1, hh) + per_tree.unsqueeze(1)).view(z.shape)
             return z + take(per_tree, actions.states.index)
@@ -210,70 +196,64 @@ class QNetwork(nn.Module):
             plan = self.plan(graphs, actions)
         return table, plan.rows, plan.weights
 
-    def first_layer(self, nodes: Tensor, tree: Tensor, graphs: GraphBatch, actions: ActionBatch,
-                    fast: bool = True) -> Tensor:
+    def first_layer(self, nodes: Tensor, tree: Tensor, graphs: GraphBatch, actions: ActionBatch) -> Tensor:
         """Pre-activation of the head's first layer, ``W_1 [tree; action] + b_1``: ``[A, head_hidden]``."""
-        if not fast:
-            return self._first_layer_reference(nodes, tree, graphs, actions)
-        z = self._first_layer_fast(nodes, tree, graphs, actions)
+        z = self._first_layer(nodes, tree, graphs, actions)
         if isinstance(z, Tensor):
             return z
         table, rows, weights = z
         return F.embedding_bag(rows, table, per_sample_weights=weights, mode="sum")
 
-    def _head_rest(self, z: Tensor, generator: torch.Generator | None) -> Tensor:
+    def head_rest(self, z: Tensor, generator: torch.Generator | None) -> Tensor:
+        """The head after its first layer's pre-activation ``z`` ``[A, head_hidden]``: ``Q`` ``[A]``."""
         # in-place ReLUs: the producers (matmul, embedding_bag) do not keep their outputs for
         # backward, and [A, hidden] tensors are the largest of the update
         z = dropout(F.relu(z, inplace=True), self.cfg.dropout, self.training, generator)
         z = F.relu(self.head2(z), inplace=True)
         return self.head3(z).squeeze(-1)
 
-    def head(self, nodes: Tensor, tree: Tensor, graphs: GraphBatch, actions: ActionBatch, fast: bool = True,
+    def head(self, nodes: Tensor, tree: Tensor, graphs: GraphBatch, actions: ActionBatch,
              generator: torch.Generator | None = None, chunk: int | None = None,
              plan: InputPlan | None = None) -> Tensor:
         """``Q`` per action ``[A]`` from node embeddings ``[N, h]`` and tree embeddings ``[G, 3h]``.
 
-        ``chunk``: with the fast path, no autograd and eval mode, run the per-action layers this many
-        actions at a time (same values; smaller buffers that stay in cache, which helps on CPU).
+        ``chunk``: without autograd and in eval mode, run the per-action layers this many actions at a time (same
+        values; smaller buffers that stay in cache, which helps on a CPU).
         """
         if actions.meta.shape[1] != self.cfg.action_meta:
             raise ValueError(f"actions have {actions.meta.shape[1]} metadata columns, the network "
                              f"expects {self.cfg.action_meta}")
-        if not fast:
-            return self._head_rest(self._first_layer_reference(nodes, tree, graphs, actions), generator)
-        z = self._first_layer_fast(nodes, tree, graphs, actions, plan)
+        z = self._first_layer(nodes, tree, graphs, actions, plan)
         if isinstance(z, Tensor):
-            return self._head_rest(z, generator)
+            return self.head_rest(z, generator)
         table, rows, weights = z
         n = rows.shape[0]
         if not chunk or chunk >= n or self.training or torch.is_grad_enabled():
             chunk = n
         return torch.cat([
-            self._head_rest(F.embedding_bag(rows[i: i + chunk], table, per_sample_weights=weights[i: i + chunk],
+            self.head_rest(F.embedding_bag(rows[i: i + chunk], table, per_sample_weights=weights[i: i + chunk],
                                             mode="sum"), generator)
             for i in range(0, n, chunk)
         ])
 
-    def forward(self, graphs: GraphBatch, actions: ActionBatch, fast: bool = True,
-                generator: torch.Generator | None = None, chunk: int | None = None,
-                plan: InputPlan | None = None) -> Tensor:
+    def forward(self, graphs: GraphBatch, actions: ActionBatch, generator: torch.Generator | None = None,
+                chunk: int | None = None, plan: InputPlan | None = None) -> Tensor:
         """``Q`` of every action in ``actions`` (on the trees in ``graphs``), float ``[A]``.
 
-        ``fast``: which implementation (same function, same parameters); ``generator``: dropout RNG;
-        ``chunk``: see :meth:`head`; ``plan``: :meth:`plan` of this batch, when the caller shares it
-        between networks (fast path only).
+        ``generator``: dropout RNG; ``chunk``: see :meth:`head`; ``plan``: :meth:`plan` of this batch, when the
+        caller shares it between networks.
         """
         if actions.states.count != graphs.num_graphs:
             raise ValueError(f"actions are grouped into {actions.states.count} states but there are "
                              f"{graphs.num_graphs} trees")
-        nodes, tree = self.encode(graphs, fast, plan)
-        return self.head(nodes, tree, graphs, actions, fast, generator, chunk, plan)
+        nodes, tree = self.encode(graphs, plan)
+        return self.head(nodes, tree, graphs, actions, generator, chunk, plan)
 
 
-def _fast_encode(net: QNetwork, graphs: GraphBatch, slots: DenseSlots, derived: list | None,
-                 by_index: bool = False) -> tuple[Tensor, Tensor]:
-    """:meth:`QNetwork.encode`'s fast path (``derived``: the GAT layers' :func:`gat_weights`, computed here when
-    ``None``; ``by_index``: pool with :func:`pool_by_index`)."""
+def _encode(net: QNetwork, graphs: GraphBatch, slots: DenseSlots, derived: list | None,
+            by_index: bool = False) -> tuple[Tensor, Tensor]:
+    """:meth:`QNetwork.encode` (``derived``: the GAT layers' :func:`gat_weights`, computed here when ``None``;
+    ``by_index``: pool with :func:`pool_by_index`)."""
     x = F.relu(net.node_encoder(graphs.x))
     gathers = net._gathers()
     for i, conv in enumerate(net.convs):

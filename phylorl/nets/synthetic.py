@@ -1,43 +1,42 @@
-"""Random trees and observations for tests and benchmarks (no alignment, no likelihood).
+"""Random tree states and transitions for tests and benchmarks (no alignment, no likelihood).
 
-Observations are built exactly as the environment describes them (``phylorl.types``):
-``is_leaf`` per node, both directions of every edge with its branch length, all SPR moves
-(``phylorl.phylo.spr``) with their metadata.
+A state is a random tree (:func:`phylorl.phylo.starts.random_tree`) with all its SPR moves; a rich one carries
+random parsimony changes (whole numbers) and split supports in place of an alignment's.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from phylorl.types import Observation, Transition
-from phylorl.phylo.spr import enumerate_moves, move_metadata
+from phylorl.phylo.spr import enumerate_moves
 from phylorl.phylo.starts import random_tree
 from phylorl.phylo.tree import Tree
+from phylorl.types import Observation, RichParts, Transition
 
 
-def observe(tree: Tree, radius: int | None = None) -> Observation:
-    """The observation of ``tree``: is_leaf, edges both ways with lengths, all SPR moves."""
-    n_nodes = tree.n_nodes
-    is_leaf = (np.arange(n_nodes) < tree.n_leaves).astype(np.float32)[:, None]
-    u, v = tree.edges[:, 0].astype(np.int64), tree.edges[:, 1].astype(np.int64)
-    edge_index = np.empty((2, 2 * tree.n_edges), dtype=np.int64)
-    edge_index[0, 0::2], edge_index[1, 0::2] = u, v
-    edge_index[0, 1::2], edge_index[1, 1::2] = v, u
-    edge_attr = np.repeat(tree.lengths.astype(np.float32), 2)[:, None]
+def observe(tree: Tree, radius: int | None = None, rng: np.random.Generator | None = None) -> Observation:
+    """The observation of ``tree`` (all SPR moves, or those within ``radius``); rich with random parts when ``rng``
+    is given, basic otherwise."""
     moves = enumerate_moves(tree, radius=radius)
-    return Observation(is_leaf, edge_index, edge_attr, moves, move_metadata(tree, moves))
+    rich = None
+    if rng is not None:
+        rich = RichParts(rng.integers(-3, 12, size=len(moves)).astype(np.float32), float(rng.integers(50, 500)),
+                         rng.random(tree.n_edges).astype(np.float32))
+    return Observation(tree.neighbors.astype(np.int32), tree.edges.astype(np.int32), tree.lengths.astype(np.float32),
+                       tree.n_leaves, moves, -1 if radius is None else radius, True, rich)
 
 
-def random_observation(n_taxa: int, rng: np.random.Generator, radius: int | None = None) -> Observation:
-    """The observation of a random tree over ``n_taxa`` taxa (:func:`phylorl.phylo.starts.random_tree`)."""
-    return observe(random_tree([f"t{i}" for i in range(n_taxa)], rng), radius)
+def random_observation(n_taxa: int, rng: np.random.Generator, radius: int | None = None,
+                       rich: bool = True) -> Observation:
+    """The observation of a random tree over ``n_taxa`` taxa."""
+    return observe(random_tree([f"t{i}" for i in range(n_taxa)], rng), radius, rng if rich else None)
 
 
 def random_transition(n_taxa: int, rng: np.random.Generator, radius: int | None = None,
-                      next_taxa: int | None = None) -> Transition:
-    """A transition between two independent random trees (not a real SPR step: for shapes/speed)."""
-    obs = random_observation(n_taxa, rng, radius)
-    nxt = random_observation(next_taxa or n_taxa, rng, radius)
+                      next_taxa: int | None = None, rich: bool = True) -> Transition:
+    """A transition between two independent random trees (not a real SPR step: for shapes and speed)."""
+    obs = random_observation(n_taxa, rng, radius, rich)
+    nxt = random_observation(next_taxa or n_taxa, rng, radius, rich)
     return Transition(
         obs=obs,
         action=int(rng.integers(obs.n_actions)),

@@ -10,10 +10,10 @@ first's table), and the last two head layers as batched products. Same parameter
 :meth:`QNetwork.forward`'s fast path (tests compare them); calling it is inference only (no autograd), and only
 for ``action_features="gather"`` with at least as many actions as nodes, else it calls the two networks.
 
-:meth:`TwinQ.values` is the learner's side (``AgentConfig.stacked_update``): both networks' ``Q`` of an
+:meth:`TwinQ.values` is the learner's side: both networks' ``Q`` of an
 update's taken moves (fewer actions than nodes), with autograd, the same stacked encoder then the head's few-action
-path as batched products. Its forward and backward launch each operation once for the pair: on an H100 the
-graphed update took 7.29 ms instead of 7.96 (``docs/benchmarks.md``, session 20).
+path as batched products. Its forward and backward launch each operation once for the pair (``docs/benchmarks.md``:
+the update's time).
 
 The stacked weights are rebuilt when a parameter of either network changes (its version counter)
 or is replaced, so a ``TwinQ`` stays valid across ``load_state_dict``; with ``cache=False`` they are

@@ -260,7 +260,7 @@ class LikelihoodEngine:
             b.tip_pmat, b.clv, b.scale, b.valid, b.stack)
         out = np.full(moves.shape[0], np.nan)
         shape = (2 * tree.n_edges, self._n_cats, 4, self.n_patterns)
-        if self._lazy_work is None or self._lazy_work[0].shape != shape:  # kept: fresh pages cost ~3 ms a call
+        if self._lazy_work is None or self._lazy_work[0].shape != shape:  # kept: fresh pages cost a fault each
             nodes = tree.neighbors.shape[0]
             self._lazy_work = (np.empty(shape), np.empty(shape), np.empty((nodes,) + shape[1:]),
                                np.zeros((nodes, self.n_patterns), np.int64))

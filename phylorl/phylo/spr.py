@@ -46,7 +46,7 @@ def move_capacity(n_nodes, n_leaves):
 @njit(cache=True, nogil=True)
 def enumerate_into(neighbors, n_leaves, radius, dedupe, out):
     """Write the moves of :func:`enumerate_moves` into ``out`` (compiled) and return their number.
-    (:mod:`phylorl.env.move_kernels` walks the same way, writing slot rows and features instead.)"""
+    (:mod:`phylorl.records.moves` walks the same way, writing slot rows and features instead.)"""
     n_nodes = neighbors.shape[0]
     stack = np.empty((n_nodes, 2), np.int64)  # (node, distance from p)
     parent = np.empty(n_nodes, np.int64)

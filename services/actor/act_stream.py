@@ -1,17 +1,14 @@
-"""How one pipeline group's requests reach the inference endpoint (``ActorConfig.inference_rpc``): as the messages of
-one open ``ActStream`` call (:class:`ActStream`, the default) or as unary ``Act`` calls (:class:`UnaryAct`).
+"""How one pipeline group's requests reach the inference endpoint: as the messages of one open ``ActStream`` call.
 
-A unary ``Act`` call costs the endpoint's gRPC machinery about three times what a message of an open stream costs
-(a trivial handler on the development machine: about 300 µs of server CPU a call against about 100 µs a message,
-``benchmarks/bench_grpc_ceiling.py``), and the endpoint serves every actor from one process. So each group keeps
-one stream open and sends each step's request as its next message; the endpoint answers a stream's messages one
-after another, in order, and a group has at most one request out at a time.
+A message of an open stream costs the endpoint's gRPC machinery a fraction of what a unary call would, and the
+endpoint serves every actor from one process. So each group keeps one stream open and sends each step's request as
+its next message; the endpoint answers a stream's messages one after another, in order, and a group has at most one
+request out at a time.
 
-Both have one interface (:func:`group_calls` makes either): ``send`` starts a request without waiting, ``receive``
-waits for its answer (at most ``timeout_s``), ``cancel`` drops the request out, ``close`` ends for good. A failed
-request raises the status the unary call would have got (``grpc.RpcError``; a wait past ``timeout_s`` is
-DEADLINE_EXCEEDED); on a stream it ends the stream, and the next ``send`` opens a new one, so the actor retries
-both kinds the same way.
+:class:`ActStream`: ``send`` starts a request without waiting, ``receive`` waits for its answer (at most
+``timeout_s``), ``cancel`` drops the request out, ``close`` ends for good. A failed request raises its status
+(``grpc.RpcError``; a wait past ``timeout_s`` is DEADLINE_EXCEEDED) and ends the stream; the next ``send`` opens a
+new one, so the actor retries a failed request as it would a failed call.
 """
 
 from __future__ import annotations
@@ -27,57 +24,6 @@ from phylorl.wire.v1 import inference_pb2
 from . import metrics
 
 _CLOSE = object()
-
-
-def group_calls(rpc: str, stub, timeout_s: float) -> "ActStream | UnaryAct":
-    """One group's requests to ``stub`` (an ``InferenceServiceStub``) as ``rpc`` says: ``stream`` or ``unary``
-    (``ActorConfig.inference_rpc``)."""
-    if rpc not in ("stream", "unary"):
-        raise ValueError(f"inference rpc must be stream or unary, got {rpc!r}")
-    return (ActStream if rpc == "stream" else UnaryAct)(stub, timeout_s)
-
-
-class UnaryAct:
-    """One pipeline group's requests as unary ``Act`` calls, one out at a time (:class:`ActStream`'s interface)."""
-
-    def __init__(self, stub, timeout_s: float):
-        self._stub = stub
-        self._timeout_s = timeout_s
-        self._future = None
-
-    def send(self, request: inference_pb2.ActRequest) -> None:
-        started = time.perf_counter()
-        self._future = self._stub.Act.future(request, timeout=self._timeout_s)
-
-        def answered(done) -> None:  # the round trip, whenever the actor reads the answer
-            if not done.cancelled() and done.exception() is None:
-                metrics.INFERENCE_CALL_SECONDS.observe(time.perf_counter() - started)
-
-        self._future.add_done_callback(answered)
-
-    def receive(self) -> inference_pb2.ActResponse:
-        return self._future.result()
-
-    def cancel(self) -> None:
-        if self._future is not None:
-            self._future.cancel()
-
-    close = cancel
-
-
-class StreamError(grpc.RpcError):
-    """A stream that ended without a status of its own: past the wait for an answer, or closed by the server
-    between answers."""
-
-    def __init__(self, code: grpc.StatusCode, details: str):
-        super().__init__(details)
-        self._code, self._details = code, details
-
-    def code(self) -> grpc.StatusCode:
-        return self._code
-
-    def details(self) -> str:
-        return self._details
 
 
 class ActStream:
@@ -164,3 +110,18 @@ class ActStream:
                     self._expired, self._deadline = call, None
             if call is not None:
                 call.cancel()
+
+
+class StreamError(grpc.RpcError):
+    """A stream that ended without a status of its own: past the wait for an answer, or closed by the server
+    between answers."""
+
+    def __init__(self, code: grpc.StatusCode, details: str):
+        super().__init__(details)
+        self._code, self._details = code, details
+
+    def code(self) -> grpc.StatusCode:
+        return self._code
+
+    def details(self) -> str:
+        return self._details

@@ -1,6 +1,6 @@
-"""The actor loop: K environments in ``pipeline`` groups, one batched inference call per group and step,
-transitions to replay. Each group's calls go as messages of one open ``ActStream`` call
-(:mod:`services.actor.act_stream`; ``ActorConfig.inference_rpc``), or as unary ``Act`` calls.
+"""The actor loop: K environments in ``pipeline`` groups, one batched inference request per group and step,
+transitions to replay. Each group's requests go as messages of one open ``ActStream`` call
+(:mod:`services.actor.act_stream`).
 
 Each group's step sends its current states to the learner's inference endpoint and gets back a move, its
 ``Q(s, a)`` and ``V(s)`` per state; :class:`~phylorl.agent.collector.Collector` (the same code the
@@ -29,12 +29,13 @@ import numpy as np
 
 from phylorl.agent.collector import Collector
 from phylorl.env.vec_env import VecTreeEnv
+from phylorl.records.codec import encode_observation, encode_transition
 from phylorl.types import Transition
-from phylorl.wire import codec, record
+from phylorl.wire import codec
 from phylorl.wire.v1 import inference_pb2, inference_pb2_grpc
 
 from . import metrics
-from .act_stream import group_calls
+from .act_stream import ActStream
 from .config import ActorConfig
 from .outbox import Outbox, claim_orphans, read_journal
 
@@ -52,8 +53,8 @@ samples too little, as it does not at all once done); what it does not store sta
 
 def transient(code: grpc.StatusCode, stopping: bool) -> bool:
     """Whether a call that ended with ``code`` is retried. CANCELLED is the actor's own stop when it is stopping;
-    otherwise a service shutting down cancelled the call (the learner stopping at its update count while a call
-    was in flight ended an actor with exit status 1 in session 18), which is transient like UNAVAILABLE."""
+    otherwise a service shutting down cancelled the call (the learner stopping at its update count while a call is
+    in flight), which is transient like UNAVAILABLE."""
     return code in RETRYABLE or (code == grpc.StatusCode.CANCELLED and not stopping)
 
 
@@ -94,7 +95,7 @@ class Actor:
 
     def _request(self, observations) -> inference_pb2.ActRequest:
         request = inference_pb2.ActRequest(actor_id=self.actor_id, greedy=self.config.greedy)
-        codec.pack_observations(observations, request.states)
+        codec.pack_records([encode_observation(obs) for obs in observations], request.states)
         return request
 
     def _receive(self, request, calls) -> inference_pb2.ActResponse | None:
@@ -176,7 +177,7 @@ class Actor:
         self._outbox_metrics()
 
     def _enqueue(self, transition: Transition, priority: float) -> None:
-        self.outbox.append(record.encode_transition(transition), priority)
+        self.outbox.append(encode_transition(transition), priority)
         metrics.TRANSITIONS_PRODUCED.inc()
         self._outbox_metrics()
 
@@ -213,7 +214,7 @@ class Actor:
         self.recover()
         groups = [Collector(part, cfg.gamma, cfg.n_step, cfg.label_fraction, seed=cfg.seed + g)
                   for g, part in enumerate(self.envs.split(min(cfg.pipeline, len(self.envs))))]
-        calls = [group_calls(cfg.inference_rpc, self.stub, cfg.rpc_timeout_s) for _ in groups]
+        calls = [ActStream(self.stub, cfg.rpc_timeout_s) for _ in groups]
         try:
             out = [self._ask(collector, c) for collector, c in zip(groups, calls)]
             self._loop(groups, calls, out)
@@ -223,7 +224,7 @@ class Actor:
         self._finish()
 
     def _loop(self, groups: list[Collector], calls: list, out: list) -> None:
-        """``calls``: each group's (:func:`~services.actor.act_stream.group_calls`); ``out``: each group's request out
+        """``calls``: each group's :class:`~services.actor.act_stream.ActStream`; ``out``: each group's request out
         (None once the group is done)."""
         cfg = self.config
         steps = [0] * len(groups)

@@ -10,8 +10,6 @@ from services.common import security
 from services.common.config import load_config
 
 ENV_PREFIX = "PHYLORL_ACTOR_"
-INFERENCE_RPCS = ("stream", "unary")
-"""How an actor's calls reach the inference endpoint (``ActorConfig.inference_rpc``)."""
 
 
 @dataclass(frozen=True)
@@ -38,10 +36,6 @@ class ActorConfig(security.ClientTLS, security.GrpcToken):
     """Groups the environments are split into (at most ``envs``): while one group's Act call is on its way to
     the learner and back, the actor steps the others (double buffering, as Sample Factory's rollout workers do), so
     that its core works instead of waiting on inference. 1: every environment in one call, stepped after it."""
-    inference_rpc: str = "stream"
-    """How each group's calls reach the inference endpoint: ``stream`` (each request the next message of one open
-    ``ActStream`` call per group, which costs the endpoint about a third of a unary call's gRPC work) or ``unary``
-    (one ``Act`` call each, as before session 25; for an endpoint that predates ``ActStream``)."""
     env: EnvConfig = field(default_factory=EnvConfig)
     """The tree environments: episode horizon, start trees, reward scale, move radius, local branch
     optimisation, observation feature set (which must be the learner's ``net.features``)."""
@@ -86,8 +80,6 @@ class ActorConfig(security.ClientTLS, security.GrpcToken):
             problems.append(f"envs must be >= 1, got {self.envs}")
         if self.pipeline < 1:
             problems.append(f"pipeline must be >= 1, got {self.pipeline}")
-        if self.inference_rpc not in INFERENCE_RPCS:
-            problems.append(f"inference_rpc must be {' or '.join(INFERENCE_RPCS)}, got {self.inference_rpc!r}")
         if self.send_batch < 1 or self.buffer_capacity < self.send_batch:
             problems.append(f"need 1 <= send_batch <= buffer_capacity, got {self.send_batch}, {self.buffer_capacity}")
         if not 0.0 <= self.gamma <= 1.0:

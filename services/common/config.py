@@ -19,7 +19,7 @@ import inspect
 import json
 import textwrap
 import typing
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -76,16 +76,19 @@ def env_name(prefix: str, path: Sequence[str]) -> str:
     return prefix + "__".join(path).upper()
 
 
-def add_flags(parser: argparse.ArgumentParser, base, env_prefix: str = "", exclude: frozenset = frozenset()) -> None:
+def add_flags(parser: argparse.ArgumentParser, base, env_prefix: str = "", exclude: frozenset = frozenset(),
+              listed: Callable[[tuple[str, ...]], bool] = lambda path: True) -> None:
     """One flag per plain field of ``base`` (an instance: its values are the defaults shown). A bool flag
     alone means true (``--secure``; ``--secure false`` too); field metadata ``{"const": v}`` lets the flag stand
-    alone for ``v``, and ``{"multiple": True}`` takes several values, repeatable, joined with commas."""
+    alone for ``v``, and ``{"multiple": True}`` takes several values, repeatable, joined with commas. A field whose
+    path ``listed`` refuses is accepted but left out of ``--help``."""
     for path, hint, value, doc, meta in leaves(base):
         if ".".join(path) in exclude:
             continue
         where = f"; env {env_name(env_prefix, path)}" if env_prefix else ""
         options = {"dest": ".".join(path), "default": None,
-                   "help": f"{doc} [default {value!r}{where}]".replace("%", "%%")}
+                   "help": f"{doc} [default {value!r}{where}]".replace("%", "%%") if listed(path)
+                   else argparse.SUPPRESS}
         if hint is bool:
             options.update(nargs="?", const="true", metavar="BOOL")
         elif "const" in meta:

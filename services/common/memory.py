@@ -2,9 +2,8 @@
 
 glibc returns freed memory to the OS eagerly (the trim threshold) and serves large blocks from
 fresh mmaps, so every megabyte buffer (a Redis reply, a gRPC message) is paged in again: on some
-virtual machines each page fault costs about 10 us, which is more than copying the page. Keeping
-freed memory for reuse removes those faults (measured: ~16 faults and ~80 us of CPU per sampled
-20-taxon transition in the replay service). Call once at start-up, from ``__main__`` only.
+virtual machines a page fault costs more than copying the page. Keeping freed memory for reuse removes
+those faults. Call once at start-up, from ``__main__`` only.
 """
 
 from __future__ import annotations
@@ -15,9 +14,12 @@ import ctypes.util
 _M_TRIM_THRESHOLD = -1
 _M_MMAP_THRESHOLD = -3
 _MMAP_THRESHOLD_MAX = 32 * 1024 * 1024  # glibc's ceiling on 64-bit (HEAP_MAX_SIZE / 2)
+KEEP_MB = 1024
+"""Freed memory the replay service and the learner let glibc keep for reuse (MiB): a batch's arrays then reuse pages
+instead of faulting them in anew."""
 
 
-def keep_freed_memory(megabytes: int) -> bool:
+def keep_freed_memory(megabytes: int = KEEP_MB) -> bool:
     """Let glibc keep up to ``megabytes`` MiB of freed memory; False when not on glibc or ``megabytes == 0``."""
     if megabytes <= 0:
         return False

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import grpc
+from google.protobuf import message_factory
+from google.protobuf.message import DecodeError
+
 MAX_MESSAGE_BYTES = 256 * 1024 * 1024
 """Largest gRPC message sent or received (a batch of sampled records or of observations can be large)."""
 
@@ -9,3 +13,39 @@ MAX_MESSAGE_BYTES = 256 * 1024 * 1024
 def message_options(max_bytes: int = MAX_MESSAGE_BYTES) -> list[tuple[str, int]]:
     """Channel and server options that allow messages of up to ``max_bytes`` both ways."""
     return [("grpc.max_receive_message_length", max_bytes), ("grpc.max_send_message_length", max_bytes)]
+
+
+def add_servicer(servicer, server, service) -> None:
+    """Serve ``servicer``'s unary methods of ``service`` (a protobuf ``ServiceDescriptor``) on ``server``, as the
+    generated ``add_*Servicer_to_server`` does, except that a request whose bytes are not a message of its type is
+    answered INVALID_ARGUMENT naming the type (gRPC's own deserializer answers INTERNAL)."""
+    handlers = {}
+    for method in service.methods:
+        request_type = message_factory.GetMessageClass(method.input_type)
+        response_type = message_factory.GetMessageClass(method.output_type)
+        handlers[method.name] = grpc.unary_unary_rpc_method_handler(
+            _checked(getattr(servicer, method.name)), request_deserializer=_lenient(request_type),
+            response_serializer=response_type.SerializeToString)
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(service.full_name, handlers),))
+
+
+class _Unparsable:
+    def __init__(self, why: str):
+        self.why = why
+
+
+def _lenient(message_type):
+    def parse(data: bytes):
+        try:
+            return message_type.FromString(data)
+        except DecodeError as exc:
+            return _Unparsable(f"not a {message_type.DESCRIPTOR.full_name} message ({exc})")
+    return parse
+
+
+def _checked(method):
+    def call(request, context):
+        if isinstance(request, _Unparsable):
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, request.why)
+        return method(request, context)
+    return call

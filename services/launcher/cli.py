@@ -35,13 +35,17 @@ from .supervisor import LaunchError
 ENV_PREFIX = "PHYLORL_TRAIN_"
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """``phylorl train``'s flags: one per TrainConfig field (sections included), derived from the dataclass."""
-    parser = argparse.ArgumentParser(prog="phylorl train", description=f"{HELP}. Every field below can also come "
-                                     f"from --config FILE (YAML/JSON, sections as mappings) or {ENV_PREFIX}<FIELD> "
-                                     f"(sections joined with __).")
+def build_parser(advanced: bool = False) -> argparse.ArgumentParser:
+    """``phylorl train``'s flags: one per TrainConfig field (sections included), derived from the dataclass; the
+    sections' fields are listed by ``--help`` only with ``--advanced``."""
+    parser = argparse.ArgumentParser(
+        prog="phylorl train", description=f"{HELP}. Every field below can also come from --config FILE (YAML/JSON, "
+        f"sections as mappings) or {ENV_PREFIX}<FIELD> (sections joined with __).",
+        epilog=None if advanced else "The replay, learner and actor sections have fields of their own (--replay.*, "
+        "--learner.*, --actor.*): phylorl train --help --advanced lists them.")
     parser.add_argument("--config", help="YAML or JSON file of TrainConfig fields (sections replay:, learner:, actor:)")
-    add_flags(parser, TrainConfig(), ENV_PREFIX, exclude=SET_BY_LAUNCHER)
+    parser.add_argument("--advanced", action="store_true", help="with --help: list the sections' fields too")
+    add_flags(parser, TrainConfig(), ENV_PREFIX, exclude=SET_BY_LAUNCHER, listed=lambda path: advanced or len(path) == 1)
     parser.add_argument("--no-report", action="store_true", help="the same as --report false")
     parser.add_argument("--json", action="store_true",
                         help="print the whole summary (summary.json) as the one JSON object on stdout, instead of its "
@@ -50,7 +54,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else argv
+    parser = build_parser(advanced="--advanced" in argv)
     return run_command("train", run, parser.parse_args(argv))
 
 

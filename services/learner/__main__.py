@@ -19,9 +19,9 @@ from services.common import security
 from services.common.memory import keep_freed_memory
 from services.common.runtime import start_service, startup, wait_for_redis
 from services.learner import metrics
-from services.learner.config import LearnerConfig, load, switch_interval_ms
+from services.learner.config import SWITCH_INTERVAL_MS, LearnerConfig, load
 from services.learner.inference import BatchingInference
-from services.learner.server import make_server
+from services.learner.server import InferenceServer
 from services.learner.training import Checkpoints, TrainingLoop, continue_published_version
 from services.replay.client import ReplayClient
 
@@ -59,11 +59,9 @@ def main(argv: list[str] | None = None) -> int:
     stop = start_service(config, log)
     if config.torch_threads:
         torch.set_num_threads(config.torch_threads)
-    if keep_freed_memory(config.malloc_keep_mb):
-        log.info("glibc malloc keeps up to %d MiB of freed memory for reuse", config.malloc_keep_mb)
+    keep_freed_memory()
     device = pick_device(config.device)
-    # the threads' hand-overs of the interpreter lock (LearnerConfig.switch_interval_ms)
-    sys.setswitchinterval(switch_interval_ms(config.switch_interval_ms, device.type) / 1000.0)
+    sys.setswitchinterval(SWITCH_INTERVAL_MS.get(device.type, 5.0) / 1000.0)  # the threads' hand-overs of the lock
     log.info("interpreter switch interval %.3g ms", sys.getswitchinterval() * 1000.0)
     if device.type == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = config.tf32
@@ -76,10 +74,9 @@ def main(argv: list[str] | None = None) -> int:
                                   max_queue=config.inference_queue, seed=config.seed,
                                   fused_head=learner.agent_cfg.fused_head,
                                   cuda_graphs=config.inference_cuda_graphs and device.type == "cuda")
-    server = make_server(config.inference_server, inference, config.host, config.port,
-                         max_calls=config.inference_max_calls, security=config)
+    server = InferenceServer(inference, config.host, config.port, security=config)
     server.start()
-    log.info("inference endpoint on %s:%d (%s server)", config.host, server.port, config.inference_server)
+    log.info("inference endpoint on %s:%d", config.host, server.port)
     redis_client = security.redis_client(config.redis_url, config) if config.redis_url else None
     if redis_client is not None and not wait_for_redis(redis_client.ping, config.redis_url, config.redis_wait_s,
                                                        stop, log):

@@ -11,8 +11,6 @@ from services.common import security
 from services.common.config import load_config
 
 ENV_PREFIX = "PHYLORL_LEARNER_"
-SERVER_KINDS = ("threads", "asyncio")
-"""The inference endpoint's gRPC servers (``inference_server``; :func:`services.learner.server.make_server`)."""
 
 
 @dataclass(frozen=True)
@@ -40,19 +38,10 @@ class LearnerConfig(security.ServerTLS, security.ClientTLS, security.GrpcToken, 
     """cpu, cuda, cuda:N or auto (cuda when available)."""
     torch_threads: int = 0
     """CPU threads for torch (0: torch's default)."""
-    switch_interval_ms: float = 0.0
-    """The interpreter's switch interval in the learner's process (``sys.setswitchinterval``; 0: automatic, 0.5 ms
-    on a CUDA device and Python's 5 ms on a CPU). The update loop, the endpoint's batching thread, its gRPC threads
-    and the prefetch threads share one interpreter lock, and each torch call lets it go: a thread coming back from
-    one waits for a thread running Python until that one blocks or the interval forces a switch, so with 5 ms one
-    busy thread can add up to 5 ms to every call of the others (``benchmarks/bench_gil.py``). On a GPU the update
-    loop mostly waits on the device and then needs the lock at once; on a CPU it runs Python between long torch
-    calls, and there 0.5 ms made the whole system (``bench_system``, 2 cores) about 8% slower."""
     tf32: bool = False
     """On a CUDA device, let float32 matrix products and convolutions use TF32 tensor cores (about 1e-3
-    relative per product; ``torch.backends.cuda.matmul.allow_tf32``): on an H100 the design-size update
-    with CUDA graphs takes 11.6 ms instead of 14.3 ms, and the fused head (``agent.fused_head``) pays only
-    with it (its full-float32 products run without tensor cores, 5.6x slower than unfused)."""
+    relative per product; ``torch.backends.cuda.matmul.allow_tf32``): faster updates, and the fused head
+    (``agent.fused_head``) pays only with it (``docs/benchmarks.md``)."""
     batch_size: int = 64
     """Transitions per update."""
     updates: int = 0
@@ -67,21 +56,9 @@ class LearnerConfig(security.ServerTLS, security.ClientTLS, security.GrpcToken, 
     """Checkpoints kept on disk (oldest deleted)."""
     resume: bool = True
     """Continue from the run directory's latest checkpoint when there is one."""
-    prefetch: int = 2
-    """Batches collated ahead of the update by the prefetch threads."""
     prefetch_workers: int = 2
     """Threads that sample and collate batches at once. One thread is bound by the latency of each Sample call and
-    by collating (about 6 ms of CPU per 128 transitions of 20 taxa in tree form on the 2-core dev machine, in
-    one compiled pass that releases the GIL); a GPU learner with spare cores wants several."""
-    feed_processes: int = 0
-    """Processes that sample and collate batches, each with its own replay connection, handing them over through
-    shared memory (``services/learner/feed.py``); the prefetch threads then only copy them to the device. In the
-    learner's own process sampling and collating share one interpreter lock with the update loop and the inference
-    endpoint, which on a GPU machine with cores to spare bounds the feed. 0: the prefetch threads sample and
-    collate themselves (right for a CPU learner, which has no cores to spare)."""
-    malloc_keep_mb: int = 1024
-    """Freed memory glibc keeps for reuse instead of returning it (MiB): a batch's arrays (about 14 MB at the
-    design size) then reuse pages instead of faulting them in anew. 0 keeps glibc's defaults."""
+    by collating (one compiled pass that releases the GIL); a GPU learner with spare cores wants several."""
     sample_timeout_s: float = 5.0
     """Longest wait of one Sample call for the replay's rate limiter (s)."""
     inference_max_batch: int = 64
@@ -93,16 +70,8 @@ class LearnerConfig(security.ServerTLS, security.ClientTLS, security.GrpcToken, 
     inference_cuda_graphs: bool = True
     """On a CUDA device, the endpoint replays its answers as CUDA graphs, one per batch shape (a batch's states
     padded to a power-of-two count, or a multiple of 16 above 16, with copies of its last one;
-    :mod:`phylorl.agent.acting_graphs`). A shape whose capture fails is answered eagerly (logged, counted). No
+    :mod:`phylorl.agent.capture`). A shape whose capture fails is answered eagerly (logged, counted). No
     effect on a CPU."""
-    inference_server: str = "threads"
-    """gRPC server of the inference endpoint: ``threads`` (a pool thread parked on each call in flight) or
-    ``asyncio`` (one event-loop thread serves every call; a batch's answers wake that one thread)."""
-    inference_max_calls: int = 256
-    """Calls the inference endpoint serves at once (``Act``, ``GetWeights``, health; an open ``ActStream`` counts as
-    one for as long as it is open, and on the threaded server holds one of its threads). A call beyond them is
-    refused at once with RESOURCE_EXHAUSTED, which actors retry. Each actor keeps one stream open per pipeline
-    group (``ActorConfig.pipeline``)."""
     init_checkpoint: str = ""
     """Warm start: a learner checkpoint (e.g. from phylorl warmstart) whose networks and alpha start this run when
     the run directory has no checkpoint of its own."""
@@ -120,30 +89,24 @@ class LearnerConfig(security.ServerTLS, security.ClientTLS, security.GrpcToken, 
 
     def __post_init__(self) -> None:
         problems = []
-        if self.batch_size < 1 or self.publish_every < 1 or self.prefetch < 1 or self.prefetch_workers < 1:
-            problems.append("batch_size, publish_every, prefetch and prefetch_workers must be >= 1")
-        if self.feed_processes < 0:
-            problems.append(f"feed_processes must be >= 0, got {self.feed_processes}")
-        if self.inference_max_batch < 1 or self.inference_queue < 1 or self.inference_max_delay_ms < 0 \
-                or self.inference_max_calls < 1:
-            problems.append("inference_max_batch, inference_queue and inference_max_calls must be >= 1, "
-                            "inference_max_delay_ms >= 0")
+        if self.batch_size < 1 or self.publish_every < 1 or self.prefetch_workers < 1:
+            problems.append("batch_size, publish_every and prefetch_workers must be >= 1")
+        if self.inference_max_batch < 1 or self.inference_queue < 1 or self.inference_max_delay_ms < 0:
+            problems.append("inference_max_batch and inference_queue must be >= 1, inference_max_delay_ms >= 0")
         if self.keep_checkpoints < 1:
             problems.append("keep_checkpoints must be >= 1")
-        if not 0 <= self.switch_interval_ms <= 100:
-            problems.append(f"switch_interval_ms must be in 0..100 (0: automatic), got {self.switch_interval_ms}")
-        if self.malloc_keep_mb < 0:
-            problems.append(f"malloc_keep_mb must be >= 0, got {self.malloc_keep_mb}")
-        if self.inference_server not in SERVER_KINDS:
-            problems.append(f"inference_server must be {' or '.join(SERVER_KINDS)}, got {self.inference_server!r}")
         problems += security.check(self)
         if problems:
             raise ValueError("invalid learner config: " + "; ".join(problems))
 
 
-def switch_interval_ms(configured: float, device_type: str) -> float:
-    """The switch interval a learner on ``device_type`` sets for ``LearnerConfig.switch_interval_ms`` (ms)."""
-    return configured or (0.5 if device_type == "cuda" else 5.0)
+SWITCH_INTERVAL_MS = {"cuda": 0.5, "cpu": 5.0}
+"""The interpreter's switch interval in the learner's process by device type (``sys.setswitchinterval``). The update
+loop, the endpoint's batching thread, its gRPC threads and the prefetch threads share one interpreter lock, and each
+torch call lets it go: a thread coming back from one waits for a thread running Python until that one blocks or the
+interval forces a switch. On a GPU the update loop mostly waits on the device and then needs the lock at once, so a
+short interval pays; on a CPU it runs Python between long torch calls, and Python's 5 ms is faster
+(``benchmarks/bench_system.py``)."""
 
 
 def load(argv: Sequence[str], environ: Mapping[str, str]) -> LearnerConfig:

@@ -5,61 +5,40 @@ RESOURCE_EXHAUSTED). One thread takes the first waiting request, gathers more un
 ``max_batch`` states are collected or ``max_delay_s`` has passed, runs the twin Q networks
 once over all of them and answers each request with its own slice.
 
-States arrive as observation records (:func:`phylorl.wire.record.encode_observation`), the form
-replay records hold them in. Each request's records are made into network inputs when it arrives, on
-the caller's thread, in one compiled pass that releases the GIL
-(:func:`phylorl.agent.packed_batch.collate_states`: the trees and every move with its features,
-straight from the records' bytes; records in the arrays form are decoded one by one and collated,
-the reference path). That also checks them (a state without moves included), so a bad state fails its own
-request (``ValueError`` naming it), never the batch; the batching thread only assembles the requests' inputs into
-one staging buffer (:func:`phylorl.agent.request_batch.assemble`, padded for a captured graph with
-``cuda_graphs``). The networks used are the last published snapshot (:meth:`BatchingInference.publish`), and every
-answer carries its version.
+States arrive as observation records (:func:`phylorl.records.codec.encode_observation`), the form replay records
+hold them in. Each request's records are made into network inputs when it arrives, on the caller's thread, in one
+compiled pass that releases the GIL (:func:`phylorl.records.collate.collate_states`: the trees and every move with
+its features, straight from the records' bytes). That also checks them (a state without moves included), so a bad
+state fails its own request (``ValueError`` naming it), never the batch; the batching thread only assembles the
+requests' inputs into one staging buffer (:func:`phylorl.agent.acting.assemble`, padded for a captured graph
+with ``cuda_graphs``). The networks used are the last published snapshot (:meth:`BatchingInference.publish`), and
+every answer carries its version.
 """
 
 from __future__ import annotations
 
-import io
 import logging
 import queue
 import threading
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 import torch
 
-from phylorl.agent.acting import answers_on_host, policy_networks, select_actions, write_policy
-from phylorl.agent.acting_graphs import GraphedActing, bucket
-from phylorl.agent.batch_transfer import Stager
+from phylorl.agent.acting import answers_on_host, assemble, policy_networks, select_actions
+from phylorl.agent.capture import GraphedActing, bucket
+from phylorl.agent.transfer import Stager
 from phylorl.agent.learner_setup import with_index
-from phylorl.agent.request_batch import assemble
-from phylorl.agent.packed_batch import collate_states
 from phylorl.nets import fused_head
 from phylorl.nets.config import NetworkConfig
-from phylorl.nets.inputs import check_observation, collate_observations
 from phylorl.nets.twin import twin_or_none
-from phylorl.types import Observation
-from phylorl.wire.codec import PackedRecords
-from phylorl.wire.record import decode_observation, encode_observation
+from phylorl.records.collate import collate_states
+from phylorl.records.format import PackedRecords
 
 from . import metrics
 
 log = logging.getLogger("phylorl.learner.inference")
-
-
-RETIRED_KEPT = 2
-"""Retired snapshots whose networks are kept to be written again by a later publication."""
-
-
-def _with_moves(graphs, actions) -> tuple:
-    """``(graphs, actions)``, once every state is known to have a move to choose (``ValueError`` naming the first
-    that has none): checked per request, so such a state fails its own request, never a batch."""
-    empty = np.flatnonzero(actions.states.sizes.numpy() < 1)
-    if empty.size:
-        raise ValueError(f"observation {int(empty[0])} of {actions.states.count} has no move to choose from")
-    return graphs, actions
 
 
 class Overloaded(RuntimeError):
@@ -77,54 +56,19 @@ class _Request:
     error: BaseException | None = None
 
 
-class Recycled(RuntimeError):
-    """A snapshot's networks were written again for a later publication before its weights were serialised."""
-
-
+@dataclass
 class Snapshot:
-    """Published policy: the twin online networks (eval mode; ``nets``), temperature and weights version, and
-    the weights whole as ``GetWeights`` sends them (``blob``: serialised from the networks on the first ask, once)."""
+    """Published policy: the twin online networks (eval mode; ``nets``), the temperature and the weights version.
+    ``written``: on a GPU, a CUDA event recorded on the publisher's stream after its copies into the networks, which
+    whoever reads them waits for first (the batching stream); ``None`` on a CPU. ``alpha`` is a number, or a 0-d
+    tensor on the endpoint's device that the publisher computed on its stream (read after ``written``, like the
+    networks: a GPU publisher then never waits for it)."""
 
-    def __init__(self, nets, pair: tuple, alpha: "float | torch.Tensor", version: int, written=None):
-        self.nets = nets
-        self.pair = pair
-        """The two networks ``nets`` runs (written again for a later snapshot once this one is retired)."""
-        self.alpha = alpha
-        """The temperature: a number, or a 0-d tensor on the endpoint's device that the publisher computed on its
-        stream (read after ``written``, like the networks: a GPU publisher then never waits for it)."""
-        self.version = version
-        self.written = written
-        """On a GPU: a CUDA event recorded on the publisher's stream after its copies into the network pair;
-        whoever reads them waits for it first (GPU-side: the batching stream; the host: the first ``blob``).
-        ``None`` on a CPU."""
-        self._blob: bytes | None = None
-        self._recycled = False
-        self._lock = threading.Lock()
-
-    @property
-    def blob(self) -> bytes:
-        """The weights serialised (``torch.save`` of version, alpha and both networks' state on the host). Raises
-        :class:`Recycled` when the networks were written again for a later snapshot before the first ask."""
-        with self._lock:
-            if self._blob is None:
-                if self._recycled:
-                    raise Recycled(f"weights version {self.version} was replaced and its networks reused")
-                if self.written is not None:
-                    self.written.synchronize()
-                weights = {name: {k: v.detach().to("cpu") for k, v in net.state_dict().items()}
-                           for name, net in zip(("q1", "q2"), self.pair)}
-                buffer = io.BytesIO()
-                torch.save({"version": self.version, "alpha": float(self.alpha), "weights": weights}, buffer)
-                self._blob = buffer.getvalue()
-            return self._blob
-
-    def recycle(self) -> bool:
-        """Claim the networks to be written again (``False``, and nothing claimed, while ``blob`` is being made)."""
-        if not self._lock.acquire(blocking=False):
-            return False
-        self._recycled = True
-        self._lock.release()
-        return True
+    nets: object
+    pair: tuple
+    alpha: "float | torch.Tensor"
+    version: int
+    written: object = None
 
 
 class BatchingInference:
@@ -140,9 +84,7 @@ class BatchingInference:
         self.max_delay_s = max_delay_s
         self._queue: queue.Queue[_Request] = queue.Queue(maxsize=max_queue)
         self._snapshot: Snapshot | None = None
-        self._lock = threading.Lock()  # the snapshot the batching thread answers with, and the retired ones
-        self._busy: Snapshot | None = None
-        self._retired: list[Snapshot] = []
+        self._lock = threading.Lock()  # the snapshot the batching thread answers with
         self._ready = threading.Event()
         self._stop = threading.Event()
         self._generator = torch.Generator(device=device).manual_seed(seed)
@@ -150,7 +92,7 @@ class BatchingInference:
         # updates on the default stream
         self._stream = torch.cuda.Stream(device, priority=-1) if device.type == "cuda" else None
         # a batch's inputs go to the GPU as one pinned block (written again once the batch's answers are back)
-        # (one pass: :func:`~phylorl.agent.request_batch.assemble`)
+        # (one pass: :func:`~phylorl.agent.acting.assemble`)
         self._stager = Stager(pinned=device.type == "cuda")
         self._graphed = GraphedActing(net_cfg, device, self.fused_head) if cuda_graphs else None
         """Answers replayed as CUDA graphs (``LearnerConfig.inference_cuda_graphs``; on a CPU the same padded path
@@ -162,20 +104,14 @@ class BatchingInference:
     def publish(self, weights: dict, alpha: "float | torch.Tensor", version: int) -> Snapshot:
         """Serve ``weights`` from now on; returns the snapshot. ``weights``: ``{"q1": state, "q2": state}``, tensors
         on the host or on this endpoint's device: e.g. :meth:`Learner.policy_tensors`, the learner's own live
-        parameters. ``alpha``: the temperature, a number or a 0-d tensor on this endpoint's device that stays as it
-        is (:meth:`Learner.policy_alpha`: computed on the caller's stream, as the copies are). The weights are copied
-        into the endpoint's networks before this returns (on a GPU: the copies are queued on the caller's stream, so
-        whatever the caller queues there later, e.g. its next update, changes them only after they are taken).
-
-        The networks of a snapshot never change while it is served, a batch runs on them or its ``blob`` is being
-        made. Once a later snapshot has replaced it, they are written again for the next publication (one
-        ``torch._foreach_copy_``, not new networks), so a publication costs the learner a handful of torch calls: in
-        the running system each call lets the interpreter lock go to the process's other threads and waits to take
-        it back, and with a state dict's ~170 calls a publication took 22-31 ms there (sessions 16 and 18). Nor does
-        it wait for the GPU: the batches after it wait for its copies there (a CUDA event)."""
+        parameters, copied into new networks here before this returns (on a GPU: the copies are queued on the
+        caller's stream, so whatever the caller queues there later, e.g. its next update, changes them only after they
+        are taken; the batches after it wait for them there, a CUDA event). ``alpha``: the temperature, a number or a
+        0-d tensor on this endpoint's device that stays as it is (:meth:`Learner.policy_alpha`). A snapshot's networks
+        never change: a batch running on the one it replaces finishes on it."""
         if self.fused_head and self._snapshot is None:  # compile before the first request, not during it
             fused_head.warm_up(self.net_cfg.head_hidden, self.net_cfg.action_meta, self.device)
-        pair = self._networks(weights)
+        pair = policy_networks(self.net_cfg, weights, self.device)
         written = None
         if self.device.type == "cuda":  # the batching stream waits for this thread's copies on the GPU, not here
             written = torch.cuda.Event()
@@ -188,48 +124,39 @@ class BatchingInference:
         snapshot = Snapshot(nets, pair, alpha if isinstance(alpha, torch.Tensor) else float(alpha), int(version),
                             written)
         with self._lock:
-            if self._snapshot is not None:
-                self._retired.append(self._snapshot)
-                del self._retired[:-RETIRED_KEPT]
             self._snapshot = snapshot
         self._ready.set()
         return snapshot
-
-    def _networks(self, weights: dict) -> tuple:
-        """A network pair holding ``weights``: a retired snapshot's written again, or new ones."""
-        with self._lock:
-            spare = next((s for s in self._retired if s is not self._busy and s.recycle()), None)
-            if spare is not None:
-                self._retired.remove(spare)
-        if spare is None:
-            return policy_networks(self.net_cfg, weights, self.device)
-        write_policy(spare.pair, weights)
-        return spare.pair
 
     @property
     def snapshot(self) -> Snapshot | None:
         return self._snapshot
 
     # -------------------------------------------------------------- requests
-    def act(self, states: "PackedRecords | Sequence[Observation]", greedy: bool, timeout_s: float | None = None):
-        """``(actions, q, v, version)`` for ``states`` (observation records, or observations, which are
-        encoded into records first); blocks until answered. ``ValueError`` names a bad state."""
+    def act(self, states: PackedRecords, greedy: bool, timeout_s: float | None = None):
+        """``(actions, q, v, version)`` for ``states`` (observation records); blocks until answered. ``ValueError``
+        names a bad state."""
         request = self.submit(states, greedy, threading.Event())
         if not request.done.wait(timeout_s):
             raise TimeoutError(f"no answer within {timeout_s} s")
         return self.result(request)
 
-    def submit(self, states: "PackedRecords | Sequence[Observation]", greedy: bool, done) -> _Request:
+    def submit(self, states: PackedRecords, greedy: bool, done) -> _Request:
         """Make ``states``' inputs (on the calling thread) and queue them for the next batch, without waiting:
         ``done.set()`` is called (from the batching thread) once :meth:`result` can be read. ``ValueError`` names a
         bad state; :class:`Overloaded` when the queue is full."""
-        records = states if isinstance(states, PackedRecords) else \
-            PackedRecords.from_records([encode_observation(obs) for obs in states])
-        if len(records) == 0:
+        if len(states) == 0:
             raise ValueError("an Act request needs at least one state")
         start = time.perf_counter()
-        inputs = self._inputs(records)
-        request = _Request(inputs, len(records), bool(greedy), done=done)
+        graphs, actions, _ = collate_states(states)
+        cfg = self.net_cfg
+        got = (graphs.x.shape[1], graphs.edge_attr.shape[1], actions.meta.shape[1])
+        want = (cfg.node_features, cfg.edge_features, cfg.action_meta)
+        wrong = [f"{g} {name} feature columns, the network reads {w}"
+                 for name, g, w in zip(("node", "edge", "move"), got, want) if g != w]
+        if wrong:
+            raise ValueError(f"the states carry {'; '.join(wrong)}")
+        request = _Request((graphs, actions), len(states), bool(greedy), done=done)
         metrics.INFERENCE_STAGE.labels("inputs").observe(request.arrived - start)
         try:
             self._queue.put_nowait(request)
@@ -247,30 +174,6 @@ class BatchingInference:
         metrics.INFERENCE_REQUESTS.inc()
         metrics.INFERENCE_LATENCY.observe(time.perf_counter() - request.arrived)
         return request.result
-
-    def _inputs(self, records: PackedRecords) -> tuple:
-        """The network inputs of one request's states, checked (``ValueError`` naming a bad state)."""
-        cfg = self.net_cfg
-        want = (cfg.node_features, cfg.edge_features, cfg.action_meta)
-        fast = collate_states(records)
-        if fast is not None:
-            graphs, actions, _ = fast
-            got = (graphs.x.shape[1], graphs.edge_attr.shape[1], actions.meta.shape[1])
-            wrong = [f"{g} {name} feature columns, the network reads {w}"
-                     for name, g, w in zip(("node", "edge", "move"), got, want) if g != w]
-            if wrong:
-                raise ValueError(f"the states carry {'; '.join(wrong)}")
-            return _with_moves(graphs, actions)
-        observations = []
-        for i, record in enumerate(records):
-            try:
-                obs = decode_observation(record)
-                check_observation(obs, *want)
-            except ValueError as exc:
-                raise ValueError(f"observation {i} of {len(records)}: {str(exc).removeprefix('observation: ')}") \
-                    from None
-            observations.append(obs)
-        return _with_moves(*collate_observations(observations))
 
     def close(self) -> None:
         self._stop.set()
@@ -322,8 +225,8 @@ class BatchingInference:
                     self._answer(group, greedy)
 
     def _answer(self, group: list[_Request], greedy: bool) -> None:
-        with self._lock:  # its networks are not written again while this batch runs
-            snapshot = self._busy = self._snapshot
+        with self._lock:
+            snapshot = self._snapshot
         answered = None
         try:
             if snapshot.written is not None:  # its weights' copies are done before this batch reads them
@@ -356,10 +259,8 @@ class BatchingInference:
             for r in group:
                 r.error = error
         finally:
-            if self._stream is not None:  # (done already unless the batch failed) its block and networks are free
+            if self._stream is not None:  # (done already unless the batch failed) its block is free
                 self._stream.synchronize()
-            with self._lock:
-                self._busy = None
         for r in group:
             r.done.set()
         if answered is not None:

@@ -3,8 +3,7 @@
 ``phylorl_learner_update_seconds``        histogram  one learner update (forward, backward, optimiser, targets; on
                                                      a GPU until its metrics are back: the optimiser's and the
                                                      targets' kernels then run on, and the next update waits for
-                                                     them; pipelined: one launch, with its wait for the previous
-                                                     update's results)
+                                                     them)
 ``phylorl_learner_updates_total``         counter    updates done by this process
 ``phylorl_learner_batch_wait_seconds``    histogram  time the update loop waited for a ready batch
 ``phylorl_learner_weights_version``       gauge      version of the online networks (one per update)
@@ -18,8 +17,6 @@
 ``phylorl_learner_checkpoints_total``     counter    checkpoints written
 ``phylorl_learner_skipped_batches_total`` counter   batches skipped: loss or gradients not finite
 ``phylorl_learner_corrupt_records_total`` counter  sampled records that did not decode (priority set to 0)
-``phylorl_learner_collated_batches_total`` counter  sampled batches made into tensors, by path (compiled: straight
-                                                     from the records; reference: record by record)
 ``phylorl_learner_redis_failures_total``  counter    publications to Redis that failed (Redis away; the next one retries)
 ``phylorl_inference_latency_seconds``     histogram  one Act request, from arrival to answer
 ``phylorl_inference_batch_size``          histogram  observations per network call
@@ -60,8 +57,6 @@ POLICY_LAG = Histogram("phylorl_learner_policy_lag_versions", "Learner version m
 CHECKPOINTS = Counter("phylorl_learner_checkpoints_total", "Checkpoints written")
 CORRUPT_RECORDS = Counter("phylorl_learner_corrupt_records_total",
                           "Sampled replay records that did not decode (retired with priority 0)")
-COLLATED = Counter("phylorl_learner_collated_batches_total",
-                   "Sampled batches made into tensors, by path (compiled or reference)", ["path"])
 REDIS_FAILURES = Counter("phylorl_learner_redis_failures_total",
                          "Publications of the weights to Redis that failed (Redis away; the next one retries)")
 SKIPPED_BATCHES = Counter("phylorl_learner_skipped_batches_total",

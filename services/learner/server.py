@@ -1,12 +1,20 @@
-"""gRPC wiring of the inference endpoint: ``phylorl.v1.InferenceService`` plus grpc.health.v1."""
+"""The inference endpoint's gRPC server: ``phylorl.v1.InferenceService`` (``ActStream``) plus grpc.health.v1, on
+``grpc.aio``: one event-loop thread serves every call in flight.
+
+A request is a coroutine: it makes its states' inputs, queues them with :meth:`BatchingInference.submit` and awaits a
+future that the batching thread resolves through the loop (``call_soon_threadsafe``), so a batch's answers wake one
+thread, not one per caller, and that thread once (:class:`_Waker`: one scheduled drain resolves every answer handed
+over before it runs). A request's inputs are made on the loop thread (the compiled pass over its records).
+"""
 
 from __future__ import annotations
 
+import asyncio
 import threading
-from concurrent import futures
 
 import grpc
-from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_health.v1._async import HealthServicer
 
 from phylorl.wire import codec
 from phylorl.wire.v1 import inference_pb2, inference_pb2_grpc
@@ -14,18 +22,22 @@ from phylorl.wire.v1 import inference_pb2, inference_pb2_grpc
 from services.common import security as secure
 from services.common.rpc import MAX_MESSAGE_BYTES, message_options
 
-from .config import SERVER_KINDS
-from .inference import BatchingInference, Overloaded, Recycled
+from .inference import BatchingInference, Overloaded
 
-WEIGHTS_FORMAT = "torch.save/{version,alpha,weights:{q1,q2}}"
 MAX_CALLS = 256
-"""The endpoint's calls in flight at most by default (open streams included; ``LearnerConfig.inference_max_calls``)."""
-
+"""The endpoint's calls in flight at most (open streams included): a call beyond them is refused at once with
+RESOURCE_EXHAUSTED (which actors retry)."""
 
 ERROR_STATUS = ((Overloaded, grpc.StatusCode.RESOURCE_EXHAUSTED), (ValueError, grpc.StatusCode.INVALID_ARGUMENT),
                 (TimeoutError, grpc.StatusCode.DEADLINE_EXCEEDED))
 """How the endpoint's errors reach the caller (the first matching class; anything else is UNKNOWN)."""
 ANSWERED_ERRORS = tuple(kind for kind, _ in ERROR_STATUS)
+
+STOPPING = "the inference endpoint is stopping"
+"""Why an open ``ActStream`` ends UNAVAILABLE when its server stops. A stream never ends by itself (an actor held by
+the replay's rate limiter sends nothing), so a stopping server gives its grace to the requests being answered alone:
+a stream ends after its answer, and an idle one at once (its handler woken and ended). Otherwise the grace would
+always run out."""
 
 
 def status_of(error: BaseException) -> grpc.StatusCode | None:
@@ -45,138 +57,156 @@ def act_response(actions, q, v, version: int) -> inference_pb2.ActResponse:
     return response
 
 
-def weights_response(inference: BatchingInference, known_version: int) -> inference_pb2.GetWeightsResponse | None:
-    """The endpoint's current weights (``None`` before the first publication); only the version when the caller
-    has them already."""
-    while True:
-        snapshot = inference.snapshot
-        if snapshot is None:
-            return None
-        response = inference_pb2.GetWeightsResponse(version=snapshot.version, format=WEIGHTS_FORMAT)
-        if known_version == snapshot.version:
-            return response
+class _Waker:
+    """Resolves futures of one event loop from the batching thread, one loop wake-up for all the answers of a batch:
+    the first future handed over schedules a drain on the loop; those that come before it runs join it."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop):
+        self.loop = loop
+        self._lock = threading.Lock()
+        self._pending: list[asyncio.Future] = []
+
+    def wake(self, future: asyncio.Future) -> None:
+        with self._lock:
+            self._pending.append(future)
+            if len(self._pending) > 1:  # a drain is already scheduled
+                return
         try:
-            response.weights = snapshot.blob
-            return response
-        except Recycled:  # two publications came meanwhile and reused its networks: the current one's
-            continue
+            self.loop.call_soon_threadsafe(self._drain)
+        except RuntimeError:  # the loop is closed: the server stopped and nobody awaits these answers any more
+            with self._lock:
+                self._pending.clear()
+
+    def _drain(self) -> None:
+        with self._lock:
+            futures, self._pending = self._pending, []
+        for future in futures:
+            if not future.done():
+                future.set_result(None)
 
 
-STOPPING = "the inference endpoint is stopping"
-"""Why an open ``ActStream`` ends UNAVAILABLE when its server stops. A stream never ends by itself (an actor held
-by the replay's rate limiter sends nothing), so a stopping server gives its grace to the requests being answered
-alone: a stream ends after its answer, and an idle one at once (the threaded server: once no request is being
-answered, by a second stop without grace; the asyncio server: its handler woken and ended; two stops crashed
-``grpc.aio``). Otherwise the grace would always run out."""
+class _Wake:
+    """``done`` of a request (set by the batching thread): resolves ``future`` through its loop's :class:`_Waker`."""
 
+    def __init__(self, waker: _Waker, future: asyncio.Future):
+        self.waker, self.future = waker, future
 
-class InFlight:
-    """Requests being answered (unary calls, stream messages, weights), counted so that a stopping server waits for
-    them and not for idle streams."""
-
-    def __init__(self):
-        self._count = 0
-        self._idle = threading.Condition()
-
-    def __enter__(self) -> None:
-        with self._idle:
-            self._count += 1
-
-    def __exit__(self, *exc) -> None:
-        with self._idle:
-            self._count -= 1
-            if self._count == 0:
-                self._idle.notify_all()
-
-    def wait_idle(self, timeout_s: float) -> bool:
-        """Whether no request was being answered within ``timeout_s``."""
-        with self._idle:
-            return self._idle.wait_for(lambda: self._count == 0, timeout_s)
+    def set(self) -> None:
+        self.waker.wake(self.future)
 
 
 class InferenceServicer(inference_pb2_grpc.InferenceServiceServicer):
     def __init__(self, inference: BatchingInference, timeout_s: float = 60.0):
+        """Made on the server's event loop, whose calls it serves."""
         self.inference = inference
         self.timeout_s = timeout_s
-        self.stopping = threading.Event()
-        """Set when the server stops: an open stream ends at its next request (UNAVAILABLE, :data:`STOPPING`)."""
-        self.in_flight = InFlight()
+        self._waker = _Waker(asyncio.get_running_loop())
+        self.stopping = False
+        """Set (on the loop) when the server stops: see :meth:`stop_streams`."""
+        self._streams: dict[asyncio.Task, bool] = {}  # each open stream's task: whether it is answering a request
 
-    def Act(self, request, context):
-        with self.in_flight:
+    async def ActStream(self, requests, context):
+        """Each request answered in turn: the chosen moves of its states, with their values and weights version."""
+        task = asyncio.current_task()
+        self._streams[task] = False
+        try:
+            async for request in requests:
+                if self.stopping:
+                    await context.abort(grpc.StatusCode.UNAVAILABLE, STOPPING)
+                self._streams[task] = True
+                try:
+                    answer = await self._act(request, context)
+                finally:
+                    self._streams[task] = False
+                yield answer
+                if self.stopping:  # (not waiting for a next request)
+                    await context.abort(grpc.StatusCode.UNAVAILABLE, STOPPING)
+        except asyncio.CancelledError:
+            if not self.stopping:  # the caller went away
+                raise
+            # stop_streams woke it: the call ends with a status (a cancelled handler alone leaves it open)
+            await context.abort(grpc.StatusCode.UNAVAILABLE, STOPPING)
+        finally:
+            self._streams.pop(task, None)
+
+    def stop_streams(self) -> None:
+        """The server is stopping (on its loop): a stream answering a request ends after its answer, the others at
+        once (their tasks cancelled), so that the server's grace waits only for answers
+        (:data:`STOPPING`)."""
+        self.stopping = True
+        for task, answering in list(self._streams.items()):
+            if not answering:
+                task.cancel()
+
+    async def _act(self, request, context):
+        answered = self._waker.loop.create_future()
+        try:
+            check_request(request)
+            pending = self.inference.submit(codec.unpack_records(request.states), request.greedy,
+                                            _Wake(self._waker, answered))
             try:
-                check_request(request)
-                answer = self.inference.act(codec.unpack_records(request.states), request.greedy, self.timeout_s)
-            except ANSWERED_ERRORS as exc:
-                context.abort(status_of(exc), str(exc))
-            return act_response(*answer)
-
-    def ActStream(self, requests, context):
-        """Each request answered as :meth:`Act` answers it, in order, on this call's one pool thread (an open
-        stream holds it: see :class:`InferenceServer`'s ``max_workers``)."""
-        for request in requests:
-            if self.stopping.is_set():
-                context.abort(grpc.StatusCode.UNAVAILABLE, STOPPING)
-            yield self.Act(request, context)
-            if self.stopping.is_set():  # (asked for the next answer once this one is sent: not waiting for a request)
-                context.abort(grpc.StatusCode.UNAVAILABLE, STOPPING)
-
-    def GetWeights(self, request, context):
-        with self.in_flight:
-            response = weights_response(self.inference, request.known_version)
-        if response is None:
-            context.abort(grpc.StatusCode.UNAVAILABLE, "no weights published yet")
-        return response
+                await asyncio.wait_for(answered, self.timeout_s)
+            except TimeoutError:
+                raise TimeoutError(f"no answer within {self.timeout_s} s") from None
+            answer = self.inference.result(pending)
+        except ANSWERED_ERRORS as exc:
+            await context.abort(status_of(exc), str(exc))
+        return act_response(*answer)
 
 
 class InferenceServer:
-    """The gRPC server (a thread per call in flight); health is NOT_SERVING until :meth:`set_serving`."""
+    """The endpoint's server, its event loop in a thread of its own; health is NOT_SERVING until
+    :meth:`set_serving`. ``security``: a config with TLS and token fields (:mod:`services.common.security`); None:
+    plaintext."""
 
-    def __init__(self, inference: BatchingInference, host: str, port: int, max_workers: int = MAX_CALLS,
-                 max_message_bytes: int = MAX_MESSAGE_BYTES, security=None):
-        """``security``: a config with TLS and token fields (:mod:`services.common.security`); None: plaintext.
-        ``max_workers``: calls in flight at most, each on a pool thread of its own, an open ``ActStream`` for as
-        long as it is open; a call beyond them is refused at once with RESOURCE_EXHAUSTED (which actors retry)
-        rather than queued behind streams that may never end."""
-        self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=max_workers),
-                                  options=message_options(max_message_bytes),
-                                  interceptors=secure.server_interceptors(security),
-                                  maximum_concurrent_rpcs=max_workers)
-        self.servicer = InferenceServicer(inference)
-        inference_pb2_grpc.add_InferenceServiceServicer_to_server(self.servicer, self.server)
-        self.health = health.HealthServicer()
-        health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
-        self.port = secure.add_port(self.server, f"{host}:{port}", security)
-        self.health.set("", health_pb2.HealthCheckResponse.NOT_SERVING)
+    def __init__(self, inference: BatchingInference, host: str, port: int,
+                 max_message_bytes: int = MAX_MESSAGE_BYTES, security=None, max_calls: int = MAX_CALLS):
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="inference-aio", daemon=True)
+        self._thread.start()
+        try:
+            self.server, self.servicer, self.health, self.port = self._run(
+                self._build(inference, f"{host}:{port}", max_message_bytes, security, max_calls))
+        except BaseException:
+            self._close_loop()
+            raise
+
+    def _run(self, coroutine):
+        return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result()
+
+    @staticmethod
+    async def _build(inference, address: str, max_message_bytes: int, security, max_calls: int):
+        server = grpc.aio.server(options=message_options(max_message_bytes),
+                                 interceptors=secure.aio_server_interceptors(security),
+                                 maximum_concurrent_rpcs=max_calls)
+        servicer = InferenceServicer(inference)
+        inference_pb2_grpc.add_InferenceServiceServicer_to_server(servicer, server)
+        health = HealthServicer()
+        health_pb2_grpc.add_HealthServicer_to_server(health, server)
+        port = secure.add_port(server, address, security)
+        await health.set("", health_pb2.HealthCheckResponse.NOT_SERVING)
+        return server, servicer, health, port
 
     def start(self) -> None:
-        self.server.start()
+        self._run(self.server.start())
 
     def set_serving(self) -> None:
-        self.health.set("", health_pb2.HealthCheckResponse.SERVING)
-        self.health.set("phylorl.v1.InferenceService", health_pb2.HealthCheckResponse.SERVING)
+        for service in ("", "phylorl.v1.InferenceService"):
+            self._run(self.health.set(service, health_pb2.HealthCheckResponse.SERVING))
 
     def stop(self, grace_s: float) -> None:
-        """Refuse new calls, give the requests being answered ``grace_s``, end each open stream at its next request
-        and, once no request is being answered, cancel the streams left (:data:`STOPPING`)."""
-        self.servicer.stopping.set()
-        self.health.enter_graceful_shutdown()
-        stopped = self.server.stop(grace_s)
-        self.servicer.in_flight.wait_idle(grace_s)
-        self.server.stop(0)  # (a later stop with a shorter grace shortens the first)
-        stopped.wait()
+        if not self._loop.is_running():
+            return
+        self._run(self._stop(grace_s))
+        self._close_loop()
 
+    async def _stop(self, grace_s: float) -> None:
+        # (one stop: a second, shorter one while the first waited crashed grpc.aio 1.85 with a segmentation fault)
+        self.servicer.stop_streams()
+        await self.health.enter_graceful_shutdown()
+        await self.server.stop(grace_s)
 
-def make_server(kind: str, inference: BatchingInference, host: str, port: int, *, max_calls: int = MAX_CALLS,
-                max_message_bytes: int = MAX_MESSAGE_BYTES, security=None):
-    """The endpoint's server of ``kind`` (:data:`~services.learner.config.SERVER_KINDS`: the threaded
-    :class:`InferenceServer` or the asyncio :class:`~services.learner.aio_server.AsyncInferenceServer`), serving at
-    most ``max_calls`` calls at once (open streams included); both have ``port``, ``start``, ``set_serving`` and
-    ``stop``."""
-    if kind == "threads":
-        return InferenceServer(inference, host, port, max_calls, max_message_bytes, security)
-    if kind == "asyncio":
-        from .aio_server import AsyncInferenceServer
-
-        return AsyncInferenceServer(inference, host, port, max_message_bytes, security, max_calls)
-    raise ValueError(f"inference server must be one of {', '.join(SERVER_KINDS)}, got {kind!r}")
+    def _close_loop(self) -> None:
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(10.0)
+        self._loop.close()

@@ -1,18 +1,15 @@
 """The learner's training loop: replay → prefetch → update → priorities, weights and checkpoints.
 
-Batches are sampled from the replay service and collated on the prefetch threads, so an update
-never waits on collation when data is available: records in a tree form go straight into batch
-arrays in one compiled pass (:mod:`phylorl.agent.packed_batch`); a batch holding any other record
-is decoded record by record and collated (the reference path, which also retires corrupt records). New priorities go back to replay from a
-separate thread. Every ``publish_every`` updates the online networks are published to the
-inference endpoint (which also serves them whole through ``GetWeights``) and their version to Redis
-(``<weights_key>:version``, which a restarted learner reads so that versions never go back); checkpoints
-are written every ``checkpoint_every`` updates or ``checkpoint_seconds`` seconds and at exit.
+Batches are sampled from the replay service and collated on the prefetch threads
+(:mod:`services.learner.sampling`), so an update never waits on collation when data is available. New priorities go
+back to replay from a separate thread. Every ``publish_every`` updates the online networks are published to the
+inference endpoint and their version to Redis (``<weights_key>:version``, which a restarted learner reads so that
+versions never go back); checkpoints are written every ``checkpoint_every`` updates or ``checkpoint_seconds``
+seconds and at exit.
 """
 
 from __future__ import annotations
 
-import contextlib
 import csv
 import logging
 import os
@@ -25,7 +22,7 @@ import grpc
 import numpy as np
 import redis
 
-from phylorl.agent.batch import Prefetcher
+from phylorl.agent.prefetch import Prefetcher
 from phylorl.agent.checkpoints import LATEST, latest_checkpoint
 from phylorl.agent.learner import Learner
 from phylorl.interfaces import ReplaySource, WeightsSink
@@ -34,10 +31,11 @@ from services.common.observe import observe_many
 
 from . import metrics
 from .config import LearnerConfig
-from .feed import FeedProcesses
 from .sampling import draw
 
 log = logging.getLogger("phylorl.learner")
+PREFETCH_DEPTH = 2
+"""Batches collated ahead of the update (one being made, one waiting, on a CPU or a GPU alike)."""
 UPDATE_COLUMNS = ("version", "time_s", "update_seconds", "batch_wait_seconds", "loss_q1", "loss_q2", "loss_alpha",
                   "alpha", "q_mean", "td_abs_mean", "entropy", "loss_demo")
 
@@ -94,14 +92,13 @@ class TrainingLoop:
         self._priorities: queue.Queue = queue.Queue(maxsize=64)
         self._priority_thread = threading.Thread(target=self._send_priorities, name="priorities", daemon=True)
         self.updates_done = 0
-        self.feed: FeedProcesses | None = None
 
     # ------------------------------------------------------------- publishing
     def publish(self) -> None:
         started = time.perf_counter()
         learner = self.learner
         # the live parameters: the endpoint copies them into its networks on the learner's device, queued before the
-        # next update (a GPU learner never waits on a transfer to the host; GetWeights makes its host copy when asked)
+        # next update (a GPU learner never waits on a transfer to the host)
         snapshot = self.inference.publish(learner.policy_tensors(), learner.policy_alpha(), learner.weights_version)
         if self.redis is not None:
             prefix = self.config.weights_key
@@ -118,18 +115,14 @@ class TrainingLoop:
 
     # ----------------------------------------------------------------- replay
     def _sample(self):
-        if self.feed is not None:  # drawn and collated by a feed process
-            drawn = self.feed.take()
-        else:
-            drawn = draw(self.replay, self.config.batch_size, self.config.sample_timeout_s, self._retire)
+        drawn = draw(self.replay, self.config.batch_size, self.config.sample_timeout_s, self._retire)
         if drawn is None:
             return None
-        metrics.COLLATED.labels(path=drawn.path).inc()
         metrics.CORRUPT_RECORDS.inc(drawn.corrupt)
-        if drawn.keys.size == 0:  # every record drawn was corrupt (and is retired)
+        if drawn.batch is None:  # every record drawn was corrupt (and is retired)
             return None
         self._observe_lag(drawn.versions)
-        return drawn.items, drawn.weights, drawn.keys
+        return drawn.batch, drawn.keys
 
     def _retire(self, keys: np.ndarray) -> None:
         try:
@@ -163,13 +156,9 @@ class TrainingLoop:
         new_file = not log_path.exists()
         last_checkpoint = time.monotonic()
         started = time.monotonic()
-        if cfg.feed_processes:
-            self.feed = FeedProcesses(cfg, cfg.feed_processes, slots=cfg.prefetch + 1,
-                                      pinned=self.learner.device.type == "cuda")
-        pipelined = self.learner.agent_cfg.pipelined_updates
-        with open(log_path, "a", newline="") as fh, self.feed or contextlib.nullcontext(), \
-                Prefetcher(self._sample, self.learner.device, depth=cfg.prefetch, workers=cfg.prefetch_workers,
-                           idle_wait_s=0.0 if self.feed else 0.01) as prefetcher:
+        with open(log_path, "a", newline="") as fh, \
+                Prefetcher(self._sample, self.learner.device, depth=PREFETCH_DEPTH, workers=cfg.prefetch_workers) \
+                as prefetcher:
             writer = csv.writer(fh)
             if new_file:
                 writer.writerow(UPDATE_COLUMNS)
@@ -186,16 +175,11 @@ class TrainingLoop:
                 metrics.BATCH_WAIT_SECONDS.observe(waited)
                 t0 = time.perf_counter()
                 replays = self.learner.graphs.replays if self.learner.graphs is not None else 0
-                tag = (keys, waited, self.learner.weights_version + 1)  # (the version an applied update takes)
-                if pipelined:  # this batch's update launched; the previous one's results back
-                    done = self.learner.launch(batch, tag)
-                else:
-                    values, priorities = self.learner.step(batch)
-                    done = (values, priorities, tag)
+                values, priorities = self.learner.step(batch)
                 elapsed = time.perf_counter() - t0
                 if self.learner.graphs is not None:
                     metrics.GRAPH_REPLAYS.inc(self.learner.graphs.replays - replays)
-                if done is not None and not self._finished(*done, elapsed, writer, started) and not pipelined:
+                if not self._finished(values, priorities, keys, waited, elapsed, writer, started):
                     continue  # nothing changed: nothing to publish or save
                 version = self.learner.weights_version
                 if version % cfg.publish_every == 0:
@@ -206,18 +190,16 @@ class TrainingLoop:
                 if due_by_count or due_by_time:
                     self.checkpoints.save(self.learner)
                     last_checkpoint = time.monotonic()
-            if pipelined and (done := self.learner.finish()) is not None:
-                self._finished(*done, 0.0, writer, started)
         self.publish()
         path = self.checkpoints.save(self.learner)
         log.info("final checkpoint %s (version %d)", path, self.learner.weights_version)
         self.stop.set()
         self._priority_thread.join(timeout=10.0)
 
-    def _finished(self, values: dict, priorities, tagged: tuple, elapsed: float, writer, started: float) -> bool:
-        """An update's results (for a pipelined one, the previous launch's: ``tagged`` holds its own keys, batch
-        wait and version) to the metrics, the priority sender and the updates log; ``False`` for a skipped one."""
-        keys, waited, version = tagged
+    def _finished(self, values: dict, priorities, keys, waited: float, elapsed: float, writer, started: float) -> bool:
+        """An update's results to the metrics, the priority sender and the updates log; ``False`` for a skipped
+        one."""
+        version = self.learner.weights_version
         if priorities is None:  # a non-finite loss or gradient: nothing reached the weights
             metrics.SKIPPED_BATCHES.inc()
             log.warning("skipped a batch whose loss or gradients were not finite (%d so far)", self.learner.skipped)

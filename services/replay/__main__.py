@@ -21,6 +21,7 @@ from services.common import security
 from services.replay.buffer import PrioritizedReplay
 from services.replay.config import ReplayConfig, load_config
 from services.common.memory import keep_freed_memory
+from services.common.rpc import MAX_MESSAGE_BYTES
 from phylorl.replay.rate_limiter import RateLimiter
 from services.replay.server import ReplayServer
 from services.replay.store import RedisStore
@@ -32,11 +33,10 @@ log = logging.getLogger("phylorl.replay")
 def main(argv: list[str] | None = None) -> int:
     config = startup(PROG, load_config, sys.argv[1:] if argv is None else argv, os.environ)
     stop = start_service(config, log)
-    if keep_freed_memory(config.malloc_keep_mb):
-        log.info("glibc malloc keeps up to %d MiB of freed memory for reuse", config.malloc_keep_mb)
+    keep_freed_memory()  # every sample and insert is a message of megabytes
     server = ReplayServer(host=config.host, port=config.port, max_workers=config.max_workers,
-                          max_message_bytes=config.max_message_bytes, default_timeout_s=config.default_timeout_s,
-                          security=config, validate_records=config.validate_records)
+                          max_message_bytes=MAX_MESSAGE_BYTES, default_timeout_s=config.default_timeout_s,
+                          security=config)
     server.start()
     log.info("gRPC listening on %s:%d (health NOT_SERVING until the index is rebuilt)", config.host, server.port)
 
@@ -71,8 +71,7 @@ def _open_table(config: ReplayConfig, stop: threading.Event) -> PrioritizedRepla
     table = PrioritizedReplay(
         store, capacity=config.capacity, alpha=config.alpha, beta=config.beta,
         rate_limiter=RateLimiter(config.min_size_to_sample, config.samples_per_insert, config.error_buffer),
-        seed=None if config.seed < 0 else config.seed, max_waiting=(config.max_workers - 1) // 2,
-        cache_records=config.cache_records)
+        seed=None if config.seed < 0 else config.seed, max_waiting=(config.max_workers - 1) // 2)
     metrics.SIZE.set(table.stats().size)
     log.info("index rebuilt in %.2f s", time.monotonic() - started)
     return table

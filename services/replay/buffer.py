@@ -15,7 +15,7 @@ import numpy as np
 
 from phylorl.interfaces import RecordStore
 from phylorl.replay.rate_limiter import RateLimiter
-from phylorl.wire.codec import PackedRecords
+from phylorl.records.format import PackedRecords
 from services.replay.cache import RecordCache
 from services.replay.redis_io import TableMoved
 from phylorl.replay.priority_table import PriorityTable

@@ -1,7 +1,7 @@
 """The replay service's in-memory copy of the held records, kept per insert batch.
 
 Each insert adds one entry (its first key and its records as one
-:class:`~phylorl.wire.codec.PackedRecords`, views of the received request); eviction drops the
+:class:`~phylorl.records.format.PackedRecords`, views of the received request); eviction drops the
 oldest entries once all their keys are gone. Looking a key up is a bisection over the entries'
 first keys, so an insert costs the same whatever its size and a sample a few operations per record.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from bisect import bisect_right
 
-from phylorl.wire.codec import PackedRecords
+from phylorl.records.format import PackedRecords
 
 
 class RecordCache:

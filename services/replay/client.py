@@ -9,12 +9,13 @@ import grpc
 import numpy as np
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from phylorl.records.codec import decode_transition, encode_transition
+from phylorl.records.format import PackedRecords
 from phylorl.types import Transition
-from phylorl.wire import codec, record
+from phylorl.wire import codec
 from phylorl.wire.v1 import replay_pb2, replay_pb2_grpc
 from services.common import security as secure
 from services.common.rpc import MAX_MESSAGE_BYTES, message_options
-from services.replay import wire
 
 _RPC_MARGIN_S = 5.0  # the gRPC deadline exceeds the rate-limiter timeout, so the server's message arrives
 
@@ -24,11 +25,11 @@ class SampledRecords:
     keys: np.ndarray           # int64 [B]
     weights: np.ndarray        # float32 [B], importance weights, max 1
     probabilities: np.ndarray  # float64 [B]
-    records: codec.PackedRecords  # B compact records (decode with phylorl.wire.record.decode_transition)
+    records: PackedRecords     # B transition records (phylorl.records)
     size: int                  # transitions held when the batch was drawn
 
     def transitions(self) -> list[Transition]:
-        return [record.decode_transition(r) for r in self.records]
+        return [decode_transition(r) for r in self.records]
 
 
 class ReplayClient:
@@ -38,13 +39,6 @@ class ReplayClient:
         """``security``: a config with ``tls_ca_file``/``token_file`` (:mod:`services.common.security`)."""
         self._channel = secure.channel(target, security, message_options(max_message_bytes))
         self._stub = replay_pb2_grpc.ReplayServiceStub(self._channel)
-        # The bulky calls bypass the protobuf runtime for their payload (services.replay.wire).
-        self._insert = self._channel.unary_unary(
-            "/phylorl.v1.ReplayService/Insert", request_serializer=None,
-            response_deserializer=replay_pb2.InsertResponse.FromString)
-        self._sample = self._channel.unary_unary(
-            "/phylorl.v1.ReplayService/Sample", request_serializer=replay_pb2.SampleRequest.SerializeToString,
-            response_deserializer=None)
         self._health = health_pb2_grpc.HealthStub(self._channel)
 
     def close(self) -> None:
@@ -68,24 +62,27 @@ class ReplayClient:
     def insert(self, transitions: Sequence[Transition], priorities: np.ndarray | None = None,
                timeout_s: float | None = None) -> np.ndarray:
         """Encode and insert ``transitions``; returns their keys ``[n]``."""
-        return self.insert_records([record.encode_transition(t) for t in transitions], priorities, timeout_s)
+        return self.insert_records([encode_transition(t) for t in transitions], priorities, timeout_s)
 
     def insert_records(self, records: Sequence[bytes], priorities: np.ndarray | None = None,
                        timeout_s: float | None = None, producer: str = "", first_sequence: int = 0) -> np.ndarray:
         """Insert already-encoded records; returns the keys of those stored ``[m]`` (with ``producer``,
         records numbered ``first_sequence..`` that the service already holds are skipped: ``m <= n``)."""
-        request = wire.encode_insert_request(records, priorities, _ms(timeout_s), producer, first_sequence)
-        response = self._insert(request, timeout=_deadline(timeout_s))
+        request = replay_pb2.InsertRequest(timeout_ms=_ms(timeout_s), producer=producer, first_sequence=first_sequence)
+        codec.pack_records(records, request.packed)
+        if priorities is not None:
+            codec.ndarray_to_proto(np.asarray(priorities, dtype=np.float64), request.priorities)
+        response = self._stub.Insert(request, timeout=_deadline(timeout_s))
         return codec.ndarray_from_proto(response.keys)
 
     def sample(self, batch_size: int, timeout_s: float | None = None, beta: float | None = None) -> SampledRecords:
         """Draw ``batch_size`` transitions; decode them with :meth:`SampledRecords.transitions`."""
         request = replay_pb2.SampleRequest(batch_size=batch_size, timeout_ms=_ms(timeout_s), beta=beta)
-        response, records = wire.decode_sample_response(self._sample(request, timeout=_deadline(timeout_s)))
+        response = self._stub.Sample(request, timeout=_deadline(timeout_s))
         return SampledRecords(keys=codec.ndarray_from_proto(response.keys),
                               weights=codec.ndarray_from_proto(response.weights),
                               probabilities=codec.ndarray_from_proto(response.probabilities),
-                              records=records, size=response.size)
+                              records=codec.unpack_records(response.transitions), size=response.size)
 
     def update_priorities(self, keys: np.ndarray, priorities: np.ndarray) -> int:
         """Set raw priorities of ``keys``; returns how many were still held."""

@@ -46,28 +46,14 @@ class ReplayConfig(security.ServerTLS, security.GrpcToken, security.RedisAuth):
     """Target ratio of sampled to inserted transitions; 0 = no ratio limit."""
     error_buffer: float = 1_000.0
     """Allowed drift of the sample/insert balance, in sampled transitions."""
-    cache_records: bool = True
-    """Also keep every held record in this service's memory (about capacity x record size, ~1 kB for 20 taxa) and
-    sample from there; Redis stays the durable copy. false reads every sample from Redis."""
-    validate_records: bool = True
-    """Decode every inserted record and check it (shapes, node ids, finite values, the action one of the moves, its
-    stored taken-move row that of its state, its ranked parsimony changes' stored counts those of its moves); a bad
-    one fails its Insert with INVALID_ARGUMENT. Costs tens of microseconds per record. The learner reads a record's
-    stored taken row, that state's graph and the stored counts without checking them again, so false trusts the
-    actors for those too."""
     default_timeout_s: float = 30.0
     """Longest rate-limiter wait of a call that names no timeout (s)."""
     max_workers: int = 32
     """gRPC handler threads, i.e. calls handled at once (waiting ones included)."""
-    max_message_mb: int = 256
-    """Largest gRPC message sent or received (MiB)."""
     grace_s: float = 10.0
     """On SIGTERM, how long running calls may take to finish (s)."""
     seed: int = -1
     """Seed of the sampling random generator; -1 draws one from the OS."""
-    malloc_keep_mb: int = 1024
-    """Freed memory glibc keeps for reuse instead of returning it (MiB); avoids page faults on every large message.
-    0 keeps glibc's defaults."""
     log_level: str = "INFO"
     """Python logging level."""
 
@@ -89,20 +75,13 @@ class ReplayConfig(security.ServerTLS, security.GrpcToken, security.RedisAuth):
         for name in ("redis_wait_s", "default_timeout_s", "grace_s"):
             if getattr(self, name) <= 0:
                 problems.append(f"{name} must be > 0, got {getattr(self, name)}")
-        if self.malloc_keep_mb < 0:
-            problems.append(f"malloc_keep_mb must be >= 0, got {self.malloc_keep_mb}")
-        if self.max_workers < 1 or self.max_message_mb < 1:
-            problems.append(f"max_workers and max_message_mb must be >= 1, "
-                            f"got {self.max_workers}, {self.max_message_mb}")
+        if self.max_workers < 1:
+            problems.append(f"max_workers must be >= 1, got {self.max_workers}")
         if not self.key_prefix:
             problems.append("key_prefix must not be empty")
         problems += security.check(self)
         if problems:
             raise ValueError("invalid replay config: " + "; ".join(problems))
-
-    @property
-    def max_message_bytes(self) -> int:
-        return self.max_message_mb * 1024 * 1024
 
 
 def load_config(argv: Sequence[str], environ: Mapping[str, str]) -> ReplayConfig:

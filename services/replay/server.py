@@ -11,11 +11,12 @@ import grpc
 import redis
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
+from phylorl.records.decode import check_records
 from phylorl.wire import codec
-from phylorl.wire.v1 import replay_pb2
+from phylorl.wire.v1 import replay_pb2, replay_pb2_grpc
 from services.common import security as secure
-from services.common.rpc import message_options
-from services.replay import metrics, wire
+from services.common.rpc import add_servicer, message_options
+from services.replay import metrics
 from services.replay.buffer import (NothingToSample, PrioritizedReplay, RateLimited, ReplayClosed,
                                     TooManyWaiting)
 
@@ -24,34 +25,36 @@ _DEADLINE_MARGIN_S = 0.02  # answer this long before the caller's own deadline, 
 T = TypeVar("T")
 
 
-class ReplayServicer:
+class ReplayServicer(replay_pb2_grpc.ReplayServiceServicer):
     """Translates messages to :class:`PrioritizedReplay` calls and its errors to status codes.
 
-    ``Insert`` takes the raw request bytes and ``Sample`` returns raw response bytes (see
-    :mod:`services.replay.wire`); the other methods use the generated message classes.
-
-    ``INVALID_ARGUMENT`` bad request; ``DEADLINE_EXCEEDED`` the rate limiter did not admit the
-    call in time; ``RESOURCE_EXHAUSTED`` too many calls already wait; ``FAILED_PRECONDITION``
-    every priority is 0; ``UNAVAILABLE`` starting, shutting down, or Redis unreachable.
+    ``INVALID_ARGUMENT`` bad request (an inserted record that is not a valid transition is named:
+    :func:`~phylorl.records.decode.check_records`); ``DEADLINE_EXCEEDED`` the rate limiter did not admit the call
+    in time; ``RESOURCE_EXHAUSTED`` too many calls already wait; ``FAILED_PRECONDITION`` every priority is 0;
+    ``UNAVAILABLE`` starting, shutting down, or Redis unreachable.
     """
 
-    def __init__(self, default_timeout_s: float, validate_records: bool = True):
+    def __init__(self, default_timeout_s: float):
         self._table: PrioritizedReplay | None = None
         self._default_timeout_s = default_timeout_s
-        self._validate = validate_records
 
     def attach(self, table: PrioritizedReplay) -> None:
         """Start answering with ``table`` (until then every call is ``UNAVAILABLE``)."""
         self._table = table
 
-    def Insert(self, raw_request: bytes, context: grpc.ServicerContext) -> replay_pb2.InsertResponse:
+    def Insert(self, request: replay_pb2.InsertRequest, context: grpc.ServicerContext) -> replay_pb2.InsertResponse:
         start = time.perf_counter()
 
         def insert() -> replay_pb2.InsertResponse:
-            request = wire.decode_insert_request(raw_request, self._validate)
-            result = self._ready().insert(request.records, request.priorities,
-                                          self._timeout(request.timeout_ms, context), request.producer,
-                                          request.first_sequence)
+            if not request.HasField("packed"):
+                raise ValueError("InsertRequest carries no transitions (set `packed`)")
+            if request.first_sequence < 0:
+                raise ValueError(f"first_sequence must be >= 0, got {request.first_sequence}")
+            records = codec.unpack_records(request.packed)
+            check_records(records)
+            priorities = codec.ndarray_from_proto(request.priorities) if request.HasField("priorities") else None
+            result = self._ready().insert(records, priorities, self._timeout(request.timeout_ms, context),
+                                          request.producer, request.first_sequence)
             metrics.RATE_LIMITED_SECONDS.labels("insert").inc(result.waited_s)
             metrics.INSERTED.inc(len(result.keys))
             metrics.DUPLICATES.inc(result.duplicates)
@@ -63,10 +66,10 @@ class ReplayServicer:
         metrics.INSERT_SECONDS.observe(time.perf_counter() - start)
         return response
 
-    def Sample(self, request: replay_pb2.SampleRequest, context: grpc.ServicerContext) -> bytes:
+    def Sample(self, request: replay_pb2.SampleRequest, context: grpc.ServicerContext) -> replay_pb2.SampleResponse:
         start = time.perf_counter()
 
-        def sample() -> bytes:
+        def sample() -> replay_pb2.SampleResponse:
             beta = request.beta if request.HasField("beta") else None
             batch = self._ready().sample(request.batch_size, self._timeout(request.timeout_ms, context), beta)
             metrics.RATE_LIMITED_SECONDS.labels("sample").inc(batch.waited_s)
@@ -75,7 +78,8 @@ class ReplayServicer:
             codec.ndarray_to_proto(batch.keys, response.keys)
             codec.ndarray_to_proto(batch.weights, response.weights)
             codec.ndarray_to_proto(batch.probabilities, response.probabilities)
-            return wire.encode_sample_response(response, batch.records)
+            codec.pack_records(batch.records, response.transitions)
+            return response
 
         response = _answer(context, "sample", sample)
         metrics.SAMPLE_SECONDS.observe(time.perf_counter() - start)
@@ -127,15 +131,15 @@ class ReplayServer:
     """A gRPC server with ReplayService and health, bound to ``host:port`` (``port=0``: any free port)."""
 
     def __init__(self, *, host: str, port: int, max_workers: int, max_message_bytes: int,
-                 default_timeout_s: float, security=None, validate_records: bool = True):
+                 default_timeout_s: float, security=None):
         """``security``: a config with TLS and token fields (:mod:`services.common.security`); None: plaintext."""
         self._server = grpc.server(futures.ThreadPoolExecutor(max_workers=max_workers,
                                                               thread_name_prefix="replay-rpc"),
                                    options=message_options(max_message_bytes),
                                    interceptors=secure.server_interceptors(security))
-        self.servicer = ReplayServicer(default_timeout_s, validate_records)
+        self.servicer = ReplayServicer(default_timeout_s)
         self.health = health.HealthServicer()
-        self._server.add_generic_rpc_handlers((_handlers(self.servicer),))
+        add_servicer(self.servicer, self._server, replay_pb2.DESCRIPTOR.services_by_name["ReplayService"])
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self._server)
         self._set_health(health_pb2.HealthCheckResponse.NOT_SERVING)
         self.port = secure.add_port(self._server, f"{host}:{port}", security)
@@ -168,21 +172,6 @@ class ReplayServer:
     def _set_health(self, status: int) -> None:
         for name in ("", SERVICE_NAME):
             self.health.set(name, status)
-
-
-def _handlers(servicer: ReplayServicer) -> grpc.GenericRpcHandler:
-    """Method table of ReplayService; Insert requests and Sample responses skip the protobuf runtime."""
-    def unary(method, deserializer, serializer):
-        return grpc.unary_unary_rpc_method_handler(method, request_deserializer=deserializer,
-                                                   response_serializer=serializer)
-
-    return grpc.method_handlers_generic_handler(SERVICE_NAME, {
-        "Insert": unary(servicer.Insert, None, replay_pb2.InsertResponse.SerializeToString),
-        "Sample": unary(servicer.Sample, replay_pb2.SampleRequest.FromString, None),
-        "UpdatePriorities": unary(servicer.UpdatePriorities, replay_pb2.UpdatePrioritiesRequest.FromString,
-                                  replay_pb2.UpdatePrioritiesResponse.SerializeToString),
-        "Stats": unary(servicer.Stats, replay_pb2.StatsRequest.FromString, replay_pb2.StatsResponse.SerializeToString),
-    })
 
 
 def _answer(context: grpc.ServicerContext, call: str, handler: Callable[[], T]) -> T:

@@ -14,7 +14,7 @@ For a key prefix ``P`` (e.g. ``phylorl:replay``), layout 2::
                           with a producer (where each transition came from; read by services/replay/audit.py)
 
     batch         "<4sI" magic b"PRB1", n; n x "<d" initial raw priorities; (n + 1) x "<I" record
-                  offsets into the data; the n records concatenated (phylorl.wire.record)
+                  offsets into the data; the n records concatenated (phylorl.records)
 
 Every write (an insert: the batch, its list entry, the deletion of batches whose keys are all
 evicted and the new key range; an eviction; a priority update) is one Lua script, atomic as a
@@ -49,7 +49,7 @@ from dataclasses import dataclass
 import numpy as np
 import redis
 
-from phylorl.wire.codec import PackedRecords
+from phylorl.records.format import PackedRecords
 from services.replay.redis_io import guarded_write, send
 
 LAYOUT_VERSION = b"2"

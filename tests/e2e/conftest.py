@@ -1,5 +1,5 @@
 """Fixtures of the Docker end-to-end tests (compose and swarm): the ``docker compose`` command, the image and the
-stack's secrets, made once per test session.
+stack's secrets, made once per test run.
 
 The compose and swarm modules share the ``xdist_group`` "docker" (see ``tests/conftest.py``), so with ``pytest -n``
 (``.ci/run``) they run one after the other in one worker: their image builds and stacks on the one Docker daemon

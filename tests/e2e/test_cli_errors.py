@@ -133,9 +133,8 @@ def test_train_prometheus_port_in_use_is_one_line_and_stops_the_run(tmp_path, ne
 
 @pytest.mark.parametrize("service, flags, expected", [
     ("actor", ["--alignments", "x", "--pipeline", "0"], "pipeline must be >= 1, got 0"),
-    ("learner", ["--inference-server", "grpc"], "inference_server must be threads or asyncio, got 'grpc'"),
+    ("learner", ["--inference-queue", "0"], "inference_max_batch and inference_queue must be >= 1"),
     ("learner", ["--config", "/nonexistent/learner.yaml"], "/nonexistent/learner.yaml"),
-    ("learner", ["--switch-interval-ms", "500"], "switch_interval_ms must be in 0..100 (0: automatic), got 500.0"),
     ("replay", ["--capacity", "0"], "capacity must be >= 1, got 0"),
 ])
 def test_a_service_started_with_a_bad_config_says_so_in_one_line(service, flags, expected):

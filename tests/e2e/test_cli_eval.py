@@ -27,7 +27,7 @@ from phylorl.evaluation.metrics import METHODS
 from phylorl.nets.config import NetworkConfig
 from phylorl.phylo import LikelihoodEngine, load_alignment, parse_model, read_newick
 
-SMALL = NetworkConfig.for_features("rich", hidden=16, heads=4, action_hidden=16, head_hidden=16)
+SMALL = NetworkConfig(features="rich", hidden=16, heads=4, action_hidden=16, head_hidden=16)
 MODEL = "HKY+G4"  # free parameters: IQ-TREE then gets our estimated ones as a fixed model string
 
 

@@ -11,15 +11,14 @@ import time
 
 
 def test_train_runs_the_whole_system(tmp_path, need):
-    """``phylorl train --secure``: every service up, updates done, weights reach the actors, reports. The inference
-    endpoint runs on the asyncio server here (the other runs keep the default, the threaded one)."""
+    """``phylorl train --secure``: every service up, updates done, weights reach the actors, reports."""
     need("redis-server")
     run_dir = tmp_path / "run"
     config = tmp_path / "tiny.yaml"
     config.write_text(
         "model: JC\nhorizon: 5\nbatch_size: 16\nhidden: 32\nmin_replay: 48\npublish_every: 5\n"
         "simulate_count: 3\nsimulate_taxa: '6:7'\nsimulate_sites: '200:300'\n"
-        "learner: {checkpoint_every: 10, inference_server: asyncio, switch_interval_ms: 0.25}\n"
+        "learner: {checkpoint_every: 10}\n"
         "actor: {send_batch: 4}\n")
     proc = subprocess.run(
         [sys.executable, "-m", "phylorl.cli", "train", "--config", str(config), "--actors", "2", "--updates", "20",
@@ -51,9 +50,6 @@ def test_train_runs_the_whole_system(tmp_path, need):
     assert (run_dir / "checkpoints" / "latest").exists()
     for name in ("redis", "replay", "learner", "actor-0", "actor-1"):
         assert (run_dir / "logs" / f"{name}.log").stat().st_size > 0
-    learner_log = (run_dir / "logs" / "learner.log").read_text()
-    assert '"inference_server": "asyncio"' in learner_log
-    assert "interpreter switch interval 0.25 ms" in learner_log  # read back from the learner's interpreter
     for png in ("learning_curve.png", "update_latency.png", "throughput.png"):
         assert (run_dir / "report" / png).read_bytes()[:4] == b"\x89PNG"
     rows = (run_dir / "learner" / "updates.csv").read_text().splitlines()

@@ -1,22 +1,22 @@
 """Compact next moves expanded on a GPU (tensor gathers) equal the host's batch bit for bit, and a learner on
 a GPU takes the compact batch the learner service hands it (needs a CUDA device: skipped elsewhere; run on a
-lent GPU machine with ``pytest tests/gpu``). ``tests/unit/agent/test_packed_batch.py`` checks the same on the
-CPU against the reference decode."""
+lent GPU machine with ``pytest tests/gpu``). ``tests/unit/records/test_collate.py`` checks the same on the
+CPU against the numpy oracle."""
 
 import numpy as np
 import pytest
 import torch
 
-from phylorl.agent.batch import on_device
-from phylorl.agent.packed_batch import collate_records
+from phylorl.agent.transfer import on_device
+from phylorl.records.collate import collate_records
 from phylorl.env.config import EnvConfig
 from phylorl.env.prepare import prepare_alignment
 from phylorl.env.tree_env import EnvAlignment, TreeEnv
 from phylorl.nets.compact_actions import CompactActions
 from phylorl.phylo.simulate import simulate_dataset
 from phylorl.types import Transition
-from phylorl.wire.codec import PackedRecords
-from phylorl.wire.record import encode_transition
+from phylorl.records.format import PackedRecords
+from phylorl.records.codec import encode_transition
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 
@@ -38,8 +38,8 @@ def _records(steps: int = 24) -> PackedRecords:
 
 def test_compact_moves_expand_on_the_gpu_to_the_host_batch():
     records = _records()
-    host, _ = collate_records(records)
-    compact, _ = collate_records(records, compact=True)
+    compact, _ = collate_records(records)
+    host = on_device(compact, "cpu")
     assert isinstance(compact.next_actions, CompactActions)
     for pin in (False, True):
         device = on_device(compact, "cuda", pin_memory=pin).next_actions
@@ -54,8 +54,8 @@ def test_a_batch_staged_in_one_pinned_block_reaches_the_gpu_as_the_per_tensor_co
     the same batch on the GPU; so does a prefetcher fed host batches."""
     import dataclasses
 
-    from phylorl.agent.batch import Prefetcher
-    from phylorl.agent.batch_transfer import Stager
+    from phylorl.agent.prefetch import Prefetcher
+    from phylorl.agent.transfer import Stager
     from phylorl.nets.inputs import move_to
 
     def same(a, b):
@@ -68,14 +68,14 @@ def test_a_batch_staged_in_one_pinned_block_reaches_the_gpu_as_the_per_tensor_co
             else:
                 assert x == y, field.name
 
-    compact, _ = collate_records(_records(), compact=True)
+    compact, _ = collate_records(_records())
     reference = move_to(on_device(compact, "cuda", pin_memory=True), "cpu")
     stager = Stager(pinned=True)
     staged = on_device(compact, "cuda", stager=stager)
     torch.cuda.synchronize()
     assert staged.reward.is_cuda and stager.stage(compact).data.is_pinned()
     same(reference, move_to(staged, "cpu"))
-    with Prefetcher(lambda: (compact, None, "keys"), "cuda", depth=2, workers=2) as prefetcher:
+    with Prefetcher(lambda: (compact, "keys"), "cuda", depth=2, workers=2) as prefetcher:
         for _ in range(4):
             batch, info = prefetcher.get(timeout=60)
             assert info == "keys"

@@ -8,9 +8,10 @@ import numpy as np
 import pytest
 import torch
 
-from phylorl.agent.batch import collate
+import phylorl.agent.learner as learner_module
+from helpers import batch_of
 from phylorl.agent.config import AgentConfig
-from phylorl.agent.cuda_graphs import WARMUP
+from phylorl.agent.capture import WARMUP
 from phylorl.agent.learner import Learner
 from phylorl.nets.config import NetworkConfig
 from phylorl.nets.synthetic import random_transition
@@ -18,6 +19,13 @@ from phylorl.nets.synthetic import random_transition
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 
 NET = NetworkConfig(hidden=64, action_hidden=64, head_hidden=64)
+
+
+@pytest.fixture(autouse=True)
+def large_adam_epsilon(monkeypatch):
+    """Adam's epsilon large enough that a gradient component that is zero up to rounding cannot flip the sign of a
+    whole learning-rate step (of one learner and not the other)."""
+    monkeypatch.setattr(learner_module, "ADAM_EPS", 1e-4)
 
 
 @pytest.fixture(autouse=True)
@@ -35,7 +43,7 @@ def batches(n_taxa, count, size=16, seed=0, labelled=False):
         trs = [random_transition(n_taxa, rng) for _ in range(size)]
         if labelled:
             trs = [_with_labels(t, rng) for t in trs]
-        out.append(collate(trs, "cuda"))
+        out.append(batch_of(trs, device="cuda"))
     return out
 
 
@@ -44,17 +52,14 @@ def _with_labels(t, rng):
                                discount=0.0)
 
 
-def pair(agent_cfg, compiled=False, pipelined=False):
+def pair(agent_cfg, compiled=False):
     """An eager learner and a graphed one, from the same parameters. The eager one computes with the same
-    gathers as the graphs (``capture_safe``; tests/unit/nets checks those against embedding_bag), and
-    Adam's epsilon is large enough that a gradient component that is zero up to rounding cannot flip
-    the sign of a whole learning-rate step."""
-    agent_cfg = AgentConfig(**{**agent_cfg.__dict__, "adam_eps": 1e-4})
+    gathers as the graphs (``capture_safe``; tests/unit/nets checks those against embedding_bag)."""
     eager = Learner(NET, agent_cfg, "cuda", seed=3)
     for net in (eager.q1, eager.q2, eager.target1, eager.target2):
         net.capture_safe = True
-    graphed = Learner(NET, AgentConfig(**{**agent_cfg.__dict__, "cuda_graphs": True, "compile_networks": compiled,
-                                          "pipelined_updates": pipelined}), "cuda", seed=3)
+    graphed = Learner(NET, AgentConfig(**{**agent_cfg.__dict__, "cuda_graphs": True, "compile_networks": compiled}),
+                      "cuda", seed=3)
     return eager, graphed
 
 
@@ -135,29 +140,6 @@ def test_a_non_finite_batch_is_skipped_by_the_graphs_too():
     assert_same_learners(eager, graphed)
 
 
-@pytest.mark.parametrize("fused", [False, True])
-def test_pipelined_graphed_updates_equal_eager_ones_and_a_non_finite_one_is_skipped_on_the_device(fused):
-    # AgentConfig.pipelined_updates: the optimisers fused, their step and the target update gated on the device by
-    # the update's finite flag (no sync before them); each update launched and read back here, from the eager
-    # learner's state, then a non-finite batch launched and another behind it
-    eager, graphed = pair(AgentConfig(lr=1e-3, fused_head=fused), pipelined=True)
-    data = batches(20, 3)
-    step_alike(eager, graphed, data, WARMUP + 3)
-    assert graphed.graphs.replays == 3 and len(graphed.graphs.captured) == 1
-    bad = dataclasses.replace(data[0], reward=data[0].reward.clone())
-    bad.reward[0] = float("nan")
-    sync(graphed, eager)
-    assert graphed.launch(bad, "bad") is None
-    metrics, priorities, tag = graphed.launch(data[1], "next")
-    assert tag == "bad" and priorities is None and metrics["skipped"] == 1.0 and graphed.skipped == 1
-    assert eager.step(bad)[1] is None
-    m_e, p_e = eager.step(data[1])
-    m_g, p_g, tag = graphed.finish()
-    assert tag == "next" and m_g["loss/q1"] == pytest.approx(m_e["loss/q1"], rel=1e-3, abs=1e-5)
-    assert_same_learners(eager, graphed, counters=False)  # nothing of the bad batch reached either
-    assert graphed.updates == eager.updates and graphed.weights_version == eager.weights_version + 1  # (kept)
-
-
 def test_each_batch_shape_gets_its_own_capture():
     eager, graphed = pair(AgentConfig())
     small, large = batches(8, 1, seed=1)[0], batches(14, 1, seed=2)[0]
@@ -170,10 +152,8 @@ def test_each_batch_shape_gets_its_own_capture():
 
 
 def test_a_batch_already_on_the_device_is_used_as_it_is(monkeypatch):
-    """``"cuda"`` is taken as the current device's index: a batch's tensors name it (``cuda:0``), and a learner on
-    plain ``"cuda"`` moved every batch again, a call per tensor."""
-    import phylorl.agent.learner as learner_module
-
+    """``"cuda"`` is taken as the current device's index: a batch's tensors name it (``cuda:0``), so that a learner
+    on plain ``"cuda"`` does not move every batch again, a call per tensor."""
     learner = Learner(NET, AgentConfig(), "cuda", seed=0)
     assert learner.device == torch.device("cuda", torch.cuda.current_device())
     batch = batches(8, 1)[0]

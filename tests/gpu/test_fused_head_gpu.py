@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from phylorl.agent.batch import collate
+from helpers import batch_of
 from phylorl.agent.config import AgentConfig
 from phylorl.agent.learner import Learner
 from phylorl.nets.config import NetworkConfig
@@ -45,7 +45,7 @@ def relative(a, b) -> float:
 
 def next_states(n_taxa=20, size=16, seed=0):
     rng = np.random.default_rng(seed)
-    return collate([random_transition(n_taxa, rng) for _ in range(size)], "cuda")
+    return batch_of([random_transition(n_taxa, rng) for _ in range(size)], device="cuda")
 
 
 @pytest.mark.parametrize("tf32", [False, True])

@@ -1,5 +1,4 @@
-"""The inference endpoint on a GPU (its own high-priority stream, networks written again at each publication,
-answers eager or replayed as CUDA graphs) answers as networks built anew from the published weights, while a
+"""The inference endpoint on a GPU (its own high-priority stream, networks built at each publication, answers eager or replayed as CUDA graphs) answers as networks built anew from the published weights, while a
 learner on the GPU keeps updating on the default stream; a captured answer equals the eager one (needs a CUDA
 device: skipped elsewhere; run on a lent GPU machine with ``pytest tests/gpu``)."""
 
@@ -10,13 +9,16 @@ import pytest
 import torch
 
 from phylorl.agent.acting import policy_networks, select_actions
-from phylorl.agent.acting_graphs import WARMUP, GraphedActing, bucket
-from phylorl.agent.batch_transfer import Stager
+from phylorl.agent.capture import WARMUP, GraphedActing, bucket
+from phylorl.agent.transfer import Stager
 from phylorl.agent.learner import Learner
 from phylorl.nets.config import NetworkConfig
-from phylorl.nets.inputs import collate_observations, move_to
+from phylorl.nets.inputs import move_to
 from phylorl.nets.twin import twin_or_none
 from phylorl.nets.synthetic import random_observation
+from phylorl.records.codec import encode_observation
+from phylorl.records.collate import state_inputs
+from phylorl.records.format import PackedRecords
 from services.learner.inference import BatchingInference
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
@@ -32,8 +34,8 @@ def _observations(sizes, seed=0):
 def test_a_captured_answer_equals_the_eager_one_and_follows_new_weights(fused):
     device = torch.device("cuda")
     observations = _observations([12, 9, 12, 15, 7])
-    inputs = collate_observations(observations)
-    padded = collate_observations(observations + [observations[-1]] * (bucket(len(observations), 64) - 5))
+    inputs = state_inputs(observations)
+    padded = state_inputs(observations + [observations[-1]] * (bucket(len(observations), 64) - 5))
     acting = GraphedActing(NET, device, fused=fused)
     stager = Stager(pinned=True)
     k = len(observations)
@@ -65,10 +67,11 @@ def test_a_captured_answer_equals_the_eager_one_and_follows_new_weights(fused):
 def _assert_answers(inference, observations, weights, version, alpha=None):
     """The endpoint's greedy answers to ``observations`` are those of networks built anew from ``weights`` (and with
     ``alpha``, their soft values those of that temperature)."""
-    graphs, actions = collate_observations(observations)
+    graphs, actions = state_inputs(observations)
     with torch.no_grad():
         expected = twin_or_none(policy_networks(NET, weights, "cpu"), frozen=True)(graphs, actions).numpy()
-    chosen, q, v, answered = inference.act(observations, greedy=True, timeout_s=60)
+    states = PackedRecords.from_records([encode_observation(o) for o in observations])
+    chosen, q, v, answered = inference.act(states, greedy=True, timeout_s=60)
     assert answered == version
     start = 0
     for i, obs in enumerate(observations):

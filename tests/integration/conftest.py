@@ -1,6 +1,6 @@
 """Fixtures for integration tests: a real ``redis-server`` on a free loopback port.
 
-``redis_server``   one Redis for the whole session (AOF on, RDB snapshots off, data in a temp dir).
+``redis_server``   one Redis for the whole test run (AOF on, RDB snapshots off, data in a temp dir).
 ``redis_client``   a client of it, with the database flushed before each test.
 ``redis_factory``  starts extra Redis processes (e.g. to stop and restart one on the same data dir);
                    every process it started is stopped after the test.
@@ -121,29 +121,36 @@ def redis_factory(tmp_path: Path) -> Iterator[Callable[..., RedisProcess]]:
         server.stop()
 
 
-@pytest.fixture
-def inference_factory() -> Iterator[Callable[..., str]]:
-    """Starts real inference endpoints (``services.learner``: batching + gRPC on loopback) serving a new
-    learner's weights for a network config; returns each one's ``host:port``. All stopped afterwards."""
+def start_inference(cfg, version: int = 1, max_batch: int = 8, max_delay_s: float = 0.001, max_queue: int = 64,
+                    security=None, max_calls: int = 64):
+    """A real inference endpoint (``services.learner``: batching + gRPC on loopback) serving a new learner's weights
+    for network config ``cfg``: ``(server, inference, "host:port")``; the caller stops both."""
     import torch
 
     from phylorl.agent.learner import Learner
     from services.learner.inference import BatchingInference
-    from services.learner.server import make_server
+    from services.learner.server import InferenceServer
 
+    learner = Learner(cfg, device="cpu", seed=0)
+    inference = BatchingInference(cfg, torch.device("cpu"), max_batch=max_batch, max_delay_s=max_delay_s,
+                                  max_queue=max_queue)
+    inference.publish(learner.policy_weights(), learner.alpha, version)
+    server = InferenceServer(inference, "127.0.0.1", 0, max_calls=max_calls, security=security)
+    server.start()
+    server.set_serving()
+    return server, inference, f"127.0.0.1:{server.port}"
+
+
+@pytest.fixture
+def inference_factory() -> Iterator[Callable[..., str]]:
+    """Starts endpoints with :func:`start_inference` (same arguments); returns each one's ``host:port``. All
+    stopped afterwards."""
     running = []
 
-    def start(cfg, version: int = 1, max_batch: int = 8, max_delay_s: float = 0.001, max_queue: int = 64,
-              security=None, max_calls: int = 64, server: str = "threads") -> str:
-        learner = Learner(cfg, device="cpu", seed=0)
-        inference = BatchingInference(cfg, torch.device("cpu"), max_batch=max_batch, max_delay_s=max_delay_s,
-                                      max_queue=max_queue)
-        inference.publish(learner.policy_weights(), learner.alpha, version)
-        server = make_server(server, inference, "127.0.0.1", 0, max_calls=max_calls, security=security)
-        server.start()
-        server.set_serving()
+    def start(cfg, **kwargs) -> str:
+        server, inference, address = start_inference(cfg, **kwargs)
         running.append((server, inference))
-        return f"127.0.0.1:{server.port}"
+        return address
 
     yield start
     for server, inference in running:

@@ -1,6 +1,6 @@
 """The actor against a real inference endpoint: a transient status is retried, anything else stops it.
 
-The endpoint's network reads the basic observation while the actor sends the rich one, so every Act call
+The endpoint's network reads the basic observation while the actor sends the rich one, so every request
 is answered INVALID_ARGUMENT (a real misconfiguration, not a fault injected by a test double): retrying it
 would loop forever, so the actor must stop with the error at once.
 """
@@ -30,7 +30,7 @@ from services.actor.actor import Actor
 from services.actor.config import ActorConfig
 from services.replay.client import ReplayClient
 
-BASIC = NetworkConfig(hidden=16, action_hidden=16, head_hidden=16)
+BASIC = NetworkConfig(features="basic", hidden=16, action_hidden=16, head_hidden=16)
 
 
 def serve_replay(redis_client, prefix: str, port: int, limiter=None):
@@ -77,7 +77,7 @@ def test_transitions_wait_on_disk_while_replay_is_away_and_each_is_stored_once(t
     file; the service comes up on that address and every transition is stored exactly once."""
     from phylorl.env.tree_env import EnvAlignment as Entry
 
-    endpoint = inference_factory(NetworkConfig.for_features("rich", hidden=16, action_hidden=16, head_hidden=16))
+    endpoint = inference_factory(NetworkConfig(features="rich", hidden=16, action_hidden=16, head_hidden=16))
     data = simulate_dataset(6, 100, dataset_rng(4, 0), model=parse_model("JC"))
     entry = Entry.build(data.alignment, prepare_alignment(data.alignment, "JC"), "sim")
     envs = VecTreeEnv([entry], 2, EnvConfig(horizon=5, features="rich"), seed=0)
@@ -121,7 +121,7 @@ def test_a_killed_actors_journal_is_sent_by_the_next_actor_and_each_transition_s
     from services.actor.outbox import read_journal
     from services.replay.audit import read_table
 
-    endpoint = inference_factory(NetworkConfig.for_features("rich", hidden=16, action_hidden=16, head_hidden=16))
+    endpoint = inference_factory(NetworkConfig(features="rich", hidden=16, action_hidden=16, head_hidden=16))
     data = simulate_dataset(6, 100, dataset_rng(5, 0), model=parse_model("JC"))
     fasta = tmp_path / "sim.fasta"
     fasta.write_text(format_fasta(data.alignment))
@@ -184,7 +184,7 @@ def test_a_stopped_actor_whose_insert_the_rate_limiter_holds_exits_at_once_and_k
     from phylorl.replay import RateLimiter
     from services.actor.outbox import read_journal
 
-    endpoint = inference_factory(NetworkConfig.for_features("rich", hidden=16, action_hidden=16, head_hidden=16))
+    endpoint = inference_factory(NetworkConfig(features="rich", hidden=16, action_hidden=16, head_hidden=16))
     data = simulate_dataset(6, 100, dataset_rng(6, 0), model=parse_model("JC"))
     fasta = tmp_path / "sim.fasta"
     fasta.write_text(format_fasta(data.alignment))

@@ -25,13 +25,12 @@ from services.actor.actor import RETRYABLE, Actor, transient
 from services.actor.config import ActorConfig
 from services.learner import metrics  # noqa: F401  (the endpoint's metrics, read below)
 from services.learner.inference import BatchingInference
-from services.learner.config import SERVER_KINDS
-from services.learner.server import make_server
+from services.learner.server import InferenceServer
 from services.replay.client import ReplayClient
 
 from test_actor_errors import serve_replay
 
-RICH = NetworkConfig.for_features("rich", hidden=16, action_hidden=16, head_hidden=16)
+RICH = NetworkConfig(features="rich", hidden=16, action_hidden=16, head_hidden=16)
 
 
 def served() -> tuple[float, float]:
@@ -40,8 +39,8 @@ def served() -> tuple[float, float]:
             REGISTRY.get_sample_value("phylorl_inference_batch_size_count") or 0.0)
 
 
-@pytest.mark.parametrize("pipeline,rpc", [(1, "stream"), (2, "stream"), (2, "unary")])
-def test_a_pipelined_actors_calls_overlap_and_every_environment_steps(pipeline, rpc, redis_client, free_port_factory,
+@pytest.mark.parametrize("pipeline", [1, 2])
+def test_a_pipelined_actors_calls_overlap_and_every_environment_steps(pipeline, redis_client, free_port_factory,
                                                                       inference_factory):
     # the endpoint holds a batch open for 1 s unless 4 states come: only calls in flight together can share one
     endpoint = inference_factory(RICH, max_batch=4, max_delay_s=1.0)
@@ -49,10 +48,9 @@ def test_a_pipelined_actors_calls_overlap_and_every_environment_steps(pipeline, 
     entry = EnvAlignment.build(data.alignment, prepare_alignment(data.alignment, "JC"), "sim")
     envs = VecTreeEnv([entry], 4, EnvConfig(horizon=3, features="rich"), seed=0)
     replay_port = free_port_factory()
-    table, server = serve_replay(redis_client, f"test:pipeline{pipeline}-{rpc}", replay_port)
+    table, server = serve_replay(redis_client, f"test:pipeline{pipeline}", replay_port)
     config = ActorConfig(learner_address=endpoint, replay_address=f"127.0.0.1:{replay_port}", alignments="unused",
-                         metrics_port=0, rpc_timeout_s=30.0, send_batch=2, pipeline=pipeline, max_steps=4,
-                         inference_rpc=rpc)
+                         metrics_port=0, rpc_timeout_s=30.0, send_batch=2, pipeline=pipeline, max_steps=4)
     channel = grpc.insecure_channel(endpoint)
     before = served()
     try:
@@ -87,12 +85,11 @@ def _actor_against(redis_client, free_port_factory, prefix: str, seed: int, **op
     return envs, endpoint_port, table, replay_server, config
 
 
-@pytest.mark.parametrize("kind", SERVER_KINDS)
-def test_pipelined_calls_to_an_absent_endpoint_are_retried_until_it_comes_up(kind, redis_client, free_port_factory):
+def test_pipelined_calls_to_an_absent_endpoint_are_retried_until_it_comes_up(redis_client, free_port_factory):
     """Both groups' first calls find nothing listening (UNAVAILABLE): each is retried with backoff, and once the
-    endpoint (of either server kind) is up on that address the actor takes all its steps."""
+    endpoint is up on that address the actor takes all its steps."""
     envs, endpoint_port, table, replay_server, config = _actor_against(
-        redis_client, free_port_factory, f"test:absent-{kind}", 7, rpc_timeout_s=10.0, pipeline=2, max_steps=3)
+        redis_client, free_port_factory, "test:absent", 7, rpc_timeout_s=10.0, pipeline=2, max_steps=3)
     reconnects = actor_metrics.RECONNECTS.labels("inference")._value.get()
     channel = grpc.insecure_channel(config.learner_address)
     actor = Actor(config, envs, channel, ReplayClient(config.replay_address), threading.Event())
@@ -108,7 +105,7 @@ def test_pipelined_calls_to_an_absent_endpoint_are_retried_until_it_comes_up(kin
         learner = Learner(RICH, device="cpu", seed=0)
         inference = BatchingInference(RICH, torch.device("cpu"), max_batch=8, max_delay_s=0.001, max_queue=64)
         inference.publish(learner.policy_weights(), learner.alpha, 4)
-        server = make_server(kind, inference, "127.0.0.1", endpoint_port)
+        server = InferenceServer(inference, "127.0.0.1", endpoint_port)
         server.start()
         server.set_serving()
         runner.join(90)
@@ -127,27 +124,24 @@ def test_pipelined_calls_to_an_absent_endpoint_are_retried_until_it_comes_up(kin
         replay_server.stop(grace_s=1.0)
 
 
-def _endpoint(kind: str, port: int, publish: bool):
+def _endpoint(port: int, publish: bool):
     inference = BatchingInference(RICH, torch.device("cpu"), max_batch=8, max_delay_s=0.001, max_queue=64)
     if publish:
         learner = Learner(RICH, device="cpu", seed=0)
         inference.publish(learner.policy_weights(), learner.alpha, 6)
-    server = make_server(kind, inference, "127.0.0.1", port)
+    server = InferenceServer(inference, "127.0.0.1", port)
     server.start()
     server.set_serving()
     return inference, server
 
 
-@pytest.mark.parametrize("kind,rpc", [(kind, "stream") for kind in SERVER_KINDS] + [("threads", "unary")])
-def test_a_call_in_flight_when_the_endpoint_shuts_down_is_retried_until_one_is_back(kind, rpc, redis_client,
-                                                                                   free_port_factory):
-    """The learner stops (its update count reached, or restarted) while an actor's call waits at its endpoint:
-    the server ends the call (a stream: the stream) when its grace is over. The actor is not stopping, so it
-    retries (a stream: on a new one), and once an endpoint is back on that address it takes its steps."""
+def test_a_call_in_flight_when_the_endpoint_shuts_down_is_retried_until_one_is_back(redis_client, free_port_factory):
+    """The learner stops (its update count reached, or restarted) while an actor's request waits at its endpoint:
+    the server ends the stream when its grace is over. The actor is not stopping, so it retries on a new stream,
+    and once an endpoint is back on that address it takes its steps."""
     envs, endpoint_port, table, replay_server, config = _actor_against(
-        redis_client, free_port_factory, f"test:cancelled-{kind}-{rpc}", 8, rpc_timeout_s=30.0, max_steps=2,
-        inference_rpc=rpc)
-    held, server = _endpoint(kind, endpoint_port, publish=False)  # nothing published: the call waits in its queue
+        redis_client, free_port_factory, "test:cancelled", 8, rpc_timeout_s=30.0, max_steps=2)
+    held, server = _endpoint(endpoint_port, publish=False)  # nothing published: the call waits in its queue
     channel = grpc.insecure_channel(config.learner_address)
     actor = Actor(config, envs, channel, ReplayClient(config.replay_address), threading.Event())
     errors: list[BaseException] = []
@@ -172,7 +166,7 @@ def test_a_call_in_flight_when_the_endpoint_shuts_down_is_retried_until_one_is_b
         while actor_metrics.RECONNECTS.labels("inference")._value.get() < reconnects + 1:
             assert time.monotonic() < deadline and not errors, errors
             time.sleep(0.05)
-        inference, server = _endpoint(kind, endpoint_port, publish=True)
+        inference, server = _endpoint(endpoint_port, publish=True)
         runner.join(90)
         assert not runner.is_alive() and not errors, errors
         assert actor.steps == 2 and actor.weights_version == 6
@@ -187,9 +181,8 @@ def test_a_call_in_flight_when_the_endpoint_shuts_down_is_retried_until_one_is_b
 
 
 def test_cancelled_is_transient_unless_the_actor_is_stopping():
-    """A call the actor did not cancel itself (it is not stopping) was cancelled by a service going away: in
-    session 18's CI an actor's call ended CANCELLED as the learner stopped at its update count, and the actor
-    stopped with exit status 1. Now it is retried like UNAVAILABLE; while stopping it is the actor's own stop."""
+    """A call the actor did not cancel itself (it is not stopping) was cancelled by a service going away (as when the
+    learner stops at its update count): it is retried like UNAVAILABLE; while stopping it is the actor's own stop."""
     code = grpc.StatusCode
     assert transient(code.CANCELLED, stopping=False) and not transient(code.CANCELLED, stopping=True)
     assert all(transient(c, stopping) for c in RETRYABLE for stopping in (False, True))

@@ -29,7 +29,7 @@ from phylorl.phylo.simulate import dataset_rng, simulate_dataset
 
 CORPUS_SEED, ALIGNMENTS, TAXA, SITES, MODEL = 7, 4, 8, 600, "JC"
 ENV = EnvConfig(horizon=8, start="random")
-NET = NetworkConfig.for_features("rich", hidden=32, heads=4, action_hidden=32, head_hidden=64)
+NET = NetworkConfig(features="rich", hidden=32, heads=4, action_hidden=32, head_hidden=64)
 AGENT = AgentConfig(lr=1.5e-3, alpha_lr=1e-3, initial_alpha=0.1, tau=0.01, target_entropy_fraction=0.3)
 TRAINER = TrainerConfig(n_envs=8, gamma=0.5, n_step=1, batch_size=128, min_replay=256, updates_per_step=1.0)
 TRAIN_STEPS = 600  # vectorised steps: 4800 environment steps, 568 updates

@@ -1,8 +1,9 @@
 """Load against the real servers on loopback, for a bounded time (counts asserted, not speed).
 
-- 64 concurrent actor streams against one inference endpoint whose queue holds 16 requests: every call
-  ends within its deadline, the only error is the explicit overload status (RESOURCE_EXHAUSTED), and
-  every stream is answered.
+- 64 concurrent actor streams against one inference endpoint whose queue holds 16 requests: every request
+  ends within its deadline, the only error is the explicit overload status (RESOURCE_EXHAUSTED, which ends
+  its stream; the next request opens another), and every stream is answered (one not yet answered when the
+  load ends keeps asking a while longer).
 - Inserters and samplers at once against one replay service: every insert is stored, every sample is
   whole, and no call fails.
 """
@@ -19,10 +20,12 @@ import pytest
 
 from hostile import valid
 from phylorl.nets.config import NetworkConfig
+from phylorl.records.codec import encode_observation
 from phylorl.wire import codec
-from phylorl.wire.record import encode_transition
-from phylorl.wire.synthetic import random_transition
+from phylorl.records.codec import encode_transition
+from phylorl.nets.synthetic import random_transition
 from phylorl.wire.v1 import inference_pb2, inference_pb2_grpc
+from services.actor.act_stream import ActStream
 from services.replay.buffer import PrioritizedReplay
 from services.replay.client import ReplayClient
 from phylorl.replay.rate_limiter import RateLimiter
@@ -33,26 +36,30 @@ pytestmark = pytest.mark.slow
 STREAMS = 64
 SECONDS = 8.0
 DEADLINE_S = 10.0
+LATE_S = 30.0
 
 
 def test_64_streams_get_answers_or_the_overload_status_and_nothing_else(inference_factory):
     address = inference_factory(NetworkConfig(hidden=16, action_hidden=16, head_hidden=16), max_batch=16,
                                 max_delay_s=0.002, max_queue=16, max_calls=STREAMS + 8)
     request = inference_pb2.ActRequest(actor_id="load", greedy=False)
-    codec.pack_observations([valid(seed, 12) for seed in range(2)], request.states)  # two environments, as an actor
+    # two environments' states, as an actor sends them
+    codec.pack_records([encode_observation(valid(seed, 12)) for seed in range(2)], request.states)
     codes: list[Counter] = [Counter() for _ in range(STREAMS)]
     worst = [0.0] * STREAMS
     start = threading.Barrier(STREAMS)
 
     def stream(i: int) -> None:
         with grpc.insecure_channel(address) as channel:
-            stub = inference_pb2_grpc.InferenceServiceStub(channel)
+            calls = ActStream(inference_pb2_grpc.InferenceServiceStub(channel), DEADLINE_S)  # the actor's client
             start.wait()
             end = time.monotonic() + SECONDS
-            while time.monotonic() < end:
+            # past the load's end, a stream not yet answered keeps asking (the others stop): it must be answered
+            while time.monotonic() < end or (not codes[i]["OK"] and time.monotonic() < end + LATE_S):
                 began = time.monotonic()
                 try:
-                    reply = stub.Act(request, timeout=DEADLINE_S)
+                    calls.send(request)
+                    reply = calls.receive()
                     assert codec.ndarray_from_proto(reply.actions).shape == (2,)
                     codes[i]["OK"] += 1
                 except grpc.RpcError as e:
@@ -60,12 +67,13 @@ def test_64_streams_get_answers_or_the_overload_status_and_nothing_else(inferenc
                     if e.code() == grpc.StatusCode.RESOURCE_EXHAUSTED:
                         time.sleep(0.01)  # an actor backs off, then retries
                 worst[i] = max(worst[i], time.monotonic() - began)
+            calls.close()
 
     threads = [threading.Thread(target=stream, args=(i,)) for i in range(STREAMS)]
     for t in threads:
         t.start()
     for t in threads:
-        t.join(SECONDS + 2 * DEADLINE_S)
+        t.join(SECONDS + LATE_S + 2 * DEADLINE_S)
     total = sum(codes, Counter())
     print(f"64 streams, {SECONDS:g} s: {dict(total)}, worst call {max(worst):.3f} s")
     assert set(total) <= {"OK", "RESOURCE_EXHAUSTED"}, total
@@ -82,7 +90,7 @@ def test_sustained_inserts_and_samples_all_succeed(redis_client):
     server.serve(table)
     target = f"127.0.0.1:{server.port}"
     rng = np.random.default_rng(0)
-    records = [encode_transition(random_transition(12, 200, rng)) for _ in range(64)]
+    records = [encode_transition(random_transition(12, rng)) for _ in range(64)]
     inserted, sampled, errors = Counter(), Counter(), []
     stop = threading.Event()
 

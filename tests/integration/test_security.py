@@ -13,15 +13,13 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from phylorl.nets.config import NetworkConfig
 from phylorl.wire import codec
-from phylorl.wire.record import encode_transition
-from phylorl.env.tree_observation import build_observation
-from phylorl.phylo import enumerate_moves, move_metadata, random_tree
-from phylorl.wire.synthetic import random_transition
+from phylorl.records.codec import encode_transition
+from phylorl.nets.synthetic import random_observation, random_transition
+from phylorl.records.codec import encode_observation
 from phylorl.wire.v1 import inference_pb2, inference_pb2_grpc
 from services.common import security
 from services.common.security import ClientCredentials, RedisAuth, ServerCredentials
 from services.launcher.credentials import REDIS_USER, make_credentials
-from services.learner.config import SERVER_KINDS
 from services.replay.buffer import PrioritizedReplay
 from services.replay.client import ReplayClient
 from phylorl.replay.rate_limiter import RateLimiter
@@ -66,7 +64,7 @@ def test_redis_refuses_a_client_without_the_password_and_serves_the_replay_table
         client.set("elsewhere:key", b"x")  # only keys phylorl:*
     # the replay table's every command (insert, priorities, eviction, reopen) runs as that user
     rng = np.random.default_rng(0)
-    records = [encode_transition(random_transition(7, 30, rng)) for _ in range(12)]
+    records = [encode_transition(random_transition(7, rng)) for _ in range(12)]
     table = PrioritizedReplay(RedisStore(client, "phylorl:replay"), capacity=8, alpha=0.6, beta=0.4,
                               rate_limiter=RateLimiter(1, 0.0))
     table.insert(records[:6], producer="p", first_sequence=0)
@@ -86,14 +84,11 @@ def test_redis_refuses_a_client_without_the_password_and_serves_the_replay_table
     assert client.get("phylorl:weights:version") == b"3"
 
 
-@pytest.mark.parametrize("kind", SERVER_KINDS)
-def test_inference_endpoint_wants_tls_and_the_token(inference_factory, secrets_dir, kind):
+def test_inference_endpoint_wants_tls_and_the_token(inference_factory, secrets_dir):
     address = inference_factory(NetworkConfig(hidden=16, action_hidden=16, head_hidden=16),
-                                security=server_security(secrets_dir), server=kind)
+                                security=server_security(secrets_dir))
     request = inference_pb2.ActRequest(actor_id="t", greedy=True)
-    tree = random_tree([f"t{i}" for i in range(7)], np.random.default_rng(1))
-    moves = enumerate_moves(tree)
-    codec.pack_observations([build_observation(tree, moves, move_metadata(tree, moves))], request.states)
+    codec.pack_records([encode_observation(random_observation(7, np.random.default_rng(1)))], request.states)
     good = ClientCredentials(tls_ca_file=str(secrets_dir / "ca.crt"), token_file=str(secrets_dir / "grpc_token"))
     no_token = ClientCredentials(tls_ca_file=str(secrets_dir / "ca.crt"))
     wrong = secrets_dir / "wrong_token"
@@ -104,8 +99,7 @@ def test_inference_endpoint_wants_tls_and_the_token(inference_factory, secrets_d
                                 (ClientCredentials(token_file=str(secrets_dir / "grpc_token")),  # plaintext to TLS
                                  grpc.StatusCode.UNAVAILABLE)):
         with security.channel(address, credentials) as channel:
-            for call in (lambda: inference_pb2_grpc.InferenceServiceStub(channel).Act(request, timeout=5),
-                         lambda: next(inference_pb2_grpc.InferenceServiceStub(channel).ActStream(iter([request]),
+            for call in (lambda: next(inference_pb2_grpc.InferenceServiceStub(channel).ActStream(iter([request]),
                                                                                                  timeout=5)),
                          lambda: health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(),
                                                                            timeout=5)):
@@ -113,8 +107,6 @@ def test_inference_endpoint_wants_tls_and_the_token(inference_factory, secrets_d
                     call()
                 assert refused.value.code() == status
     with security.channel(address, good) as channel:
-        reply = inference_pb2_grpc.InferenceServiceStub(channel).Act(request, timeout=30)
-        assert reply.weights_version == 1 and codec.ndarray_from_proto(reply.actions).shape == (1,)
         replies = list(inference_pb2_grpc.InferenceServiceStub(channel).ActStream(iter([request, request]),
                                                                                   timeout=30))
         assert [r.weights_version for r in replies] == [1, 1]
@@ -130,7 +122,7 @@ def test_replay_service_wants_the_token(redis_client, secrets_dir):
                           default_timeout_s=5.0, security=server_security(secrets_dir))
     server.start()
     server.serve(table)
-    record = encode_transition(random_transition(7, 30, np.random.default_rng(2)))
+    record = encode_transition(random_transition(7, np.random.default_rng(2)))
     try:
         outsider = ReplayClient(f"127.0.0.1:{server.port}",
                                 security=ClientCredentials(tls_ca_file=str(secrets_dir / "ca.crt")))

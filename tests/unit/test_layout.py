@@ -58,3 +58,65 @@ def test_the_implementations_still_meet_the_interfaces():
         missing = [name for name in dir(protocol) if not name.startswith("_") and not hasattr(implementation, name)]
         assert not missing, f"{implementation.__name__} lacks {missing} of {protocol.__name__}"
     assert {"keys", "weights", "records"} <= set(SampledRecords.__dataclass_fields__)
+
+
+def _imports(path: Path) -> set[str]:
+    """The phylorl/services modules ``path`` imports (anywhere in it, function bodies included)."""
+    module = ".".join(path.relative_to(REPO).with_suffix("").parts)
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:  # relative: from the importing module's package
+                base = module.split(".")[:-node.level] if path.name != "__init__.py" else \
+                    module.split(".")[:len(module.split(".")) - node.level + 1]
+                names.add(".".join(base + ([node.module] if node.module else [])))
+            else:
+                names.add(node.module or "")
+    return {n for n in names if n.split(".")[0] in ("phylorl", "services")}
+
+
+def _package(module: str) -> str:
+    """A module's package at the level the boundaries are drawn: ``phylorl.records``, ``services.replay``."""
+    parts = module.split(".")
+    return ".".join(parts[:2]) if len(parts) > 2 or (REPO / "/".join(parts)).is_dir() else parts[0]
+
+
+def test_no_import_cycle_between_packages():
+    graph: dict[str, set[str]] = {}
+    for top in ("phylorl", "services"):
+        for path in _python_files(top):
+            own = _package(".".join(path.relative_to(REPO).with_suffix("").parts))
+            graph.setdefault(own, set()).update(p for p in map(_package, _imports(path)) if p != own)
+    cycles = []
+
+    def visit(node: str, trail: list[str]) -> None:
+        for nxt in sorted(graph.get(node, ())):
+            if nxt in trail:
+                cycles.append(trail[trail.index(nxt):] + [nxt])
+            elif len(trail) < len(graph):
+                visit(nxt, trail + [nxt])
+
+    for start in sorted(graph):
+        visit(start, [start])
+    assert not cycles, f"import cycles between packages: {sorted({' -> '.join(c) for c in cycles})[:5]}"
+
+
+def test_the_environment_knows_no_wire_format():
+    offenders = [f"{p.relative_to(REPO)}: {m}" for p in _python_files("phylorl/env") for m in _imports(p)
+                 if m.startswith(("phylorl.wire", "phylorl.records"))]
+    assert not offenders, offenders
+
+
+def test_the_transition_path_in_the_architecture_names_real_files_each_package_once():
+    import re
+
+    text = (REPO / "docs" / "architecture.md").read_text()
+    section = text.split("## One transition's path", 1)[1].split("\n## ", 1)[0]
+    files = re.findall(r"^\d+\. `([\w/.]+\.py)`", section, flags=re.MULTILINE)
+    assert 10 <= len(files) <= 30, files
+    assert not [f for f in files if not (REPO / f).is_file()], [f for f in files if not (REPO / f).is_file()]
+    packages = [str(Path(f).parent) for f in files]
+    entered = [p for i, p in enumerate(packages) if i == 0 or packages[i - 1] != p]
+    assert len(entered) == len(set(entered)), f"a package entered twice: {entered}"

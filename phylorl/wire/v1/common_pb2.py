@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17phylorl/v1/common.proto\x12\nphylorl.v1\"5\n\x07NDArray\x12\x0c\n\x04\x64\x61ta\x18\x01 \x01(\x0c\x12\r\n\x05shape\x18\x02 \x03(\x03\x12\r\n\x05\x64type\x18\x03 \x01(\t\"\xda\x01\n\x0bObservation\x12*\n\rnode_features\x18\x01 \x01(\x0b\x32\x13.phylorl.v1.NDArray\x12\'\n\nedge_index\x18\x02 \x01(\x0b\x32\x13.phylorl.v1.NDArray\x12&\n\tedge_attr\x18\x03 \x01(\x0b\x32\x13.phylorl.v1.NDArray\x12$\n\x07\x61\x63tions\x18\x04 \x01(\x0b\x32\x13.phylorl.v1.NDArray\x12(\n\x0b\x61\x63tion_meta\x18\x05 \x01(\x0b\x32\x13.phylorl.v1.NDArray\"\xcc\x01\n\nTransition\x12$\n\x03obs\x18\x01 \x01(\x0b\x32\x17.phylorl.v1.Observation\x12\x0e\n\x06\x61\x63tion\x18\x02 \x01(\x03\x12\x0e\n\x06reward\x18\x03 \x01(\x01\x12)\n\x08next_obs\x18\x04 \x01(\x0b\x32\x17.phylorl.v1.Observation\x12\x10\n\x08terminal\x18\x05 \x01(\x08\x12\x11\n\ttruncated\x18\x06 \x01(\x08\x12\x10\n\x08\x64iscount\x18\x07 \x01(\x01\x12\x16\n\x0epolicy_version\x18\x08 \x01(\x03\"G\n\x11PackedTransitions\x12\x0c\n\x04\x64\x61ta\x18\x01 \x01(\x0c\x12$\n\x07offsets\x18\x02 \x01(\x0b\x32\x13.phylorl.v1.NDArray\"H\n\x12PackedObservations\x12\x0c\n\x04\x64\x61ta\x18\x01 \x01(\x0c\x12$\n\x07offsets\x18\x02 \x01(\x0b\x32\x13.phylorl.v1.NDArrayb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17phylorl/v1/common.proto\x12\nphylorl.v1\"5\n\x07NDArray\x12\x0c\n\x04\x64\x61ta\x18\x01 \x01(\x0c\x12\r\n\x05shape\x18\x02 \x03(\x03\x12\r\n\x05\x64type\x18\x03 \x01(\t\"G\n\x11PackedTransitions\x12\x0c\n\x04\x64\x61ta\x18\x01 \x01(\x0c\x12$\n\x07offsets\x18\x02 \x01(\x0b\x32\x13.phylorl.v1.NDArray\"H\n\x12PackedObservations\x12\x0c\n\x04\x64\x61ta\x18\x01 \x01(\x0c\x12$\n\x07offsets\x18\x02 \x01(\x0b\x32\x13.phylorl.v1.NDArrayb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -33,12 +33,8 @@ if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_NDARRAY']._serialized_start=39
   _globals['_NDARRAY']._serialized_end=92
-  _globals['_OBSERVATION']._serialized_start=95
-  _globals['_OBSERVATION']._serialized_end=313
-  _globals['_TRANSITION']._serialized_start=316
-  _globals['_TRANSITION']._serialized_end=520
-  _globals['_PACKEDTRANSITIONS']._serialized_start=522
-  _globals['_PACKEDTRANSITIONS']._serialized_end=593
-  _globals['_PACKEDOBSERVATIONS']._serialized_start=595
-  _globals['_PACKEDOBSERVATIONS']._serialized_end=667
+  _globals['_PACKEDTRANSITIONS']._serialized_start=94
+  _globals['_PACKEDTRANSITIONS']._serialized_end=165
+  _globals['_PACKEDOBSERVATIONS']._serialized_start=167
+  _globals['_PACKEDOBSERVATIONS']._serialized_end=239
 # @@protoc_insertion_point(module_scope)

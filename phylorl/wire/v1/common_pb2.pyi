@@ -16,40 +16,6 @@ class NDArray(_message.Message):
     dtype: str
     def __init__(self, data: _Optional[bytes] = ..., shape: _Optional[_Iterable[int]] = ..., dtype: _Optional[str] = ...) -> None: ...
 
-class Observation(_message.Message):
-    __slots__ = ("node_features", "edge_index", "edge_attr", "actions", "action_meta")
-    NODE_FEATURES_FIELD_NUMBER: _ClassVar[int]
-    EDGE_INDEX_FIELD_NUMBER: _ClassVar[int]
-    EDGE_ATTR_FIELD_NUMBER: _ClassVar[int]
-    ACTIONS_FIELD_NUMBER: _ClassVar[int]
-    ACTION_META_FIELD_NUMBER: _ClassVar[int]
-    node_features: NDArray
-    edge_index: NDArray
-    edge_attr: NDArray
-    actions: NDArray
-    action_meta: NDArray
-    def __init__(self, node_features: _Optional[_Union[NDArray, _Mapping]] = ..., edge_index: _Optional[_Union[NDArray, _Mapping]] = ..., edge_attr: _Optional[_Union[NDArray, _Mapping]] = ..., actions: _Optional[_Union[NDArray, _Mapping]] = ..., action_meta: _Optional[_Union[NDArray, _Mapping]] = ...) -> None: ...
-
-class Transition(_message.Message):
-    __slots__ = ("obs", "action", "reward", "next_obs", "terminal", "truncated", "discount", "policy_version")
-    OBS_FIELD_NUMBER: _ClassVar[int]
-    ACTION_FIELD_NUMBER: _ClassVar[int]
-    REWARD_FIELD_NUMBER: _ClassVar[int]
-    NEXT_OBS_FIELD_NUMBER: _ClassVar[int]
-    TERMINAL_FIELD_NUMBER: _ClassVar[int]
-    TRUNCATED_FIELD_NUMBER: _ClassVar[int]
-    DISCOUNT_FIELD_NUMBER: _ClassVar[int]
-    POLICY_VERSION_FIELD_NUMBER: _ClassVar[int]
-    obs: Observation
-    action: int
-    reward: float
-    next_obs: Observation
-    terminal: bool
-    truncated: bool
-    discount: float
-    policy_version: int
-    def __init__(self, obs: _Optional[_Union[Observation, _Mapping]] = ..., action: _Optional[int] = ..., reward: _Optional[float] = ..., next_obs: _Optional[_Union[Observation, _Mapping]] = ..., terminal: _Optional[bool] = ..., truncated: _Optional[bool] = ..., discount: _Optional[float] = ..., policy_version: _Optional[int] = ...) -> None: ...
-
 class PackedTransitions(_message.Message):
     __slots__ = ("data", "offsets")
     DATA_FIELD_NUMBER: _ClassVar[int]

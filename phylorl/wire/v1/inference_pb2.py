@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from phylorl.wire.v1 import common_pb2 as phylorl_dot_v1_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1aphylorl/v1/inference.proto\x12\nphylorl.v1\x1a\x17phylorl/v1/common.proto\"\xa3\x01\n\nActRequest\x12\x10\n\x08\x61\x63tor_id\x18\x01 \x01(\t\x12.\n\x06states\x18\x07 \x01(\x0b\x32\x1e.phylorl.v1.PackedObservations\x12\x0e\n\x06greedy\x18\x05 \x01(\x08J\x04\x08\x02\x10\x03J\x04\x08\x03\x10\x04J\x04\x08\x04\x10\x05J\x04\x08\x06\x10\x07R\x06run_idR\x07\x65nv_idsR\x0creturn_all_qR\x0cobservations\"\xae\x01\n\x0b\x41\x63tResponse\x12$\n\x07\x61\x63tions\x18\x01 \x01(\x0b\x32\x13.phylorl.v1.NDArray\x12\x1e\n\x01q\x18\x02 \x01(\x0b\x32\x13.phylorl.v1.NDArray\x12\x1e\n\x01v\x18\x03 \x01(\x0b\x32\x13.phylorl.v1.NDArray\x12\x17\n\x0fweights_version\x18\x04 \x01(\x03J\x04\x08\x05\x10\x06J\x04\x08\x06\x10\x07R\x05\x61ll_qR\rall_q_offsets\"*\n\x11GetWeightsRequest\x12\x15\n\rknown_version\x18\x01 \x01(\x03\"F\n\x12GetWeightsResponse\x12\x0f\n\x07version\x18\x01 \x01(\x03\x12\x0f\n\x07weights\x18\x02 \x01(\x0c\x12\x0e\n\x06\x66ormat\x18\x03 \x01(\t2\xd9\x01\n\x10InferenceService\x12\x36\n\x03\x41\x63t\x12\x16.phylorl.v1.ActRequest\x1a\x17.phylorl.v1.ActResponse\x12@\n\tActStream\x12\x16.phylorl.v1.ActRequest\x1a\x17.phylorl.v1.ActResponse(\x01\x30\x01\x12K\n\nGetWeights\x12\x1d.phylorl.v1.GetWeightsRequest\x1a\x1e.phylorl.v1.GetWeightsResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1aphylorl/v1/inference.proto\x12\nphylorl.v1\x1a\x17phylorl/v1/common.proto\"\xa3\x01\n\nActRequest\x12\x10\n\x08\x61\x63tor_id\x18\x01 \x01(\t\x12.\n\x06states\x18\x07 \x01(\x0b\x32\x1e.phylorl.v1.PackedObservations\x12\x0e\n\x06greedy\x18\x05 \x01(\x08J\x04\x08\x02\x10\x03J\x04\x08\x03\x10\x04J\x04\x08\x04\x10\x05J\x04\x08\x06\x10\x07R\x06run_idR\x07\x65nv_idsR\x0creturn_all_qR\x0cobservations\"\xae\x01\n\x0b\x41\x63tResponse\x12$\n\x07\x61\x63tions\x18\x01 \x01(\x0b\x32\x13.phylorl.v1.NDArray\x12\x1e\n\x01q\x18\x02 \x01(\x0b\x32\x13.phylorl.v1.NDArray\x12\x1e\n\x01v\x18\x03 \x01(\x0b\x32\x13.phylorl.v1.NDArray\x12\x17\n\x0fweights_version\x18\x04 \x01(\x03J\x04\x08\x05\x10\x06J\x04\x08\x06\x10\x07R\x05\x61ll_qR\rall_q_offsets2T\n\x10InferenceService\x12@\n\tActStream\x12\x16.phylorl.v1.ActRequest\x1a\x17.phylorl.v1.ActResponse(\x01\x30\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -36,10 +36,6 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_ACTREQUEST']._serialized_end=231
   _globals['_ACTRESPONSE']._serialized_start=234
   _globals['_ACTRESPONSE']._serialized_end=408
-  _globals['_GETWEIGHTSREQUEST']._serialized_start=410
-  _globals['_GETWEIGHTSREQUEST']._serialized_end=452
-  _globals['_GETWEIGHTSRESPONSE']._serialized_start=454
-  _globals['_GETWEIGHTSRESPONSE']._serialized_end=524
-  _globals['_INFERENCESERVICE']._serialized_start=527
-  _globals['_INFERENCESERVICE']._serialized_end=744
+  _globals['_INFERENCESERVICE']._serialized_start=410
+  _globals['_INFERENCESERVICE']._serialized_end=494
 # @@protoc_insertion_point(module_scope)

@@ -27,19 +27,3 @@ class ActResponse(_message.Message):
     v: _common_pb2.NDArray
     weights_version: int
     def __init__(self, actions: _Optional[_Union[_common_pb2.NDArray, _Mapping]] = ..., q: _Optional[_Union[_common_pb2.NDArray, _Mapping]] = ..., v: _Optional[_Union[_common_pb2.NDArray, _Mapping]] = ..., weights_version: _Optional[int] = ...) -> None: ...
-
-class GetWeightsRequest(_message.Message):
-    __slots__ = ("known_version",)
-    KNOWN_VERSION_FIELD_NUMBER: _ClassVar[int]
-    known_version: int
-    def __init__(self, known_version: _Optional[int] = ...) -> None: ...
-
-class GetWeightsResponse(_message.Message):
-    __slots__ = ("version", "weights", "format")
-    VERSION_FIELD_NUMBER: _ClassVar[int]
-    WEIGHTS_FIELD_NUMBER: _ClassVar[int]
-    FORMAT_FIELD_NUMBER: _ClassVar[int]
-    version: int
-    weights: bytes
-    format: str
-    def __init__(self, version: _Optional[int] = ..., weights: _Optional[bytes] = ..., format: _Optional[str] = ...) -> None: ...

@@ -34,47 +34,22 @@ class InferenceServiceStub:
         Args:
             channel: A grpc.Channel.
         """
-        self.Act = channel.unary_unary(
-                '/phylorl.v1.InferenceService/Act',
-                request_serializer=phylorl_dot_v1_dot_inference__pb2.ActRequest.SerializeToString,
-                response_deserializer=phylorl_dot_v1_dot_inference__pb2.ActResponse.FromString,
-                _registered_method=True)
         self.ActStream = channel.stream_stream(
                 '/phylorl.v1.InferenceService/ActStream',
                 request_serializer=phylorl_dot_v1_dot_inference__pb2.ActRequest.SerializeToString,
                 response_deserializer=phylorl_dot_v1_dot_inference__pb2.ActResponse.FromString,
-                _registered_method=True)
-        self.GetWeights = channel.unary_unary(
-                '/phylorl.v1.InferenceService/GetWeights',
-                request_serializer=phylorl_dot_v1_dot_inference__pb2.GetWeightsRequest.SerializeToString,
-                response_deserializer=phylorl_dot_v1_dot_inference__pb2.GetWeightsResponse.FromString,
                 _registered_method=True)
 
 
 class InferenceServiceServicer:
     """Missing associated documentation comment in .proto file."""
 
-    def Act(self, request, context):
-        """Picks one move per observation with the current weights. Calls from many actors are batched
-        together; an overloaded server answers RESOURCE_EXHAUSTED.
-        """
-        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
-        context.set_details('Method not implemented!')
-        raise NotImplementedError('Method not implemented!')
-
     def ActStream(self, request_iterator, context):
-        """Act on a bidirectional stream: one ActResponse per ActRequest, in the order sent, each as Act would answer it.
-        A stream's requests are answered one after another (a client wanting calls in flight together opens a stream
-        for each: the actor opens one per pipeline group). The first request Act would refuse ends the stream with
-        Act's status for it; the answers sent before it stand. On the server each message costs a fraction of a
-        unary call's machinery, which bounds how many requests a second one endpoint serves.
-        """
-        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
-        context.set_details('Method not implemented!')
-        raise NotImplementedError('Method not implemented!')
-
-    def GetWeights(self, request, context):
-        """Returns the current network weights unless the caller already holds that version.
+        """Picks one move per state with the current weights, on a bidirectional stream: one ActResponse per ActRequest,
+        in the order sent. Requests from many actors are batched together. A stream's requests are answered one after
+        another (a client wanting requests in flight together opens a stream for each: the actor opens one per pipeline
+        group). A request the endpoint refuses (an invalid state: INVALID_ARGUMENT; an overloaded endpoint:
+        RESOURCE_EXHAUSTED) ends the stream with that status; the answers sent before it stand.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -83,20 +58,10 @@ class InferenceServiceServicer:
 
 def add_InferenceServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
-            'Act': grpc.unary_unary_rpc_method_handler(
-                    servicer.Act,
-                    request_deserializer=phylorl_dot_v1_dot_inference__pb2.ActRequest.FromString,
-                    response_serializer=phylorl_dot_v1_dot_inference__pb2.ActResponse.SerializeToString,
-            ),
             'ActStream': grpc.stream_stream_rpc_method_handler(
                     servicer.ActStream,
                     request_deserializer=phylorl_dot_v1_dot_inference__pb2.ActRequest.FromString,
                     response_serializer=phylorl_dot_v1_dot_inference__pb2.ActResponse.SerializeToString,
-            ),
-            'GetWeights': grpc.unary_unary_rpc_method_handler(
-                    servicer.GetWeights,
-                    request_deserializer=phylorl_dot_v1_dot_inference__pb2.GetWeightsRequest.FromString,
-                    response_serializer=phylorl_dot_v1_dot_inference__pb2.GetWeightsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -108,33 +73,6 @@ def add_InferenceServiceServicer_to_server(servicer, server):
  # This class is part of an EXPERIMENTAL API.
 class InferenceService:
     """Missing associated documentation comment in .proto file."""
-
-    @staticmethod
-    def Act(request,
-            target,
-            options=(),
-            channel_credentials=None,
-            call_credentials=None,
-            insecure=False,
-            compression=None,
-            wait_for_ready=None,
-            timeout=None,
-            metadata=None):
-        return grpc.experimental.unary_unary(
-            request,
-            target,
-            '/phylorl.v1.InferenceService/Act',
-            phylorl_dot_v1_dot_inference__pb2.ActRequest.SerializeToString,
-            phylorl_dot_v1_dot_inference__pb2.ActResponse.FromString,
-            options,
-            channel_credentials,
-            insecure,
-            call_credentials,
-            compression,
-            wait_for_ready,
-            timeout,
-            metadata,
-            _registered_method=True)
 
     @staticmethod
     def ActStream(request_iterator,
@@ -153,33 +91,6 @@ class InferenceService:
             '/phylorl.v1.InferenceService/ActStream',
             phylorl_dot_v1_dot_inference__pb2.ActRequest.SerializeToString,
             phylorl_dot_v1_dot_inference__pb2.ActResponse.FromString,
-            options,
-            channel_credentials,
-            insecure,
-            call_credentials,
-            compression,
-            wait_for_ready,
-            timeout,
-            metadata,
-            _registered_method=True)
-
-    @staticmethod
-    def GetWeights(request,
-            target,
-            options=(),
-            channel_credentials=None,
-            call_credentials=None,
-            insecure=False,
-            compression=None,
-            wait_for_ready=None,
-            timeout=None,
-            metadata=None):
-        return grpc.experimental.unary_unary(
-            request,
-            target,
-            '/phylorl.v1.InferenceService/GetWeights',
-            phylorl_dot_v1_dot_inference__pb2.GetWeightsRequest.SerializeToString,
-            phylorl_dot_v1_dot_inference__pb2.GetWeightsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -25,31 +25,29 @@ _sym_db = _symbol_database.Default()
 from phylorl.wire.v1 import common_pb2 as phylorl_dot_v1_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17phylorl/v1/replay.proto\x12\nphylorl.v1\x1a\x17phylorl/v1/common.proto\"=\n\x0eTransitionList\x12+\n\x0btransitions\x18\x01 \x03(\x0b\x32\x16.phylorl.v1.Transition\"\xe5\x01\n\rInsertRequest\x12/\n\x06packed\x18\x01 \x01(\x0b\x32\x1d.phylorl.v1.PackedTransitionsH\x00\x12\x31\n\x0btransitions\x18\x02 \x01(\x0b\x32\x1a.phylorl.v1.TransitionListH\x00\x12\'\n\npriorities\x18\x03 \x01(\x0b\x32\x13.phylorl.v1.NDArray\x12\x12\n\ntimeout_ms\x18\x04 \x01(\x03\x12\x10\n\x08producer\x18\x05 \x01(\t\x12\x16\n\x0e\x66irst_sequence\x18\x06 \x01(\x03\x42\t\n\x07payload\"U\n\x0eInsertResponse\x12!\n\x04keys\x18\x01 \x01(\x0b\x32\x13.phylorl.v1.NDArray\x12\x0c\n\x04size\x18\x02 \x01(\x03\x12\x12\n\nduplicates\x18\x03 \x01(\x03\"S\n\rSampleRequest\x12\x12\n\nbatch_size\x18\x01 \x01(\x03\x12\x12\n\ntimeout_ms\x18\x02 \x01(\x03\x12\x11\n\x04\x62\x65ta\x18\x03 \x01(\x01H\x00\x88\x01\x01\x42\x07\n\x05_beta\"\xc7\x01\n\x0eSampleResponse\x12!\n\x04keys\x18\x01 \x01(\x0b\x32\x13.phylorl.v1.NDArray\x12$\n\x07weights\x18\x02 \x01(\x0b\x32\x13.phylorl.v1.NDArray\x12*\n\rprobabilities\x18\x03 \x01(\x0b\x32\x13.phylorl.v1.NDArray\x12\x32\n\x0btransitions\x18\x04 \x01(\x0b\x32\x1d.phylorl.v1.PackedTransitions\x12\x0c\n\x04size\x18\x05 \x01(\x03\"e\n\x17UpdatePrioritiesRequest\x12!\n\x04keys\x18\x01 \x01(\x0b\x32\x13.phylorl.v1.NDArray\x12\'\n\npriorities\x18\x02 \x01(\x0b\x32\x13.phylorl.v1.NDArray\"+\n\x18UpdatePrioritiesResponse\x12\x0f\n\x07updated\x18\x01 \x01(\x03\"\x0e\n\x0cStatsRequest\"\xd7\x02\n\rStatsResponse\x12\x0c\n\x04size\x18\x01 \x01(\x03\x12\x10\n\x08\x63\x61pacity\x18\x02 \x01(\x03\x12\x16\n\x0einserted_total\x18\x03 \x01(\x03\x12\x15\n\rsampled_total\x18\x04 \x01(\x03\x12\x15\n\revicted_total\x18\x05 \x01(\x03\x12\x10\n\x08next_key\x18\x06 \x01(\x03\x12\x16\n\x0etotal_priority\x18\x07 \x01(\x01\x12\x14\n\x0cmax_priority\x18\x08 \x01(\x01\x12\r\n\x05\x61lpha\x18\t \x01(\x01\x12\x0c\n\x04\x62\x65ta\x18\n \x01(\x01\x12\x1a\n\x12min_size_to_sample\x18\x0b \x01(\x03\x12\x1a\n\x12samples_per_insert\x18\x0c \x01(\x01\x12\x19\n\x11rate_limiter_diff\x18\r \x01(\x01\x12\x17\n\x0fwaiting_inserts\x18\x0e \x01(\x03\x12\x17\n\x0fwaiting_samples\x18\x0f \x01(\x03\x32\xae\x02\n\rReplayService\x12?\n\x06Insert\x12\x19.phylorl.v1.InsertRequest\x1a\x1a.phylorl.v1.InsertResponse\x12?\n\x06Sample\x12\x19.phylorl.v1.SampleRequest\x1a\x1a.phylorl.v1.SampleResponse\x12]\n\x10UpdatePriorities\x12#.phylorl.v1.UpdatePrioritiesRequest\x1a$.phylorl.v1.UpdatePrioritiesResponse\x12<\n\x05Stats\x12\x18.phylorl.v1.StatsRequest\x1a\x19.phylorl.v1.StatsResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17phylorl/v1/replay.proto\x12\nphylorl.v1\x1a\x17phylorl/v1/common.proto\"\xb8\x01\n\rInsertRequest\x12-\n\x06packed\x18\x01 \x01(\x0b\x32\x1d.phylorl.v1.PackedTransitions\x12\'\n\npriorities\x18\x03 \x01(\x0b\x32\x13.phylorl.v1.NDArray\x12\x12\n\ntimeout_ms\x18\x04 \x01(\x03\x12\x10\n\x08producer\x18\x05 \x01(\t\x12\x16\n\x0e\x66irst_sequence\x18\x06 \x01(\x03J\x04\x08\x02\x10\x03R\x0btransitions\"U\n\x0eInsertResponse\x12!\n\x04keys\x18\x01 \x01(\x0b\x32\x13.phylorl.v1.NDArray\x12\x0c\n\x04size\x18\x02 \x01(\x03\x12\x12\n\nduplicates\x18\x03 \x01(\x03\"S\n\rSampleRequest\x12\x12\n\nbatch_size\x18\x01 \x01(\x03\x12\x12\n\ntimeout_ms\x18\x02 \x01(\x03\x12\x11\n\x04\x62\x65ta\x18\x03 \x01(\x01H\x00\x88\x01\x01\x42\x07\n\x05_beta\"\xc7\x01\n\x0eSampleResponse\x12!\n\x04keys\x18\x01 \x01(\x0b\x32\x13.phylorl.v1.NDArray\x12$\n\x07weights\x18\x02 \x01(\x0b\x32\x13.phylorl.v1.NDArray\x12*\n\rprobabilities\x18\x03 \x01(\x0b\x32\x13.phylorl.v1.NDArray\x12\x32\n\x0btransitions\x18\x04 \x01(\x0b\x32\x1d.phylorl.v1.PackedTransitions\x12\x0c\n\x04size\x18\x05 \x01(\x03\"e\n\x17UpdatePrioritiesRequest\x12!\n\x04keys\x18\x01 \x01(\x0b\x32\x13.phylorl.v1.NDArray\x12\'\n\npriorities\x18\x02 \x01(\x0b\x32\x13.phylorl.v1.NDArray\"+\n\x18UpdatePrioritiesResponse\x12\x0f\n\x07updated\x18\x01 \x01(\x03\"\x0e\n\x0cStatsRequest\"\xd7\x02\n\rStatsResponse\x12\x0c\n\x04size\x18\x01 \x01(\x03\x12\x10\n\x08\x63\x61pacity\x18\x02 \x01(\x03\x12\x16\n\x0einserted_total\x18\x03 \x01(\x03\x12\x15\n\rsampled_total\x18\x04 \x01(\x03\x12\x15\n\revicted_total\x18\x05 \x01(\x03\x12\x10\n\x08next_key\x18\x06 \x01(\x03\x12\x16\n\x0etotal_priority\x18\x07 \x01(\x01\x12\x14\n\x0cmax_priority\x18\x08 \x01(\x01\x12\r\n\x05\x61lpha\x18\t \x01(\x01\x12\x0c\n\x04\x62\x65ta\x18\n \x01(\x01\x12\x1a\n\x12min_size_to_sample\x18\x0b \x01(\x03\x12\x1a\n\x12samples_per_insert\x18\x0c \x01(\x01\x12\x19\n\x11rate_limiter_diff\x18\r \x01(\x01\x12\x17\n\x0fwaiting_inserts\x18\x0e \x01(\x03\x12\x17\n\x0fwaiting_samples\x18\x0f \x01(\x03\x32\xae\x02\n\rReplayService\x12?\n\x06Insert\x12\x19.phylorl.v1.InsertRequest\x1a\x1a.phylorl.v1.InsertResponse\x12?\n\x06Sample\x12\x19.phylorl.v1.SampleRequest\x1a\x1a.phylorl.v1.SampleResponse\x12]\n\x10UpdatePriorities\x12#.phylorl.v1.UpdatePrioritiesRequest\x1a$.phylorl.v1.UpdatePrioritiesResponse\x12<\n\x05Stats\x12\x18.phylorl.v1.StatsRequest\x1a\x19.phylorl.v1.StatsResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'phylorl.wire.v1.replay_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_TRANSITIONLIST']._serialized_start=64
-  _globals['_TRANSITIONLIST']._serialized_end=125
-  _globals['_INSERTREQUEST']._serialized_start=128
-  _globals['_INSERTREQUEST']._serialized_end=357
-  _globals['_INSERTRESPONSE']._serialized_start=359
-  _globals['_INSERTRESPONSE']._serialized_end=444
-  _globals['_SAMPLEREQUEST']._serialized_start=446
-  _globals['_SAMPLEREQUEST']._serialized_end=529
-  _globals['_SAMPLERESPONSE']._serialized_start=532
-  _globals['_SAMPLERESPONSE']._serialized_end=731
-  _globals['_UPDATEPRIORITIESREQUEST']._serialized_start=733
-  _globals['_UPDATEPRIORITIESREQUEST']._serialized_end=834
-  _globals['_UPDATEPRIORITIESRESPONSE']._serialized_start=836
-  _globals['_UPDATEPRIORITIESRESPONSE']._serialized_end=879
-  _globals['_STATSREQUEST']._serialized_start=881
-  _globals['_STATSREQUEST']._serialized_end=895
-  _globals['_STATSRESPONSE']._serialized_start=898
-  _globals['_STATSRESPONSE']._serialized_end=1241
-  _globals['_REPLAYSERVICE']._serialized_start=1244
-  _globals['_REPLAYSERVICE']._serialized_end=1546
+  _globals['_INSERTREQUEST']._serialized_start=65
+  _globals['_INSERTREQUEST']._serialized_end=249
+  _globals['_INSERTRESPONSE']._serialized_start=251
+  _globals['_INSERTRESPONSE']._serialized_end=336
+  _globals['_SAMPLEREQUEST']._serialized_start=338
+  _globals['_SAMPLEREQUEST']._serialized_end=421
+  _globals['_SAMPLERESPONSE']._serialized_start=424
+  _globals['_SAMPLERESPONSE']._serialized_end=623
+  _globals['_UPDATEPRIORITIESREQUEST']._serialized_start=625
+  _globals['_UPDATEPRIORITIESREQUEST']._serialized_end=726
+  _globals['_UPDATEPRIORITIESRESPONSE']._serialized_start=728
+  _globals['_UPDATEPRIORITIESRESPONSE']._serialized_end=771
+  _globals['_STATSREQUEST']._serialized_start=773
+  _globals['_STATSREQUEST']._serialized_end=787
+  _globals['_STATSRESPONSE']._serialized_start=790
+  _globals['_STATSRESPONSE']._serialized_end=1133
+  _globals['_REPLAYSERVICE']._serialized_start=1136
+  _globals['_REPLAYSERVICE']._serialized_end=1438
 # @@protoc_insertion_point(module_scope)

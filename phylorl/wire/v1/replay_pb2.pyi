@@ -1,33 +1,24 @@
 from phylorl.wire.v1 import common_pb2 as _common_pb2
-from google.protobuf.internal import containers as _containers
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
-from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from collections.abc import Mapping as _Mapping
 from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
-class TransitionList(_message.Message):
-    __slots__ = ("transitions",)
-    TRANSITIONS_FIELD_NUMBER: _ClassVar[int]
-    transitions: _containers.RepeatedCompositeFieldContainer[_common_pb2.Transition]
-    def __init__(self, transitions: _Optional[_Iterable[_Union[_common_pb2.Transition, _Mapping]]] = ...) -> None: ...
-
 class InsertRequest(_message.Message):
-    __slots__ = ("packed", "transitions", "priorities", "timeout_ms", "producer", "first_sequence")
+    __slots__ = ("packed", "priorities", "timeout_ms", "producer", "first_sequence")
     PACKED_FIELD_NUMBER: _ClassVar[int]
-    TRANSITIONS_FIELD_NUMBER: _ClassVar[int]
     PRIORITIES_FIELD_NUMBER: _ClassVar[int]
     TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
     PRODUCER_FIELD_NUMBER: _ClassVar[int]
     FIRST_SEQUENCE_FIELD_NUMBER: _ClassVar[int]
     packed: _common_pb2.PackedTransitions
-    transitions: TransitionList
     priorities: _common_pb2.NDArray
     timeout_ms: int
     producer: str
     first_sequence: int
-    def __init__(self, packed: _Optional[_Union[_common_pb2.PackedTransitions, _Mapping]] = ..., transitions: _Optional[_Union[TransitionList, _Mapping]] = ..., priorities: _Optional[_Union[_common_pb2.NDArray, _Mapping]] = ..., timeout_ms: _Optional[int] = ..., producer: _Optional[str] = ..., first_sequence: _Optional[int] = ...) -> None: ...
+    def __init__(self, packed: _Optional[_Union[_common_pb2.PackedTransitions, _Mapping]] = ..., priorities: _Optional[_Union[_common_pb2.NDArray, _Mapping]] = ..., timeout_ms: _Optional[int] = ..., producer: _Optional[str] = ..., first_sequence: _Optional[int] = ...) -> None: ...
 
 class InsertResponse(_message.Message):
     __slots__ = ("keys", "size", "duplicates")

@@ -1,5 +1,6 @@
-"""``ActStream`` on both gRPC servers over real loopback: answers as ``Act`` gives them, in order; a refused request
-ends the stream with ``Act``'s status; the calls-in-flight bound refuses rather than queues; the actor's client."""
+"""``ActStream`` over real loopback: one answer per request, in order, each as a stream of its own would give it; a
+refused request ends the stream with its status; the calls-in-flight bound refuses rather than queues; the actor's
+client."""
 
 from __future__ import annotations
 
@@ -14,36 +15,34 @@ from phylorl.agent.learner import Learner
 from phylorl.nets.config import NetworkConfig
 from phylorl.wire import codec
 from phylorl.wire.v1 import inference_pb2, inference_pb2_grpc
-from services.actor.act_stream import ActStream, group_calls
-from services.learner.config import SERVER_KINDS
+from services.actor.act_stream import ActStream
 from services.learner.inference import BatchingInference
-from services.learner.server import make_server
+from services.learner.server import InferenceServer
 
-from test_inference import _observations
+from test_inference import _call, _observations
+from test_inference import _request as _states_request
 
 SMALL = NetworkConfig(hidden=32, action_hidden=32, head_hidden=32)
 
 
 def _request(count: int, seed: int, greedy: bool = True) -> inference_pb2.ActRequest:
-    request = inference_pb2.ActRequest(actor_id="t", greedy=greedy)
-    codec.pack_observations(_observations(count, 9, seed), request.states)
-    return request
+    return _states_request(_observations(count, 9, seed), greedy)
 
 
-def _serve(kind: str, max_calls: int = 64, publish: bool = True):
+def _serve(max_calls: int = 64, publish: bool = True):
     inference = BatchingInference(SMALL, torch.device("cpu"), max_batch=16, max_delay_s=0.001, max_queue=64)
     if publish:
         learner = Learner(SMALL, device="cpu", seed=0)
         inference.publish(learner.policy_weights(), learner.alpha, 3)
-    server = make_server(kind, inference, "127.0.0.1", 0, max_calls=max_calls)
+    server = InferenceServer(inference, "127.0.0.1", 0, max_calls=max_calls)
     server.start()
     server.set_serving()
     return inference, server
 
 
-@pytest.fixture(params=SERVER_KINDS)
-def stub(request):
-    inference, server = _serve(request.param)
+@pytest.fixture
+def stub():
+    inference, server = _serve()
     channel = grpc.insecure_channel(f"127.0.0.1:{server.port}")
     yield inference_pb2_grpc.InferenceServiceStub(channel)
     channel.close()
@@ -56,31 +55,30 @@ def _answer(reply) -> tuple:
         (reply.weights_version,)
 
 
-def test_a_stream_answers_each_request_in_order_as_act_does(stub):
+def test_a_stream_answers_each_request_in_order_as_a_stream_of_its_own_does(stub):
     requests = [_request(count, seed) for count, seed in ((1, 1), (3, 2), (2, 3), (1, 4))]
     streamed = list(stub.ActStream(iter(requests), timeout=60))
     assert [len(r.actions.data) // 8 for r in streamed] == [1, 3, 2, 1]  # one answer per request, in order
-    assert [_answer(r) for r in streamed] == [_answer(stub.Act(r, timeout=60)) for r in requests]  # greedy: equal
+    assert [_answer(r) for r in streamed] == [_answer(_call(stub, r)) for r in requests]  # greedy: equal
 
 
-def test_a_refused_request_ends_the_stream_with_acts_status_after_the_answers_before_it(stub):
-    empty = inference_pb2.ActRequest(actor_id="t")  # no states field: Act refuses it with INVALID_ARGUMENT
-    with pytest.raises(grpc.RpcError) as unary:
-        stub.Act(empty, timeout=10)
+def test_a_refused_request_ends_the_stream_with_its_status_after_the_answers_before_it(stub):
+    empty = inference_pb2.ActRequest(actor_id="t")  # no states field: refused with INVALID_ARGUMENT
+    with pytest.raises(grpc.RpcError) as alone:
+        _call(stub, empty, timeout=10)
     answers = stub.ActStream(iter([_request(2, 5), empty, _request(1, 6)]), timeout=60)
     assert len(next(answers).actions.data) == 16
     with pytest.raises(grpc.RpcError) as streamed:
         next(answers)
-    assert (streamed.value.code(), streamed.value.details()) == (unary.value.code(), unary.value.details())
+    assert (streamed.value.code(), streamed.value.details()) == (alone.value.code(), alone.value.details())
     assert streamed.value.code() == grpc.StatusCode.INVALID_ARGUMENT
-    assert _answer(stub.Act(_request(1, 6), timeout=60))[3] == 3  # the endpoint goes on
+    assert _answer(_call(stub, _request(1, 6)))[3] == 3  # the endpoint goes on
 
 
-@pytest.mark.parametrize("kind", SERVER_KINDS)
-def test_calls_beyond_max_calls_are_refused_at_once_while_streams_hold_them(kind):
+def test_calls_beyond_max_calls_are_refused_at_once_while_streams_hold_them():
     """Two open streams fill a bound of two: a third call is RESOURCE_EXHAUSTED (which actors retry) without
     waiting; once a stream ends, calls are served again."""
-    inference, server = _serve(kind, max_calls=2)
+    inference, server = _serve(max_calls=2)
     channel = grpc.insecure_channel(f"127.0.0.1:{server.port}")
     stub = inference_pb2_grpc.InferenceServiceStub(channel)
     streams = [ActStream(stub, timeout_s=30.0) for _ in range(2)]
@@ -89,13 +87,13 @@ def test_calls_beyond_max_calls_are_refused_at_once_while_streams_hold_them(kind
             stream.send(_request(1, 7))
             assert _answer(stream.receive())[3] == 3  # open, and answered
         with pytest.raises(grpc.RpcError) as refused:
-            stub.Act(_request(1, 8), timeout=20)
+            _call(stub, _request(1, 8), timeout=20)
         assert refused.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED  # refused (queued: DEADLINE_EXCEEDED)
         streams[0].cancel()
         deadline = time.monotonic() + 10
         while True:  # the server counts the cancelled stream out shortly after
             try:
-                assert _answer(stub.Act(_request(1, 8), timeout=20))[3] == 3
+                assert _answer(_call(stub, _request(1, 8), timeout=20))[3] == 3
                 break
             except grpc.RpcError as error:
                 assert error.code() == grpc.StatusCode.RESOURCE_EXHAUSTED and time.monotonic() < deadline
@@ -108,11 +106,10 @@ def test_calls_beyond_max_calls_are_refused_at_once_while_streams_hold_them(kind
         inference.close()
 
 
-@pytest.mark.parametrize("kind", SERVER_KINDS)
-def test_the_actors_stream_client_reopens_after_a_failure_and_times_out_a_missing_answer(kind):
+def test_the_actors_stream_client_reopens_after_a_failure_and_times_out_a_missing_answer():
     """:class:`ActStream`: a refused request raises its status and closes the stream, the next send opens a new one;
     an answer that does not come within the timeout is DEADLINE_EXCEEDED (nothing published: the request waits)."""
-    inference, server = _serve(kind, publish=False)
+    inference, server = _serve(publish=False)
     channel = grpc.insecure_channel(f"127.0.0.1:{server.port}")
     stub = inference_pb2_grpc.InferenceServiceStub(channel)
     stream = ActStream(stub, timeout_s=0.5)
@@ -130,7 +127,7 @@ def test_the_actors_stream_client_reopens_after_a_failure_and_times_out_a_missin
         assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
         for seed in (10, 11):  # a new stream, then its next message
             stream.send(_request(2, seed))
-            assert _answer(stream.receive()) == _answer(stub.Act(_request(2, seed), timeout=30))
+            assert _answer(stream.receive()) == _answer(_call(stub, _request(2, seed), timeout=30))
     finally:
         stream.close()
         channel.close()
@@ -138,12 +135,11 @@ def test_the_actors_stream_client_reopens_after_a_failure_and_times_out_a_missin
         inference.close()
 
 
-@pytest.mark.parametrize("kind", SERVER_KINDS)
-def test_a_stopping_server_answers_the_request_out_then_ends_its_stream_without_waiting_out_the_grace(kind):
+def test_a_stopping_server_answers_the_request_out_then_ends_its_stream_without_waiting_out_the_grace():
     """A stream never ends by itself. A stopping server answers the requests it is answering within its grace (here
     one waits for the batcher), then cancels the streams left, idle or not: its stop takes the time the
     answers take, not the 30 s grace, and the stream's next request fails UNAVAILABLE (which actors retry)."""
-    inference, server = _serve(kind, publish=False)
+    inference, server = _serve(publish=False)
     channel = grpc.insecure_channel(f"127.0.0.1:{server.port}")
     stream = ActStream(inference_pb2_grpc.InferenceServiceStub(channel), timeout_s=30.0)
     idle = ActStream(inference_pb2_grpc.InferenceServiceStub(channel), timeout_s=30.0)
@@ -172,20 +168,3 @@ def test_a_stopping_server_answers_the_request_out_then_ends_its_stream_without_
         idle.close()
         channel.close()
         inference.close()
-
-
-def test_group_calls_of_either_kind_answer_as_act_does(stub):
-    """The actor's one interface over both kinds of call (``ActorConfig.inference_rpc``), one request out at a time."""
-    expected = [_answer(stub.Act(_request(2, seed), timeout=60)) for seed in (14, 15)]
-    for rpc in ("stream", "unary"):
-        calls = group_calls(rpc, stub, timeout_s=30.0)
-        try:
-            answers = []
-            for seed in (14, 15):
-                calls.send(_request(2, seed))
-                answers.append(_answer(calls.receive()))
-            assert answers == expected, rpc
-        finally:
-            calls.close()
-    with pytest.raises(ValueError, match="stream or unary, got 'bidi'"):
-        group_calls("bidi", stub, 1.0)

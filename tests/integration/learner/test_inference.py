@@ -12,35 +12,45 @@ import torch
 
 from phylorl.agent.learner import Learner
 from phylorl.nets.config import NetworkConfig
-from phylorl.phylo import enumerate_moves, move_metadata, random_tree
-from phylorl.env.tree_observation import build_observation
+from phylorl.nets.synthetic import random_observation
+from phylorl.records.codec import encode_observation
+from phylorl.records.collate import state_inputs
+from phylorl.records.format import PackedRecords
 from phylorl.wire import codec
 from phylorl.wire.v1 import inference_pb2, inference_pb2_grpc
 from services.learner import metrics
 from services.learner.inference import BatchingInference, Overloaded
-from services.learner.config import SERVER_KINDS
-from services.learner.server import make_server
+from services.learner.server import InferenceServer
 
 SMALL = NetworkConfig(hidden=32, action_hidden=32, head_hidden=32)
 
 
-def _observations(count: int, n_taxa: int, seed: int):
+def _observations(count: int, n_taxa: int, seed: int, rich: bool = True):
     rng = np.random.default_rng(seed)
-    out = []
-    for _ in range(count):
-        tree = random_tree([f"t{i}" for i in range(n_taxa)], rng)
-        moves = enumerate_moves(tree)
-        out.append(build_observation(tree, moves, move_metadata(tree, moves)))
-    return out
+    return [random_observation(n_taxa, rng, rich=rich) for _ in range(count)]
 
 
-@pytest.fixture(params=SERVER_KINDS)
-def endpoint(request):
-    """The endpoint on each kind of gRPC server (``LearnerConfig.inference_server``)."""
+def _records(observations) -> PackedRecords:
+    return PackedRecords.from_records([encode_observation(o) for o in observations])
+
+
+def _request(observations, greedy: bool = False) -> inference_pb2.ActRequest:
+    request = inference_pb2.ActRequest(actor_id="t", greedy=greedy)
+    codec.pack_records([encode_observation(o) for o in observations], request.states)
+    return request
+
+
+def _call(stub, request, timeout: float = 60):
+    """One request as a stream of its own."""
+    return next(stub.ActStream(iter([request]), timeout=timeout))
+
+
+@pytest.fixture
+def endpoint():
     learner = Learner(SMALL, device="cpu", seed=0)
     inference = BatchingInference(SMALL, torch.device("cpu"), max_batch=64, max_delay_s=0.05, max_queue=64)
     inference.publish(learner.policy_weights(), learner.alpha, 7)
-    server = make_server(request.param, inference, "127.0.0.1", 0)
+    server = InferenceServer(inference, "127.0.0.1", 0)
     server.start()
     server.set_serving()
     channel = grpc.insecure_channel(f"127.0.0.1:{server.port}")
@@ -51,9 +61,7 @@ def endpoint(request):
 
 
 def _act(stub, observations, greedy=False):
-    request = inference_pb2.ActRequest(actor_id="t", greedy=greedy)
-    codec.pack_observations(observations, request.states)
-    return stub.Act(request, timeout=60)
+    return _call(stub, _request(observations, greedy))
 
 
 def test_concurrent_requests_are_merged_into_fewer_network_calls(endpoint):
@@ -103,13 +111,11 @@ def test_greedy_answers_are_the_argmax_and_values_are_consistent(endpoint):
     actions = codec.ndarray_from_proto(reply.actions)
     q = codec.ndarray_from_proto(reply.q)
     v = codec.ndarray_from_proto(reply.v)
-    from phylorl.nets.inputs import collate_observations
-
     from phylorl.nets.twin import TwinQ
 
     nets = inference.snapshot.nets
     assert isinstance(nets, TwinQ)  # the endpoint runs both networks in one pass
-    graphs, acts = collate_observations(observations)
+    graphs, acts = state_inputs(observations)
     with torch.no_grad():
         all_q = nets(graphs, acts).numpy()
         separate = torch.minimum(nets.nets[0](graphs, acts), nets.nets[1](graphs, acts)).numpy()
@@ -124,11 +130,9 @@ def test_greedy_answers_are_the_argmax_and_values_are_consistent(endpoint):
         start += obs.n_actions
 
 
-def test_new_weights_change_the_version_and_get_weights_serves_them(endpoint):
+def test_new_weights_change_the_version(endpoint):
     stub, inference, learner = endpoint
-    reply = stub.GetWeights(inference_pb2.GetWeightsRequest(known_version=0), timeout=10)
-    assert reply.version == 7 and len(reply.weights) > 1000
-    assert stub.GetWeights(inference_pb2.GetWeightsRequest(known_version=7), timeout=10).weights == b""
+    assert _act(stub, _observations(1, 7, seed=3)).weights_version == 7
     inference.publish(learner.policy_weights(), learner.alpha, 8)
     assert _act(stub, _observations(1, 7, seed=3)).weights_version == 8
 
@@ -144,13 +148,13 @@ def test_full_queue_is_refused_with_resource_exhausted():
             break
         threading.Event().wait(0.01)
     with pytest.raises(Overloaded, match="queue full"):
-        inference.act(observations, greedy=False, timeout_s=1.0)
+        inference.act(_records(observations), greedy=False, timeout_s=1.0)
     inference.close()
 
 
 def _swallow(inference, observations):
     try:
-        inference.act(observations, greedy=False, timeout_s=2.0)
+        inference.act(_records(observations), greedy=False, timeout_s=2.0)
     except TimeoutError:
         pass
 
@@ -170,28 +174,20 @@ def test_a_restarted_learner_continues_after_the_published_version(redis_client)
 
 
 def test_states_of_another_feature_set_are_refused_naming_the_columns(endpoint):
-    """Rich states (15 move columns) sent to a network that reads the basic set (3) fail that request."""
-    from phylorl.env.config import EnvConfig
-    from phylorl.env.prepare import prepare_alignment
-    from phylorl.env.tree_env import EnvAlignment, TreeEnv
-    from phylorl.phylo.simulate import simulate_dataset
-
+    """Basic states (3 move columns) sent to a network that reads the rich set (15) fail that request."""
     stub, _, _ = endpoint
-    alignment = simulate_dataset(9, 200, np.random.default_rng(3)).alignment
-    env = TreeEnv([EnvAlignment.build(alignment, prepare_alignment(alignment, "JC"), "a")], EnvConfig(), seed=0)
     with pytest.raises(grpc.RpcError) as raised:
-        _act(stub, [env.reset()[0]])
+        _act(stub, _observations(2, 9, seed=3, rich=False))
     assert raised.value.code() == grpc.StatusCode.INVALID_ARGUMENT
-    assert raised.value.details() == ("the states carry 3 edge feature columns, the network reads 1; "
-                                      "15 move feature columns, the network reads 3")
+    assert raised.value.details() == ("the states carry 1 edge feature columns, the network reads 3; "
+                                      "3 move feature columns, the network reads 15")
     assert _act(stub, _observations(2, 9, seed=4)).actions.shape == [2]  # the endpoint goes on
 
 
-@pytest.mark.parametrize("kind", SERVER_KINDS)
-def test_a_full_queue_is_resource_exhausted_over_grpc_and_the_waiting_call_is_answered_later(kind):
+def test_a_full_queue_is_resource_exhausted_over_grpc_and_the_waiting_call_is_answered_later():
     learner = Learner(SMALL, device="cpu", seed=0)
     inference = BatchingInference(SMALL, torch.device("cpu"), max_batch=4, max_delay_s=0.0, max_queue=1)
-    server = make_server(kind, inference, "127.0.0.1", 0)
+    server = InferenceServer(inference, "127.0.0.1", 0)
     server.start()
     channel = grpc.insecure_channel(f"127.0.0.1:{server.port}")
     stub = inference_pb2_grpc.InferenceServiceStub(channel)
@@ -212,7 +208,7 @@ def test_a_full_queue_is_resource_exhausted_over_grpc_and_the_waiting_call_is_an
         first.join(30)
         assert [a.weights_version for a in answers] == [3]
         with pytest.raises(grpc.RpcError) as empty:
-            stub.Act(inference_pb2.ActRequest(actor_id="t"), timeout=10)
+            _call(stub, inference_pb2.ActRequest(actor_id="t"), timeout=10)
         assert empty.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "states" in empty.value.details()
     finally:
         channel.close()
@@ -220,19 +216,17 @@ def test_a_full_queue_is_resource_exhausted_over_grpc_and_the_waiting_call_is_an
         inference.close()
 
 
-def test_an_answer_after_the_asyncio_server_stopped_leaves_the_batcher_serving():
+def test_an_answer_after_the_server_stopped_leaves_the_batcher_serving():
     learner = Learner(SMALL, device="cpu", seed=0)
     inference = BatchingInference(SMALL, torch.device("cpu"), max_batch=4, max_delay_s=0.0, max_queue=4)
-    server = make_server("asyncio", inference, "127.0.0.1", 0)
+    server = InferenceServer(inference, "127.0.0.1", 0)
     server.start()
     observations = _observations(1, 7, seed=6)
     try:
         with grpc.insecure_channel(f"127.0.0.1:{server.port}") as channel:
             stub = inference_pb2_grpc.InferenceServiceStub(channel)
             with pytest.raises(grpc.RpcError):  # nothing published: the call waits in the queue until its deadline
-                request = inference_pb2.ActRequest(actor_id="t")
-                codec.pack_observations(observations, request.states)
-                stub.Act(request, timeout=0.5)
+                _call(stub, _request(observations), timeout=0.5)
         assert inference._queue.qsize() == 1
         server.stop(0.5)  # the event loop is closed; the queued call's answer has nowhere to go
         inference.publish(learner.policy_weights(), learner.alpha, 2)
@@ -242,36 +236,25 @@ def test_an_answer_after_the_asyncio_server_stopped_leaves_the_batcher_serving()
             time.sleep(0.01)
         time.sleep(0.2)
         assert inference._thread.is_alive()
-        assert inference.act(observations, greedy=True, timeout_s=30)[3] == 2
+        assert inference.act(_records(observations), greedy=True, timeout_s=30)[3] == 2
     finally:
         inference.close()
 
 
-def test_publications_write_retired_networks_again_and_answer_as_networks_built_anew(endpoint):
-    """A publication writes the new weights into the networks of a retired snapshot (never ones a batch is
-    running on); the answers and ``GetWeights`` are those of the published weights, version by version."""
-    import io
-
+def test_each_publication_answers_as_networks_built_from_its_weights(endpoint):
+    """Version by version, the answers are those of the published weights, and the networks a batch ran on are
+    never written again."""
     from phylorl.agent.acting import policy_networks
-    from phylorl.nets.inputs import collate_observations
     from phylorl.nets.twin import twin_or_none
 
     stub, inference, _ = endpoint
     observations = _observations(3, 9, seed=5)
-    graphs, acts = collate_observations(observations)
-    pairs = set()
-    for version in range(10, 16):
+    graphs, acts = state_inputs(observations)
+    before = inference.snapshot
+    kept = [p.clone() for p in before.pair[0].parameters()]
+    for version in range(10, 14):
         weights = Learner(SMALL, device="cpu", seed=version).policy_weights()
-        if version == 14:  # a batch runs on the retired snapshot: its networks must stay as they are
-            retired = inference._retired[0]
-            inference._busy = retired
-            kept = [p.clone() for p in retired.pair[0].parameters()]
         inference.publish(weights, 0.05, version)
-        if version == 14:
-            assert inference.snapshot.pair is not retired.pair
-            assert all(torch.equal(a, b) for a, b in zip(kept, retired.pair[0].parameters()))
-            inference._busy = None
-        pairs.add(id(inference.snapshot.pair))
         with torch.no_grad():
             expected = twin_or_none(policy_networks(SMALL, weights), frozen=True)(graphs, acts).numpy()
         reply = _act(stub, observations, greedy=True)
@@ -281,11 +264,7 @@ def test_publications_write_retired_networks_again_and_answer_as_networks_built_
             assert codec.ndarray_from_proto(reply.q)[i] == pytest.approx(float(expected[start:start + obs.n_actions]
                                                                                 .max()), rel=1e-6)
             start += obs.n_actions
-        served = torch.load(io.BytesIO(stub.GetWeights(inference_pb2.GetWeightsRequest(known_version=0),
-                                                       timeout=10).weights))
-        assert served["version"] == version
-        assert all(torch.equal(served["weights"]["q2"][k], v) for k, v in weights["q2"].items())
-    assert len(pairs) <= 4  # written again, not built anew each time
+    assert all(torch.equal(a, b) for a, b in zip(kept, before.pair[0].parameters()))
 
 
 def test_the_padded_graph_path_answers_as_the_plain_one_and_counts_its_batches():
@@ -303,9 +282,9 @@ def test_the_padded_graph_path_answers_as_the_plain_one_and_counts_its_batches()
                 endpoint.publish(weights, learner.alpha, version)
             observations = _observations(3, 9, seed=version)  # 3 states: padded to 4
             before = eager._value.get()
-            got = padded.act(observations, greedy=True, timeout_s=30)
+            got = padded.act(_records(observations), greedy=True, timeout_s=30)
             assert eager._value.get() == before + 1  # one network call (a CPU never replays a graph)
-            want = plain.act(observations, greedy=True, timeout_s=30)
+            want = plain.act(_records(observations), greedy=True, timeout_s=30)
             assert eager._value.get() == before + 2 and got[3] == want[3] == version
             np.testing.assert_array_equal(got[0], want[0])
             np.testing.assert_allclose(got[1], want[1], rtol=1e-5, atol=1e-6)
@@ -322,8 +301,9 @@ def test_a_state_without_moves_fails_its_own_request_naming_it():
                                   cuda_graphs=True)
     inference.publish(learner.policy_weights(), learner.alpha, 1)
     try:
-        with pytest.raises(ValueError, match="observation 1 of 2.* no move to choose from"):
-            inference.act(_observations(1, 8, seed=1) + _observations(1, 3, seed=1), greedy=True, timeout_s=30)
-        assert inference.act(_observations(2, 8, seed=2), greedy=True, timeout_s=30)[3] == 1
+        with pytest.raises(ValueError, match="state 1 of 2: it has no move to choose from"):
+            inference.act(_records(_observations(1, 8, seed=1) + _observations(1, 3, seed=1)), greedy=True,
+                          timeout_s=30)
+        assert inference.act(_records(_observations(2, 8, seed=2)), greedy=True, timeout_s=30)[3] == 1
     finally:
         inference.close()

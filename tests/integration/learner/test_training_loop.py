@@ -21,11 +21,11 @@ from phylorl.phylo.simulate import simulate_dataset
 from phylorl.types import Transition
 from phylorl.nets.config import NetworkConfig
 from phylorl.replay import RateLimiter
-from phylorl.wire.record import encode_transition
-from phylorl.wire.synthetic import random_transition
+from phylorl.records.codec import encode_transition
+from phylorl.nets.synthetic import random_transition
 from services.learner.config import LearnerConfig
 from services.learner.inference import BatchingInference
-from services.learner.training import Checkpoints, TrainingLoop, continue_published_version
+from services.learner.training import PREFETCH_DEPTH, Checkpoints, TrainingLoop, continue_published_version
 from services.replay.buffer import PrioritizedReplay
 from services.replay.client import ReplayClient
 from services.replay.server import ReplayServer
@@ -44,23 +44,19 @@ def replay(redis_client):
     rng = np.random.default_rng(0)
     client = ReplayClient(f"127.0.0.1:{server.port}")
     # acted by weights versions 0 and 1, or unknown (-1: no policy lag)
-    acted = [dataclasses.replace(random_transition(7, 40, rng), policy_version=i % 3 - 1) for i in range(64)]
+    acted = [dataclasses.replace(random_transition(7, rng), policy_version=i % 3 - 1) for i in range(64)]
     client.insert_records([encode_transition(t) for t in acted], np.ones(64))
     yield table, client, f"127.0.0.1:{server.port}"
     client.close()
     server.stop(grace_s=1.0)
 
 
-@pytest.mark.parametrize("feed_processes,pipelined", [(0, False), (2, False), (0, True)])
-def test_the_loop_updates_from_replay_publishes_sends_priorities_and_checkpoints(replay, redis_client, tmp_path,
-                                                                                feed_processes, pipelined):
-    """With ``feed_processes`` the batches are drawn and collated in two processes of their own; ``pipelined``:
-    each update launched before the previous one's results are read (``AgentConfig.pipelined_updates``)."""
+def test_the_loop_updates_from_replay_publishes_sends_priorities_and_checkpoints(replay, redis_client, tmp_path):
     table, client, address = replay
     config = LearnerConfig(run_dir=str(tmp_path), batch_size=16, updates=12, publish_every=5, checkpoint_every=4,
                            checkpoint_seconds=0, keep_checkpoints=2, prefetch_workers=1, weights_key="phylorl:w",
-                           replay_address=address, feed_processes=feed_processes)
-    learner = Learner(NET, AgentConfig(pipelined_updates=pipelined), device="cpu", seed=0)
+                           replay_address=address)
+    learner = Learner(NET, AgentConfig(), device="cpu", seed=0)
     inference = BatchingInference(NET, torch.device("cpu"), max_batch=4, max_delay_s=0.001, max_queue=8)
     checkpoints = Checkpoints(tmp_path, config.keep_checkpoints)
     loop = TrainingLoop(config, learner, client, inference, redis_client, checkpoints, threading.Event())
@@ -72,13 +68,11 @@ def test_the_loop_updates_from_replay_publishes_sends_priorities_and_checkpoints
     assert learner.updates == loop.updates_done == 12 and learner.weights_version == 12
     # each drawn transition of a known version observed its lag (the learner's version then, 0..12, less 0 or 1)
     count, total = (after - before for after, before in zip(_lags(), lags))
-    assert 16 <= count <= 16 * (12 + config.prefetch + 2) and -count <= total <= 12 * count
+    assert 16 <= count <= 16 * (12 + PREFETCH_DEPTH + 2) and -count <= total <= 12 * count
     assert (REGISTRY.get_sample_value("phylorl_learner_policy_lag_versions_bucket", {"le": "+Inf"}) or 0) >= count
-    assert learner.finish() is None  # (pipelined) the last launch's results were read before the end
     rows = (tmp_path / "learner" / "updates.csv").read_text().splitlines()
     assert len(rows) == 13 and [int(r.split(",")[0]) for r in rows[1:]] == list(range(1, 13))
     assert inference.snapshot.version == 12 and int(redis_client.get("phylorl:w:version")) == 12
-    assert redis_client.get("phylorl:w:blob") is None  # only the version: the endpoint serves the weights
     names = sorted(p.name for p in (tmp_path / "checkpoints").glob("learner-*.pt"))
     assert names == ["learner-000000008.pt", "learner-000000012.pt"]  # every 4 updates and at the end, 2 kept
     assert checkpoints.latest().name == "learner-000000012.pt"
@@ -97,16 +91,10 @@ def _lags() -> tuple[float, float]:
     return REGISTRY.get_sample_value(f"{name}_count") or 0.0, REGISTRY.get_sample_value(f"{name}_sum") or 0.0
 
 
-def _collated(path: str) -> float:
-    return REGISTRY.get_sample_value("phylorl_learner_collated_batches_total", {"path": path}) or 0.0
-
-
-@pytest.mark.parametrize("features,feed_processes", [("basic", 0), ("rich", 0), ("rich", 1)])
-def test_tree_form_records_take_the_compiled_path_and_a_corrupt_one_the_reference_path(redis_client, tmp_path,
-                                                                                      features, feed_processes):
-    """Records an actor makes (tree forms) are collated by the compiled pass; a batch that draws a corrupt
-    record goes the reference way, which retires that record (priority 0), in the learner's own threads or in
-    a feed process."""
+@pytest.mark.parametrize("features", ["basic", "rich"])
+def test_environment_records_train_and_a_corrupt_one_is_retired(redis_client, tmp_path, features):
+    """Records an actor makes train the learner; a batch that draws a corrupt record (damaged at rest) leaves it
+    out and retires it (priority 0)."""
     alignment = simulate_dataset(9, 300, np.random.default_rng(1)).alignment
     env = TreeEnv([EnvAlignment.build(alignment, prepare_alignment(alignment, "JC"), "a")],
                   EnvConfig(horizon=5, features=features), seed=0)
@@ -127,13 +115,12 @@ def test_tree_form_records_take_the_compiled_path_and_a_corrupt_one_the_referenc
     client = ReplayClient(f"127.0.0.1:{server.port}")
     client.insert_records(records[:-1], np.ones(len(records) - 1))
     table.insert(records[-1:], np.array([1e6]))  # damaged at rest (the service checks what it is sent); drawn first
-    net = NetworkConfig.for_features(features, hidden=16, action_hidden=16, head_hidden=16)
+    net = NetworkConfig(features=features, hidden=16, action_hidden=16, head_hidden=16)
     config = LearnerConfig(run_dir=str(tmp_path), batch_size=8, updates=6, publish_every=5, checkpoint_every=0,
                            checkpoint_seconds=0, prefetch_workers=1, weights_key=f"phylorl:paths:{features}",
-                           replay_address=f"127.0.0.1:{server.port}", feed_processes=feed_processes)
+                           replay_address=f"127.0.0.1:{server.port}")
     corrupt = REGISTRY.get_sample_value("phylorl_learner_corrupt_records_total") or 0.0
     inference = BatchingInference(net, torch.device("cpu"), max_batch=4, max_delay_s=0.001, max_queue=8)
-    compiled, reference = _collated("compiled"), _collated("reference")
     loop = TrainingLoop(config, Learner(net, device="cpu", seed=0), client, inference, redis_client,
                         Checkpoints(tmp_path, 1), threading.Event())
     try:
@@ -144,8 +131,6 @@ def test_tree_form_records_take_the_compiled_path_and_a_corrupt_one_the_referenc
         server.stop(grace_s=1.0)
     assert loop.updates_done == 6
     assert REGISTRY.get_sample_value("phylorl_learner_corrupt_records_total") > corrupt  # counted as drawn
-    assert _collated("reference") > reference  # the batch with the corrupt record
-    assert _collated("compiled") > compiled  # once it was retired, every batch
     keys, left = table.priorities()
     assert left[np.argmax(keys)] == 0.0
 

@@ -9,9 +9,9 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from scipy import stats
 
-from phylorl.wire.record import encode_transition
-from phylorl.wire import codec
-from phylorl.wire.synthetic import random_transition
+from phylorl.records.batch import NOT_FINITE, REASONS, UNREADABLE
+from phylorl.records.codec import encode_transition
+from phylorl.nets.synthetic import random_transition
 from phylorl.wire.v1 import replay_pb2, replay_pb2_grpc
 from services.replay.buffer import PrioritizedReplay
 from services.replay.client import ReplayClient
@@ -19,17 +19,9 @@ from phylorl.replay.rate_limiter import RateLimiter
 from services.replay.server import SERVICE_NAME, ReplayServer
 from services.replay.store import RedisStore
 
+from helpers import assert_same_transition
+
 PREFIX = "test:grpc"
-
-
-def assert_same_transition(a, b):
-    """Bit-exact equality of every array (dtype and shape included) and of the scalars."""
-    for obs_a, obs_b in ((a.obs, b.obs), (a.next_obs, b.next_obs)):
-        for name in ("node_features", "edge_index", "edge_attr", "actions", "action_meta"):
-            x, y = getattr(obs_a, name), getattr(obs_b, name)
-            assert x.dtype == y.dtype and x.shape == y.shape and x.tobytes() == y.tobytes()
-    assert (a.action, a.reward, a.terminal, a.truncated, a.discount) == \
-           (b.action, b.reward, b.terminal, b.truncated, b.discount)
 
 
 @pytest.fixture
@@ -38,13 +30,12 @@ def serve(redis_client):
     running = []
 
     def start(capacity=64, alpha=1.0, beta=0.4, min_size=1, spi=0.0, error_buffer=1.0, max_workers=8,
-              default_timeout_s=5.0, validate_records=True):
+              default_timeout_s=5.0):
         table = PrioritizedReplay(RedisStore(redis_client, PREFIX), capacity=capacity, alpha=alpha, beta=beta,
                                   rate_limiter=RateLimiter(min_size, spi, error_buffer), seed=7,
                                   max_waiting=(max_workers - 1) // 2)
         server = ReplayServer(host="127.0.0.1", port=0, max_workers=max_workers,
-                              max_message_bytes=64 * 1024 * 1024, default_timeout_s=default_timeout_s,
-                              validate_records=validate_records)
+                              max_message_bytes=64 * 1024 * 1024, default_timeout_s=default_timeout_s)
         server.start()
         server.serve(table)
         client = ReplayClient(f"127.0.0.1:{server.port}")
@@ -57,9 +48,9 @@ def serve(redis_client):
         server.stop(grace_s=1.0)
 
 
-def transitions(n, seed=0, n_taxa=20, n_moves=1122):
+def transitions(n, seed=0, n_taxa=20):
     rng = np.random.default_rng(seed)
-    return [random_transition(n_taxa, n_moves, rng) for _ in range(n)]
+    return [random_transition(n_taxa, rng) for _ in range(n)]
 
 
 def test_health_is_serving(serve):
@@ -86,24 +77,10 @@ def test_insert_and_sample_round_trip_realistic_transitions(serve):
         assert_same_transition(got, data[key])
 
 
-def test_insert_plain_transition_messages(serve):
-    server, client = serve()
-    data = transitions(2, n_taxa=8, n_moves=50)
-    request = replay_pb2.InsertRequest()
-    for t in data:
-        codec.transition_to_proto(t, request.transitions.transitions.add())
-    with grpc.insecure_channel(f"127.0.0.1:{server.port}") as channel:
-        response = replay_pb2_grpc.ReplayServiceStub(channel).Insert(request, timeout=10)
-    np.testing.assert_array_equal(codec.ndarray_from_proto(response.keys), [0, 1])
-    batch = client.sample(4)
-    for key, t in zip(batch.keys, batch.transitions()):
-        assert_same_transition(t, data[key])
-
-
 def test_sampling_frequencies_are_proportional_to_priorities(serve):
     _, client = serve(alpha=1.0)
     priorities = np.array([0.0, 0.5, 1.0, 1.5, 2.0, 4.0, 7.0, 0.25])
-    client.insert(transitions(8, n_taxa=5, n_moves=6), priorities)
+    client.insert(transitions(8, n_taxa=5), priorities)
     keys = np.concatenate([client.sample(128).keys for _ in range(40)])
     counts = np.bincount(keys, minlength=8)
     assert counts[0] == 0  # priority 0 is never drawn
@@ -113,8 +90,8 @@ def test_sampling_frequencies_are_proportional_to_priorities(serve):
 
 def test_update_priorities_and_stats(serve):
     _, client = serve(capacity=4)
-    client.insert(transitions(3, n_taxa=5, n_moves=6))
-    client.insert(transitions(3, seed=1, n_taxa=5, n_moves=6))  # keys 2..5 held
+    client.insert(transitions(3, n_taxa=5))
+    client.insert(transitions(3, seed=1, n_taxa=5))  # keys 2..5 held
     assert client.update_priorities(np.array([0, 2, 5]), np.array([5.0, 2.0, 0.5])) == 2
     s = client.stats()
     assert (s.size, s.capacity, s.inserted_total, s.evicted_total, s.next_key) == (4, 4, 6, 2, 6)
@@ -123,7 +100,7 @@ def test_update_priorities_and_stats(serve):
 
 def test_restart_serves_the_same_contents_and_priorities(serve):
     server, client = serve(capacity=5, alpha=0.5)
-    data = transitions(7, n_taxa=10, n_moves=80)
+    data = transitions(7, n_taxa=10)
     client.insert(data[:4], np.array([1.0, 2.0, 3.0, 4.0]))
     client.insert(data[4:], np.array([0.5, 6.0, 0.25]))
     client.update_priorities(np.array([3, 6]), np.array([9.0, 1.5]))
@@ -146,7 +123,7 @@ def test_restart_serves_the_same_contents_and_priorities(serve):
 
 def test_rate_limited_sample_returns_deadline_exceeded_with_the_reason(serve):
     _, client = serve(min_size=3)
-    client.insert(transitions(1, n_taxa=5, n_moves=6))
+    client.insert(transitions(1, n_taxa=5))
     with pytest.raises(grpc.RpcError) as err:
         client.sample(2, timeout_s=0.1)
     assert err.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
@@ -167,14 +144,15 @@ def test_bad_requests_are_invalid_argument_or_failed_precondition(serve):
     _, client = serve(alpha=1.0)
     with pytest.raises(grpc.RpcError) as err:
         client.insert_records([b"not a record"])
-    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "not a transition record" in err.value.details()
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert err.value.details() == f"record 0: {REASONS[UNREADABLE]}"
     with pytest.raises(grpc.RpcError) as err:
-        client.insert(transitions(2, n_taxa=5, n_moves=6), priorities=np.array([1.0, np.nan]))
+        client.insert(transitions(2, n_taxa=5), priorities=np.array([1.0, np.nan]))
     assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "finite" in err.value.details()
     with pytest.raises(grpc.RpcError) as err:
         client.sample(0)
     assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "batch_size" in err.value.details()
-    client.insert(transitions(2, n_taxa=5, n_moves=6), priorities=np.zeros(2))
+    client.insert(transitions(2, n_taxa=5), priorities=np.zeros(2))
     with pytest.raises(grpc.RpcError) as err:
         client.sample(1)
     assert err.value.code() == grpc.StatusCode.FAILED_PRECONDITION and "priority 0" in err.value.details()
@@ -183,7 +161,7 @@ def test_bad_requests_are_invalid_argument_or_failed_precondition(serve):
 def test_blocked_inserts_cannot_starve_the_sample_that_frees_them(serve):
     # 3 handler threads: at most one insert may wait, so a thread stays free for the sampler
     _, client = serve(capacity=100, min_size=1, spi=1.0, error_buffer=1.0, max_workers=3)
-    data = transitions(1, n_taxa=5, n_moves=6)
+    data = transitions(1, n_taxa=5)
     client.insert(data)  # balance 1 + 1 > target 1 + 1 - 1: the next insert waits
     client.insert(data)
     codes = []
@@ -210,10 +188,10 @@ def test_blocked_inserts_cannot_starve_the_sample_that_frees_them(serve):
     assert codes == [grpc.StatusCode.RESOURCE_EXHAUSTED] * 3 + [grpc.StatusCode.OK]
 
 
-def test_a_corrupt_record_is_retired_by_the_learner_and_training_goes_on(serve, tmp_path):
-    """A record with a valid header but a broken body (stored by a replay service with validate_records
-    off, or damaged in Redis) does not stop the learner's sampling: it is dropped from the batch, counted,
-    and its priority set to 0 in the real replay service, so it is never drawn again."""
+def test_a_corrupt_record_is_retired_by_the_learner_and_training_goes_on(serve, redis_client, tmp_path):
+    """A record with a valid header but a broken body (damaged in Redis, read back by a service that reopened the
+    table) does not stop the learner's sampling: it is dropped from the batch, counted, and its priority set to 0
+    in the real replay service, so it is never drawn again."""
     import threading
 
     from phylorl.agent.learner import Learner
@@ -223,23 +201,26 @@ def test_a_corrupt_record_is_retired_by_the_learner_and_training_goes_on(serve, 
     from services.learner.config import LearnerConfig
     from services.learner.training import Checkpoints, TrainingLoop
 
-    _, client = serve(capacity=64, validate_records=False)
-    good = [encode_transition(t) for t in transitions(5, n_taxa=6, n_moves=30)]
-    corrupt = good[0][:40] + b"\xff" * (len(good[0]) - 40)  # header intact, body garbage
-    keys = client.insert_records([*good, corrupt], np.ones(6))
+    _, first = serve(capacity=64)
+    good = [encode_transition(t) for t in transitions(5, n_taxa=6)]
+    keys = np.concatenate([first.insert_records(good, np.ones(5)), first.insert_records(good[:1], np.ones(1))])
+    batch = f"{PREFIX}:b:{keys[5]}"  # the last record's batch: "<4sI" header, 1 priority, 2 offsets, the record
+    start = 8 + 8 + 2 * 4
+    redis_client.setrange(batch, start + 40, b"\xff" * (redis_client.strlen(batch) - start - 40))  # body garbage
+    _, client = serve(capacity=64)  # reads the table back from Redis
     config = LearnerConfig(batch_size=64, run_dir=str(tmp_path), redis_url="")
     loop = TrainingLoop(config, Learner(NetworkConfig(hidden=16, action_hidden=16, head_hidden=16)), client,
                         inference=None, redis_client=None, checkpoints=Checkpoints(tmp_path, 1),
                         stop=threading.Event())
     before = metrics.CORRUPT_RECORDS._value.get()
-    transitions_, weights, drawn = loop._sample()
-    assert len(transitions_) == len(weights) == len(drawn) and keys[5] not in drawn
+    batch, drawn = loop._sample()
+    assert batch.weights.shape[0] == len(drawn) and keys[5] not in drawn
     assert metrics.CORRUPT_RECORDS._value.get() > before
     bad_keys, zeros = loop._priorities.get_nowait()
     assert list(bad_keys) == [keys[5]] and not zeros.any()
     client.update_priorities(bad_keys, zeros)
     for _ in range(5):  # retired: never drawn again
-        assert keys[5] not in loop._sample()[2]
+        assert keys[5] not in loop._sample()[1]
 
 
 def test_inserts_are_idempotent_per_producer_and_the_marks_survive_a_restart(serve, redis_client):
@@ -248,7 +229,7 @@ def test_inserts_are_idempotent_per_producer_and_the_marks_survive_a_restart(ser
     from services.replay import metrics
 
     server, client = serve(capacity=64)
-    data = [encode_transition(t) for t in transitions(6, n_taxa=6, n_moves=30)]
+    data = [encode_transition(t) for t in transitions(6, n_taxa=6)]
     before = metrics.DUPLICATES._value.get()
     first = client.insert_records(data[:4], np.ones(4), producer="actor-a", first_sequence=0)
     assert len(first) == 4
@@ -264,9 +245,9 @@ def test_inserts_are_idempotent_per_producer_and_the_marks_survive_a_restart(ser
     assert restarted.stats().size == 4 + 2 + 2 + 2
 
 
-def test_tree_form_records_are_checked_and_a_bad_one_is_named(serve):
-    """Records as actors send them (tree forms) pass the service's compiled check; a batch with a bad one falls
-    back to checking record by record, which names it."""
+def test_environment_records_are_checked_and_a_bad_one_is_named(serve):
+    """Records as actors send them pass the service's compiled check; a batch with a bad one is refused, naming
+    it."""
     from phylorl.env.config import EnvConfig
     from phylorl.env.prepare import prepare_alignment
     from phylorl.env.tree_env import EnvAlignment, TreeEnv
@@ -286,4 +267,5 @@ def test_tree_form_records_are_checked_and_a_bad_one_is_named(serve):
     bad = encode_transition(Transition(obs, 1, float("nan"), obs, False, False, 0.99))
     with pytest.raises(grpc.RpcError) as err:
         client.insert_records(records + [bad])
-    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "record 3: reward nan" in err.value.details()
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert err.value.details() == f"record 3: {REASONS[NOT_FINITE]}"

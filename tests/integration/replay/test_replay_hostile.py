@@ -1,12 +1,12 @@
 """Hostile input against the real replay service (gRPC on loopback, a real redis-server), property-based:
-garbage bytes, records cut short, transitions with one thing broken (shapes, dtypes, NaN or infinite
-values, node ids out of range, an action that is not a move, a discount outside [0, 1]), bad priorities.
+garbage bytes, records cut short, transitions with one state broken (:mod:`hostile`: shapes, dtypes, NaN or
+infinite values, node ids out of range, a tree that is not binary, no move), an action that is not a move, a
+discount outside [0, 1], bad priorities.
 Each Insert is answered INVALID_ARGUMENT, nothing of it is stored, and the service keeps serving. A message
 beyond the size limit gets gRPC's own RESOURCE_EXHAUSTED and the service goes on too."""
 
 from __future__ import annotations
 
-import dataclasses
 
 import grpc
 import numpy as np
@@ -14,10 +14,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hostile import BAD_FLOATS, broken, valid
+from hostile import BAD_FLOATS, broken, parts_of, state_bytes, transition_record, valid
+from phylorl.records.batch import BAD_ACTION, NOT_FINITE, REASONS
+from phylorl.records.codec import encode_transition
 from phylorl.types import Transition
-from phylorl.wire.record import encode_transition
-from services.replay import wire
+from phylorl.wire import codec
+from phylorl.wire.v1 import replay_pb2
 from services.replay.buffer import PrioritizedReplay
 from services.replay.client import ReplayClient
 from phylorl.replay.rate_limiter import RateLimiter
@@ -66,7 +68,11 @@ def refused(served, raw: bytes) -> str:
 
 
 def insert_bytes(records, priorities=None) -> bytes:
-    return wire.encode_insert_request(records, priorities, timeout_ms=5000)
+    request = replay_pb2.InsertRequest(timeout_ms=5000)
+    codec.pack_records(records, request.packed)
+    if priorities is not None:
+        codec.ndarray_to_proto(np.asarray(priorities, np.float64), request.priorities)
+    return request.SerializeToString()
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -83,12 +89,21 @@ def test_a_record_cut_short_is_invalid_argument(served, seed, cut, position):
     assert f"record {position}" in refused(served, insert_bytes(records))  # "[packed ]record <i>: why"
 
 
+def test_hand_written_records_are_stored_when_nothing_is_broken(served):
+    """The records the tests below break are accepted whole (so a refusal is the broken part's)."""
+    table, raw_insert, _ = served
+    size = table.stats().size
+    raw_insert(insert_bytes([transition_record(state_bytes(parts_of(valid(seed))), state_bytes(parts_of(valid(9))))
+                             for seed in range(3)]), timeout=30)
+    assert table.stats().size == size + 3
+
+
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(bad=broken(), which=st.sampled_from(["obs", "next_obs"]))
-def test_a_broken_observation_is_invalid_argument(served, bad, which):
-    transition = dataclasses.replace(good_transition(3), **{which: bad})
-    transition = dataclasses.replace(transition, action=min(transition.action, max(transition.obs.n_actions - 1, 0)))
-    details = refused(served, insert_bytes([encode_transition(good_transition(4)), encode_transition(transition)]))
+def test_a_broken_state_is_invalid_argument(served, bad, which):
+    good = state_bytes(parts_of(valid(3)))
+    record = transition_record(bad, good) if which == "obs" else transition_record(good, bad)
+    details = refused(served, insert_bytes([encode_transition(good_transition(4)), record]))
     assert details.startswith("record 1:")
 
 
@@ -96,10 +111,10 @@ def test_a_broken_observation_is_invalid_argument(served, bad, which):
 @given(what=st.sampled_from(["reward", "discount", "action"]), bad_float=BAD_FLOATS,
        out=st.sampled_from([-0.5, 1.5, 7.0]), action=st.sampled_from([-1, 10_000]))
 def test_bad_scalars_are_invalid_argument(served, what, bad_float, out, action):
-    good = good_transition(5)
-    value = {"reward": bad_float, "discount": out if np.isfinite(bad_float) else bad_float, "action": action}[what]
-    details = refused(served, insert_bytes([encode_transition(dataclasses.replace(good, **{what: value}))]))
-    assert details.startswith("record 0:") and what in details
+    states = state_bytes(parts_of(valid(5))), state_bytes(parts_of(valid(6)))
+    scalars = {"reward": dict(reward=bad_float), "discount": dict(discount=out), "action": dict(action=action)}[what]
+    details = refused(served, insert_bytes([transition_record(*states, **scalars)]))
+    assert details == f"record 0: {REASONS[BAD_ACTION if what == 'action' else NOT_FINITE]}"
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -14,10 +14,12 @@ import threading
 import numpy as np
 import pytest
 import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 from phylorl.replay.rate_limiter import RateLimiter
-from phylorl.wire.record import encode_transition
-from phylorl.wire.synthetic import random_transition
+from phylorl.records.codec import encode_transition
+from phylorl.nets.synthetic import random_transition
 from services.replay.audit import read_table
 from services.replay.buffer import PrioritizedReplay
 from services.replay.store import RedisStore
@@ -109,7 +111,9 @@ class HoldingProxy:
 @pytest.fixture
 def proxied(redis_server):
     proxy = HoldingProxy(redis_server.port)
-    client = redis.Redis(host="127.0.0.1", port=proxy.port, socket_timeout=0.5)
+    # no retries: redis-py would resend a timed-out pipeline on a fresh (unheld) connection; a stall that outlasts
+    # every retry is this case
+    client = redis.Redis(host="127.0.0.1", port=proxy.port, socket_timeout=0.5, retry=Retry(NoBackoff(), 0))
     redis_server.client().flushdb()
     yield proxy, client, redis_server.client()
     client.close()
@@ -130,7 +134,7 @@ def _lost_after_first(proxy, table) -> tuple[list[bytes], list[bytes], list[_Lin
 
 def _records(count: int, seed: int) -> list[bytes]:
     rng = np.random.default_rng(seed)
-    return [encode_transition(random_transition(6, 20, rng)) for _ in range(count)]
+    return [encode_transition(random_transition(6, rng)) for _ in range(count)]
 
 
 def _late_insert(proxy, table, records) -> list[_Link]:

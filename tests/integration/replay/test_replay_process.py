@@ -13,7 +13,7 @@ import grpc
 import numpy as np
 import pytest
 
-from phylorl.wire.synthetic import random_transition
+from phylorl.nets.synthetic import random_transition
 from services.replay.client import ReplayClient
 
 REPO = Path(__file__).resolve().parents[3]
@@ -41,7 +41,7 @@ def test_serves_reports_metrics_and_drains_on_sigterm(replay_process):
     with ReplayClient(f"127.0.0.1:{port}") as client:
         client.wait_until_serving(timeout_s=30)
         rng = np.random.default_rng(0)
-        client.insert([random_transition(20, 1122, rng) for _ in range(3)], timeout_s=5)
+        client.insert([random_transition(20, rng) for _ in range(3)], timeout_s=5)
         stats = client.stats()
         assert (stats.size, stats.alpha, stats.min_size_to_sample, stats.capacity) == (3, 0.5, 5, 100)
 

@@ -2,8 +2,8 @@
 
 import numpy as np
 
-from phylorl.wire.record import encode_transition
-from phylorl.wire.synthetic import random_transition
+from phylorl.records.codec import encode_transition
+from phylorl.nets.synthetic import random_transition
 from services.replay.buffer import PrioritizedReplay
 from phylorl.replay.rate_limiter import RateLimiter
 from services.replay.store import RedisStore
@@ -16,7 +16,7 @@ def open_table(server):
 
 def test_table_survives_a_redis_restart(redis_factory, tmp_path):
     rng = np.random.default_rng(0)
-    data = [encode_transition(random_transition(20, 1122, rng)) for _ in range(10)]
+    data = [encode_transition(random_transition(20, rng)) for _ in range(10)]
     first = redis_factory(tmp_path / "data")
     table = open_table(first)
     table.insert(data[:6], np.arange(1.0, 7.0))
@@ -56,7 +56,7 @@ def test_redis_killed_with_signal_9_mid_inserts_keeps_every_acknowledged_insert(
     server = ReplayServer(host="127.0.0.1", port=0, max_workers=4, max_message_bytes=64 << 20, default_timeout_s=5.0)
     server.start()
     server.serve(table)
-    records = [encode_transition(random_transition(8, 40, np.random.default_rng(i))) for i in range(8)]
+    records = [encode_transition(random_transition(8, np.random.default_rng(i))) for i in range(8)]
     acknowledged, failures, stop = [], [], threading.Event()
 
     def produce():

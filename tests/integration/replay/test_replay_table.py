@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from phylorl.wire.record import decode_transition, encode_transition
-from phylorl.wire.synthetic import random_transition
+from phylorl.records.codec import decode_transition, encode_transition
+from phylorl.nets.synthetic import random_transition
 from services.replay.buffer import (NothingToSample, PrioritizedReplay, RateLimited, ReplayClosed,
                                     TooManyWaiting)
 from phylorl.replay.rate_limiter import RateLimiter
@@ -40,9 +40,9 @@ def wait_until(condition, timeout_s=10.0):
         time.sleep(0.005)
 
 
-def records(n, seed=0, n_taxa=6, n_moves=20):
+def records(n, seed=0, n_taxa=6):
     rng = np.random.default_rng(seed)
-    return [encode_transition(random_transition(n_taxa, n_moves, rng)) for _ in range(n)]
+    return [encode_transition(random_transition(n_taxa, rng)) for _ in range(n)]
 
 
 def test_sampled_records_are_the_inserted_ones(redis_client):
@@ -75,7 +75,7 @@ def test_importance_weights_hand_computed(redis_client):
 def test_sampling_frequencies_follow_priority_to_the_alpha(redis_client):
     table = make_table(redis_client, capacity=20, alpha=0.7)
     priorities = np.linspace(0.0, 3.0, 12)  # key 0 has priority 0: never drawn
-    table.insert(records(12, n_moves=4), priorities)
+    table.insert(records(12), priorities)
     keys = np.concatenate([table.sample(100).keys for _ in range(60)])
     counts = np.bincount(keys, minlength=12)
     assert counts[0] == 0
@@ -220,7 +220,7 @@ def test_inserts_wait_for_samples_under_a_samples_per_insert_ratio(redis_client)
 
 def test_concurrent_inserters_and_samplers_never_deadlock(redis_client):
     table = make_table(redis_client, capacity=64, min_size=8, spi=2.0, error_buffer=6.0)
-    data = records(4, n_moves=4)
+    data = records(4)
     done = threading.Event()
     failures, inserted = [], []
 
@@ -304,16 +304,15 @@ def test_the_service_table_and_the_in_process_replay_draw_the_same_keys(redis_cl
     table = make_table(redis_client, capacity=5, alpha=0.7, beta=0.5, seed=3)
     memory = MemoryReplay(capacity=5, alpha=0.7, beta=0.5, seed=3)
     data = records(7)
-    items = [decode_transition(r) for r in data]
     rng = np.random.default_rng(0)
     for start in (0, 3, 5):
         priorities = rng.uniform(0.1, 2.0, size=len(data[start:start + 3]))
         table.insert(data[start:start + 3], priorities)
-        memory.insert(items[start:start + 3], priorities)
+        memory.insert(data[start:start + 3], priorities)
     batch = table.sample(16)
     drawn, weights, keys = memory.sample(16)
     assert np.array_equal(batch.keys, keys) and np.allclose(batch.weights, weights)
-    assert [bytes(r) for r in batch.records] == [encode_transition(t) for t in drawn]
+    assert [bytes(r) for r in batch.records] == [bytes(r) for r in drawn]
     new = rng.uniform(0.1, 2.0, size=keys.size)
     assert table.update_priorities(keys, new) == memory.update_priorities(keys, new)
     assert np.array_equal(table.sample(16).keys, memory.sample(16)[2])

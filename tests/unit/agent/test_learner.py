@@ -7,15 +7,18 @@ import pytest
 import torch
 
 from phylorl.agent.acting import policy_networks
-from phylorl.agent.batch import collate
+from helpers import batch_of
 from phylorl.agent.config import AgentConfig
 from phylorl.agent.learner import METRIC_NAMES, Learner
 from phylorl.agent.learner_setup import with_index
 from phylorl.nets.config import NetworkConfig
-from phylorl.nets.inputs import collate_observations
+from phylorl.records.collate import state_inputs
 from phylorl.nets.synthetic import random_transition
+from oracles.features import observation_arrays
+from oracles.network import q_values
 
 SMALL = NetworkConfig(hidden=32, heads=4, action_hidden=16, head_hidden=32)
+BASIC = NetworkConfig(hidden=32, heads=4, action_hidden=16, head_hidden=32, features="basic")
 
 
 def toy_batches(count, sizes=(5, 7, 6, 5), seed=0):
@@ -23,7 +26,7 @@ def toy_batches(count, sizes=(5, 7, 6, 5), seed=0):
     out = []
     for _ in range(count):
         trs = [random_transition(n, rng, next_taxa=n + (i % 2)) for i, n in enumerate(sizes)]
-        out.append(collate(trs, weights=rng.uniform(0.2, 1.0, len(trs))))
+        out.append(batch_of(trs, weights=rng.uniform(0.2, 1.0, len(trs))))
     return out
 
 
@@ -89,19 +92,17 @@ def test_priorities_and_targets_match_a_per_transition_computation():
     learner = Learner(SMALL, AgentConfig(initial_alpha=0.3))
     before = copy.deepcopy(learner)
     alpha = 0.3
-    _, priorities = learner.step(collate(trs))
+    _, priorities = learner.step(batch_of(trs))
     want = []
     for t in trs:
         with torch.no_grad():
-            nxt = collate_observations([t.next_obs])
-            q_next = torch.minimum(before.target1(*nxt, fast=False), before.target2(*nxt, fast=False))
+            nxt = state_inputs([t.next_obs])
+            q_next = torch.minimum(q_values(before.target1, *nxt), q_values(before.target2, *nxt))
             v = alpha * math.log(sum(math.exp(q / alpha) for q in q_next.tolist()))
             y = t.reward + (0.0 if t.terminal else t.discount * v)
-            one = copy.copy(t.obs)
-            one.actions = t.obs.actions[t.action:t.action + 1]
-            one.action_meta = t.obs.action_meta[t.action:t.action + 1]
-            cur = collate_observations([one])
-            q1, q2 = before.q1(*cur, fast=False).item(), before.q2(*cur, fast=False).item()
+            graphs, actions = state_inputs([t.obs])
+            q1 = q_values(before.q1, graphs, actions)[t.action].item()
+            q2 = q_values(before.q2, graphs, actions)[t.action].item()
         want.append(abs(y - q1) + abs(y - q2))
     np.testing.assert_allclose(priorities, want, rtol=1e-4)
 
@@ -139,7 +140,7 @@ def test_loss_falls_on_a_fixed_toy_batch():
     trs = [random_transition(n, rng) for n in (5, 6, 7, 8, 9, 10)]
     for t in trs:
         t.discount, t.terminal = 0.5, t.reward > 0
-    batch = collate(trs)
+    batch = batch_of(trs)
     cfg = NetworkConfig(hidden=16, heads=2, action_hidden=16, head_hidden=32)
     learner = Learner(cfg, AgentConfig(lr=3e-3, tau=0.05))
     losses = [sum(learner.step(batch)[0][k] for k in ("loss/q1", "loss/q2")) for _ in range(100)]
@@ -170,12 +171,12 @@ def test_entropy_comes_from_the_configured_networks(source):
 
 def _labelled_batch(seed=0, labelled=(True, True, False, True)):
     rng = np.random.default_rng(seed)
-    trs = [random_transition(n, rng) for n in (5, 6, 7, 6)]
+    trs = [random_transition(n, rng, rich=False) for n in (5, 6, 7, 6)]
     for t, on in zip(trs, labelled):
-        # a learnable label: minus the move's regraft distance (action_meta column 2), plus noise
-        t.next_labels = ((-t.next_obs.action_meta[:, 2] + rng.normal(0, 0.1, t.next_obs.n_actions)) / 10
-                         ).astype(np.float32) if on else None
-    return collate(trs)
+        # a learnable label: minus the move's regraft distance (basic move column 2), plus noise
+        distance = observation_arrays(t.next_obs)["action_meta"][:, 2]
+        t.next_labels = ((-distance + rng.normal(0, 0.1, t.next_obs.n_actions)) / 10).astype(np.float32) if on else None
+    return batch_of(trs)
 
 
 def test_demonstration_term_fits_the_labels_and_reports_itself():
@@ -183,7 +184,7 @@ def test_demonstration_term_fits_the_labels_and_reports_itself():
     assert batch.next_labelled.tolist() == [True, True, False, True]
     states = batch.next_actions.states.index
     for weight in (1.0, 0.0):
-        learner = Learner(SMALL, AgentConfig(lr=3e-3, demo_weight=weight, demo_temperature=0.05))
+        learner = Learner(BASIC, AgentConfig(lr=3e-3, demo_weight=weight, demo_temperature=0.05))
         first, _ = learner.step(batch)
         assert first["demo/labelled"] == pytest.approx(0.75)
         for _ in range(60):
@@ -201,8 +202,8 @@ def test_demonstration_term_fits_the_labels_and_reports_itself():
 
 def test_demonstration_term_changes_the_update_only_through_labelled_states():
     batch = _labelled_batch()
-    a = Learner(SMALL, AgentConfig(demo_weight=1.0), seed=1)
-    b = Learner(SMALL, AgentConfig(demo_weight=1.0), seed=1)
+    a = Learner(BASIC, AgentConfig(demo_weight=1.0), seed=1)
+    b = Learner(BASIC, AgentConfig(demo_weight=1.0), seed=1)
     other = _labelled_batch()
     other.next_labels = batch.next_labels.clone()
     states = batch.next_actions.states
@@ -218,16 +219,16 @@ def test_without_bootstrap_the_targets_skip_the_target_networks_and_agree():
     batch = _labelled_batch()
     batch.discount = torch.zeros_like(batch.discount)
     batch.bootstraps = False  # as collate marks a batch of such transitions
-    learner = Learner(SMALL, AgentConfig(demo_weight=1.0), seed=2)
+    learner = Learner(BASIC, AgentConfig(demo_weight=1.0), seed=2)
     alpha = learner.log_alpha.detach().exp()
-    y, entropy, target = learner._targets(batch, alpha, True)
+    y, entropy, target = learner._targets(batch, alpha)
     assert torch.equal(y, batch.reward)
     tiny = dataclasses.replace(batch, discount=torch.full_like(batch.discount, 1e-30), bootstraps=True)  # full path
-    y_full, entropy_full, target_full = learner._targets(tiny, alpha, True)
+    y_full, entropy_full, target_full = learner._targets(tiny, alpha)
     assert torch.allclose(y_full, batch.reward) and torch.allclose(entropy_full, entropy, atol=1e-5)
     assert torch.equal(target, target_full)
     online = tuple(net(batch.next_graphs, batch.next_actions) for net in (learner.q1, learner.q2))
-    _, entropy_reused, _ = learner._targets(batch, alpha, True, online)
+    _, entropy_reused, _ = learner._targets(batch, alpha, online)
     assert torch.allclose(entropy_reused, entropy, atol=1e-5)
 
 
@@ -248,14 +249,16 @@ def test_a_batch_with_a_nan_reward_never_reaches_the_weights():
 
 
 def test_stacked_update_equals_two_network_passes():
-    # AgentConfig.stacked_update runs the online networks' forward and backward as one stacked pass: the same
+    # the learner runs the online networks' forward and backward as one stacked pass: the same
     # gradients (Adam would blow rounding in near-zero ones up to a step of lr, so they are compared before it)
     # and the same metrics over updates
     batches = toy_batches(3, seed=4)
     runs = []
     for stacked in (True, False):
-        learner = Learner(SMALL, AgentConfig(lr=1e-3, tau=0.1, target_update_period=1, stacked_update=stacked), seed=2)
-        assert (learner.online_pair is not None) == stacked
+        learner = Learner(SMALL, AgentConfig(lr=1e-3, tau=0.1, target_update_period=1), seed=2)
+        assert learner.online_pair is not None
+        if not stacked:
+            learner.online_pair = None  # two passes, one a network
         learner.compute(batches[0])
         grads = [p.grad.clone() for p in (*learner.q1.parameters(), *learner.q2.parameters())]
         learner.q_optimizer.zero_grad(set_to_none=True)

@@ -10,13 +10,14 @@ from phylorl.agent.policy import AgentPolicy, evaluate_episodes, evaluate_policy
 from phylorl.env.config import EnvConfig
 from phylorl.env.prepare import prepare_alignment
 from phylorl.env.tree_env import EnvAlignment, TreeEnv
-from phylorl.env.features import observe
+from phylorl.env.observation import observe
 from phylorl.nets.config import NetworkConfig
-from phylorl.nets.inputs import collate_observations
+from phylorl.records.collate import state_inputs
 from phylorl.phylo import parse_model
 from phylorl.phylo.simulate import dataset_rng, simulate_dataset
+from oracles.network import q_values
 
-SMALL = NetworkConfig.for_features("rich", hidden=16, heads=4, action_hidden=16, head_hidden=16)
+SMALL = NetworkConfig(features="rich", hidden=16, heads=4, action_hidden=16, head_hidden=16)
 
 
 @pytest.fixture(scope="module")
@@ -37,10 +38,10 @@ def learner():
 def reference_q(learner, env, reduce="min"):
     """min (or mean) of Q1, Q2 over env.moves, computed here from the learner's own networks."""
     obs = observe(env.tree, env.moves, "rich", env.current.signals)
-    graphs, actions = collate_observations([obs])
+    graphs, actions = state_inputs([obs])
     with torch.no_grad():
-        q1 = learner.q1.eval()(graphs, actions, fast=False)  # the reference forward
-        q2 = learner.q2.eval()(graphs, actions, fast=False)
+        q1 = q_values(learner.q1.eval(), graphs, actions)  # as first designed
+        q2 = q_values(learner.q2.eval(), graphs, actions)
     return (torch.minimum(q1, q2) if reduce == "min" else (q1 + q2) / 2).numpy()
 
 

@@ -14,7 +14,7 @@ from phylorl.nets.config import NetworkConfig
 from phylorl.phylo import parse_model
 from phylorl.phylo.simulate import dataset_rng, simulate_dataset
 
-SMALL = NetworkConfig.for_features("rich", hidden=16, heads=4, action_hidden=16, head_hidden=16)
+SMALL = NetworkConfig(features="rich", hidden=16, heads=4, action_hidden=16, head_hidden=16)
 
 
 @pytest.fixture(scope="module")

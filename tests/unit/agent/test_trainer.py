@@ -11,11 +11,12 @@ from phylorl.env.config import EnvConfig
 from phylorl.env.prepare import prepare_alignment
 from phylorl.env.tree_env import EnvAlignment
 from phylorl.nets.config import NetworkConfig
-from phylorl.nets.inputs import collate_observations
+from phylorl.records.collate import state_inputs
 from phylorl.phylo import parse_model
 from phylorl.phylo.simulate import dataset_rng, simulate_dataset
+from phylorl.records.codec import decode_transition, encode_observation
 
-SMALL = NetworkConfig.for_features("rich", hidden=16, heads=4, action_hidden=16, head_hidden=16)
+SMALL = NetworkConfig(features="rich", hidden=16, heads=4, action_hidden=16, head_hidden=16)
 
 
 @pytest.fixture(scope="module")
@@ -30,7 +31,7 @@ def corpus():
 def q_and_v(trainer, obs):
     """``min(Q1, Q2)`` of every action of ``obs`` ``[A]`` and ``V(obs)``, from the trainer's networks."""
     nets = (trainer.learner.q1.eval(), trainer.learner.q2.eval())
-    graphs, actions = collate_observations([obs])
+    graphs, actions = state_inputs([obs])
     with torch.no_grad():
         q = torch.minimum(nets[0](graphs, actions), nets[1](graphs, actions))
         v = soft_value(q, actions.states, trainer.learner.alpha)
@@ -60,7 +61,8 @@ def test_n_step_transitions_carry_the_actor_initial_priority(corpus):
     trainer = InProcessTrainer(corpus, EnvConfig(horizon=3), SMALL, AgentConfig(initial_alpha=0.3), cfg, seed=1)
     trainer.train(7)
     assert trainer.learner.weights_version == 0
-    transitions, priorities = trainer.replay.get(trainer.replay.keys)
+    records, priorities = trainer.replay.get(trainer.replay.keys)
+    transitions = [decode_transition(r) for r in records]
     assert len(transitions) == 12  # 2 environments x 2 finished episodes x 3 transitions
     for i, t in enumerate(transitions):
         position = i % 3  # transitions are inserted per episode, in step order
@@ -71,8 +73,14 @@ def test_n_step_transitions_carry_the_actor_initial_priority(corpus):
         _, v_next = q_and_v(trainer, t.next_obs)
         assert priorities[i] == pytest.approx(abs(t.reward + t.discount * v_next - q[t.action]), rel=1e-4, abs=1e-5)
         if position == 0:  # a 2-step window ends where the third step starts
-            assert t.next_obs is transitions[i + 2].obs
+            assert _states(records[i])[1] == _states(records[i + 2])[0]
             assert t.policy_version == 0
+
+
+def _states(record) -> tuple[bytes, bytes]:
+    """The two states of a transition record, as encoded on their own."""
+    t = decode_transition(record)
+    return encode_observation(t.obs), encode_observation(t.next_obs)
 
 
 def test_training_moves_the_weights_and_replay_priorities(corpus):

@@ -52,10 +52,12 @@ def test_every_field_is_documented_once_and_listed_by_help():
         docs = field_docs(cls)
         assert all(docs.get(f) for f in cls.__dataclass_fields__), [f for f in cls.__dataclass_fields__
                                                                      if not docs.get(f)]
-    text = build_parser().format_help()
+    core, text = build_parser().format_help(), build_parser(advanced=True).format_help()
+    assert "--hidden" in core and "--learner.agent.lr" not in core and "--help --advanced" in core
     assert "--learner.agent.lr" in text and "Adam learning rate of the Q networks" in text
     assert "--actor.env.local-depth" in text and "PHYLORL_TRAIN_ACTOR__ENV__LOCAL_DEPTH" in text
     assert "--replay.port" not in text and "--actor.spool-dir" not in text  # the launcher's own
+    assert build_parser().parse_args(["--learner.agent.lr", "0.1"]).__dict__["learner.agent.lr"] == "0.1"  # unlisted
 
 
 def test_train_short_fields_set_their_sections_and_the_launcher_fields_are_refused(tmp_path):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 
@@ -11,6 +13,7 @@ from phylorl.env.tree_env import EnvAlignment, TreeEnv
 from phylorl.env.vec_env import VecTreeEnv
 from phylorl.env.search import run_search
 from phylorl.phylo import LikelihoodEngine, load_alignment, parse_model, spr_neighbor, topology_hash
+from oracles.features import observation_arrays
 
 
 @pytest.fixture(scope="module")
@@ -51,10 +54,19 @@ def test_move_is_a_step_without_building_the_observation(ds1_entry):
         assert np.array_equal(moved.moves, stepped.moves)
         assert moved._last is None  # no features computed
         again = moved.observation()  # built on demand, equal to step's
-        for name in ("node_features", "edge_index", "edge_attr", "actions", "action_meta"):
-            assert np.array_equal(getattr(again, name), getattr(obs, name)), name
+        assert_same_state(again, obs)
     with pytest.raises(IndexError, match="out of range"):
         moved.move(len(moved.moves))
+
+
+def assert_same_state(a, b) -> None:
+    for name in ("neighbors", "edges", "lengths", "moves"):
+        x, y = getattr(a, name), getattr(b, name)
+        assert x.dtype == y.dtype and x.shape == y.shape and x.tobytes() == y.tobytes(), name
+    assert (a.rich is None) == (b.rich is None)
+    if a.rich is not None:
+        assert a.rich.deltas.tobytes() == b.rich.deltas.tobytes()
+        assert a.rich.support.tobytes() == b.rich.support.tobytes()
 
 
 def test_truncation_is_not_terminal(ds1_entry):
@@ -70,7 +82,8 @@ def test_truncation_is_not_terminal(ds1_entry):
 @pytest.mark.parametrize("features, edge_cols, move_cols", [("basic", 1, 3), ("rich", 3, 15)])
 def test_observation_shapes_and_action_round_trip(ds1_entry, features, edge_cols, move_cols):
     env = TreeEnv([ds1_entry], EnvConfig(features=features), seed=3)
-    obs, _ = env.reset()
+    state, _ = env.reset()
+    obs = SimpleNamespace(**observation_arrays(state), n_actions=state.n_actions)
     n = ds1_entry.alignment.n_taxa
     assert obs.node_features.shape == (2 * n - 2, 1) and obs.node_features.dtype == np.float32
     assert obs.node_features[:n, 0].tolist() == [1.0] * n and obs.node_features[n:, 0].sum() == 0
@@ -154,7 +167,7 @@ def test_config_errors():
 @pytest.mark.parametrize("radius, features", [(None, "basic"), (3, "basic"), (None, "rich")])
 def test_episode_transitions_are_stored_as_trees_and_read_back_exactly(ds1_entry, radius, features):
     from phylorl.types import Transition
-    from phylorl.wire.record import decode_transition, encode_transition
+    from phylorl.records.codec import decode_transition, encode_transition
 
     env = TreeEnv([ds1_entry], EnvConfig(horizon=4, radius=radius, features=features), seed=5)
     obs, _ = env.reset()
@@ -172,9 +185,7 @@ def test_episode_transitions_are_stored_as_trees_and_read_back_exactly(ds1_entry
         assert len(data) < (2_000 if features == "basic" else 8_000), len(data)
         back = decode_transition(data)
         for a, b in ((t.obs, back.obs), (t.next_obs, back.next_obs)):
-            for name in ("node_features", "edge_index", "edge_attr", "actions", "action_meta"):
-                x, y = getattr(a, name), getattr(b, name)
-                assert x.dtype == y.dtype and x.shape == y.shape and x.tobytes() == y.tobytes()
+            assert_same_state(a, b)
         assert (back.action, back.reward, back.truncated, back.policy_version) == \
                (t.action, t.reward, t.truncated, t.policy_version)
 

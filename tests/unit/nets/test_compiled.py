@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from phylorl.agent.batch import collate
+from helpers import batch_of
 from phylorl.agent.config import AgentConfig
 from phylorl.agent.learner import Learner
 from phylorl.nets.config import NetworkConfig
@@ -25,7 +25,7 @@ def fresh_compiler():
     torch._dynamo.reset()
 
 
-CFG = NetworkConfig(hidden=32, heads=4, action_hidden=16, head_hidden=32, gat_layers=2)
+CFG = NetworkConfig(hidden=32, heads=4, action_hidden=16, head_hidden=32, gat_layers=2, features="basic")
 
 
 @pytest.mark.parametrize("capture_safe", [False, True])
@@ -35,7 +35,7 @@ def test_compiled_encoder_equals_eager_values_and_gradients(capture_safe):
     for net in (eager, comp):
         net.capture_safe = capture_safe
     for sizes in ([9, 9, 9], [5, 11, 4, 20]):  # a second shape: the dynamic recompile
-        graphs, actions = batch(sizes, seed=len(sizes))
+        graphs, actions = batch(sizes, seed=len(sizes), rich=False)
         q_eager, q_comp = eager(graphs, actions), comp(graphs, actions)
         assert_equal_paths(q_comp, q_eager)
         (q_eager ** 2).sum().backward()
@@ -54,7 +54,7 @@ def test_compiled_encoder_equals_eager_values_and_gradients(capture_safe):
 def test_compiled_twin_equals_the_eager_twin_and_follows_new_weights():
     q1, q2 = perturbed(CFG, seed=1).eval(), perturbed(CFG, seed=2).eval()
     eager, comp = TwinQ(q1, q2), TwinQ(q1, q2, compiled=True)
-    graphs, actions = batch([7, 12, 20], seed=3)
+    graphs, actions = batch([7, 12, 20], seed=3, rich=False)
     assert_equal_paths(comp(graphs, actions), eager(graphs, actions))
     with torch.no_grad():
         for p in q1.parameters():
@@ -65,7 +65,7 @@ def test_compiled_twin_equals_the_eager_twin_and_follows_new_weights():
 def test_compiled_stacked_pass_equals_the_eager_one_with_gradients():
     # TwinQ.values (AgentConfig.stacked_update) compiled: the online networks' forward of an update
     q1, q2 = perturbed(CFG, seed=1), perturbed(CFG, seed=2)
-    graphs, all_moves = batch([7, 12, 20], seed=3)
+    graphs, all_moves = batch([7, 12, 20], seed=3, rich=False)
     first = torch.cumsum(all_moves.states.sizes, 0) - all_moves.states.sizes
     actions = ActionBatch(nodes=all_moves.nodes[first], meta=all_moves.meta[first],
                           states=segments_from_sizes(torch.ones(3, dtype=torch.long), size=1))
@@ -87,7 +87,7 @@ def test_compiled_learner_updates_equal_eager_ones_over_batches_of_every_shape()
     # dynamic, and the run never reaches dynamo's limit (which fullgraph=True would make an error)
     rng = np.random.default_rng(0)
     plans = ([8] * 4, [8] * 4, [10] * 4, [12] * 6, [6, 9, 7], [14] * 3, [5, 19], [16] * 5, [11] * 2, [7, 7, 8])
-    batches = [collate([random_transition(n, rng) for n in sizes]) for sizes in plans]
+    batches = [batch_of([random_transition(n, rng, rich=False) for n in sizes]) for sizes in plans]
     eager = Learner(CFG, AgentConfig(), "cpu", seed=0)
     comp = Learner(CFG, AgentConfig(compile_networks=True), "cpu", seed=0)
     assert all(net.compiled for net in (comp.q1, comp.q2, comp.target1, comp.target2))

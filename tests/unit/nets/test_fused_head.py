@@ -1,5 +1,6 @@
 """The fused Triton head (``TwinQ(fused=True)``, ``AgentConfig.fused_head``) equals the unfused head and the
-PyG reference path (relative 1e-5, float32), on the CPU through Triton's interpreter.
+network as first designed (``tests/oracles/network.py``; relative 1e-5, float32), on the CPU through Triton's
+interpreter.
 
 Triton sets its interpreter up only when ``TRITON_INTERPRET=1`` is in the environment before it is first
 imported, so the comparisons run in a child process: this file run as a script prints one JSON line of
@@ -32,22 +33,23 @@ def relative(a: torch.Tensor, b: torch.Tensor) -> float:
 
 def network_errors() -> dict:
     """The fused twin against the unfused twin and against both networks' PyG reference path."""
+    from oracles.network import q_values
     from test_qnet import batch, perturbed  # (same directory)
 
     out = {}
-    configs = {"design": NetworkConfig(), "rich": NetworkConfig.for_features("rich", hidden=64, action_hidden=32,
-                                                                              head_hidden=64, gat_layers=2)}
+    configs = {"design": NetworkConfig(features="basic"),
+               "rich": NetworkConfig(features="rich", hidden=64, action_hidden=32, head_hidden=64, gat_layers=2)}
     for name, cfg in configs.items():
         q1, q2 = perturbed(cfg, seed=1).eval(), perturbed(cfg, seed=2).eval()
         for sizes in ([9], [5, 11, 7]):
-            graphs, actions = batch(sizes, seed=len(sizes))
+            graphs, actions = batch(sizes, seed=len(sizes), rich=False)
             if cfg.features == "rich":
                 graphs, actions = rich_batch(sizes)
             for reduce in ("min", "mean"):
                 fused = TwinQ(q1, q2, fused=True)(graphs, actions, reduce=reduce)
                 plain = TwinQ(q1, q2)(graphs, actions, reduce=reduce)
                 with torch.no_grad():
-                    both = torch.stack([q(graphs, actions, fast=False) for q in (q1, q2)])
+                    both = torch.stack([q_values(q, graphs, actions) for q in (q1, q2)])
                 ref = both.amin(0) if reduce == "min" else both.mean(0)
                 key = f"{name}/{'+'.join(map(str, sizes))}/{reduce}"
                 out[key] = {"unfused": relative(fused, plain), "reference": relative(fused, ref),
@@ -60,8 +62,8 @@ def rich_batch(sizes):
     from phylorl.env.config import EnvConfig
     from phylorl.env.prepare import prepare_alignment
     from phylorl.env.tree_env import EnvAlignment, TreeEnv
-    from phylorl.nets.inputs import collate_observations
     from phylorl.phylo.simulate import simulate_dataset
+    from phylorl.records.collate import state_inputs
 
     rng = np.random.default_rng(7)
     states = []
@@ -69,19 +71,19 @@ def rich_batch(sizes):
         alignment = simulate_dataset(n, 200, rng).alignment
         env = TreeEnv([EnvAlignment.build(alignment, prepare_alignment(alignment, "JC"), "sim")], EnvConfig(), seed=n)
         states.append(env.reset()[0])
-    assert states[0].action_meta.shape[1] == NetworkConfig.for_features("rich").action_meta
-    return collate_observations(states)
+    assert states[0].features == "rich"
+    return state_inputs(states)
 
 
 def learner_errors() -> dict:
     """Two updates of a learner whose next-move passes run fused against one whose do not."""
-    from phylorl.agent.batch import collate
+    from helpers import batch_of
     from phylorl.agent.learner import Learner
     from phylorl.nets.synthetic import random_transition
 
     cfg = NetworkConfig(hidden=64, action_hidden=64, head_hidden=64)
     rng = np.random.default_rng(3)
-    batches = [collate([random_transition(8, rng) for _ in range(6)]) for _ in range(2)]
+    batches = [batch_of([random_transition(8, rng, rich=True) for _ in range(6)]) for _ in range(2)]
     plain, fused = Learner(cfg, seed=4), Learner(cfg, seed=4)
     fused.twins = (TwinQ(fused.target1, fused.target2, fused=True), TwinQ(fused.q1, fused.q2, fused=True))
     out = {}
@@ -102,7 +104,7 @@ def learner_errors() -> dict:
 def interpreted(need_module):
     need_module("triton")
     env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": os.pathsep.join(
-        filter(None, [str(HERE), os.environ.get("PYTHONPATH")]))}
+        filter(None, [str(HERE), str(HERE.parents[1]), os.environ.get("PYTHONPATH")]))}
     done = subprocess.run([sys.executable, str(Path(__file__))], env=env, capture_output=True, text=True,
                           timeout=600, cwd=HERE)
     assert done.returncode == 0, done.stderr[-3000:]

@@ -1,4 +1,4 @@
-"""TreeGATConv holds PyG's GATConv parameters without importing PyG; its reference forward is GATConv's own."""
+"""TreeGATConv holds PyG's GATConv parameters without importing PyG; the oracle runs GATConv's own forward on them."""
 
 import subprocess
 import sys
@@ -7,6 +7,7 @@ import pytest
 import torch
 from torch_geometric.nn import GATConv
 
+from oracles.network import gat_layer
 from phylorl.nets.gat import TreeGATConv
 
 
@@ -26,7 +27,7 @@ def test_a_seed_gives_the_parameters_gatconv_gets_and_leaves_the_generator_where
     assert float(ours.att_edge.abs().sum()) > 0 and float(ours.bias.abs().sum()) == 0
 
 
-def test_the_reference_forward_is_gatconvs_on_these_parameters_and_trains_them():
+def test_the_oracles_layer_is_gatconvs_on_these_parameters_and_trains_them():
     torch.manual_seed(2)
     ours = TreeGATConv(8, 4, heads=2, edge_dim=3)
     pyg = GATConv(8, 4, heads=2, concat=True, edge_dim=3)
@@ -35,7 +36,7 @@ def test_the_reference_forward_is_gatconvs_on_these_parameters_and_trains_them()
     pyg.load_state_dict(ours.state_dict())
     x, attr = torch.randn(5, 8), torch.randn(8, 3)
     edges = torch.tensor([[0, 1, 1, 2, 2, 3, 3, 4], [1, 0, 2, 1, 3, 2, 4, 3]])
-    out = ours(x, edges, attr)
+    out = gat_layer(ours, x, edges, attr)
     assert torch.equal(out, pyg(x, edges, attr))
     out.square().sum().backward()
     assert all(p.grad is not None and float(p.grad.abs().sum()) > 0 for p in ours.parameters())

@@ -8,8 +8,8 @@ import threading
 import pytest
 import torch
 
-from phylorl.agent.batch import storages
-from phylorl.agent.batch_transfer import Stager
+from phylorl.agent.transfer import storages
+from phylorl.agent.transfer import Stager
 from phylorl.nets.one_call import one_call
 
 

@@ -6,10 +6,10 @@ import pytest
 import torch
 
 from phylorl.nets.config import NetworkConfig
-from phylorl.nets.inputs import collate_observations
+from phylorl.records.collate import state_inputs
 from phylorl.nets.synthetic import random_observation
 from phylorl.nets.twin import TwinQ
-from test_qnet import assert_equal_paths, perturbed  # noqa: E402  (same directory)
+from test_qnet import assert_equal_paths, one_per_state, perturbed  # noqa: E402  (same directory)
 
 CONFIGS = [NetworkConfig(), NetworkConfig(hidden=32, heads=4, action_hidden=16, head_hidden=24, gat_layers=2,
                                           gat_self_loops=False)]
@@ -18,11 +18,8 @@ CONFIGS = [NetworkConfig(), NetworkConfig(hidden=32, heads=4, action_hidden=16, 
 def taken_moves(sizes, seed):
     """A batch of trees with one move each (the update's taken moves)."""
     rng = np.random.default_rng(seed)
-    obs = [random_observation(n, rng) for n in sizes]
-    for i, o in enumerate(obs):
-        pick = int(rng.integers(len(o.actions)))
-        o.actions, o.action_meta = o.actions[pick:pick + 1], o.action_meta[pick:pick + 1]
-    return collate_observations(obs)
+    graphs, actions = state_inputs([random_observation(n, rng, rich=True) for n in sizes])
+    return graphs, one_per_state(actions, int(rng.integers(actions.states.sizes.min())))
 
 
 def values_and_grads(nets, run):
@@ -63,5 +60,5 @@ def test_stacked_pass_declines_many_actions_and_dropout_in_training():
     q1.eval(), q2.eval()  # dropout is off in eval mode
     assert TwinQ(q1, q2).applies_with_grad(graphs, actions)
     rng = np.random.default_rng(1)
-    graphs, every = collate_observations([random_observation(6, rng)])  # every move: more actions than nodes
+    graphs, every = state_inputs([random_observation(6, rng, rich=True)])  # every move: more actions than nodes
     assert not TwinQ(q1, q2).applies_with_grad(graphs, every)

@@ -2,7 +2,7 @@
 
 import pytest
 
-from phylorl.wire.codec import PackedRecords
+from phylorl.records.format import PackedRecords
 from services.replay.cache import RecordCache
 
 

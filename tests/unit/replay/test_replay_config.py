@@ -10,7 +10,7 @@ from services.replay.config import ReplayConfig, config_json, load_config
 def test_defaults():
     config = load_config([], {})
     assert config == ReplayConfig()
-    assert config.port == 50051 and config.capacity == 100_000 and config.max_message_bytes == 256 * 2**20
+    assert config.port == 50051 and config.capacity == 100_000
 
 
 def test_precedence_file_env_flags(tmp_path):

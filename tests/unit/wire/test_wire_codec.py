@@ -3,9 +3,7 @@
 import numpy as np
 import pytest
 
-from phylorl.types import Observation, Transition
 from phylorl.wire import codec
-from phylorl.wire.synthetic import random_observation, random_transition
 from phylorl.wire.v1 import common_pb2
 
 ALL_DTYPES = ["bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
@@ -15,14 +13,6 @@ ALL_DTYPES = ["bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uin
 def assert_same_array(a: np.ndarray, b: np.ndarray) -> None:
     assert a.dtype == b.dtype and a.shape == b.shape
     assert a.tobytes() == b.tobytes()  # bit-exact, NaN payloads and -0.0 included
-
-
-def assert_same_transition(a: Transition, b: Transition) -> None:
-    for obs_a, obs_b in ((a.obs, b.obs), (a.next_obs, b.next_obs)):
-        for name in ("node_features", "edge_index", "edge_attr", "actions", "action_meta"):
-            assert_same_array(getattr(obs_a, name), getattr(obs_b, name))
-    assert (a.action, a.reward, a.terminal, a.truncated, a.discount) == \
-           (b.action, b.reward, b.terminal, b.truncated, b.discount)
 
 
 @pytest.mark.parametrize("dtype", ALL_DTYPES)
@@ -64,33 +54,8 @@ def test_ndarray_rejects_object_dtype_and_inconsistent_messages():
     # 2**62 * 4 * 8 bytes wraps to 0 in int64 arithmetic: the extent is counted exactly, and named
     with pytest.raises(ValueError, match=f"needs {2 ** 67} bytes, has 0"):
         codec.ndarray_from_proto(common_pb2.NDArray(data=b"", shape=[2 ** 62, 4], dtype="int64"))
-    with pytest.raises(ValueError, match="dtype >c8 cannot go on the wire"):  # (a foreign byte order: by its name)
+    with pytest.raises(ValueError, match="dtype >c8 cannot go on the wire"):
         codec.ndarray_to_proto(np.zeros(2, dtype=">c8"))
-
-
-def test_observation_round_trip_through_bytes():
-    obs = random_observation(20, 1122, np.random.default_rng(1))
-    wire = codec.observation_to_proto(obs).SerializeToString()
-    back = codec.observation_from_proto(common_pb2.Observation.FromString(wire))
-    assert isinstance(back, Observation)
-    assert back.n_nodes == 38 and back.n_actions == 1122
-    for name in ("node_features", "edge_index", "edge_attr", "actions", "action_meta"):
-        assert_same_array(getattr(back, name), getattr(obs, name))
-
-
-def test_transition_round_trip_through_bytes():
-    t = random_transition(12, 300, np.random.default_rng(2))
-    t = Transition(t.obs, 17, -0.125, t.next_obs, terminal=True, truncated=False, discount=0.97)
-    wire = codec.transition_to_proto(t).SerializeToString()
-    back = codec.transition_from_proto(common_pb2.Transition.FromString(wire))
-    assert_same_transition(back, t)
-
-
-def test_transition_without_next_obs_is_rejected():
-    message = codec.transition_to_proto(random_transition(5, 10, np.random.default_rng(3)))
-    message.ClearField("next_obs")
-    with pytest.raises(ValueError, match="no next_obs"):
-        codec.transition_from_proto(message)
 
 
 def test_pack_and_unpack_records():

@@ -27,7 +27,6 @@ def test_generated_modules_import_under_phylorl_wire():
     assert replay_pb2.DESCRIPTOR.package == "phylorl.v1"
     assert set(replay_pb2.DESCRIPTOR.services_by_name["ReplayService"].methods_by_name) == {
         "Insert", "Sample", "UpdatePriorities", "Stats"}
-    assert set(inference_pb2.DESCRIPTOR.services_by_name["InferenceService"].methods_by_name) == {
-        "Act", "ActStream", "GetWeights"}
+    assert set(inference_pb2.DESCRIPTOR.services_by_name["InferenceService"].methods_by_name) == {"ActStream"}
     assert hasattr(replay_pb2_grpc, "ReplayServiceStub") and hasattr(inference_pb2_grpc, "InferenceServiceStub")
     assert replay_pb2.SampleRequest.__module__ == "phylorl.wire.v1.replay_pb2"

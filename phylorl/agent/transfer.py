@@ -1,0 +1,400 @@
+"""A learner batch onto its device: packed into one host buffer, moved in one transfer, its moves expanded there;
+and an update's results back to the host in one call.
+
+:func:`on_device` brings a batch made from records (:func:`phylorl.records.collate.collate_records`) to the update's
+device. On a GPU a :class:`Stager` packs the batch's tensors into one pinned buffer (a :class:`Block`: one transfer
+instead of one per tensor), and :func:`arrive` makes the device copy, its tensors' views and the expansion of its
+compact moves in one compiled call. Each torch call made from Python lets the interpreter lock go and waits to take
+it back from the learner's other threads (the inference endpoint's, the prefetch threads), so the host work here
+is byte copies through memoryviews and one-call functions (:mod:`phylorl.nets.one_call`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import io
+import math
+import pickle
+from dataclasses import dataclass
+from typing import Optional
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from phylorl.nets.compact_actions import CompactActions, action_batch, expand_actions, expand_tensors
+from phylorl.nets.inputs import Batch, map_tensors, move_to
+from phylorl.nets.one_call import one_call
+from phylorl.records.collate import expand_on_host
+
+
+def on_device(batch: "Batch | Block", device: torch.device | str, pin_memory: bool = False,
+              stager: Stager | None = None, consumer: torch.Stream | None = None) -> Batch:
+    """``batch`` on ``device`` with its next actions expanded there when they are :class:`CompactActions`. A
+    :class:`Block` (a batch packed in one host buffer), or a batch packed by ``stager`` on the way, goes to a CUDA
+    device in one call (:func:`arrive`). ``consumer``: a CUDA stream other than the current one that will use the
+    batch: its memory is marked for it (``record_stream``)."""
+    device = torch.device(device)
+    if stager is not None and device.type == "cuda" and isinstance(batch, Batch):
+        batch = stager.stage(batch)
+    if isinstance(batch, Block) and device.type == "cuda":  # one call, its moves expanded there (arrive)
+        return batch.to(device, non_blocking=batch.pinned, consumer=consumer)
+    if isinstance(batch, Block):
+        batch = move_to(batch.unpack(), device)
+    else:
+        batch = move_to(batch, device, pin_memory)
+    if isinstance(batch.next_actions, CompactActions):
+        batch = dataclasses.replace(batch, next_actions=expand_on_host(batch.next_actions)
+                                    if batch.reward.device.type == "cpu" else expand_actions(batch.next_actions))
+    return mark_for(batch, consumer)
+
+
+def mark_for(batch, consumer: torch.Stream | None):
+    """``batch``, its memory marked for use on the ``consumer`` stream (``record_stream``, one call per memory
+    block: :func:`storages`) when one is given: the allocator then waits for that stream's work before it reuses
+    the memory."""
+    if consumer is not None:
+        for tensor in storages(batch):
+            tensor.record_stream(consumer)
+    return batch
+
+
+def storages(obj) -> list[torch.Tensor]:
+    """One tensor of ``obj`` per memory block it uses (``record_stream`` of one view covers the block)."""
+    found: dict[int, torch.Tensor] = {}
+    map_tensors(obj, lambda t: (found.setdefault(t.untyped_storage().data_ptr(), t), t)[1])
+    return list(found.values())
+
+
+ALIGN = 64
+"""Every tensor starts at a multiple of this many bytes (any element size divides it)."""
+GROWTH = 1.25
+"""A buffer is made this much larger than the object that first needs it (later batches vary in size)."""
+
+
+@dataclass(frozen=True)
+class Packed:
+    """Where a packed object's tensors lie in its buffer: the pickled structure (tensors replaced by their
+    number) and per tensor ``(offset, dtype, shape)``; ``nbytes``: the buffer bytes used."""
+
+    structure: bytes
+    tensors: tuple[tuple[int, torch.dtype, tuple[int, ...]], ...]
+    nbytes: int
+
+
+class _Collector(pickle.Pickler):
+    """Pickles an object with its tensors taken out (each replaced by its number)."""
+
+    def __init__(self, file):
+        super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL)
+        self.found: list[Tensor] = []
+
+    def persistent_id(self, obj):
+        if isinstance(obj, Tensor):
+            self.found.append(obj)
+            return len(self.found) - 1
+        return None
+
+
+class _Rebuilder(pickle.Unpickler):  # the object back, its tensors the views given
+    def __init__(self, file, views: list[Tensor]):
+        super().__init__(file)
+        self.views = views
+
+    def persistent_load(self, pid):
+        return self.views[pid]
+
+
+@dataclass(frozen=True)
+class Block:
+    """A packed object in a host buffer ``data`` (where :func:`pack` wrote it; ``pinned`` when that buffer is, for
+    a fast transfer). ``typed``: the buffer's views per element type, kept by the :class:`Stager` that wrote it
+    (made once per buffer instead of once per block)."""
+
+    packed: Packed
+    data: Tensor
+    pinned: bool = False
+    typed: dict | None = None
+
+    def unpack(self):
+        """The object, its tensors views of ``data``."""
+        return unpack(self.packed, self.data)
+
+    def to(self, device: torch.device | str, non_blocking: bool = False, consumer: torch.Stream | None = None):
+        """The object on ``device``: :func:`arrive`."""
+        return arrive(self, torch.device(device), non_blocking, consumer)
+
+    def typed_views(self, kinds: list[torch.dtype]) -> list[Tensor]:
+        """``data`` viewed as each of ``kinds`` (the stager's, made once per buffer, where it has them)."""
+        cache = self.typed if self.typed is not None else {}
+        return [cache[k] if k in cache else cache.setdefault(k, _typed(self.data, k)) for k in kinds]
+
+
+class Stager:
+    """Packs host objects into one buffer of its own (grown as needed) as :class:`Block` s, pinned for a fast transfer
+    to a GPU. One per thread: a block must have been used before the next :meth:`stage` writes the buffer again."""
+
+    def __init__(self, pinned: bool = False):
+        self.pinned = pinned
+        self._buffer: Tensor | None = None
+        self._views: dict = {}
+        self._typed: dict = {}
+
+    def stage(self, obj) -> Block:
+        sized = packed_size(obj)
+        buffer = self._fit(sized[2])
+        return Block(pack(obj, buffer, sized), buffer, self.pinned, self._typed)
+
+    def reserve(self, skeleton, sized: tuple[bytes, list[Tensor], int] | None = None) -> tuple[Block, list]:
+        """A block laid out for ``skeleton`` (an object whose tensors only give shapes and dtypes: e.g. on the
+        ``meta`` device), nothing written: ``(block, arrays)``, ``arrays`` the numpy views of the buffer where its
+        tensors lie, in field order, for the caller to fill. ``sized``: :func:`packed_size` of ``skeleton`` when the
+        caller keeps it. The views of a layout are made once per buffer."""
+        structure, tensors, nbytes = sized if sized is not None else packed_size(skeleton)
+        buffer = self._fit(nbytes)
+        where = tuple(_layout(tensors)[0])
+        key = (id(buffer), where)
+        arrays = self._views.get(key)
+        if arrays is None:
+            if len(self._views) >= 64:
+                self._views.clear()
+            arrays = self._views[key] = [v.numpy() for v in unpack(Packed(b"", where, nbytes), buffer, structure=False)]
+        return Block(Packed(structure, where, nbytes), buffer, self.pinned, self._typed), arrays
+
+    def _fit(self, nbytes: int) -> Tensor:
+        if self._buffer is None or self._buffer.numel() < nbytes:
+            self._buffer = torch.empty(aligned(int(nbytes * GROWTH) + ALIGN), dtype=torch.uint8,
+                                       pin_memory=self.pinned)
+            self._views = {}
+            self._typed = {}
+        return self._buffer
+
+
+def packed_size(obj) -> tuple[bytes, list[Tensor], int]:
+    """``(structure, tensors, nbytes)``: ``obj`` pickled with its tensors taken out, and the buffer bytes
+    they need."""
+    out = io.BytesIO()
+    collector = _Collector(out)
+    collector.dump(obj)
+    return out.getvalue(), collector.found, _layout(collector.found)[1]
+
+
+def pack(obj, buffer: Tensor, sized: tuple[bytes, list[Tensor], int] | None = None) -> Packed:
+    """Write every tensor of ``obj`` (CPU tensors) into ``buffer`` (a flat ``uint8`` CPU tensor) through memoryviews
+    (:func:`byte_view`); returns where they are. ``sized``: :func:`packed_size` of ``obj`` when the caller has it.
+    ``ValueError`` when ``buffer`` is too small."""
+    structure, tensors, nbytes = sized if sized is not None else packed_size(obj)
+    if buffer.dtype != torch.uint8 or buffer.dim() != 1:
+        raise ValueError(f"the buffer must be a flat uint8 tensor, got {buffer.dtype} {tuple(buffer.shape)}")
+    if nbytes > buffer.numel():
+        raise ValueError(f"the batch needs {nbytes} bytes, the buffer holds {buffer.numel()}")
+    where = _layout(tensors)[0]
+    for t in tensors:
+        if t.device.type != "cpu":
+            raise ValueError(f"only CPU tensors are packed, got one on {t.device}")
+    dst = memoryview(buffer.numpy())
+    for t, (at, _, _) in zip(tensors, where):
+        src = byte_view(t.detach().numpy())
+        dst[at: at + src.nbytes] = src
+    return Packed(structure, tuple(where), nbytes)
+
+
+def byte_view(array: np.ndarray) -> memoryview:
+    """``array``'s bytes (C order) as a flat memoryview: assigning it into another memoryview is one ``memcpy``
+    that keeps the interpreter lock (numpy's and torch's copies let it go, and then wait to take it back)."""
+    return memoryview(np.ascontiguousarray(array).reshape(-1).view(np.uint8))
+
+
+def _layout(tensors: list[Tensor]) -> tuple[list[tuple[int, torch.dtype, tuple[int, ...]]], int]:
+    """``(offset, dtype, shape)`` of each tensor (in their order) and the bytes used: laid out from offset 0, each
+    aligned, those of one element type together (types in order of first use), so that each type's tensors are one
+    span of the buffer (:class:`Plan`)."""
+    kinds: dict[torch.dtype, list[int]] = {}
+    for i, t in enumerate(tensors):
+        kinds.setdefault(t.dtype, []).append(i)
+    where: list = [None] * len(tensors)
+    at = 0
+    for members in kinds.values():
+        for i in members:
+            t = tensors[i]
+            at = aligned(at)
+            where[i] = (at, t.dtype, tuple(t.shape))
+            at += t.numel() * t.element_size()
+    return where, at
+
+
+def unpack(packed: Packed, buffer: Tensor, structure: bool = True):
+    """The object :func:`pack` wrote, its tensors views of ``buffer`` (valid while the buffer is not written again),
+    made in one call (:func:`_views`); ``structure=False``: only the list of views."""
+    p = Plan.of(packed)
+    views, _ = _views()([_typed(buffer, k) for k in p.kinds], p.which, p.start, p.count, p.shapes)
+    return rebuild(packed.structure, views) if structure else views
+
+
+def rebuild(structure: bytes, views: list):
+    """The object pickled as ``structure`` (:func:`pack`), its tensors ``views[i]`` (anything, for each ``i``)."""
+    return _Rebuilder(io.BytesIO(structure), views).load()
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A packed object's tensors as views per element type: ``kinds`` (in order of first use); per tensor its kind,
+    start (in elements), count, shape and start within its kind's ``span`` (the one run of the buffer it lies in)."""
+
+    kinds: list[torch.dtype]
+    which: list[int]
+    start: list[int]
+    count: list[int]
+    shapes: list[list[int]]
+    span: list[tuple[int, int]]
+    in_run: list[int]
+
+    @staticmethod
+    def of(packed: Packed) -> "Plan":
+        kinds: list[torch.dtype] = []
+        which, start, count, shapes = [], [], [], []
+        for at, dtype, shape in packed.tensors:
+            if dtype not in kinds:
+                kinds.append(dtype)
+            which.append(kinds.index(dtype))
+            start.append(at // dtype.itemsize)
+            count.append(math.prod(shape))
+            shapes.append(list(shape))
+        ends = [(min((s for s, w in zip(start, which) if w == k), default=0),
+                 max((s + n for s, n, w in zip(start, count, which) if w == k), default=0)) for k in range(len(kinds))]
+        return Plan(kinds, which, start, count, shapes, [(lo, hi - lo) for lo, hi in ends],
+                    [s - ends[w][0] for s, w in zip(start, which)])
+
+
+def _typed(buffer: Tensor, kind: torch.dtype) -> Tensor:
+    """A flat ``uint8`` buffer viewed as ``kind`` (its whole elements)."""
+    n = buffer.numel()
+    return (buffer if n % kind.itemsize == 0 else buffer.narrow(0, 0, n - n % kind.itemsize)).view(kind)
+
+
+def tensor_views(typed: list[Tensor], which: list[int], start: list[int], count: list[int],
+                 shapes: list[list[int]]) -> list[Tensor]:
+    """Per tensor ``typed[which].narrow(0, start, count)`` viewed as ``shape`` (TorchScript: called inside the
+    one-call functions)."""
+    out: list[Tensor] = []
+    for i in range(len(which)):
+        out.append(typed[which[i]].narrow(0, start[i], count[i]).view(shapes[i]))
+    return out
+
+
+def _views_kept(typed: list[Tensor], which: list[int], start: list[int], count: list[int],
+                shapes: list[list[int]]) -> tuple[list[Tensor], list[Tensor]]:
+    """:func:`tensor_views`, and ``typed`` (kept to the end: :mod:`~phylorl.nets.one_call`)."""
+    return tensor_views(typed, which, start, count, shapes), typed
+
+
+@functools.cache
+def _views():
+    """:func:`_views_kept` as one call (:func:`~phylorl.nets.one_call.one_call`, compiled on first use)."""
+    return one_call(_views_kept)
+
+
+def aligned(at: int) -> int:
+    """``at`` rounded up to a multiple of :data:`ALIGN`."""
+    return -(-at // ALIGN) * ALIGN
+
+
+COMPACT_TENSORS = tuple(f.name for f in dataclasses.fields(CompactActions) if f.name != "uniform")
+"""The tensor fields of :class:`CompactActions`, in :func:`~phylorl.nets.compact_actions.expand_tensors`' order."""
+
+
+def arrive(block: Block, device: torch.device, non_blocking: bool = False, consumer: torch.Stream | None = None):
+    """The object packed in ``block`` on ``device`` in one call: its tensors views of one copy per element type, a
+    top-level field holding :class:`CompactActions` replaced by its expansion. ``non_blocking``: asynchronous copies
+    (``block.data`` pinned, and not written again before the stream has done them); ``consumer``: a CUDA stream that
+    will use the result, its memory marked for it. On the host device the views alias ``block.data``."""
+    p = Plan.of(block.packed)
+    found = _compact_fields(block.packed.structure)
+    moves = 0
+    if found is not None:
+        moves = block.packed.tensors[found[1][COMPACT_TENSORS.index("shared_row")]][2][0]
+    views, expanded, _ = _arrival()(block.typed_views(p.kinds), [lo for lo, _ in p.span], [n for _, n in p.span],
+                                       p.which, p.in_run, p.count, p.shapes, found[1] if found else [], moves,
+                                       device, non_blocking, consumer)
+    obj = rebuild(block.packed.structure, views)
+    if found is None:
+        return obj
+    name, indices, uniform = found
+    sizes = views[indices[COMPACT_TENSORS.index("sizes")]]
+    return dataclasses.replace(obj, **{name: action_batch(expanded[0], expanded[1], expanded[2], sizes, uniform)})
+
+
+@functools.lru_cache(maxsize=64)
+def _compact_fields(structure: bytes) -> tuple[str, list[int], int | None] | None:
+    """``(field, indices, uniform)`` of the object pickled as ``structure`` when a top-level dataclass field of it holds
+    :class:`CompactActions` (its name, its tensors' numbers in :data:`COMPACT_TENSORS` order, its ``uniform``); else
+    ``None``. Read once per structure."""
+    skeleton = rebuild(structure, _Numbers())
+    if not dataclasses.is_dataclass(skeleton):
+        return None
+    for field in dataclasses.fields(skeleton):
+        value = getattr(skeleton, field.name)
+        if isinstance(value, CompactActions):
+            return field.name, [getattr(value, name) for name in COMPACT_TENSORS], value.uniform
+    return None
+
+
+class _Numbers:
+    """Stands for a list of views: the view of tensor ``i`` is ``i``."""
+
+    def __getitem__(self, i: int) -> int:
+        return i
+
+
+def _arrive(host: list[Tensor], first: list[int], elements: list[int], which: list[int], in_run: list[int],
+            count: list[int], shapes: list[list[int]], compact: list[int], moves: int, device: torch.device,
+            non_blocking: bool, consumer: Optional[torch.Stream]) -> tuple[list[Tensor], list[Tensor], list[Tensor]]:
+    """``(views, expanded, host)``: per element type its run of ``host`` copied to ``device``; per tensor its view of
+    its type's copy (``in_run``: its start there); the ``(nodes, meta, index)`` of the compact moves whose tensors
+    are ``compact`` (none when empty); the copies marked for ``consumer`` when given. ``host`` is returned to keep it
+    to the end of the call (:mod:`~phylorl.nets.one_call`)."""
+    copies: list[Tensor] = []
+    for k in range(len(host)):
+        copies.append(host[k].narrow(0, first[k], elements[k]).to(device, non_blocking=non_blocking))
+    views = tensor_views(copies, which, in_run, count, shapes)
+    expanded: list[Tensor] = []
+    if len(compact) > 0:
+        c = compact
+        nodes, meta, index = expand_tensors(views[c[0]], views[c[1]], views[c[2]], views[c[3]], views[c[4]],
+                                            views[c[5]], views[c[6]], views[c[7]], views[c[8]], views[c[9]], moves)
+        expanded = [nodes, meta, index]
+    if consumer is not None:
+        for t in copies + expanded:
+            t.record_stream(consumer)
+    return views, expanded, host
+
+
+@functools.cache
+def _arrival():
+    """:func:`_arrive` as one call (:func:`~phylorl.nets.one_call.one_call`, compiled on first use)."""
+    return one_call(_arrive)
+
+
+def to_host(values: Tensor, priorities: Tensor) -> Tensor:
+    """``values`` then ``priorities`` (as ``values``' dtype) in one host tensor, in one call (the update's one sync)."""
+    both, _ = _gathered()(values, priorities)
+    return both
+
+
+def split(both: Tensor, n_values: int) -> tuple[list, np.ndarray]:
+    """``(values list, float32 priorities)`` of :func:`to_host`'s tensor (numpy views, no torch call)."""
+    array = both.numpy()
+    return array[:n_values].tolist(), array[n_values:].astype(np.float32, copy=False)
+
+
+def _gather(values: Tensor, priorities: Tensor) -> tuple[Tensor, list[Tensor]]:
+    """The host tensor, and the arguments (kept to the end of the call: :mod:`~phylorl.nets.one_call`)."""
+    both = torch.cat([values, priorities.to(values.dtype)])
+    return both.to(torch.device("cpu")), [values, priorities]
+
+
+@functools.cache
+def _gathered():
+    """:func:`_gather` as one call (compiled on first use)."""
+    return one_call(_gather)

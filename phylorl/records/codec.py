@@ -1,0 +1,190 @@
+"""Records from observations and transitions, and back (the layout: :mod:`phylorl.records.format`).
+
+Encoding writes a state's tree arrays and rich parts as they are, and a transition's taken row: the taken move's
+node ids and its features (:func:`taken_row`, the same compiled code the learner's batch pass uses). Decoding gives
+back the :class:`~phylorl.types.Observation` (its moves enumerated again from the neighbour table) and checks that the
+arrays form a binary tree and fit together; ``ValueError`` names what is wrong. The learner and the endpoint never
+decode records this way: :mod:`phylorl.records.collate` writes the network's inputs straight from their bytes.
+"""
+
+from __future__ import annotations
+
+import struct
+
+import numpy as np
+
+from phylorl.phylo.spr import enumerate_moves_kernel
+from phylorl.types import Observation, RichParts, Transition
+
+from .arrays import decode_array, encode_array, encode_ranked, encode_row
+from .format import (
+    DEDUPE, FORM, HEADER, LABELLED, LEAF_FEATURES, MAGIC, OBSERVATION_HEADER, OBSERVATION_MAGIC, RICH_FORM, TAKEN,
+    TERMINAL, TREE, TREE_FORM, TRUNCATED, VERSION,
+)
+
+
+def encode_transition(transition: Transition) -> bytes:
+    """One transition record (with the taken row, and the labels when there are some)."""
+    obs, action, labels = transition.obs, int(transition.action), transition.next_labels
+    if not 0 <= action < obs.n_actions:
+        raise ValueError(f"action {action} is not one of the state's {obs.n_actions} moves")
+    if labels is not None:
+        labels = np.asarray(labels)
+        if labels.dtype != np.float32 or labels.shape != (transition.next_obs.n_actions,):
+            raise ValueError(f"next_labels must be float32 of shape ({transition.next_obs.n_actions},) "
+                             f"(one per move of next_obs), got {labels.dtype} {labels.shape}")
+    flags = ((TERMINAL if transition.terminal else 0) | (TRUNCATED if transition.truncated else 0)
+             | (LABELLED if labels is not None else 0) | TAKEN)
+    parts = [HEADER.pack(MAGIC, VERSION, flags, action, float(transition.reward), float(transition.discount),
+                         int(transition.policy_version))]
+    _encode_state(obs, parts)
+    _encode_state(transition.next_obs, parts)
+    nodes, meta = taken_row(obs, action)
+    encode_row(nodes, "taken move", parts)
+    encode_row(meta, "taken move's features", parts)
+    if labels is not None:
+        encode_array(labels, "next_labels", parts)
+    return b"".join(parts)
+
+
+def encode_observation(obs: Observation) -> bytes:
+    """One observation record: an inference request's state."""
+    parts = [OBSERVATION_HEADER.pack(OBSERVATION_MAGIC, VERSION)]
+    _encode_state(obs, parts)
+    return b"".join(parts)
+
+
+def _encode_state(obs: Observation, parts: list[bytes]) -> None:
+    rich = obs.rich
+    flags = (DEDUPE if obs.dedupe else 0) | LEAF_FEATURES
+    parts += [FORM.pack(TREE_FORM if rich is None else RICH_FORM), TREE.pack(obs.n_leaves, obs.radius, flags)]
+    encode_array(np.asarray(obs.neighbors, np.int32), "neighbors", parts)
+    encode_array(np.asarray(obs.edges, np.int32), "edges", parts)
+    encode_array(np.asarray(obs.lengths, np.float32), "lengths", parts)
+    if rich is not None:
+        encode_ranked(np.asarray(rich.deltas, np.float32), "parsimony changes", parts)
+        encode_array(np.array([rich.parsimony_length]), "parsimony length", parts)
+        encode_array(np.asarray(rich.support, np.float32), "support", parts)
+
+
+def taken_row(obs: Observation, action: int) -> tuple[np.ndarray, np.ndarray]:
+    """Move ``action``'s node ids (int64 ``[4]``) and features (float32 ``[K]``), as the learner's batch reads them."""
+    from .reader import tree_tables
+    from .features import log_lengths
+    from .moves import taken_move, walk_work
+
+    neighbors, edges = np.ascontiguousarray(obs.neighbors, np.int32), np.ascontiguousarray(obs.edges, np.int32)
+    node_edges, error = tree_tables(neighbors, edges, obs.n_leaves)
+    if error:
+        raise ValueError("the state's arrays do not form an unrooted binary tree")
+    rich = obs.rich
+    lengths = np.asarray(obs.lengths, np.float32).astype(np.float64)
+    tree = (neighbors, edges, lengths,
+            np.empty(0, np.float32) if rich is None else np.ascontiguousarray(rich.deltas, np.float32),
+            0.0 if rich is None else float(rich.parsimony_length),
+            np.zeros_like(lengths) if rich is None else np.asarray(rich.support, np.float32).astype(np.float64))
+    nodes = np.empty(4, np.int64)
+    meta = np.empty((1, 15 if rich is not None else 3), np.float32)
+    count = taken_move(tree, node_edges, log_lengths(lengths) if rich is not None else np.empty(0), obs.n_leaves,
+                       obs.radius, obs.dedupe, rich is not None, action, 0, nodes, meta,
+                       walk_work(obs.n_nodes, rich is not None))
+    if count <= action:
+        raise ValueError(f"action {action} is not one of the state's moves")
+    return nodes, meta[0]
+
+
+def decode_observation(record: bytes | bytearray | memoryview) -> Observation:
+    """The state in an observation record (``ValueError`` naming what is wrong)."""
+    buf = memoryview(record)
+    if len(buf) < OBSERVATION_HEADER.size:
+        raise ValueError(f"observation record too short: {len(buf)} bytes")
+    magic, version = OBSERVATION_HEADER.unpack_from(buf, 0)
+    _check_kind(magic, version, OBSERVATION_MAGIC, "observation")
+    try:
+        obs, offset = _decode_state(buf, OBSERVATION_HEADER.size)
+    except (struct.error, IndexError, OverflowError) as e:
+        raise ValueError(f"corrupt observation record: {e}") from None
+    if offset != len(buf):
+        raise ValueError(f"observation record has {len(buf) - offset} trailing bytes")
+    return obs
+
+
+def decode_transition(record: bytes | bytearray | memoryview) -> Transition:
+    """The :class:`Transition` in a transition record (``ValueError`` naming what is wrong); arrays are fresh."""
+    buf = memoryview(record)
+    if len(buf) < HEADER.size:
+        raise ValueError(f"transition record too short: {len(buf)} bytes, the header alone is {HEADER.size}")
+    magic, version, flags, action, reward, discount, policy_version = HEADER.unpack_from(buf, 0)
+    _check_kind(magic, version, MAGIC, "transition")
+    try:
+        obs, offset = _decode_state(buf, HEADER.size)
+        next_obs, offset = _decode_state(buf, offset)
+        if flags & TAKEN:
+            nodes, offset = decode_array(buf, offset)
+            meta, offset = decode_array(buf, offset)
+            _check_taken_row(obs, action, nodes, meta)
+        labels = None
+        if flags & LABELLED:
+            labels, offset = decode_array(buf, offset)
+            if labels.dtype != np.float32 or labels.shape != (next_obs.n_actions,):
+                raise ValueError(f"corrupt transition record: next_labels {labels.dtype} {labels.shape} do not "
+                                 f"match the next state's {next_obs.n_actions} moves")
+    except (struct.error, IndexError, OverflowError) as e:  # a length or count that runs past the record
+        raise ValueError(f"corrupt transition record: {e}") from None
+    if offset != len(buf):
+        raise ValueError(f"transition record has {len(buf) - offset} trailing bytes")
+    return Transition(obs, action, reward, next_obs, bool(flags & TERMINAL), bool(flags & TRUNCATED), discount,
+                      policy_version, labels)
+
+
+def _check_taken_row(obs: Observation, action: int, nodes: np.ndarray, meta: np.ndarray) -> None:
+    """``ValueError`` unless the stored taken row is ``obs``'s row of move ``action``, bit for bit."""
+    if not 0 <= action < obs.n_actions:
+        raise ValueError(f"corrupt transition record: action {action} is not one of the state's {obs.n_actions} "
+                         "moves")
+    want_nodes, want_meta = taken_row(obs, action)
+    for name, stored, rebuilt in (("node ids", nodes, want_nodes), ("features", meta, want_meta)):
+        if stored.dtype != rebuilt.dtype or stored.shape != rebuilt.shape or stored.tobytes() != rebuilt.tobytes():
+            raise ValueError(f"corrupt transition record: the stored taken move's {name} are not those of move "
+                             f"{action} of its state")
+
+
+def _check_kind(magic: bytes, version: int, expected: bytes, kind: str) -> None:
+    if magic != expected:
+        raise ValueError(f"not a phylorl {kind} record: magic {bytes(magic)!r}, expected {expected!r}")
+    if version != VERSION:
+        raise ValueError(f"{kind} record format version {version}; this code reads version {VERSION}")
+
+
+def _decode_state(buf: memoryview, offset: int) -> tuple[Observation, int]:
+    from .reader import tree_tables
+
+    if offset + FORM.size + TREE.size > len(buf):
+        raise ValueError(f"record truncated at byte {offset}: missing a state")
+    (form,) = FORM.unpack_from(buf, offset)
+    if form not in (TREE_FORM, RICH_FORM):
+        raise ValueError(f"corrupt record: unknown state form {form} at byte {offset}")
+    n_leaves, radius, flags = TREE.unpack_from(buf, offset + FORM.size)
+    offset += FORM.size + TREE.size
+    if not flags & LEAF_FEATURES:
+        raise ValueError("corrupt record: a state with stored node features")
+    arrays = []
+    for _ in range(3 if form == TREE_FORM else 6):
+        array, offset = decode_array(buf, offset)
+        arrays.append(array)
+    neighbors, edges, lengths = arrays[:3]
+    if neighbors.dtype != np.int32 or edges.dtype != np.int32 or lengths.dtype != np.float32 \
+            or neighbors.ndim != 2 or edges.ndim != 2 or lengths.shape != (edges.shape[0],):
+        raise ValueError("corrupt record: tree arrays of the wrong dtype or shape")
+    if tree_tables(np.ascontiguousarray(neighbors), np.ascontiguousarray(edges), n_leaves)[1]:
+        raise ValueError("corrupt record: the stored tree is not an unrooted binary tree")
+    moves = enumerate_moves_kernel(neighbors, n_leaves, radius, bool(flags & DEDUPE))
+    rich = None
+    if form == RICH_FORM:
+        deltas, length, support = arrays[3:]
+        if deltas.dtype != np.float32 or deltas.shape != (moves.shape[0],) or length.shape != (1,) \
+                or support.dtype != np.float32 or support.shape != lengths.shape:
+            raise ValueError("corrupt record: the rich parts do not fit the tree (one parsimony change per move, "
+                             "one support per edge)")
+        rich = RichParts(deltas, float(length[0]), support)
+    return Observation(neighbors, edges, lengths, int(n_leaves), moves, int(radius), bool(flags & DEDUPE), rich), offset
