@@ -168,6 +168,8 @@ def _checkpoint(checkpoint: str | None) -> str:
         if not Path(DEFAULT_CHECKPOINT).exists():
             raise CliError(f"no agent checkpoint at {DEFAULT_CHECKPOINT} (the default): pass --checkpoint PATH")
         checkpoint = DEFAULT_CHECKPOINT
+    elif not Path(checkpoint).exists():
+        raise CliError(f"checkpoint '{checkpoint}' does not exist")
     return checkpoint
 
 

@@ -1,5 +1,5 @@
 """The prioritised replay table's logic, shared by the replay service (``services/replay``, which keeps the
-records in Redis) and the in-process run (:class:`phylorl.agent.memory_replay.MemoryReplay`): a sum tree
+records in Redis) and the tests' in-process run (``tests/memory_replay.py``): a sum tree
 over ``priority ** alpha``, the table of keys and priorities, and the samples-per-insert rate limiter.
 Needs numpy only (no torch, no numba).
 """

@@ -11,8 +11,8 @@ with the importance weights normalised by their maximum over the batch. A priori
 evicted since it was sampled is ignored; of a key repeated in one update, the last priority wins.
 
 :class:`PriorityTable` holds no transitions and takes no locks: ``services.replay.buffer`` keeps the
-records in Redis and wraps each step in its locks and rate limiter, :class:`~phylorl.agent.memory_replay.MemoryReplay`
-keeps them in a list; both move keys, priorities and weights only through this class.
+records in Redis and wraps each step in its locks and rate limiter, the tests' in-process ``MemoryReplay`` keeps
+them in a list; both move keys, priorities and weights only through this class.
 """
 
 from __future__ import annotations

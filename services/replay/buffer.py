@@ -79,7 +79,7 @@ class PrioritizedReplay:
     """Capacity-bounded FIFO table sampled with probability ``priority ** alpha / Σ priority ** alpha``.
 
     Keys, eviction, sampling, importance weights and priority updates are
-    :class:`~phylorl.replay.priority_table.PriorityTable` (the in-process run's ``MemoryReplay`` drives
+    :class:`~phylorl.replay.priority_table.PriorityTable` (the tests' in-process ``MemoryReplay`` drives
     the same object); this class adds durability, record caching, locks and the rate limiter. Every record and raw priority is in Redis (``RedisStore``);
     the constructor rebuilds the sum tree from there, so a new instance on the same Redis and
     prefix continues where the last one stopped. Thread-safe: calls block (up to their timeout)

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import grpc
 import pytest
+from hostile import broken, observation_record, parts_of, state_bytes, valid
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from inference_endpoint import start_inference
 
-from hostile import broken, observation_record, parts_of, state_bytes, valid
 from phylorl.nets.config import NetworkConfig
 from phylorl.wire import codec
 from phylorl.wire.v1 import inference_pb2, inference_pb2_grpc
@@ -19,8 +20,6 @@ CFG = NetworkConfig(hidden=16, action_hidden=16, head_hidden=16)
 
 @pytest.fixture(scope="module")
 def stub():
-    from conftest import start_inference
-
     server, inference, address = start_inference(CFG)
     channel = grpc.insecure_channel(address)
     yield inference_pb2_grpc.InferenceServiceStub(channel)

@@ -299,7 +299,7 @@ def test_all_zero_priorities_cannot_be_sampled(redis_client):
 def test_the_service_table_and_the_in_process_replay_draw_the_same_keys(redis_client):
     """Both drive one PriorityTable: the same inserts, priorities and seed give the same draws and
     weights, and the same priority updates."""
-    from phylorl.agent.memory_replay import MemoryReplay
+    from memory_replay import MemoryReplay
 
     table = make_table(redis_client, capacity=5, alpha=0.7, beta=0.5, seed=3)
     memory = MemoryReplay(capacity=5, alpha=0.7, beta=0.5, seed=3)

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from phylorl.agent.memory_replay import MemoryReplay
+from memory_replay import MemoryReplay
 
 
 def transitions(n, start=0):

@@ -6,7 +6,7 @@ import torch
 
 from phylorl.agent.config import AgentConfig
 from phylorl.agent.losses import soft_value
-from phylorl.agent.trainer import InProcessTrainer, TrainerConfig
+from inprocess_trainer import InProcessTrainer, TrainerConfig
 from phylorl.env.config import EnvConfig
 from phylorl.env.prepare import prepare_alignment
 from phylorl.env.tree_env import EnvAlignment

@@ -8,7 +8,7 @@ priority ``|R + γ^k V(s_{t+k}) − Q(s_t, a_t)|``, as records, and :meth:`Learn
 from :class:`MemoryReplay` and collated by :func:`~phylorl.records.collate.collate_records`, sending back
 ``|δ1| + |δ2|`` as new priorities.
 Acting uses the learner's current networks (no policy lag; the services act with the last
-published snapshot). For tests and debugging; nothing here does I/O.
+published snapshot). The learning test's fast stand-in for the running system.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import torch
 from phylorl.agent.acting import select_actions
 from phylorl.agent.config import AgentConfig
 from phylorl.agent.learner import Learner
-from phylorl.agent.memory_replay import MemoryReplay
+from memory_replay import MemoryReplay
 from phylorl.agent.collector import Collector
 from phylorl.env.config import EnvConfig
 from phylorl.env.tree_env import EnvAlignment
