@@ -1,0 +1,45 @@
+"""The large-scale search's settings."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+STARTS = ("parsimony", "nj")
+
+
+@dataclass(frozen=True)
+class SearchConfig:
+    """How :func:`phylorl.search.search` searches (defaults: the settings measured best on ``train/``)."""
+
+    start: str = "parsimony"
+    """Start tree: ``"parsimony"`` (randomised stepwise addition + parsimony SPR, seeded) or ``"nj"``."""
+    parsimony_starts: int = 1
+    """Parsimony trees drawn; the shortest is searched."""
+    parsimony_radius: int = 6
+    """Radius of the parsimony SPR rounds that polish each parsimony tree."""
+    radius_step: int = 5
+    """Width of a radius window: the fast rounds widen ``[1, 5] -> [6, 10] -> ...`` while that pays, the slow
+    rounds shift theirs outward when a round gains nothing (RAxML-NG's radius detection)."""
+    fast_gain: float = 1.0
+    """Fast rounds (lazy scores with fixed lengths) repeat while a round gains more than this."""
+    auto_gain: float = 0.1
+    """A wider fast radius window is tried while the last one gained more than this."""
+    slow_branches: int = 3
+    """Branches optimised in a slow round's lazy scores (1: the pendant; 3: the pendant and the regraft halves)."""
+    slow_gain: float = 0.1
+    """A slow round gaining more than this restarts the slow radius windows at ``[1, radius_step]``."""
+    slow_radius_limit: int = 15
+    """The slow rounds stop when their window would start beyond this distance."""
+    branch_rounds: int = 3
+    """Newton passes over every branch after each round."""
+
+    def __post_init__(self) -> None:
+        if self.start not in STARTS:
+            raise ValueError(f"start must be one of {STARTS}, got {self.start!r}")
+        if self.parsimony_starts < 1 or self.radius_step < 1 or self.slow_radius_limit < 1:
+            raise ValueError("parsimony_starts, radius_step and slow_radius_limit must be >= 1")
+        if self.slow_branches not in (1, 3):
+            raise ValueError(f"slow_branches must be 1 or 3, got {self.slow_branches}")
+
+    def to_dict(self) -> dict:
+        return asdict(self)
