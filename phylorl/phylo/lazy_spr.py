@@ -33,7 +33,7 @@ class LazyWork(NamedTuple):
 
     D: np.ndarray      # float64 [depth, C, 4, P]  the walk's stack: partials toward p times the matrix toward p
     sD: np.ndarray     # int64 [depth, P]          their scale counts
-    buf: np.ndarray    # float64 [9, C, 4, P]      F, Sd, SP, Dx, Ts, Hy, V, PS, Y
+    buf: np.ndarray    # float64 [9, C, 4, P]      F, Sd, SP, Dx, (spare), Hy, V, PS, Y
     sbuf: np.ndarray   # int64 [6, P]              sF, sS, sDx, sV, sY, site scale
     coef: np.ndarray   # float64 [C, 4, P]         one branch's Newton coefficients
     site: np.ndarray   # float64 [P]
@@ -106,20 +106,51 @@ def _optimise_branch(A, sA, B, sB, t0, model, pattern_weights, t_min, t_max, max
 
 
 @njit(cache=True, nogil=True, fastmath=FASTMATH)
-def _joint_loglik(A, sA, B, sB, model, pattern_weights, site, site_scale):
-    """Log-likelihood of a tree rooted between ``A`` and ``B`` (the second already times its branch's matrix)."""
-    C = A.shape[0]
-    P = A.shape[2]
-    for p in range(P):
-        site[p] = 0.0
-        site_scale[p] = sA[p] + sB[p]
+def _fixed_site(F, y, row_y, n_leaves, tip_codes, clv, pm, ptip, SP, weights, freqs, site):
+    """Site likelihoods (unscaled) of the regraft with fixed lengths, in one pass: ``sum_{c,i} w_c pi_i (P F)_ci
+    (P Y)_ci SP_ci`` for ``P`` = ``pm`` (half the regraft edge) on both sides, ``Y`` y's side (``clv[row_y]`` or its
+    tip codes), ``SP`` the pruned subtree's partial times the pendant's matrix."""
+    C = F.shape[0]
+    P = F.shape[2]
+    for q in range(P):
+        site[q] = 0.0
+    for c in range(C):
+        F0, F1, F2, F3 = F[c, 0], F[c, 1], F[c, 2], F[c, 3]
+        for i in range(4):
+            f = weights[c] * freqs[i]
+            a0, a1, a2, a3 = pm[c, i, 0], pm[c, i, 1], pm[c, i, 2], pm[c, i, 3]
+            sp = SP[c, i]
+            if y >= n_leaves:
+                Y = clv[row_y, c]
+                Y0, Y1, Y2, Y3 = Y[0], Y[1], Y[2], Y[3]
+                for q in range(P):
+                    site[q] += f * (a0 * F0[q] + a1 * F1[q] + a2 * F2[q] + a3 * F3[q]) * (
+                        a0 * Y0[q] + a1 * Y1[q] + a2 * Y2[q] + a3 * Y3[q]) * sp[q]
+            else:
+                row = ptip[c, i]
+                codes = tip_codes[y]
+                for q in range(P):
+                    site[q] += f * (a0 * F0[q] + a1 * F1[q] + a2 * F2[q] + a3 * F3[q]) * row[codes[q]] * sp[q]
+
+
+@njit(cache=True, nogil=True, fastmath=FASTMATH)
+def _times_side(out, D, pm, ptip, node, n_leaves, tip_codes, src):
+    """``out = D * (pm @ L)`` per category and state, ``L`` the partial ``src`` of ``node`` (a tip: its codes)."""
+    C = out.shape[0]
+    P = out.shape[2]
     for c in range(C):
         for i in range(4):
-            f = model.weights[c] * model.freqs[i]
-            a, b = A[c, i], B[c, i]
-            for p in range(P):
-                site[p] += f * a[p] * b[p]
-    return kn.total_loglik(site, site_scale, pattern_weights, model.inv_lik, model.pinv)
+            o, d = out[c, i], D[c, i]
+            if node >= n_leaves:
+                a0, a1, a2, a3 = pm[c, i, 0], pm[c, i, 1], pm[c, i, 2], pm[c, i, 3]
+                S0, S1, S2, S3 = src[c, 0], src[c, 1], src[c, 2], src[c, 3]
+                for q in range(P):
+                    o[q] = d[q] * (a0 * S0[q] + a1 * S1[q] + a2 * S2[q] + a3 * S3[q])
+            else:
+                row = ptip[c, i]
+                codes = tip_codes[node]
+                for q in range(P):
+                    o[q] = d[q] * row[codes[q]]
 
 
 @njit(cache=True, nogil=True)
@@ -170,6 +201,11 @@ def _candidate(F, sF, y, row_y, t, l0, branches, n_leaves, tip_codes, clv, scale
     sS, sV, sY, site_scale = swork[1], swork[3], swork[4], swork[5]
     P = F.shape[2]
     kn.branch_pmat(0.5 * t, eigvals, U, U_inv, rates, mask_vectors, pm, ptip)
+    if branches == 0:
+        _fixed_site(F, y, row_y, n_leaves, tip_codes, clv, pm, ptip, SP, model.weights, model.freqs, site)
+        for q in range(P):
+            site_scale[q] = sF[q] + sS[q] + (scale[row_y, q] if y >= n_leaves else 0)
+        return kn.total_loglik(site, site_scale, pattern_weights, model.inv_lik, model.pinv)
     _times_p(Hy, pm, ptip, y, n_leaves, tip_codes, clv[row_y], True)  # y's side over its half
     _times_p(V, pm, ptip, n_leaves, n_leaves, tip_codes, F, True)  # x's side over its half
     for q in range(P):
@@ -182,8 +218,6 @@ def _candidate(F, sF, y, row_y, t, l0, branches, n_leaves, tip_codes, clv, scale
     for q in range(P):
         sV[q] = sF[q] + sY[q]
     kn.rescale_patterns(V, sV)
-    if branches == 0:
-        return _joint_loglik(V, sV, SP, sS, model, pattern_weights, site, site_scale)
     l, f = _optimise_branch(V, sV, Sd, sS, l0, model, pattern_weights, t_min, t_max, max_iter, newton_tol, coef)
     if branches == 1:
         return f
@@ -254,7 +288,7 @@ def lazy_spr_scores(moves, neighbors, node_edges, edges, lengths, n_leaves, tip_
     P = clv.shape[3]
     D, sD, buf, sbuf, coef, site = work.D, work.sD, work.buf, work.sbuf, work.coef, work.site
     depth = D.shape[0]
-    F, Sd, SP, Dx, Ts = buf[0], buf[1], buf[2], buf[3], buf[4]
+    F, Sd, SP, Dx = buf[0], buf[1], buf[2], buf[3]
     sF, sS, sDx = sbuf[0], sbuf[1], sbuf[2]
     want = work.ints[0, :n_edges]  # regraft edge -> its move's row in the current run (-1: none)
     want_x = work.ints[1, :n_edges]  # and that move's x (the end nearer to p)
@@ -340,8 +374,7 @@ def lazy_spr_scores(moves, neighbors, node_edges, edges, lengths, n_leaves, tip_
                     n_updates += kn.ensure_valid(d_sib, neighbors, node_edges, edges, n_leaves, tip_codes, pmat,
                                                  tip_pmat, clv, scale, valid, stack)
                     row_sib = _row(d_sib, neighbors, edges, n_leaves)
-                    _times_p(Ts, pmat[e_sib], tip_pmat[e_sib], sib, n_leaves, tip_codes, clv[row_sib], True)
-                    _product(F, Dx, Ts)  # x's partial toward p, without y's side
+                    _times_side(F, Dx, pmat[e_sib], tip_pmat[e_sib], sib, n_leaves, tip_codes, clv[row_sib])
                     for q in range(P):
                         sF[q] = sDx[q] + (scale[row_sib, q] if sib >= n_leaves else 0)
                     kn.rescale_patterns(F, sF)

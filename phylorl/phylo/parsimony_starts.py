@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .parsimony import _fitch_into, _misses, _other_slots, bit_planes, parsimony_tips
+from .parsimony import _fitch_into, _misses, _other_slots, _unions, bit_planes, parsimony_tips
 from .spr import _apply_spr, slot_of
 from .starts import MIN_BRANCH_LENGTH
 from .tree import Tree, taxon_names
@@ -74,8 +74,9 @@ def _directional(neighbors, n_leaves, root, planes, down, order, parent):
 
 @njit(cache=True, nogil=True)
 def stepwise_addition(planes, starts, masks, class_weights, order):
-    """The edges (int32 ``[2n-3, 2]``) of the tree built by adding the taxa in ``order``, each where it adds the
-    fewest changes; leaves keep their ids, internal nodes are numbered ``n, n+1, ...`` in order of creation."""
+    """``(edges, length)``: the edges (``[2n-3, 2]``) of the tree built by adding the taxa in ``order``, each where
+    it adds the fewest changes, and its weighted Fitch length (the sum of those insertion costs); leaves keep their
+    ids, internal nodes are numbered ``n, n+1, ...`` in order of creation."""
     classes = (starts, masks, class_weights)
     n = planes.shape[0]
     n_nodes = 2 * n - 2
@@ -88,6 +89,8 @@ def stepwise_addition(planes, starts, masks, class_weights, order):
     for j in range(3):
         _link(neighbors, node_edges, edges, j, n, order[j])
     n_edges = 3
+    _directional(neighbors, n, n, planes, down, scratch_order, parent)
+    length = _misses(down[n, 0], down[n, 1], down[n, 2], classes) + _unions(down[n, 0], down[n, 1], classes)
     for t in range(3, n):
         leaf = order[t]
         _directional(neighbors, n, n, planes, down, scratch_order, parent)
@@ -98,6 +101,7 @@ def stepwise_addition(planes, starts, masks, class_weights, order):
                            classes)
             if cost < best_cost:
                 best, best_cost = e, cost
+        length += best_cost
         u, v = edges[best, 0], edges[best, 1]
         w = n + t - 2  # the new internal node
         ku, kv = slot_of(neighbors, u, v), slot_of(neighbors, v, u)
@@ -110,7 +114,7 @@ def stepwise_addition(planes, starts, masks, class_weights, order):
         _link(neighbors, node_edges, edges, n_edges, w, v)
         _link(neighbors, node_edges, edges, n_edges + 1, w, leaf)
         n_edges += 2
-    return edges
+    return edges, length
 
 
 @njit(cache=True, nogil=True)
@@ -162,7 +166,7 @@ def _best_regraft(neighbors, n_leaves, down, classes, p, ks, radius, near, stack
 def parsimony_spr(neighbors, node_edges, edges, lengths, n_leaves, planes, starts, masks, class_weights, radius,
                   max_rounds):
     """SPR rounds on parsimony over the tree's arrays (in place) until a round lowers the length by nothing, or
-    ``max_rounds``; returns the number of moves applied."""
+    ``max_rounds``; returns ``(moves applied, length change)``."""
     classes = (starts, masks, class_weights)
     n_nodes = neighbors.shape[0]
     down = np.zeros((n_nodes, 3, 4, planes.shape[2]), np.uint64)
@@ -173,6 +177,7 @@ def parsimony_spr(neighbors, node_edges, edges, lengths, n_leaves, planes, start
     scratch_order = np.empty(n_nodes, np.int64)
     changed = np.empty(3, np.int64)
     applied = 0
+    change = 0.0
     for _ in range(max_rounds):
         moved = 0
         _directional(neighbors, n_leaves, n_leaves, planes, down, scratch_order, parent)
@@ -183,12 +188,13 @@ def parsimony_spr(neighbors, node_edges, edges, lengths, n_leaves, planes, start
                 if x < 0:
                     continue
                 _apply_spr(neighbors, node_edges, edges, lengths, n_leaves, p, neighbors[p, ks], x, y, changed)
+                change += delta
                 moved += 1
                 _directional(neighbors, n_leaves, n_leaves, planes, down, scratch_order, parent)
         applied += moved
         if moved == 0:
             break
-    return applied
+    return applied, change
 
 
 def parsimony_tree(alignment, rng: np.random.Generator, *, spr_radius: int = 6, spr_rounds: int = 4,
@@ -202,7 +208,7 @@ def parsimony_tree(alignment, rng: np.random.Generator, *, spr_radius: int = 6, 
         planes = bit_planes(parsimony_tips(patterns.codes), np.asarray(patterns.weights, np.float64))
     bits, (starts, masks, class_weights) = planes
     order = rng.permutation(len(names)).astype(np.int64)
-    edges = stepwise_addition(bits, starts, masks, class_weights, order)
+    edges, _ = stepwise_addition(bits, starts, masks, class_weights, order)
     tree = Tree.from_edges(edges.astype(np.int32), np.full(len(edges), START_LENGTH), names)
     if spr_rounds > 0:
         parsimony_spr(tree.neighbors, tree.node_edges, tree.edges, tree.lengths, tree.n_leaves, bits, starts, masks,

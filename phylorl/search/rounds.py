@@ -30,6 +30,11 @@ joined ``p``'s old neighbours."""
 LOCAL_ROUNDS = 2
 """Newton passes over those branches."""
 
+SLOW_MARGIN = 10.0
+"""A round with branch optimisation in its lazy scores first scores every regraft with fixed lengths, then
+optimises the branches of those within this many log-likelihood units of the current tree only (a fixed-length
+score is a lower bound of the optimised one; a regraft far below the current tree seldom climbs above it)."""
+
 
 @dataclass
 class RoundResult:
@@ -43,6 +48,8 @@ class RoundResult:
     """Regraft candidates scored lazily."""
     farthest: int
     """Largest distance ``d(p, x)`` of an applied move (0 when none)."""
+    touched: list[int]
+    """The nodes whose neighbours the applied moves changed."""
 
 
 def subtree_order(tree: Tree) -> list[tuple[int, int]]:
@@ -72,30 +79,38 @@ def spr_round(engine, tree: Tree, loglik: float, radius: int, *, radius_min: int
         loglik: its current log-likelihood.
         radius: largest distance ``d(p, x)`` of a regraft.
         radius_min: smallest one.
-        branches: branches optimised in a lazy score (0, 1 or 3).
+        branches: branches optimised in a lazy score (0, 1 or 3; with 1 or 3 only for the regrafts within
+            :data:`SLOW_MARGIN` of the current tree).
         order: the subtrees to prune, in order (default :func:`subtree_order`).
     """
     moves_done = scored = farthest = 0
+    touched: list[int] = []
     for p, s in (subtree_order(tree) if order is None else order):
         if not _adjacent(tree, p, s):  # an earlier move of the round rewired p
             continue
-        moves, scores = engine.subtree_scores(tree, p, s, radius, radius_min=radius_min, branches=branches)
+        moves, scores = engine.subtree_scores(tree, p, s, radius, radius_min=radius_min, branches=0)
         scored += len(moves)
         if not len(moves):
             continue
+        if branches:
+            close = np.flatnonzero(scores > loglik - SLOW_MARGIN)
+            if len(close):
+                scores[close] = engine.spr_scores(tree, moves[close], branches=branches)
         best = int(np.argmax(scores))
         if not scores[best] > loglik + IMPROVEMENT:
             continue
         saved = tree.copy()
+        nodes = [p, int(moves[best][2]), int(moves[best][3]), *(int(v) for v in tree.neighbors[p] if v != s)]
         joined = int(apply_spr(tree, moves[best])[0])
         after = optimise_near(engine, tree, [p], joined)
         if after > loglik + IMPROVEMENT:
             loglik = after
             moves_done += 1
             farthest = max(farthest, int(move_metadata(saved, moves[best:best + 1])[0, 2]) - 1)
+            touched += nodes
         else:
             _restore(tree, saved)
-    return RoundResult(loglik, moves_done, scored, farthest)
+    return RoundResult(loglik, moves_done, scored, farthest, touched)
 
 
 def _adjacent(tree: Tree, p: int, s: int) -> bool:

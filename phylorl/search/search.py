@@ -100,7 +100,7 @@ def search(alignment, model: str = "GTR+F+G4", *, config: SearchConfig | None = 
         start_loglik, prepare_seconds = state.loglik, time.perf_counter() - started
     resumed_at = time.perf_counter() - state.elapsed
     while state.phase != "done":
-        next_round(engine, state, config)
+        next_round(engine, state, config, int(seed))
         state.elapsed = time.perf_counter() - resumed_at
         if on_progress is not None:
             on_progress({"loglik": state.loglik, "moves": state.moves, "round": state.round,

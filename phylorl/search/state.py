@@ -20,7 +20,7 @@ import numpy as np
 from phylorl.phylo import Tree
 
 CHECKPOINT_VERSION = 1
-PHASES = ("fast_auto", "fast", "slow", "done")
+PHASES = ("fast_auto", "fast", "slow", "perturb", "done")
 
 
 @dataclass
@@ -32,7 +32,7 @@ class SearchState:
     loglik: float
     """Its log-likelihood."""
     phase: str
-    """``fast_auto`` (widening the fast radius), ``fast``, ``slow`` or ``done``."""
+    """``fast_auto`` (widening the fast radius), ``fast``, ``slow``, ``perturb`` or ``done``."""
     radius_min: int
     radius_max: int
     """The next round's radius window."""
@@ -43,6 +43,14 @@ class SearchState:
     round: int = 0
     moves: int = 0
     scored: int = 0
+    iteration: int = 0
+    """Perturb-and-climb iterations done."""
+    fails: int = 0
+    """Of which the last ones in a row that found no better tree."""
+    improved: bool = False
+    """Whether a perturb-and-climb iteration has found a better tree."""
+    perturbed: bool = False
+    """Whether the perturb-and-climb phase has ended (the slow rounds after it certify its answer)."""
     elapsed: float = 0.0
     """Seconds spent so far (progress only: no decision depends on it)."""
 

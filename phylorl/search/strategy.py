@@ -7,6 +7,9 @@
 3. ``slow``: slow rounds (lazy scores with the branches at the regraft point optimised) on ``[1, w]``; a round
    that gains more than ``slow_gain`` restarts the windows at ``[1, w]``, one that does not shifts the window
    outward, until it would start beyond ``slow_radius_limit``.
+4. ``perturb``: perturb-and-climb iterations from the best tree (:mod:`phylorl.search.perturb`, each seeded by the
+   search's seed and its number) until ``perturb_fails`` in a row find no better tree; when one did, the slow
+   rounds run once more on the answer (so it is an SPR optimum of the whole tree), then ``done``.
 
 Every round ends with Newton passes over every branch, walked from edge 0 (so a resumed search walks them as an
 uninterrupted one does).
@@ -17,7 +20,8 @@ from __future__ import annotations
 import numpy as np
 
 from .config import SearchConfig
-from .rounds import spr_round
+from .perturb import climb
+from .rounds import IMPROVEMENT, spr_round
 from .state import SearchState
 
 
@@ -32,8 +36,10 @@ def optimise_all(engine, tree, config: SearchConfig) -> float:
     return engine.optimize_branch_lengths(tree, np.arange(tree.n_edges), rounds=config.branch_rounds, tol=1e-3)
 
 
-def next_round(engine, state: SearchState, config: SearchConfig) -> SearchState:
+def next_round(engine, state: SearchState, config: SearchConfig, seed: int) -> SearchState:
     """Run the round ``state`` asks for (on ``state.tree``, in place) and decide the next one; returns ``state``."""
+    if state.phase == "perturb":
+        return _perturb(engine, state, config, seed)
     tree = state.tree
     n_limit = tree.n_leaves  # no window starts beyond the tree's size
     step = config.radius_step
@@ -63,6 +69,32 @@ def next_round(engine, state: SearchState, config: SearchConfig) -> SearchState:
         else:
             state.radius_min, state.radius_max = state.radius_max + 1, state.radius_max + step
             if state.radius_min > min(config.slow_radius_limit, n_limit):
-                state.phase = "done"
+                state.phase = "done" if state.perturbed or not config.perturb_fails else "perturb"
     state.reference = loglik
+    return state
+
+
+def _perturb(engine, state: SearchState, config: SearchConfig, seed: int) -> SearchState:
+    n = state.tree.n_leaves
+    rng = np.random.default_rng([seed, state.iteration])
+    moves = max(config.perturb_min_moves, int(round(config.perturb_moves * n)))
+    result = climb(engine, state.tree, rng, moves=moves, radius=config.perturb_radius, depth=config.climb_depth,
+                   fast_radius=state.best_radius, slow_branches=config.slow_branches, max_rounds=config.climb_rounds,
+                   branch_rounds=config.branch_rounds)
+    state.round += 1
+    state.iteration += 1
+    state.moves += result.moves
+    state.scored += result.scored
+    if result.loglik > state.loglik + IMPROVEMENT:
+        state.tree, state.loglik, state.fails = result.tree, result.loglik, 0
+        state.improved = True
+    else:
+        state.fails += 1
+    if state.fails >= config.perturb_fails:
+        state.perturbed = True
+        if state.improved:
+            state.phase, state.radius_min, state.radius_max = "slow", 1, config.radius_step
+        else:
+            state.phase = "done"
+    state.reference = state.loglik
     return state

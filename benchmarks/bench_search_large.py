@@ -1,0 +1,191 @@
+"""The large-scale search (:func:`phylorl.search.search`) against IQ-TREE 2 at 30-1,000 taxa, per taxa band.
+
+For every alignment, one process at a time: the model string our preparation estimates (``GTR+F+G4`` on the NJ
+tree, :func:`~phylorl.search.prepare.fit_model_string`); IQ-TREE 2 with that fixed string, one thread, seed 1
+(and seed 2 with ``--noise``: IQ-TREE's own run-to-run spread); then our search as a child process from its
+default start (whole-process wall time: interpreter, imports, alignment, model fit, start tree, search, final
+branch lengths). Both trees are re-scored by our engine with every branch optimised. IQ-TREE runs are cached in
+``--cache`` (:mod:`iqtree_cache`); its wall time is re-measured in this run unless ``--cached-iqtree`` (then the
+cached time is used and the row says so).
+
+Prints one JSON line: the machine, per-alignment rows (log-likelihoods, gap to IQ-TREE, seconds on both sides,
+time ratio, RF distance, our peak memory) and per-band summaries (fraction within 0.1 of IQ-TREE, mean and median
+gap, total time ratio, median per-alignment ratio, mean RF; the same for IQ-TREE seed 2 with ``--noise``).
+Progress on stderr.
+
+    python benchmarks/bench_search_large.py [--alignments FILE_OR_DIR ...] [--bands 30-99,100-199]
+        [--limit-per-band K] [--noise] [--cached-iqtree] [--config '{"parsimony_starts": 2}'] [--seed 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+os.environ.setdefault("NUMBA_NUM_THREADS", "1")
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from common import REPO, emit, machine  # noqa: E402
+from iqtree_cache import cached_iqtree  # noqa: E402
+
+VALID = REPO.parent / "shared" / "data" / "large" / "valid"
+BANDS = ((30, 99), (100, 199), (200, 499), (500, 999))
+TOLERANCE = 0.1
+
+
+def child(path: str, seed: int, config: str) -> None:
+    """The measured process: our whole search of one alignment; prints its result as JSON."""
+    from phylorl.phylo import load_alignment, write_newick
+    from phylorl.search import SearchConfig, search
+
+    alignment = load_alignment(path)
+    result = search(alignment, "GTR+F+G4", config=SearchConfig(**json.loads(config)), seed=seed)
+    print(json.dumps({"newick": write_newick(result.tree), "loglik": result.loglik, "model": result.model,
+                      "search_seconds": result.seconds, "prepare_seconds": result.prepare_seconds,
+                      "start_loglik": result.start_loglik, "rounds": result.rounds, "moves": result.moves,
+                      "scored": result.scored, "dropped": result.dropped,
+                      "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}))
+
+
+def band_of(n_taxa: int) -> str | None:
+    for lo, hi in BANDS:
+        if lo <= n_taxa <= hi:
+            return f"{lo}-{hi}"
+    return None
+
+
+def alignments(args) -> list[tuple[Path, int, int]]:
+    """``(path, taxa, sites)`` of the alignments asked for, smallest first, at most ``--limit-per-band`` per band."""
+    rows = []
+    for item in args.alignments:
+        item = Path(item)
+        table = item.parent / f"{item.name}.tsv" if item.is_dir() else None
+        if table is not None and table.exists():
+            for line in table.read_text().splitlines()[1:]:
+                name, taxa, sites = line.split("\t")
+                rows.append((item.parent / name, int(taxa), int(sites)))
+        else:
+            from phylorl.phylo import load_alignment
+
+            files = sorted(item.glob("*.fasta")) if item.is_dir() else [item]
+            for f in files:
+                a = load_alignment(f)
+                rows.append((f, a.n_taxa, a.n_sites))
+    wanted = None if args.bands is None else set(args.bands.split(","))
+    rows = [r for r in sorted(rows, key=lambda r: (r[1], r[2])) if band_of(r[1]) and
+            (wanted is None or band_of(r[1]) in wanted)]
+    if args.limit_per_band:
+        kept, count = [], {}
+        for r in rows:
+            b = band_of(r[1])
+            if count.get(b, 0) < args.limit_per_band:
+                kept.append(r)
+                count[b] = count.get(b, 0) + 1
+        rows = kept
+    return rows
+
+
+def rescore(alignment, model: str, newick: str) -> tuple[float, object]:
+    from phylorl.phylo import LikelihoodEngine, read_newick
+
+    tree = read_newick(newick, alignment, resolve_polytomies=True)
+    engine = LikelihoodEngine(alignment, model)
+    return float(engine.optimize_branch_lengths(tree, rounds=20, tol=1e-4)), tree
+
+
+def run_case(path: Path, args, models: dict) -> dict:
+    from phylorl.phylo import load_alignment, rf_distance
+    from phylorl.search.prepare import fit_model_string
+
+    alignment = load_alignment(path)
+    key = str(path.resolve())
+    if key not in models:
+        models[key] = fit_model_string(alignment)
+    model = models[key]
+    iq, fresh = cached_iqtree(args.cache, path, model, 1, rerun=not args.cached_iqtree)
+    started = time.perf_counter()
+    proc = subprocess.run([sys.executable, __file__, "--child", str(path), "--seed", str(args.seed), "--config",
+                           args.config], capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
+    ours_seconds = time.perf_counter() - started
+    if proc.returncode != 0:
+        raise RuntimeError(f"our search failed on {path}: {proc.stderr[-2000:]}")
+    ours = json.loads(proc.stdout.strip().splitlines()[-1])
+    if ours["model"] != model:
+        raise RuntimeError(f"the search fitted another model string on {path}: {ours['model']} != {model}")
+    iq_ll, iq_tree = rescore(alignment, model, iq["newick"])
+    our_ll, our_tree = rescore(alignment, model, ours["newick"])
+    row = {"file": path.name, "taxa": alignment.n_taxa, "sites": alignment.n_sites, "band": band_of(alignment.n_taxa),
+           "iqtree_loglik": round(iq_ll, 4), "iqtree_reported_loglik": iq["reported_loglik"],
+           "iqtree_seconds": round(iq["seconds"], 2), "iqtree_timed_now": bool(fresh),
+           "loglik": round(our_ll, 4), "gap": round(our_ll - iq_ll, 4), "seconds": round(ours_seconds, 2),
+           "time_ratio": round(ours_seconds / iq["seconds"], 3), "rf": rf_distance(our_tree, iq_tree),
+           "prepare_seconds": round(ours["prepare_seconds"], 2), "rounds": ours["rounds"], "moves": ours["moves"],
+           "peak_rss_bytes": ours["peak_rss_bytes"], "dropped": ours["dropped"]}
+    if args.noise:
+        iq2, _ = cached_iqtree(args.cache, path, model, 2, rerun=False)
+        iq2_ll, iq2_tree = rescore(alignment, model, iq2["newick"])
+        row.update({"iqtree2_gap": round(iq2_ll - iq_ll, 4), "iqtree2_seconds": round(iq2["seconds"], 2),
+                    "iqtree2_rf": rf_distance(iq2_tree, iq_tree)})
+    return row
+
+
+def summarise(rows: list[dict]) -> dict:
+    out = {}
+    for lo, hi in BANDS:
+        band = [r for r in rows if r["band"] == f"{lo}-{hi}"]
+        if not band:
+            continue
+        s = {"alignments": len(band),
+             "within_0.1": round(sum(r["gap"] >= -TOLERANCE for r in band) / len(band), 3),
+             "mean_gap": round(statistics.mean(r["gap"] for r in band), 3),
+             "median_gap": round(statistics.median(r["gap"] for r in band), 3),
+             "time_ratio_total": round(sum(r["seconds"] for r in band) / sum(r["iqtree_seconds"] for r in band), 3),
+             "time_ratio_median": round(statistics.median(r["time_ratio"] for r in band), 3),
+             "mean_rf": round(statistics.mean(r["rf"] for r in band), 2),
+             "peak_rss_bytes_max": max(r["peak_rss_bytes"] for r in band)}
+        if all("iqtree2_gap" in r for r in band):
+            s["iqtree2_within_0.1"] = round(sum(r["iqtree2_gap"] >= -TOLERANCE for r in band) / len(band), 3)
+            s["iqtree2_mean_gap"] = round(statistics.mean(r["iqtree2_gap"] for r in band), 3)
+        out[f"{lo}-{hi}"] = s
+    return out
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--alignments", nargs="+", default=[str(VALID)])
+    p.add_argument("--bands", help="comma-separated bands to run, e.g. 30-99,100-199 (default: all)")
+    p.add_argument("--limit-per-band", type=int, default=0)
+    p.add_argument("--noise", action="store_true", help="also IQ-TREE with seed 2 (cached runs are reused)")
+    p.add_argument("--cached-iqtree", action="store_true", help="use cached IQ-TREE times instead of re-timing")
+    p.add_argument("--cache", default="/tmp/iqtree-cache")
+    p.add_argument("--config", default="{}", help="SearchConfig fields as JSON")
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--child", help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args.child:
+        child(args.child, args.seed, args.config)
+        return
+    models_path = Path(args.cache) / "models.json"
+    models = json.loads(models_path.read_text()) if models_path.exists() else {}
+    rows = []
+    for path, taxa, sites in alignments(args):
+        row = run_case(path, args, models)
+        Path(args.cache).mkdir(parents=True, exist_ok=True)
+        models_path.write_text(json.dumps({**(json.loads(models_path.read_text()) if models_path.exists() else {}),
+                                           **models}, indent=1))
+        rows.append(row)
+        print(json.dumps(row), file=sys.stderr, flush=True)
+    emit({"bench": "search_large", "machine": machine(), "config": json.loads(args.config), "seed": args.seed,
+          "rows": rows, "bands": summarise(rows)})
+
+
+if __name__ == "__main__":
+    main()
