@@ -114,12 +114,13 @@ def _evaluate(t, coef, eigvals, rates, pattern_weights, want_f):
     d2 = 0.0
     for p in range(P):
         x = L[p] if L[p] > 1e-300 else 1e-300
+        L[p] = x
         w = pattern_weights[p]
-        if want_f:
-            f += w * np.log(x)
         g = L1[p] / x
         d1 += w * g
         d2 += w * (L2[p] / x - g * g)
+    if want_f:
+        f = kn.weighted_log_sum(L, pattern_weights)
     return f, d1, d2
 
 

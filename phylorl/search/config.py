@@ -44,6 +44,9 @@ class SearchConfig:
     the perturbation (and the climb's own moves) rewired."""
     climb_rounds: int = 4
     """At most this many fast, then slow, rounds per climb."""
+    max_rounds: int | None = None
+    """Stop after this many rounds (perturb-and-climb iterations count as rounds); ``None``: when the schedule
+    ends."""
 
     def __post_init__(self) -> None:
         if self.start not in STARTS:

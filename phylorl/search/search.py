@@ -99,7 +99,7 @@ def search(alignment, model: str = "GTR+F+G4", *, config: SearchConfig | None = 
         state = initial_state(tree, optimise_all(engine, tree, config), config)
         start_loglik, prepare_seconds = state.loglik, time.perf_counter() - started
     resumed_at = time.perf_counter() - state.elapsed
-    while state.phase != "done":
+    while state.phase != "done" and (config.max_rounds is None or state.round < config.max_rounds):
         next_round(engine, state, config, int(seed))
         state.elapsed = time.perf_counter() - resumed_at
         if on_progress is not None:
