@@ -272,11 +272,17 @@ def _mark_paths(moves, i, j, neighbors, n_leaves, p, s, need, seen, up, queue, s
 
 @njit(cache=True, nogil=True)
 def lazy_spr_scores(moves, neighbors, node_edges, edges, lengths, n_leaves, tip_codes, clv, scale, valid, stack,
-                    pmat, tip_pmat, model, pattern_weights, t_min, t_max, max_iter, newton_tol, branches, work, out):
+                    pmat, tip_pmat, model, pattern_weights, t_min, t_max, max_iter, newton_tol, branches, reference,
+                    cutoff, work, out):
     """Lazy score of every move (rows ``(p, s, x, y)``) into ``out``, with ``branches`` (0, 1 or 3) optimised.
     Moves sharing ``(p, s)`` should be consecutive (as enumerated): each run costs one walk of the remaining tree
     along the paths to its regraft edges. Partials are made valid as the walk reads them. ``model`` is the
     engine's :class:`~phylorl.phylo.likelihood.ModelArrays`, ``work`` a :class:`LazyWork`.
+
+    With ``cutoff > 0`` a walk does not go beyond a regraft edge whose score falls below ``reference`` by more than
+    ``cutoff`` times the mean fall of the scores below it so far in the run (RAxML-NG's subtree cutoff: a regraft
+    far worse than the tree seldom has a good one behind it); the moves beyond keep ``out``'s value (and are not
+    checked).
 
     Returns ``(status, partials recomputed)``: ``status`` is -1, or the index of the first move that is not a valid
     SPR move of the tree (or repeats a regraft edge of its run), or -2 when a walk is deeper than ``work.D``."""
@@ -323,6 +329,7 @@ def lazy_spr_scores(moves, neighbors, node_edges, edges, lengths, n_leaves, tip_
             want_x[e] = x
             j += 1
         remaining = j - i
+        fall_sum, fall_count, pruned = 0.0, 0, False
         work.stamp[0] += 1
         stamp = work.stamp[0]
         _mark_paths(moves, i, j, neighbors, n_leaves, p, s, need, seen, up, queue, stamp)
@@ -382,12 +389,20 @@ def lazy_spr_scores(moves, neighbors, node_edges, edges, lengths, n_leaves, tip_
                         d_y = kn.directed_id(edges, e, x)
                         n_updates += kn.ensure_valid(d_y, neighbors, node_edges, edges, n_leaves, tip_codes, pmat,
                                                      tip_pmat, clv, scale, valid, stack)
-                        out[want[e]] = _candidate(
+                        score = _candidate(
                             F, sF, y, _row(d_y, neighbors, edges, n_leaves), lengths[e], lengths[e_ps], branches,
                             n_leaves, tip_codes, clv, scale, model, pattern_weights, t_min, t_max, max_iter,
                             newton_tol, buf, sbuf, coef, site, pm, ptip)
+                        out[want[e]] = score
                         want[e] = -1
                         remaining -= 1
+                        if cutoff > 0.0 and score < reference:
+                            fall = reference - score
+                            if deeper and fall_count > 0 and fall > cutoff * fall_sum / fall_count:
+                                deeper = False
+                                pruned = True
+                            fall_sum += fall
+                            fall_count += 1
                     if deeper:
                         if top >= depth:
                             _clear(moves, i, j, neighbors, node_edges, want)
@@ -397,7 +412,9 @@ def lazy_spr_scores(moves, neighbors, node_edges, edges, lengths, n_leaves, tip_
                         walk[2 * top] = y
                         walk[2 * top + 1] = x
                         top += 1
-        if remaining > 0:  # a regraft edge not reachable from p outside the s-subtree, or x the farther end
+        if remaining > 0 and pruned:
+            _clear(moves, i, j, neighbors, node_edges, want)
+        elif remaining > 0:  # a regraft edge not reachable from p outside the s-subtree, or x the farther end
             bad = -1
             for q in range(i, j):
                 e = node_edges[moves[q, 2], slot_of(neighbors, moves[q, 2], moves[q, 3])]

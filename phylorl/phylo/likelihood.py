@@ -260,22 +260,26 @@ class LikelihoodEngine:
         return self._lazy(tree, moves, branches, newton_iterations, newton_tol)
 
     def subtree_scores(self, tree: Tree, p: int, s: int, radius: int, *, radius_min: int = 1, branches: int = 0,
-                       newton_iterations: int = 32, newton_tol: float = 1e-7) -> tuple[np.ndarray, np.ndarray]:
+                       reference: float = 0.0, cutoff: float = 0.0, newton_iterations: int = 32,
+                       newton_tol: float = 1e-7) -> tuple[np.ndarray, np.ndarray]:
         """``(moves, scores)``: every move pruning ``s`` from ``p`` whose distance ``d(p, x)`` lies in
         ``[radius_min, radius]`` (as :func:`~phylorl.phylo.spr.enumerate_moves` orders and de-duplicates them)
-        and its lazy score (:meth:`spr_scores`, ``branches`` 0, 1 or 3)."""
+        and its lazy score (:meth:`spr_scores`, ``branches`` 0, 1 or 3). With ``cutoff > 0`` the walk stops behind
+        regrafts far below ``reference`` (the tree's log-likelihood; see
+        :func:`~phylorl.phylo.lazy_spr.lazy_spr_scores`), and the moves it did not reach score ``-inf``."""
         if branches not in (0, 1, 3):
             raise ValueError(f"branches must be 0, 1 or 3, got {branches}")
         moves = spr.subtree_moves(tree.neighbors, tree.n_leaves, p, s, radius_min, radius, True)
         if not len(moves):
             return moves, np.empty(0)
         self._sync(tree)
-        return moves, self._lazy(tree, moves, branches, newton_iterations, newton_tol, depth=radius + 2)
+        return moves, self._lazy(tree, moves, branches, newton_iterations, newton_tol, depth=radius + 2,
+                                 reference=reference, cutoff=cutoff)
 
     def _lazy(self, tree: Tree, moves: np.ndarray, branches: int, newton_iterations: int, newton_tol: float,
-              depth: int | None = None) -> np.ndarray:
+              depth: int | None = None, reference: float = 0.0, cutoff: float = 0.0) -> np.ndarray:
         b = self._b
-        out = np.full(moves.shape[0], np.nan)
+        out = np.full(moves.shape[0], -np.inf if cutoff > 0 else np.nan)
         want = max(4, min(depth if depth is not None else 16, tree.n_nodes))
         while True:
             work = self._lazy_work
@@ -286,7 +290,7 @@ class LikelihoodEngine:
             status, n_updates = lazy_spr.lazy_spr_scores(
                 moves, tree.neighbors, tree.node_edges, tree.edges, tree.lengths, tree.n_leaves, self.tip_codes,
                 b.clv, b.scale, b.valid, b.stack, b.pmat, b.tip_pmat, self._m, self.pattern_weights, self.brlen_min,
-                self.brlen_max, newton_iterations, newton_tol, branches, work, out)
+                self.brlen_max, newton_iterations, newton_tol, branches, float(reference), float(cutoff), work, out)
             self.n_partial_updates += n_updates
             if status != -2:
                 break

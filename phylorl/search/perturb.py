@@ -58,20 +58,27 @@ def local_order(tree: Tree, nodes, depth: int) -> list[tuple[int, int]]:
     return [(p, int(tree.neighbors[p, k])) for p in sorted(seen) if p >= n for k in range(3)]
 
 
-def climb(engine, best: Tree, rng: np.random.Generator, *, moves: int, radius: int, depth: int, fast_radius: int,
-          slow_branches: int, max_rounds: int, branch_rounds: int) -> Climb:
-    """One iteration from ``best`` (left unchanged): perturb a copy, climb back near the perturbation, optimise
-    every branch (from edge 0)."""
+def climb(engine, best: Tree, best_loglik: float, rng: np.random.Generator, *, moves: int, radius: int, depth: int,
+          climb_radius: int, slow_branches: int, slow_near: float, max_rounds: int, margin: float, cutoff: float,
+          branch_rounds: int) -> Climb:
+    """One iteration from ``best`` (left unchanged): perturb a copy, climb back near the perturbation with fast
+    rounds of radius ``climb_radius``; a tree that ends more than ``margin`` below ``best_loglik`` is given up,
+    another gets slow rounds near the perturbation and every branch optimised (from edge 0)."""
     tree = best.copy()
     touched = perturb(tree, moves, radius, rng)
     loglik = optimise_near(engine, tree, touched)
     applied = scored = 0
-    for branches, r in ((0, fast_radius), (slow_branches, fast_radius)):
+    for branches in (0, slow_branches):
+        if branches and loglik < best_loglik - margin:
+            break
         for _ in range(max_rounds):
-            result = spr_round(engine, tree, loglik, r, branches=branches, order=local_order(tree, touched, depth))
+            result = spr_round(engine, tree, loglik, climb_radius, branches=branches,
+                               near=slow_near if branches else 0.0, cutoff=cutoff,
+                               order=local_order(tree, touched, depth))
             loglik, applied, scored = result.loglik, applied + result.moves, scored + result.scored
             if not result.moves:
                 break
             touched = sorted(set(touched) | set(result.touched))
-    loglik = engine.optimize_branch_lengths(tree, np.arange(tree.n_edges), rounds=branch_rounds, tol=1e-3)
+    if loglik >= best_loglik - margin:
+        loglik = engine.optimize_branch_lengths(tree, np.arange(tree.n_edges), rounds=branch_rounds, tol=1e-3)
     return Climb(tree, float(loglik), applied, scored)

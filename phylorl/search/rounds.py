@@ -7,8 +7,8 @@ the tree after the move with ``branches`` of its three branches optimised, the r
 lazy score is the log-likelihood of a real tree one move away, so a score above the current log-likelihood is an
 improvement for certain: the best such move is applied, the branches around it are optimised
 (:data:`LOCAL_DEPTH`), and the round goes on from the new tree (first improvement per subtree, many moves per
-round, as RAxML-NG's SPR rounds). A move whose locally optimised tree still scores below the lazy score's
-promise (rounding only) is undone.
+round, as RAxML-NG's SPR rounds). A best move whose lazy score falls just short (``near``) is tried the same way;
+a move whose locally optimised tree does not improve the tree is undone.
 """
 
 from __future__ import annotations
@@ -70,7 +70,7 @@ def optimise_near(engine, tree: Tree, nodes, joined: int | None = None) -> float
 
 
 def spr_round(engine, tree: Tree, loglik: float, radius: int, *, radius_min: int = 1, branches: int = 0,
-              order: list[tuple[int, int]] | None = None) -> RoundResult:
+              near: float = 0.0, cutoff: float = 0.0, order: list[tuple[int, int]] | None = None) -> RoundResult:
     """One SPR round on ``tree`` (in place) from its log-likelihood ``loglik`` (see the module docstring).
 
     Args:
@@ -81,6 +81,10 @@ def spr_round(engine, tree: Tree, loglik: float, radius: int, *, radius_min: int
         radius_min: smallest one.
         branches: branches optimised in a lazy score (0, 1 or 3; with 1 or 3 only for the regrafts within
             :data:`SLOW_MARGIN` of the current tree).
+        near: a subtree's best regraft whose lazy score falls short of the current tree by less than this is
+            applied and its branches optimised anyway (:func:`optimise_near`), and kept if that improves the tree:
+            a lazy score optimises three branches once, a move can need a few more (an NNI across a short branch).
+        cutoff: the walks' subtree cutoff (:meth:`~phylorl.phylo.LikelihoodEngine.subtree_scores`; 0: none).
         order: the subtrees to prune, in order (default :func:`subtree_order`).
     """
     moves_done = scored = farthest = 0
@@ -88,16 +92,17 @@ def spr_round(engine, tree: Tree, loglik: float, radius: int, *, radius_min: int
     for p, s in (subtree_order(tree) if order is None else order):
         if not _adjacent(tree, p, s):  # an earlier move of the round rewired p
             continue
-        moves, scores = engine.subtree_scores(tree, p, s, radius, radius_min=radius_min, branches=0)
-        scored += len(moves)
+        moves, scores = engine.subtree_scores(tree, p, s, radius, radius_min=radius_min, branches=0,
+                                              reference=loglik, cutoff=cutoff)
         if not len(moves):
             continue
+        scored += int(np.isfinite(scores).sum())
         if branches:
-            close = np.flatnonzero(scores > loglik - SLOW_MARGIN)
+            close = np.flatnonzero(np.isfinite(scores) & (scores > loglik - SLOW_MARGIN))
             if len(close):
                 scores[close] = engine.spr_scores(tree, moves[close], branches=branches)
         best = int(np.argmax(scores))
-        if not scores[best] > loglik + IMPROVEMENT:
+        if not scores[best] > loglik + IMPROVEMENT - near:
             continue
         saved = tree.copy()
         nodes = [p, int(moves[best][2]), int(moves[best][3]), *(int(v) for v in tree.neighbors[p] if v != s)]

@@ -21,7 +21,6 @@ import numpy as np
 
 from phylorl.phylo import LikelihoodEngine, Tree, nj_tree
 from phylorl.phylo.duplicates import find_duplicates, reduce_alignment, reduced_model, restore_tree
-from phylorl.phylo.parsimony import bit_planes, parsimony_length, parsimony_tips
 from phylorl.phylo.parsimony_starts import parsimony_tree
 
 from .config import SearchConfig
@@ -69,8 +68,9 @@ def search(alignment, model: str = "GTR+F+G4", *, config: SearchConfig | None = 
         model: a model string; free parameters are estimated on the NJ tree first.
         config: search settings (default :class:`SearchConfig`).
         seed: seeds the start tree (the only random choice).
-        on_progress: called after every round with ``{"loglik", "moves", "round", "elapsed", "phase",
-            "radius"}`` (``loglik`` over the distinct sequences searched).
+        on_progress: called after every round with ``{"loglik", "best_loglik", "moves", "round", "elapsed",
+            "phase", "radius", "start"}`` (``loglik``: the current tree's, over the distinct sequences searched;
+            ``best_loglik``: the best so far; ``start``: the start tree being climbed).
         checkpoint: a path to write (atomically) after every round, or a callable given the checkpoint dict.
         resume: a checkpoint (path or dict) of a search of the same alignment, model, seed and config to go on
             from.
@@ -95,16 +95,17 @@ def search(alignment, model: str = "GTR+F+G4", *, config: SearchConfig | None = 
         state = SearchState.from_dict(saved["state"])
         start_loglik, prepare_seconds = saved["start_loglik"], saved["prepare_seconds"]
     else:
-        tree = start_tree(searched, config, np.random.default_rng(seed))
+        tree = start_tree(searched, config, int(seed), 0)
         state = initial_state(tree, optimise_all(engine, tree, config), config)
         start_loglik, prepare_seconds = state.loglik, time.perf_counter() - started
     resumed_at = time.perf_counter() - state.elapsed
     while state.phase != "done" and (config.max_rounds is None or state.round < config.max_rounds):
-        next_round(engine, state, config, int(seed))
+        next_round(engine, state, config, int(seed), start_tree)
         state.elapsed = time.perf_counter() - resumed_at
         if on_progress is not None:
-            on_progress({"loglik": state.loglik, "moves": state.moves, "round": state.round,
-                         "elapsed": state.elapsed, "phase": state.phase, "radius": state.radius_max})
+            on_progress({"loglik": state.loglik, "best_loglik": max(state.loglik, state.best_loglik),
+                         "moves": state.moves, "round": state.round, "elapsed": state.elapsed, "phase": state.phase,
+                         "radius": state.radius_max, "start": state.start})
         if checkpoint is not None:
             data = checkpoint_data(state, **identity, start_loglik=start_loglik, prepare_seconds=prepare_seconds)
             checkpoint(data) if callable(checkpoint) else write_checkpoint(checkpoint, data)
@@ -119,19 +120,9 @@ def search(alignment, model: str = "GTR+F+G4", *, config: SearchConfig | None = 
                         dropped=0 if duplicates is None else duplicates.dropped)
 
 
-def start_tree(alignment, config: SearchConfig, rng: np.random.Generator) -> Tree:
-    """The start tree ``config.start`` names for ``alignment`` (for parsimony: the shortest of
-    ``config.parsimony_starts`` draws)."""
-    if config.start == "nj":
+def start_tree(alignment, config: SearchConfig, seed: int, index: int) -> Tree:
+    """Start tree number ``index`` of a search with ``seed``: NJ for the first when ``config.start`` is ``"nj"``,
+    otherwise a parsimony tree drawn with the random generator seeded by ``(seed, index)``."""
+    if config.start == "nj" and index == 0:
         return nj_tree(alignment)
-    patterns = alignment.patterns()
-    tips, weights = parsimony_tips(patterns.codes), np.asarray(patterns.weights, np.float64)
-    planes = bit_planes(tips, weights)
-    best, best_length = None, np.inf
-    for _ in range(config.parsimony_starts):
-        tree = parsimony_tree(alignment, rng, spr_radius=config.parsimony_radius, planes=planes)
-        length = parsimony_length(tree, tips, weights)
-        if length < best_length:
-            best, best_length = tree, length
-    return best
-
+    return parsimony_tree(alignment, np.random.default_rng([seed, index]), spr_radius=config.parsimony_radius)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -40,6 +40,11 @@ class SearchState:
     """The widest fast radius that paid."""
     reference: float
     """The log-likelihood the next round's gain is measured against."""
+    start: int = 0
+    """The start tree being climbed (fast phases)."""
+    best_tree: Tree | None = None
+    """The best tree of the starts climbed before this one, and its log-likelihood."""
+    best_loglik: float = float("-inf")
     round: int = 0
     moves: int = 0
     scored: int = 0
@@ -55,22 +60,32 @@ class SearchState:
     """Seconds spent so far (progress only: no decision depends on it)."""
 
     def to_dict(self) -> dict:
-        out = {k: v for k, v in asdict(self).items() if k != "tree"}
-        t = self.tree
-        out["tree"] = {"taxa": list(t.taxa), "neighbors": t.neighbors.tolist(), "node_edges": t.node_edges.tolist(),
-                       "edges": t.edges.tolist(), "lengths": t.lengths.tolist()}
+        out = {k: getattr(self, k) for k in self.__dataclass_fields__ if k not in ("tree", "best_tree")}
+        out["tree"] = _tree_dict(self.tree)
+        out["best_tree"] = None if self.best_tree is None else _tree_dict(self.best_tree)
+        out["best_loglik"] = repr(self.best_loglik)  # -inf is not JSON
         return out
 
     @classmethod
     def from_dict(cls, data: dict) -> "SearchState":
-        t = data["tree"]
-        tree = Tree(np.array(t["neighbors"], np.int32), np.array(t["node_edges"], np.int32),
-                    np.array(t["edges"], np.int32), np.array(t["lengths"], np.float64), tuple(t["taxa"]))
-        tree.validate()
-        fields = {k: v for k, v in data.items() if k != "tree"}
+        fields = {k: v for k, v in data.items() if k not in ("tree", "best_tree", "best_loglik")}
         if fields.get("phase") not in PHASES:
             raise ValueError(f"unknown search phase {fields.get('phase')!r}")
-        return cls(tree=tree, **fields)
+        best = data.get("best_tree")
+        return cls(tree=_tree(data["tree"]), best_tree=None if best is None else _tree(best),
+                   best_loglik=float(data["best_loglik"]), **fields)
+
+
+def _tree_dict(t: Tree) -> dict:
+    return {"taxa": list(t.taxa), "neighbors": t.neighbors.tolist(), "node_edges": t.node_edges.tolist(),
+            "edges": t.edges.tolist(), "lengths": t.lengths.tolist()}
+
+
+def _tree(t: dict) -> Tree:
+    tree = Tree(np.array(t["neighbors"], np.int32), np.array(t["node_edges"], np.int32),
+                np.array(t["edges"], np.int32), np.array(t["lengths"], np.float64), tuple(t["taxa"]))
+    tree.validate()
+    return tree
 
 
 def checkpoint_data(state: SearchState, *, alignment_hash: str, model: str, seed: int, config: dict,

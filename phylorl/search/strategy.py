@@ -3,7 +3,8 @@
 1. ``fast_auto``: fast SPR rounds (lazy scores with the lengths the move leaves, no Newton) on the radius
    windows ``[1, w]``, ``[w+1, 2w]``, ... (``w`` = ``radius_step``), widening while a window gains more than
    ``auto_gain``; the widest window that paid sets the fast radius.
-2. ``fast``: fast rounds on ``[1, fast radius]`` while a round gains more than ``fast_gain``.
+2. ``fast``: fast rounds on ``[1, fast radius]`` while a round gains more than ``fast_gain``. With ``starts``
+   above one, the next start tree is then climbed the same way (1-2), and the best of them goes on.
 3. ``slow``: slow rounds (lazy scores with the branches at the regraft point optimised) on ``[1, w]``; a round
    that gains more than ``slow_gain`` restarts the windows at ``[1, w]``, one that does not shifts the window
    outward, until it would start beyond ``slow_radius_limit``.
@@ -36,8 +37,9 @@ def optimise_all(engine, tree, config: SearchConfig) -> float:
     return engine.optimize_branch_lengths(tree, np.arange(tree.n_edges), rounds=config.branch_rounds, tol=1e-3)
 
 
-def next_round(engine, state: SearchState, config: SearchConfig, seed: int) -> SearchState:
-    """Run the round ``state`` asks for (on ``state.tree``, in place) and decide the next one; returns ``state``."""
+def next_round(engine, state: SearchState, config: SearchConfig, seed: int, make_start) -> SearchState:
+    """Run the round ``state`` asks for (on ``state.tree``, in place) and decide the next one; returns ``state``.
+    ``make_start(alignment, config, seed, index)`` makes start tree ``index``."""
     if state.phase == "perturb":
         return _perturb(engine, state, config, seed)
     tree = state.tree
@@ -45,7 +47,8 @@ def next_round(engine, state: SearchState, config: SearchConfig, seed: int) -> S
     step = config.radius_step
     slow = state.phase == "slow"
     result = spr_round(engine, tree, state.loglik, state.radius_max, radius_min=state.radius_min,
-                       branches=config.slow_branches if slow else 0)
+                       branches=config.slow_branches if slow else 0, near=config.slow_near if slow else 0.0,
+                       cutoff=config.subtree_cutoff)
     loglik = optimise_all(engine, tree, config)
     state.round += 1
     state.moves += result.moves
@@ -62,7 +65,18 @@ def next_round(engine, state: SearchState, config: SearchConfig, seed: int) -> S
             state.phase, state.radius_min, state.radius_max = "fast", 1, state.best_radius
     elif state.phase == "fast":
         if gain <= config.fast_gain:
-            state.phase, state.radius_min, state.radius_max = "slow", 1, step
+            if state.loglik > state.best_loglik:
+                state.best_tree, state.best_loglik = state.tree.copy(), state.loglik
+            if state.start + 1 < config.starts:
+                state.start += 1
+                tree = make_start(engine.alignment, config, seed, state.start)
+                loglik = optimise_all(engine, tree, config)
+                state.tree, state.loglik, state.phase = tree, loglik, "fast_auto"
+                state.radius_min, state.radius_max = 1, step
+            else:
+                state.tree, state.loglik = state.best_tree, state.best_loglik
+                state.best_tree = None
+                state.phase, state.radius_min, state.radius_max = "slow", 1, step
     elif state.phase == "slow":
         if gain > config.slow_gain:
             state.radius_min, state.radius_max = 1, step
@@ -70,7 +84,7 @@ def next_round(engine, state: SearchState, config: SearchConfig, seed: int) -> S
             state.radius_min, state.radius_max = state.radius_max + 1, state.radius_max + step
             if state.radius_min > min(config.slow_radius_limit, n_limit):
                 state.phase = "done" if state.perturbed or not config.perturb_fails else "perturb"
-    state.reference = loglik
+    state.reference = state.loglik
     return state
 
 
@@ -78,8 +92,10 @@ def _perturb(engine, state: SearchState, config: SearchConfig, seed: int) -> Sea
     n = state.tree.n_leaves
     rng = np.random.default_rng([seed, state.iteration])
     moves = max(config.perturb_min_moves, int(round(config.perturb_moves * n)))
-    result = climb(engine, state.tree, rng, moves=moves, radius=config.perturb_radius, depth=config.climb_depth,
-                   fast_radius=state.best_radius, slow_branches=config.slow_branches, max_rounds=config.climb_rounds,
+    result = climb(engine, state.tree, state.loglik, rng, moves=moves, radius=config.perturb_radius,
+                   depth=config.climb_depth, climb_radius=min(state.best_radius, config.climb_radius),
+                   slow_branches=config.slow_branches, slow_near=config.slow_near, max_rounds=config.climb_rounds,
+                   margin=config.climb_margin, cutoff=config.subtree_cutoff,
                    branch_rounds=config.branch_rounds)
     state.round += 1
     state.iteration += 1

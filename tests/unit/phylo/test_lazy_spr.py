@@ -132,3 +132,22 @@ def test_a_lazy_score_never_exceeds_the_move_with_every_branch_optimised(branche
         after = tree.copy()
         apply_spr(after, move)
         assert score <= engine.optimize_branch_lengths(after, rounds=20, tol=1e-6) + 1e-6
+
+
+def test_a_subtree_cutoff_only_leaves_out_regrafts_behind_poor_ones():
+    rng = np.random.default_rng(13)
+    data = simulate_dataset(40, 300, rng)
+    engine = LikelihoodEngine(data.alignment, "GTR+F+G4")
+    tree = random_tree(data.alignment.taxa, rng)
+    loglik = engine.optimize_branch_lengths(tree, rounds=2)
+    skipped = 0
+    for p in range(tree.n_leaves, tree.n_nodes, 3):
+        for s in tree.neighbors[p]:
+            moves, every = engine.subtree_scores(tree, p, int(s), 12, branches=0)
+            cut_moves, cut = engine.subtree_scores(tree, p, int(s), 12, branches=0, reference=loglik, cutoff=1.0)
+            assert np.array_equal(moves, cut_moves)
+            kept = np.isfinite(cut)
+            np.testing.assert_allclose(cut[kept], every[kept], rtol=0, atol=1e-9)
+            assert np.all(cut[~kept] == -np.inf)
+            skipped += int((~kept).sum())
+    assert skipped > 0

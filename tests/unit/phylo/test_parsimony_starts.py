@@ -1,6 +1,6 @@
-"""Parsimony start trees: each stepwise insertion against every insertion tried by hand and scored from scratch,
-the lengths the builders report against the finished trees' lengths recomputed, parsimony SPR never lengthening
-a tree, and draws differing by seed only."""
+"""Parsimony start trees: each stepwise insertion against every insertion tried by hand and scored from
+scratch, the lengths the builders report against the finished trees' lengths recomputed, parsimony SPR never
+lengthening a tree, and draws differing by seed only."""
 
 import numpy as np
 import pytest
