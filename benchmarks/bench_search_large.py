@@ -42,22 +42,39 @@ VALID = REPO.parent / "shared" / "data" / "large" / "valid"
 BANDS = ((30, 99), (100, 199), (200, 499), (500, 999))
 TOLERANCE = 0.1
 
-# IQ-TREE runs cached on disk: at 500-1,000 taxa one takes tens of minutes. The key is the alignment file's
-# content, the seed, the threads and the model string with every number rounded to 4 significant digits (the
-# fitted string can differ in its last digits between engine versions; a search under a model that close is the
-# same search); the entry records the exact string it ran under, and its tree is re-scored under the current one.
+# IQ-TREE runs cached on disk: at 500-1,000 taxa one takes tens of minutes. A run is found again by the alignment
+# file's content, the seed, the threads and a model string equal up to a relative 1e-3 in each number (the fitted
+# string can differ in its last digits between engine versions; a search under a model that close is the same
+# search); the entry records the exact string it ran under, and its tree is re-scored under the current one.
 IQTREE = "iqtree2"
 
 
-def model_key(model: str) -> str:
-    """``model`` with every number rounded to 4 significant digits."""
-    return re.sub(r"\d+\.\d+(?:e-?\d+)?", lambda m: f"{float(m.group(0)):.4g}", model)
+NUMBER = re.compile(r"\d+(?:\.\d+)?(?:e-?\d+)?")
 
 
-def cache_path(cache_dir: str | os.PathLike, fasta: str | os.PathLike, model: str, seed: int, threads: int = 1) -> Path:
-    content = hashlib.sha256(Path(fasta).read_bytes()).hexdigest()[:16]
-    key = hashlib.sha256(f"{content}|{model_key(model)}|{seed}|{threads}".encode()).hexdigest()[:16]
-    return Path(cache_dir) / f"{Path(fasta).stem}.s{seed}.t{threads}.{key}.json"
+def same_model(a: str, b: str, rtol: float = 1e-3) -> bool:
+    """Whether two model strings differ at most in their numbers, each by less than ``rtol`` (relative)."""
+    if NUMBER.sub("#", a) != NUMBER.sub("#", b):
+        return False
+    return all(abs(float(x) - float(y)) <= rtol * max(abs(float(x)), abs(float(y)))
+               for x, y in zip(NUMBER.findall(a), NUMBER.findall(b)))
+
+
+def cache_path(cache_dir, fasta, model: str, seed: int, threads: int = 1) -> Path:
+    """Where a run is kept: named by the alignment, seed, threads, the alignment's content and the model."""
+    content = hashlib.sha256(Path(fasta).read_bytes()).hexdigest()[:12]
+    key = hashlib.sha256(model.encode()).hexdigest()[:12]
+    return Path(cache_dir) / f"{Path(fasta).stem}.s{seed}.t{threads}.{content}.{key}.json"
+
+
+def find_cached(cache_dir, fasta, model: str, seed: int, threads: int = 1) -> dict | None:
+    """A cached run of this alignment, seed and threads under ``model`` or a model within :func:`same_model`."""
+    content = hashlib.sha256(Path(fasta).read_bytes()).hexdigest()[:12]
+    for path in sorted(Path(cache_dir).glob(f"{Path(fasta).stem}.s{seed}.t{threads}.*.json")):
+        run = json.loads(path.read_text())
+        if run.get("content", content) == content and same_model(run["model"], model):
+            return run
+    return None
 
 
 def run_iqtree(fasta: str | os.PathLike, model: str, seed: int, threads: int = 1,
@@ -83,10 +100,12 @@ def run_iqtree(fasta: str | os.PathLike, model: str, seed: int, threads: int = 1
 def cached_iqtree(cache_dir, fasta, model: str, seed: int, threads: int = 1, rerun: bool = False,
                   timeout: float | None = None) -> tuple[dict, bool]:
     """``(run, fresh)``: the cached run when there is one (and not ``rerun``), else a new run, stored."""
+    cached = None if rerun else find_cached(cache_dir, fasta, model, seed, threads)
+    if cached is not None:
+        return cached, False
     path = cache_path(cache_dir, fasta, model, seed, threads)
-    if path.exists() and not rerun:
-        return json.loads(path.read_text()), False
     run = run_iqtree(fasta, model, seed, threads, timeout)
+    run["content"] = hashlib.sha256(Path(fasta).read_bytes()).hexdigest()[:12]
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
     with os.fdopen(fd, "w") as fh:

@@ -1,16 +1,16 @@
 """Lazy SPR scores: the log-likelihood of many SPR neighbours from one tree's partials, in one compiled pass.
 
 For a move ``(p, s, x, y)`` (see :mod:`phylorl.phylo.spr`) the tree after the move has a node ``p`` on the
-regraft edge ``(x, y)`` (split in half) holding the pruned s-subtree by the edge ``(p, s)``. Its *lazy score* is
-that tree's log-likelihood with at most the three branches at ``p`` optimised by one Newton pass, every other
-length as :func:`~phylorl.phylo.spr.apply_spr` leaves it: ``branches=0`` optimises none (the fast lazy
+regraft edge ``(x, y)`` (split in half) holding the pruned s-subtree by the edge ``(p, s)``. Its *lazy score*
+is that tree's log-likelihood with at most the three branches at ``p`` optimised by one Newton pass, every
+other length as :func:`~phylorl.phylo.spr.apply_spr` leaves it: ``branches=0`` optimises none (the fast lazy
 subtree rearrangement of RAxML), ``1`` the pendant ``(p, s)``, ``3`` the pendant then ``(x, p)`` then
 ``(p, y)``. A lazy score is the log-likelihood of one particular tree after the move, so it never exceeds the
 move's log-likelihood with every branch optimised.
 
 No tree is copied or changed. Per pruned subtree, the partials of the remaining tree (``a`` and ``b`` joined)
-are walked depth first from the join toward the regraft edges: the side of a regraft edge away from ``p`` is the
-tree's own partial (made valid on demand, so only the partials a change has invalidated along the way are
+are walked depth first from the join toward the regraft edges: the side of a regraft edge away from ``p`` is
+the tree's own partial (made valid on demand, so only the partials a change has invalidated along the way are
 recomputed), the side toward ``p`` one product of the parent's and a sibling's. The walk keeps one partial per
 level of its stack, so its work space grows with the radius of the moves, not with the tree.
 """
@@ -62,7 +62,8 @@ def ensure_all(n_edges, neighbors, node_edges, edges, n_leaves, tip_codes, pmat,
 @njit(cache=True, nogil=True)
 def _times_p(out, pm, ptip, node, n_leaves, tip_codes, src, first):
     """``out[c, i, p] (*)= sum_j pm[c, i, j] * L[c, j, p]`` for ``L`` the partial ``src`` of ``node`` (a tip:
-    its codes; ``node >= n_leaves``: ``src``), ``=`` when ``first``: the engine's child term for one matrix."""
+    its codes; ``node >= n_leaves``: ``src``), ``=`` when ``first``: the engine's child term for one
+    matrix."""
     C = out.shape[0]
     kn._child_term(out, node, 0, n_leaves, tip_codes, pm.reshape((1, C, 4, 4)), ptip.reshape((1, C, 4, 16)), src,
                    first)
@@ -107,9 +108,10 @@ def _optimise_branch(A, sA, B, sB, t0, model, pattern_weights, t_min, t_max, max
 
 @njit(cache=True, nogil=True, fastmath=FASTMATH)
 def _fixed_site(F, y, row_y, n_leaves, tip_codes, clv, pm, ptip, SP, weights, freqs, site):
-    """Site likelihoods (unscaled) of the regraft with fixed lengths, in one pass: ``sum_{c,i} w_c pi_i (P F)_ci
-    (P Y)_ci SP_ci`` for ``P`` = ``pm`` (half the regraft edge) on both sides, ``Y`` y's side (``clv[row_y]`` or its
-    tip codes), ``SP`` the pruned subtree's partial times the pendant's matrix."""
+    """Site likelihoods (unscaled) of the regraft with fixed lengths, in one pass:
+    ``sum_{c,i} w_c pi_i (P F)_ci (P Y)_ci SP_ci`` for ``P`` = ``pm`` (half the regraft edge) on both sides,
+    ``Y`` y's side (``clv[row_y]`` or its tip codes), ``SP`` the pruned subtree's partial times the pendant's
+    matrix."""
     C = F.shape[0]
     P = F.shape[2]
     for q in range(P):
@@ -135,7 +137,8 @@ def _fixed_site(F, y, row_y, n_leaves, tip_codes, clv, pm, ptip, SP, weights, fr
 
 @njit(cache=True, nogil=True, fastmath=FASTMATH)
 def _times_side(out, D, pm, ptip, node, n_leaves, tip_codes, src):
-    """``out = D * (pm @ L)`` per category and state, ``L`` the partial ``src`` of ``node`` (a tip: its codes)."""
+    """``out = D * (pm @ L)`` per category and state, ``L`` the partial ``src`` of ``node`` (a tip: its
+    codes)."""
     C = out.shape[0]
     P = out.shape[2]
     for c in range(C):
@@ -192,9 +195,9 @@ def _row(d, neighbors, edges, n_leaves):
 @njit(cache=True, nogil=True)
 def _candidate(F, sF, y, row_y, t, l0, branches, n_leaves, tip_codes, clv, scale, model, pattern_weights, t_min,
                t_max, max_iter, newton_tol, work, swork, coef, site, pm, ptip):
-    """One regraft: ``F`` the partial at ``x`` without ``y``'s side (toward ``p``), ``y``'s side ``clv[row_y]``,
-    the s-subtree's in ``work[1]`` (and times the pendant's matrix in ``work[2]``); the regraft edge of length
-    ``t`` split in half, the pendant of length ``l0``."""
+    """One regraft: ``F`` the partial at ``x`` without ``y``'s side (toward ``p``), ``y``'s side
+    ``clv[row_y]``, the s-subtree's in ``work[1]`` (and times the pendant's matrix in ``work[2]``); the
+    regraft edge of length ``t`` split in half, the pendant of length ``l0``."""
     mask_vectors = kn.MASK_VECTORS
     eigvals, U, U_inv, rates = model.eigvals, model.U, model.U_inv, model.rates
     Sd, SP, Hy, V, PS, Y = work[1], work[2], work[5], work[6], work[7], work[8]
@@ -275,17 +278,18 @@ def lazy_spr_scores(moves, neighbors, node_edges, edges, lengths, n_leaves, tip_
                     pmat, tip_pmat, model, pattern_weights, t_min, t_max, max_iter, newton_tol, branches, reference,
                     cutoff, work, out):
     """Lazy score of every move (rows ``(p, s, x, y)``) into ``out``, with ``branches`` (0, 1 or 3) optimised.
-    Moves sharing ``(p, s)`` should be consecutive (as enumerated): each run costs one walk of the remaining tree
-    along the paths to its regraft edges. Partials are made valid as the walk reads them. ``model`` is the
-    engine's :class:`~phylorl.phylo.likelihood.ModelArrays`, ``work`` a :class:`LazyWork`.
+    Moves sharing ``(p, s)`` should be consecutive (as enumerated): each run costs one walk of the remaining
+    tree along the paths to its regraft edges. Partials are made valid as the walk reads them. ``model`` is
+    the engine's :class:`~phylorl.phylo.likelihood.ModelArrays`, ``work`` a :class:`LazyWork`.
 
-    With ``cutoff > 0`` a walk does not go beyond a regraft edge whose score falls below ``reference`` by more than
-    ``cutoff`` times the mean fall of the scores below it so far in the run (RAxML-NG's subtree cutoff: a regraft
-    far worse than the tree seldom has a good one behind it); the moves beyond keep ``out``'s value (and are not
-    checked).
+    With ``cutoff > 0`` a walk does not go beyond a regraft edge whose score falls below ``reference`` by more
+    than ``cutoff`` times the mean fall of the scores below it so far in the run (RAxML-NG's subtree cutoff: a
+    regraft far worse than the tree seldom has a good one behind it); the moves beyond keep ``out``'s value
+    (and are not checked).
 
-    Returns ``(status, partials recomputed)``: ``status`` is -1, or the index of the first move that is not a valid
-    SPR move of the tree (or repeats a regraft edge of its run), or -2 when a walk is deeper than ``work.D``."""
+    Returns ``(status, partials recomputed)``: ``status`` is -1, or the index of the first move that is not a
+    valid SPR move of the tree (or repeats a regraft edge of its run), or -2 when a walk is deeper than
+    ``work.D``."""
     mask_vectors = kn.MASK_VECTORS
     eigvals, U, U_inv, rates = model.eigvals, model.U, model.U_inv, model.rates
     n_nodes = neighbors.shape[0]

@@ -1,10 +1,11 @@
-"""Parsimony start trees: randomised stepwise addition, then parsimony SPR rounds (as IQ-TREE and RAxML-NG start).
+"""Parsimony start trees: randomised stepwise addition, then parsimony SPR rounds (as IQ-TREE and RAxML-NG
+start).
 
 Taxa are added in a random order, each on the edge of the growing tree where it adds the fewest Fitch changes
 (ties to the lowest edge id). The insertion cost of a leaf on edge ``(u, v)`` is the weighted count of site
 patterns where the leaf's states miss the Fitch set of the tree rooted on that edge, read from the directional
-Fitch sets of :mod:`phylorl.phylo.parsimony` (bit planes over 64 patterns per word). The tree is then improved by
-SPR rounds on parsimony: each pruned subtree is moved to the regraft edge within ``radius`` that lowers the
+Fitch sets of :mod:`phylorl.phylo.parsimony` (bit planes over 64 patterns per word). The tree is then improved
+by SPR rounds on parsimony: each pruned subtree is moved to the regraft edge within ``radius`` that lowers the
 length most, when one does (the length change of every such move from one walk, as
 :func:`~phylorl.phylo.parsimony.spr_parsimony_deltas`). Each step recomputes the directional sets of the whole
 tree, ``O(n W)`` word operations for ``W`` words of patterns, so a tree costs ``O(n^2 W)``.
@@ -38,9 +39,9 @@ def _link(neighbors, node_edges, edges, e, u, v):
 
 @njit(cache=True, nogil=True)
 def _directional(neighbors, n_leaves, root, planes, down, order, parent):
-    """Fill ``down[v, k]`` (the Fitch set of the subtree on ``neighbors[v, k]``'s side; a leaf's slot 0 too) for the
-    tree reachable from the internal node ``root``; returns the number of nodes reached. ``order``, ``parent``:
-    scratch."""
+    """Fill ``down[v, k]`` (the Fitch set of the subtree on ``neighbors[v, k]``'s side; a leaf's slot 0 too)
+    for the tree reachable from the internal node ``root``; returns the number of nodes reached. ``order``,
+    ``parent``: scratch."""
     seen_parent = parent
     seen_parent[root] = -1
     order[0] = root
@@ -74,9 +75,9 @@ def _directional(neighbors, n_leaves, root, planes, down, order, parent):
 
 @njit(cache=True, nogil=True)
 def stepwise_addition(planes, starts, masks, class_weights, order):
-    """``(edges, length)``: the edges (``[2n-3, 2]``) of the tree built by adding the taxa in ``order``, each where
-    it adds the fewest changes, and its weighted Fitch length (the sum of those insertion costs); leaves keep their
-    ids, internal nodes are numbered ``n, n+1, ...`` in order of creation."""
+    """``(edges, length)``: the edges (``[2n-3, 2]``) of the tree built by adding the taxa in ``order``, each
+    where it adds the fewest changes, and its weighted Fitch length (the sum of those insertion costs); leaves
+    keep their ids, internal nodes are numbered ``n, n+1, ...`` in order of creation."""
     classes = (starts, masks, class_weights)
     n = planes.shape[0]
     n_nodes = 2 * n - 2
@@ -119,8 +120,8 @@ def stepwise_addition(planes, starts, masks, class_weights, order):
 
 @njit(cache=True, nogil=True)
 def _best_regraft(neighbors, n_leaves, down, classes, p, ks, radius, near, stack, parent, depth):
-    """The regraft ``(x, y)`` within ``radius`` of the subtree ``neighbors[p, ks]`` that lowers the length most, and
-    that change (``(-1, -1, 0.0)`` when none lowers it)."""
+    """The regraft ``(x, y)`` within ``radius`` of the subtree ``neighbors[p, ks]`` that lowers the length
+    most, and that change (``(-1, -1, 0.0)`` when none lowers it)."""
     s_set = down[p, ks]
     ka, kb = (ks + 1) % 3, (ks + 2) % 3
     base = _misses(down[p, ka], down[p, kb], s_set, classes)
@@ -163,10 +164,10 @@ def _best_regraft(neighbors, n_leaves, down, classes, p, ks, radius, near, stack
 
 
 @njit(cache=True, nogil=True)
-def parsimony_spr(neighbors, node_edges, edges, lengths, n_leaves, planes, starts, masks, class_weights, radius,
-                  max_rounds):
-    """SPR rounds on parsimony over the tree's arrays (in place) until a round lowers the length by nothing, or
-    ``max_rounds``; returns ``(moves applied, length change)``."""
+def parsimony_spr(neighbors, node_edges, edges, lengths, n_leaves, planes, starts, masks, class_weights,
+                  radius, max_rounds):
+    """SPR rounds on parsimony over the tree's arrays (in place) until a round lowers the length by nothing,
+    or ``max_rounds``; returns ``(moves applied, length change)``."""
     classes = (starts, masks, class_weights)
     n_nodes = neighbors.shape[0]
     down = np.zeros((n_nodes, 3, 4, planes.shape[2]), np.uint64)
@@ -183,11 +184,12 @@ def parsimony_spr(neighbors, node_edges, edges, lengths, n_leaves, planes, start
         _directional(neighbors, n_leaves, n_leaves, planes, down, scratch_order, parent)
         for p in range(n_leaves, n_nodes):
             for ks in range(3):
-                x, y, delta = _best_regraft(neighbors, n_leaves, down, classes, p, ks, radius, near, stack, parent,
-                                            depth)
+                x, y, delta = _best_regraft(neighbors, n_leaves, down, classes, p, ks, radius, near, stack,
+                                            parent, depth)
                 if x < 0:
                     continue
-                _apply_spr(neighbors, node_edges, edges, lengths, n_leaves, p, neighbors[p, ks], x, y, changed)
+                s = neighbors[p, ks]
+                _apply_spr(neighbors, node_edges, edges, lengths, n_leaves, p, s, x, y, changed)
                 change += delta
                 moved += 1
                 _directional(neighbors, n_leaves, n_leaves, planes, down, scratch_order, parent)
@@ -199,8 +201,8 @@ def parsimony_spr(neighbors, node_edges, edges, lengths, n_leaves, planes, start
 
 def parsimony_tree(alignment, rng: np.random.Generator, *, spr_radius: int = 6, spr_rounds: int = 4,
                    planes: tuple | None = None) -> Tree:
-    """A randomised stepwise-addition parsimony tree of ``alignment``, improved by parsimony SPR rounds of radius
-    ``spr_radius`` (at most ``spr_rounds``; 0: none); every branch :data:`START_LENGTH`. ``planes``:
+    """A randomised stepwise-addition parsimony tree of ``alignment``, improved by parsimony SPR rounds of
+    radius ``spr_radius`` (at most ``spr_rounds``; 0: none); every branch :data:`START_LENGTH`. ``planes``:
     :func:`~phylorl.phylo.parsimony.bit_planes` of the alignment's patterns, when the caller keeps them."""
     names = taxon_names(alignment)
     if planes is None:
@@ -211,7 +213,7 @@ def parsimony_tree(alignment, rng: np.random.Generator, *, spr_radius: int = 6, 
     edges, _ = stepwise_addition(bits, starts, masks, class_weights, order)
     tree = Tree.from_edges(edges.astype(np.int32), np.full(len(edges), START_LENGTH), names)
     if spr_rounds > 0:
-        parsimony_spr(tree.neighbors, tree.node_edges, tree.edges, tree.lengths, tree.n_leaves, bits, starts, masks,
-                      class_weights, spr_radius, spr_rounds)
+        parsimony_spr(tree.neighbors, tree.node_edges, tree.edges, tree.lengths, tree.n_leaves, bits, starts,
+                      masks, class_weights, spr_radius, spr_rounds)
         tree.lengths[:] = max(START_LENGTH, MIN_BRANCH_LENGTH)
     return tree

@@ -11,8 +11,9 @@ STARTS = ("parsimony", "nj")
 class SearchConfig:
     """How :func:`phylorl.search.search` searches (defaults: the settings measured best on ``train/``)."""
 
-    start: str = "parsimony"
-    """First start tree: ``"parsimony"`` (randomised stepwise addition + parsimony SPR, seeded) or ``"nj"``."""
+    start: str = "nj"
+    """First start tree: ``"parsimony"`` (randomised stepwise addition + parsimony SPR, seeded) or
+    ``"nj"``."""
     starts: int = 8
     """Start trees climbed with fast rounds (the first as :attr:`start` says, the others parsimony trees); the
     best of them goes on to the slow rounds."""
@@ -26,7 +27,8 @@ class SearchConfig:
     auto_gain: float = 0.1
     """A wider fast radius window is tried while the last one gained more than this."""
     slow_branches: int = 3
-    """Branches optimised in a slow round's lazy scores (1: the pendant; 3: the pendant and the regraft halves)."""
+    """Branches optimised in a slow round's lazy scores (1: the pendant; 3: the pendant and the regraft
+    halves)."""
     subtree_cutoff: float = 1.0
     """A round's walk stops behind a regraft whose score falls below the tree by more than this times the mean
     fall so far (RAxML-NG's subtree cutoff); 0: every regraft within the radius is scored."""
@@ -39,7 +41,7 @@ class SearchConfig:
     """The slow rounds stop when their window would start beyond this distance."""
     branch_rounds: int = 3
     """Newton passes over every branch after each round."""
-    perturb_fails: int = 3
+    perturb_fails: int = 5
     """Perturb-and-climb iterations end after this many in a row find no better tree (0: none)."""
     perturb_moves: float = 0.15
     """Random SPR moves of a perturbation, as a fraction of the taxa (at least :attr:`perturb_min_moves`)."""
@@ -64,7 +66,8 @@ class SearchConfig:
             raise ValueError(f"start must be one of {STARTS}, got {self.start!r}")
         if self.starts < 1 or self.radius_step < 1 or self.slow_radius_limit < 1:
             raise ValueError("starts, radius_step and slow_radius_limit must be >= 1")
-        if self.perturb_fails < 0 or self.perturb_min_moves < 1 or self.perturb_radius < 1 or self.climb_depth < 0:
+        if (self.perturb_fails < 0 or self.perturb_min_moves < 1 or self.perturb_radius < 1
+                or self.climb_depth < 0):
             raise ValueError("perturb_fails, perturb_min_moves, perturb_radius and climb_depth out of range")
         if self.slow_branches not in (1, 3):
             raise ValueError(f"slow_branches must be 1 or 3, got {self.slow_branches}")

@@ -3,9 +3,9 @@
 An iteration copies the best tree, applies a few random SPR moves of small radius to it, and climbs back with
 SPR rounds restricted to the subtrees pruned near the perturbed nodes (fast rounds, then slow ones, while they
 move anything), then optimises every branch. The search keeps the result when it beats the best tree; IQ-TREE
-escapes its NNI optima the same way (random NNIs, then NNI hill-climbing), stopping after a number of iterations
-without improvement. A climb restricted to the perturbed region costs in proportion to the region, not to the
-tree.
+escapes its NNI optima the same way (random NNIs, then NNI hill-climbing), stopping after a number of
+iterations without improvement. A climb restricted to the perturbed region costs in proportion to the region,
+not to the tree.
 """
 
 from __future__ import annotations
@@ -30,8 +30,8 @@ class Climb:
 
 
 def perturb(tree: Tree, moves: int, radius: int, rng: np.random.Generator) -> list[int]:
-    """Apply ``moves`` random SPR moves of distance at most ``radius`` to ``tree`` (in place); returns the nodes
-    whose neighbours changed."""
+    """Apply ``moves`` random SPR moves of distance at most ``radius`` to ``tree`` (in place); returns the
+    nodes whose neighbours changed."""
     touched: list[int] = []
     for _ in range(moves):
         candidates = enumerate_moves(tree, radius=radius)
@@ -42,7 +42,8 @@ def perturb(tree: Tree, moves: int, radius: int, rng: np.random.Generator) -> li
 
 
 def local_order(tree: Tree, nodes, depth: int) -> list[tuple[int, int]]:
-    """The pruned subtrees ``(p, s)`` with ``p`` internal and within ``depth`` edges of ``nodes``, in node order."""
+    """The pruned subtrees ``(p, s)`` with ``p`` internal and within ``depth`` edges of ``nodes``, in node
+    order."""
     seen = {int(v) for v in nodes}
     frontier = list(seen)
     for _ in range(depth):
@@ -58,12 +59,12 @@ def local_order(tree: Tree, nodes, depth: int) -> list[tuple[int, int]]:
     return [(p, int(tree.neighbors[p, k])) for p in sorted(seen) if p >= n for k in range(3)]
 
 
-def climb(engine, best: Tree, best_loglik: float, rng: np.random.Generator, *, moves: int, radius: int, depth: int,
-          climb_radius: int, slow_branches: int, slow_near: float, max_rounds: int, margin: float, cutoff: float,
-          branch_rounds: int) -> Climb:
-    """One iteration from ``best`` (left unchanged): perturb a copy, climb back near the perturbation with fast
-    rounds of radius ``climb_radius``; a tree that ends more than ``margin`` below ``best_loglik`` is given up,
-    another gets slow rounds near the perturbation and every branch optimised (from edge 0)."""
+def climb(engine, best: Tree, best_loglik: float, rng: np.random.Generator, *, moves: int, radius: int,
+          depth: int, climb_radius: int, slow_branches: int, slow_near: float, max_rounds: int, margin: float,
+          cutoff: float, branch_rounds: int) -> Climb:
+    """One iteration from ``best`` (left unchanged): perturb a copy, climb back near the perturbation with
+    fast rounds of radius ``climb_radius``; a tree that ends more than ``margin`` below ``best_loglik`` is
+    given up, another gets slow rounds near the perturbation and every branch optimised (from edge 0)."""
     tree = best.copy()
     touched = perturb(tree, moves, radius, rng)
     loglik = optimise_near(engine, tree, touched)

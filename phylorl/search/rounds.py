@@ -1,14 +1,16 @@
-"""SPR rounds: every subtree pruned in turn, its best regraft within a radius applied when it improves the tree.
+"""SPR rounds: every subtree pruned in turn, its best regraft within a radius applied when it improves the
+tree.
 
 A round visits the pruned subtrees ``(p, s)`` of the tree (every internal node ``p``, each of its three
 neighbours ``s``) in a depth-first order fixed at its start. For each, every regraft edge at distance
-``d(p, x)`` in ``[radius_min, radius]`` gets a lazy score (:meth:`~phylorl.phylo.LikelihoodEngine.subtree_scores`:
-the tree after the move with ``branches`` of its three branches optimised, the rest as the move leaves them). A
-lazy score is the log-likelihood of a real tree one move away, so a score above the current log-likelihood is an
-improvement for certain: the best such move is applied, the branches around it are optimised
-(:data:`LOCAL_DEPTH`), and the round goes on from the new tree (first improvement per subtree, many moves per
-round, as RAxML-NG's SPR rounds). A best move whose lazy score falls just short (``near``) is tried the same way;
-a move whose locally optimised tree does not improve the tree is undone.
+``d(p, x)`` in ``[radius_min, radius]`` gets a lazy score
+(:meth:`~phylorl.phylo.LikelihoodEngine.subtree_scores`: the tree after the move with ``branches`` of its
+three branches optimised, the rest as the move leaves them). A lazy score is the log-likelihood of a real tree
+one move away, so a score above the current log-likelihood is an improvement for certain: the best such move
+is applied, the branches around it are optimised (:data:`LOCAL_DEPTH`), and the round goes on from the new
+tree (first improvement per subtree, many moves per round, as RAxML-NG's SPR rounds). A best move whose lazy
+score falls just short (``near``) is tried the same way; a move whose locally optimised tree does not improve
+the tree is undone.
 """
 
 from __future__ import annotations
@@ -41,7 +43,8 @@ class RoundResult:
     """What one round did."""
 
     loglik: float
-    """Log-likelihood of the tree after the round (branches near each move optimised, the others as they were)."""
+    """Log-likelihood of the tree after the round (branches near each move optimised, the others as they
+    were)."""
     moves: int
     """Moves applied."""
     scored: int
@@ -53,8 +56,8 @@ class RoundResult:
 
 
 def subtree_order(tree: Tree) -> list[tuple[int, int]]:
-    """The pruned subtrees ``(p, s)`` of ``tree`` in the order a round visits them: internal nodes in depth-first
-    preorder from leaf 0, each with its neighbours in slot order."""
+    """The pruned subtrees ``(p, s)`` of ``tree`` in the order a round visits them: internal nodes in
+    depth-first preorder from leaf 0, each with its neighbours in slot order."""
     order, _ = tree.preorder(0)
     n = tree.n_leaves
     return [(int(p), int(tree.neighbors[p, k])) for p in order if p >= n for k in range(3)]
@@ -70,7 +73,8 @@ def optimise_near(engine, tree: Tree, nodes, joined: int | None = None) -> float
 
 
 def spr_round(engine, tree: Tree, loglik: float, radius: int, *, radius_min: int = 1, branches: int = 0,
-              near: float = 0.0, cutoff: float = 0.0, order: list[tuple[int, int]] | None = None) -> RoundResult:
+              near: float = 0.0, cutoff: float = 0.0,
+              order: list[tuple[int, int]] | None = None) -> RoundResult:
     """One SPR round on ``tree`` (in place) from its log-likelihood ``loglik`` (see the module docstring).
 
     Args:
@@ -82,8 +86,9 @@ def spr_round(engine, tree: Tree, loglik: float, radius: int, *, radius_min: int
         branches: branches optimised in a lazy score (0, 1 or 3; with 1 or 3 only for the regrafts within
             :data:`SLOW_MARGIN` of the current tree).
         near: a subtree's best regraft whose lazy score falls short of the current tree by less than this is
-            applied and its branches optimised anyway (:func:`optimise_near`), and kept if that improves the tree:
-            a lazy score optimises three branches once, a move can need a few more (an NNI across a short branch).
+            applied and its branches optimised anyway (:func:`optimise_near`), and kept if that improves the
+            tree: a lazy score optimises three branches once, a move can need a few more (an NNI across a
+            short branch).
         cutoff: the walks' subtree cutoff (:meth:`~phylorl.phylo.LikelihoodEngine.subtree_scores`; 0: none).
         order: the subtrees to prune, in order (default :func:`subtree_order`).
     """

@@ -68,8 +68,9 @@ def search(alignment, model: str = "GTR+F+G4", *, config: SearchConfig | None = 
         model: a model string; free parameters are estimated on the NJ tree first.
         config: search settings (default :class:`SearchConfig`).
         seed: seeds the start tree (the only random choice).
-        on_progress: called after every round with ``{"loglik", "best_loglik", "moves", "round", "elapsed",
-            "phase", "radius", "start"}`` (``loglik``: the current tree's, over the distinct sequences searched;
+        on_progress: called after every round with
+            ``{"loglik", "best_loglik", "moves", "round", "elapsed", "phase", "radius", "start"}``
+            (``loglik``: the current tree's, over the distinct sequences searched;
             ``best_loglik``: the best so far; ``start``: the start tree being climbed).
         checkpoint: a path to write (atomically) after every round, or a callable given the checkpoint dict.
         resume: a checkpoint (path or dict) of a search of the same alignment, model, seed and config to go on
@@ -104,16 +105,18 @@ def search(alignment, model: str = "GTR+F+G4", *, config: SearchConfig | None = 
         state.elapsed = time.perf_counter() - resumed_at
         if on_progress is not None:
             on_progress({"loglik": state.loglik, "best_loglik": max(state.loglik, state.best_loglik),
-                         "moves": state.moves, "round": state.round, "elapsed": state.elapsed, "phase": state.phase,
-                         "radius": state.radius_max, "start": state.start})
+                         "moves": state.moves, "round": state.round, "elapsed": state.elapsed,
+                         "phase": state.phase, "radius": state.radius_max, "start": state.start})
         if checkpoint is not None:
-            data = checkpoint_data(state, **identity, start_loglik=start_loglik, prepare_seconds=prepare_seconds)
+            data = checkpoint_data(state, **identity, start_loglik=start_loglik,
+                                   prepare_seconds=prepare_seconds)
             checkpoint(data) if callable(checkpoint) else write_checkpoint(checkpoint, data)
     tree, loglik = state.tree, state.loglik
     if duplicates is not None:
         tree = restore_tree(tree, duplicates, alignment.taxa)
         engine = LikelihoodEngine(alignment, model)
-    loglik = engine.optimize_branch_lengths(tree, np.arange(tree.n_edges), rounds=FINAL_BRANCH_ROUNDS, tol=1e-4)
+    loglik = engine.optimize_branch_lengths(tree, np.arange(tree.n_edges), rounds=FINAL_BRANCH_ROUNDS,
+                                            tol=1e-4)
     return SearchResult(tree=tree, loglik=float(loglik), model=model, start_loglik=float(start_loglik),
                         rounds=state.round, moves=state.moves, scored=state.scored,
                         seconds=time.perf_counter() - started, prepare_seconds=prepare_seconds,
@@ -121,8 +124,8 @@ def search(alignment, model: str = "GTR+F+G4", *, config: SearchConfig | None = 
 
 
 def start_tree(alignment, config: SearchConfig, seed: int, index: int) -> Tree:
-    """Start tree number ``index`` of a search with ``seed``: NJ for the first when ``config.start`` is ``"nj"``,
-    otherwise a parsimony tree drawn with the random generator seeded by ``(seed, index)``."""
+    """Start tree number ``index`` of a search with ``seed``: NJ for the first when ``config.start`` is
+    ``"nj"``, otherwise a parsimony tree drawn with the random generator seeded by ``(seed, index)``."""
     if config.start == "nj" and index == 0:
         return nj_tree(alignment)
     return parsimony_tree(alignment, np.random.default_rng([seed, index]), spr_radius=config.parsimony_radius)

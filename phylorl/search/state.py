@@ -1,10 +1,10 @@
 """Where a search stands between two rounds, and its checkpoints.
 
 :class:`SearchState` is everything the rest of a search depends on: the tree's exact arrays (their node and
-edge numbering decide the order in which a round visits subtrees), its log-likelihood as a float, the phase and
-radius window. A search resumed from a checkpoint written between two rounds therefore makes the same moves as
-one that was never interrupted. Checkpoints are JSON (floats written as their shortest round-trip repr, so they
-read back exactly); :func:`write_checkpoint` replaces the file atomically.
+edge numbering decide the order in which a round visits subtrees), its log-likelihood as a float, the phase
+and radius window. A search resumed from a checkpoint written between two rounds therefore makes the same
+moves as one that was never interrupted. Checkpoints are JSON (floats written as their shortest round-trip
+repr, so they read back exactly); :func:`write_checkpoint` replaces the file atomically.
 """
 
 from __future__ import annotations

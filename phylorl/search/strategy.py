@@ -8,12 +8,12 @@
 3. ``slow``: slow rounds (lazy scores with the branches at the regraft point optimised) on ``[1, w]``; a round
    that gains more than ``slow_gain`` restarts the windows at ``[1, w]``, one that does not shifts the window
    outward, until it would start beyond ``slow_radius_limit``.
-4. ``perturb``: perturb-and-climb iterations from the best tree (:mod:`phylorl.search.perturb`, each seeded by the
-   search's seed and its number) until ``perturb_fails`` in a row find no better tree; when one did, the slow
-   rounds run once more on the answer (so it is an SPR optimum of the whole tree), then ``done``.
+4. ``perturb``: perturb-and-climb iterations from the best tree (:mod:`phylorl.search.perturb`, each seeded by
+   the search's seed and its number) until ``perturb_fails`` in a row find no better tree; when one did, the
+   slow rounds run once more on the answer (so it is an SPR optimum of the whole tree), then ``done``.
 
-Every round ends with Newton passes over every branch, walked from edge 0 (so a resumed search walks them as an
-uninterrupted one does).
+Every round ends with Newton passes over every branch, walked from edge 0 (so a resumed search walks them as
+an uninterrupted one does).
 """
 
 from __future__ import annotations
@@ -28,18 +28,19 @@ from .state import SearchState
 
 def initial_state(tree, loglik: float, config: SearchConfig) -> SearchState:
     """The state a search starts from: ``tree`` with its branches optimised (``loglik``)."""
-    return SearchState(tree=tree, loglik=loglik, phase="fast_auto", radius_min=1, radius_max=config.radius_step,
-                       best_radius=config.radius_step, reference=loglik)
+    return SearchState(tree=tree, loglik=loglik, phase="fast_auto", radius_min=1,
+                       radius_max=config.radius_step, best_radius=config.radius_step, reference=loglik)
 
 
 def optimise_all(engine, tree, config: SearchConfig) -> float:
     """Newton passes over every branch from edge 0; returns the log-likelihood."""
-    return engine.optimize_branch_lengths(tree, np.arange(tree.n_edges), rounds=config.branch_rounds, tol=1e-3)
+    edges = np.arange(tree.n_edges)
+    return engine.optimize_branch_lengths(tree, edges, rounds=config.branch_rounds, tol=1e-3)
 
 
 def next_round(engine, state: SearchState, config: SearchConfig, seed: int, make_start) -> SearchState:
-    """Run the round ``state`` asks for (on ``state.tree``, in place) and decide the next one; returns ``state``.
-    ``make_start(alignment, config, seed, index)`` makes start tree ``index``."""
+    """Run the round ``state`` asks for (on ``state.tree``, in place) and decide the next one; returns
+    ``state``. ``make_start(alignment, config, seed, index)`` makes start tree ``index``."""
     if state.phase == "perturb":
         return _perturb(engine, state, config, seed)
     tree = state.tree
@@ -94,8 +95,8 @@ def _perturb(engine, state: SearchState, config: SearchConfig, seed: int) -> Sea
     moves = max(config.perturb_min_moves, int(round(config.perturb_moves * n)))
     result = climb(engine, state.tree, state.loglik, rng, moves=moves, radius=config.perturb_radius,
                    depth=config.climb_depth, climb_radius=min(state.best_radius, config.climb_radius),
-                   slow_branches=config.slow_branches, slow_near=config.slow_near, max_rounds=config.climb_rounds,
-                   margin=config.climb_margin, cutoff=config.subtree_cutoff,
+                   slow_branches=config.slow_branches, slow_near=config.slow_near,
+                   max_rounds=config.climb_rounds, margin=config.climb_margin, cutoff=config.subtree_cutoff,
                    branch_rounds=config.branch_rounds)
     state.round += 1
     state.iteration += 1

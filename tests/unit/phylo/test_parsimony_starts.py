@@ -23,7 +23,8 @@ def data():
 
 
 def _length(edge_list, tips, weights):
-    """Fitch length of the tree over the leaves named in ``edge_list`` (leaves < 1000, internal nodes >= 1000)."""
+    """Fitch length of the tree over the leaves named in ``edge_list`` (leaves < 1000, internal nodes >=
+    1000)."""
     leaves = sorted({v for e in edge_list for v in e if v < 1000})
     internal = sorted({v for e in edge_list for v in e if v >= 1000})
     ids = {v: i for i, v in enumerate(leaves)} | {v: len(leaves) + i for i, v in enumerate(internal)}
@@ -57,8 +58,8 @@ def test_parsimony_spr_reports_its_change_and_never_lengthens(data):
         order = np.random.default_rng(seed).permutation(alignment.n_taxa).astype(np.int64)
         edges, length = stepwise_addition(bits, *classes, order)
         tree = Tree.from_edges(edges.astype(np.int32), np.full(len(edges), 0.1), alignment.taxa)
-        moves, change = parsimony_spr(tree.neighbors, tree.node_edges, tree.edges, tree.lengths, tree.n_leaves,
-                                      bits, *classes, 4, 10)
+        moves, change = parsimony_spr(tree.neighbors, tree.node_edges, tree.edges, tree.lengths,
+                                      tree.n_leaves, bits, *classes, 4, 10)
         tree.validate()
         assert change <= 0 and (moves > 0) == (change < 0)
         assert parsimony_length(tree, tips, weights) == length + change
@@ -72,6 +73,6 @@ def test_parsimony_tree_is_seeded_and_reaches_spr_optimum_within_its_radius(data
     assert np.all(one.lengths > 0)
     # no move of radius <= 3 shortens it further
     again = one.copy()
-    moves, change = parsimony_spr(again.neighbors, again.node_edges, again.edges, again.lengths, again.n_leaves,
-                                  *planes[:1], *planes[1], 3, 5)
+    moves, change = parsimony_spr(again.neighbors, again.node_edges, again.edges, again.lengths,
+                                  again.n_leaves, planes[0], *planes[1], 3, 5)
     assert moves == 0 and change == 0

@@ -7,7 +7,8 @@ import json
 import numpy as np
 import pytest
 
-from phylorl.phylo import LikelihoodEngine, load_alignment, parse_model, random_tree, read_newick, write_newick
+from phylorl.phylo import (LikelihoodEngine, load_alignment, parse_model, random_tree, read_newick,
+                           write_newick)
 from phylorl.phylo.alignment import Alignment
 from phylorl.phylo.simulate import dataset_rng, simulate_dataset
 from phylorl.phylo.splits import splits
@@ -84,3 +85,21 @@ def test_reaches_iqtree_on_ds1(ds_reference):
     iqtree = engine.optimize_branch_lengths(read_newick(ref["tree"], alignment), rounds=20, tol=1e-4)
     assert result.loglik >= iqtree - 0.1
     assert splits(result.tree) == splits(read_newick(ref["tree"], alignment)) or result.loglik > iqtree + 0.1
+
+
+def test_a_checkpoint_file_is_rewritten_every_round_and_resumes(simulated, tmp_path):
+    config = SearchConfig(starts=2, max_rounds=5)
+    path = tmp_path / "run" / "checkpoint.json"
+    rounds = []
+    first = search(simulated, MODEL, config=config, seed=2, checkpoint=path,
+                   on_progress=lambda d: rounds.append(json.loads(path.read_text())["state"]["round"]
+                                                       if path.exists() else 0))
+    assert first.rounds == 5 and rounds == [0, 1, 2, 3, 4]  # written after each round's progress call
+    assert json.loads(path.read_text())["state"]["round"] == 5
+    finished = search(simulated, MODEL, config=SearchConfig(starts=2), seed=2)
+    with pytest.raises(ValueError, match="config"):  # max_rounds is part of the config it is tied to
+        search(simulated, MODEL, config=SearchConfig(starts=2), seed=2, resume=path)
+    data = json.loads(path.read_text())
+    data["config"] = SearchConfig(starts=2).to_dict()
+    resumed = search(simulated, MODEL, config=SearchConfig(starts=2), seed=2, resume=data)
+    assert write_newick(resumed.tree) == write_newick(finished.tree) and resumed.loglik == finished.loglik
