@@ -5,8 +5,9 @@
     result.tree, result.loglik
 
 Modules: :mod:`~phylorl.search.search` (the call), :mod:`~phylorl.search.strategy` (the round schedule),
-:mod:`~phylorl.search.rounds` (one SPR round), :mod:`~phylorl.search.state` (state between rounds,
-checkpoints), :mod:`~phylorl.search.prepare` (the model string), :mod:`~phylorl.search.config` (settings).
+:mod:`~phylorl.search.rounds` (one SPR round), :mod:`~phylorl.search.perturb` (perturb-and-climb iterations),
+:mod:`~phylorl.search.state` (state between rounds, checkpoints), :mod:`~phylorl.search.prepare` (the model
+string), :mod:`~phylorl.search.config` (settings).
 """
 
 from .config import SearchConfig
