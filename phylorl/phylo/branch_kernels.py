@@ -21,8 +21,8 @@ from .kernels import FASTMATH, LOG_SCALE
 
 
 @njit(cache=True, nogil=True, fastmath=FASTMATH)
-def _side_vectors(node, d, n_leaves, tip_codes, mask_vectors, clv, c, out):
-    """``out[j, p]``: the partial of ``node``'s side at category ``c`` (tips expanded from masks)."""
+def _side_vectors(node, row, n_leaves, tip_codes, mask_vectors, clv, c, out):
+    """``out[j, p]``: the partial of ``node``'s side at category ``c``, ``clv[row]`` (tips expanded from masks)."""
     P = out.shape[1]
     if node < n_leaves:
         codes = tip_codes[node]
@@ -31,13 +31,13 @@ def _side_vectors(node, d, n_leaves, tip_codes, mask_vectors, clv, c, out):
                 out[j, p] = mask_vectors[codes[p], j]
     else:
         for j in range(4):
-            src = clv[d, c, j]
+            src = clv[row, c, j]
             for p in range(P):
                 out[j, p] = src[p]
 
 
 @njit(cache=True, nogil=True, fastmath=FASTMATH)
-def branch_coefficients(e, n_leaves, edges, tip_codes, mask_vectors, clv, scale, freqs, weights,
+def branch_coefficients(e, neighbors, n_leaves, edges, tip_codes, mask_vectors, clv, scale, freqs, weights,
                         U, U_inv, inv_lik, pinv, coef, inv_scaled):
     """Fill ``coef[C, 4, P]`` and ``inv_scaled[P]`` for edge ``e`` (both partials must be valid).
 
@@ -56,13 +56,15 @@ def branch_coefficients(e, n_leaves, edges, tip_codes, mask_vectors, clv, scale,
     for i in range(4):
         for k in range(4):
             fa[i, k] = freqs[i] * U[i, k]
+    ru = kn.clv_index(du, neighbors, edges, n_leaves) if u >= n_leaves else 0
+    rv = kn.clv_index(dv, neighbors, edges, n_leaves) if v >= n_leaves else 0
     sc = np.zeros(P)
     if u >= n_leaves:
         for p in range(P):
-            sc[p] += scale[du, p]
+            sc[p] += scale[ru, p]
     if v >= n_leaves:
         for p in range(P):
-            sc[p] += scale[dv, p]
+            sc[p] += scale[rv, p]
     for p in range(P):
         inv_scaled[p] = 0.0
     if pinv > 0.0:
@@ -71,8 +73,8 @@ def branch_coefficients(e, n_leaves, edges, tip_codes, mask_vectors, clv, scale,
                 x = sc[p] * LOG_SCALE
                 inv_scaled[p] = pinv * inv_lik[p] * np.exp(x) if x < 600.0 else 1e260
     for c in range(C):
-        _side_vectors(u, du, n_leaves, tip_codes, mask_vectors, clv, c, A)
-        _side_vectors(v, dv, n_leaves, tip_codes, mask_vectors, clv, c, B)
+        _side_vectors(u, ru, n_leaves, tip_codes, mask_vectors, clv, c, A)
+        _side_vectors(v, rv, n_leaves, tip_codes, mask_vectors, clv, c, B)
         wc = weights[c]
         for k in range(4):
             a0, a1, a2, a3 = fa[0, k], fa[1, k], fa[2, k], fa[3, k]
@@ -112,12 +114,13 @@ def _evaluate(t, coef, eigvals, rates, pattern_weights, want_f):
     d2 = 0.0
     for p in range(P):
         x = L[p] if L[p] > 1e-300 else 1e-300
+        L[p] = x
         w = pattern_weights[p]
-        if want_f:
-            f += w * np.log(x)
         g = L1[p] / x
         d1 += w * g
         d2 += w * (L2[p] / x - g * g)
+    if want_f:
+        f = kn.weighted_log_sum(L, pattern_weights)
     return f, d1, d2
 
 
@@ -187,7 +190,7 @@ def optimize_edges(order, rounds, tol, max_iter, newton_tol, t_min, t_max,
     last = order[order.shape[0] - 1]
     n_updates += _ensure_edge(order[0], neighbors, node_edges, edges, n_leaves, tip_codes, pmat, tip_pmat,
                               clv, scale, valid, stack)
-    kn.edge_site_likelihoods(order[0], n_leaves, edges, tip_codes, pmat, tip_pmat, clv, scale, freqs, weights,
+    kn.edge_site_likelihoods(order[0], neighbors, n_leaves, edges, tip_codes, pmat, tip_pmat, clv, scale, freqs, weights,
                              site, site_scale)
     previous = kn.total_loglik(site, site_scale, pattern_weights, inv_lik, pinv)
     current = previous
@@ -196,7 +199,7 @@ def optimize_edges(order, rounds, tol, max_iter, newton_tol, t_min, t_max,
             e = order[idx] if r % 2 == 0 else order[order.shape[0] - 1 - idx]
             n_updates += _ensure_edge(e, neighbors, node_edges, edges, n_leaves, tip_codes, pmat, tip_pmat,
                                       clv, scale, valid, stack)
-            branch_coefficients(e, n_leaves, edges, tip_codes, mask_vectors, clv, scale, freqs, weights,
+            branch_coefficients(e, neighbors, n_leaves, edges, tip_codes, mask_vectors, clv, scale, freqs, weights,
                                 U, U_inv, inv_lik, pinv, coef, inv_scaled)
             t, _, _ = newton_branch(coef, eigvals, rates, pattern_weights, lengths[e], t_min, t_max,
                                     max_iter, newton_tol)
@@ -210,8 +213,8 @@ def optimize_edges(order, rounds, tol, max_iter, newton_tol, t_min, t_max,
             last = e
         n_updates += _ensure_edge(last, neighbors, node_edges, edges, n_leaves, tip_codes, pmat, tip_pmat,
                                   clv, scale, valid, stack)
-        kn.edge_site_likelihoods(last, n_leaves, edges, tip_codes, pmat, tip_pmat, clv, scale, freqs, weights,
-                                 site, site_scale)
+        kn.edge_site_likelihoods(last, neighbors, n_leaves, edges, tip_codes, pmat, tip_pmat, clv, scale, freqs,
+                                 weights, site, site_scale)
         current = kn.total_loglik(site, site_scale, pattern_weights, inv_lik, pinv)
         if current - previous < tol:
             break

@@ -18,6 +18,7 @@ import numpy as np
 from . import branch_kernels as bk
 from . import kernels as kn
 from . import lazy_spr
+from . import spr
 from .models import ModelSpec, SubstitutionModel, build_model, parse_model
 from .traversal import edge_walk
 from .tree import Tree
@@ -30,8 +31,8 @@ class Buffers(NamedTuple):
     """The engine's work arrays for one tree size (``E`` edges, ``C`` rate categories, ``P`` patterns), handed
     to the compiled kernels as one argument."""
 
-    clv: np.ndarray         # float64 [2E, C, 4, P]  partial likelihoods per directed edge
-    scale: np.ndarray       # int32 [2E, P]          their scaling exponents
+    clv: np.ndarray         # float64 [3(n-2), C, 4, P]  partials of the directed edges with internal heads
+    scale: np.ndarray       # int32 [3(n-2), P]          their scaling exponents (kernels.clv_index)
     valid: np.ndarray       # bool [2E]              which partials are current
     pmat: np.ndarray        # float64 [E, C, 4, 4]   transition matrices per edge and category
     tip_pmat: np.ndarray    # float64 [E, C, 4, 16]  the same applied to every tip state mask
@@ -44,7 +45,8 @@ class Buffers(NamedTuple):
     @classmethod
     def allocate(cls, n_edges: int, n_cats: int, n_patterns: int) -> "Buffers":
         E, C, P = n_edges, n_cats, n_patterns
-        return cls(np.zeros((2 * E, C, 4, P)), np.zeros((2 * E, P), dtype=np.int32), np.zeros(2 * E, dtype=np.bool_),
+        rows = 3 * (E - 1) // 2  # three per internal node
+        return cls(np.zeros((rows, C, 4, P)), np.zeros((rows, P), dtype=np.int32), np.zeros(2 * E, dtype=np.bool_),
                    np.zeros((E, C, 4, 4)), np.zeros((E, C, 4, 16)), np.zeros(4 * E + 8, dtype=np.int64),
                    np.zeros(P), np.zeros(P, dtype=np.int64), np.zeros((C, 4, P)), np.zeros(P))
 
@@ -94,7 +96,7 @@ class LikelihoodEngine:
         self._snap_edges: np.ndarray | None = None
         self._snap_lengths: np.ndarray | None = None
         self._root_edge = 0
-        self._lazy_work: tuple | None = None  # spr_scores work space, kept between calls
+        self._lazy_work: lazy_spr.LazyWork | None = None  # lazy scores' work space, kept between calls
         self._seen_taxa: tuple | None = None
         self.model: SubstitutionModel | None = None
         if isinstance(model, str):
@@ -192,7 +194,7 @@ class LikelihoodEngine:
     def _loglik_at(self, tree: Tree, e: int) -> float:
         self._ensure_edge(tree, e)
         b, m = self._b, self._m
-        kn.edge_site_likelihoods(e, tree.n_leaves, tree.edges, self.tip_codes, b.pmat, b.tip_pmat, b.clv, b.scale,
+        kn.edge_site_likelihoods(e, tree.neighbors, tree.n_leaves, tree.edges, self.tip_codes, b.pmat, b.tip_pmat, b.clv, b.scale,
                                  m.freqs, m.weights, b.site, b.site_scale)
         return float(kn.total_loglik(b.site, b.site_scale, self.pattern_weights, m.inv_lik, m.pinv))
 
@@ -246,32 +248,55 @@ class LikelihoodEngine:
         """Lazy score of each SPR move ``(p, s, x, y)`` of ``tree`` (:mod:`phylorl.phylo.lazy_spr`): the
         log-likelihood after the move with only the branches at the regraft point optimised, one Newton pass
         (``branches=3``: the pendant ``(p, s)``, then the two halves of ``(x, y)``; ``branches=1``: the pendant
-        alone), the others as :func:`~phylorl.phylo.spr.apply_spr` leaves them. ``tree`` is unchanged. Moves
-        sharing ``(p, s)`` should be consecutive, as :func:`~phylorl.phylo.spr.enumerate_moves` gives them."""
-        if branches not in (1, 3):
-            raise ValueError(f"branches must be 1 or 3, got {branches}")
+        alone; ``branches=0``: none), the others as :func:`~phylorl.phylo.spr.apply_spr` leaves them. ``tree`` is
+        unchanged. Moves sharing ``(p, s)`` should be consecutive, as :func:`~phylorl.phylo.spr.enumerate_moves`
+        gives them."""
+        if branches not in (0, 1, 3):
+            raise ValueError(f"branches must be 0, 1 or 3, got {branches}")
         moves = np.ascontiguousarray(moves, dtype=np.int64)
         if moves.ndim != 2 or moves.shape[1] != 4:
             raise ValueError(f"moves must have shape [A, 4], got {moves.shape}")
         self._sync(tree)
-        b, m = self._b, self._m
-        self.n_partial_updates += lazy_spr.ensure_all(
-            tree.n_edges, tree.neighbors, tree.node_edges, tree.edges, tree.n_leaves, self.tip_codes, b.pmat,
-            b.tip_pmat, b.clv, b.scale, b.valid, b.stack)
-        out = np.full(moves.shape[0], np.nan)
-        shape = (2 * tree.n_edges, self._n_cats, 4, self.n_patterns)
-        if self._lazy_work is None or self._lazy_work[0].shape != shape:  # kept: fresh pages cost a fault each
-            nodes = tree.neighbors.shape[0]
-            self._lazy_work = (np.empty(shape), np.empty(shape), np.empty((nodes,) + shape[1:]),
-                               np.zeros((nodes, self.n_patterns), np.int64))
-        bad = lazy_spr.lazy_spr_scores(
-            moves, tree.neighbors, tree.node_edges, tree.edges, tree.lengths, tree.n_leaves, self.tip_codes, b.clv,
-            b.scale, b.pmat, b.tip_pmat, m.freqs, m.weights, m.eigvals, m.U, m.U_inv, m.rates, m.inv_lik, m.pinv,
-            self.pattern_weights, self.brlen_min, self.brlen_max, newton_iterations, newton_tol, branches == 3,
-            *self._lazy_work, out)
-        if bad >= 0:
-            raise ValueError(f"move {bad} {tuple(moves[bad].tolist())} is not an SPR move of this tree (or repeats "
-                             "a regraft edge of its (p, s))")
+        return self._lazy(tree, moves, branches, newton_iterations, newton_tol)
+
+    def subtree_scores(self, tree: Tree, p: int, s: int, radius: int, *, radius_min: int = 1, branches: int = 0,
+                       reference: float = 0.0, cutoff: float = 0.0, newton_iterations: int = 32,
+                       newton_tol: float = 1e-7) -> tuple[np.ndarray, np.ndarray]:
+        """``(moves, scores)``: every move pruning ``s`` from ``p`` whose distance ``d(p, x)`` lies in
+        ``[radius_min, radius]`` (as :func:`~phylorl.phylo.spr.enumerate_moves` orders and de-duplicates them)
+        and its lazy score (:meth:`spr_scores`, ``branches`` 0, 1 or 3). With ``cutoff > 0`` the walk stops behind
+        regrafts far below ``reference`` (the tree's log-likelihood; see
+        :func:`~phylorl.phylo.lazy_spr.lazy_spr_scores`), and the moves it did not reach score ``-inf``."""
+        if branches not in (0, 1, 3):
+            raise ValueError(f"branches must be 0, 1 or 3, got {branches}")
+        moves = spr.subtree_moves(tree.neighbors, tree.n_leaves, p, s, radius_min, radius, True)
+        if not len(moves):
+            return moves, np.empty(0)
+        self._sync(tree)
+        return moves, self._lazy(tree, moves, branches, newton_iterations, newton_tol, depth=radius + 2,
+                                 reference=reference, cutoff=cutoff)
+
+    def _lazy(self, tree: Tree, moves: np.ndarray, branches: int, newton_iterations: int, newton_tol: float,
+              depth: int | None = None, reference: float = 0.0, cutoff: float = 0.0) -> np.ndarray:
+        b = self._b
+        out = np.full(moves.shape[0], -np.inf if cutoff > 0 else np.nan)
+        want = max(4, min(depth if depth is not None else 16, tree.n_nodes))
+        while True:
+            work = self._lazy_work
+            if (work is None or work.D.shape[0] < want or work.D.shape[1:] != (self._n_cats, 4, self.n_patterns)
+                    or work.ints.shape[1] != 2 * tree.n_nodes + tree.n_edges):
+                work = self._lazy_work = lazy_spr.LazyWork.allocate(
+                    want, tree.n_nodes, tree.n_edges, self._n_cats, self.n_patterns)
+            status, n_updates = lazy_spr.lazy_spr_scores(
+                moves, tree.neighbors, tree.node_edges, tree.edges, tree.lengths, tree.n_leaves, self.tip_codes,
+                b.clv, b.scale, b.valid, b.stack, b.pmat, b.tip_pmat, self._m, self.pattern_weights, self.brlen_min,
+                self.brlen_max, newton_iterations, newton_tol, branches, float(reference), float(cutoff), work, out)
+            self.n_partial_updates += n_updates
+            if status != -2:
+                break
+            want = min(2 * want, tree.n_nodes)  # a walk deeper than the work space: grow it and score again
+        if status >= 0:
+            raise ValueError(f"move {status} {tuple(moves[status].tolist())} is not an SPR move of this tree (or "
+                             "repeats a regraft edge of its (p, s))")
         self.n_lazy_scores += moves.shape[0]
         return out
-

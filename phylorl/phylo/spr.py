@@ -55,39 +55,62 @@ def enumerate_into(neighbors, n_leaves, radius, dedupe, out):
         return 0
     for p in range(n_leaves, n_nodes):
         for k in range(3):
-            s = neighbors[p, k]
-            for side in range(3):
-                a = neighbors[p, side]
-                if side == k or a < n_leaves:
-                    continue
-                other = neighbors[p, 3 - k - side]
-                parent[a] = p
-                stack[0, 0] = a
-                stack[0, 1] = 1
-                top = 1
-                while top > 0:
-                    top -= 1
-                    x = stack[top, 0]
-                    d = stack[top, 1]
-                    keep = not (dedupe and d == 1) or (p < x and s < other)
-                    if keep:
-                        for j in range(3):
-                            y = neighbors[x, j]
-                            if y != parent[x]:
-                                out[count, 0] = p
-                                out[count, 1] = s
-                                out[count, 2] = x
-                                out[count, 3] = y
-                                count += 1
-                    if radius < 0 or d < radius:
-                        for j in range(2, -1, -1):
-                            y = neighbors[x, j]
-                            if y != parent[x] and y >= n_leaves:
-                                parent[y] = x
-                                stack[top, 0] = y
-                                stack[top, 1] = d + 1
-                                top += 1
+            count = subtree_moves_into(neighbors, n_leaves, p, k, 1, radius, dedupe, out, count, stack, parent)
     return count
+
+
+@njit(cache=True, nogil=True)
+def subtree_moves_into(neighbors, n_leaves, p, k, radius_min, radius, dedupe, out, count, stack, parent):
+    """Append to ``out`` (from row ``count``) the moves pruning ``s = neighbors[p, k]`` whose distance
+    ``d(p, x)`` lies in ``[radius_min, radius]`` (``radius < 0``: no upper bound), in :func:`enumerate_moves`'s
+    order; returns the new count. ``stack`` (int64 ``[nodes, 2]``) and ``parent`` (``[nodes]``) are scratch."""
+    s = neighbors[p, k]
+    for side in range(3):
+        a = neighbors[p, side]
+        if side == k or a < n_leaves:
+            continue
+        other = neighbors[p, 3 - k - side]
+        parent[a] = p
+        stack[0, 0] = a
+        stack[0, 1] = 1
+        top = 1
+        while top > 0:
+            top -= 1
+            x = stack[top, 0]
+            d = stack[top, 1]
+            keep = d >= radius_min and (not (dedupe and d == 1) or (p < x and s < other))
+            if keep:
+                for j in range(3):
+                    y = neighbors[x, j]
+                    if y != parent[x]:
+                        out[count, 0] = p
+                        out[count, 1] = s
+                        out[count, 2] = x
+                        out[count, 3] = y
+                        count += 1
+            if radius < 0 or d < radius:
+                for j in range(2, -1, -1):
+                    y = neighbors[x, j]
+                    if y != parent[x] and y >= n_leaves:
+                        parent[y] = x
+                        stack[top, 0] = y
+                        stack[top, 1] = d + 1
+                        top += 1
+    return count
+
+
+@njit(cache=True, nogil=True)
+def subtree_moves(neighbors, n_leaves, p, s, radius_min, radius, dedupe):
+    """The moves pruning ``s`` from ``p`` with distance in ``[radius_min, radius]`` (compiled; as
+    :func:`subtree_moves_into`), int64 ``[A, 4]``."""
+    n_nodes = neighbors.shape[0]
+    out = np.empty((max(1, 2 * n_nodes), 4), np.int64)
+    k = slot_of(neighbors, p, s)
+    if k < 0 or p < n_leaves:
+        return out[:0].copy()
+    count = subtree_moves_into(neighbors, n_leaves, p, k, radius_min, radius, dedupe, out, 0,
+                               np.empty((n_nodes, 2), np.int64), np.empty(n_nodes, np.int64))
+    return out[:count].copy()
 
 
 def enumerate_moves(tree: Tree, radius: int | None = None, dedupe: bool = True) -> np.ndarray:

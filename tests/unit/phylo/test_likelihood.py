@@ -189,3 +189,24 @@ def test_site_logliks_sum_to_loglik(ds_reference):
     sites = engine.site_logliks(tree)
     assert sites.shape == (aln.n_sites,)
     assert sites.sum() == pytest.approx(engine.loglik(tree), rel=1e-12)
+
+
+def test_partials_are_kept_for_internal_heads_only_one_row_each():
+    """3(n-2) rows: every directed edge with an internal head has its own, before and after SPR moves."""
+    from phylorl.phylo import apply_spr, enumerate_moves, random_tree
+    from phylorl.phylo.kernels import clv_index
+    from phylorl.phylo.simulate import simulate_dataset
+
+    rng = np.random.default_rng(12)
+    data = simulate_dataset(15, 100, rng)
+    engine = LikelihoodEngine(data.alignment, "JC")
+    tree = random_tree(data.alignment.taxa, rng)
+    engine.loglik(tree)
+    assert engine._b.clv.shape[0] == engine._b.scale.shape[0] == 3 * (tree.n_leaves - 2)
+    for _ in range(5):
+        rows = [clv_index(d, tree.neighbors, tree.edges, tree.n_leaves) for d in range(2 * tree.n_edges)
+                if tree.edges[d >> 1, 1 - (d & 1)] >= tree.n_leaves]
+        assert sorted(rows) == list(range(3 * (tree.n_leaves - 2)))
+        moves = enumerate_moves(tree)
+        apply_spr(tree, moves[rng.integers(len(moves))])
+        assert engine.loglik(tree) == pytest.approx(LikelihoodEngine(data.alignment, "JC").loglik(tree), abs=1e-8)

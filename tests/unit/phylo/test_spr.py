@@ -160,3 +160,19 @@ def test_invalid_moves_raise_and_leave_the_tree_untouched():
         with pytest.raises(ValueError, match=message):
             apply_spr(tree, move)
         assert np.array_equal(tree.neighbors, before.neighbors) and np.array_equal(tree.edges, before.edges)
+
+
+def test_subtree_moves_are_every_move_of_that_subtree_within_the_radius_band():
+    from phylorl.phylo.spr import subtree_moves
+
+    tree = random_tree(names(30), np.random.default_rng(4))
+    every = enumerate_moves(tree)
+    distance = move_metadata(tree, every)[:, 2] - 1
+    for p in range(tree.n_leaves, tree.n_nodes):
+        for s in tree.neighbors[p]:
+            for lo, hi in ((1, 1), (1, 4), (3, 6), (2, -1)):
+                got = subtree_moves(tree.neighbors, tree.n_leaves, p, int(s), lo, hi, True)
+                want = (every[:, 0] == p) & (every[:, 1] == s) & (distance >= lo) & ((distance <= hi) | (hi < 0))
+                assert np.array_equal(got, every[want])  # same moves, same order
+    radius = enumerate_moves(tree, radius=3)
+    assert np.array_equal(radius, every[distance <= 3])

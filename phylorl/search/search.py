@@ -1,0 +1,131 @@
+"""The large-scale maximum-likelihood search: one call from an alignment to a tree.
+
+    result = search(alignment, "GTR+F+G4", seed=1, on_progress=print, checkpoint="run.json")
+
+Steps: free model parameters estimated on the NJ tree (:func:`~phylorl.search.prepare.fit_model_string`);
+identical sequences set aside (:mod:`phylorl.phylo.duplicates`: searched once, put back at the end as IQ-TREE
+does); a start tree (randomised stepwise-addition parsimony with parsimony SPR, or NJ) with its branches
+optimised; the rounds of :mod:`phylorl.search.strategy` until they stop; the dropped taxa put back and every
+branch optimised on the full alignment. Deterministic for a seed; a search resumed from a checkpoint (written
+between rounds) ends on the same tree as one never interrupted.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from phylorl.phylo import LikelihoodEngine, Tree, nj_tree
+from phylorl.phylo.duplicates import find_duplicates, reduce_alignment, reduced_model, restore_tree
+from phylorl.phylo.parsimony_starts import parsimony_tree
+
+from .config import SearchConfig
+from .prepare import fit_model_string
+from .state import SearchState, checkpoint_data, read_checkpoint, write_checkpoint
+from .strategy import initial_state, next_round, optimise_all
+
+FINAL_BRANCH_ROUNDS = 20
+"""Newton passes (at most) over every branch of the answer, on the full alignment."""
+
+
+@dataclass
+class SearchResult:
+    """The answer of :func:`search` and what it cost."""
+
+    tree: Tree
+    """The best tree, over every taxon of the alignment, branch lengths optimised."""
+    loglik: float
+    """Its log-likelihood."""
+    model: str
+    """The fully specified model string searched under."""
+    start_loglik: float
+    """Log-likelihood of the start tree (distinct sequences, branches optimised)."""
+    rounds: int
+    moves: int
+    """SPR moves applied."""
+    scored: int
+    """Regraft candidates scored lazily."""
+    seconds: float
+    """Wall time of the call (a resumed search: of this call)."""
+    prepare_seconds: float
+    """Of which the model fit and start tree."""
+    dropped: int
+    """Identical sequences set aside while searching."""
+
+
+def search(alignment, model: str = "GTR+F+G4", *, config: SearchConfig | None = None, seed: int = 0,
+           on_progress: Callable[[dict], None] | None = None,
+           checkpoint: str | os.PathLike | Callable[[dict], None] | None = None,
+           resume: str | os.PathLike | dict | None = None) -> SearchResult:
+    """Search a maximum-likelihood tree for ``alignment``.
+
+    Args:
+        alignment: an :class:`~phylorl.phylo.Alignment`.
+        model: a model string; free parameters are estimated on the NJ tree first.
+        config: search settings (default :class:`SearchConfig`).
+        seed: seeds the start tree (the only random choice).
+        on_progress: called after every round with
+            ``{"loglik", "best_loglik", "moves", "round", "elapsed", "phase", "radius", "start"}``
+            (``loglik``: the current tree's, over the distinct sequences searched;
+            ``best_loglik``: the best so far; ``start``: the start tree being climbed).
+        checkpoint: a path to write (atomically) after every round, or a callable given the checkpoint dict.
+        resume: a checkpoint (path or dict) of a search of the same alignment, model, seed and config to go on
+            from.
+    """
+    started = time.perf_counter()
+    config = config or SearchConfig()
+    saved = read_checkpoint(resume) if resume is not None else None
+    model = saved["model"] if saved is not None else fit_model_string(alignment, model)
+    duplicates = find_duplicates(alignment)
+    searched_model = reduced_model(model, alignment) if duplicates is not None else None
+    if searched_model is None:
+        duplicates, searched, searched_model = None, alignment, model
+    else:
+        searched = reduce_alignment(alignment, duplicates)
+    engine = LikelihoodEngine(searched, searched_model)
+    identity = {"alignment_hash": alignment.content_hash(), "model": model, "seed": int(seed),
+                "config": config.to_dict()}
+    if saved is not None:
+        for key, value in identity.items():
+            if saved[key.replace("_hash", "")] != value:
+                raise ValueError(f"the checkpoint is of another search ({key} differs)")
+        state = SearchState.from_dict(saved["state"])
+        start_loglik, prepare_seconds = saved["start_loglik"], saved["prepare_seconds"]
+    else:
+        tree = start_tree(searched, config, int(seed), 0)
+        state = initial_state(tree, optimise_all(engine, tree, config), config)
+        start_loglik, prepare_seconds = state.loglik, time.perf_counter() - started
+    resumed_at = time.perf_counter() - state.elapsed
+    while state.phase != "done" and (config.max_rounds is None or state.round < config.max_rounds):
+        next_round(engine, state, config, int(seed), start_tree)
+        state.elapsed = time.perf_counter() - resumed_at
+        if on_progress is not None:
+            on_progress({"loglik": state.loglik, "best_loglik": max(state.loglik, state.best_loglik),
+                         "moves": state.moves, "round": state.round, "elapsed": state.elapsed,
+                         "phase": state.phase, "radius": state.radius_max, "start": state.start})
+        if checkpoint is not None:
+            data = checkpoint_data(state, **identity, start_loglik=start_loglik,
+                                   prepare_seconds=prepare_seconds)
+            checkpoint(data) if callable(checkpoint) else write_checkpoint(checkpoint, data)
+    tree, loglik = state.tree, state.loglik
+    if duplicates is not None:
+        tree = restore_tree(tree, duplicates, alignment.taxa)
+        engine = LikelihoodEngine(alignment, model)
+    loglik = engine.optimize_branch_lengths(tree, np.arange(tree.n_edges), rounds=FINAL_BRANCH_ROUNDS,
+                                            tol=1e-4)
+    return SearchResult(tree=tree, loglik=float(loglik), model=model, start_loglik=float(start_loglik),
+                        rounds=state.round, moves=state.moves, scored=state.scored,
+                        seconds=time.perf_counter() - started, prepare_seconds=prepare_seconds,
+                        dropped=0 if duplicates is None else duplicates.dropped)
+
+
+def start_tree(alignment, config: SearchConfig, seed: int, index: int) -> Tree:
+    """Start tree number ``index`` of a search with ``seed``: NJ for the first when ``config.start`` is
+    ``"nj"``, otherwise a parsimony tree drawn with the random generator seeded by ``(seed, index)``."""
+    if config.start == "nj" and index == 0:
+        return nj_tree(alignment)
+    return parsimony_tree(alignment, np.random.default_rng([seed, index]), spr_radius=config.parsimony_radius)

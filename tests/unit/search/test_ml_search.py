@@ -1,0 +1,105 @@
+"""The large-scale search: rounds that never lose likelihood and report the tree's true log-likelihood, the
+same answer for the same seed, a resumed search equal to an uninterrupted one, identical sequences put back,
+and IQ-TREE's tree reached on a benchmark alignment."""
+
+import json
+
+import numpy as np
+import pytest
+
+from phylorl.phylo import (LikelihoodEngine, load_alignment, parse_model, random_tree, read_newick,
+                           write_newick)
+from phylorl.phylo.alignment import Alignment
+from phylorl.phylo.simulate import dataset_rng, simulate_dataset
+from phylorl.phylo.splits import splits
+from phylorl.search import SearchConfig, search
+from phylorl.search.rounds import spr_round
+from phylorl.search.state import read_checkpoint
+
+MODEL = "GTR{1.2,3.1,0.8,1.1,4.0}+F{0.3,0.2,0.2,0.3}+G4{0.6}"
+
+
+@pytest.fixture(scope="module")
+def simulated():
+    return simulate_dataset(24, 500, dataset_rng(11, 0), model=parse_model(MODEL)).alignment
+
+
+@pytest.mark.parametrize("branches", [0, 1, 3])
+def test_a_round_never_loses_and_reports_the_trees_loglik(simulated, branches):
+    engine = LikelihoodEngine(simulated, MODEL)
+    tree = random_tree(simulated.taxa, np.random.default_rng(0))
+    start = engine.optimize_branch_lengths(tree, rounds=3)
+    result = spr_round(engine, tree, start, 4, branches=branches)
+    tree.validate()
+    assert result.moves > 0 and result.loglik > start
+    assert 1 <= result.farthest <= 4
+    fresh = LikelihoodEngine(simulated, MODEL)
+    assert fresh.loglik(tree) == pytest.approx(result.loglik, abs=1e-6)
+
+
+def test_same_seed_same_answer_and_resume_equals_uninterrupted(simulated, tmp_path):
+    config = SearchConfig(starts=2)
+    progress, saved = [], []
+    whole = search(simulated, MODEL, config=config, seed=4, on_progress=progress.append,
+                   checkpoint=lambda data: saved.append(json.loads(json.dumps(data))))
+    again = search(simulated, MODEL, config=config, seed=4)
+    assert write_newick(whole.tree) == write_newick(again.tree) and whole.loglik == again.loglik
+    assert whole.rounds == len(progress) == len(saved) >= 4
+    assert [p["round"] for p in progress] == list(range(1, whole.rounds + 1))
+    assert all(b["best_loglik"] >= a["best_loglik"] - 1e-6 for a, b in zip(progress, progress[1:]))
+    assert {p["start"] for p in progress} == {0, 1}
+    for k in (1, whole.rounds // 2):  # from a checkpoint file, and from a dict
+        path = tmp_path / f"round{k}.json"
+        path.write_text(json.dumps(saved[k - 1]))
+        resumed = search(simulated, MODEL, config=config, seed=4, resume=path if k == 1 else saved[k - 1])
+        assert write_newick(resumed.tree) == write_newick(whole.tree) and resumed.loglik == whole.loglik
+        assert resumed.rounds == whole.rounds and resumed.moves == whole.moves
+    with pytest.raises(ValueError, match="seed"):
+        search(simulated, MODEL, config=config, seed=5, resume=saved[0])
+    assert read_checkpoint(saved[-1])["state"]["phase"] == "done"
+
+
+def test_identical_sequences_are_searched_once_and_put_back(simulated):
+    codes = np.concatenate([simulated.codes, simulated.codes[[2, 2, 7]]])
+    taxa = tuple(simulated.taxa) + ("copy_a", "copy_b", "copy_c")
+    alignment = Alignment(taxa, codes, "with copies")
+    result = search(alignment, MODEL, seed=1)
+    assert result.dropped == 3 and result.tree.taxa == taxa
+    result.tree.validate()
+    assert LikelihoodEngine(alignment, MODEL).loglik(result.tree) == pytest.approx(result.loglik, abs=1e-4)
+    found = splits(result.tree)  # each copy next to its twin: the clades {2, 24, 25} and {7, 26}
+    assert (1 << 2 | 1 << 24 | 1 << 25) in found and (1 << 7 | 1 << 26) in found
+
+
+def test_free_parameters_are_fitted_first(simulated):
+    result = search(simulated, "HKY+G4", seed=0)
+    spec = parse_model(result.model)
+    assert not spec.free_parameters and spec.kind == "HKY"
+
+
+def test_reaches_iqtree_on_ds1(ds_reference):
+    ref = ds_reference("DS1", "GTR_G4")
+    alignment = load_alignment(ref["alignment"])
+    result = search(alignment, ref["model"], seed=1)
+    engine = LikelihoodEngine(alignment, ref["model"])
+    iqtree = engine.optimize_branch_lengths(read_newick(ref["tree"], alignment), rounds=20, tol=1e-4)
+    assert result.loglik >= iqtree - 0.1
+    assert splits(result.tree) == splits(read_newick(ref["tree"], alignment)) or result.loglik > iqtree + 0.1
+
+
+def test_a_checkpoint_file_is_rewritten_every_round_and_resumes(simulated, tmp_path):
+    config = SearchConfig(starts=2, max_rounds=5)
+    path = tmp_path / "run" / "checkpoint.json"
+    rounds = []
+    first = search(simulated, MODEL, config=config, seed=2, checkpoint=path,
+                   on_progress=lambda d: rounds.append(json.loads(path.read_text())["state"]["round"]
+                                                       if path.exists() else 0))
+    assert first.rounds == 5 and rounds == [0, 1, 2, 3, 4]  # written after each round's progress call
+    assert json.loads(path.read_text())["state"]["round"] == 5
+    finished = search(simulated, MODEL, config=SearchConfig(starts=2), seed=2)
+    with pytest.raises(ValueError, match="config"):  # max_rounds is part of the config it is tied to
+        search(simulated, MODEL, config=SearchConfig(starts=2), seed=2, resume=path)
+    data = json.loads(path.read_text())
+    data["config"] = SearchConfig(starts=2).to_dict()
+    resumed = search(simulated, MODEL, config=SearchConfig(starts=2), seed=2, resume=data)
+    assert write_newick(resumed.tree) == write_newick(finished.tree) and resumed.loglik == finished.loglik
