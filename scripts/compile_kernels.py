@@ -1,7 +1,7 @@
 """Compile every numba kernel a first command uses, into numba's on-disk cache, then mark the cache complete.
 
 Runs, in this process, the commands a new user runs first, on a small simulated alignment in a temporary
-directory: ``phylorl search`` with every policy (the agent with ``--polish`` too), ``phylorl eval`` of every
+directory: ``phylorl search`` with every policy (the ML search from both starts) (the agent with ``--polish`` too), ``phylorl eval`` of every
 method without IQ-TREE, ``phylorl loglik``, an environment's labelled step as an actor takes it, and the record
 passes of the learner and replay (:func:`phylorl.records.collate.compile_kernels`). numba keeps what they
 compile in ``~/.cache/phylorl/numba/<digest of the source>`` (:mod:`phylorl.jit_cache`), so no later command
@@ -51,9 +51,11 @@ def main() -> None:
         run(["search", *common, "--policy", "lazyclimb", "--restarts", "1"])
         run(["search", *common, "--policy", "agent", "--polish", "--out", str(work / "agent.nwk")])
         run(["search", *common, "--policy", "agent", "--start", "random", "--steps", "4"])
+        run(["search", "--alignment", alignment, "--out", str(work / "ml.nwk")])
+        run(["search", "--alignment", alignment, "--start", "parsimony", "--starts", "2", "--json"])
         run(["loglik", "--alignment", alignment, "--tree", str(work / "agent.nwk"), "--json"])
         run(["eval", "--alignments", alignment, "--cache-dir", cache, "--no-iqtree", "--starts", "1", "--steps", "4",
-             "--methods", "agent,agent+polish,random,greedy,hillclimb,fastclimb,lazyclimb,nniclimb"])
+             "--methods", "agent,agent+polish,ml,random,greedy,hillclimb,fastclimb,lazyclimb,nniclimb"])
     _labelled_step()
     from phylorl.records.collate import compile_kernels
 

@@ -21,7 +21,7 @@ def print_tables(evaluation, console=None) -> None:
             console = Console(width=130)
     settings, ref = evaluation.settings, evaluation.has_reference
     steps = settings["steps"] if settings["steps"] is not None else "2n"
-    title = (f"{len(evaluation.alignments)} alignment(s) x {settings['starts']} random start(s), "
+    title = (f"{len(evaluation.alignments)} alignment(s) x {settings['starts']} {settings.get('start', 'random')} start(s), "
              f"{steps} moves (seed {settings['seed']}); final = best tree seen")
     tol = f"{settings['tolerance']:g}"
     caption = (f"improvement = (final − start) / (IQ-TREE − start), or 1 if within {tol} of IQ-TREE (else 0) "
@@ -56,6 +56,22 @@ def print_tables(evaluation, console=None) -> None:
         count = sum(1 for a in evaluation.alignments if a.n_taxa == n)
         by_taxa.add_row(str(n), str(count), *(_fmt(values.get(m), ".3f" if ref else ".2f") for m in methods))
     console.print(by_taxa)
+    if ref:
+        bands = Table(title="by taxa band: fraction within 0.1 of IQ-TREE · total time over IQ-TREE's")
+        bands.add_column("taxa", justify="right")
+        for method in methods:
+            bands.add_column(method, justify="right", no_wrap=True)
+        for band, values in evaluation.by_band.items():
+            bands.add_row(band, *(_band_cell(values.get(m)) for m in methods))
+        console.print(bands)
+
+
+def _band_cell(value: dict | None) -> str:
+    if value is None:
+        return "-"
+    within = "-" if value["within"] is None else f"{value['within']:.0%}"
+    ratio = "-" if value["time_ratio"] is None else f"{value['time_ratio']:.2f}x"
+    return f"{within} · {ratio}"
 
 
 class Progress:

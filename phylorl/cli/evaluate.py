@@ -1,10 +1,11 @@
 """Evaluate the agent and classical searches against IQ-TREE (``phylorl eval``; ``evaluate`` is an alias).
 
 Every alignment is prepared as ``phylorl search`` does (NJ tree, model parameters estimated on it, cached
-in --cache-dir). From K seeded random start trees (the same for every method) each method searches, and
-its answer is the best tree it saw: ``agent`` (the network, greedy, S moves; default S = 2n for n taxa),
+in --cache-dir). From K seeded random start trees, or the NJ tree (``--start nj``), the same for every method,
+each method searches, and its answer is the best tree it saw: ``agent`` (the network, greedy, S moves; default S = 2n for n taxa),
 ``agent+polish`` (hill-climbing from the agent's tree), ``random`` (S random moves), ``greedy`` (the best
-move while one improves, at most S), ``hillclimb`` (to a local optimum), ``fastclimb`` (the same, parsimony-ranked moves scored first), ``lazyclimb`` (the same, moves ranked by lazy SPR scores) and ``iqtree`` (IQ-TREE's ML
+move while one improves, at most S), ``hillclimb`` (to a local optimum), ``fastclimb`` (the same, parsimony-ranked moves scored first), ``lazyclimb`` (the same, moves ranked by lazy SPR scores), ``ml`` (the maximum-likelihood search of ``phylorl
+search``, the start tree as its first start) and ``iqtree`` (IQ-TREE's ML
 search under the same fixed model, once per alignment, re-scored by our engine: the reference).
 
 improvement = (final − start) / (IQ-TREE − start); when IQ-TREE gains less than 1 from a start, it is 1
@@ -33,7 +34,9 @@ def add_arguments(p) -> None:
                    help="the agent passes over at most K of its best moves to avoid a tree it already visited "
                         "in the same search; 0: plain greedy (default: 20)")
     add_rescore(p)
-    p.add_argument("--starts", type=int, default=4, metavar="K", help="random start trees per alignment (default: 4)")
+    p.add_argument("--starts", type=int, default=4, metavar="K", help="start trees per alignment (default: 4)")
+    p.add_argument("--start", choices=("random", "nj"), default="random",
+                   help="the start trees: seeded random trees, or the NJ tree (the same for every k; default: random)")
     p.add_argument("--steps", type=int, default=None, metavar="S",
                    help="moves of the agent, random and greedy methods (default: 2n for n taxa)")
     p.add_argument("--methods", default=None, metavar="LIST",
@@ -55,6 +58,7 @@ def run(args) -> int:
     from phylorl.cli import CliError
     from phylorl.cli.eval_report import Progress, print_tables
     from phylorl.cli.search import default_cache_dir
+    from phylorl.env.config import EnvConfig
     from phylorl.env.prepare import PreparationCache
     from phylorl.env.tree_env import EnvAlignment
     from phylorl.env.corpus import load_corpus
@@ -106,8 +110,8 @@ def run(args) -> int:
             entries.append(EnvAlignment.build(item.alignment, cache.get(item.alignment, args.model), str(item.path)))
         results = evaluate_methods(entries, policy, starts=args.starts, steps=args.steps, seed=args.seed,
                                    methods=methods, iqtree=runner, on_progress=lambda label: advance(_short(label)),
-                                   workers=args.threads, rescore=rescore)
-    settings = {"alignments": [str(p) for p in args.alignments], "model": args.model, "checkpoint": checkpoint,
+                                   workers=args.threads, rescore=rescore, env_config=EnvConfig(start=args.start))
+    settings = {"alignments": [str(p) for p in args.alignments], "start": args.start, "model": args.model, "checkpoint": checkpoint,
                 "tabu": None if policy is None else policy.tabu, "cache_dir": str(cache.directory), "seconds": time.perf_counter() - started}
     results.settings.update(settings)
     if to_stdout:

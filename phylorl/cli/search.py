@@ -1,6 +1,9 @@
-"""Search a tree for an alignment with a policy (random, greedy, hill-climbing or a trained agent).
+"""Search a tree for an alignment: the maximum-likelihood search (``--policy ml``, the default; any size), or a
+policy (random, greedy, hill-climbing or a trained agent).
 
-The alignment is prepared first (NJ tree, model parameters estimated on it; cached by content in
+``ml`` runs :func:`phylorl.search.search`: progress on stderr after every round, a checkpoint file written between
+rounds (``--checkpoint-file``; beside ``--out`` by default) that ``--resume`` goes on from. For the other
+policies the alignment is prepared first (NJ tree, model parameters estimated on it; cached by content in
 --cache-dir), then the search starts from a random or NJ tree with optimised branch lengths. The answer
 is the best tree seen along the search (a random or agent search may end on a worse one); --polish
 hill-climbs from it. The agent policy uses the shipped checkpoint (models/agent.pt) unless
@@ -23,7 +26,7 @@ import numpy as np
 from phylorl.cli.common import add_alignments, add_rescore, rescore_value, single_alignment
 
 HELP = "search tree space for an alignment with a policy"
-POLICIES = ("random", "greedy", "hillclimb", "fastclimb", "lazyclimb", "nniclimb", "agent")
+POLICIES = ("ml", "random", "greedy", "hillclimb", "fastclimb", "lazyclimb", "nniclimb", "agent")
 CLIMBS = ("hillclimb", "fastclimb", "lazyclimb", "nniclimb")
 
 
@@ -35,7 +38,9 @@ def default_cache_dir() -> Path:
 def add_arguments(p) -> None:
     add_alignments(p, "the alignment to search (FASTA, PHYLIP or NEXUS); one file, or a directory holding one")
     p.add_argument("--model", default="GTR+F+G4", help="model string; free parameters are estimated on the NJ tree")
-    p.add_argument("--policy", required=True, choices=POLICIES)
+    p.add_argument("--policy", default="ml", choices=POLICIES,
+                   help="ml: the maximum-likelihood search for alignments of any size (default); agent: a trained "
+                        "network; the others: classical climbs and baselines")
     p.add_argument("--checkpoint",
                    help="learner checkpoint file or run directory for --policy agent (default: models/agent.pt)")
     p.add_argument("--tabu", type=int, default=None, metavar="K",
@@ -45,7 +50,18 @@ def add_arguments(p) -> None:
     p.add_argument("--polish", action="store_true",
                    help="finish from the best tree the policy found: agent-guided perturb-and-climb rounds and a "
                         "certified SPR climb (plain hill-climbing with restarts for the other policies)")
-    p.add_argument("--start", choices=("random", "nj"), default="nj", help="start tree (default: nj)")
+    p.add_argument("--start", choices=("random", "nj", "parsimony"), default="nj",
+                   help="start tree (default: nj); parsimony (a randomised stepwise-addition parsimony tree improved by "
+                        "parsimony SPR) with --policy ml, random with the other policies")
+    p.add_argument("--starts", type=int, default=None, metavar="K",
+                   help="--policy ml: start trees climbed (the first as --start says, the others parsimony trees; "
+                        "default: 8)")
+    p.add_argument("--checkpoint-file", default=None, metavar="FILE",
+                   help="--policy ml: checkpoint written after every round (default: OUT.ckpt.json beside --out; none "
+                        "without --out)")
+    p.add_argument("--resume", action="store_true",
+                   help="--policy ml: go on from the checkpoint file of an interrupted search of the same alignment, "
+                        "model, seed and settings")
     p.add_argument("--steps", type=int, help="most moves (default: 2n for n taxa; the climbs: until a local optimum)")
     p.add_argument("--radius", type=int, help="largest SPR radius (default: all moves)")
     p.add_argument("--restarts", type=int, default=0,
@@ -56,7 +72,7 @@ def add_arguments(p) -> None:
                         "are searched once and put back at the end, each on a cherry with its twin, as IQ-TREE does)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", help="write the best tree seen (Newick) here")
-    p.add_argument("--cache-dir", default=None, help=f"preparation cache (default: {default_cache_dir()})")
+    p.add_argument("--cache-dir", default=None, help=f"preparation cache of the policies other than ml (default: {default_cache_dir()})")
     p.add_argument("--json", action="store_true", help="print one JSON object with the results")
 
 
@@ -69,6 +85,15 @@ def run(args) -> int:
     from phylorl.phylo import load_alignment, parse_model, write_newick
     from phylorl.env.reduced import distinct_sequences
 
+    if args.policy == "ml":
+        from phylorl.cli.ml_search import run_ml
+
+        return run_ml(args)
+    for flag in ("starts", "checkpoint_file", "resume"):
+        if getattr(args, flag) not in (None, False):
+            raise CliError(f"--{flag.replace('_', '-')} applies to --policy ml only")
+    if args.start == "parsimony":
+        raise CliError("--start parsimony applies to --policy ml only")
     if args.steps is not None and args.steps < 1:
         raise CliError(f"--steps must be >= 1, got {args.steps}")
     if args.restarts and args.policy not in CLIMBS:

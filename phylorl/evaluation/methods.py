@@ -9,6 +9,8 @@ does, so every method starts from the same trees. Each method's answer is the be
                   climbs with perturb-and-climb rounds, then a certified climb (plain hill-climbing
                   when the policy has no Q values); its start log-likelihood stays the random
                   start's, its cost is the agent's plus the polish's.
+``ml``            :func:`phylorl.search.search` with the start tree as its first start (the other starts its
+                  own parsimony trees), under the prepared model string.
 ``random``        ``steps`` uniform random moves.
 ``greedy``        the best move while one improves, at most ``steps`` moves.
 ``hillclimb``     greedy to a local optimum with full branch optimisation, no move limit.
@@ -35,7 +37,7 @@ from phylorl.phylo import rf_distance, write_newick
 
 from .iqtree import IqtreeResult, IqtreeRunner
 from .metrics import (AGENT_METHODS, DEFAULT_METHODS, METHODS, MIN_GAIN, TOLERANCE, MethodSummary, StartResult,
-                      by_taxon_count, improvement, summarise, within)
+                      by_band, by_taxon_count, improvement, summarise, within)
 
 
 @dataclass
@@ -61,12 +63,13 @@ class Evaluation:
     summary: list[MethodSummary]
     by_taxa: dict[int, dict[str, float | None]]
     has_reference: bool
+    by_band: dict[str, dict[str, dict]]
 
     def to_dict(self) -> dict:
         rows = [asdict(r) | {"delta_loglik": r.delta} for r in self.rows]
         return {"settings": self.settings, "has_reference": self.has_reference,
                 "alignments": [asdict(a) for a in self.alignments], "summary": [asdict(s) for s in self.summary],
-                "by_taxa": {str(n): v for n, v in self.by_taxa.items()}, "rows": rows}
+                "by_taxa": {str(n): v for n, v in self.by_taxa.items()}, "by_band": self.by_band, "rows": rows}
 
 
 def check_methods(methods: Sequence[str], *, has_policy: bool, has_iqtree: bool) -> list[str]:
@@ -123,7 +126,7 @@ def evaluate_methods(entries: Sequence[EnvAlignment], policy: Policy | None = No
     settings = {"starts": starts, "steps": steps, "rescore": rescore, "seed": seed, "methods": methods,
                 "iqtree": iqtree is not None, "min_gain": MIN_GAIN, "tolerance": TOLERANCE, "workers": workers}
     return Evaluation(settings, infos, rows, summarise(rows, methods, iq_seconds), by_taxon_count(rows, methods),
-                      iqtree is not None)
+                      iqtree is not None, by_band(rows, methods))
 
 
 @dataclass
@@ -233,6 +236,9 @@ def _one_start(entry, k, job: _Job, steps, reference, progress) -> list[StartRes
                                 agent.evaluations + polish.evaluations, agent.steps + polish.steps,
                                 agent.seconds + polish.seconds, trajectory))
                 continue
+        elif method == "ml":
+            out.append(_ml_row(entry, k, env(), seed + k, reference))
+            continue
         elif method == "random":
             result = run_search(env(), "random", steps=steps, rng=np.random.default_rng([seed, k]), finish=True,
                                 rescore=rescore)
@@ -244,6 +250,18 @@ def _one_start(entry, k, job: _Job, steps, reference, progress) -> list[StartRes
                         result.evaluations, result.steps, result.seconds,
                         _best_so_far(result.start_loglik, result.trajectory, result.best_loglik)))
     return out
+
+
+def _ml_row(entry, k, env: TreeEnv, seed: int, reference) -> StartResult:
+    """The ML search's row from start tree ``env.tree`` (its seconds: the whole call, model string given)."""
+    from phylorl.search import search
+
+    start = env.loglik
+    trajectory = []
+    result = search(entry.alignment, entry.prepared.model, seed=seed, start=env.tree.copy(),
+                    on_progress=lambda p: trajectory.append(p["best_loglik"]))
+    return _row(entry, k, "ml", start, result.loglik, result.tree, reference, None, result.moves,
+                result.seconds, _best_so_far(start, trajectory, result.loglik))
 
 
 def _best_so_far(start: float, trajectory: Sequence[float], best: float) -> list[float]:

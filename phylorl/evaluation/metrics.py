@@ -19,7 +19,7 @@ MIN_GAIN = 1.0
 TOLERANCE = 0.1
 """A method is "at IQ-TREE" from a start when it ends at least ``IQ-TREE − TOLERANCE``."""
 
-METHODS = ("agent", "agent+polish", "random", "greedy", "hillclimb", "fastclimb", "lazyclimb", "nniclimb", "iqtree")
+METHODS = ("agent", "agent+polish", "ml", "random", "greedy", "hillclimb", "fastclimb", "lazyclimb", "nniclimb", "iqtree")
 """Every method :func:`phylorl.evaluation.methods.evaluate_methods` knows, in report order."""
 DEFAULT_METHODS = tuple(m for m in METHODS if m != "nniclimb")
 """The methods run when none are named (``nniclimb`` on request: a variant of ``lazyclimb``)."""
@@ -141,6 +141,40 @@ def by_taxon_count(rows: Sequence[StartResult], methods: Sequence[str]) -> dict[
             if mine:
                 score = _mean(r.improvement for r in mine)
                 table[n][method] = score if score is not None else _mean(r.delta for r in mine)
+    return table
+
+
+BANDS = ((4, 29), (30, 99), (100, 199), (200, 499), (500, 999), (1000, None))
+"""Taxa bands of :func:`by_band` (``None``: no upper bound)."""
+
+
+def band_label(band: tuple[int, int | None]) -> str:
+    low, high = band
+    return f"{low}+" if high is None else f"{low}-{high}"
+
+
+def by_band(rows: Sequence[StartResult], methods: Sequence[str]) -> dict[str, dict[str, dict]]:
+    """``{band: {method: {"runs", "within", "time_ratio"}}}`` over the bands of :data:`BANDS` that hold rows:
+    the fraction of runs within :data:`TOLERANCE` of IQ-TREE (``None`` without IQ-TREE) and the method's total
+    seconds over IQ-TREE's on the same runs (``None`` without IQ-TREE rows)."""
+    table: dict[str, dict[str, dict]] = {}
+    for band in BANDS:
+        low, high = band
+        mine = [r for r in rows if r.n_taxa >= low and (high is None or r.n_taxa <= high)]
+        if not mine:
+            continue
+        iq_seconds = {(r.alignment, r.start): r.seconds for r in mine if r.method == "iqtree"}
+        entry = table[band_label(band)] = {}
+        for method in methods:
+            runs = [r for r in mine if r.method == method]
+            if not runs:
+                continue
+            reference = [iq_seconds.get((r.alignment, r.start)) for r in runs]
+            ratio = (sum(r.seconds for r in runs) / sum(reference)
+                     if reference and None not in reference and sum(reference) > 0 else None)
+            entry[method] = {"runs": len(runs), "within": _mean(None if r.within_tolerance is None
+                                                                else float(r.within_tolerance) for r in runs),
+                             "time_ratio": ratio}
     return table
 
 

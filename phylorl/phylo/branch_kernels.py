@@ -18,6 +18,7 @@ from numba import njit
 
 from . import kernels as kn
 from .kernels import FASTMATH, LOG_SCALE
+from .log_sum import total_loglik, weighted_log_sum
 
 
 @njit(cache=True, nogil=True, fastmath=FASTMATH)
@@ -120,7 +121,7 @@ def _evaluate(t, coef, eigvals, rates, pattern_weights, want_f):
         d1 += w * g
         d2 += w * (L2[p] / x - g * g)
     if want_f:
-        f = kn.weighted_log_sum(L, pattern_weights)
+        f = weighted_log_sum(L, pattern_weights)
     return f, d1, d2
 
 
@@ -192,7 +193,7 @@ def optimize_edges(order, rounds, tol, max_iter, newton_tol, t_min, t_max,
                               clv, scale, valid, stack)
     kn.edge_site_likelihoods(order[0], neighbors, n_leaves, edges, tip_codes, pmat, tip_pmat, clv, scale, freqs, weights,
                              site, site_scale)
-    previous = kn.total_loglik(site, site_scale, pattern_weights, inv_lik, pinv)
+    previous = total_loglik(site, site_scale, pattern_weights, inv_lik, pinv)
     current = previous
     for r in range(rounds):
         for idx in range(order.shape[0]):
@@ -215,7 +216,7 @@ def optimize_edges(order, rounds, tol, max_iter, newton_tol, t_min, t_max,
                                   clv, scale, valid, stack)
         kn.edge_site_likelihoods(last, neighbors, n_leaves, edges, tip_codes, pmat, tip_pmat, clv, scale, freqs,
                                  weights, site, site_scale)
-        current = kn.total_loglik(site, site_scale, pattern_weights, inv_lik, pinv)
+        current = total_loglik(site, site_scale, pattern_weights, inv_lik, pinv)
         if current - previous < tol:
             break
         previous = current

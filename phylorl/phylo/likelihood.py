@@ -19,6 +19,7 @@ from . import branch_kernels as bk
 from . import kernels as kn
 from . import lazy_spr
 from . import spr
+from .log_sum import total_loglik
 from .models import ModelSpec, SubstitutionModel, build_model, parse_model
 from .traversal import edge_walk
 from .tree import Tree
@@ -196,7 +197,7 @@ class LikelihoodEngine:
         b, m = self._b, self._m
         kn.edge_site_likelihoods(e, tree.neighbors, tree.n_leaves, tree.edges, self.tip_codes, b.pmat, b.tip_pmat, b.clv, b.scale,
                                  m.freqs, m.weights, b.site, b.site_scale)
-        return float(kn.total_loglik(b.site, b.site_scale, self.pattern_weights, m.inv_lik, m.pinv))
+        return float(total_loglik(b.site, b.site_scale, self.pattern_weights, m.inv_lik, m.pinv))
 
     # ----------------------------------------------------------------- public
     def loglik(self, tree: Tree) -> float:

@@ -19,8 +19,8 @@ from typing import Callable
 
 import numpy as np
 
-from phylorl.phylo import LikelihoodEngine, Tree, nj_tree
-from phylorl.phylo.duplicates import find_duplicates, reduce_alignment, reduced_model, restore_tree
+from phylorl.phylo import LikelihoodEngine, Tree, nj_tree, write_newick
+from phylorl.phylo.duplicates import find_duplicates, prune_tree, reduce_alignment, reduced_model, restore_tree
 from phylorl.phylo.parsimony_starts import parsimony_tree
 
 from .config import SearchConfig
@@ -60,7 +60,7 @@ class SearchResult:
 def search(alignment, model: str = "GTR+F+G4", *, config: SearchConfig | None = None, seed: int = 0,
            on_progress: Callable[[dict], None] | None = None,
            checkpoint: str | os.PathLike | Callable[[dict], None] | None = None,
-           resume: str | os.PathLike | dict | None = None) -> SearchResult:
+           resume: str | os.PathLike | dict | None = None, start: Tree | None = None) -> SearchResult:
     """Search a maximum-likelihood tree for ``alignment``.
 
     Args:
@@ -75,6 +75,8 @@ def search(alignment, model: str = "GTR+F+G4", *, config: SearchConfig | None = 
         checkpoint: a path to write (atomically) after every round, or a callable given the checkpoint dict.
         resume: a checkpoint (path or dict) of a search of the same alignment, model, seed and config to go on
             from.
+        start: the first start tree (over every taxon of ``alignment``) instead of the one ``config.start``
+            names; the other starts are parsimony trees as usual.
     """
     started = time.perf_counter()
     config = config or SearchConfig()
@@ -87,16 +89,18 @@ def search(alignment, model: str = "GTR+F+G4", *, config: SearchConfig | None = 
     else:
         searched = reduce_alignment(alignment, duplicates)
     engine = LikelihoodEngine(searched, searched_model)
+    if start is not None and duplicates is not None:
+        start = prune_tree(start, duplicates)
     identity = {"alignment_hash": alignment.content_hash(), "model": model, "seed": int(seed),
-                "config": config.to_dict()}
+                "config": config.to_dict(), "start_tree": None if start is None else write_newick(start)}
     if saved is not None:
         for key, value in identity.items():
-            if saved[key.replace("_hash", "")] != value:
+            if saved.get(key.replace("_hash", "")) != value:
                 raise ValueError(f"the checkpoint is of another search ({key} differs)")
         state = SearchState.from_dict(saved["state"])
         start_loglik, prepare_seconds = saved["start_loglik"], saved["prepare_seconds"]
     else:
-        tree = start_tree(searched, config, int(seed), 0)
+        tree = start_tree(searched, config, int(seed), 0) if start is None else start
         state = initial_state(tree, optimise_all(engine, tree, config), config)
         start_loglik, prepare_seconds = state.loglik, time.perf_counter() - started
     resumed_at = time.perf_counter() - state.elapsed

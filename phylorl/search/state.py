@@ -89,10 +89,10 @@ def _tree(t: dict) -> Tree:
 
 
 def checkpoint_data(state: SearchState, *, alignment_hash: str, model: str, seed: int, config: dict,
-                    start_loglik: float, prepare_seconds: float) -> dict:
+                    start_tree: str | None, start_loglik: float, prepare_seconds: float) -> dict:
     """What a checkpoint holds: the state and what it is a state of (checked on resume)."""
     return {"version": CHECKPOINT_VERSION, "alignment": alignment_hash, "model": model, "seed": seed,
-            "config": config, "start_loglik": start_loglik, "prepare_seconds": prepare_seconds,
+            "config": config, "start_tree": start_tree, "start_loglik": start_loglik, "prepare_seconds": prepare_seconds,
             "state": state.to_dict()}
 
 

@@ -48,6 +48,14 @@ def files(tmp_path_factory):
 
 
 CASES = {
+    "ml from a random start": (["search", "--alignments", "{a}", "--start", "random"], ["--policy ml", "random"]),
+    "resume without a checkpoint file": (["search", "--alignments", "{a}", "--resume"], ["--resume"]),
+    "resume from a missing checkpoint": (["search", "--alignments", "{a}", "--resume", "--checkpoint-file",
+                                          "{d}/nothere.json"], ["nothere.json"]),
+    "ml with an agent flag": (["search", "--alignments", "{a}", "--tabu", "3"], ["--tabu", "--policy ml"]),
+    "zero ml starts": (["search", "--alignments", "{a}", "--starts", "0"], ["--starts"]),
+    "parsimony start without ml": (["search", "--alignments", "{a}", "--policy", "random", "--start", "parsimony"],
+                                   ["--start parsimony"]),
     "missing alignment": (["search", "--alignments", "{d}/nothere.fa", "--policy", "random"], ["nothere.fa"]),
     "directory of two for search": (["search", "--alignments", "{d}/two", "--policy", "random"],
                                     ["takes one alignment", "names 2"]),
