@@ -23,8 +23,8 @@ import time
 os.environ.setdefault("NUMBA_NUM_THREADS", "1")
 
 import torch  # noqa: E402
-
 from common import REPO, emit, machine  # noqa: E402
+
 from phylorl.agent.checkpoints import DEFAULT_CHECKPOINT  # noqa: E402
 from phylorl.agent.policy import DEFAULT_TABU, AgentPolicy  # noqa: E402
 from phylorl.env.config import EnvConfig  # noqa: E402

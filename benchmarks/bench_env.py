@@ -26,11 +26,11 @@ import time
 os.environ.setdefault("NUMBA_NUM_THREADS", "1")
 
 import numpy as np  # noqa: E402
-
 from common import DS_DIR, emit, machine  # noqa: E402
+
 from phylorl.env.config import EnvConfig  # noqa: E402
-from phylorl.env.prepare import PreparedAlignment  # noqa: E402
 from phylorl.env.observation import observe  # noqa: E402
+from phylorl.env.prepare import PreparedAlignment  # noqa: E402
 from phylorl.env.tree_env import EnvAlignment, TreeEnv  # noqa: E402
 from phylorl.phylo import apply_spr, edges_near, enumerate_moves, load_alignment, nj_tree, write_newick  # noqa: E402
 from phylorl.phylo.simulate import simulate_dataset  # noqa: E402

@@ -37,9 +37,9 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from common import emit, episode_transitions, machine, median_seconds
 from prometheus_client import REGISTRY
 
-from common import emit, episode_transitions, machine, median_seconds
 from phylorl.agent.learner import Learner
 from phylorl.env.observation import observe
 from phylorl.nets.config import NetworkConfig

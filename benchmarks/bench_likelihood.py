@@ -18,10 +18,16 @@ import os
 os.environ.setdefault("NUMBA_NUM_THREADS", "1")
 
 import numpy as np  # noqa: E402
-
 from common import DS_DIR, emit, machine, median_seconds  # noqa: E402
+
 from phylorl.phylo import (  # noqa: E402
-    LikelihoodEngine, apply_spr, edges_near, enumerate_moves, load_alignment, parse_model, read_newick,
+    LikelihoodEngine,
+    apply_spr,
+    edges_near,
+    enumerate_moves,
+    load_alignment,
+    parse_model,
+    read_newick,
 )
 
 

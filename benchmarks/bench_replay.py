@@ -65,6 +65,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from common import episode_transitions  # noqa: E402
+
 from phylorl.records.codec import decode_transition, encode_transition  # noqa: E402
 from phylorl.types import Transition  # noqa: E402
 from services.common.memory import KEEP_MB, keep_freed_memory  # noqa: E402

@@ -27,13 +27,13 @@ from pathlib import Path
 os.environ.setdefault("NUMBA_NUM_THREADS", "1")
 
 import numpy as np  # noqa: E402
-
 from common import REPO, emit, machine  # noqa: E402
+
 from phylorl.env.config import EnvConfig  # noqa: E402
-from phylorl.env.prepare import prepare_alignment  # noqa: E402
-from phylorl.env.tree_env import EnvAlignment, TreeEnv  # noqa: E402
 from phylorl.env.corpus import load_corpus  # noqa: E402
+from phylorl.env.prepare import prepare_alignment  # noqa: E402
 from phylorl.env.search import run_search  # noqa: E402
+from phylorl.env.tree_env import EnvAlignment, TreeEnv  # noqa: E402
 from phylorl.evaluation.iqtree import IqtreeRunner, find_iqtree  # noqa: E402
 
 DS = REPO.parent / "shared" / "data" / "ds"

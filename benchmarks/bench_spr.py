@@ -12,8 +12,8 @@ import statistics
 import time
 
 import numpy as np
-
 from common import cpu_model
+
 from phylorl.phylo.spr import apply_spr, enumerate_moves, move_metadata
 from phylorl.phylo.starts import random_tree
 

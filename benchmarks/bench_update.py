@@ -33,8 +33,8 @@ import time
 
 import numpy as np
 import torch
-
 from common import cpu_model
+
 from phylorl.agent.capture import WARMUP
 from phylorl.agent.config import AgentConfig
 from phylorl.agent.learner import Learner

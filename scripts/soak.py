@@ -104,9 +104,9 @@ class Probe(threading.Thread):
 
     def observation_request(self):
         from phylorl.env.config import EnvConfig
+        from phylorl.env.corpus import load_corpus
         from phylorl.env.prepare import PreparationCache
         from phylorl.env.tree_env import EnvAlignment, TreeEnv
-        from phylorl.env.corpus import load_corpus
         from phylorl.records.codec import encode_observation
         from phylorl.wire import codec
         from phylorl.wire.v1 import inference_pb2

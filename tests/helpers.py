@@ -8,16 +8,15 @@ import dataclasses
 import numpy as np
 import torch
 
+from phylorl.agent.transfer import on_device
 from phylorl.env.config import EnvConfig
 from phylorl.env.prepare import prepare_alignment
 from phylorl.env.tree_env import EnvAlignment, TreeEnv
-from phylorl.types import Observation, Transition
-
-from phylorl.agent.transfer import on_device
 from phylorl.nets.inputs import Batch
 from phylorl.records.codec import encode_transition
 from phylorl.records.collate import collate_records
 from phylorl.records.format import PackedRecords
+from phylorl.types import Observation, Transition
 
 
 def batch_of(transitions, weights: np.ndarray | None = None, device: str = "cpu", compact: bool = False) -> Batch:

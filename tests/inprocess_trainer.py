@@ -20,12 +20,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import torch
+from memory_replay import MemoryReplay
 
 from phylorl.agent.acting import select_actions
+from phylorl.agent.collector import Collector
 from phylorl.agent.config import AgentConfig
 from phylorl.agent.learner import Learner
-from memory_replay import MemoryReplay
-from phylorl.agent.collector import Collector
 from phylorl.env.config import EnvConfig
 from phylorl.env.tree_env import EnvAlignment
 from phylorl.env.vec_env import VecTreeEnv

@@ -22,8 +22,13 @@ from pathlib import Path
 from grafana_foundation_sdk.builders import common, prometheus, timeseries
 from grafana_foundation_sdk.builders.dashboard import Dashboard, Row
 from grafana_foundation_sdk.cog.encoder import JSONEncoder
-from grafana_foundation_sdk.models.common import (LegendDisplayMode, LegendPlacement, SortOrder, TimeZoneBrowser,
-                                                  TooltipDisplayMode)
+from grafana_foundation_sdk.models.common import (
+    LegendDisplayMode,
+    LegendPlacement,
+    SortOrder,
+    TimeZoneBrowser,
+    TooltipDisplayMode,
+)
 from grafana_foundation_sdk.models.dashboard import DashboardCursorSync, DataSourceRef, GridPos
 
 DATASOURCE = {"type": "prometheus", "uid": "phylorl-prometheus"}  # provisioning/datasources/prometheus.yml

@@ -30,7 +30,7 @@ from phylorl.nets.twin import TwinQ
 
 @torch.no_grad()
 def select_actions(
-    nets: "Sequence[QNetwork] | TwinQ",
+    nets: Sequence[QNetwork] | TwinQ,
     graphs: GraphBatch,
     actions: ActionBatch,
     alpha: float,
@@ -68,7 +68,7 @@ def select_actions(
     return choose(q, states, alpha, noise)
 
 
-def choose(q: Tensor, states: Segments, alpha: "Tensor | float", noise: Tensor | None) -> tuple[Tensor, Tensor, Tensor]:
+def choose(q: Tensor, states: Segments, alpha: Tensor | float, noise: Tensor | None) -> tuple[Tensor, Tensor, Tensor]:
     """``(action, q, v)`` per state from every move's ``q`` (as :func:`select_actions` returns them): the move
     of highest ``q`` when ``noise`` is ``None``, else the Gumbel-max sample of ``softmax(q / alpha)`` drawn with
     ``noise`` (uniform ``[A]``). No host sync (it runs inside captured CUDA graphs)."""

@@ -74,7 +74,7 @@ def _tensors(obj) -> list[Tensor]:
 class CapturedUpdate:
     """The two graphs of one batch shape and the static tensors they read and write."""
 
-    def __init__(self, learner: "Learner", batch: "Batch"):
+    def __init__(self, learner: Learner, batch: Batch):
         self.learner = learner
         self.static = map_tensors(batch, lambda t: t.clone())
         self._inputs = _tensors(self.static)
@@ -93,7 +93,7 @@ class CapturedUpdate:
             if self.updates_targets:
                 learner.update_targets()
 
-    def compute(self, batch: "Batch") -> tuple[Tensor, Tensor]:
+    def compute(self, batch: Batch) -> tuple[Tensor, Tensor]:
         # one call for the batch's ~25 tensors: each call lets the interpreter lock go to the learner
         # service's other threads (the endpoint's, the prefetchers'), and waits to take it back
         torch._foreach_copy_(self._inputs, _tensors(batch), non_blocking=True)
@@ -110,7 +110,7 @@ class CapturedUpdate:
 class CudaGraphs:
     """Per-shape captured updates of one learner (see the module docstring)."""
 
-    def __init__(self, learner: "Learner"):
+    def __init__(self, learner: Learner):
         if learner.net_cfg.dropout:
             raise ValueError("AgentConfig.cuda_graphs needs NetworkConfig.dropout = 0 (graphs replay fixed masks)")
         for net in (learner.q1, learner.q2, learner.target1, learner.target2):
@@ -131,7 +131,7 @@ class CudaGraphs:
             yield
         torch.cuda.current_stream(self.learner.device).wait_stream(self.stream)
 
-    def prepare(self, batch: "Batch") -> CapturedUpdate | None:
+    def prepare(self, batch: Batch) -> CapturedUpdate | None:
         """The captured update for ``batch``'s shape (capturing it when its warm-up is done), or ``None``
         when this update runs eagerly (the warm-up ones on a side stream)."""
         key = signature(batch)
@@ -177,7 +177,7 @@ def _answer(twin: TwinQ, graphs: GraphBatch, actions: ActionBatch, alpha: Tensor
 class _Captured:
     """One shape's graph, its input buffer (the packed layout of the shape's blocks) and its outputs."""
 
-    def __init__(self, owner: "GraphedActing", block: Block, greedy: bool):
+    def __init__(self, owner: GraphedActing, block: Block, greedy: bool):
         nbytes = block.packed.nbytes
         self.inputs = block.data[:nbytes].to(owner.device)
         graphs, actions = unpack(block.packed, self.inputs)
@@ -185,9 +185,9 @@ class _Captured:
         self.graph = torch.cuda.CUDAGraph()
         # no other capture of this process is under way (nor begins) meanwhile: torch.cuda.graph starts with a
         # device-wide synchronize
-        with CAPTURE_LOCK:
-            with torch.cuda.graph(self.graph, stream=owner.capture_stream, capture_error_mode="thread_local"):
-                self.outputs = _answer(owner.graphed, graphs, actions, owner.alpha, self.noise)
+        with CAPTURE_LOCK, torch.cuda.graph(self.graph, stream=owner.capture_stream,
+                                            capture_error_mode="thread_local"):
+            self.outputs = _answer(owner.graphed, graphs, actions, owner.alpha, self.noise)
 
     def replay(self, block: Block, generator: torch.Generator | None) -> tuple[Tensor, Tensor, Tensor]:
         self.inputs.copy_(block.data[: block.packed.nbytes], non_blocking=True)
@@ -212,7 +212,7 @@ class GraphedActing:
         self.eager_twin = TwinQ(*pair, fused=fused)  # stacked weights cached while the parameters are unchanged
         self.graphed = TwinQ(*pair, fused=fused, cache=False)  # stacked anew in every replay
         self.alpha = torch.ones((), device=device)
-        self._alpha_value: "float | Tensor" = 1.0  # what ``alpha`` holds: the number or tensor last written
+        self._alpha_value: float | Tensor = 1.0  # what ``alpha`` holds: the number or tensor last written
         self.version: int | None = None
         self.captures = device.type == "cuda"
         self.capture_stream = torch.cuda.Stream(device, priority=-1) if self.captures else None
@@ -224,7 +224,7 @@ class GraphedActing:
         self.replays = 0
         self.eager = 0
 
-    def load(self, pair, alpha: "float | Tensor", version: int) -> None:
+    def load(self, pair, alpha: float | Tensor, version: int) -> None:
         """Answer with the weights of network pair ``pair`` (copied once per ``version``) and temperature
         ``alpha`` (a number, or a 0-d tensor on this device) from now on."""
         if version != self.version:

@@ -26,10 +26,9 @@ from torch import nn
 from torch.autograd.graph import increment_version
 
 from phylorl.agent.acting import pair_tensors
-from phylorl.agent.config import AgentConfig
 from phylorl.agent.capture import CudaGraphs
+from phylorl.agent.config import AgentConfig
 from phylorl.agent.learner_setup import keep_options, require_compiler, with_index
-from phylorl.agent.transfer import on_device, split, to_host
 from phylorl.agent.losses import (
     alpha_loss,
     clip_grad_norm,
@@ -41,9 +40,10 @@ from phylorl.agent.losses import (
     target_entropy,
     td_target,
 )
+from phylorl.agent.transfer import on_device, split, to_host
 from phylorl.nets import fused_head
-from phylorl.nets.config import NetworkConfig
 from phylorl.nets.compact_actions import CompactActions
+from phylorl.nets.config import NetworkConfig
 from phylorl.nets.inputs import Batch
 from phylorl.nets.qnet import QNetwork
 from phylorl.nets.twin import TwinQ
@@ -361,7 +361,7 @@ class Learner:
 
     @classmethod
     def warm_start(cls, path: str | os.PathLike, agent_cfg: AgentConfig, device: torch.device | str = "cpu",
-                   seed: int = 0) -> "Learner":
+                   seed: int = 0) -> Learner:
         """A new learner (fresh optimisers, counters at 0, ``agent_cfg``) whose online and target
         networks and ``alpha`` come from the checkpoint at ``path`` (its network config is kept)."""
         state = torch.load(os.fspath(path), map_location="cpu", weights_only=True)
@@ -375,7 +375,7 @@ class Learner:
         return learner
 
     @classmethod
-    def restore(cls, path: str | os.PathLike, device: torch.device | str = "cpu") -> "Learner":
+    def restore(cls, path: str | os.PathLike, device: torch.device | str = "cpu") -> Learner:
         """A learner from a checkpoint written by :meth:`save` (loaded with ``weights_only=True``)."""
         state = torch.load(os.fspath(path), map_location="cpu", weights_only=True)
         learner = cls(NetworkConfig(**state["net_cfg"]), AgentConfig(**state["agent_cfg"]), device)

@@ -17,18 +17,16 @@ import torch
 from phylorl.agent.acting import policy_networks
 from phylorl.agent.checkpoints import latest_checkpoint
 from phylorl.agent.learner import CHECKPOINT_FORMAT, Learner
-from phylorl.env.config import EnvConfig
-from phylorl.env.tree_env import EnvAlignment, TreeEnv
 from phylorl.env.climbs import RankedClimb
+from phylorl.env.config import EnvConfig
 from phylorl.env.search import Policy, SearchResult, ranked_climb_with_restarts, run_search
+from phylorl.env.tree_env import EnvAlignment, TreeEnv
 from phylorl.nets.config import NetworkConfig
 from phylorl.nets.inputs import move_to
 from phylorl.nets.qnet import QNetwork
 from phylorl.nets.twin import twin_or_none
 from phylorl.phylo.topology_key import neighbor_key, topology_key
 from phylorl.records.collate import state_inputs
-
-
 
 
 def resolve_checkpoint(path: str | os.PathLike) -> Path:
@@ -87,14 +85,14 @@ class AgentPolicy:
         self._twin = twin_or_none(self.nets)  # both networks in one pass
 
     @classmethod
-    def from_learner(cls, learner: Learner, tabu: int = DEFAULT_TABU) -> "AgentPolicy":
+    def from_learner(cls, learner: Learner, tabu: int = DEFAULT_TABU) -> AgentPolicy:
         """A policy from a copy of ``learner``'s current online networks."""
         nets = policy_networks(learner.net_cfg, learner.policy_weights(), learner.device)
         return cls(nets, learner.alpha, tabu)
 
     @classmethod
     def from_checkpoint(cls, path: str | os.PathLike, device: torch.device | str = "cpu",
-                        tabu: int = DEFAULT_TABU) -> "AgentPolicy":
+                        tabu: int = DEFAULT_TABU) -> AgentPolicy:
         """A policy from a :meth:`Learner.save` checkpoint file or a training run directory."""
         file = resolve_checkpoint(path)
         try:

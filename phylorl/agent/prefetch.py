@@ -18,7 +18,6 @@ import torch
 from phylorl.agent.transfer import Block, Stager, mark_for, on_device
 from phylorl.nets.inputs import Batch
 
-
 Sample = tuple["Batch | Block", Any]
 """What a prefetcher's source returns: a batch collated on the host (:func:`phylorl.records.collate.collate_records`),
 maybe packed in one buffer, and opaque info (e.g. replay keys) handed back with the batch."""
@@ -37,7 +36,7 @@ class Prefetcher:
     Use as a context manager or call :meth:`close`.
     """
 
-    def __init__(self, sample: Callable[[], "Sample | None"], device: torch.device | str = "cpu",
+    def __init__(self, sample: Callable[[], Sample | None], device: torch.device | str = "cpu",
                  depth: int = 2, idle_wait_s: float = 0.01, workers: int = 1):
         if depth < 1:
             raise ValueError(f"depth must be >= 1, got {depth}")
@@ -116,7 +115,7 @@ class Prefetcher:
         for thread in self._threads:
             thread.join(max(0.0, deadline - time.monotonic()))
 
-    def __enter__(self) -> "Prefetcher":
+    def __enter__(self) -> Prefetcher:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -17,7 +17,6 @@ import io
 import math
 import pickle
 from dataclasses import dataclass
-from typing import Optional
 
 import numpy as np
 import torch
@@ -29,7 +28,7 @@ from phylorl.nets.one_call import one_call
 from phylorl.records.collate import expand_on_host
 
 
-def on_device(batch: "Batch | Block", device: torch.device | str, pin_memory: bool = False,
+def on_device(batch: Batch | Block, device: torch.device | str, pin_memory: bool = False,
               stager: Stager | None = None, consumer: torch.Stream | None = None) -> Batch:
     """``batch`` on ``device`` with its next actions expanded there when they are :class:`CompactActions`. A
     :class:`Block` (a batch packed in one host buffer), or a batch packed by ``stager`` on the way, goes to a CUDA
@@ -251,7 +250,7 @@ class Plan:
     in_run: list[int]
 
     @staticmethod
-    def of(packed: Packed) -> "Plan":
+    def of(packed: Packed) -> Plan:
         kinds: list[torch.dtype] = []
         which, start, count, shapes = [], [], [], []
         for at, dtype, shape in packed.tensors:
@@ -349,7 +348,7 @@ class _Numbers:
 
 def _arrive(host: list[Tensor], first: list[int], elements: list[int], which: list[int], in_run: list[int],
             count: list[int], shapes: list[list[int]], compact: list[int], moves: int, device: torch.device,
-            non_blocking: bool, consumer: Optional[torch.Stream]) -> tuple[list[Tensor], list[Tensor], list[Tensor]]:
+            non_blocking: bool, consumer: torch.Stream | None) -> tuple[list[Tensor], list[Tensor], list[Tensor]]:
     """``(views, expanded, host)``: per element type its run of ``host`` copied to ``device``; per tensor its view of
     its type's copy (``in_run``: its start there); the ``(nodes, meta, index)`` of the compact moves whose tensors
     are ``compact`` (none when empty); the copies marked for ``consumer`` when given. ``host`` is returned to keep it

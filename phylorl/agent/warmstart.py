@@ -25,12 +25,12 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from phylorl.agent.losses import demonstration_loss
 from phylorl.env.config import EnvConfig
 from phylorl.env.tree_env import EnvAlignment, TreeEnv
-from phylorl.agent.losses import demonstration_loss
-from phylorl.types import Observation
 from phylorl.nets.inputs import move_to
 from phylorl.records.collate import state_inputs
+from phylorl.types import Observation
 
 
 @dataclass(frozen=True)

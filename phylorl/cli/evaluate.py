@@ -59,9 +59,9 @@ def run(args) -> int:
     from phylorl.cli.eval_report import Progress, print_tables
     from phylorl.cli.search import default_cache_dir
     from phylorl.env.config import EnvConfig
+    from phylorl.env.corpus import load_corpus
     from phylorl.env.prepare import PreparationCache
     from phylorl.env.tree_env import EnvAlignment
-    from phylorl.env.corpus import load_corpus
     from phylorl.evaluation.iqtree import IqtreeRunner, find_iqtree
     from phylorl.evaluation.methods import check_methods, evaluate_methods
     from phylorl.evaluation.metrics import AGENT_METHODS, METHODS

@@ -80,10 +80,10 @@ def run(args) -> int:
     from phylorl.cli import CliError
     from phylorl.env.config import EnvConfig
     from phylorl.env.prepare import PreparationCache
-    from phylorl.env.tree_env import EnvAlignment, TreeEnv
-    from phylorl.env.search import run_search
-    from phylorl.phylo import load_alignment, parse_model, write_newick
     from phylorl.env.reduced import distinct_sequences
+    from phylorl.env.search import run_search
+    from phylorl.env.tree_env import EnvAlignment, TreeEnv
+    from phylorl.phylo import load_alignment, parse_model, write_newick
 
     if args.policy == "ml":
         from phylorl.cli.ml_search import run_ml

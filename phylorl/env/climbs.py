@@ -209,7 +209,7 @@ class LazyClimb(ThoroughEscape):
         self._parsimony = ParsimonyClimb()
 
     @classmethod
-    def with_rounds(cls, certify: bool) -> "LazyClimb":
+    def with_rounds(cls, certify: bool) -> LazyClimb:
         """The climbs of ``lazyclimb`` with restarts: the certified last climb as configured by default; the
         perturb-and-climb rounds cheaper (5% of the moves, at least 16, scored with the pendant branch alone): on
         DS1–DS4 from NJ, 8 rounds of a tenth of the moves took 0.95× IQ-TREE's time where 8 default rounds took

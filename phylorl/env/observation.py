@@ -37,7 +37,7 @@ class AlignmentSignals:
         return bit_planes(self.tips, self.weights)
 
     @classmethod
-    def of(cls, alignment, supports: dict | None = None) -> "AlignmentSignals":
+    def of(cls, alignment, supports: dict | None = None) -> AlignmentSignals:
         patterns = alignment.patterns()
         return cls(parsimony_tips(patterns.codes), np.ascontiguousarray(patterns.weights, dtype=np.float64),
                    dict(supports or {}))

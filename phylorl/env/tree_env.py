@@ -8,8 +8,8 @@ only: ``truncated`` is set at the horizon and ``terminal`` is never set (the tar
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 
@@ -23,7 +23,6 @@ from phylorl.phylo import (
     random_tree,
     read_newick,
 )
-
 from phylorl.types import Observation
 
 from .config import EnvConfig
@@ -47,7 +46,7 @@ class EnvAlignment:
             self.signals = AlignmentSignals.of(self.alignment, self.prepared.split_supports())
 
     @classmethod
-    def build(cls, alignment, prepared: PreparedAlignment, name: str = "") -> "EnvAlignment":
+    def build(cls, alignment, prepared: PreparedAlignment, name: str = "") -> EnvAlignment:
         return cls(alignment, prepared, LikelihoodEngine(alignment, parse_model(prepared.model)), name)
 
 

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 
 from phylorl.types import Observation
+
 from .config import EnvConfig
 from .tree_env import EnvAlignment, TreeEnv
 
@@ -41,7 +42,7 @@ class VecTreeEnv:
         self.envs = [TreeEnv(alignments, config, seed=seed + i) for i in range(n_envs)]
 
     @classmethod
-    def of(cls, envs: Sequence[TreeEnv]) -> "VecTreeEnv":
+    def of(cls, envs: Sequence[TreeEnv]) -> VecTreeEnv:
         """A vector over existing environments (shared, not copied)."""
         if not envs:
             raise ValueError("a VecTreeEnv needs at least one environment")
@@ -49,7 +50,7 @@ class VecTreeEnv:
         vec.envs = list(envs)
         return vec
 
-    def split(self, parts: int) -> list["VecTreeEnv"]:
+    def split(self, parts: int) -> list[VecTreeEnv]:
         """These environments in ``parts`` groups of near-equal size (in order; the groups share them)."""
         if not 1 <= parts <= len(self.envs):
             raise ValueError(f"cannot split {len(self.envs)} environments into {parts} groups")

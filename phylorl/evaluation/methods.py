@@ -25,19 +25,31 @@ does, so every method starts from the same trees. Each method's answer is the be
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
-from typing import Callable, Sequence
 
 import numpy as np
 
-from phylorl.env.search import RESCORE, Policy, run_search
 from phylorl.env.config import EnvConfig
+from phylorl.env.search import RESCORE, Policy, run_search
 from phylorl.env.tree_env import EnvAlignment, TreeEnv
 from phylorl.phylo import rf_distance, write_newick
 
 from .iqtree import IqtreeResult, IqtreeRunner
-from .metrics import (AGENT_METHODS, DEFAULT_METHODS, METHODS, MIN_GAIN, TOLERANCE, MethodSummary, StartResult,
-                      by_band, by_taxon_count, improvement, summarise, within)
+from .metrics import (
+    AGENT_METHODS,
+    DEFAULT_METHODS,
+    METHODS,
+    MIN_GAIN,
+    TOLERANCE,
+    MethodSummary,
+    StartResult,
+    by_band,
+    by_taxon_count,
+    improvement,
+    summarise,
+    within,
+)
 
 
 @dataclass

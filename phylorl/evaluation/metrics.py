@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 MIN_GAIN = 1.0
 """IQ-TREE must gain at least this much log-likelihood over a start tree for the ratio to be used."""

@@ -30,6 +30,7 @@ from .inputs import ActionBatch
 from .one_call import one_call
 from .segment import Segments
 
+
 @dataclass
 class CompactActions:
     """All moves of ``G`` states.

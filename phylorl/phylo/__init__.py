@@ -7,7 +7,15 @@ The public API used by tools outside the package::
     LikelihoodEngine(aln, parse_model("GTR+F+G4")).loglik(read_newick("tree.nwk", aln))
 """
 
-from .alignment import Alignment, AlignmentError, SitePatterns, format_fasta, format_phylip, load_alignment, parse_alignment
+from .alignment import (
+    Alignment,
+    AlignmentError,
+    SitePatterns,
+    format_fasta,
+    format_phylip,
+    load_alignment,
+    parse_alignment,
+)
 from .likelihood import LikelihoodEngine
 from .models import ModelError, ModelSpec, SubstitutionModel, build_model, gamma_rates, parse_model
 from .newick import TreeError, read_newick, write_newick

@@ -19,8 +19,15 @@ from pathlib import Path
 
 import numpy as np
 
-from phylorl.phylo.alignment_readers import (MASK_SYMBOLS, STATE_MASKS, AlignmentError, Record, read_fasta,
-                                             read_nexus, read_phylip)
+from phylorl.phylo.alignment_readers import (
+    MASK_SYMBOLS,
+    STATE_MASKS,
+    AlignmentError,
+    Record,
+    read_fasta,
+    read_nexus,
+    read_phylip,
+)
 
 MIN_TAXA = 4
 _LUT = np.zeros(256, dtype=np.uint8)

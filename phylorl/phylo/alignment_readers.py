@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import re
 
-
 STATE_MASKS: dict[str, int] = {
     "A": 1, "C": 2, "G": 4, "T": 8, "U": 8,
     "R": 5, "Y": 10, "S": 6, "W": 9, "K": 12, "M": 3, "B": 14, "D": 13, "H": 11, "V": 7,

@@ -175,11 +175,11 @@ def candidate(F, sF, y, row_y, t, l0, branches, n_leaves, tip_codes, clv, scale,
     for q in range(P):
         sV[q] = sF[q] + sY[q]
     kn.rescale_patterns(V, sV)
-    l, f = optimise_branch(V, sV, Sd, sS, l0, model, pattern_weights, t_min, t_max, max_iter, newton_tol, coef)
+    pendant, f = optimise_branch(V, sV, Sd, sS, l0, model, pattern_weights, t_min, t_max, max_iter, newton_tol, coef)
     if branches == 1:
         return f
     dense(Y, sY, y, n_leaves, tip_codes, clv, scale, row_y)
-    kn.branch_pmat(l, eigvals, U, U_inv, rates, mask_vectors, pm, ptip)
+    kn.branch_pmat(pendant, eigvals, U, U_inv, rates, mask_vectors, pm, ptip)
     times_p(PS, pm, ptip, n_leaves, n_leaves, tip_codes, Sd, True)
     product(V, Hy, PS)  # the regraft node without x's half
     for q in range(P):

@@ -40,7 +40,7 @@ class LazyWork(NamedTuple):
     stamp: np.ndarray  # int64 [1]                 the last run's stamp (need, seen)
 
     @classmethod
-    def allocate(cls, depth: int, n_nodes: int, n_edges: int, n_cats: int, n_patterns: int) -> "LazyWork":
+    def allocate(cls, depth: int, n_nodes: int, n_edges: int, n_cats: int, n_patterns: int) -> LazyWork:
         C, P = n_cats, n_patterns
         ints = np.zeros((7, 2 * n_nodes + n_edges), np.int64)
         ints[0] = -1

@@ -17,8 +17,7 @@ import numpy as np
 
 from . import branch_kernels as bk
 from . import kernels as kn
-from . import lazy_spr
-from . import spr
+from . import lazy_spr, spr
 from .log_sum import total_loglik
 from .models import ModelSpec, SubstitutionModel, build_model, parse_model
 from .traversal import edge_walk
@@ -44,7 +43,7 @@ class Buffers(NamedTuple):
     inv_scaled: np.ndarray  # float64 [P]            the invariant-site term on their scale
 
     @classmethod
-    def allocate(cls, n_edges: int, n_cats: int, n_patterns: int) -> "Buffers":
+    def allocate(cls, n_edges: int, n_cats: int, n_patterns: int) -> Buffers:
         E, C, P = n_edges, n_cats, n_patterns
         rows = 3 * (E - 1) // 2  # three per internal node
         return cls(np.zeros((rows, C, 4, P)), np.zeros((rows, P), dtype=np.int32), np.zeros(2 * E, dtype=np.bool_),

@@ -11,7 +11,6 @@ from numba import njit
 
 from .kernels import FASTMATH, LOG_SCALE
 
-
 # log(1 + u) for u in [sqrt(1/2) - 1, sqrt(2) - 1): a degree-18 Chebyshev fit (absolute error 5e-15)
 _LOG_POLY = (4.996003610813204e-16, 0.9999999999999821, -0.5000000000003142,
              0.33333333334250254, -0.24999999994181302, 0.199999998641054,

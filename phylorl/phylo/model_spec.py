@@ -125,7 +125,7 @@ class ModelSpec:
             free.append("pinv")
         return tuple(free)
 
-    def with_values(self, **values) -> "ModelSpec":
+    def with_values(self, **values) -> ModelSpec:
         """A copy with parameters filled or replaced.
 
         Keywords: ``exchangeabilities`` (5 or 6 values, see class doc), ``kappa`` (K80/HKY shorthand

@@ -25,7 +25,6 @@ from numba import njit
 from phylorl.phylo.spr import slot_of
 from phylorl.phylo.tree import Tree
 
-
 _M1 = np.uint64(0x5555555555555555)
 _M2 = np.uint64(0x3333333333333333)
 _M4 = np.uint64(0x0F0F0F0F0F0F0F0F)

@@ -65,7 +65,7 @@ class Tree:
     def n_edges(self) -> int:
         return 2 * len(self.taxa) - 3
 
-    def copy(self) -> "Tree":
+    def copy(self) -> Tree:
         return Tree(
             self.neighbors.copy(),
             self.node_edges.copy(),
@@ -75,7 +75,7 @@ class Tree:
         )
 
     @classmethod
-    def from_edges(cls, edges: np.ndarray, lengths: np.ndarray, taxa) -> "Tree":
+    def from_edges(cls, edges: np.ndarray, lengths: np.ndarray, taxa) -> Tree:
         """Build the neighbour tables from an edge list (``[2n-3, 2]`` node pairs)."""
         taxa = tuple(taxa)
         n = len(taxa)

@@ -21,8 +21,21 @@ from .features import EDGE_COLUMNS, MOVE_COLUMNS, edge_features_of, log_lengths
 from .moves import UNREAD_CHANGES, all_moves, read_changes, taken_move, walk_work
 from .parsimony import ranked_valid
 from .reader import (
-    tree_tables_into, DEDUPE, FLOAT32, FLOAT64, LABELLED, RICH_FORM, TAKEN, TERMINAL, array_header, observation_header,
-    observation_record_header, prefetch_range, read_floats, read_ints, record_header,
+    DEDUPE,
+    FLOAT32,
+    FLOAT64,
+    LABELLED,
+    RICH_FORM,
+    TAKEN,
+    TERMINAL,
+    array_header,
+    observation_header,
+    observation_record_header,
+    prefetch_range,
+    read_floats,
+    read_ints,
+    record_header,
+    tree_tables_into,
 )
 
 OK, UNREADABLE, BAD_TREE, BAD_ACTION, BAD_TAKEN, BAD_CHANGES, NO_MOVE, BAD_LABELS, NOT_FINITE, MIXED = range(10)

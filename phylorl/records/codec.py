@@ -18,8 +18,21 @@ from phylorl.types import Observation, RichParts, Transition
 
 from .arrays import decode_array, encode_array, encode_ranked, encode_row
 from .format import (
-    DEDUPE, FORM, HEADER, LABELLED, LEAF_FEATURES, MAGIC, OBSERVATION_HEADER, OBSERVATION_MAGIC, RICH_FORM, TAKEN,
-    TERMINAL, TREE, TREE_FORM, TRUNCATED, VERSION,
+    DEDUPE,
+    FORM,
+    HEADER,
+    LABELLED,
+    LEAF_FEATURES,
+    MAGIC,
+    OBSERVATION_HEADER,
+    OBSERVATION_MAGIC,
+    RICH_FORM,
+    TAKEN,
+    TERMINAL,
+    TREE,
+    TREE_FORM,
+    TRUNCATED,
+    VERSION,
 )
 
 
@@ -69,9 +82,9 @@ def _encode_state(obs: Observation, parts: list[bytes]) -> None:
 
 def taken_row(obs: Observation, action: int) -> tuple[np.ndarray, np.ndarray]:
     """Move ``action``'s node ids (int64 ``[4]``) and features (float32 ``[K]``), as the learner's batch reads them."""
-    from .reader import tree_tables
     from .features import log_lengths
     from .moves import taken_move, walk_work
+    from .reader import tree_tables
 
     neighbors, edges = np.ascontiguousarray(obs.neighbors, np.int32), np.ascontiguousarray(obs.edges, np.int32)
     node_edges, error = tree_tables(neighbors, edges, obs.n_leaves)

@@ -15,7 +15,17 @@ import numpy as np
 from numba import njit
 
 from .batch import (
-    LABELLED, NO_MOVE, NOT_FINITE, OK, REASONS, TERMINAL, _fill, _first_pass_arrays, _graphs, _locate, _segment_index,
+    LABELLED,
+    NO_MOVE,
+    NOT_FINITE,
+    OK,
+    REASONS,
+    TERMINAL,
+    _fill,
+    _first_pass_arrays,
+    _graphs,
+    _locate,
+    _segment_index,
 )
 from .features import EDGE_COLUMNS, MOVE_COLUMNS
 from .format import PackedRecords

@@ -14,7 +14,14 @@ import numpy as np
 from numba import njit
 
 from .reader import (
-    FLOAT32, INT16, ITEMSIZE, RANKED, UINT8, int_at, ranked_index, unsigned_at,
+    FLOAT32,
+    INT16,
+    ITEMSIZE,
+    RANKED,
+    UINT8,
+    int_at,
+    ranked_index,
+    unsigned_at,
 )
 
 

@@ -14,13 +14,19 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 
 from phylorl.phylo import LikelihoodEngine, Tree, nj_tree, write_newick
-from phylorl.phylo.duplicates import find_duplicates, prune_tree, reduce_alignment, reduced_model, restore_tree
+from phylorl.phylo.duplicates import (
+    find_duplicates,
+    prune_tree,
+    reduce_alignment,
+    reduced_model,
+    restore_tree,
+)
 from phylorl.phylo.parsimony_starts import parsimony_tree
 
 from .config import SearchConfig

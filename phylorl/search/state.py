@@ -67,7 +67,7 @@ class SearchState:
         return out
 
     @classmethod
-    def from_dict(cls, data: dict) -> "SearchState":
+    def from_dict(cls, data: dict) -> SearchState:
         fields = {k: v for k, v in data.items() if k not in ("tree", "best_tree", "best_loglik")}
         if fields.get("phase") not in PHASES:
             raise ValueError(f"unknown search phase {fields.get('phase')!r}")

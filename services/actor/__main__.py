@@ -15,10 +15,10 @@ import threading
 
 import grpc
 
+from phylorl.env.corpus import load_corpus
 from phylorl.env.prepare import PreparationCache
 from phylorl.env.tree_env import EnvAlignment
 from phylorl.env.vec_env import VecTreeEnv
-from phylorl.env.corpus import load_corpus
 from services.actor.actor import Actor
 from services.actor.config import ActorConfig, load
 from services.common import security

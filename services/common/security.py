@@ -23,7 +23,6 @@ from pathlib import Path
 
 import grpc
 
-
 TOKEN_ENV = "PHYLORL_GRPC_TOKEN"
 REDIS_PASSWORD_ENV = "PHYLORL_REDIS_PASSWORD"
 

@@ -19,10 +19,8 @@ import threading
 import time
 from pathlib import Path
 
-
-from phylorl.cli import CliError
+from phylorl.cli import CliError, run_command
 from phylorl.cli import main as cli_main
-from phylorl.cli import run_command
 from phylorl.cli.train import HELP
 from services.common.config import add_flags, build, env_values, file_values, flag_values, merge, paths
 
@@ -30,7 +28,6 @@ from .config import SET_BY_LAUNCHER, TrainConfig
 from .display import ProgressLine, totals
 from .run import run_local
 from .supervisor import LaunchError
-
 
 ENV_PREFIX = "PHYLORL_TRAIN_"
 

@@ -22,7 +22,6 @@ from services.actor.config import ActorConfig
 from services.learner.config import LearnerConfig
 from services.replay.config import ReplayConfig
 
-
 _CONNECTION = ("host", "port", "metrics_port", "redis_url", "redis_username", "redis_password_file", "tls_cert_file",
                "tls_key_file", "tls_ca_file", "token_file")
 SET_BY_LAUNCHER = frozenset(
@@ -141,7 +140,7 @@ class TrainConfig:
             raise ValueError(f"learner.net.features ({learner.net.features}) and actor.env.features "
                              f"({actor.env.features}) must be the same feature set")
 
-    def absolute(self, run_dir_default: str) -> "TrainConfig":
+    def absolute(self, run_dir_default: str) -> TrainConfig:
         """This config with every path it names absolute (``run_dir`` defaulting to ``run_dir_default``), resolved
         against the working directory once, where the run starts: the services and Redis are started in other
         directories (Redis changes into its data directory), so no child may depend on this one's."""

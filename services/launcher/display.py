@@ -59,7 +59,7 @@ class ProgressLine:
         if self._live is None:
             self._print()
 
-    def __enter__(self) -> "ProgressLine":
+    def __enter__(self) -> ProgressLine:
         if self._live is not None:
             self._live.__enter__()
         return self

@@ -7,7 +7,6 @@ from dataclasses import dataclass
 
 from prometheus_client.parser import text_string_to_metric_families
 
-
 _LAST: dict[int, dict[str, float]] = {}
 
 

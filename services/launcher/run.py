@@ -26,12 +26,11 @@ import os
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import asdict, replace
 from pathlib import Path
-from typing import Callable
 
 from phylorl.agent.checkpoints import latest_checkpoint
-
 from services.common.config import write_config
 from services.common.security import ClientCredentials, RedisAuth
 
@@ -223,7 +222,7 @@ class _EventLog:
         self._file.write(f"{time.strftime('%Y-%m-%d %H:%M:%S')} {message}\n")
         self._file.flush()
 
-    def __enter__(self) -> "_EventLog":
+    def __enter__(self) -> _EventLog:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -28,8 +28,8 @@ import torch
 
 from phylorl.agent.acting import answers_on_host, assemble, policy_networks, select_actions
 from phylorl.agent.capture import GraphedActing, bucket
-from phylorl.agent.transfer import Stager
 from phylorl.agent.learner_setup import with_index
+from phylorl.agent.transfer import Stager
 from phylorl.nets import fused_head
 from phylorl.nets.config import NetworkConfig
 from phylorl.nets.twin import twin_or_none
@@ -66,7 +66,7 @@ class Snapshot:
 
     nets: object
     pair: tuple
-    alpha: "float | torch.Tensor"
+    alpha: float | torch.Tensor
     version: int
     written: object = None
 
@@ -101,7 +101,7 @@ class BatchingInference:
         self._thread.start()
 
     # --------------------------------------------------------------- weights
-    def publish(self, weights: dict, alpha: "float | torch.Tensor", version: int) -> Snapshot:
+    def publish(self, weights: dict, alpha: float | torch.Tensor, version: int) -> Snapshot:
         """Serve ``weights`` from now on; returns the snapshot. ``weights``: ``{"q1": state, "q2": state}``, tensors
         on the host or on this endpoint's device: e.g. :meth:`Learner.policy_tensors`, the learner's own live
         parameters, copied into new networks here before this returns (on a GPU: the copies are queued on the

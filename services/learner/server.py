@@ -18,7 +18,6 @@ from grpc_health.v1._async import HealthServicer
 
 from phylorl.wire import codec
 from phylorl.wire.v1 import inference_pb2, inference_pb2_grpc
-
 from services.common import security as secure
 from services.common.rpc import MAX_MESSAGE_BYTES, message_options
 

@@ -22,11 +22,10 @@ import grpc
 import numpy as np
 import redis
 
-from phylorl.agent.prefetch import Prefetcher
 from phylorl.agent.checkpoints import LATEST, latest_checkpoint
 from phylorl.agent.learner import Learner
+from phylorl.agent.prefetch import Prefetcher
 from phylorl.interfaces import ReplaySource, WeightsSink
-
 from services.common.observe import observe_many
 
 from . import metrics

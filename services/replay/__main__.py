@@ -15,14 +15,14 @@ import time
 
 import redis
 
-from services.common.runtime import start_service, startup, wait_for_redis
-from services.replay import metrics
+from phylorl.replay.rate_limiter import RateLimiter
 from services.common import security
-from services.replay.buffer import PrioritizedReplay
-from services.replay.config import ReplayConfig, load_config
 from services.common.memory import keep_freed_memory
 from services.common.rpc import MAX_MESSAGE_BYTES
-from phylorl.replay.rate_limiter import RateLimiter
+from services.common.runtime import start_service, startup, wait_for_redis
+from services.replay import metrics
+from services.replay.buffer import PrioritizedReplay
+from services.replay.config import ReplayConfig, load_config
 from services.replay.server import ReplayServer
 from services.replay.store import RedisStore
 

@@ -14,11 +14,11 @@ from typing import TypeVar
 import numpy as np
 
 from phylorl.interfaces import RecordStore
-from phylorl.replay.rate_limiter import RateLimiter
 from phylorl.records.format import PackedRecords
+from phylorl.replay.priority_table import PriorityTable
+from phylorl.replay.rate_limiter import RateLimiter
 from services.replay.cache import RecordCache
 from services.replay.redis_io import TableMoved
-from phylorl.replay.priority_table import PriorityTable
 
 MAX_SAMPLE_BATCH = 1 << 16
 _REFETCH_ATTEMPTS = 8

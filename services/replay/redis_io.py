@@ -12,7 +12,6 @@ import os
 
 import redis
 
-
 # KEYS[1] the meta hash; ARGV: expected head, expected next_key, the staged value's temporary name and final
 # name (both empty when none), then each command as its argument count followed by its arguments.
 # Refuses, writing nothing and dropping the staged value, when the key range moved.

@@ -17,8 +17,13 @@ from phylorl.wire.v1 import replay_pb2, replay_pb2_grpc
 from services.common import security as secure
 from services.common.rpc import add_servicer, message_options
 from services.replay import metrics
-from services.replay.buffer import (NothingToSample, PrioritizedReplay, RateLimited, ReplayClosed,
-                                    TooManyWaiting)
+from services.replay.buffer import (
+    NothingToSample,
+    PrioritizedReplay,
+    RateLimited,
+    ReplayClosed,
+    TooManyWaiting,
+)
 
 SERVICE_NAME = replay_pb2.DESCRIPTOR.services_by_name["ReplayService"].full_name
 _DEADLINE_MARGIN_S = 0.02  # answer this long before the caller's own deadline, with our message

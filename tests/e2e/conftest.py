@@ -12,7 +12,6 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
 from docker_env import BUILD_TIMEOUT_S, REPO, compose_command, skip_or_fail
 
 

@@ -15,14 +15,14 @@ import sys
 import numpy as np
 import pytest
 
+from phylorl.agent.checkpoints import DEFAULT_CHECKPOINT
 from phylorl.agent.config import AgentConfig
 from phylorl.agent.learner import Learner
-from phylorl.agent.checkpoints import DEFAULT_CHECKPOINT
 from phylorl.agent.policy import DEFAULT_TABU, AgentPolicy
 from phylorl.env.config import EnvConfig
 from phylorl.env.prepare import PreparationCache
-from phylorl.env.tree_env import EnvAlignment, TreeEnv
 from phylorl.env.search import RESCORE, run_search
+from phylorl.env.tree_env import EnvAlignment, TreeEnv
 from phylorl.evaluation.metrics import METHODS
 from phylorl.nets.config import NetworkConfig
 from phylorl.phylo import LikelihoodEngine, load_alignment, parse_model, read_newick

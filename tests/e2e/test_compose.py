@@ -25,8 +25,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from docker_env import BUILD_TIMEOUT_S
+
 from services.launcher.supervisor import free_port
 
 REPO = Path(__file__).resolve().parents[2]

@@ -21,11 +21,21 @@ from pathlib import Path
 
 import pytest
 import yaml
+from test_compose import (
+    BUILD_TIMEOUT_S,
+    SCALE_TIMEOUT_S,
+    SCRAPE_WAIT_S,
+    TEST_OVERRIDE,
+    TRAIN_TIMEOUT_S,
+    UP_TIMEOUT_S,
+    Stack,
+    _all_up,
+    _first_value,
+    _wait_for,
+    scale_to_three_and_check,
+)
 
 from services.launcher.supervisor import free_port
-
-from test_compose import (BUILD_TIMEOUT_S, SCALE_TIMEOUT_S, SCRAPE_WAIT_S, TEST_OVERRIDE, TRAIN_TIMEOUT_S, UP_TIMEOUT_S,
-                          Stack, _all_up, _first_value, _wait_for, scale_to_three_and_check)
 
 REPO = Path(__file__).resolve().parents[2]
 STACK_FILE = REPO / "deploy" / "docker-stack.yml"

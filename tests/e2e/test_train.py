@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import json
-import subprocess
 import signal
+import subprocess
 import sys
 import time
-
 
 
 def test_train_runs_the_whole_system(tmp_path, need):

@@ -27,7 +27,7 @@ SEED, UPDATES, DEMO_UPDATES = 1, 300, 150
 EPISODES, MOVES, EVAL_SEED = 8, 8, 1000
 
 
-def _train_and_measure(tmp_path, need, updates: int, extra: list[str]) -> tuple[dict, "object"]:
+def _train_and_measure(tmp_path, need, updates: int, extra: list[str]) -> tuple[dict, object]:
     """Run ``phylorl train`` on the tiny corpus; mean gain per episode of its agent, of the network it
     started from and of random moves, and the run directory."""
     need("redis-server")
@@ -47,9 +47,9 @@ def _train_and_measure(tmp_path, need, updates: int, extra: list[str]) -> tuple[
 
     from phylorl.agent.learner import Learner
     from phylorl.agent.policy import AgentPolicy, evaluate_policy
+    from phylorl.env.corpus import load_corpus
     from phylorl.env.prepare import PreparationCache
     from phylorl.env.tree_env import EnvAlignment
-    from phylorl.env.corpus import load_corpus
 
     agent = AgentPolicy.from_checkpoint(run_dir)
     assert agent.features == "rich"

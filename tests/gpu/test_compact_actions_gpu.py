@@ -8,15 +8,15 @@ import pytest
 import torch
 
 from phylorl.agent.transfer import on_device
-from phylorl.records.collate import collate_records
 from phylorl.env.config import EnvConfig
 from phylorl.env.prepare import prepare_alignment
 from phylorl.env.tree_env import EnvAlignment, TreeEnv
 from phylorl.nets.compact_actions import CompactActions
 from phylorl.phylo.simulate import simulate_dataset
-from phylorl.types import Transition
-from phylorl.records.format import PackedRecords
 from phylorl.records.codec import encode_transition
+from phylorl.records.collate import collate_records
+from phylorl.records.format import PackedRecords
+from phylorl.types import Transition
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 

@@ -7,11 +7,11 @@ import math
 import numpy as np
 import pytest
 import torch
+from helpers import batch_of
 
 import phylorl.agent.learner as learner_module
-from helpers import batch_of
-from phylorl.agent.config import AgentConfig
 from phylorl.agent.capture import WARMUP
+from phylorl.agent.config import AgentConfig
 from phylorl.agent.learner import Learner
 from phylorl.nets.config import NetworkConfig
 from phylorl.nets.synthetic import random_transition

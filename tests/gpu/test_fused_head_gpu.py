@@ -6,8 +6,8 @@ the CPU in Triton's interpreter, and against the PyG reference path."""
 import numpy as np
 import pytest
 import torch
-
 from helpers import batch_of
+
 from phylorl.agent.config import AgentConfig
 from phylorl.agent.learner import Learner
 from phylorl.nets.config import NetworkConfig

@@ -10,12 +10,12 @@ import torch
 
 from phylorl.agent.acting import policy_networks, select_actions
 from phylorl.agent.capture import WARMUP, GraphedActing, bucket
-from phylorl.agent.transfer import Stager
 from phylorl.agent.learner import Learner
+from phylorl.agent.transfer import Stager
 from phylorl.nets.config import NetworkConfig
 from phylorl.nets.inputs import move_to
-from phylorl.nets.twin import twin_or_none
 from phylorl.nets.synthetic import random_observation
+from phylorl.nets.twin import twin_or_none
 from phylorl.records.codec import encode_observation
 from phylorl.records.collate import state_inputs
 from phylorl.records.format import PackedRecords

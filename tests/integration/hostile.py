@@ -15,7 +15,16 @@ from hypothesis import strategies as st
 from phylorl.nets.synthetic import random_observation
 from phylorl.records.arrays import encode_array, encode_ranked
 from phylorl.records.format import (
-    DEDUPE, FORM, HEADER, LEAF_FEATURES, MAGIC, OBSERVATION_HEADER, OBSERVATION_MAGIC, RICH_FORM, TREE, VERSION,
+    DEDUPE,
+    FORM,
+    HEADER,
+    LEAF_FEATURES,
+    MAGIC,
+    OBSERVATION_HEADER,
+    OBSERVATION_MAGIC,
+    RICH_FORM,
+    TREE,
+    VERSION,
 )
 from phylorl.types import Observation
 

@@ -10,9 +10,9 @@ import grpc
 import pytest
 import torch
 from prometheus_client import REGISTRY
+from test_actor_errors import serve_replay
 
 from phylorl.agent.learner import Learner
-
 from phylorl.env.config import EnvConfig
 from phylorl.env.prepare import prepare_alignment
 from phylorl.env.tree_env import EnvAlignment
@@ -27,8 +27,6 @@ from services.learner import metrics  # noqa: F401  (the endpoint's metrics, rea
 from services.learner.inference import BatchingInference
 from services.learner.server import InferenceServer
 from services.replay.client import ReplayClient
-
-from test_actor_errors import serve_replay
 
 RICH = NetworkConfig(features="rich", hidden=16, action_hidden=16, head_hidden=16)
 

@@ -15,11 +15,11 @@ observation the agent reached +53.6, +38.0 and +58.3 for trainer seeds 0, 1, 2 a
 import numpy as np
 import pytest
 import torch
+from inprocess_trainer import InProcessTrainer, TrainerConfig
 
 from phylorl.agent.config import AgentConfig
 from phylorl.agent.learner import Learner
 from phylorl.agent.policy import AgentPolicy, evaluate_policy
-from inprocess_trainer import InProcessTrainer, TrainerConfig
 from phylorl.env.config import EnvConfig
 from phylorl.env.prepare import prepare_alignment
 from phylorl.env.tree_env import EnvAlignment

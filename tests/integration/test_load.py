@@ -17,18 +17,17 @@ from collections import Counter
 import grpc
 import numpy as np
 import pytest
-
 from hostile import valid
+
 from phylorl.nets.config import NetworkConfig
-from phylorl.records.codec import encode_observation
-from phylorl.wire import codec
-from phylorl.records.codec import encode_transition
 from phylorl.nets.synthetic import random_transition
+from phylorl.records.codec import encode_observation, encode_transition
+from phylorl.replay.rate_limiter import RateLimiter
+from phylorl.wire import codec
 from phylorl.wire.v1 import inference_pb2, inference_pb2_grpc
 from services.actor.act_stream import ActStream
 from services.replay.buffer import PrioritizedReplay
 from services.replay.client import ReplayClient
-from phylorl.replay.rate_limiter import RateLimiter
 from services.replay.server import ReplayServer
 from services.replay.store import RedisStore
 

@@ -12,17 +12,16 @@ import redis
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from phylorl.nets.config import NetworkConfig
-from phylorl.wire import codec
-from phylorl.records.codec import encode_transition
 from phylorl.nets.synthetic import random_observation, random_transition
-from phylorl.records.codec import encode_observation
+from phylorl.records.codec import encode_observation, encode_transition
+from phylorl.replay.rate_limiter import RateLimiter
+from phylorl.wire import codec
 from phylorl.wire.v1 import inference_pb2, inference_pb2_grpc
 from services.common import security
 from services.common.security import ClientCredentials, RedisAuth, ServerCredentials
 from services.launcher.credentials import REDIS_USER, make_credentials
 from services.replay.buffer import PrioritizedReplay
 from services.replay.client import ReplayClient
-from phylorl.replay.rate_limiter import RateLimiter
 from services.replay.server import ReplayServer
 from services.replay.store import RedisStore
 

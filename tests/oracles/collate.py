@@ -13,11 +13,10 @@ from types import SimpleNamespace
 import numpy as np
 import torch
 
+from oracles.features import observation_arrays
 from phylorl.nets.inputs import ActionBatch, Batch, GraphBatch, move_to
 from phylorl.nets.segment import Segments
 from phylorl.types import Transition
-
-from oracles.features import observation_arrays
 
 MAX_DEGREE = 3
 

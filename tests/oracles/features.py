@@ -12,9 +12,9 @@ import numpy as np
 from numba import njit
 
 from phylorl.phylo.spr import move_metadata_kernel, slot_of
-from phylorl.records.reader import tree_tables
 from phylorl.records.features import MOVE_COLUMNS, edge_features_of, log_lengths, slot_row, slot_tables
 from phylorl.records.parsimony import parsimony_table
+from phylorl.records.reader import tree_tables
 from phylorl.types import Observation
 
 

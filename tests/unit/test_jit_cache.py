@@ -34,7 +34,7 @@ def test_a_cache_directory_the_user_chose_is_kept(monkeypatch, tmp_path):
     monkeypatch.setenv(ENV, str(tmp_path / "mine"))
     monkeypatch.setattr(config, "CACHE_DIR", str(tmp_path / "mine"))
     assert use_source_keyed_cache(base=tmp_path) is None
-    assert os.environ[ENV] == str(tmp_path / "mine") and config.CACHE_DIR == str(tmp_path / "mine")
+    assert os.environ[ENV] == str(tmp_path / "mine") and str(tmp_path / "mine") == config.CACHE_DIR
 
 
 def test_without_one_the_cache_is_named_by_the_source(monkeypatch, tmp_path):
@@ -42,7 +42,7 @@ def test_without_one_the_cache_is_named_by_the_source(monkeypatch, tmp_path):
     monkeypatch.setattr(config, "CACHE_DIR", "")
     path = use_source_keyed_cache(base=tmp_path)
     assert path == tmp_path / source_digest()
-    assert os.environ[ENV] == str(path) and config.CACHE_DIR == str(path)  # for this process and its children
+    assert os.environ[ENV] == str(path) and str(path) == config.CACHE_DIR  # for this process and its children
 
 
 def test_the_services_package_sets_it_before_any_kernel_is_imported(tmp_path):

@@ -10,6 +10,8 @@ import time
 import grpc
 import pytest
 import torch
+from test_inference import _call, _observations
+from test_inference import _request as _states_request
 
 from phylorl.agent.learner import Learner
 from phylorl.nets.config import NetworkConfig
@@ -18,9 +20,6 @@ from phylorl.wire.v1 import inference_pb2, inference_pb2_grpc
 from services.actor.act_stream import ActStream
 from services.learner.inference import BatchingInference
 from services.learner.server import InferenceServer
-
-from test_inference import _call, _observations
-from test_inference import _request as _states_request
 
 SMALL = NetworkConfig(hidden=32, action_hidden=32, head_hidden=32)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 
@@ -153,10 +154,8 @@ def test_full_queue_is_refused_with_resource_exhausted():
 
 
 def _swallow(inference, observations):
-    try:
+    with contextlib.suppress(TimeoutError):
         inference.act(_records(observations), greedy=False, timeout_s=2.0)
-    except TimeoutError:
-        pass
 
 
 def test_a_restarted_learner_continues_after_the_published_version(redis_client):

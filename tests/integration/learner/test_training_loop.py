@@ -9,7 +9,6 @@ import threading
 import numpy as np
 import pytest
 import torch
-
 from prometheus_client import REGISTRY
 
 from phylorl.agent.config import AgentConfig
@@ -17,12 +16,12 @@ from phylorl.agent.learner import Learner
 from phylorl.env.config import EnvConfig
 from phylorl.env.prepare import prepare_alignment
 from phylorl.env.tree_env import EnvAlignment, TreeEnv
-from phylorl.phylo.simulate import simulate_dataset
-from phylorl.types import Transition
 from phylorl.nets.config import NetworkConfig
-from phylorl.replay import RateLimiter
-from phylorl.records.codec import encode_transition
 from phylorl.nets.synthetic import random_transition
+from phylorl.phylo.simulate import simulate_dataset
+from phylorl.records.codec import encode_transition
+from phylorl.replay import RateLimiter
+from phylorl.types import Transition
 from services.learner.config import LearnerConfig
 from services.learner.inference import BatchingInference
 from services.learner.training import PREFETCH_DEPTH, Checkpoints, TrainingLoop, continue_published_version

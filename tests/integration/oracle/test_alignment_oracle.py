@@ -11,7 +11,6 @@ import pytest
 
 from phylorl.phylo.alignment import load_alignment, parse_alignment
 
-
 # IQ-TREE 2.0.7 ("iqtree2 -s AMBIG.fa -st DNA -m GTR+F -te TREE -blfix -v"), its 10-digit verbose line
 # "Empirical state frequencies: 0.2624322144 0.2142731996 0.2148956103 0.3083989757".
 AMBIG = """>t1

@@ -6,7 +6,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from phylorl.phylo import LikelihoodEngine, load_alignment, parse_model, random_tree, read_newick, write_newick
+from phylorl.phylo import (
+    LikelihoodEngine,
+    load_alignment,
+    parse_model,
+    random_tree,
+    read_newick,
+    write_newick,
+)
 from phylorl.phylo.alignment import STATE_MASKS
 
 

@@ -7,19 +7,18 @@ import grpc
 import numpy as np
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
+from helpers import assert_same_transition
 from scipy import stats
 
+from phylorl.nets.synthetic import random_transition
 from phylorl.records.batch import NOT_FINITE, REASONS, UNREADABLE
 from phylorl.records.codec import encode_transition
-from phylorl.nets.synthetic import random_transition
+from phylorl.replay.rate_limiter import RateLimiter
 from phylorl.wire.v1 import replay_pb2, replay_pb2_grpc
 from services.replay.buffer import PrioritizedReplay
 from services.replay.client import ReplayClient
-from phylorl.replay.rate_limiter import RateLimiter
 from services.replay.server import SERVICE_NAME, ReplayServer
 from services.replay.store import RedisStore
-
-from helpers import assert_same_transition
 
 PREFIX = "test:grpc"
 
@@ -196,7 +195,6 @@ def test_a_corrupt_record_is_retired_by_the_learner_and_training_goes_on(serve, 
 
     from phylorl.agent.learner import Learner
     from phylorl.nets.config import NetworkConfig
-
     from services.learner import metrics
     from services.learner.config import LearnerConfig
     from services.learner.training import Checkpoints, TrainingLoop

@@ -7,22 +7,21 @@ beyond the size limit gets gRPC's own RESOURCE_EXHAUSTED and the service goes on
 
 from __future__ import annotations
 
-
 import grpc
 import numpy as np
 import pytest
+from hostile import BAD_FLOATS, broken, parts_of, state_bytes, transition_record, valid
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hostile import BAD_FLOATS, broken, parts_of, state_bytes, transition_record, valid
 from phylorl.records.batch import BAD_ACTION, NOT_FINITE, REASONS
 from phylorl.records.codec import encode_transition
+from phylorl.replay.rate_limiter import RateLimiter
 from phylorl.types import Transition
 from phylorl.wire import codec
 from phylorl.wire.v1 import replay_pb2
 from services.replay.buffer import PrioritizedReplay
 from services.replay.client import ReplayClient
-from phylorl.replay.rate_limiter import RateLimiter
 from services.replay.server import ReplayServer
 from services.replay.store import RedisStore
 

@@ -8,6 +8,7 @@ covering the held keys without gaps) and the service must go on inserting and sa
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import threading
 
@@ -17,9 +18,9 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from phylorl.replay.rate_limiter import RateLimiter
-from phylorl.records.codec import encode_transition
 from phylorl.nets.synthetic import random_transition
+from phylorl.records.codec import encode_transition
+from phylorl.replay.rate_limiter import RateLimiter
 from services.replay.audit import read_table
 from services.replay.buffer import PrioritizedReplay
 from services.replay.store import RedisStore
@@ -74,10 +75,8 @@ class _Link:
 
 
 def _shutdown(sock: socket.socket) -> None:
-    try:
+    with contextlib.suppress(OSError):
         sock.shutdown(socket.SHUT_WR)
-    except OSError:
-        pass
 
 
 class HoldingProxy:

@@ -2,10 +2,10 @@
 
 import numpy as np
 
-from phylorl.records.codec import encode_transition
 from phylorl.nets.synthetic import random_transition
-from services.replay.buffer import PrioritizedReplay
+from phylorl.records.codec import encode_transition
 from phylorl.replay.rate_limiter import RateLimiter
+from services.replay.buffer import PrioritizedReplay
 from services.replay.store import RedisStore
 
 

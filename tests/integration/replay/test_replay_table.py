@@ -7,11 +7,16 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from phylorl.records.codec import decode_transition, encode_transition
 from phylorl.nets.synthetic import random_transition
-from services.replay.buffer import (NothingToSample, PrioritizedReplay, RateLimited, ReplayClosed,
-                                    TooManyWaiting)
+from phylorl.records.codec import decode_transition, encode_transition
 from phylorl.replay.rate_limiter import RateLimiter
+from services.replay.buffer import (
+    NothingToSample,
+    PrioritizedReplay,
+    RateLimited,
+    ReplayClosed,
+    TooManyWaiting,
+)
 from services.replay.store import RedisStore
 
 PREFIX = "test:replay"

@@ -4,12 +4,13 @@ requests' states collated at once, the last one repeated, layout for layout)."""
 from __future__ import annotations
 
 import math
+
 import numpy as np
 import pytest
 import torch
 from oracles.network import q_values
-from phylorl.agent.acting import _on_host, answers_on_host, select_actions
-from phylorl.agent.acting import assemble
+
+from phylorl.agent.acting import _on_host, answers_on_host, assemble, select_actions
 from phylorl.agent.transfer import Stager
 from phylorl.nets.config import NetworkConfig
 from phylorl.nets.inputs import ActionBatch, map_tensors
@@ -17,7 +18,6 @@ from phylorl.nets.qnet import QNetwork
 from phylorl.nets.segment import Segments
 from phylorl.nets.synthetic import random_observation
 from phylorl.records.collate import state_inputs
-
 
 CFG = NetworkConfig(hidden=32, heads=4, action_hidden=16, head_hidden=32)
 

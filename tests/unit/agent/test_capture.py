@@ -5,22 +5,21 @@ captured replays are compared on a GPU (tests/gpu/)."""
 from __future__ import annotations
 
 import dataclasses
+
 import numpy as np
 import pytest
 import torch
 from helpers import batch_of
+
 from phylorl.agent.acting import policy_networks, select_actions
-from phylorl.agent.capture import CudaGraphs, signature
-from phylorl.agent.capture import GraphedActing, bucket
+from phylorl.agent.capture import CudaGraphs, GraphedActing, bucket, signature
 from phylorl.agent.config import AgentConfig
 from phylorl.agent.learner import Learner
 from phylorl.agent.transfer import Stager
 from phylorl.nets.config import NetworkConfig
-from phylorl.nets.synthetic import random_observation
-from phylorl.nets.synthetic import random_transition
+from phylorl.nets.synthetic import random_observation, random_transition
 from phylorl.nets.twin import twin_or_none
 from phylorl.records.collate import state_inputs
-
 
 NET = NetworkConfig(hidden=32, action_hidden=32, head_hidden=32)
 

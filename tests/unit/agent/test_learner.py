@@ -5,17 +5,17 @@ import math
 import numpy as np
 import pytest
 import torch
+from helpers import batch_of
+from oracles.features import observation_arrays
+from oracles.network import q_values
 
 from phylorl.agent.acting import policy_networks
-from helpers import batch_of
 from phylorl.agent.config import AgentConfig
 from phylorl.agent.learner import METRIC_NAMES, Learner
 from phylorl.agent.learner_setup import with_index
 from phylorl.nets.config import NetworkConfig
-from phylorl.records.collate import state_inputs
 from phylorl.nets.synthetic import random_transition
-from oracles.features import observation_arrays
-from oracles.network import q_values
+from phylorl.records.collate import state_inputs
 
 SMALL = NetworkConfig(hidden=32, heads=4, action_hidden=16, head_hidden=32)
 BASIC = NetworkConfig(hidden=32, heads=4, action_hidden=16, head_hidden=32, features="basic")

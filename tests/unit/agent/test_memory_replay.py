@@ -2,9 +2,8 @@
 
 import numpy as np
 import pytest
-from scipy import stats
-
 from memory_replay import MemoryReplay
+from scipy import stats
 
 
 def transitions(n, start=0):

@@ -3,19 +3,19 @@
 import numpy as np
 import pytest
 import torch
+from oracles.network import q_values
 
 from phylorl.agent.config import AgentConfig
 from phylorl.agent.learner import Learner
 from phylorl.agent.policy import AgentPolicy, evaluate_episodes, evaluate_policy, resolve_checkpoint
 from phylorl.env.config import EnvConfig
+from phylorl.env.observation import observe
 from phylorl.env.prepare import prepare_alignment
 from phylorl.env.tree_env import EnvAlignment, TreeEnv
-from phylorl.env.observation import observe
 from phylorl.nets.config import NetworkConfig
-from phylorl.records.collate import state_inputs
 from phylorl.phylo import parse_model
 from phylorl.phylo.simulate import dataset_rng, simulate_dataset
-from oracles.network import q_values
+from phylorl.records.collate import state_inputs
 
 SMALL = NetworkConfig(features="rich", hidden=16, heads=4, action_hidden=16, head_hidden=16)
 

@@ -5,11 +5,11 @@ import pytest
 
 from phylorl.agent.learner import Learner
 from phylorl.agent.policy import AgentPolicy, GuidedClimb, polish
+from phylorl.env.climbs import IMPROVEMENT_EPS
 from phylorl.env.config import EnvConfig
 from phylorl.env.prepare import prepare_alignment
-from phylorl.env.tree_env import EnvAlignment, TreeEnv
-from phylorl.env.climbs import IMPROVEMENT_EPS
 from phylorl.env.search import run_search
+from phylorl.env.tree_env import EnvAlignment, TreeEnv
 from phylorl.nets.config import NetworkConfig
 from phylorl.phylo import parse_model
 from phylorl.phylo.simulate import dataset_rng, simulate_dataset

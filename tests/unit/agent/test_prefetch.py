@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 import torch
-
 from helpers import batch_of
+
 from phylorl.agent.prefetch import Prefetcher
 from phylorl.nets.synthetic import random_transition
 
@@ -74,9 +74,8 @@ def test_prefetcher_with_several_workers_hands_out_every_batch_once():
 
 
 def test_prefetcher_get_times_out_when_no_data():
-    with Prefetcher(lambda: None, idle_wait_s=0.001) as pf:
-        with pytest.raises(TimeoutError):
-            pf.get(timeout=0.05)
+    with Prefetcher(lambda: None, idle_wait_s=0.001) as pf, pytest.raises(TimeoutError):
+        pf.get(timeout=0.05)
     assert not any(t.is_alive() for t in pf._threads)
 
 

@@ -5,14 +5,27 @@ call."""
 from __future__ import annotations
 
 import dataclasses
+
 import numpy as np
 import pytest
 import torch
 from helpers import assert_same, episodes
-from phylorl.agent.transfer import on_device
-from phylorl.agent.transfer import ALIGN, Stager, pack, packed_size, unpack
-from phylorl.agent.transfer import Block, Plan, _views, aligned
-from phylorl.agent.transfer import COMPACT_TENSORS, _arrival, arrive
+
+from phylorl.agent.transfer import (
+    ALIGN,
+    COMPACT_TENSORS,
+    Block,
+    Plan,
+    Stager,
+    _arrival,
+    _views,
+    aligned,
+    arrive,
+    on_device,
+    pack,
+    packed_size,
+    unpack,
+)
 from phylorl.env.config import EnvConfig
 from phylorl.nets.compact_actions import CompactActions, _expansion, expand_actions
 from phylorl.nets.inputs import ActionBatch

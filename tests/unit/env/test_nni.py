@@ -5,14 +5,20 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from phylorl.env.config import EnvConfig
-from phylorl.env.prepare import prepare_alignment
-from phylorl.env.tree_env import EnvAlignment, TreeEnv
 from phylorl.env.climbs import LazyClimb
+from phylorl.env.config import EnvConfig
 from phylorl.env.nni import independent, nni_round
+from phylorl.env.prepare import prepare_alignment
 from phylorl.env.search import run_search
+from phylorl.env.tree_env import EnvAlignment, TreeEnv
 from phylorl.phylo import (
-    LikelihoodEngine, apply_spr, enumerate_moves, load_alignment, move_metadata, parse_model, spr_neighbor,
+    LikelihoodEngine,
+    apply_spr,
+    enumerate_moves,
+    load_alignment,
+    move_metadata,
+    parse_model,
+    spr_neighbor,
 )
 from phylorl.phylo.topology_key import topology_key
 

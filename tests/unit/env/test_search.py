@@ -5,16 +5,16 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from phylorl.env import climbs
+from phylorl.env.climbs import LazyClimb, ParsimonyClimb, RankedClimb
 from phylorl.env.config import EnvConfig
 from phylorl.env.prepare import prepare_alignment
-from phylorl.env.tree_env import EnvAlignment, TreeEnv
-from phylorl.env.climbs import LazyClimb, ParsimonyClimb, RankedClimb
 from phylorl.env.search import run_search
-from phylorl.phylo.parsimony import parsimony_tips, spr_parsimony_deltas
-from phylorl.env import climbs
+from phylorl.env.tree_env import EnvAlignment, TreeEnv
 from phylorl.phylo import LikelihoodEngine, load_alignment, move_metadata, parse_model, spr_neighbor
-from phylorl.phylo.topology_key import topology_key
+from phylorl.phylo.parsimony import parsimony_tips, spr_parsimony_deltas
 from phylorl.phylo.simulate import simulate_dataset
+from phylorl.phylo.topology_key import topology_key
 
 
 def test_hillclimb_reaches_the_true_tree_on_simulated_data():

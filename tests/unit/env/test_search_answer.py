@@ -9,8 +9,8 @@ import pytest
 
 from phylorl.env.config import EnvConfig
 from phylorl.env.prepare import prepare_alignment
-from phylorl.env.tree_env import EnvAlignment, TreeEnv
 from phylorl.env.search import SeenTrees, run_search
+from phylorl.env.tree_env import EnvAlignment, TreeEnv
 from phylorl.phylo import LikelihoodEngine, parse_model, random_tree
 from phylorl.phylo.simulate import simulate_dataset
 from phylorl.phylo.topology_key import topology_key

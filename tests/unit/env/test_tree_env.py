@@ -6,14 +6,14 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
+from oracles.features import observation_arrays
 
 from phylorl.env.config import EnvConfig
 from phylorl.env.prepare import PreparationCache, prepare_alignment
+from phylorl.env.search import run_search
 from phylorl.env.tree_env import EnvAlignment, TreeEnv
 from phylorl.env.vec_env import VecTreeEnv
-from phylorl.env.search import run_search
 from phylorl.phylo import LikelihoodEngine, load_alignment, parse_model, spr_neighbor, topology_hash
-from oracles.features import observation_arrays
 
 
 @pytest.fixture(scope="module")
@@ -166,8 +166,8 @@ def test_config_errors():
 
 @pytest.mark.parametrize("radius, features", [(None, "basic"), (3, "basic"), (None, "rich")])
 def test_episode_transitions_are_stored_as_trees_and_read_back_exactly(ds1_entry, radius, features):
-    from phylorl.types import Transition
     from phylorl.records.codec import decode_transition, encode_transition
+    from phylorl.types import Transition
 
     env = TreeEnv([ds1_entry], EnvConfig(horizon=4, radius=radius, features=features), seed=5)
     obs, _ = env.reset()

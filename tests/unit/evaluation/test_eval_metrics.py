@@ -4,8 +4,17 @@ from __future__ import annotations
 
 import pytest
 
-from phylorl.evaluation.metrics import (MIN_GAIN, TOLERANCE, StartResult, by_taxon_count, improvement, mean_curve,
-                                        normalised_trajectory, summarise, within)
+from phylorl.evaluation.metrics import (
+    MIN_GAIN,
+    TOLERANCE,
+    StartResult,
+    by_taxon_count,
+    improvement,
+    mean_curve,
+    normalised_trajectory,
+    summarise,
+    within,
+)
 
 
 def test_improvement_is_the_fraction_of_iqtree_gain():

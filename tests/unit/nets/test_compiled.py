@@ -7,8 +7,9 @@ inside captured updates.
 import numpy as np
 import pytest
 import torch
-
 from helpers import batch_of
+from test_qnet import assert_equal_paths, batch, perturbed  # noqa: E402  (same directory)
+
 from phylorl.agent.config import AgentConfig
 from phylorl.agent.learner import Learner
 from phylorl.nets.config import NetworkConfig
@@ -16,7 +17,7 @@ from phylorl.nets.inputs import ActionBatch
 from phylorl.nets.segment import segments_from_sizes
 from phylorl.nets.synthetic import random_transition
 from phylorl.nets.twin import TwinQ
-from test_qnet import assert_equal_paths, batch, perturbed  # noqa: E402  (same directory)
+
 
 @pytest.fixture(autouse=True)
 def fresh_compiler():

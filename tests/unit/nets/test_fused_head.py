@@ -78,6 +78,7 @@ def rich_batch(sizes):
 def learner_errors() -> dict:
     """Two updates of a learner whose next-move passes run fused against one whose do not."""
     from helpers import batch_of
+
     from phylorl.agent.learner import Learner
     from phylorl.nets.synthetic import random_transition
 

@@ -5,9 +5,9 @@ import sys
 
 import pytest
 import torch
+from oracles.network import gat_layer
 from torch_geometric.nn import GATConv
 
-from oracles.network import gat_layer
 from phylorl.nets.gat import TreeGATConv
 
 

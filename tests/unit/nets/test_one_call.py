@@ -8,8 +8,7 @@ import threading
 import pytest
 import torch
 
-from phylorl.agent.transfer import storages
-from phylorl.agent.transfer import Stager
+from phylorl.agent.transfer import Stager, storages
 from phylorl.nets.one_call import one_call
 
 

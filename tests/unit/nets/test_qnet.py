@@ -1,10 +1,10 @@
 import numpy as np
 import pytest
 import torch
-
 from oracles.collate import collate_observations
 from oracles.network import encode as reference_encode
 from oracles.network import gat_layer, q_values
+
 from phylorl.nets.config import NetworkConfig
 from phylorl.nets.gat import dense_gat, dense_slots
 from phylorl.nets.inputs import ActionBatch

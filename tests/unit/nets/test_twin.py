@@ -2,12 +2,12 @@
 
 import pytest
 import torch
+from test_qnet import assert_equal_paths, batch, perturbed  # noqa: E402  (same directory)
 
 from phylorl.nets.config import NetworkConfig
 from phylorl.nets.inputs import ActionBatch
 from phylorl.nets.segment import segments_from_sizes
 from phylorl.nets.twin import TwinQ, twin_or_none
-from test_qnet import assert_equal_paths, batch, perturbed  # noqa: E402  (same directory)
 
 CONFIGS = [NetworkConfig(), NetworkConfig(hidden=32, heads=4, action_hidden=16, head_hidden=24, gat_layers=2,
                                           gat_self_loops=False)]

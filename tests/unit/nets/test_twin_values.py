@@ -4,12 +4,12 @@ and gradients, with and without the gathers of capture-safe networks."""
 import numpy as np
 import pytest
 import torch
+from test_qnet import assert_equal_paths, one_per_state, perturbed  # noqa: E402  (same directory)
 
 from phylorl.nets.config import NetworkConfig
-from phylorl.records.collate import state_inputs
 from phylorl.nets.synthetic import random_observation
 from phylorl.nets.twin import TwinQ
-from test_qnet import assert_equal_paths, one_per_state, perturbed  # noqa: E402  (same directory)
+from phylorl.records.collate import state_inputs
 
 CONFIGS = [NetworkConfig(), NetworkConfig(hidden=32, heads=4, action_hidden=16, head_hidden=24, gat_layers=2,
                                           gat_self_loops=False)]

@@ -7,7 +7,13 @@ import pytest
 
 from phylorl.phylo import LikelihoodEngine, parse_model
 from phylorl.phylo.alignment import Alignment
-from phylorl.phylo.duplicates import find_duplicates, prune_tree, reduce_alignment, reduced_model, restore_tree
+from phylorl.phylo.duplicates import (
+    find_duplicates,
+    prune_tree,
+    reduce_alignment,
+    reduced_model,
+    restore_tree,
+)
 from phylorl.phylo.simulate import simulate_dataset
 from phylorl.phylo.starts import MIN_BRANCH_LENGTH, random_tree
 from phylorl.phylo.topology_key import topology_key

@@ -4,10 +4,9 @@ against the moved tree's length recomputed from scratch."""
 import numpy as np
 import pytest
 
-from phylorl.phylo import apply_spr, enumerate_moves, random_tree
+from phylorl.phylo import apply_spr, enumerate_moves, parse_model, random_tree
 from phylorl.phylo.parsimony import parsimony_length, parsimony_tips, spr_parsimony_deltas
 from phylorl.phylo.simulate import dataset_rng, simulate_dataset
-from phylorl.phylo import parse_model
 
 
 def plain_fitch(tree, codes, weights, root):

@@ -6,8 +6,8 @@ import pytest
 from dendropy.calculate import treecompare
 
 from phylorl.phylo.newick import read_newick, write_newick
-from phylorl.phylo.spr import enumerate_moves, spr_neighbor
 from phylorl.phylo.splits import rf_distance, split_lengths, splits, topology_hash
+from phylorl.phylo.spr import enumerate_moves, spr_neighbor
 from phylorl.phylo.starts import random_tree
 from phylorl.phylo.tree import Tree
 

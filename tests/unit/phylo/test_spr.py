@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 from phylorl.phylo.newick import read_newick
-from phylorl.phylo.spr import apply_spr, enumerate_moves, move_metadata, spr_neighbor
 from phylorl.phylo.splits import rf_distance, splits, topology_hash
+from phylorl.phylo.spr import apply_spr, enumerate_moves, move_metadata, spr_neighbor
 from phylorl.phylo.starts import random_tree
 
 

@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 from phylorl.phylo.newick import read_newick, write_newick
-from phylorl.phylo.spr import enumerate_moves, spr_neighbor
 from phylorl.phylo.splits import topology_hash
+from phylorl.phylo.spr import enumerate_moves, spr_neighbor
 from phylorl.phylo.starts import random_tree
 from phylorl.phylo.topology_key import neighbor_key, topology_key
 

@@ -5,8 +5,9 @@ import struct
 
 import numpy as np
 import pytest
-
+from helpers import assert_same_observation, assert_same_transition
 from oracles.features import observation_arrays
+
 from phylorl.env.config import EnvConfig
 from phylorl.env.prepare import prepare_alignment
 from phylorl.env.tree_env import EnvAlignment, TreeEnv
@@ -14,9 +15,6 @@ from phylorl.phylo.simulate import simulate_dataset
 from phylorl.records.arrays import decode_array, encode_array, encode_row
 from phylorl.records.codec import decode_observation, decode_transition, encode_observation, encode_transition
 from phylorl.types import Transition
-
-from helpers import assert_same_observation, assert_same_transition
-
 
 _ENVS: dict = {}
 

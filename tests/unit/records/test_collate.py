@@ -8,9 +8,9 @@ import dataclasses
 import numpy as np
 import pytest
 import torch
-
 from helpers import assert_same, episodes
 from oracles.collate import collate, collate_observations
+
 from phylorl.agent.transfer import on_device
 from phylorl.env.config import EnvConfig
 from phylorl.nets.compact_actions import CompactActions, expand_actions

@@ -3,14 +3,14 @@
 
 import numpy as np
 import pytest
-
 from oracles.features import observation_arrays
+
 from phylorl.env.observation import AlignmentSignals, observe
-from phylorl.types import feature_sizes
 from phylorl.phylo import enumerate_moves, move_metadata, parse_model, random_tree
 from phylorl.phylo.bootstrap import edge_supports, nj_bootstrap_supports
 from phylorl.phylo.parsimony import spr_parsimony_deltas
 from phylorl.phylo.simulate import dataset_rng, simulate_dataset
+from phylorl.types import feature_sizes
 
 
 @pytest.fixture(scope="module")

@@ -8,14 +8,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from phylorl.records.collate import collate_states
 from phylorl.env.config import EnvConfig
-from phylorl.records.moves import all_finite
 from phylorl.env.prepare import prepare_alignment
 from phylorl.env.tree_env import EnvAlignment, TreeEnv
 from phylorl.phylo.simulate import simulate_dataset
-from phylorl.records.format import PackedRecords
 from phylorl.records.codec import encode_observation
+from phylorl.records.collate import collate_states
+from phylorl.records.format import PackedRecords
+from phylorl.records.moves import all_finite
 from phylorl.records.reader import array_header, observation_header
 
 

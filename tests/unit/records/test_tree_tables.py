@@ -2,8 +2,8 @@
 
 import numpy as np
 
-from phylorl.records.reader import tree_tables, tree_tables_into
 from phylorl.phylo import random_tree
+from phylorl.records.reader import tree_tables, tree_tables_into
 
 
 def _arrays(n_taxa: int, seed: int) -> tuple[np.ndarray, np.ndarray]:

@@ -7,8 +7,14 @@ import json
 import numpy as np
 import pytest
 
-from phylorl.phylo import (LikelihoodEngine, load_alignment, parse_model, random_tree, read_newick,
-                           write_newick)
+from phylorl.phylo import (
+    LikelihoodEngine,
+    load_alignment,
+    parse_model,
+    random_tree,
+    read_newick,
+    write_newick,
+)
 from phylorl.phylo.alignment import Alignment
 from phylorl.phylo.simulate import dataset_rng, simulate_dataset
 from phylorl.phylo.splits import splits
