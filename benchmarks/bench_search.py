@@ -1,4 +1,4 @@
-"""Classical search against IQ-TREE, run in the same invocation: log-likelihood and seconds.
+"""The classical SPR hill-climb against IQ-TREE, run in the same invocation: log-likelihood and seconds.
 
 For every alignment and model: the alignment is prepared (NJ tree, model parameters on it; not timed),
 IQ-TREE's default ML search runs under the same fixed model string with one thread (its tree re-scored
@@ -10,7 +10,7 @@ alignment's distinct sequences: see ``run_search(distinct=...)``). Summary per m
 IQ-TREE's. Prints one JSON line; progress on stderr.
 
     python benchmarks/bench_search.py [--alignments PATH ...] [--models JC,GTR+F+G4]
-                                      [--methods hillclimb,fastclimb,fastclimb:8,lazyclimb,lazyclimb:4]
+                                      [--methods hillclimb,hillclimb:4]
                                       [--start nj|random] [--starts 1]
 
 A method ``NAME:R`` runs ``NAME`` with R perturb-and-climb restarts (seed 0). Default alignments: DS1–DS4.
@@ -44,7 +44,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--alignments", nargs="+", default=[str(DS / f"DS{i}.fasta") for i in range(1, 5)])
     p.add_argument("--models", default="JC,GTR+F+G4")
-    p.add_argument("--methods", default="hillclimb,fastclimb,fastclimb:8,lazyclimb,lazyclimb:4")
+    p.add_argument("--methods", default="hillclimb,hillclimb:4")
     p.add_argument("--start", choices=("nj", "random"), default="nj")
     p.add_argument("--starts", type=int, default=1, help="random starts per alignment (--start random)")
     args = p.parse_args()

@@ -7,7 +7,7 @@ in their cache):
 * ``import_<name>_s``: ``python3 -c "import <module>"`` for the modules every environment process (actors, search,
   eval workers), the actor service and the agent's processes (search and eval with ``--policy agent``, the learner)
   import first; ``python_s``: ``python3 -c pass``, the interpreter alone, for reference;
-* ``search_s``: ``phylorl search --policy lazyclimb`` on one 7-taxon alignment of the corpus (its preparation
+* ``search_s``: ``phylorl search --policy hillclimb`` on one 7-taxon alignment of the corpus (its preparation
   cached by a first run that is not counted): start-up, reading, the search and the answer;
 * ``search_agent_s``: the same with ``--policy agent`` (the shipped agent: torch and the network's start too);
 * ``first_move_s``: ``phylorl search --policy agent --polish`` on ``examples/DS1.fasta`` (27 taxa) with an empty
@@ -71,8 +71,8 @@ def main() -> None:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
     with tempfile.TemporaryDirectory(prefix="bench_startup_") as cache:
         search = [sys.executable, "-m", "phylorl.cli", "search", "--alignments", args.alignment, "--policy",
-                  "lazyclimb", "--cache-dir", cache, "--json"]
-        policy = search.index("lazyclimb")
+                  "hillclimb", "--cache-dir", cache, "--json"]
+        policy = search.index("hillclimb")
         commands = {"python_s": [sys.executable, "-c", "pass"], "search_s": search,
                     "search_agent_s": [*search[:policy], "agent", *search[policy + 1:]]}
         commands.update({f"import_{name}_s": [sys.executable, "-c", f"import {module}"]

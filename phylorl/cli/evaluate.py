@@ -4,7 +4,7 @@ Every alignment is prepared as ``phylorl search`` does (NJ tree, model parameter
 in --cache-dir). From K seeded random start trees, or the NJ tree (``--start nj``), the same for every method,
 each method searches, and its answer is the best tree it saw: ``agent`` (the network, greedy, S moves; default S = 2n for n taxa),
 ``agent+polish`` (hill-climbing from the agent's tree), ``random`` (S random moves), ``greedy`` (the best
-move while one improves, at most S), ``hillclimb`` (to a local optimum), ``fastclimb`` (the same, parsimony-ranked moves scored first), ``lazyclimb`` (the same, moves ranked by lazy SPR scores), ``ml`` (the maximum-likelihood search of ``phylorl
+move while one improves, at most S), ``hillclimb`` (to a local optimum), ``ml`` (the maximum-likelihood search of ``phylorl
 search``, the start tree as its first start) and ``iqtree`` (IQ-TREE's ML
 search under the same fixed model, once per alignment, re-scored by our engine: the reference).
 

@@ -26,8 +26,8 @@ import numpy as np
 from phylorl.cli.common import add_alignments, add_rescore, rescore_value, single_alignment
 
 HELP = "search tree space for an alignment with a policy"
-POLICIES = ("ml", "random", "greedy", "hillclimb", "fastclimb", "lazyclimb", "nniclimb", "agent")
-CLIMBS = ("hillclimb", "fastclimb", "lazyclimb", "nniclimb")
+POLICIES = ("ml", "random", "greedy", "hillclimb", "agent")
+CLIMBS = ("hillclimb",)
 
 
 def default_cache_dir() -> Path:
@@ -40,7 +40,7 @@ def add_arguments(p) -> None:
     p.add_argument("--model", default="GTR+F+G4", help="model string; free parameters are estimated on the NJ tree")
     p.add_argument("--policy", default="ml", choices=POLICIES,
                    help="ml: the maximum-likelihood search for alignments of any size (default); agent: a trained "
-                        "network; the others: classical climbs and baselines")
+                        "network; hillclimb: the classical SPR hill-climb; random, greedy: baselines")
     p.add_argument("--checkpoint",
                    help="learner checkpoint file or run directory for --policy agent (default: models/agent.pt)")
     p.add_argument("--tabu", type=int, default=None, metavar="K",
@@ -65,8 +65,7 @@ def add_arguments(p) -> None:
     p.add_argument("--steps", type=int, help="most moves (default: 2n for n taxa; the climbs: until a local optimum)")
     p.add_argument("--radius", type=int, help="largest SPR radius (default: all moves)")
     p.add_argument("--restarts", type=int, default=0,
-                   help="hillclimb, fastclimb, lazyclimb, nniclimb: perturb-and-climb rounds after the first climb (iterated "
-                        "local search; lazyclimb with 8 reached IQ-TREE's log-likelihood on DS1-DS4)")
+                   help="hillclimb: perturb-and-climb rounds after the first climb (iterated local search)")
     p.add_argument("--keep-identical", action="store_true",
                    help="the climbs (and --polish without an agent): search every taxon (default: identical sequences "
                         "are searched once and put back at the end, each on a cherry with its twin, as IQ-TREE does)")
@@ -97,7 +96,7 @@ def run(args) -> int:
     if args.steps is not None and args.steps < 1:
         raise CliError(f"--steps must be >= 1, got {args.steps}")
     if args.restarts and args.policy not in CLIMBS:
-        raise CliError("--restarts applies to --policy hillclimb, fastclimb, lazyclimb or nniclimb only")
+        raise CliError("--restarts applies to --policy hillclimb only")
     if args.restarts < 0:
         raise CliError(f"--restarts must be >= 0, got {args.restarts}")
     if args.radius is not None and args.radius < 1:

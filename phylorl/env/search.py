@@ -8,29 +8,17 @@ plus local branch-length optimisation) and their results are comparable.
                ``steps`` steps; stops early when no move raises the log-likelihood.
 ``hillclimb``  greedy until no move improves, then full branch-length optimisation; repeats while
                that full optimisation changes the log-likelihood (the classical SPR hill-climb).
-               The guided climbs below then also optimise every branch of the few best moves and go on
-               from the best if it improves (``ThoroughEscape.escape``).
+               A guided climb (the agent's polish) also optimises every branch of the few best moves and
+               goes on from the best if it improves (``ThoroughEscape.escape``).
                With ``restarts > 0`` it then perturbs the best tree so far with a few random short
                SPR moves and climbs again, keeping the best (iterated local search, as IQ-TREE
                escapes local optima by perturbation).
-``fastclimb``  the same climb, each step scoring first the moves that raise parsimony least
-               (:class:`ParsimonyClimb`: the Fitch length change of every move, one compiled pass)
-               and the rest only when none of those improves, so it still stops only at a true SPR
-               local optimum. With ``restarts`` its perturb-and-climb rounds stop when none of the top
-               moves improves, and one certified climb from the best tree ends the search
-               (:func:`ranked_climb_with_restarts`).
-``lazyclimb``  the same climb, each step ranking the moves by their lazy SPR scores (the three branches at
-               the regraft point optimised, many moves in one compiled pass: :class:`LazyClimb`) and
-               evaluating fully only the few best; with ``restarts`` as ``fastclimb``.
-``nniclimb``   ``lazyclimb`` that starts with NNI rounds (:func:`~phylorl.env.nni.nni_round`: the independent
-               improving NNIs applied at once) until none improves; with ``restarts`` the same search as
-               ``lazyclimb``'s (NNI rounds in its cheap perturb-and-climb rounds cost 14–36% more time for
-               the same trees on ``train/``).
 ``agent``      a trained Q-network (see :class:`phylorl.agent.policy.AgentPolicy`), for ``steps`` steps.
 
 The climbs search an alignment's distinct sequences and put identical ones back at the end
 (``run_search(distinct=True)``, :mod:`phylorl.env.reduced`), and stop where a move comes back to a topology
-the climb has left without beating it by :data:`RETURN_GAIN`.
+the climb has left without beating it by :data:`RETURN_GAIN`. The maximum-likelihood search for alignments of
+any size is :func:`phylorl.search.search` (lazy SPR rounds, no environment).
 """
 
 from __future__ import annotations
@@ -47,8 +35,7 @@ from phylorl.phylo import Tree, apply_spr, enumerate_moves
 from phylorl.phylo.duplicates import restore_tree
 from phylorl.phylo.topology_key import topology_key
 
-from .climbs import IMPROVEMENT_EPS, LazyClimb, ParsimonyClimb, RankedClimb
-from .nni import nni_round
+from .climbs import IMPROVEMENT_EPS, RankedClimb
 from .reduced import without_duplicates
 from .tree_env import TreeEnv
 
@@ -76,15 +63,11 @@ class GreedyPolicy:
         return best if values[best] > env.loglik + IMPROVEMENT_EPS else None
 
 
-CLIMBS = ("hillclimb", "fastclimb", "lazyclimb", "nniclimb")
+CLIMBS = ("hillclimb",)
 """The policy names that climb to a local optimum (no move limit needed; ``restarts`` apply)."""
 
-LAZY_CLIMBS = ("lazyclimb", "nniclimb")
-"""The climbs ranked by lazy SPR scores (:class:`LazyClimb`)."""
-
 PERTURBATION = (4, 2)
-"""A perturb-and-climb round's perturbation: this many random SPR moves of at most this radius (``lazyclimb``
-has its own, ``LazyClimb.perturbation``)."""
+"""A perturb-and-climb round's perturbation: this many random SPR moves of at most this radius."""
 
 RETURN_GAIN = 1e-3
 """A climb that moves back to a topology it has left must beat that topology's log-likelihood by this much,
@@ -154,7 +137,7 @@ class SearchResult:
     trajectory: list[float] = field(default_factory=list)
     best_tree: Tree | None = None
     lazy_scores: int = 0
-    """Moves scored by lazy SPR (:class:`LazyClimb`; not counted in ``evaluations``)."""
+    """Moves scored by lazy SPR (the polish; not counted in ``evaluations``)."""
 
 
 def run_search(env: TreeEnv, policy: str | Policy, *, steps: int | None, rng: np.random.Generator | None = None,
@@ -165,14 +148,12 @@ def run_search(env: TreeEnv, policy: str | Policy, *, steps: int | None, rng: np
 
     Args:
         env: a reset environment (its horizon is ignored: the search decides when to stop).
-        policy: ``"random"``, ``"greedy"``, ``"hillclimb"``, ``"fastclimb"``, ``"lazyclimb"``, ``"nniclimb"`` or a
-            :class:`Policy`.
+        policy: ``"random"``, ``"greedy"``, ``"hillclimb"`` or a :class:`Policy`.
         steps: most moves to make; ``None`` only for the climbs (until a local optimum).
         rng: random generator for the random policy and the perturbations (default: unseeded).
         on_step: called with ``(step, loglik)`` after every move (progress display).
         restarts: hill-climbing only: perturb-and-climb rounds after the first climb.
-        perturbation_moves: random SPR moves of a perturbation (default: :data:`PERTURBATION`, or
-            ``LazyClimb.perturbation`` for ``lazyclimb``).
+        perturbation_moves: random SPR moves of a perturbation (default: :data:`PERTURBATION`).
         perturbation_radius: largest radius of those moves (default as ``perturbation_moves``).
         finish: at the end, optimise every branch length of the best tree seen (Newton rounds until
             the log-likelihood settles, as hill-climbing ends) and answer with that tree. Moves only
@@ -201,27 +182,15 @@ def run_search(env: TreeEnv, policy: str | Policy, *, steps: int | None, rng: np
                                     perturbation_radius=perturbation_radius, finish=finish, rescore=rescore)
     hill = policy in CLIMBS or getattr(policy, "climbs", False)
     rng = rng if rng is not None else np.random.default_rng()
-    default = LazyClimb.perturbation if policy in LAZY_CLIMBS else PERTURBATION
-    perturbation = (default[0] if perturbation_moves is None else perturbation_moves,
-                    default[1] if perturbation_radius is None else perturbation_radius)
-    if policy in ("fastclimb", *LAZY_CLIMBS) and restarts:  # rounds stop at the top moves' optimum; the last
-        make = ParsimonyClimb if policy == "fastclimb" else LazyClimb.with_rounds  # climb is certified
-        return ranked_climb_with_restarts(env, lambda certify: make(certify=certify), restarts, rng, on_step,
-                                          perturbation)
+    perturbation = (PERTURBATION[0] if perturbation_moves is None else perturbation_moves,
+                    PERTURBATION[1] if perturbation_radius is None else perturbation_radius)
     if isinstance(policy, str):
         if policy == "random":
             policy = RandomPolicy(rng)
         elif policy in ("greedy", "hillclimb"):
             policy = GreedyPolicy()
-        elif policy == "fastclimb":
-            policy = ParsimonyClimb()
-        elif policy == "lazyclimb":
-            policy = LazyClimb(radius="auto")
-        elif policy == "nniclimb":
-            policy = LazyClimb(radius="auto", nni=True)
         else:
-            raise ValueError(f"unknown policy {policy!r}: expected random, greedy, hillclimb, fastclimb, lazyclimb, "
-                             "nniclimb or a Policy")
+            raise ValueError(f"unknown policy {policy!r}: expected random, greedy, hillclimb or a Policy")
     if steps is None and not hill:
         raise ValueError("steps is required for every policy but hillclimb")
     if restarts and not hill:
@@ -258,8 +227,6 @@ def run_search(env: TreeEnv, policy: str | Policy, *, steps: int | None, rng: np
         if round_:
             env.reset(env.alignments.index(env.current), _perturbed(best_tree, *perturbation, rng))
             note_best()
-        while getattr(policy, "nni", False) and done < limit and nni_round(env):  # NNI rounds first
-            record()
         visited = {topology_key(env.tree): env.loglik}  # this climb's topologies: the best log-likelihood of each
         while done < limit:
             action = policy.choose(env)

@@ -1,6 +1,6 @@
 """Run every search method from the same seeded start trees and score them against IQ-TREE.
 
-Start tree ``k`` of an alignment is the one ``TreeEnv([entry], EnvConfig(start="random"), seed=seed + k)``
+Start tree ``k`` of an alignment is the one ``TreeEnv([entry], env_config, seed=seed + k)`` (random by default)
 draws on ``reset(0)`` (branch lengths optimised), as :func:`phylorl.agent.policy.evaluate_episodes`
 does, so every method starts from the same trees. Each method's answer is the best tree it saw.
 
@@ -14,12 +14,6 @@ does, so every method starts from the same trees. Each method's answer is the be
 ``random``        ``steps`` uniform random moves.
 ``greedy``        the best move while one improves, at most ``steps`` moves.
 ``hillclimb``     greedy to a local optimum with full branch optimisation, no move limit.
-``fastclimb``     the same climb scoring first the moves that raise parsimony least (the others only
-                  when none of those improves): :class:`~phylorl.env.search.ParsimonyClimb`.
-``lazyclimb``     the same climb ranking the moves by their lazy SPR scores (the branches at the regraft
-                  point optimised, one compiled pass) and evaluating fully only the few best:
-                  :class:`~phylorl.env.search.LazyClimb`.
-``nniclimb``      ``lazyclimb`` starting with NNI rounds (the independent improving NNIs applied at once).
 ``iqtree``        IQ-TREE's ML search, once per alignment (needs an :class:`IqtreeRunner`).
 """
 
@@ -256,7 +250,7 @@ def _one_start(entry, k, job: _Job, steps, reference, progress) -> list[StartRes
                                 rescore=rescore)
         elif method == "greedy":
             result = run_search(env(), "greedy", steps=steps, finish=True, rescore=rescore)
-        else:  # hillclimb, fastclimb, lazyclimb, nniclimb
+        else:  # hillclimb
             result = run_search(env(), method, steps=None)
         out.append(_row(entry, k, method, result.start_loglik, result.best_loglik, result.best_tree, reference,
                         result.evaluations, result.steps, result.seconds,

@@ -19,10 +19,10 @@ MIN_GAIN = 1.0
 TOLERANCE = 0.1
 """A method is "at IQ-TREE" from a start when it ends at least ``IQ-TREE − TOLERANCE``."""
 
-METHODS = ("agent", "agent+polish", "ml", "random", "greedy", "hillclimb", "fastclimb", "lazyclimb", "nniclimb", "iqtree")
+METHODS = ("agent", "agent+polish", "ml", "random", "greedy", "hillclimb", "iqtree")
 """Every method :func:`phylorl.evaluation.methods.evaluate_methods` knows, in report order."""
-DEFAULT_METHODS = tuple(m for m in METHODS if m != "nniclimb")
-"""The methods run when none are named (``nniclimb`` on request: a variant of ``lazyclimb``)."""
+DEFAULT_METHODS = METHODS
+"""The methods run when none are named."""
 AGENT_METHODS = ("agent", "agent+polish")
 """The methods that need a policy."""
 

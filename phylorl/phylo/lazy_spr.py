@@ -49,16 +49,6 @@ class LazyWork(NamedTuple):
 
 
 @njit(cache=True, nogil=True)
-def ensure_all(n_edges, neighbors, node_edges, edges, n_leaves, tip_codes, pmat, tip_pmat, clv, scale, valid, stack):
-    """Make every directed partial of the tree valid; returns the number recomputed."""
-    n = 0
-    for d in range(2 * n_edges):
-        n += kn.ensure_valid(d, neighbors, node_edges, edges, n_leaves, tip_codes, pmat, tip_pmat, clv, scale,
-                             valid, stack)
-    return n
-
-
-@njit(cache=True, nogil=True)
 def _mark_paths(moves, i, j, neighbors, n_leaves, p, s, need, seen, up, queue, stamp):
     """Stamp in ``need`` every node on the paths from ``p`` (not through ``s``) to the near ends ``x`` of the
     regraft edges of moves ``i..j``: the only nodes whose partial toward ``p`` the walk must build. Ends not
