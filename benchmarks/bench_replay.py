@@ -28,6 +28,9 @@ actors record them, the default; ``basic``: random trees and one SPR neighbour e
                           ``sample_to_device_per_tensor_per_s`` (each tensor pinned and copied on its own) and
                           ``sample_to_device_host_expanded_per_s`` (every move written on the host, then copied);
 * ``encode_us`` / ``decode_us`` one transition through :mod:`phylorl.records.codec`, on one core;
+* ``actor_encode_us`` what an actor encodes a step (the next state's inference request and the transition record),
+                          ``whole``: each record encoded whole; ``sections``: each state encoded once, as the
+                          actor does (:class:`phylorl.records.codec.StateSections`);
 * ``cpu_us_per_insert`` / ``cpu_us_per_sample`` CPU time (user + system) the replay service, Redis
                           and this client spent per transition: on a shared or small machine the
                           throughput is bounded by the cores left, and these show where time goes.
@@ -66,7 +69,7 @@ sys.path.insert(0, str(REPO))
 
 from common import episode_transitions  # noqa: E402
 
-from phylorl.records.codec import decode_transition, encode_transition  # noqa: E402
+from phylorl.records.codec import decode_transition, encode_observation, encode_transition  # noqa: E402
 from phylorl.types import Transition  # noqa: E402
 from services.common.memory import KEEP_MB, keep_freed_memory  # noqa: E402
 from services.launcher.supervisor import free_port  # noqa: E402
@@ -94,6 +97,22 @@ def realistic_transitions(count: int, n_taxa: int, seed: int) -> tuple[list[Tran
         next_obs, _ = observe(spr_neighbor(tree, moves[action]))
         out.append(Transition(obs, action, float(rng.normal(0, 0.01)), next_obs, False, bool(rng.random() < 0.05)))
     return out, "real trees (phylorl.phylo random_tree + enumerate_moves)"
+
+
+def actor_encoder():
+    """One step's encoding as an actor does it: the next state's request record and the transition record, each
+    state's section encoded once (a fresh :class:`StateSections` for each timed pass, so every pass pays the same)."""
+    from phylorl.records.codec import StateSections
+
+    state = {"sections": None, "first": None}
+
+    def encode(t):
+        if state["first"] is None or t is state["first"]:
+            state["sections"], state["first"] = StateSections(64), t
+        sections = state["sections"]
+        return encode_observation(t.next_obs, sections(t.next_obs)), encode_transition(t, sections(t.obs),
+                                                                                        sections(t.next_obs))
+    return encode
 
 
 def per_item_us(fn, items, repeats: int) -> float:
@@ -245,6 +264,10 @@ def main() -> None:
     transitions, source = make(args.pool, args.taxa, seed=0)
     records = [encode_transition(t) for t in transitions]
     encode_us = per_item_us(encode_transition, transitions[:64], args.repeats)
+    steps = transitions[:64]  # consecutive steps of random walks: each next state is the next transition's state
+    actor_encode_us = {
+        "whole": per_item_us(lambda t: (encode_observation(t.next_obs), encode_transition(t)), steps, args.repeats),
+        "sections": per_item_us(actor_encoder(), steps, args.repeats)}
     decode_us = per_item_us(decode_transition, records[:64], args.repeats)
 
     binary = shutil.which("redis-server")
@@ -331,6 +354,7 @@ def main() -> None:
         "transitions": source, "n_taxa": args.taxa, "n_moves": int(transitions[0].obs.n_actions),
         "record_bytes": int(np.median([len(r) for r in records])),
         "encode_us": round(encode_us, 1), "decode_us": round(decode_us, 1),
+        "actor_encode_us": {k: round(v, 1) for k, v in actor_encode_us.items()},
         "batch_size": args.batch_size, "repeats": args.repeats, "malloc_keep_mb": KEEP_MB,
         "by_clients": by_clients, **to_batch, "batch_threads": args.batch_threads,
         "redis_get_direct_per_s": round(statistics.median(direct_runs)),

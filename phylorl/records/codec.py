@@ -10,6 +10,7 @@ decode records this way: :mod:`phylorl.records.collate` writes the network's inp
 from __future__ import annotations
 
 import struct
+from collections import OrderedDict
 
 import numpy as np
 
@@ -36,8 +37,9 @@ from .format import (
 )
 
 
-def encode_transition(transition: Transition) -> bytes:
-    """One transition record (with the taken row, and the labels when there are some)."""
+def encode_transition(transition: Transition, state: bytes | None = None, next_state: bytes | None = None) -> bytes:
+    """One transition record (with the taken row, and the labels when there are some). ``state`` and
+    ``next_state``: the two states' sections as :func:`encode_state` gave them, when the caller has them already."""
     obs, action, labels = transition.obs, int(transition.action), transition.next_labels
     if not 0 <= action < obs.n_actions:
         raise ValueError(f"action {action} is not one of the state's {obs.n_actions} moves")
@@ -50,8 +52,8 @@ def encode_transition(transition: Transition) -> bytes:
              | (LABELLED if labels is not None else 0) | TAKEN)
     parts = [HEADER.pack(MAGIC, VERSION, flags, action, float(transition.reward), float(transition.discount),
                          int(transition.policy_version))]
-    _encode_state(obs, parts)
-    _encode_state(transition.next_obs, parts)
+    parts += [encode_state(obs) if state is None else state,
+              encode_state(transition.next_obs) if next_state is None else next_state]
     nodes, meta = taken_row(obs, action)
     encode_row(nodes, "taken move", parts)
     encode_row(meta, "taken move's features", parts)
@@ -60,14 +62,16 @@ def encode_transition(transition: Transition) -> bytes:
     return b"".join(parts)
 
 
-def encode_observation(obs: Observation) -> bytes:
-    """One observation record: an inference request's state."""
-    parts = [OBSERVATION_HEADER.pack(OBSERVATION_MAGIC, VERSION)]
-    _encode_state(obs, parts)
-    return b"".join(parts)
+def encode_observation(obs: Observation, state: bytes | None = None) -> bytes:
+    """One observation record: an inference request's state (``state``: its section from :func:`encode_state`,
+    when the caller has it already)."""
+    return OBSERVATION_HEADER.pack(OBSERVATION_MAGIC, VERSION) + (encode_state(obs) if state is None else state)
 
 
-def _encode_state(obs: Observation, parts: list[bytes]) -> None:
+def encode_state(obs: Observation) -> bytes:
+    """A state's section of a record: the same bytes in an observation record and in either place of a transition
+    record, so one encoding can serve all three."""
+    parts: list[bytes] = []
     rich = obs.rich
     flags = (DEDUPE if obs.dedupe else 0) | LEAF_FEATURES
     parts += [FORM.pack(TREE_FORM if rich is None else RICH_FORM), TREE.pack(obs.n_leaves, obs.radius, flags)]
@@ -78,6 +82,34 @@ def _encode_state(obs: Observation, parts: list[bytes]) -> None:
         encode_ranked(np.asarray(rich.deltas, np.float32), "parsimony changes", parts)
         encode_array(np.array([rich.parsimony_length]), "parsimony length", parts)
         encode_array(np.asarray(rich.support, np.float32), "support", parts)
+    return b"".join(parts)
+
+
+class StateSections:
+    """The state sections (:func:`encode_state`) of the observations a producer still holds, so that a state is
+    encoded once for its inference request and again for neither of its two places in transition records. Keyed by
+    the observation object (observations are not changed once made); each entry holds its observation, so no other
+    object can take its id while it is kept; the oldest of more than ``capacity`` are dropped."""
+
+    def __init__(self, capacity: int):
+        if capacity < 1:
+            raise ValueError(f"capacity must be >= 1, got {capacity}")
+        self.capacity = capacity
+        self._items: OrderedDict[int, tuple[Observation, bytes]] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __call__(self, obs: Observation) -> bytes:
+        item = self._items.get(id(obs))
+        if item is not None and item[0] is obs:
+            self._items.move_to_end(id(obs))
+            return item[1]
+        section = encode_state(obs)
+        self._items[id(obs)] = (obs, section)
+        if len(self._items) > self.capacity:
+            self._items.popitem(last=False)
+        return section
 
 
 def taken_row(obs: Observation, action: int) -> tuple[np.ndarray, np.ndarray]:

@@ -29,7 +29,7 @@ import numpy as np
 
 from phylorl.agent.collector import Collector
 from phylorl.env.vec_env import VecTreeEnv
-from phylorl.records.codec import encode_observation, encode_transition
+from phylorl.records.codec import StateSections, encode_observation, encode_transition
 from phylorl.types import Transition
 from phylorl.wire import codec
 from phylorl.wire.v1 import inference_pb2, inference_pb2_grpc
@@ -65,6 +65,8 @@ class Actor:
                  stop: threading.Event):
         self.config = config
         self.envs = envs
+        # every live observation's state section, encoded once for its request and its two transition records
+        self.sections = StateSections((config.n_step + 2) * len(envs) + 8)
         self.stub = inference_pb2_grpc.InferenceServiceStub(inference_channel)
         self.replay = replay_client
         self.stop = stop
@@ -95,7 +97,7 @@ class Actor:
 
     def _request(self, observations) -> inference_pb2.ActRequest:
         request = inference_pb2.ActRequest(actor_id=self.actor_id, greedy=self.config.greedy)
-        codec.pack_records([encode_observation(obs) for obs in observations], request.states)
+        codec.pack_records([encode_observation(obs, self.sections(obs)) for obs in observations], request.states)
         return request
 
     def _receive(self, request, calls) -> inference_pb2.ActResponse | None:
@@ -177,7 +179,8 @@ class Actor:
         self._outbox_metrics()
 
     def _enqueue(self, transition: Transition, priority: float) -> None:
-        self.outbox.append(encode_transition(transition), priority)
+        self.outbox.append(encode_transition(transition, self.sections(transition.obs),
+                                             self.sections(transition.next_obs)), priority)
         metrics.TRANSITIONS_PRODUCED.inc()
         self._outbox_metrics()
 

@@ -191,3 +191,35 @@ def test_a_row_is_stored_as_any_array_is(row):
     assert b"".join(fast) == b"".join(general)
     back, _ = decode_array(memoryview(b"".join(fast)), 0)
     assert back.tobytes() == np.ascontiguousarray(row).astype(back.dtype).tobytes()
+
+
+def test_state_sections_encode_each_observation_once_and_give_the_same_records():
+    """A producer's state sections: the same bytes as encoding each record whole, one encoding per observation
+    object, the oldest dropped beyond the capacity; an observation is not changed by the steps after it (the
+    sections of an episode's states read the same after the episode as when each was made)."""
+    from phylorl.records.codec import StateSections, encode_state
+
+    alignment = simulate_dataset(9, 300, np.random.default_rng(4)).alignment
+    env = TreeEnv([EnvAlignment.build(alignment, prepare_alignment(alignment, "GTR+F+G4"), "sim")],
+                  EnvConfig(horizon=20), seed=2)
+    obs, _ = env.reset()
+    rng = np.random.default_rng(0)
+    observations, made, transitions = [obs], [encode_state(obs)], []
+    for _ in range(6):
+        action = int(rng.integers(obs.n_actions))
+        nxt, reward, terminal, truncated, _ = env.step(action)
+        transitions.append(Transition(obs, action, reward, nxt, terminal, truncated, 0.99, policy_version=1))
+        observations.append(nxt)
+        made.append(encode_state(nxt))
+        obs = nxt
+    assert [encode_state(o) for o in observations] == made  # unchanged by the later steps
+    sections = StateSections(capacity=3)
+    for t in transitions:
+        assert encode_observation(t.next_obs, sections(t.next_obs)) == encode_observation(t.next_obs)
+        assert encode_transition(t, sections(t.obs), sections(t.next_obs)) == encode_transition(t)
+    assert len(sections) == 3
+    kept = sections(observations[-1])
+    assert sections(observations[-1]) is kept  # encoded once
+    assert sections(observations[0]) is not made[0] and sections(observations[0]) == made[0]  # dropped, made again
+    with pytest.raises(ValueError, match="capacity"):
+        StateSections(0)
