@@ -145,10 +145,17 @@ def _other_slots(neighbors, v, skip):
 def directional_sets(neighbors, n_leaves, planes):
     """``down[v, k]``: Fitch sets (bit planes ``[4, W]``) of the subtree on ``neighbors[v, k]``'s side of that
     edge. ``planes`` from :func:`bit_planes`. Leaves' slots 1 and 2 stay zero."""
-    n_nodes = neighbors.shape[0]
-    down = np.zeros((n_nodes, 3, 4, planes.shape[2]), np.uint64)
-    order, parent = _breadth_first(neighbors, n_leaves, -1)
-    for i in range(n_nodes - 1, 0, -1):  # subtrees below each node, seen from its parent
+    down = np.zeros((neighbors.shape[0], 3, 4, planes.shape[2]), np.uint64)
+    directional_into(neighbors, n_leaves, n_leaves, planes, down)
+    return down
+
+
+@njit(cache=True, nogil=True)
+def directional_into(neighbors, n_leaves, root, planes, down):
+    """Write :func:`directional_sets` into ``down`` for the tree reachable from the internal node ``root`` (a tree
+    being built may leave nodes out: their rows are not written); every slot of a node reached, a leaf's too."""
+    order, parent = _breadth_first(neighbors, root, -1)
+    for i in range(len(order) - 1, 0, -1):  # subtrees below each node, seen from its parent
         u = order[i]
         pu = parent[u]
         k = slot_of(neighbors, pu, u)
@@ -157,15 +164,11 @@ def directional_sets(neighbors, n_leaves, planes):
         else:
             j1, j2 = _other_slots(neighbors, u, pu)
             _fitch_into(down[pu, k], down[u, j1], down[u, j2])
-    for i in range(1, n_nodes):  # the rest of the tree, seen from each internal node
+    for i in range(1, len(order)):  # the rest of the tree, seen from each node
         u = order[i]
-        if u < n_leaves:
-            continue
         pu = parent[u]
-        j = slot_of(neighbors, u, pu)
         m1, m2 = _other_slots(neighbors, pu, u)
-        _fitch_into(down[u, j], down[pu, m1], down[pu, m2])
-    return down
+        _fitch_into(down[u, slot_of(neighbors, u, pu)], down[pu, m1], down[pu, m2])
 
 
 @njit(cache=True, nogil=True)
@@ -181,47 +184,64 @@ def _misses(a, b, s, classes):
 
 
 @njit(cache=True, nogil=True)
+def regraft_deltas(neighbors, n_leaves, down, classes, p, ks, radius, out, near, stack, parent, depth, visited):
+    """The length change of moving the subtree ``neighbors[p, ks]`` onto each edge ``(x, y)`` of the remaining tree
+    with ``d(p, x) <= radius`` (``radius < 0``: every edge), into ``out[y]``; afterwards ``x`` is ``parent[y]``.
+    Returns the number of regrafts, their ``y`` in ``visited[:count]`` in the walk's order (depth first from the
+    joined edge). ``near`` (``[nodes, 4, W]``: the near-side set of the remaining tree across the edge into each
+    node), ``stack`` and ``depth``: scratch."""
+    s_set = down[p, ks]
+    ka, kb = (ks + 1) % 3, (ks + 2) % 3
+    base = _misses(down[p, ka], down[p, kb], s_set, classes)
+    count = 0
+    for side in range(2):
+        ki, ko = (ka, kb) if side == 0 else (kb, ka)
+        a = neighbors[p, ki]
+        if a < n_leaves:
+            continue
+        other = down[p, ko]  # the joined edge's far side, seen from a
+        j1, j2 = _other_slots(neighbors, a, p)
+        top = 0
+        for j, jo in ((j1, j2), (j2, j1)):
+            c = neighbors[a, j]
+            _fitch_into(near[c], other, down[a, jo])
+            out[c] = _misses(near[c], down[a, j], s_set, classes) - base
+            parent[c], depth[c], visited[count] = a, 2, c
+            count += 1
+            if c >= n_leaves and (radius < 0 or radius > 1):
+                stack[top] = c
+                top += 1
+        while top > 0:
+            top -= 1
+            x = stack[top]
+            i1, i2 = _other_slots(neighbors, x, parent[x])
+            for j, jo in ((i1, i2), (i2, i1)):
+                y = neighbors[x, j]
+                _fitch_into(near[y], near[x], down[x, jo])
+                out[y] = _misses(near[y], down[x, j], s_set, classes) - base
+                parent[y], depth[y], visited[count] = x, depth[x] + 1, y
+                count += 1
+                if y >= n_leaves and (radius < 0 or depth[x] < radius):
+                    stack[top] = y
+                    top += 1
+    return count
+
+
+@njit(cache=True, nogil=True)
 def _prune_table(neighbors, n_leaves, down, classes):
     """``table[p, k, y]``: length change of moving the subtree ``neighbors[p, k]`` onto the edge
     ``(x, y)`` of the remaining tree, ``x`` the end nearer the joined edge (NaN where no such move)."""
     n_nodes = neighbors.shape[0]
     table = np.full((n_nodes, 3, n_nodes), np.nan)
-    near = np.empty((n_nodes, 4, down.shape[3]), np.uint64)  # near-side set of R across the edge into each node
+    near = np.empty((n_nodes, 4, down.shape[3]), np.uint64)
     stack = np.empty(n_nodes, np.int64)
     parent = np.empty(n_nodes, np.int64)
+    depth = np.empty(n_nodes, np.int64)
+    visited = np.empty(n_nodes, np.int64)
     for p in range(n_leaves, n_nodes):
         for ks in range(3):
-            s_set = down[p, ks]
-            ka, kb = (ks + 1) % 3, (ks + 2) % 3
-            base = _misses(down[p, ka], down[p, kb], s_set, classes)
-            for side in range(2):
-                ki, ko = (ka, kb) if side == 0 else (kb, ka)
-                a = neighbors[p, ki]
-                if a < n_leaves:
-                    continue
-                other = down[p, ko]  # the joined edge's far side, seen from a
-                j1, j2 = _other_slots(neighbors, a, p)
-                top = 0
-                for j, jo in ((j1, j2), (j2, j1)):
-                    c = neighbors[a, j]
-                    _fitch_into(near[c], other, down[a, jo])
-                    table[p, ks, c] = _misses(near[c], down[a, j], s_set, classes) - base
-                    if c >= n_leaves:
-                        parent[c] = a
-                        stack[top] = c
-                        top += 1
-                while top > 0:
-                    top -= 1
-                    x = stack[top]
-                    i1, i2 = _other_slots(neighbors, x, parent[x])
-                    for j, jo in ((i1, i2), (i2, i1)):
-                        y = neighbors[x, j]
-                        _fitch_into(near[y], near[x], down[x, jo])
-                        table[p, ks, y] = _misses(near[y], down[x, j], s_set, classes) - base
-                        if y >= n_leaves:
-                            parent[y] = x
-                            stack[top] = y
-                            top += 1
+            regraft_deltas(neighbors, n_leaves, down, classes, p, ks, -1, table[p, ks], near, stack, parent, depth,
+                           visited)
     return table
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .parsimony import _fitch_into, _misses, _other_slots, _unions, bit_planes, parsimony_tips
+from .parsimony import _misses, _unions, bit_planes, directional_into, parsimony_tips, regraft_deltas
 from .spr import _apply_spr, slot_of
 from .starts import MIN_BRANCH_LENGTH
 from .tree import Tree, taxon_names
@@ -38,42 +38,6 @@ def _link(neighbors, node_edges, edges, e, u, v):
 
 
 @njit(cache=True, nogil=True)
-def _directional(neighbors, n_leaves, root, planes, down, order, parent):
-    """Fill ``down[v, k]`` (the Fitch set of the subtree on ``neighbors[v, k]``'s side; a leaf's slot 0 too)
-    for the tree reachable from the internal node ``root``; returns the number of nodes reached. ``order``,
-    ``parent``: scratch."""
-    seen_parent = parent
-    seen_parent[root] = -1
-    order[0] = root
-    head, tail = 0, 1
-    while head < tail:
-        v = order[head]
-        head += 1
-        for k in range(3):
-            u = neighbors[v, k]
-            if u >= 0 and u != seen_parent[v]:
-                seen_parent[u] = v
-                order[tail] = u
-                tail += 1
-    for i in range(tail - 1, 0, -1):  # subtrees below each node, seen from its parent
-        u = order[i]
-        pu = parent[u]
-        k = slot_of(neighbors, pu, u)
-        if u < n_leaves:
-            down[pu, k] = planes[u]
-        else:
-            j1, j2 = _other_slots(neighbors, u, pu)
-            _fitch_into(down[pu, k], down[u, j1], down[u, j2])
-    for i in range(1, tail):  # the rest of the tree, seen from each node
-        u = order[i]
-        pu = parent[u]
-        j = slot_of(neighbors, u, pu)
-        m1, m2 = _other_slots(neighbors, pu, u)
-        _fitch_into(down[u, j], down[pu, m1], down[pu, m2])
-    return tail
-
-
-@njit(cache=True, nogil=True)
 def stepwise_addition(planes, starts, masks, class_weights, order):
     """``(edges, length)``: the edges (``[2n-3, 2]``) of the tree built by adding the taxa in ``order``, each
     where it adds the fewest changes, and its weighted Fitch length (the sum of those insertion costs); leaves
@@ -85,16 +49,13 @@ def stepwise_addition(planes, starts, masks, class_weights, order):
     node_edges = np.full((n_nodes, 3), -1, np.int64)
     edges = np.zeros((2 * n - 3, 2), np.int64)
     down = np.zeros((n_nodes, 3, 4, planes.shape[2]), np.uint64)
-    scratch_order = np.empty(n_nodes, np.int64)
-    parent = np.empty(n_nodes, np.int64)
     for j in range(3):
         _link(neighbors, node_edges, edges, j, n, order[j])
     n_edges = 3
-    _directional(neighbors, n, n, planes, down, scratch_order, parent)
+    directional_into(neighbors, n, n, planes, down)
     length = _misses(down[n, 0], down[n, 1], down[n, 2], classes) + _unions(down[n, 0], down[n, 1], classes)
     for t in range(3, n):
         leaf = order[t]
-        _directional(neighbors, n, n, planes, down, scratch_order, parent)
         best, best_cost = 0, np.inf
         for e in range(n_edges):
             u, v = edges[e, 0], edges[e, 1]
@@ -115,52 +76,9 @@ def stepwise_addition(planes, starts, masks, class_weights, order):
         _link(neighbors, node_edges, edges, n_edges, w, v)
         _link(neighbors, node_edges, edges, n_edges + 1, w, leaf)
         n_edges += 2
+        if t + 1 < n:
+            directional_into(neighbors, n, n, planes, down)
     return edges, length
-
-
-@njit(cache=True, nogil=True)
-def _best_regraft(neighbors, n_leaves, down, classes, p, ks, radius, near, stack, parent, depth):
-    """The regraft ``(x, y)`` within ``radius`` of the subtree ``neighbors[p, ks]`` that lowers the length
-    most, and that change (``(-1, -1, 0.0)`` when none lowers it)."""
-    s_set = down[p, ks]
-    ka, kb = (ks + 1) % 3, (ks + 2) % 3
-    base = _misses(down[p, ka], down[p, kb], s_set, classes)
-    best_x, best_y, best = -1, -1, -1e-9
-    for side in range(2):
-        ki, ko = (ka, kb) if side == 0 else (kb, ka)
-        a = neighbors[p, ki]
-        if a < n_leaves:
-            continue
-        other = down[p, ko]  # the joined edge's far side, seen from a
-        j1, j2 = _other_slots(neighbors, a, p)
-        top = 0
-        for j, jo in ((j1, j2), (j2, j1)):
-            c = neighbors[a, j]
-            _fitch_into(near[c], other, down[a, jo])
-            delta = _misses(near[c], down[a, j], s_set, classes) - base
-            if delta < best:
-                best_x, best_y, best = a, c, delta
-            if c >= n_leaves and radius > 1:
-                parent[c] = a
-                depth[c] = 2
-                stack[top] = c
-                top += 1
-        while top > 0:
-            top -= 1
-            x = stack[top]
-            i1, i2 = _other_slots(neighbors, x, parent[x])
-            for j, jo in ((i1, i2), (i2, i1)):
-                y = neighbors[x, j]
-                _fitch_into(near[y], near[x], down[x, jo])
-                delta = _misses(near[y], down[x, j], s_set, classes) - base
-                if delta < best:
-                    best_x, best_y, best = x, y, delta
-                if y >= n_leaves and depth[x] < radius:
-                    parent[y] = x
-                    depth[y] = depth[x] + 1
-                    stack[top] = y
-                    top += 1
-    return best_x, best_y, best
 
 
 @njit(cache=True, nogil=True)
@@ -175,24 +93,30 @@ def parsimony_spr(neighbors, node_edges, edges, lengths, n_leaves, planes, start
     stack = np.empty(n_nodes, np.int64)
     parent = np.empty(n_nodes, np.int64)
     depth = np.empty(n_nodes, np.int64)
-    scratch_order = np.empty(n_nodes, np.int64)
+    visited = np.empty(n_nodes, np.int64)
+    deltas = np.empty(n_nodes)
     changed = np.empty(3, np.int64)
     applied = 0
     change = 0.0
     for _ in range(max_rounds):
         moved = 0
-        _directional(neighbors, n_leaves, n_leaves, planes, down, scratch_order, parent)
+        directional_into(neighbors, n_leaves, n_leaves, planes, down)
         for p in range(n_leaves, n_nodes):
             for ks in range(3):
-                x, y, delta = _best_regraft(neighbors, n_leaves, down, classes, p, ks, radius, near, stack,
-                                            parent, depth)
+                count = regraft_deltas(neighbors, n_leaves, down, classes, p, ks, radius, deltas, near, stack,
+                                       parent, depth, visited)
+                x, y, delta = -1, -1, -1e-9  # the regraft within the radius that lowers the length most
+                for i in range(count):
+                    if deltas[visited[i]] < delta:
+                        y = visited[i]
+                        x, delta = parent[y], deltas[y]
                 if x < 0:
                     continue
                 s = neighbors[p, ks]
                 _apply_spr(neighbors, node_edges, edges, lengths, n_leaves, p, s, x, y, changed)
                 change += delta
                 moved += 1
-                _directional(neighbors, n_leaves, n_leaves, planes, down, scratch_order, parent)
+                directional_into(neighbors, n_leaves, n_leaves, planes, down)
         applied += moved
         if moved == 0:
             break
