@@ -31,8 +31,9 @@ from typing import Protocol
 
 import numpy as np
 
-from phylorl.phylo import Tree, apply_spr, enumerate_moves
+from phylorl.phylo import Tree
 from phylorl.phylo.duplicates import restore_tree
+from phylorl.phylo.spr import perturb
 from phylorl.phylo.topology_key import topology_key
 
 from .climbs import IMPROVEMENT_EPS, RankedClimb
@@ -317,7 +318,5 @@ def ranked_climb_with_restarts(env: TreeEnv, make: Callable[[bool], RankedClimb]
 
 def _perturbed(tree: Tree, moves: int, radius: int, rng: np.random.Generator) -> Tree:
     out = tree.copy()
-    for _ in range(moves):
-        candidates = enumerate_moves(out, radius=radius)
-        apply_spr(out, candidates[rng.integers(len(candidates))])
+    perturb(out, moves, radius, rng)
     return out

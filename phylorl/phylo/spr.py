@@ -313,6 +313,18 @@ def apply_spr(tree: Tree, move) -> np.ndarray:
     return changed
 
 
+def perturb(tree: Tree, moves: int, radius: int, rng: np.random.Generator) -> list[int]:
+    """Apply ``moves`` random SPR moves of distance at most ``radius`` to ``tree`` (in place), each drawn uniformly
+    from the deduplicated moves of the tree at that point; returns the nodes whose neighbours changed."""
+    touched: list[int] = []
+    for _ in range(moves):
+        candidates = enumerate_moves(tree, radius=radius)
+        p, s, x, y = (int(v) for v in candidates[rng.integers(len(candidates))])
+        touched += [p, x, y, *(int(v) for v in tree.neighbors[p] if v != s)]
+        apply_spr(tree, (p, s, x, y))
+    return sorted(set(touched))
+
+
 def spr_neighbor(tree: Tree, move) -> Tree:
     """A copy of ``tree`` with the move applied (``tree`` itself is unchanged)."""
     result = tree.copy()

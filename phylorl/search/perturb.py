@@ -14,7 +14,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from phylorl.phylo import Tree, apply_spr, enumerate_moves
+from phylorl.phylo import Tree
+from phylorl.phylo.spr import perturb
 
 from .rounds import optimise_near, spr_round
 
@@ -27,18 +28,6 @@ class Climb:
     loglik: float
     moves: int
     scored: int
-
-
-def perturb(tree: Tree, moves: int, radius: int, rng: np.random.Generator) -> list[int]:
-    """Apply ``moves`` random SPR moves of distance at most ``radius`` to ``tree`` (in place); returns the
-    nodes whose neighbours changed."""
-    touched: list[int] = []
-    for _ in range(moves):
-        candidates = enumerate_moves(tree, radius=radius)
-        p, s, x, y = (int(v) for v in candidates[rng.integers(len(candidates))])
-        touched += [p, x, y, *(int(v) for v in tree.neighbors[p] if v != s)]
-        apply_spr(tree, (p, s, x, y))
-    return sorted(set(touched))
 
 
 def local_order(tree: Tree, nodes, depth: int) -> list[tuple[int, int]]:
