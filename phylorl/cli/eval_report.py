@@ -57,7 +57,7 @@ def print_tables(evaluation, console=None) -> None:
         by_taxa.add_row(str(n), str(count), *(_fmt(values.get(m), ".3f" if ref else ".2f") for m in methods))
     console.print(by_taxa)
     if ref:
-        bands = Table(title="by taxa band: fraction within 0.1 of IQ-TREE · total time over IQ-TREE's")
+        bands = Table(title="by taxa band: fraction within 0.1 of IQ-TREE · time over IQ-TREE's")
         bands.add_column("taxa", justify="right")
         for method in methods:
             bands.add_column(method, justify="right", no_wrap=True)
@@ -66,11 +66,11 @@ def print_tables(evaluation, console=None) -> None:
         console.print(bands)
 
 
-def _band_cell(value: dict | None) -> str:
-    if value is None:
+def _band_cell(summary) -> str:
+    if summary is None:
         return "-"
-    within = "-" if value["within"] is None else f"{value['within']:.0%}"
-    ratio = "-" if value["time_ratio"] is None else f"{value['time_ratio']:.2f}x"
+    within = "-" if summary.fraction_within_tolerance is None else f"{summary.fraction_within_tolerance:.0%}"
+    ratio = "-" if summary.seconds_ratio_to_iqtree is None else f"{summary.seconds_ratio_to_iqtree:.2f}x"
     return f"{within} · {ratio}"
 
 

@@ -10,11 +10,11 @@ optimised on the whole alignment.
 from __future__ import annotations
 
 import json
-import sys
 import time
 from pathlib import Path
 
 from phylorl.cli.common import single_alignment
+from phylorl.cli.search import _status
 
 IGNORED = ("checkpoint", "tabu", "rescore", "polish", "steps", "radius", "keep_identical")
 """Flags of the other policies that the ml search does not take."""
@@ -78,7 +78,3 @@ def run_ml(args) -> int:
 def _progress(p: dict) -> None:
     _status(f"round {p['round']:4d}  {p['phase']:<8} r<={p['radius']:<3d} start {p['start'] + 1}  "
             f"logL {p['loglik']:.3f}  best {p['best_loglik']:.3f}  moves {p['moves']}  {p['elapsed']:.1f} s")
-
-
-def _status(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)

@@ -205,7 +205,7 @@ def _agent(checkpoint: str, tabu: int | None = None):
 
 
 def _status(message: str) -> None:
-    print(message, file=sys.stderr)
+    print(message, file=sys.stderr, flush=True)
 
 
 def _search_with_progress(env, policy, steps, rng, run_search, label: str = "search"):

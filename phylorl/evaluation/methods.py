@@ -69,13 +69,14 @@ class Evaluation:
     summary: list[MethodSummary]
     by_taxa: dict[int, dict[str, float | None]]
     has_reference: bool
-    by_band: dict[str, dict[str, dict]]
+    by_band: dict[str, dict[str, MethodSummary]]
 
     def to_dict(self) -> dict:
         rows = [asdict(r) | {"delta_loglik": r.delta} for r in self.rows]
         return {"settings": self.settings, "has_reference": self.has_reference,
                 "alignments": [asdict(a) for a in self.alignments], "summary": [asdict(s) for s in self.summary],
-                "by_taxa": {str(n): v for n, v in self.by_taxa.items()}, "by_band": self.by_band, "rows": rows}
+                "by_taxa": {str(n): v for n, v in self.by_taxa.items()}, "by_band": {band: {m: asdict(s) for m, s in v.items()} for band, v in self.by_band.items()},
+                "rows": rows}
 
 
 def check_methods(methods: Sequence[str], *, has_policy: bool, has_iqtree: bool) -> list[str]:

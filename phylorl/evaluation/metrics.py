@@ -153,28 +153,15 @@ def band_label(band: tuple[int, int | None]) -> str:
     return f"{low}+" if high is None else f"{low}-{high}"
 
 
-def by_band(rows: Sequence[StartResult], methods: Sequence[str]) -> dict[str, dict[str, dict]]:
-    """``{band: {method: {"runs", "within", "time_ratio"}}}`` over the bands of :data:`BANDS` that hold rows:
-    the fraction of runs within :data:`TOLERANCE` of IQ-TREE (``None`` without IQ-TREE) and the method's total
-    seconds over IQ-TREE's on the same runs (``None`` without IQ-TREE rows)."""
-    table: dict[str, dict[str, dict]] = {}
-    for band in BANDS:
-        low, high = band
+def by_band(rows: Sequence[StartResult], methods: Sequence[str]) -> dict[str, dict[str, MethodSummary]]:
+    """:func:`summarise` of each taxa band of :data:`BANDS` that holds rows: ``{band: {method: summary}}``, IQ-TREE's
+    seconds those of the band's alignments."""
+    table = {}
+    for low, high in BANDS:
         mine = [r for r in rows if r.n_taxa >= low and (high is None or r.n_taxa <= high)]
-        if not mine:
-            continue
-        iq_seconds = {(r.alignment, r.start): r.seconds for r in mine if r.method == "iqtree"}
-        entry = table[band_label(band)] = {}
-        for method in methods:
-            runs = [r for r in mine if r.method == method]
-            if not runs:
-                continue
-            reference = [iq_seconds.get((r.alignment, r.start)) for r in runs]
-            ratio = (sum(r.seconds for r in runs) / sum(reference)
-                     if reference and None not in reference and sum(reference) > 0 else None)
-            entry[method] = {"runs": len(runs), "within": _mean(None if r.within_tolerance is None
-                                                                else float(r.within_tolerance) for r in runs),
-                             "time_ratio": ratio}
+        if mine:
+            iq_seconds = [r.seconds for r in mine if r.method == "iqtree" and r.start == 0]
+            table[band_label((low, high))] = {s.method: s for s in summarise(mine, methods, iq_seconds)}
     return table
 
 

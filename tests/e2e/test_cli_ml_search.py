@@ -53,3 +53,4 @@ def test_eval_ml_method_from_nj_against_iqtree(tmp_path):
     assert rows["ml"]["final_loglik"] >= rows["iqtree"]["final_loglik"] - 0.5
     assert rf_distance(read_newick(rows["ml"]["tree"], load_alignment(DS1).taxa), read_newick(rows["iqtree"]["tree"], load_alignment(DS1).taxa)) <= 4
     assert set(data["by_band"]) == {"4-29"} and data["by_band"]["4-29"]["ml"]["runs"] == 1
+    assert data["by_band"]["4-29"]["ml"]["fraction_within_tolerance"] == float(rows["ml"]["within_tolerance"])
