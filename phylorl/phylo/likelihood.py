@@ -260,16 +260,19 @@ class LikelihoodEngine:
         return self._lazy(tree, moves, branches, newton_iterations, newton_tol)
 
     def subtree_scores(self, tree: Tree, p: int, s: int, radius: int, *, radius_min: int = 1, branches: int = 0,
-                       reference: float = 0.0, cutoff: float = 0.0, newton_iterations: int = 32,
-                       newton_tol: float = 1e-7) -> tuple[np.ndarray, np.ndarray]:
+                       reference: float = 0.0, cutoff: float = 0.0, dedupe: bool = True,
+                       newton_iterations: int = 32, newton_tol: float = 1e-7) -> tuple[np.ndarray, np.ndarray]:
         """``(moves, scores)``: every move pruning ``s`` from ``p`` whose distance ``d(p, x)`` lies in
         ``[radius_min, radius]`` (as :func:`~phylorl.phylo.spr.enumerate_moves` orders and de-duplicates them)
         and its lazy score (:meth:`spr_scores`, ``branches`` 0, 1 or 3). With ``cutoff > 0`` the walk stops behind
         regrafts far below ``reference`` (the tree's log-likelihood; see
-        :func:`~phylorl.phylo.lazy_spr.lazy_spr_scores`), and the moves it did not reach score ``-inf``."""
+        :func:`~phylorl.phylo.lazy_spr.lazy_spr_scores`), and the moves it did not reach score ``-inf``.
+        ``dedupe=False`` keeps every NNI move (distance 1), not only the canonical one of each topology: the
+        four moves giving one NNI topology leave different branch lengths, so their lazy scores differ, and
+        the canonical one can score far below the others."""
         if branches not in (0, 1, 3):
             raise ValueError(f"branches must be 0, 1 or 3, got {branches}")
-        moves = spr.subtree_moves(tree.neighbors, tree.n_leaves, p, s, radius_min, radius, True)
+        moves = spr.subtree_moves(tree.neighbors, tree.n_leaves, p, s, radius_min, radius, dedupe)
         if not len(moves):
             return moves, np.empty(0)
         self._sync(tree)

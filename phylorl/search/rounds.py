@@ -98,7 +98,7 @@ def spr_round(engine, tree: Tree, loglik: float, radius: int, *, radius_min: int
         if not _adjacent(tree, p, s):  # an earlier move of the round rewired p
             continue
         moves, scores = engine.subtree_scores(tree, p, s, radius, radius_min=radius_min, branches=0,
-                                              reference=loglik, cutoff=cutoff)
+                                              reference=loglik, cutoff=cutoff, dedupe=False)
         if not len(moves):
             continue
         scored += int(np.isfinite(scores).sum())

@@ -100,18 +100,20 @@ def test_fixed_length_scores_equal_the_moved_tree(model):
     np.testing.assert_allclose(lazy, expected, rtol=0, atol=1e-6)
 
 
-def test_subtree_scores_are_the_radius_band_of_every_move():
+@pytest.mark.parametrize("dedupe", [True, False])
+def test_subtree_scores_are_the_radius_band_of_every_move(dedupe):
     rng = np.random.default_rng(9)
     data = simulate_dataset(40, 200, rng)
     engine = LikelihoodEngine(data.alignment, "GTR+F+G4")
     tree = random_tree(data.alignment.taxa, rng)
-    every = enumerate_moves(tree)
+    every = enumerate_moves(tree, dedupe=dedupe)
     distance = move_metadata(tree, every)[:, 2] - 1
     everything = dict(zip(map(tuple, every.tolist()), engine.spr_scores(tree, every, branches=0)))
     for p in range(tree.n_leaves, tree.n_nodes, 7):
         for s in tree.neighbors[p]:
             for lo, hi in ((1, 3), (2, 5), (4, 40)):
-                moves, scores = engine.subtree_scores(tree, int(p), int(s), hi, radius_min=lo, branches=0)
+                moves, scores = engine.subtree_scores(tree, int(p), int(s), hi, radius_min=lo, branches=0,
+                                                      dedupe=dedupe)
                 want = (every[:, 0] == p) & (every[:, 1] == s) & (distance >= lo) & (distance <= hi)
                 assert sorted(map(tuple, moves.tolist())) == sorted(map(tuple, every[want].tolist()))
                 np.testing.assert_allclose(scores, [everything[tuple(m)] for m in moves.tolist()], rtol=0,

@@ -9,6 +9,8 @@ import pytest
 
 from phylorl.phylo import (
     LikelihoodEngine,
+    apply_spr,
+    enumerate_moves,
     load_alignment,
     parse_model,
     random_tree,
@@ -41,6 +43,24 @@ def test_a_round_never_loses_and_reports_the_trees_loglik(simulated, branches):
     assert 1 <= result.farthest <= 4
     fresh = LikelihoodEngine(simulated, MODEL)
     assert fresh.loglik(tree) == pytest.approx(result.loglik, abs=1e-6)
+
+
+def test_a_fast_round_undoes_every_nni_away_from_the_optimum():
+    """Each NNI topology is the result of four moves leaving different branch lengths; a round scores all
+    four, so it finds the way back even where the canonical move's lazy score is far below the tree."""
+    data = simulate_dataset(24, 500, dataset_rng(11, 0), model=parse_model(MODEL))
+    engine = LikelihoodEngine(data.alignment, MODEL)
+    best = engine.optimize_branch_lengths(data.tree, rounds=20, tol=1e-6)
+    checked = 0
+    for move in enumerate_moves(data.tree, radius=1):
+        tree = data.tree.copy()
+        apply_spr(tree, move)
+        loglik = engine.optimize_branch_lengths(tree, rounds=20, tol=1e-6)
+        if loglik > best - 1.0:
+            continue
+        checked += 1
+        assert spr_round(engine, tree, loglik, 1).loglik > best - 1.0, tuple(move.tolist())
+    assert checked >= 20
 
 
 def test_same_seed_same_answer_and_resume_equals_uninterrupted(simulated, tmp_path):
