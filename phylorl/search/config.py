@@ -41,22 +41,17 @@ class SearchConfig:
     """The slow rounds stop when their window would start beyond this distance."""
     branch_rounds: int = 3
     """Newton passes over every branch after each round."""
-    perturb_fails: int = 5
+    perturb_fails: int = 10
     """Perturb-and-climb iterations end after this many in a row find no better tree (0: none)."""
-    perturb_moves: float = 0.15
+    perturb_moves: float = 0.25
     """Random SPR moves of a perturbation, as a fraction of the taxa (at least :attr:`perturb_min_moves`)."""
     perturb_min_moves: int = 3
     perturb_radius: int = 3
     """Largest distance of a perturbation's moves."""
-    climb_depth: int = 3
-    """A climb after a perturbation prunes the subtrees at internal nodes within this many edges of the nodes
-    the perturbation (and the climb's own moves) rewired."""
-    climb_rounds: int = 4
-    """At most this many fast, then slow, rounds per climb."""
+    climb_rounds: int = 10
+    """At most this many fast, then slow, rounds per climb after a perturbation."""
     climb_radius: int = 5
     """Largest regraft distance in a climb (at most the fast radius)."""
-    climb_margin: float = 10.0
-    """A climb whose fast rounds end more than this below the best tree is given up (no slow rounds)."""
     max_rounds: int | None = None
     """Stop after this many rounds (perturb-and-climb iterations count as rounds); ``None``: when the schedule
     ends."""
@@ -66,9 +61,8 @@ class SearchConfig:
             raise ValueError(f"start must be one of {STARTS}, got {self.start!r}")
         if self.starts < 1 or self.radius_step < 1 or self.slow_radius_limit < 1:
             raise ValueError("starts, radius_step and slow_radius_limit must be >= 1")
-        if (self.perturb_fails < 0 or self.perturb_min_moves < 1 or self.perturb_radius < 1
-                or self.climb_depth < 0):
-            raise ValueError("perturb_fails, perturb_min_moves, perturb_radius and climb_depth out of range")
+        if self.perturb_fails < 0 or self.perturb_min_moves < 1 or self.perturb_radius < 1:
+            raise ValueError("perturb_fails, perturb_min_moves and perturb_radius out of range")
         if self.slow_branches not in (1, 3):
             raise ValueError(f"slow_branches must be 1 or 3, got {self.slow_branches}")
 

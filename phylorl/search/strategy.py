@@ -8,8 +8,8 @@
 3. ``slow``: slow rounds (lazy scores with the branches at the regraft point optimised) on ``[1, w]``; a round
    that gains more than ``slow_gain`` restarts the windows at ``[1, w]``, one that does not shifts the window
    outward, until it would start beyond ``slow_radius_limit``.
-4. ``perturb``: perturb-and-climb iterations from the best tree (:mod:`phylorl.search.perturb`, each seeded by
-   the search's seed and its number) until ``perturb_fails`` in a row find no better tree; when one did, the
+4. ``perturb``: perturb-and-climb iterations from the best tree (:mod:`phylorl.search.perturb`: random SPR moves
+   all over the tree, then SPR rounds over the whole tree; each seeded by the search's seed and its number) until ``perturb_fails`` in a row find no better tree; when one did, the
    slow rounds run once more on the answer (so it is an SPR optimum of the whole tree), then ``done``.
 
 Every round ends with Newton passes over every branch, walked from edge 0 (so a resumed search walks them as
@@ -93,10 +93,9 @@ def _perturb(engine, state: SearchState, config: SearchConfig, seed: int) -> Sea
     n = state.tree.n_leaves
     rng = np.random.default_rng([seed, state.iteration])
     moves = max(config.perturb_min_moves, int(round(config.perturb_moves * n)))
-    result = climb(engine, state.tree, state.loglik, rng, moves=moves, radius=config.perturb_radius,
-                   depth=config.climb_depth, climb_radius=min(state.best_radius, config.climb_radius),
-                   slow_branches=config.slow_branches, slow_near=config.slow_near,
-                   max_rounds=config.climb_rounds, margin=config.climb_margin, cutoff=config.subtree_cutoff,
+    result = climb(engine, state.tree, rng, moves=moves, radius=config.perturb_radius,
+                   climb_radius=min(state.best_radius, config.climb_radius), slow_branches=config.slow_branches,
+                   slow_near=config.slow_near, max_rounds=config.climb_rounds, cutoff=config.subtree_cutoff,
                    branch_rounds=config.branch_rounds)
     state.round += 1
     state.iteration += 1
