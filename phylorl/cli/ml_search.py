@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 from phylorl.cli.common import single_alignment
-from phylorl.cli.search import _status
+from phylorl.cli.search import status
 
 IGNORED = ("checkpoint", "tabu", "rescore", "polish", "steps", "radius", "keep_identical")
 """Flags of the other policies that the ml search does not take."""
@@ -46,7 +46,7 @@ def run_ml(args) -> int:
         raise CliError(f"{path}: {alignment.n_taxa} taxa; a tree search needs at least 4")
     config = SearchConfig(start=args.start, **({} if args.starts is None else {"starts": args.starts}))
     started = time.perf_counter()
-    _status(f"{path}: {alignment.n_taxa} taxa, {alignment.n_sites} sites; fitting {args.model} on the NJ tree, "
+    status(f"{path}: {alignment.n_taxa} taxa, {alignment.n_sites} sites; fitting {args.model} on the NJ tree, "
             f"then {config.starts} start tree(s) ({args.start} first)"
             + (f"; resuming from {checkpoint}" if args.resume else ""))
     try:
@@ -54,7 +54,7 @@ def run_ml(args) -> int:
                         checkpoint=checkpoint, resume=checkpoint if args.resume else None)
     except KeyboardInterrupt:
         if checkpoint is not None and Path(checkpoint).is_file():
-            _status(f"interrupted; go on with the same command and --resume (checkpoint: {checkpoint})")
+            status(f"interrupted; go on with the same command and --resume (checkpoint: {checkpoint})")
         raise
     newick = write_newick(result.tree)
     if args.out:
@@ -76,5 +76,5 @@ def run_ml(args) -> int:
 
 
 def _progress(p: dict) -> None:
-    _status(f"round {p['round']:4d}  {p['phase']:<8} r<={p['radius']:<3d} start {p['start'] + 1}  "
+    status(f"round {p['round']:4d}  {p['phase']:<8} r<={p['radius']:<3d} start {p['start'] + 1}  "
             f"logL {p['loglik']:.3f}  best {p['best_loglik']:.3f}  moves {p['moves']}  {p['elapsed']:.1f} s")

@@ -113,7 +113,7 @@ def run(args) -> int:
     alignment = load_alignment(path)
     steps = args.steps if args.steps is not None else (None if args.policy in CLIMBS else 2 * alignment.n_taxa)
     cache = PreparationCache(args.cache_dir or default_cache_dir())
-    _status(f"preparing {path} ({alignment.n_taxa} taxa, {alignment.n_sites} sites) under {args.model}")
+    status(f"preparing {path} ({alignment.n_taxa} taxa, {alignment.n_sites} sites) under {args.model}")
     if checkpoint is not None and not cache.has(alignment, args.model):
         # a new alignment is prepared in a process of its own while this one loads torch and the agent
         with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("fork")) as pool:
@@ -131,9 +131,9 @@ def run(args) -> int:
     distinct = None if args.keep_identical or not climbs else distinct_sequences(entry)
     duplicates = distinct[0] if distinct is not None else None
     if duplicates is not None:
-        _status(f"note: {duplicates.dropped} identical sequence(s) searched once and put back at the end "
+        status(f"note: {duplicates.dropped} identical sequence(s) searched once and put back at the end "
                 "(--keep-identical: search them all); the progress shows the reduced alignment's log-likelihood")
-    _status(f"searching with {args.policy} from the {args.start} tree (log-likelihood {env.loglik:.3f})")
+    status(f"searching with {args.policy} from the {args.start} tree (log-likelihood {env.loglik:.3f})")
     search = partial(run_search, restarts=args.restarts, finish=args.policy not in CLIMBS, rescore=rescore,
                      distinct=not args.keep_identical)
     result = _search_with_progress(env, policy, steps, np.random.default_rng(args.seed), search)
@@ -142,7 +142,7 @@ def run(args) -> int:
         env.reset(0, tree=result.best_tree)
         from phylorl.agent.policy import polish as polish_search
 
-        _status("polishing: agent-guided perturb-and-climb rounds, then a certified climb")
+        status("polishing: agent-guided perturb-and-climb rounds, then a certified climb")
         polish = polish_search(env, policy if args.policy == "agent" else None, rng=np.random.default_rng(args.seed),
                                distinct=not args.keep_identical)
         if polish.best_loglik >= best:
@@ -204,7 +204,7 @@ def _agent(checkpoint: str, tabu: int | None = None):
     return AgentPolicy.from_checkpoint(checkpoint, tabu=DEFAULT_TABU if tabu is None else tabu)
 
 
-def _status(message: str) -> None:
+def status(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 

@@ -75,7 +75,8 @@ class Evaluation:
         rows = [asdict(r) | {"delta_loglik": r.delta} for r in self.rows]
         return {"settings": self.settings, "has_reference": self.has_reference,
                 "alignments": [asdict(a) for a in self.alignments], "summary": [asdict(s) for s in self.summary],
-                "by_taxa": {str(n): v for n, v in self.by_taxa.items()}, "by_band": {band: {m: asdict(s) for m, s in v.items()} for band, v in self.by_band.items()},
+                "by_taxa": {str(n): v for n, v in self.by_taxa.items()},
+                "by_band": {band: {m: asdict(s) for m, s in v.items()} for band, v in self.by_band.items()},
                 "rows": rows}
 
 

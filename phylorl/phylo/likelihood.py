@@ -260,15 +260,15 @@ class LikelihoodEngine:
         return self._lazy(tree, moves, branches, newton_iterations, newton_tol)
 
     def subtree_scores(self, tree: Tree, p: int, s: int, radius: int, *, radius_min: int = 1, branches: int = 0,
-                       reference: float = 0.0, cutoff: float = 0.0, dedupe: bool = True,
+                       reference: float = 0.0, cutoff: float = 0.0, dedupe: bool = False,
                        newton_iterations: int = 32, newton_tol: float = 1e-7) -> tuple[np.ndarray, np.ndarray]:
         """``(moves, scores)``: every move pruning ``s`` from ``p`` whose distance ``d(p, x)`` lies in
-        ``[radius_min, radius]`` (as :func:`~phylorl.phylo.spr.enumerate_moves` orders and de-duplicates them)
+        ``[radius_min, radius]`` (in :func:`~phylorl.phylo.spr.enumerate_moves`'s order)
         and its lazy score (:meth:`spr_scores`, ``branches`` 0, 1 or 3). With ``cutoff > 0`` the walk stops behind
         regrafts far below ``reference`` (the tree's log-likelihood; see
         :func:`~phylorl.phylo.lazy_spr.lazy_spr_scores`), and the moves it did not reach score ``-inf``.
-        ``dedupe=False`` keeps every NNI move (distance 1), not only the canonical one of each topology: the
-        four moves giving one NNI topology leave different branch lengths, so their lazy scores differ, and
+        Every NNI move (distance 1) is scored, not only the canonical one of each topology (``dedupe=True``):
+        the four moves giving one NNI topology leave different branch lengths, so their lazy scores differ, and
         the canonical one can score far below the others."""
         if branches not in (0, 1, 3):
             raise ValueError(f"branches must be 0, 1 or 3, got {branches}")

@@ -51,8 +51,6 @@ class RoundResult:
     """Regraft candidates scored lazily."""
     farthest: int
     """Largest distance ``d(p, x)`` of an applied move (0 when none)."""
-    touched: list[int]
-    """The nodes whose neighbours the applied moves changed."""
 
 
 def subtree_order(tree: Tree) -> list[tuple[int, int]]:
@@ -93,12 +91,11 @@ def spr_round(engine, tree: Tree, loglik: float, radius: int, *, radius_min: int
         order: the subtrees to prune, in order (default :func:`subtree_order`).
     """
     moves_done = scored = farthest = 0
-    touched: list[int] = []
     for p, s in (subtree_order(tree) if order is None else order):
         if not _adjacent(tree, p, s):  # an earlier move of the round rewired p
             continue
         moves, scores = engine.subtree_scores(tree, p, s, radius, radius_min=radius_min, branches=0,
-                                              reference=loglik, cutoff=cutoff, dedupe=False)
+                                              reference=loglik, cutoff=cutoff)
         if not len(moves):
             continue
         scored += int(np.isfinite(scores).sum())
@@ -110,17 +107,15 @@ def spr_round(engine, tree: Tree, loglik: float, radius: int, *, radius_min: int
         if not scores[best] > loglik + IMPROVEMENT - near:
             continue
         saved = tree.copy()
-        nodes = [p, int(moves[best][2]), int(moves[best][3]), *(int(v) for v in tree.neighbors[p] if v != s)]
         joined = int(apply_spr(tree, moves[best])[0])
         after = optimise_near(engine, tree, [p], joined)
         if after > loglik + IMPROVEMENT:
             loglik = after
             moves_done += 1
             farthest = max(farthest, int(move_metadata(saved, moves[best:best + 1])[0, 2]) - 1)
-            touched += nodes
         else:
             _restore(tree, saved)
-    return RoundResult(loglik, moves_done, scored, farthest, touched)
+    return RoundResult(loglik, moves_done, scored, farthest)
 
 
 def _adjacent(tree: Tree, p: int, s: int) -> bool:
