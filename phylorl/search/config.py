@@ -5,6 +5,10 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 STARTS = ("parsimony", "nj")
+TAXA_PER_FAIL = 7
+"""Taxa per failed perturbation allowed before the search stops: a perturbation of a quarter of the taxa finds a
+better local optimum less often on a larger tree, so a larger tree gets more tries (chosen on ``train/``; figures
+in ``docs/benchmarks.md``)."""
 
 
 @dataclass(frozen=True)
@@ -42,7 +46,11 @@ class SearchConfig:
     branch_rounds: int = 3
     """Newton passes over every branch after each round."""
     perturb_fails: int = 10
-    """Perturb-and-climb iterations end after this many in a row find no better tree (0: none)."""
+    """Perturb-and-climb iterations end after :meth:`fails_allowed` in a row find no better tree: at least this
+    many (0: no perturbation)."""
+    perturb_fails_max: int = 20
+    """At most this many failures in a row end the perturbations (one more per :data:`TAXA_PER_FAIL` taxa in
+    between)."""
     perturb_moves: float = 0.25
     """Random SPR moves of a perturbation, as a fraction of the taxa (at least :attr:`perturb_min_moves`)."""
     perturb_min_moves: int = 3
@@ -61,10 +69,18 @@ class SearchConfig:
             raise ValueError(f"start must be one of {STARTS}, got {self.start!r}")
         if self.starts < 1 or self.radius_step < 1 or self.slow_radius_limit < 1:
             raise ValueError("starts, radius_step and slow_radius_limit must be >= 1")
+        if self.perturb_fails_max < self.perturb_fails:
+            raise ValueError("perturb_fails_max must be >= perturb_fails")
         if self.perturb_fails < 0 or self.perturb_min_moves < 1 or self.perturb_radius < 1:
             raise ValueError("perturb_fails, perturb_min_moves and perturb_radius out of range")
         if self.slow_branches not in (1, 3):
             raise ValueError(f"slow_branches must be 1 or 3, got {self.slow_branches}")
+
+    def fails_allowed(self, n_taxa: int) -> int:
+        """Failed perturb-and-climb iterations in a row that end the perturbations of a tree of ``n_taxa``."""
+        if not self.perturb_fails:
+            return 0
+        return max(self.perturb_fails, min(self.perturb_fails_max, n_taxa // TAXA_PER_FAIL))
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -9,7 +9,8 @@
    that gains more than ``slow_gain`` restarts the windows at ``[1, w]``, one that does not shifts the window
    outward, until it would start beyond ``slow_radius_limit``.
 4. ``perturb``: perturb-and-climb iterations from the best tree (:mod:`phylorl.search.perturb`: random SPR moves
-   all over the tree, then SPR rounds over the whole tree; each seeded by the search's seed and its number) until ``perturb_fails`` in a row find no better tree; when one did, the
+   all over the tree, then SPR rounds over the whole tree; each seeded by the search's seed and its number) until
+   :meth:`~phylorl.search.config.SearchConfig.fails_allowed` in a row find no better tree; when one did, the
    slow rounds run once more on the answer (so it is an SPR optimum of the whole tree), then ``done``.
 
 Every round ends with Newton passes over every branch, walked from edge 0 (so a resumed search walks them as
@@ -106,7 +107,7 @@ def _perturb(engine, state: SearchState, config: SearchConfig, seed: int) -> Sea
         state.improved = True
     else:
         state.fails += 1
-    if state.fails >= config.perturb_fails:
+    if state.fails >= config.fails_allowed(n):
         state.perturbed = True
         if state.improved:
             state.phase, state.radius_min, state.radius_max = "slow", 1, config.radius_step

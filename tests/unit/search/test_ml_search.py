@@ -129,3 +129,15 @@ def test_a_checkpoint_file_is_rewritten_every_round_and_resumes(simulated, tmp_p
     data["config"] = SearchConfig(starts=2).to_dict()
     resumed = search(simulated, MODEL, config=SearchConfig(starts=2), seed=2, resume=data)
     assert write_newick(resumed.tree) == write_newick(finished.tree) and resumed.loglik == finished.loglik
+
+
+def test_perturbations_end_after_the_failures_the_tree_size_allows(simulated):
+    config = SearchConfig(starts=1, perturb_fails=2, perturb_fails_max=6)
+    assert [config.fails_allowed(n) for n in (4, 20, 21, 35, 42, 1000)] == [2, 2, 3, 5, 6, 6]
+    assert SearchConfig(perturb_fails=0).fails_allowed(1000) == 0
+    saved = []
+    search(simulated, MODEL, config=config, seed=3, checkpoint=lambda data: saved.append(data["state"]))
+    assert simulated.n_taxa == 24 and max(s["fails"] for s in saved) == config.fails_allowed(24) == 3
+    assert saved[-1]["phase"] == "done"
+    with pytest.raises(ValueError, match="perturb_fails_max"):
+        SearchConfig(perturb_fails=5, perturb_fails_max=4)
