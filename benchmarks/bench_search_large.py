@@ -1,20 +1,20 @@
 """The large-scale search (:func:`phylorl.search.search`) against IQ-TREE 2 at 30-1,000 taxa, per taxa band.
 
 For every alignment, one process at a time: the model string our preparation estimates (``GTR+F+G4`` on the NJ
-tree, :func:`~phylorl.search.prepare.fit_model_string`); IQ-TREE 2 with that fixed string, one thread, seed 1
-(and seed 2 with ``--noise``: IQ-TREE's own run-to-run spread); then our search as a child process from its
-default start (whole-process wall time: interpreter, imports, alignment, model fit, start tree, search, final
+tree, :func:`~phylorl.search.prepare.fit_model_string`); IQ-TREE 2 with that fixed string, ``--threads``
+threads (default one), seed 1 (and seed 2 with ``--noise``: IQ-TREE's own run-to-run spread); then our search
+as a child process from its default start, with as many perturb-and-climb processes (whole-process wall time: interpreter, imports, alignment, model fit, start tree, search, final
 branch lengths). Both trees are re-scored by our engine with every branch optimised. IQ-TREE runs are cached
 in ``--cache`` (see :func:`cached_iqtree`); its wall time is re-measured in this run unless ``--cached-iqtree``
 (then the cached time is used and the row says so).
 
 Prints one JSON line: the machine, per-alignment rows (log-likelihoods, gap to IQ-TREE, seconds on both sides,
-time ratio, RF distance, our peak memory) and per-band summaries (fraction within 0.1 of IQ-TREE, mean and
+time ratio, RF distance, our peak memory: the main process's and the largest worker's) and per-band summaries (fraction within 0.1 of IQ-TREE, mean and
 median gap, total time ratio, median per-alignment ratio, mean RF; the same for IQ-TREE seed 2 with
 ``--noise``). Progress on stderr.
 
     python benchmarks/bench_search_large.py [--alignments FILE_OR_DIR ...] [--bands 30-99,100-199]
-        [--limit-per-band K] [--noise] [--cached-iqtree] [--config '{"starts": 2}'] [--seed 1]
+        [--limit-per-band K] [--noise] [--cached-iqtree] [--config '{"starts": 2}'] [--seed 1] [--threads T]
 """
 
 from __future__ import annotations
@@ -125,7 +125,8 @@ def child(path: str, seed: int, config: str) -> None:
                       "search_seconds": result.seconds, "prepare_seconds": result.prepare_seconds,
                       "start_loglik": result.start_loglik, "rounds": result.rounds, "moves": result.moves,
                       "scored": result.scored, "dropped": result.dropped,
-                      "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}))
+                      "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+                      "worker_peak_rss_bytes": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024}))
 
 
 def costs(sizes: list[int], sites: int, seed: int) -> dict:
@@ -235,10 +236,11 @@ def run_case(path: Path, args) -> dict:
 
     alignment = load_alignment(path)
     model = fit_model_string(alignment)
-    iq, fresh = cached_iqtree(args.cache, path, model, 1, rerun=not args.cached_iqtree)
+    iq, fresh = cached_iqtree(args.cache, path, model, 1, args.threads, rerun=not args.cached_iqtree)
     started = time.perf_counter()
+    config = json.dumps({**json.loads(args.config), "threads": args.threads})
     proc = subprocess.run([sys.executable, __file__, "--child", str(path), "--seed", str(args.seed), "--config",
-                           args.config], capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
+                           config], capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
     ours_seconds = time.perf_counter() - started
     if proc.returncode != 0:
         raise RuntimeError(f"our search failed on {path}: {proc.stderr[-2000:]}")
@@ -253,7 +255,8 @@ def run_case(path: Path, args) -> dict:
            "loglik": round(our_ll, 4), "gap": round(our_ll - iq_ll, 4), "seconds": round(ours_seconds, 2),
            "time_ratio": round(ours_seconds / iq["seconds"], 3), "rf": rf_distance(our_tree, iq_tree),
            "prepare_seconds": round(ours["prepare_seconds"], 2), "rounds": ours["rounds"], "moves": ours["moves"],
-           "peak_rss_bytes": ours["peak_rss_bytes"], "dropped": ours["dropped"]}
+           "peak_rss_bytes": ours["peak_rss_bytes"], "worker_peak_rss_bytes": ours["worker_peak_rss_bytes"],
+           "dropped": ours["dropped"], "threads": args.threads}
     if args.noise:
         iq2, _ = cached_iqtree(args.cache, path, model, 2, rerun=False)
         iq2_ll, iq2_tree = rescore(alignment, model, iq2["newick"])
@@ -293,6 +296,8 @@ def main() -> None:
     p.add_argument("--cache", default="/tmp/iqtree-cache")
     p.add_argument("--config", default="{}", help="SearchConfig fields as JSON")
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--threads", type=int, default=1,
+                   help="IQ-TREE's -nt and our search's threads (perturb-and-climb processes)")
     p.add_argument("--costs", help="instead of searching: per-state costs at these taxa counts, e.g. 100,300,1000")
     p.add_argument("--sites", type=int, default=1000, help="sites of the --costs alignments")
     p.add_argument("--child", help=argparse.SUPPRESS)
@@ -310,6 +315,7 @@ def main() -> None:
         rows.append(row)
         print(json.dumps(row), file=sys.stderr, flush=True)
     emit({"bench": "search_large", "machine": machine(), "config": json.loads(args.config), "seed": args.seed,
+          "threads": args.threads,
           "rows": rows, "bands": summarise(rows)})
 
 

@@ -32,6 +32,8 @@ def run_ml(args) -> int:
         raise CliError("--policy ml starts from nj or parsimony, not random")
     if args.starts is not None and args.starts < 1:
         raise CliError(f"--starts must be >= 1, got {args.starts}")
+    if args.threads is not None and args.threads < 1:
+        raise CliError(f"--threads must be >= 1, got {args.threads}")
     parse_model(args.model)
     if args.out and not Path(args.out).resolve().parent.is_dir():
         raise CliError(f"--out {args.out}: directory {Path(args.out).resolve().parent} does not exist")
@@ -44,10 +46,12 @@ def run_ml(args) -> int:
     alignment = load_alignment(path)
     if alignment.n_taxa < 4:
         raise CliError(f"{path}: {alignment.n_taxa} taxa; a tree search needs at least 4")
-    config = SearchConfig(start=args.start, **({} if args.starts is None else {"starts": args.starts}))
+    given = {"starts": args.starts, "threads": args.threads}
+    config = SearchConfig(start=args.start, **{k: v for k, v in given.items() if v is not None})
     started = time.perf_counter()
     status(f"{path}: {alignment.n_taxa} taxa, {alignment.n_sites} sites; fitting {args.model} on the NJ tree, "
             f"then {config.starts} start tree(s) ({args.start} first)"
+            + (f"; {config.threads} processes" if config.threads > 1 else "")
             + (f"; resuming from {checkpoint}" if args.resume else ""))
     try:
         result = search(alignment, args.model, config=config, seed=args.seed, on_progress=_progress,
@@ -60,8 +64,8 @@ def run_ml(args) -> int:
     if args.out:
         Path(args.out).write_text(newick + "\n")
     summary = {"alignment": str(path), "policy": "ml", "model": result.model, "start": args.start,
-               "starts": config.starts, "seed": args.seed, "start_loglik": result.start_loglik,
-               "best_loglik": result.loglik, "rounds": result.rounds, "moves": result.moves,
+               "starts": config.starts, "threads": config.threads, "seed": args.seed,
+               "start_loglik": result.start_loglik, "best_loglik": result.loglik, "rounds": result.rounds, "moves": result.moves,
                "scored": result.scored, "identical_dropped": result.dropped,
                "prepare_seconds": result.prepare_seconds, "search_seconds": result.seconds,
                "seconds": time.perf_counter() - started, "checkpoint_file": checkpoint, "tree": newick}

@@ -56,6 +56,9 @@ def add_arguments(p) -> None:
     p.add_argument("--starts", type=int, default=None, metavar="K",
                    help="--policy ml: start trees climbed (the first as --start says, the others parsimony trees; "
                         "default: 8)")
+    p.add_argument("--threads", type=int, default=None, metavar="T",
+                   help="--policy ml: processes: the start trees climbed at once, then batches of T perturb-and-climb "
+                        "iterations (default: 1; the answer depends on T: the same seed and T give the same tree)")
     p.add_argument("--checkpoint-file", default=None, metavar="FILE",
                    help="--policy ml: checkpoint written after every round (default: OUT.ckpt.json beside --out; none "
                         "without --out)")
@@ -88,7 +91,7 @@ def run(args) -> int:
         from phylorl.cli.ml_search import run_ml
 
         return run_ml(args)
-    for flag in ("starts", "checkpoint_file", "resume"):
+    for flag in ("starts", "threads", "checkpoint_file", "resume"):
         if getattr(args, flag) not in (None, False):
             raise CliError(f"--{flag.replace('_', '-')} applies to --policy ml only")
     if args.start == "parsimony":

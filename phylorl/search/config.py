@@ -60,15 +60,21 @@ class SearchConfig:
     """At most this many fast, then slow, rounds per climb after a perturbation."""
     climb_radius: int = 5
     """Largest regraft distance in a climb (at most the fast radius)."""
+    threads: int = 1
+    """Processes the search runs its climbs in: the start trees are climbed at once (to the same result as one
+    after another), and each round of the perturbation phase is a batch of this many perturb-and-climb
+    iterations from the same best tree, so the answer depends on it (the same seed and threads give the same
+    tree)."""
     max_rounds: int | None = None
-    """Stop after this many rounds (perturb-and-climb iterations count as rounds); ``None``: when the schedule
+    """Stop after this many rounds (a batch of perturb-and-climb iterations counts as one; with ``threads``
+    above one, the start trees' climbs are one step however many rounds they take); ``None``: when the schedule
     ends."""
 
     def __post_init__(self) -> None:
         if self.start not in STARTS:
             raise ValueError(f"start must be one of {STARTS}, got {self.start!r}")
-        if self.starts < 1 or self.radius_step < 1 or self.slow_radius_limit < 1:
-            raise ValueError("starts, radius_step and slow_radius_limit must be >= 1")
+        if self.starts < 1 or self.radius_step < 1 or self.slow_radius_limit < 1 or self.threads < 1:
+            raise ValueError("starts, radius_step, slow_radius_limit and threads must be >= 1")
         if self.perturb_fails_max < self.perturb_fails:
             raise ValueError("perturb_fails_max must be >= perturb_fails")
         if self.perturb_fails < 0 or self.perturb_min_moves < 1 or self.perturb_radius < 1:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from phylorl.phylo import LikelihoodEngine, Tree, nj_tree, write_newick
+from phylorl.phylo import LikelihoodEngine, Tree, write_newick
 from phylorl.phylo.duplicates import (
     find_duplicates,
     prune_tree,
@@ -27,12 +27,12 @@ from phylorl.phylo.duplicates import (
     reduced_model,
     restore_tree,
 )
-from phylorl.phylo.parsimony_starts import parsimony_tree
 
 from .config import SearchConfig
 from .prepare import fit_model_string
 from .state import SearchState, checkpoint_data, read_checkpoint, write_checkpoint
-from .strategy import initial_state, next_round, optimise_all
+from .strategy import FAST, climb_starts, initial_state, next_round, optimise_all, start_tree
+from .workers import Workers
 
 FINAL_BRANCH_ROUNDS = 20
 """Newton passes (at most) over every branch of the answer, on the full alignment."""
@@ -110,17 +110,12 @@ def search(alignment, model: str = "GTR+F+G4", *, config: SearchConfig | None = 
         state = initial_state(tree, optimise_all(engine, tree, config), config)
         start_loglik, prepare_seconds = state.loglik, time.perf_counter() - started
     resumed_at = time.perf_counter() - state.elapsed
-    while state.phase != "done" and (config.max_rounds is None or state.round < config.max_rounds):
-        next_round(engine, state, config, int(seed), start_tree)
-        state.elapsed = time.perf_counter() - resumed_at
-        if on_progress is not None:
-            on_progress({"loglik": state.loglik, "best_loglik": max(state.loglik, state.best_loglik),
-                         "moves": state.moves, "round": state.round, "elapsed": state.elapsed,
-                         "phase": state.phase, "radius": state.radius_max, "start": state.start})
-        if checkpoint is not None:
-            data = checkpoint_data(state, **identity, start_loglik=start_loglik,
-                                   prepare_seconds=prepare_seconds)
-            checkpoint(data) if callable(checkpoint) else write_checkpoint(checkpoint, data)
+    workers = Workers(engine, searched_model, config.threads)
+    try:
+        _run(engine, state, config, int(seed), workers, resumed_at, on_progress, checkpoint, identity,
+             start_loglik, prepare_seconds)
+    finally:
+        workers.close()
     tree, loglik = state.tree, state.loglik
     if duplicates is not None:
         tree = restore_tree(tree, duplicates, alignment.taxa)
@@ -133,9 +128,26 @@ def search(alignment, model: str = "GTR+F+G4", *, config: SearchConfig | None = 
                         dropped=0 if duplicates is None else duplicates.dropped)
 
 
-def start_tree(alignment, config: SearchConfig, seed: int, index: int) -> Tree:
-    """Start tree number ``index`` of a search with ``seed``: NJ for the first when ``config.start`` is
-    ``"nj"``, otherwise a parsimony tree drawn with the random generator seeded by ``(seed, index)``."""
-    if config.start == "nj" and index == 0:
-        return nj_tree(alignment)
-    return parsimony_tree(alignment, np.random.default_rng([seed, index]), spr_radius=config.parsimony_radius)
+def _run(engine, state: SearchState, config: SearchConfig, seed: int, workers: Workers, resumed_at: float,
+         on_progress, checkpoint, identity: dict, start_loglik: float, prepare_seconds: float) -> None:
+    """The rounds from ``state`` on, each reported and checkpointed (the start trees climbed at once by
+    parallel ``workers``: reported as each is taken in, checkpointed once all are)."""
+
+    def report():
+        state.elapsed = time.perf_counter() - resumed_at
+        if on_progress is not None:
+            on_progress({"loglik": state.loglik, "best_loglik": max(state.loglik, state.best_loglik),
+                         "moves": state.moves, "round": state.round, "elapsed": state.elapsed,
+                         "phase": state.phase, "radius": state.radius_max, "start": state.start})
+
+    while state.phase != "done" and (config.max_rounds is None or state.round < config.max_rounds):
+        if workers.parallel and state.phase in FAST:
+            for _ in climb_starts(state, config, seed, workers):
+                report()
+        else:
+            next_round(engine, state, config, seed, workers)
+        report()
+        if checkpoint is not None:
+            data = checkpoint_data(state, **identity, start_loglik=start_loglik,
+                                   prepare_seconds=prepare_seconds)
+            checkpoint(data) if callable(checkpoint) else write_checkpoint(checkpoint, data)

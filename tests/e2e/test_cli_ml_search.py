@@ -22,7 +22,7 @@ def phylorl_cli(*args, cwd=None) -> subprocess.CompletedProcess:
 
 def test_ml_search_writes_tree_and_checkpoint_and_resumes_to_the_same_answer(tmp_path):
     out = tmp_path / "ds1.nwk"
-    first = phylorl_cli("search", "--alignment", DS1, "--out", out, "--json", "--starts", "2")
+    first = phylorl_cli("search", "--alignment", DS1, "--out", out, "--json", "--starts", "2", "--threads", "2")
     assert first.returncode == 0, first.stderr[-2000:]
     summary = json.loads(first.stdout)
     assert "round" in first.stderr and "logL" in first.stderr  # progress lines
@@ -33,12 +33,14 @@ def test_ml_search_writes_tree_and_checkpoint_and_resumes_to_the_same_answer(tmp
     engine = LikelihoodEngine(alignment, summary["model"])
     assert abs(engine.loglik(tree) - summary["best_loglik"]) < 1e-3  # the written tree is the answer
     assert summary["best_loglik"] > summary["start_loglik"] + 1.0
-    again = phylorl_cli("search", "--alignment", DS1, "--out", out, "--json", "--starts", "2", "--resume")
+    assert summary["threads"] == 2 and "2 processes" in first.stderr
+    again = phylorl_cli("search", "--alignment", DS1, "--out", out, "--json", "--starts", "2", "--threads", "2",
+                        "--resume")
     assert again.returncode == 0, again.stderr[-2000:]
     resumed = json.loads(again.stdout)
     assert resumed["best_loglik"] == summary["best_loglik"] and resumed["tree"] == summary["tree"]
-    other = phylorl_cli("search", "--alignment", DS1, "--out", out, "--starts", "3", "--resume")
-    assert other.returncode == 2 and "another search" in other.stderr  # a checkpoint of other settings
+    other = phylorl_cli("search", "--alignment", DS1, "--out", out, "--starts", "2", "--resume")
+    assert other.returncode == 2 and "another search" in other.stderr  # a checkpoint of other settings (threads)
 
 
 def test_eval_ml_method_from_nj_against_iqtree(tmp_path):

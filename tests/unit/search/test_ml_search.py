@@ -21,8 +21,10 @@ from phylorl.phylo.alignment import Alignment
 from phylorl.phylo.simulate import dataset_rng, simulate_dataset
 from phylorl.phylo.splits import splits
 from phylorl.search import SearchConfig, search
+from phylorl.search.perturb import climb
 from phylorl.search.rounds import spr_round
 from phylorl.search.state import read_checkpoint
+from phylorl.search.workers import Workers
 
 MODEL = "GTR{1.2,3.1,0.8,1.1,4.0}+F{0.3,0.2,0.2,0.3}+G4{0.6}"
 
@@ -141,3 +143,46 @@ def test_perturbations_end_after_the_failures_the_tree_size_allows(simulated):
     assert saved[-1]["phase"] == "done"
     with pytest.raises(ValueError, match="perturb_fails_max"):
         SearchConfig(perturb_fails=5, perturb_fails_max=4)
+
+
+def test_worker_processes_climb_as_this_process_does(simulated):
+    engine = LikelihoodEngine(simulated, MODEL)
+    tree = random_tree(simulated.taxa, np.random.default_rng(5))
+    engine.optimize_branch_lengths(tree, rounds=3)
+    settings = dict(moves=4, radius=3, climb_radius=4, slow_branches=3, slow_near=1.0, max_rounds=3, cutoff=1.0,
+                    branch_rounds=2)
+    def jobs():
+        return [(tree, np.random.default_rng([7, k])) for k in range(3)]
+
+    here = list(Workers(engine, MODEL, 1).map(climb, jobs(), **settings))
+    workers = Workers(LikelihoodEngine(simulated, MODEL), MODEL, 2)
+    try:
+        there = list(workers.map(climb, jobs(), **settings))
+    finally:
+        workers.close()
+    assert [write_newick(c.tree) for c in here] == [write_newick(c.tree) for c in there]
+    assert [(c.loglik, c.moves, c.scored) for c in here] == [(c.loglik, c.moves, c.scored) for c in there]
+    assert len({write_newick(c.tree) for c in here}) > 1  # the seeds differ
+
+
+def test_threads_climb_the_starts_at_once_to_the_same_state_and_resume(simulated):
+    def first_slow(threads):
+        saved, progress = [], []
+        result = search(simulated, MODEL, config=SearchConfig(starts=3, threads=threads), seed=6,
+                        on_progress=progress.append,
+                        checkpoint=lambda data: saved.append(json.loads(json.dumps(data))))
+        return result, saved, next(s for s in saved if s["state"]["phase"] == "slow"), progress
+
+    one = first_slow(1)[2]
+    whole, saved, two, progress = first_slow(2)
+    assert two is saved[0]  # one step for every start, reported as each is taken in
+    assert [(p["phase"], p["start"]) for p in progress[:3]] == [("fast", 0), ("fast", 1), ("slow", 2)]
+    same = ("tree", "loglik", "round", "moves", "scored", "best_radius", "start", "radius_min", "radius_max")
+    assert {k: two["state"][k] for k in same} == {k: one["state"][k] for k in same}
+    iterations = [s["state"]["iteration"] for s in saved if s["state"]["iteration"]]
+    assert iterations and all(i % 2 == 0 for i in iterations)  # perturbation rounds are batches of two
+    batch = next(k for k, s in enumerate(saved) if s["state"]["phase"] == "perturb" and s["state"]["iteration"])
+    resumed = search(simulated, MODEL, config=SearchConfig(starts=3, threads=2), seed=6, resume=saved[batch])
+    assert write_newick(resumed.tree) == write_newick(whole.tree) and resumed.loglik == whole.loglik
+    with pytest.raises(ValueError, match="config"):
+        search(simulated, MODEL, config=SearchConfig(starts=3), seed=6, resume=saved[batch])
