@@ -197,7 +197,7 @@ def optimize_edges(order, rounds, tol, max_iter, newton_tol, t_min, t_max,
     current = previous
     for r in range(rounds):
         for idx in range(order.shape[0]):
-            e = order[idx] if r % 2 == 0 else order[order.shape[0] - 1 - idx]
+            e = order[idx]
             n_updates += _ensure_edge(e, neighbors, node_edges, edges, n_leaves, tip_codes, pmat, tip_pmat,
                                       clv, scale, valid, stack)
             branch_coefficients(e, neighbors, n_leaves, edges, tip_codes, mask_vectors, clv, scale, freqs, weights,
