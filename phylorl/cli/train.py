@@ -28,7 +28,7 @@ def run(args) -> int:
     import subprocess
     import sys
 
-    child = subprocess.Popen([sys.executable, "-m", "services.launcher", *args.argv], start_new_session=True)
+    child = subprocess.Popen([sys.executable, "-m", "services.launcher", *args.argv], process_group=0)
 
     def forward(signum, _frame) -> None:
         child.send_signal(signum)

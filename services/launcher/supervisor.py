@@ -61,7 +61,7 @@ class Service:
             self.log_file.close()
         self.log_file = open(self.log_path, "ab")
         self.process = subprocess.Popen(self.argv, stdout=self.log_file, stderr=subprocess.STDOUT,
-                                        stdin=subprocess.DEVNULL, env=env, start_new_session=True)
+                                        stdin=subprocess.DEVNULL, env=env, process_group=0)
 
     @property
     def alive(self) -> bool:
