@@ -173,7 +173,8 @@ def newton_branch(coef, eigvals, rates, pattern_weights, t0, t_min, t_max, max_i
 def optimize_edges(order, rounds, tol, max_iter, newton_tol, t_min, t_max,
                    neighbors, node_edges, edges, lengths, snap_lengths, n_leaves, tip_codes, pattern_weights,
                    buffers, model):
-    """Passes of per-branch Newton over ``order`` until a pass gains less than ``tol``.
+    """Passes of per-branch Newton over ``order`` until a pass gains less than ``tol``; every pass walks ``order``
+    from its first edge.
 
     ``buffers`` is the engine's :class:`~phylorl.phylo.likelihood.Buffers` and ``model`` its
     :class:`~phylorl.phylo.likelihood.ModelArrays`. Updates ``lengths`` (and the snapshot) in place and
