@@ -174,7 +174,7 @@ def optimize_edges(order, rounds, tol, max_iter, newton_tol, t_min, t_max,
                    neighbors, node_edges, edges, lengths, snap_lengths, n_leaves, tip_codes, pattern_weights,
                    buffers, model):
     """Passes of per-branch Newton over ``order`` until a pass gains less than ``tol``; every pass walks ``order``
-    from its first edge.
+    from its first edge (passes in alternating directions converge in up to twice the passes).
 
     ``buffers`` is the engine's :class:`~phylorl.phylo.likelihood.Buffers` and ``model`` its
     :class:`~phylorl.phylo.likelihood.ModelArrays`. Updates ``lengths`` (and the snapshot) in place and
@@ -189,16 +189,15 @@ def optimize_edges(order, rounds, tol, max_iter, newton_tol, t_min, t_max,
     one = np.empty(1, dtype=np.int64)
     n_updates = 0
     n_branches = 0
-    last = order[order.shape[0] - 1]
+    last = order[order.shape[0] - 1]  # where every pass ends
     n_updates += _ensure_edge(order[0], neighbors, node_edges, edges, n_leaves, tip_codes, pmat, tip_pmat,
                               clv, scale, valid, stack)
     kn.edge_site_likelihoods(order[0], neighbors, n_leaves, edges, tip_codes, pmat, tip_pmat, clv, scale, freqs, weights,
                              site, site_scale)
     previous = total_loglik(site, site_scale, pattern_weights, inv_lik, pinv)
     current = previous
-    for r in range(rounds):
-        for idx in range(order.shape[0]):
-            e = order[idx]
+    for _pass in range(rounds):
+        for e in order:
             n_updates += _ensure_edge(e, neighbors, node_edges, edges, n_leaves, tip_codes, pmat, tip_pmat,
                                       clv, scale, valid, stack)
             branch_coefficients(e, neighbors, n_leaves, edges, tip_codes, mask_vectors, clv, scale, freqs, weights,
@@ -212,7 +211,6 @@ def optimize_edges(order, rounds, tol, max_iter, newton_tol, t_min, t_max,
                 one[0] = e
                 kn.compute_pmats(one, lengths, eigvals, U, U_inv, rates, pmat, tip_pmat, mask_vectors)
                 kn.invalidate_toward(e, neighbors, node_edges, edges, valid, False, stack)
-            last = e
         n_updates += _ensure_edge(last, neighbors, node_edges, edges, n_leaves, tip_codes, pmat, tip_pmat,
                                   clv, scale, valid, stack)
         kn.edge_site_likelihoods(last, neighbors, n_leaves, edges, tip_codes, pmat, tip_pmat, clv, scale, freqs,
