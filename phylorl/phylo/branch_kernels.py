@@ -22,43 +22,31 @@ from .log_sum import total_loglik, weighted_log_sum
 
 
 @njit(cache=True, nogil=True, fastmath=FASTMATH)
-def _side_vectors(node, row, n_leaves, tip_codes, mask_vectors, clv, c, out):
-    """``out[j, p]``: the partial of ``node``'s side at category ``c``, ``clv[row]`` (tips expanded from masks)."""
-    P = out.shape[1]
-    if node < n_leaves:
-        codes = tip_codes[node]
-        for j in range(4):
-            for p in range(P):
-                out[j, p] = mask_vectors[codes[p], j]
-    else:
-        for j in range(4):
-            src = clv[row, c, j]
-            for p in range(P):
-                out[j, p] = src[p]
-
-
-@njit(cache=True, nogil=True, fastmath=FASTMATH)
 def branch_coefficients(e, neighbors, n_leaves, edges, tip_codes, mask_vectors, clv, scale, freqs, weights,
                         U, U_inv, inv_lik, pinv, coef, inv_scaled):
     """Fill ``coef[C, 4, P]`` and ``inv_scaled[P]`` for edge ``e`` (both partials must be valid).
 
     ``coef[:, 0, :]`` (the ``k = 0`` term, eigenvalue 0) is summed over categories into
     ``coef[0, 0, :]`` together with the invariant-sites term, since it does not depend on ``t``.
+    A tip's side is a lookup by ambiguity code (its products with ``pi U`` and ``U^-1`` tabulated once).
     """
     u = edges[e, 0]
     v = edges[e, 1]
-    du = 2 * e + 1
-    dv = 2 * e
     C = coef.shape[0]
     P = coef.shape[2]
-    A = np.empty((4, P))
-    B = np.empty((4, P))
     fa = np.empty((4, 4))
     for i in range(4):
         for k in range(4):
             fa[i, k] = freqs[i] * U[i, k]
-    ru = kn.clv_index(du, neighbors, edges, n_leaves) if u >= n_leaves else 0
-    rv = kn.clv_index(dv, neighbors, edges, n_leaves) if v >= n_leaves else 0
+    tip_a = np.zeros((16, 4))  # tip_a[code, k] = sum_i fa[i, k] mask[code, i]; tip_b with U_inv[k, j]
+    tip_b = np.zeros((16, 4))
+    for code in range(16):
+        for k in range(4):
+            for i in range(4):
+                tip_a[code, k] += fa[i, k] * mask_vectors[code, i]
+                tip_b[code, k] += U_inv[k, i] * mask_vectors[code, i]
+    ru = kn.clv_index(2 * e + 1, neighbors, edges, n_leaves) if u >= n_leaves else 0
+    rv = kn.clv_index(2 * e, neighbors, edges, n_leaves) if v >= n_leaves else 0
     sc = np.zeros(P)
     if u >= n_leaves:
         for p in range(P):
@@ -74,16 +62,25 @@ def branch_coefficients(e, neighbors, n_leaves, edges, tip_codes, mask_vectors, 
                 x = sc[p] * LOG_SCALE
                 inv_scaled[p] = pinv * inv_lik[p] * np.exp(x) if x < 600.0 else 1e260
     for c in range(C):
-        _side_vectors(u, ru, n_leaves, tip_codes, mask_vectors, clv, c, A)
-        _side_vectors(v, rv, n_leaves, tip_codes, mask_vectors, clv, c, B)
+        A = clv[ru, c]
+        B = clv[rv, c]
         wc = weights[c]
         for k in range(4):
             a0, a1, a2, a3 = fa[0, k], fa[1, k], fa[2, k], fa[3, k]
             b0, b1, b2, b3 = U_inv[k, 0], U_inv[k, 1], U_inv[k, 2], U_inv[k, 3]
             out = coef[c, k]
-            for p in range(P):
-                out[p] = wc * (a0 * A[0, p] + a1 * A[1, p] + a2 * A[2, p] + a3 * A[3, p]) * (
-                    b0 * B[0, p] + b1 * B[1, p] + b2 * B[2, p] + b3 * B[3, p])
+            if u < n_leaves:
+                codes = tip_codes[u]
+                for p in range(P):
+                    out[p] = wc * tip_a[codes[p], k] * (b0 * B[0, p] + b1 * B[1, p] + b2 * B[2, p] + b3 * B[3, p])
+            elif v < n_leaves:
+                codes = tip_codes[v]
+                for p in range(P):
+                    out[p] = wc * (a0 * A[0, p] + a1 * A[1, p] + a2 * A[2, p] + a3 * A[3, p]) * tip_b[codes[p], k]
+            else:
+                for p in range(P):
+                    out[p] = wc * (a0 * A[0, p] + a1 * A[1, p] + a2 * A[2, p] + a3 * A[3, p]) * (
+                        b0 * B[0, p] + b1 * B[1, p] + b2 * B[2, p] + b3 * B[3, p])
     # fold the t-independent terms into coef[0, 0]
     for c in range(1, C):
         for p in range(P):
@@ -210,7 +207,7 @@ def optimize_edges(order, rounds, tol, max_iter, newton_tol, t_min, t_max,
                 snap_lengths[e] = t
                 one[0] = e
                 kn.compute_pmats(one, lengths, eigvals, U, U_inv, rates, pmat, tip_pmat, mask_vectors)
-                kn.invalidate_toward(e, neighbors, node_edges, edges, valid, False, stack)
+                kn.invalidate_toward(e, neighbors, node_edges, edges, valid, False, stack, False)
         n_updates += _ensure_edge(last, neighbors, node_edges, edges, n_leaves, tip_codes, pmat, tip_pmat,
                                   clv, scale, valid, stack)
         kn.edge_site_likelihoods(last, neighbors, n_leaves, edges, tip_codes, pmat, tip_pmat, clv, scale, freqs,

@@ -15,7 +15,9 @@ Conventions (shared with :mod:`phylorl.phylo.likelihood`):
   (``[C, 4, 16]``) is ``pmat[e] @ mask`` for each of the 16 ambiguity codes, so a leaf's
   contribution is a gather.
 * ``valid[d]`` says whether the partial of ``d`` is up to date. Changing edge ``e`` invalidates every partial
-  whose subtree contains ``e`` (:func:`invalidate_toward`).
+  whose subtree contains ``e`` (:func:`invalidate_toward`). A partial is made valid only after those it is
+  computed from (:func:`ensure_valid` works post-order), so every partial containing an invalid one is invalid
+  too: within one topology, the walk outward from a changed length stops at the first partial already invalid.
 
 Kernels take buffers and indices and return numbers; they allocate nothing per call beyond small
 scratch arrays.
@@ -213,8 +215,10 @@ def ensure_valid(d, neighbors, node_edges, edges, n_leaves, tip_codes, pmat, tip
 
 
 @njit(cache=True, nogil=True)
-def invalidate_toward(e, neighbors, node_edges, edges, valid, include_self, stack):
-    """Invalidate every partial whose subtree contains edge ``e`` (and ``e``'s own two if asked)."""
+def invalidate_toward(e, neighbors, node_edges, edges, valid, include_self, stack, whole):
+    """Invalidate every partial whose subtree contains edge ``e`` (and ``e``'s own two if asked). ``whole``: walk
+    every such partial; otherwise stop at those already invalid (the partials containing them are too, unless the
+    topology changed since they were made valid: a topology change needs the whole walk)."""
     if include_self:
         valid[2 * e] = False
         valid[2 * e + 1] = False
@@ -232,7 +236,10 @@ def invalidate_toward(e, neighbors, node_edges, edges, valid, include_self, stac
                 if a < 0 or a == c:
                     continue
                 # directed edge a -> b
-                valid[directed_id(edges, node_edges[b, slot], a)] = False
+                d = directed_id(edges, node_edges[b, slot], a)
+                if not (whole or valid[d]):
+                    continue
+                valid[d] = False
                 top += 1
                 stack[2 * top] = a
                 stack[2 * top + 1] = b
@@ -298,9 +305,11 @@ def sync_tree(neighbors, node_edges, edges, lengths, snap_edges, snap_lengths, v
     """
     E = edges.shape[0]
     first = -1
+    any_topo = False
     one = np.empty(1, dtype=np.int64)
     for e in range(E):
         topo = edges[e, 0] != snap_edges[e, 0] or edges[e, 1] != snap_edges[e, 1]
+        any_topo = any_topo or topo
         if topo or lengths[e] != snap_lengths[e]:
             if first < 0:
                 first = e
@@ -312,7 +321,7 @@ def sync_tree(neighbors, node_edges, edges, lengths, snap_edges, snap_lengths, v
     for e in range(first, E):
         topo = edges[e, 0] != snap_edges[e, 0] or edges[e, 1] != snap_edges[e, 1]
         if topo or lengths[e] != snap_lengths[e]:
-            invalidate_toward(e, neighbors, node_edges, edges, valid, topo, stack)
+            invalidate_toward(e, neighbors, node_edges, edges, valid, topo, stack, any_topo)
             snap_edges[e, 0] = edges[e, 0]
             snap_edges[e, 1] = edges[e, 1]
             snap_lengths[e] = lengths[e]

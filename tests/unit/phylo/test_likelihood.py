@@ -161,6 +161,37 @@ def test_incremental_equals_full_after_spr(ds_reference, model_string):
     assert engine.n_partial_updates < 60 * (tree.n_nodes - 2) * 0.75
 
 
+def test_no_stale_partial_after_moves_and_branch_passes(ds_reference):
+    """Every partial the engine keeps as valid is the one a fresh engine computes: the log-likelihood at every
+    edge (both partials of each read) equals a fresh engine's after SPR moves, local and full branch passes
+    (whose invalidation stops at partials already invalid) and lengths set by hand."""
+    ref = ds_reference("DS1", "JC")
+    aln = load_alignment(ref["alignment"])
+    model = parse_model("GTR{0.6,2.1,0.5,1.4,3.3}+F+G4{0.5}")
+    rng = np.random.default_rng(5)
+    tree = random_tree(aln.taxa, rng, mean_length=0.05)
+    engine = LikelihoodEngine(aln, model)
+    engine.loglik(tree)
+    for step in range(24):
+        kind = step % 4
+        if kind == 0:
+            moves = enumerate_moves(tree)
+            move = moves[rng.integers(len(moves))]
+            apply_spr(tree, move)
+            engine.optimize_branch_lengths(tree, edges_near(tree, [move[0]], 1), rounds=2)
+        elif kind == 1:
+            engine.optimize_branch_lengths(tree, rounds=1)
+        elif kind == 2:
+            changed = rng.choice(tree.n_edges, size=3, replace=False)
+            tree.lengths[changed] = rng.uniform(0.01, 0.3, size=3)
+            engine.loglik(tree)
+        else:
+            engine.optimize_branch_lengths(tree, rng.choice(tree.n_edges, size=6, replace=False), rounds=3)
+        full = LikelihoodEngine(aln, model).loglik(tree)
+        for e in range(tree.n_edges):
+            assert engine._loglik_at(tree, e) == pytest.approx(full, rel=1e-10), (step, e)
+
+
 def test_free_parameters_are_estimated(ds_reference):
     ref = ds_reference("DS1", "GTR_G4")
     aln = load_alignment(ref["alignment"])
