@@ -44,59 +44,124 @@ def move_capacity(n_nodes, n_leaves):
 
 
 @njit(cache=True, nogil=True)
+def walk_space(n_nodes, radius=-1):
+    """Scratch of :func:`walk_sides` for the moves of one node ``p`` of a tree of ``n_nodes`` nodes within
+    ``radius`` (``< 0``: any distance), column 0 the distance ``d(p, x)``: ``(stack, depth, path, parent,
+    distance), start, size, slot_length, regrafts, columns``."""
+    distance = np.arange(n_nodes + 1 if radius < 0 else min(n_nodes, radius) + 1).astype(np.float32)
+    return ((np.empty(n_nodes, np.int64), np.empty(n_nodes, np.int64), np.empty(n_nodes),
+             np.empty(n_nodes, np.int64), distance), np.empty((n_nodes, 3), np.int64),
+            np.empty((n_nodes, 3), np.int64), np.zeros((n_nodes, 3)), np.empty(2 * n_nodes, np.int32),
+            np.empty((2 * n_nodes, 1), np.float32))
+
+
+@njit(cache=True, nogil=True)
 def enumerate_into(neighbors, n_leaves, radius, dedupe, out):
-    """Write the moves of :func:`enumerate_moves` into ``out`` (compiled) and return their number.
-    (:mod:`phylorl.records.moves` walks the same way, writing slot rows and features instead.)"""
-    n_nodes = neighbors.shape[0]
-    stack = np.empty((n_nodes, 2), np.int64)  # (node, distance from p)
-    parent = np.empty(n_nodes, np.int64)
-    count = 0
+    """Write the moves of :func:`enumerate_moves` into ``out`` (compiled) and return their number."""
     if radius == 0:
         return 0
-    for p in range(n_leaves, n_nodes):
+    space = walk_space(neighbors.shape[0], radius)
+    count = 0
+    for p in range(n_leaves, neighbors.shape[0]):
+        _walk(neighbors, n_leaves, p, 7, radius, space)
         for k in range(3):
-            count = subtree_moves_into(neighbors, n_leaves, p, k, 1, radius, dedupe, out, count, stack, parent)
+            count = _side_moves(neighbors, n_leaves, p, k, 1, dedupe, space, out, count)
     return count
 
 
 @njit(cache=True, nogil=True)
-def subtree_moves_into(neighbors, n_leaves, p, k, radius_min, radius, dedupe, out, count, stack, parent):
+def subtree_moves_into(neighbors, n_leaves, p, k, radius_min, radius, dedupe, out, count, space):
     """Append to ``out`` (from row ``count``) the moves pruning ``s = neighbors[p, k]`` whose distance
     ``d(p, x)`` lies in ``[radius_min, radius]`` (``radius < 0``: no upper bound), in :func:`enumerate_moves`'s
-    order; returns the new count. ``stack`` (int64 ``[nodes, 2]``) and ``parent`` (``[nodes]``) are scratch."""
+    order; returns the new count. ``space``: :func:`walk_space`."""
+    if radius == 0:
+        return count
+    _walk(neighbors, n_leaves, p, 7 & ~(1 << k), radius, space)
+    return _side_moves(neighbors, n_leaves, p, k, radius_min, dedupe, space, out, count)
+
+
+@njit(cache=True, nogil=True)
+def _walk(neighbors, n_leaves, p, sides, radius, space):
+    (stack, depth, path, parent, distance), start, size, slot_length, regrafts, columns = space
+    walk_sides(neighbors, slot_length, n_leaves, radius, p, p + 1, sides, 0, 1.0, False, stack, depth, path, parent,
+               distance, regrafts, columns, 0, start, size)
+
+
+@njit(cache=True, nogil=True)
+def _side_moves(neighbors, n_leaves, p, k, radius_min, dedupe, space, out, count):
+    """The moves pruning ``neighbors[p, k]`` from :func:`_walk`'s walks of ``p``'s other sides, appended."""
+    _, start, size, _, regrafts, columns = space
     s = neighbors[p, k]
     for side in range(3):
         a = neighbors[p, side]
         if side == k or a < n_leaves:
             continue
-        other = neighbors[p, 3 - k - side]
-        parent[a] = p
-        stack[0, 0] = a
-        stack[0, 1] = 1
-        top = 1
-        while top > 0:
-            top -= 1
-            x = stack[top, 0]
-            d = stack[top, 1]
-            keep = d >= radius_min and (not (dedupe and d == 1) or (p < x and s < other))
-            if keep:
-                for j in range(3):
-                    y = neighbors[x, j]
-                    if y != parent[x]:
-                        out[count, 0] = p
-                        out[count, 1] = s
-                        out[count, 2] = x
-                        out[count, 3] = y
-                        count += 1
-            if radius < 0 or d < radius:
-                for j in range(2, -1, -1):
-                    y = neighbors[x, j]
-                    if y != parent[x] and y >= n_leaves:
-                        parent[y] = x
-                        stack[top, 0] = y
-                        stack[top, 1] = d + 1
-                        top += 1
+        canonical = p < a and s < neighbors[p, 3 - k - side]  # the NNI moves' (distance 1) canonical one
+        for i in range(start[p, side], start[p, side] + size[p, side]):
+            d = columns[i, 0]
+            if d < radius_min or (dedupe and d == 1 and not canonical):
+                continue
+            x = regrafts[i] // 3
+            out[count, 0], out[count, 1], out[count, 2], out[count, 3] = p, s, x, neighbors[x, regrafts[i] % 3]
+            count += 1
     return count
+
+
+@njit(cache=True, nogil=True, inline="always")
+def walk_sides(neighbors, slot_length, n_leaves, radius, first_p, last_p, sides, base, tree_length, rich, stack, depth,
+           path, parent, distance, regrafts, columns, m, start, size):
+    """The regraft walk every move enumeration uses (compiled). Walks sides ``sides`` (a bit mask) of each node
+    ``p`` in ``[first_p, last_p)``: the regrafts onto side ``side`` of ``p`` (the subtree on
+    ``neighbors[p, side]``'s side), depth first away from ``p``, children in slot order, down to distance
+    ``radius`` (``< 0``: no bound). Each regraft ``(x, y)`` (``x`` nearer ``p``) writes its slot row ``3x + j``
+    (``base`` added) into ``regrafts`` and into ``columns``: column 0 ``distance[d(p, x)]``, and with ``rich``
+    column 1 the path length from ``p`` to the middle of ``(x, y)`` over ``tree_length`` (``slot_length``: each
+    slot's branch length), from row ``m`` on; that side's first row into ``start[p, side]`` and its length
+    into ``size[p, side]``. ``stack``, ``depth``, ``path`` and ``parent`` are scratch of ``n_nodes``. A whole
+    tree is walked in one call: numba counts references to every array passed at each call. Returns the row
+    after the last."""
+    for p in range(first_p, last_p):
+        for side in range(3):
+            if not (sides >> side) & 1:
+                continue
+            start[p, side] = m
+            # depth first, children in slot order: a node's first inner child is walked next straight from registers
+            # and only its other children wait on the stack (popping every node from memory made each node wait on
+            # loads that depended on the last one's); a node's slots and branch lengths are read once, since the
+            # stores below could alias them for all the compiler knows
+            x, up, here, d, top = neighbors[p, side], p, slot_length[p, side], 1, 0
+            while x >= n_leaves:
+                column = distance[d]
+                ys = (neighbors[x, 0], neighbors[x, 1], neighbors[x, 2])
+                ls = (slot_length[x, 0], slot_length[x, 1], slot_length[x, 2])
+                for j in range(3):
+                    if ys[j] != up:
+                        regrafts[m] = base + 3 * x + j
+                        columns[m, 0] = column
+                        if rich:
+                            columns[m, 1] = (here + 0.5 * ls[j]) / tree_length
+                        m += 1
+                follow, length = -1, 0.0
+                if radius < 0 or d < radius:
+                    for j in range(2, -1, -1):
+                        y = ys[j]
+                        if y != up and y >= n_leaves:
+                            if follow >= 0:  # a later slot's child waits
+                                parent[follow], path[follow] = x, length
+                                stack[top], depth[top] = follow, d + 1
+                                top += 1
+                            follow, length = y, here + ls[j]
+                if follow >= 0:
+                    x, up, here, d = follow, x, length, d + 1
+                elif top > 0:
+                    top -= 1
+                    x, d = stack[top], depth[top]
+                    up, here = parent[x], path[x]
+                else:
+                    x = -1
+            size[p, side] = m - start[p, side]
+    return m
+
 
 
 @njit(cache=True, nogil=True)
@@ -108,8 +173,8 @@ def subtree_moves(neighbors, n_leaves, p, s, radius_min, radius, dedupe):
     k = slot_of(neighbors, p, s)
     if k < 0 or p < n_leaves:
         return out[:0].copy()
-    count = subtree_moves_into(neighbors, n_leaves, p, k, radius_min, radius, dedupe, out, 0,
-                               np.empty((n_nodes, 2), np.int64), np.empty(n_nodes, np.int64))
+    space = walk_space(n_nodes, radius)
+    count = subtree_moves_into(neighbors, n_leaves, p, k, radius_min, radius, dedupe, out, 0, space)
     return out[:count].copy()
 
 

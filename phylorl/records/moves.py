@@ -4,14 +4,18 @@
 :class:`phylorl.nets.compact_actions.CompactActions` (slot tables; each side of each inner node walked once, its
 regraft slots and own columns; blocks of moves that share a pruned slot and a walk; a parsimony row per move), and
 :func:`expand_moves` writes them out on the host; :func:`taken_move` finds one move of a state, with its features,
-walking only the block of moves that holds it (the taken row a record stores). Both give the moves of
-:func:`phylorl.phylo.spr.enumerate_into` in its order, and the feature values of :mod:`phylorl.records.features`.
+walking only the block of moves that holds it (the taken row a record stores). Both walk the regrafts with
+:func:`phylorl.phylo.spr.walk_sides`, the walk of every move enumeration, so they give the moves of
+:func:`phylorl.phylo.spr.enumerate_moves` in its order, with the feature values of
+:mod:`phylorl.records.features`.
 """
 
 from __future__ import annotations
 
 import numpy as np
 from numba import njit
+
+from phylorl.phylo.spr import walk_sides
 
 from .features import slot_columns, slot_leaves, slot_row, slot_sums, slot_tables, tree_length
 from .parsimony import parsimony_one, parsimony_table, stored_parsimony_table
@@ -80,14 +84,14 @@ def taken_move(tree, node_edges, logs, n_leaves, radius, dedupe, rich, stop, off
                 if radius < 0:  # rich: the leaves on that side are counted in the slot sums already
                     size[p, side] = 2 * ((np.int64(sums[0][p, side]) if rich else leaves[p, side]) - 1)
                 elif not walked:
-                    _walks(neighbors, slot_length, n_leaves, radius, p, p + 1, 7, 0, constants[2], rich, stack, depth,
-                           path, parent, distance, regrafts, columns, 0, start, size)
+                    walk_sides(neighbors, slot_length, n_leaves, radius, p, p + 1, 7, 0, constants[2], rich, stack,
+                               depth, path, parent, distance, regrafts, columns, 0, start, size)
                     walked = True
                 first = 2 if dedupe and not (p < a and neighbors[p, k] < neighbors[p, 3 - k - side]) else 0
                 if stop < before + size[p, side] - first:
                     if radius < 0:
-                        _walks(neighbors, slot_length, n_leaves, radius, p, p + 1, 1 << side, 0, constants[2], rich,
-                               stack, depth, path, parent, distance, regrafts, columns, 0, start, size)
+                        walk_sides(neighbors, slot_length, n_leaves, radius, p, p + 1, 1 << side, 0, constants[2],
+                                   rich, stack, depth, path, parent, distance, regrafts, columns, 0, start, size)
                     i = start[p, side] + stop - before + first
                     x, kx = regrafts[i] // 3, regrafts[i] % 3
                     taken[0], taken[1] = offset + p, offset + neighbors[p, k]
@@ -119,9 +123,9 @@ def _slot_lengths(neighbors, node_edges, lengths, out):
 @njit(cache=True, nogil=True)
 def walk_work(n_nodes, rich):
     """Scratch of the walks for trees of up to ``n_nodes`` nodes, made once and used for every state:
-    :func:`_walks`'s (stack, depth, branch length from ``p``, parent, and the distance column by depth: rich
-    ``(d + 1) / 10``, basic ``d + 1``), the first row and size of each side's walk, each slot's branch length, and
-    the walks of one node's sides (their regraft slots and own columns)."""
+    :func:`~phylorl.phylo.spr.walk_sides`'s (stack, depth, branch length from ``p``, parent, and the distance
+    column by depth: rich ``(d + 1) / 10``, basic ``d + 1``), the first row and size of each side's walk, each
+    slot's branch length, and the walks of one node's sides (their regraft slots and own columns)."""
     distance = np.empty(n_nodes + 1, np.float32)
     for d in range(n_nodes + 1):
         distance[d] = np.float32(d + 1) / np.float32(10.0) if rich else d + 1
@@ -129,59 +133,6 @@ def walk_work(n_nodes, rich):
                np.empty(n_nodes, np.int64), distance)
     return (scratch, np.zeros((n_nodes, 3), np.int64), np.zeros((n_nodes, 3), np.int64), np.zeros((n_nodes, 3)),
             np.empty(3 * 2 * n_nodes, np.int32), np.empty((3 * 2 * n_nodes, 2), np.float32))
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _walks(neighbors, slot_length, n_leaves, radius, first_p, last_p, sides, base, tree_length, rich, stack, depth,
-           path, parent, distance, regrafts, columns, m, start, size):
-    """Walk sides ``sides`` (a bit mask) of each node ``p`` in ``[first_p, last_p)``: the regrafts onto side
-    ``side`` of ``p`` (the subtree on ``neighbors[p, side]``'s side), in the order of
-    :func:`~phylorl.phylo.spr.enumerate_into`'s walk, each one's regraft slot row (``base`` added) into
-    ``regrafts`` and its own columns into ``columns`` (see :func:`_slot_walk`), from row ``m`` on; that walk's
-    first row into ``start[p, side]`` and its length into ``size[p, side]``. The other arrays are
-    :func:`walk_work`'s scratch, passed one by one, and a whole tree is walked in one call: numba counts
-    references to every array passed at each call. Returns the row after the last."""
-    for p in range(first_p, last_p):
-        for side in range(3):
-            if not (sides >> side) & 1:
-                continue
-            start[p, side] = m
-            # depth first, children in slot order: a node's first inner child is walked next straight from registers
-            # and only its other children wait on the stack (popping every node from memory made each node wait on
-            # loads that depended on the last one's); a node's slots and branch lengths are read once, since the
-            # stores below could alias them for all the compiler knows
-            x, up, here, d, top = neighbors[p, side], p, slot_length[p, side], 1, 0
-            while x >= n_leaves:
-                column = distance[d]
-                ys = (neighbors[x, 0], neighbors[x, 1], neighbors[x, 2])
-                ls = (slot_length[x, 0], slot_length[x, 1], slot_length[x, 2])
-                for j in range(3):
-                    if ys[j] != up:
-                        regrafts[m] = base + 3 * x + j
-                        columns[m, 0] = column
-                        if rich:
-                            columns[m, 1] = (here + 0.5 * ls[j]) / tree_length
-                        m += 1
-                follow, length = -1, 0.0
-                if radius < 0 or d < radius:
-                    for j in range(2, -1, -1):
-                        y = ys[j]
-                        if y != up and y >= n_leaves:
-                            if follow >= 0:  # a later slot's child waits
-                                parent[follow], path[follow] = x, length
-                                stack[top], depth[top] = follow, d + 1
-                                top += 1
-                            follow, length = y, here + ls[j]
-                if follow >= 0:
-                    x, up, here, d = follow, x, length, d + 1
-                elif top > 0:
-                    top -= 1
-                    x, d = stack[top], depth[top]
-                    up, here = parent[x], path[x]
-                else:
-                    x = -1
-            size[p, side] = m - start[p, side]
-    return m
 
 
 @njit(cache=True, nogil=True)
@@ -227,7 +178,7 @@ def all_moves(tree, node_edges, logs, n_leaves, radius, dedupe, rich, offset, co
 @njit(cache=True, nogil=True)
 def _slot_walk(neighbors, node_edges, lengths, n_leaves, radius, dedupe, base, tree_length, rich, walk_slot, walk_own,
                blocks, walk_at, work):
-    """The moves of :func:`~phylorl.phylo.spr.enumerate_into` in the same order (tested), as walks and blocks.
+    """The moves of :func:`~phylorl.phylo.spr.enumerate_moves` in the same order, as walks and blocks.
 
     The moves pruning ``(p, k)`` onto side ``side`` of ``p`` walk the same subtree for both ``k != side`` (only
     the dedupe rule at ``d = 1``, the first node's two moves, tells them apart), so each side of ``p`` is walked
@@ -241,8 +192,8 @@ def _slot_walk(neighbors, node_edges, lengths, n_leaves, radius, dedupe, base, t
     if radius == 0:
         return 0, 0, 0
     n_nodes = neighbors.shape[0]
-    walked = _walks(neighbors, slot_length, n_leaves, radius, n_leaves, n_nodes, 7, base, tree_length, rich, stack,
-                    depth, path, parent, distance, walk_slot, walk_own, 0, start, size)
+    walked = walk_sides(neighbors, slot_length, n_leaves, radius, n_leaves, n_nodes, 7, base, tree_length, rich,
+                        stack, depth, path, parent, distance, walk_slot, walk_own, 0, start, size)
     count, written = 0, 0
     for p in range(n_leaves, n_nodes):
         for k in range(3):
