@@ -51,6 +51,40 @@ def test_order_is_deterministic_and_moves_are_well_formed():
         assert x != p and y != p
 
 
+def _documented_order(tree, radius, dedupe):
+    """The moves in the order ``enumerate_moves`` documents, written plainly: by ``p``, ``s``'s slot, the regraft
+    side's slot, then a depth-first preorder walk away from ``p`` (children in slot order)."""
+    nb, n, out = tree.neighbors, tree.n_leaves, []
+    for p in range(n, tree.n_nodes):
+        for k in range(3):
+            s = int(nb[p, k])
+            for side in range(3):
+                a = int(nb[p, side])
+                if side == k or a < n:
+                    continue
+                other = int(nb[p, 3 - k - side])
+
+                def visit(x, up, d):
+                    if not dedupe or d > 1 or (p < x and s < other):
+                        out.extend((p, s, x, int(y)) for y in nb[x] if y != up)
+                    if radius is None or d < radius:
+                        for y in nb[x]:
+                            if y != up and y >= n:
+                                visit(int(y), x, d + 1)
+
+                visit(a, p, 1)
+    return np.array(out, np.int64).reshape(-1, 4)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_moves_come_in_the_documented_order(seed):
+    tree = random_tree(names(18), np.random.default_rng(seed))
+    for radius in (None, 1, 2, 4):
+        for dedupe in (True, False):
+            assert np.array_equal(enumerate_moves(tree, radius=radius, dedupe=dedupe),
+                                  _documented_order(tree, radius, dedupe))
+
+
 def _distance(tree, u, v):
     order, parent = tree.preorder(root=u)
     d = 0
