@@ -44,15 +44,30 @@ def move_capacity(n_nodes, n_leaves):
 
 
 @njit(cache=True, nogil=True)
-def walk_space(n_nodes, radius=-1):
-    """Scratch of :func:`walk_sides` for the moves of one node ``p`` of a tree of ``n_nodes`` nodes within
-    ``radius`` (``< 0``: any distance), column 0 the distance ``d(p, x)``: ``(stack, depth, path, parent,
-    distance), start, size, slot_length, regrafts, columns``."""
-    distance = np.arange(n_nodes + 1 if radius < 0 else min(n_nodes, radius) + 1).astype(np.float32)
+def walk_space(distance, n_nodes, rows, width):
+    """Scratch of :func:`walk_sides` for trees of up to ``n_nodes`` nodes: ``(stack, depth, path, parent,
+    distance), start, size, slot_length, regrafts, columns``, with ``rows`` rows of regrafts and of ``width``
+    columns; ``distance``: column 0's value at each depth. A side's ``start`` and ``size`` are written by its walk
+    before anything reads them."""
     return ((np.empty(n_nodes, np.int64), np.empty(n_nodes, np.int64), np.empty(n_nodes),
              np.empty(n_nodes, np.int64), distance), np.empty((n_nodes, 3), np.int64),
-            np.empty((n_nodes, 3), np.int64), np.zeros((n_nodes, 3)), np.empty(2 * n_nodes, np.int32),
-            np.empty((2 * n_nodes, 1), np.float32))
+            np.empty((n_nodes, 3), np.int64), np.zeros((n_nodes, 3)), np.empty(rows, np.int32),
+            np.empty((rows, width), np.float32))
+
+
+@njit(cache=True, nogil=True)
+def _one_node_space(n_nodes, radius):
+    """:func:`walk_space` for the walks of one node's sides within ``radius``, column 0 the distance."""
+    depths = n_nodes if radius < 0 else min(n_nodes, radius)
+    return walk_space(np.arange(depths + 1).astype(np.float32), n_nodes, 2 * n_nodes, 1)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def skipped_rows(neighbors, p, k, side, dedupe):
+    """Rows at the start of side ``side``'s walk that the moves pruning ``neighbors[p, k]`` leave out: with
+    ``dedupe``, the walk's first node's two regrafts (distance 1, NNI moves) unless they are the canonical ones of
+    their topologies (``p`` below that node and ``neighbors[p, k]`` below ``p``'s third neighbour)."""
+    return 2 if dedupe and not (p < neighbors[p, side] and neighbors[p, k] < neighbors[p, 3 - k - side]) else 0
 
 
 @njit(cache=True, nogil=True)
@@ -60,7 +75,7 @@ def enumerate_into(neighbors, n_leaves, radius, dedupe, out):
     """Write the moves of :func:`enumerate_moves` into ``out`` (compiled) and return their number."""
     if radius == 0:
         return 0
-    space = walk_space(neighbors.shape[0], radius)
+    space = _one_node_space(neighbors.shape[0], radius)
     count = 0
     for p in range(n_leaves, neighbors.shape[0]):
         _walk(neighbors, n_leaves, p, 7, radius, space)
@@ -73,7 +88,7 @@ def enumerate_into(neighbors, n_leaves, radius, dedupe, out):
 def subtree_moves_into(neighbors, n_leaves, p, k, radius_min, radius, dedupe, out, count, space):
     """Append to ``out`` (from row ``count``) the moves pruning ``s = neighbors[p, k]`` whose distance
     ``d(p, x)`` lies in ``[radius_min, radius]`` (``radius < 0``: no upper bound), in :func:`enumerate_moves`'s
-    order; returns the new count. ``space``: :func:`walk_space`."""
+    order; returns the new count. ``space``: :func:`_one_node_space`."""
     if radius == 0:
         return count
     _walk(neighbors, n_leaves, p, 7 & ~(1 << k), radius, space)
@@ -93,13 +108,10 @@ def _side_moves(neighbors, n_leaves, p, k, radius_min, dedupe, space, out, count
     _, start, size, _, regrafts, columns = space
     s = neighbors[p, k]
     for side in range(3):
-        a = neighbors[p, side]
-        if side == k or a < n_leaves:
+        if side == k or neighbors[p, side] < n_leaves:
             continue
-        canonical = p < a and s < neighbors[p, 3 - k - side]  # the NNI moves' (distance 1) canonical one
-        for i in range(start[p, side], start[p, side] + size[p, side]):
-            d = columns[i, 0]
-            if d < radius_min or (dedupe and d == 1 and not canonical):
+        for i in range(start[p, side] + skipped_rows(neighbors, p, k, side, dedupe), start[p, side] + size[p, side]):
+            if radius_min > 1 and columns[i, 0] < radius_min:
                 continue
             x = regrafts[i] // 3
             out[count, 0], out[count, 1], out[count, 2], out[count, 3] = p, s, x, neighbors[x, regrafts[i] % 3]
@@ -163,7 +175,6 @@ def walk_sides(neighbors, slot_length, n_leaves, radius, first_p, last_p, sides,
     return m
 
 
-
 @njit(cache=True, nogil=True)
 def subtree_moves(neighbors, n_leaves, p, s, radius_min, radius, dedupe):
     """The moves pruning ``s`` from ``p`` with distance in ``[radius_min, radius]`` (compiled; as
@@ -173,7 +184,7 @@ def subtree_moves(neighbors, n_leaves, p, s, radius_min, radius, dedupe):
     k = slot_of(neighbors, p, s)
     if k < 0 or p < n_leaves:
         return out[:0].copy()
-    space = walk_space(n_nodes, radius)
+    space = _one_node_space(n_nodes, radius)
     count = subtree_moves_into(neighbors, n_leaves, p, k, radius_min, radius, dedupe, out, 0, space)
     return out[:count].copy()
 

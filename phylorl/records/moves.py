@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from phylorl.phylo.spr import walk_sides
+from phylorl.phylo.spr import skipped_rows, walk_sides, walk_space
 
 from .features import slot_columns, slot_leaves, slot_row, slot_sums, slot_tables, tree_length
 from .parsimony import parsimony_one, parsimony_table, stored_parsimony_table
@@ -87,7 +87,7 @@ def taken_move(tree, node_edges, logs, n_leaves, radius, dedupe, rich, stop, off
                     walk_sides(neighbors, slot_length, n_leaves, radius, p, p + 1, 7, 0, constants[2], rich, stack,
                                depth, path, parent, distance, regrafts, columns, 0, start, size)
                     walked = True
-                first = 2 if dedupe and not (p < a and neighbors[p, k] < neighbors[p, 3 - k - side]) else 0
+                first = skipped_rows(neighbors, p, k, side, dedupe)
                 if stop < before + size[p, side] - first:
                     if radius < 0:
                         walk_sides(neighbors, slot_length, n_leaves, radius, p, p + 1, 1 << side, 0, constants[2],
@@ -129,10 +129,7 @@ def walk_work(n_nodes, rich):
     distance = np.empty(n_nodes + 1, np.float32)
     for d in range(n_nodes + 1):
         distance[d] = np.float32(d + 1) / np.float32(10.0) if rich else d + 1
-    scratch = (np.empty(n_nodes, np.int64), np.empty(n_nodes, np.int64), np.empty(n_nodes),
-               np.empty(n_nodes, np.int64), distance)
-    return (scratch, np.zeros((n_nodes, 3), np.int64), np.zeros((n_nodes, 3), np.int64), np.zeros((n_nodes, 3)),
-            np.empty(3 * 2 * n_nodes, np.int32), np.empty((3 * 2 * n_nodes, 2), np.float32))
+    return walk_space(distance, n_nodes, 3 * 2 * n_nodes, 2)
 
 
 @njit(cache=True, nogil=True)
@@ -197,12 +194,10 @@ def _slot_walk(neighbors, node_edges, lengths, n_leaves, radius, dedupe, base, t
     count, written = 0, 0
     for p in range(n_leaves, n_nodes):
         for k in range(3):
-            s = neighbors[p, k]
             for side in range(3):
-                a = neighbors[p, side]
-                if side == k or a < n_leaves:
+                if side == k or neighbors[p, side] < n_leaves:
                     continue
-                first = 2 if dedupe and not (p < a and s < neighbors[p, 3 - k - side]) else 0  # a's own two moves
+                first = skipped_rows(neighbors, p, k, side, dedupe)
                 if size[p, side] > first:
                     blocks[written, 0] = base + 3 * p + k
                     blocks[written, 1] = walk_at + start[p, side] + first
