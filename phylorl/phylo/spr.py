@@ -327,10 +327,7 @@ def _apply_spr(neighbors, node_edges, edges, lengths, n_leaves, p, s, x, y, chan
     ib = (ks + 2) % 3
     if ia > ib:
         ia, ib = ib, ia
-    a = neighbors[p, ia]
-    b = neighbors[p, ib]
-    e_pa = node_edges[p, ia]
-    e_pb = node_edges[p, ib]
+    a, b, e_pa, e_pb = neighbors[p, ia], neighbors[p, ib], node_edges[p, ia], node_edges[p, ib]
     e_xy = node_edges[x, kx]
     ky = slot_of(neighbors, y, x)
     joined = lengths[e_pa] + lengths[e_pb]
@@ -342,8 +339,7 @@ def _apply_spr(neighbors, node_edges, edges, lengths, n_leaves, p, s, x, y, chan
     k = slot_of(neighbors, b, p)
     neighbors[b, k] = a
     node_edges[b, k] = e_pa
-    edges[e_pa, 0] = a
-    edges[e_pa, 1] = b
+    edges[e_pa, 0], edges[e_pa, 1] = a, b
     lengths[e_pa] = joined
     # split (x, y): x - p through e_xy, p - y through e_pb
     neighbors[x, kx] = p
@@ -352,15 +348,9 @@ def _apply_spr(neighbors, node_edges, edges, lengths, n_leaves, p, s, x, y, chan
     neighbors[p, ia] = x
     node_edges[p, ia] = e_xy
     neighbors[p, ib] = y
-    edges[e_xy, 0] = x
-    edges[e_xy, 1] = p
-    edges[e_pb, 0] = p
-    edges[e_pb, 1] = y
-    lengths[e_xy] = half
-    lengths[e_pb] = half
-    changed[0] = e_pa
-    changed[1] = e_pb
-    changed[2] = e_xy
+    edges[e_xy, 0], edges[e_xy, 1], edges[e_pb, 0], edges[e_pb, 1] = x, p, p, y
+    lengths[e_xy], lengths[e_pb] = half, half
+    changed[0], changed[1], changed[2] = e_pa, e_pb, e_xy
     return 0
 
 
