@@ -56,10 +56,6 @@ class SearchConfig:
     perturb_min_moves: int = 3
     perturb_radius: int = 3
     """Largest distance of a perturbation's moves."""
-    perturb_give_up: float = 0.25
-    """A perturb-and-climb iteration whose tree, after its fast rounds and a pass over every branch, falls short
-    of the best by more than this per perturbation move ends there, without slow rounds (0: never; chosen on
-    ``train/``, figures in ``docs/benchmarks.md``)."""
     climb_rounds: int = 10
     """At most this many fast, then slow, rounds per climb after a perturbation."""
     climb_radius: int = 5
@@ -81,8 +77,8 @@ class SearchConfig:
             raise ValueError("starts, radius_step, slow_radius_limit and threads must be >= 1")
         if self.perturb_fails_max < self.perturb_fails:
             raise ValueError("perturb_fails_max must be >= perturb_fails")
-        if self.perturb_fails < 0 or self.perturb_min_moves < 1 or self.perturb_radius < 1 or self.perturb_give_up < 0:
-            raise ValueError("perturb_fails, perturb_min_moves, perturb_radius and perturb_give_up out of range")
+        if self.perturb_fails < 0 or self.perturb_min_moves < 1 or self.perturb_radius < 1:
+            raise ValueError("perturb_fails, perturb_min_moves and perturb_radius out of range")
         if self.slow_branches not in (1, 3):
             raise ValueError(f"slow_branches must be 1 or 3, got {self.slow_branches}")
 

@@ -2,9 +2,8 @@
 
 An iteration copies the best tree, applies random SPR moves of small radius to it (a quarter as many as there
 are taxa by default, all over the tree), climbs back with SPR rounds over the whole tree (fast rounds, then
-slow ones, while they move anything) and optimises every branch after each kind. The search keeps the result when
-it beats the best tree. An iteration whose tree still falls far short of the best after its fast rounds gives up
-before the slow rounds, which cost most of an iteration and seldom recover that much. IQ-TREE escapes its NNI optima the same way (random NNIs on a fraction of the branches, then NNI
+slow ones, while they move anything) and optimises every branch. The search keeps the result when it beats the
+best tree. IQ-TREE escapes its NNI optima the same way (random NNIs on a fraction of the branches, then NNI
 hill-climbing), stopping after a number of iterations without improvement. A perturbation confined to one
 region, climbed back in that region only, returns to the same optimum: the basins that hold better trees
 differ in several places at once.
@@ -32,13 +31,11 @@ class Climb:
     scored: int
 
 
-def climb(engine, best: Tree, best_loglik: float, rng: np.random.Generator, *, moves: int, radius: int,
-          climb_radius: int, slow_branches: int, slow_near: float, max_rounds: int, cutoff: float,
-          branch_rounds: int, give_up: float) -> Climb:
-    """One iteration from ``best`` (left unchanged; its log-likelihood ``best_loglik``): perturb a copy with
-    ``moves`` random SPR moves of distance at most ``radius``, climb back with at most ``max_rounds`` fast
-    rounds of radius ``climb_radius`` and optimise every branch (from edge 0); unless the tree then falls short
-    of ``best_loglik`` by more than ``give_up`` per perturbation move (0: never), the same with slow rounds."""
+def climb(engine, best: Tree, rng: np.random.Generator, *, moves: int, radius: int, climb_radius: int,
+          slow_branches: int, slow_near: float, max_rounds: int, cutoff: float, branch_rounds: int) -> Climb:
+    """One iteration from ``best`` (left unchanged): perturb a copy with ``moves`` random SPR moves of
+    distance at most ``radius``, climb back with at most ``max_rounds`` fast, then slow, rounds of radius
+    ``climb_radius``, and optimise every branch (from edge 0)."""
     tree = best.copy()
     touched = perturb(tree, moves, radius, rng)
     loglik = optimise_near(engine, tree, touched)
@@ -50,7 +47,5 @@ def climb(engine, best: Tree, best_loglik: float, rng: np.random.Generator, *, m
             loglik, applied, scored = result.loglik, applied + result.moves, scored + result.scored
             if not result.moves:
                 break
-        loglik = engine.optimize_branch_lengths(tree, np.arange(tree.n_edges), rounds=branch_rounds, tol=1e-3)
-        if give_up and loglik < best_loglik - give_up * moves:
-            break
+    loglik = engine.optimize_branch_lengths(tree, np.arange(tree.n_edges), rounds=branch_rounds, tol=1e-3)
     return Climb(tree, float(loglik), applied, scored)

@@ -153,12 +153,12 @@ def climb_starts(state: SearchState, config: SearchConfig, seed: int, workers):
 def _perturb(engine, state: SearchState, config: SearchConfig, seed: int, workers) -> SearchState:
     n = state.tree.n_leaves
     moves = max(config.perturb_min_moves, int(round(config.perturb_moves * n)))
-    jobs = [(state.tree, state.loglik, np.random.default_rng([seed, state.iteration + k])) for k in range(config.threads)]
+    jobs = [(state.tree, np.random.default_rng([seed, state.iteration + k])) for k in range(config.threads)]
     results = list(workers.map(climb, jobs, moves=moves, radius=config.perturb_radius,
                                climb_radius=min(state.best_radius, config.climb_radius),
                                slow_branches=config.slow_branches, slow_near=config.slow_near,
                                max_rounds=config.climb_rounds, cutoff=config.subtree_cutoff,
-                               branch_rounds=config.branch_rounds, give_up=config.perturb_give_up))
+                               branch_rounds=config.branch_rounds))
     state.round += 1
     state.iteration += len(results)
     state.moves += sum(r.moves for r in results)

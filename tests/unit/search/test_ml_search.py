@@ -150,11 +150,9 @@ def test_worker_processes_climb_as_this_process_does(simulated):
     tree = random_tree(simulated.taxa, np.random.default_rng(5))
     engine.optimize_branch_lengths(tree, rounds=3)
     settings = dict(moves=4, radius=3, climb_radius=4, slow_branches=3, slow_near=1.0, max_rounds=3, cutoff=1.0,
-                    branch_rounds=2, give_up=0.25)
-    loglik = engine.loglik(tree)
-
+                    branch_rounds=2)
     def jobs():
-        return [(tree, loglik, np.random.default_rng([7, k])) for k in range(3)]
+        return [(tree, np.random.default_rng([7, k])) for k in range(3)]
 
     here = list(Workers(engine, MODEL, 1).map(climb, jobs(), **settings))
     workers = Workers(LikelihoodEngine(simulated, MODEL), MODEL, 2)
@@ -165,24 +163,6 @@ def test_worker_processes_climb_as_this_process_does(simulated):
     assert [write_newick(c.tree) for c in here] == [write_newick(c.tree) for c in there]
     assert [(c.loglik, c.moves, c.scored) for c in here] == [(c.loglik, c.moves, c.scored) for c in there]
     assert len({write_newick(c.tree) for c in here}) > 1  # the seeds differ
-
-
-def test_a_climb_far_below_the_best_gives_up_before_its_slow_rounds(simulated):
-    engine = LikelihoodEngine(simulated, MODEL)
-    tree = random_tree(simulated.taxa, np.random.default_rng(5))
-    engine.optimize_branch_lengths(tree, rounds=3)
-    settings = dict(moves=4, radius=3, climb_radius=4, slow_branches=3, slow_near=1.0, max_rounds=3, cutoff=1.0,
-                    branch_rounds=2)
-
-    def run(best_loglik, give_up):
-        return climb(engine, tree, best_loglik, np.random.default_rng(11), give_up=give_up, **settings)
-
-    full, never_short, gave_up = run(0.0, 0.0), run(-np.inf, 1.0), run(0.0, 1.0)
-    assert (write_newick(never_short.tree), never_short.loglik) == (write_newick(full.tree), full.loglik)
-    assert gave_up.scored < full.scored  # the slow rounds were skipped
-    assert gave_up.loglik == pytest.approx(engine.loglik(gave_up.tree), abs=1e-6)  # every branch optimised
-    with pytest.raises(ValueError, match="perturb_give_up"):
-        SearchConfig(perturb_give_up=-1.0)
 
 
 def test_threads_climb_the_starts_at_once_to_the_same_state_and_resume(simulated):
