@@ -27,7 +27,8 @@ class SearchConfig:
     """Width of a radius window: the fast rounds widen ``[1, 5] -> [6, 10] -> ...`` while that pays, the slow
     rounds shift theirs outward when a round gains nothing (RAxML-NG's radius detection)."""
     fast_gain: float = 1.0
-    """Fast rounds (lazy scores with fixed lengths) repeat while a round gains more than this."""
+    """Fast rounds (lazy scores with fixed lengths) repeat while a round gains more than this (in the search's
+    schedule and in each perturb-and-climb iteration)."""
     auto_gain: float = 0.1
     """A wider fast radius window is tried while the last one gained more than this."""
     slow_branches: int = 3
@@ -40,7 +41,8 @@ class SearchConfig:
     """In slow rounds, a subtree's best regraft whose lazy score falls short of the tree by less than this is
     tried with the branches around it optimised (:func:`~phylorl.search.rounds.spr_round`'s ``near``)."""
     slow_gain: float = 0.1
-    """A slow round gaining more than this restarts the slow radius windows at ``[1, radius_step]``."""
+    """A slow round gaining more than this restarts the slow radius windows at ``[1, radius_step]``; in a
+    perturb-and-climb iteration, slow rounds repeat while a round gains more than this."""
     slow_radius_limit: int = 15
     """The slow rounds stop when their window would start beyond this distance."""
     branch_rounds: int = 3
@@ -48,6 +50,9 @@ class SearchConfig:
     perturb_fails: int = 10
     """Perturb-and-climb iterations end after :meth:`fails_allowed` in a row find no better tree: at least this
     many (0: no perturbation)."""
+    perturb_progress: float = 0.1
+    """A perturb-and-climb iteration's better tree is kept whatever it gains, but restarts the count of
+    failures only when it gains more than this (a run of trees better by less is no progress)."""
     perturb_fails_max: int = 20
     """At most this many failures in a row end the perturbations (one more per :data:`TAXA_PER_FAIL` taxa in
     between)."""
@@ -77,8 +82,9 @@ class SearchConfig:
             raise ValueError("starts, radius_step, slow_radius_limit and threads must be >= 1")
         if self.perturb_fails_max < self.perturb_fails:
             raise ValueError("perturb_fails_max must be >= perturb_fails")
-        if self.perturb_fails < 0 or self.perturb_min_moves < 1 or self.perturb_radius < 1:
-            raise ValueError("perturb_fails, perturb_min_moves and perturb_radius out of range")
+        if (self.perturb_fails < 0 or self.perturb_min_moves < 1 or self.perturb_radius < 1
+                or self.perturb_progress < 0):
+            raise ValueError("perturb_fails, perturb_min_moves, perturb_radius and perturb_progress out of range")
         if self.slow_branches not in (1, 3):
             raise ValueError(f"slow_branches must be 1 or 3, got {self.slow_branches}")
 
