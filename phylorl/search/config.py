@@ -50,9 +50,6 @@ class SearchConfig:
     perturb_fails: int = 10
     """Perturb-and-climb iterations end after :meth:`fails_allowed` in a row find no better tree: at least this
     many (0: no perturbation)."""
-    perturb_progress: float = 0.1
-    """A perturb-and-climb iteration's better tree is kept whatever it gains, but restarts the count of
-    failures only when it gains more than this (a run of trees better by less is no progress)."""
     perturb_fails_max: int = 20
     """At most this many failures in a row end the perturbations (one more per :data:`TAXA_PER_FAIL` taxa in
     between)."""
@@ -82,9 +79,8 @@ class SearchConfig:
             raise ValueError("starts, radius_step, slow_radius_limit and threads must be >= 1")
         if self.perturb_fails_max < self.perturb_fails:
             raise ValueError("perturb_fails_max must be >= perturb_fails")
-        if (self.perturb_fails < 0 or self.perturb_min_moves < 1 or self.perturb_radius < 1
-                or self.perturb_progress < 0):
-            raise ValueError("perturb_fails, perturb_min_moves, perturb_radius and perturb_progress out of range")
+        if self.perturb_fails < 0 or self.perturb_min_moves < 1 or self.perturb_radius < 1:
+            raise ValueError("perturb_fails, perturb_min_moves and perturb_radius out of range")
         if self.slow_branches not in (1, 3):
             raise ValueError(f"slow_branches must be 1 or 3, got {self.slow_branches}")
 

@@ -13,8 +13,7 @@
 4. ``perturb``: perturb-and-climb iterations from the best tree (:mod:`phylorl.search.perturb`: random SPR moves
    all over the tree, then SPR rounds over the whole tree; each seeded by the search's seed and its number),
    ``threads`` of them at once from the same tree (the best of a batch is kept when it beats the tree) until
-   :meth:`~phylorl.search.config.SearchConfig.fails_allowed` in a row find no tree better by more than
-   :attr:`~phylorl.search.config.SearchConfig.perturb_progress` (a tree better by less is kept); when one did, the
+   :meth:`~phylorl.search.config.SearchConfig.fails_allowed` in a row find no better tree; when one did, the
    slow rounds run once more on the answer (so it is an SPR optimum of the whole tree), then ``done``.
 
 Every round ends with Newton passes over every branch, walked from edge 0 (so a resumed search walks them as
@@ -167,9 +166,8 @@ def _perturb(engine, state: SearchState, config: SearchConfig, seed: int, worker
     state.scored += sum(r.scored for r in results)
     best = max(results, key=lambda r: r.loglik)  # the first of equals
     if best.loglik > state.loglik + IMPROVEMENT:
-        progress = best.loglik > state.loglik + config.perturb_progress
-        state.fails = 0 if progress else state.fails + len(results)
-        state.tree, state.loglik, state.improved = best.tree, best.loglik, True
+        state.tree, state.loglik, state.fails = best.tree, best.loglik, 0
+        state.improved = True
     else:
         state.fails += len(results)
     if state.fails >= config.fails_allowed(n):

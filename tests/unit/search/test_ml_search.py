@@ -20,9 +20,10 @@ from phylorl.phylo import (
 from phylorl.phylo.alignment import Alignment
 from phylorl.phylo.simulate import dataset_rng, simulate_dataset
 from phylorl.phylo.splits import splits
+from phylorl.phylo.spr import perturb
 from phylorl.search import SearchConfig, search
 from phylorl.search.perturb import climb
-from phylorl.search.rounds import spr_round
+from phylorl.search.rounds import optimise_near, spr_round
 from phylorl.search.state import read_checkpoint
 from phylorl.search.workers import Workers
 
@@ -145,26 +146,22 @@ def test_perturbations_end_after_the_failures_the_tree_size_allows(simulated):
         SearchConfig(perturb_fails=5, perturb_fails_max=4)
 
 
-def test_a_better_tree_gaining_less_than_the_progress_threshold_is_kept_but_counts_as_a_failure(real_dir):
-    alignment = load_alignment(real_dir / "train" / "TreeBASE_1275.phy")  # 20 taxa; weak climbs leave gains
-
-    def perturbation_states(progress):
-        config = SearchConfig(starts=1, perturb_fails=2, perturb_fails_max=2, perturb_progress=progress,
-                              radius_step=1, slow_radius_limit=1, climb_rounds=1)
-        saved = []
-        search(alignment, "JC", config=config, seed=1, start=random_tree(alignment.taxa, np.random.default_rng(1)),
-               checkpoint=lambda data: saved.append(data["state"]))
-        first = next(k for k, s in enumerate(saved) if s["phase"] == "perturb")
-        return [(s["loglik"], s["fails"]) for s in saved[first:]]
-
-    counted = perturbation_states(0.0)
-    gains = [b[0] - a[0] for a, b in zip(counted, counted[1:])]
-    assert 0.5 < max(gains) < 2.0  # a perturbation found a tree better by 0.5-2
-    ignored = perturbation_states(2.0)
-    k = next(i for i, gain in enumerate(gains) if gain > 0.5) + 1
-    assert counted[k][1] == 0 and ignored[k][1] == ignored[k - 1][1] + 1  # reset only where the gain counts
-    assert [loglik for loglik, _ in ignored[:k + 1]] == [loglik for loglik, _ in counted[:k + 1]]  # kept either way
-    assert len(ignored) < len(counted)
+def test_a_climb_stops_its_fast_and_its_slow_rounds_at_the_gains_it_is_given(simulated):
+    engine = LikelihoodEngine(simulated, MODEL)
+    tree = random_tree(simulated.taxa, np.random.default_rng(5))
+    engine.optimize_branch_lengths(tree, rounds=3)
+    settings = dict(moves=6, radius=3, climb_radius=4, slow_branches=3, slow_near=1.0, max_rounds=10, cutoff=1.0,
+                    branch_rounds=2)
+    once = climb(engine, tree, np.random.default_rng(7), **settings, fast_gain=np.inf, slow_gain=np.inf)
+    by_hand = tree.copy()  # one fast round, one slow round
+    loglik = optimise_near(engine, by_hand, perturb(by_hand, 6, 3, np.random.default_rng(7)))
+    fast = spr_round(engine, by_hand, loglik, 4, branches=0, cutoff=1.0)
+    slow = spr_round(engine, by_hand, fast.loglik, 4, branches=3, near=1.0, cutoff=1.0)
+    loglik = engine.optimize_branch_lengths(by_hand, np.arange(by_hand.n_edges), rounds=2, tol=1e-3)
+    assert write_newick(once.tree) == write_newick(by_hand) and once.loglik == pytest.approx(loglik, abs=1e-6)
+    assert once.moves == fast.moves + slow.moves > 0
+    until_still = climb(engine, tree, np.random.default_rng(7), **settings, fast_gain=0.0, slow_gain=0.0)
+    assert until_still.moves > once.moves  # further rounds while any moved
 
 
 def test_worker_processes_climb_as_this_process_does(simulated):
