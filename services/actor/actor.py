@@ -49,6 +49,9 @@ the actor is stopping."""
 STOP_SEND_S = 1.0
 """Once stopped, how long the last send may wait for the replay's rate limiter (it holds inserts while the learner
 samples too little, as it does not at all once done); what it does not store stays in the journal."""
+STOP_GRACE_S = 5.0
+"""Once stopped, how long the actor keeps retrying sends that failed (a replay service slow to answer while the
+run shuts down) before it leaves the rest in the journal; the launcher allows an actor 30 s to stop."""
 
 
 def transient(code: grpc.StatusCode, stopping: bool) -> bool:
@@ -268,8 +271,13 @@ class Actor:
         cfg = self.config
         self._flush(force=True)
         delay = 0.05
-        while self.outbox and not self.stop.is_set():  # done stepping (max_steps): deliver what was made
-            self.stop.wait(delay)
+        grace_end = time.monotonic() + STOP_GRACE_S
+        # done stepping (max_steps): deliver what was made; stopped: keep trying for STOP_GRACE_S
+        while self.outbox and (not self.stop.is_set() or time.monotonic() < grace_end):
+            if self.stop.is_set():
+                time.sleep(min(delay, max(0.0, grace_end - time.monotonic())))
+            else:
+                self.stop.wait(delay)
             delay = min(2 * delay, cfg.backoff_max_s)
             self._flush(force=True)
         if self.outbox:
