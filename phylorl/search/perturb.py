@@ -3,11 +3,11 @@
 An iteration copies the best tree, applies random SPR moves of small radius to it (a quarter as many as there
 are taxa by default, all over the tree), climbs back with SPR rounds over the whole tree (fast rounds while a
 round gains more than the search's ``fast_gain``, then slow ones while a round gains more than its
-``slow_gain``, as the search's own rounds stop) and optimises every branch. The search keeps the result when it
-beats the best tree. IQ-TREE escapes its NNI optima the same way (random NNIs on a fraction of the branches, then NNI
-hill-climbing), stopping after a number of iterations without improvement. A perturbation confined to one
-region, climbed back in that region only, returns to the same optimum: the basins that hold better trees
-differ in several places at once.
+``slow_gain``, as the search's own rounds stop) and optimises every branch. The search keeps the result when
+it beats the best tree. IQ-TREE escapes its NNI optima the same way (random NNIs on a fraction of the
+branches, then NNI hill-climbing), stopping after a number of iterations without improvement. A perturbation
+confined to one region, climbed back in that region only, returns to the same optimum: the basins that hold
+better trees differ in several places at once.
 """
 
 from __future__ import annotations

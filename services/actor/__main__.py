@@ -19,7 +19,7 @@ from phylorl.env.corpus import load_corpus
 from phylorl.env.prepare import PreparationCache
 from phylorl.env.tree_env import EnvAlignment
 from phylorl.env.vec_env import VecTreeEnv
-from services.actor.actor import Actor
+from services.actor.actor import STOP_GRACE_S, Actor
 from services.actor.config import ActorConfig, load
 from services.common import security
 from services.common.rpc import MAX_MESSAGE_BYTES, message_options
@@ -28,9 +28,6 @@ from services.replay.client import ReplayClient
 
 PROG = "python -m services.actor"
 log = logging.getLogger("phylorl.actor")
-STOP_GRACE_S = 2.0
-"""Once stopped, how long the loop may take to end its step and send what is buffered before its calls are
-cancelled."""
 
 
 def build_envs(config: ActorConfig) -> VecTreeEnv:
@@ -77,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
     worker.start()
     while worker.is_alive() and not stop.wait(0.5):
         pass
-    worker.join(config.rpc_timeout_s if not stop.is_set() else STOP_GRACE_S)
+    worker.join(config.rpc_timeout_s if not stop.is_set() else STOP_GRACE_S + 1.0)  # the loop's own stop budget
     # then cancel the calls still in flight: an inference call, or an insert the replay's rate limiter holds (the
     # learner has stopped sampling); what that insert carried stays in the journal for the next actor
     channel.close()

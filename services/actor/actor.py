@@ -46,12 +46,10 @@ RETRYABLE = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.RESOURCE_EXHAUSTED, gr
 else (INVALID_ARGUMENT, INTERNAL, UNKNOWN, ...) is a bug on one side, which retrying forever would turn
 into an endless warning loop: the actor stops with the error instead. CANCELLED too (:func:`transient`), unless
 the actor is stopping."""
-STOP_SEND_S = 1.0
-"""Once stopped, how long the last send may wait for the replay's rate limiter (it holds inserts while the learner
-samples too little, as it does not at all once done); what it does not store stays in the journal."""
 STOP_GRACE_S = 5.0
-"""Once stopped, how long the actor keeps retrying sends that failed (a replay service slow to answer while the
-run shuts down) before it leaves the rest in the journal; the launcher allows an actor 30 s to stop."""
+"""Once stopped, how long the actor may still spend delivering what waits: sends retried, each bounded by
+what is left (the replay's rate limiter holds inserts while the learner samples too little, as it does not
+at all once done); what is not stored by then stays in the journal. The launcher allows an actor 30 s."""
 
 
 def transient(code: grpc.StatusCode, stopping: bool) -> bool:
@@ -73,6 +71,7 @@ class Actor:
         self.stub = inference_pb2_grpc.InferenceServiceStub(inference_channel)
         self.replay = replay_client
         self.stop = stop
+        self._stopped_at: float | None = None  # when the actor first saw ``stop`` set
         self.run_id = uuid.uuid4().hex
         self.actor_id = config.actor_id or f"actor-{self.run_id[:8]}"
         journal = Path(config.spool_dir) / f"{self.actor_id}-{self.run_id[:8]}.journal" if config.spool_dir else None
@@ -128,10 +127,18 @@ class Actor:
         records = [r for r, _, _ in batch]
         priorities = np.array([p for _, p, _ in batch], dtype=np.float64)
         # a resend after a lost answer is safe: the service skips the numbers it already stored
-        timeout_s = min(self.config.rpc_timeout_s, STOP_SEND_S) if self.stop.is_set() else self.config.rpc_timeout_s
+        timeout_s = self.config.rpc_timeout_s
+        if self.stop.is_set():
+            timeout_s = min(timeout_s, self._stop_left())
         self.replay.insert_records(records, priorities, timeout_s=timeout_s,
                                    producer=producer, first_sequence=batch[0][2])
         return True
+
+    def _stop_left(self) -> float:
+        """Seconds left of :data:`STOP_GRACE_S` since the actor first saw its stop (call once stopped)."""
+        if self._stopped_at is None:
+            self._stopped_at = time.monotonic()
+        return max(0.0, STOP_GRACE_S - (time.monotonic() - self._stopped_at))
 
     def _ledger(self, producer: str, produced: int, pending: int, event: str) -> None:
         line = json.dumps({"producer": producer, "produced": produced, "pending": pending, "event": event,
@@ -271,11 +278,10 @@ class Actor:
         cfg = self.config
         self._flush(force=True)
         delay = 0.05
-        grace_end = time.monotonic() + STOP_GRACE_S
-        # done stepping (max_steps): deliver what was made; stopped: keep trying for STOP_GRACE_S
-        while self.outbox and (not self.stop.is_set() or time.monotonic() < grace_end):
+        # done stepping (max_steps): deliver what was made; stopped: while STOP_GRACE_S lasts
+        while self.outbox and (not self.stop.is_set() or self._stop_left() > 0):
             if self.stop.is_set():
-                time.sleep(min(delay, max(0.0, grace_end - time.monotonic())))
+                time.sleep(min(delay, self._stop_left()))
             else:
                 self.stop.wait(delay)
             delay = min(2 * delay, cfg.backoff_max_s)
