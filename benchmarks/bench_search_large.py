@@ -263,7 +263,7 @@ def run_case(path: Path, args) -> dict:
            "peak_rss_bytes": ours["peak_rss_bytes"], "worker_peak_rss_bytes": ours["worker_peak_rss_bytes"],
            "dropped": ours["dropped"], "threads": args.threads}
     if args.noise:
-        iq2, _ = cached_iqtree(args.cache, path, model, IQTREE_NOISE_SEED, rerun=False)
+        iq2, _ = cached_iqtree(args.cache, path, model, IQTREE_NOISE_SEED, args.threads, rerun=False)
         iq2_ll, iq2_tree = rescore(alignment, model, iq2["newick"])
         row.update({"iqtree2_gap": round(iq2_ll - iq_ll, 4), "iqtree2_seconds": round(iq2["seconds"], 2),
                     "iqtree2_rf": rf_distance(iq2_tree, iq_tree)})
@@ -296,7 +296,7 @@ def main() -> None:
     p.add_argument("--alignments", nargs="+", default=[str(VALID)])
     p.add_argument("--bands", help="comma-separated bands to run, e.g. 30-99,100-199 (default: all)")
     p.add_argument("--limit-per-band", type=int, default=0)
-    p.add_argument("--noise", action="store_true", help=f"also IQ-TREE with seed {IQTREE_NOISE_SEED} (cached runs are reused)")
+    p.add_argument("--noise", action="store_true", help=f"also IQ-TREE with seed {IQTREE_NOISE_SEED}, on --threads (cached runs are reused)")
     p.add_argument("--cached-iqtree", action="store_true", help="use cached IQ-TREE times instead of re-timing")
     p.add_argument("--cache", default="/tmp/iqtree-cache")
     p.add_argument("--config", default="{}", help="SearchConfig fields as JSON")

@@ -120,3 +120,21 @@ def test_the_transition_path_in_the_architecture_names_real_files_each_package_o
     packages = [str(Path(f).parent) for f in files]
     entered = [p for i, p in enumerate(packages) if i == 0 or packages[i - 1] != p]
     assert len(entered) == len(set(entered)), f"a package entered twice: {entered}"
+
+
+def test_every_repository_path_the_docs_name_exists():
+    import re
+
+    tops = ("phylorl/", "services/", "benchmarks/", "scripts/", "deploy/", "tests/", "docs/", "models/", "protos/")
+    missing = []
+    for doc in [REPO / "README.md", REPO / "models" / "README.md", *sorted((REPO / "docs").glob("*.md"))]:
+        for name in set(re.findall(r"`([\w./-]+\.(?:py|sh|md|json|yml|toml|proto|pt))`", doc.read_text())):
+            if name.startswith(tops):
+                found = (REPO / name).exists()
+            elif doc.name == "benchmarks.md" and "/" not in name and name.endswith(".py"):
+                found = (REPO / "benchmarks" / name).exists() or (REPO / "scripts" / name).exists()
+            else:
+                continue
+            if not found:
+                missing.append(f"{doc.relative_to(REPO)}: {name}")
+    assert not missing, missing
