@@ -296,7 +296,8 @@ def main() -> None:
     p.add_argument("--alignments", nargs="+", default=[str(VALID)])
     p.add_argument("--bands", help="comma-separated bands to run, e.g. 30-99,100-199 (default: all)")
     p.add_argument("--limit-per-band", type=int, default=0)
-    p.add_argument("--noise", action="store_true", help=f"also IQ-TREE with seed {IQTREE_NOISE_SEED}, on --threads (cached runs are reused)")
+    p.add_argument("--noise", action="store_true",
+                   help=f"also IQ-TREE with seed {IQTREE_NOISE_SEED}, on --threads (cached runs are reused)")
     p.add_argument("--cached-iqtree", action="store_true", help="use cached IQ-TREE times instead of re-timing")
     p.add_argument("--cache", default="/tmp/iqtree-cache")
     p.add_argument("--config", default="{}", help="SearchConfig fields as JSON")

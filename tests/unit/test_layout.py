@@ -125,7 +125,7 @@ def test_the_transition_path_in_the_architecture_names_real_files_each_package_o
 def test_every_repository_path_the_docs_name_exists():
     import re
 
-    tops = ("phylorl/", "services/", "benchmarks/", "scripts/", "deploy/", "tests/", "docs/", "models/", "protos/")
+    tops = tuple(f"{p.name}/" for p in REPO.iterdir() if p.is_dir() and not p.name.startswith("."))
     missing = []
     for doc in [REPO / "README.md", REPO / "models" / "README.md", *sorted((REPO / "docs").glob("*.md"))]:
         for name in set(re.findall(r"`([\w./-]+\.(?:py|sh|md|json|yml|toml|proto|pt))`", doc.read_text())):
