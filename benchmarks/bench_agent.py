@@ -10,7 +10,8 @@ medians over the states, in ms.
 The network's part includes the tabu check (the compiled topology key of the chosen move's tree against
 the trees visited in the episode), as ``phylorl search``/``eval`` run the agent.
 
-Usage: python benchmarks/bench_agent.py [--checkpoint PATH] [--tabu K]  (default: the shipped models/agent.pt, 20)
+Usage: python benchmarks/bench_agent.py [--checkpoint PATH] [--tabu K]
+(defaults: the shipped models/agent.pt, 20)
 """
 
 from __future__ import annotations
@@ -48,8 +49,14 @@ def main() -> None:
     for path in sorted(VALID.iterdir()):
         alignment = load_alignment(path)
         by_size.setdefault(alignment.n_taxa, (path, alignment))
-    result = {"benchmark": "agent_choose_move", "checkpoint": str(args.checkpoint),
-              "network": policy.nets[0].cfg.__dict__, "machine": machine(), "torch_threads": 1, "tabu": policy.tabu}
+    result = {
+        "benchmark": "agent_choose_move",
+        "checkpoint": str(args.checkpoint),
+        "network": policy.nets[0].cfg.__dict__,
+        "machine": machine(),
+        "torch_threads": 1,
+        "tabu": policy.tabu,
+    }
     for n in (7, 12, 15, 20):
         if n not in by_size:
             continue

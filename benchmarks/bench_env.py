@@ -44,8 +44,9 @@ def prepared_for(alignment, model: str) -> PreparedAlignment:
 
     tree = nj_tree(alignment)
     loglik = LikelihoodEngine(alignment, parse_model(model)).optimize_branch_lengths(tree)
-    return PreparedAlignment(alignment.content_hash(), model, write_newick(tree), loglik,
-                             alignment.patterns().n_patterns)
+    return PreparedAlignment(
+        alignment.content_hash(), model, write_newick(tree), loglik, alignment.patterns().n_patterns
+    )
 
 
 def measure(entry: EnvAlignment, seed: int) -> dict:
@@ -61,8 +62,9 @@ def measure(entry: EnvAlignment, seed: int) -> dict:
             t0 = time.perf_counter()
             apply_spr(env.tree, move)
             t1 = time.perf_counter()
-            new = engine.optimize_branch_lengths(env.tree, edges_near(env.tree, [int(move[0])], 1), rounds=2,
-                                                 tol=1e-3, newton_tol=1e-4)
+            new = engine.optimize_branch_lengths(
+                env.tree, edges_near(env.tree, [int(move[0])], 1), rounds=2, tol=1e-3, newton_tol=1e-4
+            )
             t2 = time.perf_counter()
             reward = (new - env.loglik) / abs(entry.prepared.nj_loglik) * env.config.reward_scale
             env.loglik = new
@@ -71,8 +73,13 @@ def measure(entry: EnvAlignment, seed: int) -> dict:
             observe(env.tree, moves, "basic")
             env._moves = moves
             t4 = time.perf_counter()
-            for key, value in (("apply_move", t1 - t0), ("branch_opt", t2 - t1), ("reward", t3 - t2),
-                               ("observation", t4 - t3), ("step_total", t4 - t0)):
+            for key, value in (
+                ("apply_move", t1 - t0),
+                ("branch_opt", t2 - t1),
+                ("reward", t3 - t2),
+                ("observation", t4 - t3),
+                ("step_total", t4 - t0),
+            ):
                 acc[key] += value
             assert np.isfinite(reward)
         for key in parts:
@@ -127,7 +134,11 @@ def parsimony_ms(alignment, seed: int) -> dict:
         for _ in range(STEPS_PER_BLOCK):
             spr_parsimony_deltas(tree, moves, tips, weights)
         blocks.append((time.perf_counter() - started) / STEPS_PER_BLOCK * 1e3)
-    return {"patterns": int(tips.shape[1]), "moves": int(len(moves)), "ms": round(statistics.median(blocks), 4)}
+    return {
+        "patterns": int(tips.shape[1]),
+        "moves": int(len(moves)),
+        "ms": round(statistics.median(blocks), 4),
+    }
 
 
 def main() -> None:
@@ -140,7 +151,10 @@ def main() -> None:
     result["sim20_gtr_g"] = measure(sim_entry, seed=1)
     result["sim20_vec_env"] = measure_vec(sim_entry, n_envs=4, seed=2)
     result["sim20_vec_env_rich"] = measure_vec(sim_entry, n_envs=4, seed=2, features="rich")
-    result["parsimony_deltas"] = {"sim20": parsimony_ms(sim.alignment, seed=3), "ds1": parsimony_ms(ds1, seed=3)}
+    result["parsimony_deltas"] = {
+        "sim20": parsimony_ms(sim.alignment, seed=3),
+        "ds1": parsimony_ms(ds1, seed=3),
+    }
     emit(result)
 
 

@@ -1,24 +1,26 @@
 """Inference endpoint throughput and latency over real gRPC on loopback; prints one JSON line.
 
-N concurrent actor streams (processes, as actors are: ``inference_client.py``) each send requests (the messages of
-one open ``ActStream``, through the actor's own client) holding one 20-taxon state (1122 SPR moves; ``--features
-rich``: the environment's, as the shipped agent reads them) back to back for a fixed time. ``wire`` gives per state
-the request bytes, the actor's encoding (observation records) and the endpoint's decoding (one core), and the
-decoding per request of requests holding 1 and 4 states. Reported per N in ``--streams``: requests/s, p50/p99
-latency, and the same with batching off (max batch 1 observation), whose ratio is the gain of batching, and from the
-endpoint's own histograms (``phylorl_inference_stage_seconds``) its mean batch and the mean time of each stage of its
-work (``endpoint``: where a request's time goes), and the endpoint process's CPU per request
-(``endpoint_cpu_us_per_request``; the clients' warm-up included). ``publish``: what a publication of new weights
-costs the learner's training thread (its live parameters copied into new networks of the endpoint; ``first_ms`` the
-first, with the fused kernel's warm-up done before it, ``median_ms`` of 20 after it), and in each setting while the
-streams run (``publish_under_load``: one publication every ``--publish-every-ms`` from a thread of the endpoint's
-process, as the learner's loop publishes while its endpoint serves). ``assembly``: one batch of the endpoint made
-from its requests' inputs, alone and beside two busy threads. The process sets the interpreter's switch interval
-and its allocator's tuning as the learner does (``SWITCH_INTERVAL_MS`` of :mod:`services.learner.config`,
-:data:`services.common.memory.KEEP_MB`): every torch call lets the interpreter lock go, and a thread taking it back
-waits for the threads running Python. Network: the designed sizes (hidden 256) on this machine's device.
+N concurrent actor streams (processes, as actors are: ``inference_client.py``) each send requests (the
+messages of one open ``ActStream``, through the actor's own client) holding one 20-taxon state (1122 SPR
+moves; ``--features rich``: the environment's, as the shipped agent reads them) back to back for a fixed time.
+``wire`` gives per state the request bytes, the actor's encoding (observation records) and the endpoint's
+decoding (one core), and the decoding per request of requests holding 1 and 4 states. Reported per N in
+``--streams``: requests/s, p50/p99 latency, and the same with batching off (max batch 1 observation), whose
+ratio is the gain of batching, and from the endpoint's own histograms (``phylorl_inference_stage_seconds``)
+its mean batch and the mean time of each stage of its work (``endpoint``: where a request's time goes), and
+the endpoint process's CPU per request (``endpoint_cpu_us_per_request``; the clients' warm-up included).
+``publish``: what a publication of new weights costs the learner's training thread (its live parameters copied
+into new networks of the endpoint; ``first_ms`` the first, with the fused kernel's warm-up done before it,
+``median_ms`` of 20 after it), and in each setting while the streams run (``publish_under_load``: one
+publication every ``--publish-every-ms`` from a thread of the endpoint's process, as the learner's loop
+publishes while its endpoint serves). ``assembly``: one batch of the endpoint made from its requests' inputs,
+alone and beside two busy threads. The process sets the interpreter's switch interval and its allocator's
+tuning as the learner does (``SWITCH_INTERVAL_MS`` of :mod:`services.learner.config`,
+:data:`services.common.memory.KEEP_MB`): every torch call lets the interpreter lock go, and a thread taking it
+back waits for the threads running Python. Network: the designed sizes (hidden 256) on this machine's device.
 
-Usage: python benchmarks/bench_inference.py [--seconds S] [--hidden H] [--features rich|basic] [--streams 1,8,64]
+Usage: python benchmarks/bench_inference.py [--seconds S] [--hidden H] [--features rich|basic] [--streams
+1,8,64]
                                            [--fused-head] [--cuda-graphs] [--tf32] [--publish-every-ms MS]
 """
 
@@ -56,7 +58,8 @@ from services.learner.server import InferenceServer
 
 
 def states(count: int, features: str, seed: int) -> list:
-    """20-taxon states: the environment's (rich; random walks on a simulated alignment) or random trees (basic)."""
+    """20-taxon states: the environment's (rich; random walks on a simulated alignment) or random trees
+    (basic)."""
     if features == "rich":
         return [t.next_obs for t in episode_transitions(count, 20, seed)[0]]
     rng = np.random.default_rng(seed)
@@ -72,19 +75,20 @@ def requests(observations: list) -> list:
 
 
 def _requests_of(observations: list, size: int) -> list:
-    """``observations`` as requests of ``size`` states each (the last may hold fewer), as an actor makes them."""
+    """``observations`` as requests of ``size`` states each (the last may hold fewer), as an actor makes
+    them."""
     out = []
     for i in range(0, len(observations), size):
         request = inference_pb2.ActRequest(actor_id=f"a{i}")
-        codec.pack_records([encode_observation(o) for o in observations[i:i + size]], request.states)
+        codec.pack_records([encode_observation(o) for o in observations[i : i + size]], request.states)
         out.append(request)
     return out
 
 
 def wire_costs(observations: list, repeats: int = 7) -> dict:
-    """Per state, on one core: request bytes, the actor's encoding (records packed into a serialised request) and
-    the endpoint's decoding of a request of all of them (parse, check, collate: :func:`collate_states`); and the
-    decoding per request of requests of 1 and 4 states (``decode_us_per_request``)."""
+    """Per state, on one core: request bytes, the actor's encoding (records packed into a serialised request)
+    and the endpoint's decoding of a request of all of them (parse, check, collate: :func:`collate_states`);
+    and the decoding per request of requests of 1 and 4 states (``decode_us_per_request``)."""
     n = len(observations)
 
     def records():
@@ -98,30 +102,54 @@ def wire_costs(observations: list, repeats: int = 7) -> dict:
         collate_states(codec.unpack_records(inference_pb2.ActRequest.FromString(request).states))
 
     us = lambda fn: round(median_seconds(fn, repeats) / n * 1e6, 1)  # noqa: E731
-    small = {}  # an actor's request holds one pipeline group's states: a few, where the call's fixed cost tells
+    # an actor's request holds one pipeline group's states: a few, where the call's fixed cost tells
+    small = {}
     for size in (1, 4):
         calls = [request.SerializeToString() for request in _requests_of(observations, size)]
-        small[str(size)] = round(median_seconds(lambda: [decode(c) for c in calls], repeats) / len(calls) * 1e6, 1)
-    return {"request_bytes_per_state": round(len(raw) / n), "encode_us_per_state": us(records),
-            "decode_us_per_state": us(lambda: decode(raw)), "decode_us_per_request": small}
+        small[str(size)] = round(
+            median_seconds(lambda: [decode(c) for c in calls], repeats) / len(calls) * 1e6, 1
+        )
+    return {
+        "request_bytes_per_state": round(len(raw) / n),
+        "encode_us_per_state": us(records),
+        "decode_us_per_state": us(lambda: decode(raw)),
+        "decode_us_per_request": small,
+    }
 
 
 HERE = Path(__file__).resolve().parent
 
 
 def client_processes(port: int, streams: int, seconds: float, reqs) -> tuple[list[float], float]:
-    """Latencies of ``streams`` client processes (``inference_client.py``) sending for ``seconds`` from a common
-    start, and the window's length."""
+    """Latencies of ``streams`` client processes (``inference_client.py``) sending for ``seconds`` from a
+    common start, and the window's length."""
     with tempfile.NamedTemporaryFile(suffix=".requests", delete=False) as f:
         for request in reqs:
             payload = request.SerializeToString()
             f.write(len(payload).to_bytes(4, "little") + payload)
-    start_at = time.time() + 3.0 + 0.1 * streams  # after every client has started and sent its warm-up request
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(HERE.parent), os.environ.get("PYTHONPATH")]))}
+    # after every client has started and sent its warm-up request
+    start_at = time.time() + 3.0 + 0.1 * streams
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(HERE.parent), os.environ.get("PYTHONPATH")])),
+    }
     try:
-        procs = [subprocess.Popen([sys.executable, str(HERE / "inference_client.py"), str(port), f.name, str(i),
-                                   repr(start_at), str(seconds)], stdout=subprocess.PIPE, env=env)
-                 for i in range(streams)]
+        procs = [
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    str(HERE / "inference_client.py"),
+                    str(port),
+                    f.name,
+                    str(i),
+                    repr(start_at),
+                    str(seconds),
+                ],
+                stdout=subprocess.PIPE,
+                env=env,
+            )
+            for i in range(streams)
+        ]
         latencies: list[float] = []
         for p in procs:
             out, _ = p.communicate(timeout=seconds + 600)
@@ -137,30 +165,45 @@ STAGES = ("inputs", "batch", "network", "reply")
 
 
 def endpoint_counters() -> dict:
-    """The endpoint's own histograms (this process's registry): per stage and for batch sizes, sum and count; and its
-    batches replayed as CUDA graphs."""
+    """The endpoint's own histograms (this process's registry): per stage and for batch sizes, sum and count;
+    and its batches replayed as CUDA graphs."""
     get = REGISTRY.get_sample_value
-    out = {s: (get("phylorl_inference_stage_seconds_sum", {"stage": s}) or 0.0,
-               get("phylorl_inference_stage_seconds_count", {"stage": s}) or 0.0) for s in STAGES}
-    out["batch_size"] = (get("phylorl_inference_batch_size_sum") or 0.0,
-                         get("phylorl_inference_batch_size_count") or 0.0)
+    out = {
+        s: (
+            get("phylorl_inference_stage_seconds_sum", {"stage": s}) or 0.0,
+            get("phylorl_inference_stage_seconds_count", {"stage": s}) or 0.0,
+        )
+        for s in STAGES
+    }
+    out["batch_size"] = (
+        get("phylorl_inference_batch_size_sum") or 0.0,
+        get("phylorl_inference_batch_size_count") or 0.0,
+    )
     out["graph_replays"] = get("phylorl_inference_batches_total", {"path": "graph"}) or 0.0
     return out
 
 
 def endpoint_summary(before: dict, after: dict) -> dict:
-    """Mean time per stage of the endpoint's work (ms) and mean batch between two :func:`endpoint_counters`."""
-    mean = {k: (after[k][0] - before[k][0]) / max(after[k][1] - before[k][1], 1.0) for k in (*STAGES, "batch_size")}
-    return {"stage_mean_ms": {s: round(1e3 * mean[s], 3) for s in STAGES},
-            "mean_batch": round(mean["batch_size"], 2),
-            "batches": int(after["batch_size"][1] - before["batch_size"][1]),
-            "graph_replays": int(after["graph_replays"] - before["graph_replays"])}
+    """Mean time per stage of the endpoint's work (ms) and mean batch between two
+    :func:`endpoint_counters`."""
+    mean = {
+        k: (after[k][0] - before[k][0]) / max(after[k][1] - before[k][1], 1.0)
+        for k in (*STAGES, "batch_size")
+    }
+    return {
+        "stage_mean_ms": {s: round(1e3 * mean[s], 3) for s in STAGES},
+        "mean_batch": round(mean["batch_size"], 2),
+        "batches": int(after["batch_size"][1] - before["batch_size"][1]),
+        "graph_replays": int(after["graph_replays"] - before["graph_replays"]),
+    }
 
 
 def publish_costs(net_cfg, device, learner, fused_head: bool, times: int = 20) -> dict:
-    """Milliseconds of ``publish(learner.policy_tensors())`` as the learner's training loop calls it: ``first_ms``
-    the first after the endpoint's warm-up publication, ``median_ms`` of ``times`` after it."""
-    inference = BatchingInference(net_cfg, device, max_batch=8, max_delay_s=0.002, max_queue=8, fused_head=fused_head)
+    """Milliseconds of ``publish(learner.policy_tensors())`` as the learner's training loop calls it:
+    ``first_ms`` the first after the endpoint's warm-up publication, ``median_ms`` of ``times`` after it."""
+    inference = BatchingInference(
+        net_cfg, device, max_batch=8, max_delay_s=0.002, max_queue=8, fused_head=fused_head
+    )
     try:
         inference.publish(learner.policy_tensors(), learner.alpha, 0)  # the fused kernel's warm-up
         spent = []
@@ -175,13 +218,17 @@ def publish_costs(net_cfg, device, learner, fused_head: bool, times: int = 20) -
 
 def assembly_costs(observations: list, times: int = 30) -> dict:
     """Milliseconds (median) to make one batch of the endpoint (7 requests of 4 states, padded to 32) with
-    :func:`assemble`, alone and with two busy threads in the process (Python loops with a tensor operation each
-    round, as the learner's loop and prefetch threads)."""
+    :func:`assemble`, alone and with two busy threads in the process (Python loops with a tensor operation
+    each round, as the learner's loop and prefetch threads)."""
     from phylorl.agent.acting import assemble
     from phylorl.agent.transfer import Stager
 
-    parts = [collate_states(PackedRecords.from_records([encode_observation(o) for o in observations[i:i + 4]]))[:2]
-             for i in range(0, 28, 4)]
+    parts = [
+        collate_states(PackedRecords.from_records([encode_observation(o) for o in observations[i : i + 4]]))[
+            :2
+        ]
+        for i in range(0, 28, 4)
+    ]
     stager = Stager()
     ways = {"assemble": lambda: assemble(parts, 32, stager)}
 
@@ -216,21 +263,36 @@ def assembly_costs(observations: list, times: int = 30) -> dict:
         stop.set()
         for t in threads:
             t.join()
-    return {"batch": "7 requests x 4 states, 20 taxa, padded to 32", "alone_ms": alone,
-            "two_busy_threads_ms": contended}
+    return {
+        "batch": "7 requests x 4 states, 20 taxa, padded to 32",
+        "alone_ms": alone,
+        "two_busy_threads_ms": contended,
+    }
 
 
-def run(streams: int, max_batch: int, seconds: float, net_cfg, device, learner, reqs,
-        fused_head: bool = False, cuda_graphs: bool = False, publish_every_s: float = 0.0) -> dict:
+def run(
+    streams: int,
+    max_batch: int,
+    seconds: float,
+    net_cfg,
+    device,
+    learner,
+    reqs,
+    fused_head: bool = False,
+    cuda_graphs: bool = False,
+    publish_every_s: float = 0.0,
+) -> dict:
     before = endpoint_counters()
-    result = _run(streams, max_batch, seconds, net_cfg, device, learner, reqs, fused_head, cuda_graphs,
-                  publish_every_s)
+    result = _run(
+        streams, max_batch, seconds, net_cfg, device, learner, reqs, fused_head, cuda_graphs, publish_every_s
+    )
     return {**result, "endpoint": endpoint_summary(before, endpoint_counters())}
 
 
 def publisher(inference, learner, every_s: float, stop: threading.Event, spent: list) -> threading.Thread:
-    """A thread publishing ``learner``'s weights every ``every_s`` until ``stop``, as the training loop does while
-    the endpoint serves; each publication's seconds go to ``spent``."""
+    """A thread publishing ``learner``'s weights every ``every_s`` until ``stop``, as the training loop does
+    while the endpoint serves; each publication's seconds go to ``spent``."""
+
     def body() -> None:
         version = 2
         while not stop.wait(every_s):
@@ -238,15 +300,33 @@ def publisher(inference, learner, every_s: float, stop: threading.Event, spent: 
             inference.publish(learner.policy_tensors(), learner.alpha, version)
             spent.append(time.perf_counter() - started)
             version += 1
+
     thread = threading.Thread(target=body, name="publisher", daemon=True)
     thread.start()
     return thread
 
 
-def _run(streams: int, max_batch: int, seconds: float, net_cfg, device, learner, reqs,
-         fused_head: bool = False, cuda_graphs: bool = False, publish_every_s: float = 0.0) -> dict:
-    inference = BatchingInference(net_cfg, device, max_batch=max_batch, max_delay_s=0.002, max_queue=1024,
-                                  fused_head=fused_head, cuda_graphs=cuda_graphs)
+def _run(
+    streams: int,
+    max_batch: int,
+    seconds: float,
+    net_cfg,
+    device,
+    learner,
+    reqs,
+    fused_head: bool = False,
+    cuda_graphs: bool = False,
+    publish_every_s: float = 0.0,
+) -> dict:
+    inference = BatchingInference(
+        net_cfg,
+        device,
+        max_batch=max_batch,
+        max_delay_s=0.002,
+        max_queue=1024,
+        fused_head=fused_head,
+        cuda_graphs=cuda_graphs,
+    )
     inference.publish(learner.policy_tensors(), learner.alpha, 1)
     server = InferenceServer(inference, "127.0.0.1", 0, max_calls=max(16, 2 * streams))
     stop, spent, thread = threading.Event(), [], None
@@ -268,61 +348,114 @@ def _run(streams: int, max_batch: int, seconds: float, net_cfg, device, learner,
     out["endpoint_cpu_us_per_request"] = round(cpu / max(len(latencies), 1) * 1e6, 1)
     if spent:  # (including the clients' start-up and warm-up, when the endpoint is mostly idle)
         ms = np.array(spent) * 1e3
-        out["publish_under_load_ms"] = {"median": round(float(np.median(ms)), 2),
-                                        "p90": round(float(np.percentile(ms, 90)), 2), "count": len(spent)}
+        out["publish_under_load_ms"] = {
+            "median": round(float(np.median(ms)), 2),
+            "p90": round(float(np.percentile(ms, 90)), 2),
+            "count": len(spent),
+        }
     return out
 
 
 def summary(latencies: list[float], elapsed: float) -> dict:
     lat = np.array(latencies) * 1e3
-    return {"requests_per_s": round(len(latencies) / elapsed, 1), "p50_ms": round(float(np.percentile(lat, 50)), 2),
-            "p99_ms": round(float(np.percentile(lat, 99)), 2), "requests": len(latencies)}
+    return {
+        "requests_per_s": round(len(latencies) / elapsed, 1),
+        "p50_ms": round(float(np.percentile(lat, 50)), 2),
+        "p99_ms": round(float(np.percentile(lat, 99)), 2),
+        "requests": len(latencies),
+    }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seconds", type=float, default=8.0)
     parser.add_argument("--hidden", type=int, default=256)
-    parser.add_argument("--features", choices=("rich", "basic"), default="rich",
-                        help="rich: the environment's states (the shipped agent's); basic: random trees")
+    parser.add_argument(
+        "--features",
+        choices=("rich", "basic"),
+        default="rich",
+        help="rich: the environment's states (the shipped agent's); basic: random trees",
+    )
     parser.add_argument("--fused-head", action="store_true", help="answer with the fused Triton head (CUDA)")
-    parser.add_argument("--cuda-graphs", action="store_true",
-                        help="the endpoint replays its answers as CUDA graphs "
-                             "(CUDA; LearnerConfig.inference_cuda_graphs)")
+    parser.add_argument(
+        "--cuda-graphs",
+        action="store_true",
+        help="the endpoint replays its answers as CUDA graphs (CUDA; LearnerConfig.inference_cuda_graphs)",
+    )
     parser.add_argument("--tf32", action="store_true", help="float32 products use TF32 (CUDA)")
     parser.add_argument("--streams", default="1,8,64", help="comma-separated numbers of concurrent streams")
-    parser.add_argument("--publish-every-ms", type=float, default=100.0,
-                        help="a publication every this many ms while the streams run (0: none)")
+    parser.add_argument(
+        "--publish-every-ms",
+        type=float,
+        default=100.0,
+        help="a publication every this many ms while the streams run (0: none)",
+    )
     args = parser.parse_args()
     keep_freed_memory(KEEP_MB)
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     sys.setswitchinterval(SWITCH_INTERVAL_MS.get(device.type, 5.0) / 1000.0)
     torch.backends.cuda.matmul.allow_tf32 = args.tf32
-    net_cfg = NetworkConfig(features=args.features, hidden=args.hidden, action_hidden=args.hidden,
-                            head_hidden=args.hidden)
+    net_cfg = NetworkConfig(
+        features=args.features, hidden=args.hidden, action_hidden=args.hidden, head_hidden=args.hidden
+    )
     learner = Learner(net_cfg, device=device, seed=0)
     observations = states(64, args.features, seed=0)
     graphs = args.cuda_graphs and device.type == "cuda"
     fused = args.fused_head and device.type == "cuda"
     reqs = requests(observations)
-    result = {"bench": "inference", "machine": machine(), "device": str(device), "hidden": args.hidden,
-              "malloc_keep_mb": KEEP_MB, "features": args.features, "n_taxa": 20,
-              "moves_per_observation": int(observations[0].n_actions),
-              "seconds_per_setting": args.seconds, "torch_threads": torch.get_num_threads(),
-              "fused_head": fused, "tf32": args.tf32 and device.type == "cuda",
-              "clients": "processes", "server": "asyncio", "rpc": "stream", "cuda_graphs": graphs,
-              "switch_interval_ms": round(sys.getswitchinterval() * 1e3, 3), "publish_every_ms": args.publish_every_ms,
-              "wire": wire_costs(observations),
-              "publish": publish_costs(net_cfg, device, learner, fused),
-              "assembly": assembly_costs(observations)}
+    result = {
+        "bench": "inference",
+        "machine": machine(),
+        "device": str(device),
+        "hidden": args.hidden,
+        "malloc_keep_mb": KEEP_MB,
+        "features": args.features,
+        "n_taxa": 20,
+        "moves_per_observation": int(observations[0].n_actions),
+        "seconds_per_setting": args.seconds,
+        "torch_threads": torch.get_num_threads(),
+        "fused_head": fused,
+        "tf32": args.tf32 and device.type == "cuda",
+        "clients": "processes",
+        "server": "asyncio",
+        "rpc": "stream",
+        "cuda_graphs": graphs,
+        "switch_interval_ms": round(sys.getswitchinterval() * 1e3, 3),
+        "publish_every_ms": args.publish_every_ms,
+        "wire": wire_costs(observations),
+        "publish": publish_costs(net_cfg, device, learner, fused),
+        "assembly": assembly_costs(observations),
+    }
     for streams in map(int, args.streams.split(",")):
-        batched = run(streams, 64, args.seconds, net_cfg, device, learner, reqs, fused, graphs,
-                      args.publish_every_ms / 1e3)
-        single = run(streams, 1, args.seconds, net_cfg, device, learner, reqs, fused, graphs,
-                     args.publish_every_ms / 1e3)
-        result[f"streams_{streams}"] = {"batched": batched, "batch_size_1": single,
-                                        "batching_gain": round(batched["requests_per_s"] /
-                                                               max(single["requests_per_s"], 1e-9), 2)}
+        batched = run(
+            streams,
+            64,
+            args.seconds,
+            net_cfg,
+            device,
+            learner,
+            reqs,
+            fused,
+            graphs,
+            args.publish_every_ms / 1e3,
+        )
+        single = run(
+            streams,
+            1,
+            args.seconds,
+            net_cfg,
+            device,
+            learner,
+            reqs,
+            fused,
+            graphs,
+            args.publish_every_ms / 1e3,
+        )
+        result[f"streams_{streams}"] = {
+            "batched": batched,
+            "batch_size_1": single,
+            "batching_gain": round(batched["requests_per_s"] / max(single["requests_per_s"], 1e-9), 2),
+        }
     emit(result)
 
 

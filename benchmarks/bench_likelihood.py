@@ -2,21 +2,22 @@
 
 Figures (medians of repeated runs):
 - full log-likelihood evaluations per second (every partial recomputed) under JC and GTR+F+G4;
-- SPR moves evaluated per second: apply a random SPR move to a copy of the tree, then optimise the
-  three branches at the regraft point (2 Newton passes, relative tolerance 1e-4) and return the log-likelihood, the way the
-  environment and the greedy policy evaluate a move;
+- SPR moves evaluated per second: apply a random SPR move to a copy of the tree, then optimise the three
+  branches at the regraft point (2 Newton passes, relative tolerance 1e-4) and return the log-likelihood, the
+  way the environment and the greedy policy evaluate a move;
 - full branch-length optimisation of IQ-TREE's ML tree from flat 0.05 lengths (to convergence).
 
-With ``--versus-iqtree FASTA ...``: the engine against IQ-TREE 2's on the same work, per alignment: every branch of
-a fixed tree (our NJ tree, all lengths 0.05) optimised under a fixed model string (our preparation's GTR+F+G4),
-one thread. IQ-TREE (``-te``) is timed as a whole process and by its own "Parameters optimization took" line
-(the optimisation alone, without reading the alignment); ours in-process: building the engine (site patterns,
-buffers) and Newton passes over every branch until a pass gains less than 0.01 (IQ-TREE's default epsilon).
-Both final trees are scored by our engine (IQ-TREE's lengths as it wrote them). Medians of ``--repeats`` runs,
-IQ-TREE and ours alternating.
+With ``--versus-iqtree FASTA ...``: the engine against IQ-TREE 2's on the same work, per alignment: every
+branch of a fixed tree (our NJ tree, all lengths 0.05) optimised under a fixed model string (our preparation's
+GTR+F+G4), one thread. IQ-TREE (``-te``) is timed as a whole process and by its own "Parameters optimization
+took" line (the optimisation alone, without reading the alignment); ours in-process: building the engine (site
+patterns, buffers) and Newton passes over every branch until a pass gains less than 0.01 (IQ-TREE's default
+epsilon). Both final trees are scored by our engine (IQ-TREE's lengths as it wrote them). Medians of
+``--repeats`` runs, IQ-TREE and ours alternating.
 
 Usage: python benchmarks/bench_likelihood.py  (needs ../shared/data/ds)
-       python benchmarks/bench_likelihood.py --versus-iqtree ../shared/data/large/valid/TreeBASE_16298_0.fasta ...
+       python benchmarks/bench_likelihood.py --versus-iqtree ../shared/data/large/valid/TreeBASE_16298_0.fasta
+       ...
 """
 
 from __future__ import annotations
@@ -52,7 +53,12 @@ from phylorl.phylo import (  # noqa: E402
 
 def main() -> None:
     aln = load_alignment(DS_DIR / "DS1.fasta")
-    result = {"bench": "likelihood", "dataset": "DS1", "n_patterns": aln.patterns().n_patterns, "machine": machine()}
+    result = {
+        "bench": "likelihood",
+        "dataset": "DS1",
+        "n_patterns": aln.patterns().n_patterns,
+        "machine": machine(),
+    }
     for tag in ("JC", "GTR_G4"):
         ref = json.loads((DS_DIR / "reference" / f"DS1.{tag}.json").read_text())
         tree = read_newick(DS_DIR / "reference" / f"DS1.{tag}.treefile", aln)
@@ -101,15 +107,36 @@ def iqtree_optimise(fasta, model: str, start: str) -> dict:
         tree_file, prefix = Path(work) / "start.nwk", Path(work) / "te"
         tree_file.write_text(start + "\n")
         started = time.perf_counter()
-        proc = subprocess.run(["iqtree2", "-s", str(fasta), "-m", model, "-te", str(tree_file), "-nt", "1", "-redo",
-                               "-quiet", "-pre", str(prefix)], capture_output=True, text=True)
+        proc = subprocess.run(
+            [
+                "iqtree2",
+                "-s",
+                str(fasta),
+                "-m",
+                model,
+                "-te",
+                str(tree_file),
+                "-nt",
+                "1",
+                "-redo",
+                "-quiet",
+                "-pre",
+                str(prefix),
+            ],
+            capture_output=True,
+            text=True,
+        )
         seconds = time.perf_counter() - started
         log = Path(f"{prefix}.log").read_text() if Path(f"{prefix}.log").exists() else ""
         took = re.search(r"Parameters optimization took (\d+) rounds \(([\d.]+) sec\)", log)
         if proc.returncode != 0 or took is None:
             raise RuntimeError(f"iqtree2 -te failed on {fasta}: {proc.stderr[-500:]}{log[-500:]}")
-        return {"seconds": seconds, "optimisation_seconds": float(took.group(2)), "rounds": int(took.group(1)),
-                "newick": Path(f"{prefix}.treefile").read_text().strip()}
+        return {
+            "seconds": seconds,
+            "optimisation_seconds": float(took.group(2)),
+            "rounds": int(took.group(1)),
+            "newick": Path(f"{prefix}.treefile").read_text().strip(),
+        }
 
 
 def versus_iqtree(paths: list[str], repeats: int) -> list[dict]:
@@ -134,13 +161,21 @@ def versus_iqtree(paths: list[str], repeats: int) -> list[dict]:
         iq_ll = scorer.loglik(read_newick(iq_runs[0]["newick"], alignment))
         our_seconds = statistics.median(t for t, _ in ours)
         iq_opt = statistics.median(r["optimisation_seconds"] for r in iq_runs)
-        row = {"file": Path(path).name, "taxa": alignment.n_taxa, "sites": alignment.n_sites,
-               "patterns": int(alignment.patterns().n_patterns), "model": model,
-               "iqtree_seconds": round(statistics.median(r["seconds"] for r in iq_runs), 3),
-               "iqtree_optimisation_seconds": round(iq_opt, 3), "iqtree_rounds": iq_runs[0]["rounds"],
-               "iqtree_loglik": round(iq_ll, 4), "ours_seconds": round(our_seconds, 3),
-               "ours_branch_updates": ours[0][1], "ours_loglik": round(float(our_ll), 4),
-               "ours_vs_iqtree_optimisation": round(our_seconds / iq_opt, 3)}
+        row = {
+            "file": Path(path).name,
+            "taxa": alignment.n_taxa,
+            "sites": alignment.n_sites,
+            "patterns": int(alignment.patterns().n_patterns),
+            "model": model,
+            "iqtree_seconds": round(statistics.median(r["seconds"] for r in iq_runs), 3),
+            "iqtree_optimisation_seconds": round(iq_opt, 3),
+            "iqtree_rounds": iq_runs[0]["rounds"],
+            "iqtree_loglik": round(iq_ll, 4),
+            "ours_seconds": round(our_seconds, 3),
+            "ours_branch_updates": ours[0][1],
+            "ours_loglik": round(float(our_ll), 4),
+            "ours_vs_iqtree_optimisation": round(our_seconds / iq_opt, 3),
+        }
         rows.append(row)
         print(json.dumps(row), file=sys.stderr, flush=True)
     return rows
@@ -148,12 +183,21 @@ def versus_iqtree(paths: list[str], repeats: int) -> list[dict]:
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--versus-iqtree", nargs="+", metavar="FASTA",
-                        help="instead of the DS1 figures: the engine against IQ-TREE's on these alignments")
+    parser.add_argument(
+        "--versus-iqtree",
+        nargs="+",
+        metavar="FASTA",
+        help="instead of the DS1 figures: the engine against IQ-TREE's on these alignments",
+    )
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
     if args.versus_iqtree:
-        emit({"bench": "likelihood_vs_iqtree", "machine": machine(),
-              "rows": versus_iqtree(args.versus_iqtree, args.repeats)})
+        emit(
+            {
+                "bench": "likelihood_vs_iqtree",
+                "machine": machine(),
+                "rows": versus_iqtree(args.versus_iqtree, args.repeats),
+            }
+        )
     else:
         main()

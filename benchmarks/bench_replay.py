@@ -26,9 +26,11 @@ actors record them, the default; ``basic``: random trees and one SPR neighbour e
                           transfer and expanded on the GPU, as the learner's prefetcher does:
                           :func:`phylorl.agent.transfer.on_device` with a ``Stager``),
                           ``sample_to_device_per_tensor_per_s`` (each tensor pinned and copied on its own) and
-                          ``sample_to_device_host_expanded_per_s`` (every move written on the host, then copied);
+                          ``sample_to_device_host_expanded_per_s`` (every move written on the host, then
+                          copied);
 * ``encode_us`` / ``decode_us`` one transition through :mod:`phylorl.records.codec`, on one core;
-* ``actor_encode_us`` what an actor encodes a step (the next state's inference request and the transition record),
+* ``actor_encode_us`` what an actor encodes a step (the next state's inference request and the transition
+  record),
                           ``whole``: each record encoded whole; ``sections``: each state encoded once, as the
                           actor does (:class:`phylorl.records.codec.StateSections`);
 * ``cpu_us_per_insert`` / ``cpu_us_per_sample`` CPU time (user + system) the replay service, Redis
@@ -77,7 +79,8 @@ from services.replay.client import ReplayClient  # noqa: E402
 
 
 def realistic_transitions(count: int, n_taxa: int, seed: int) -> tuple[list[Transition], str]:
-    """Transitions between random trees and one of their SPR neighbours, with every move listed (basic observation)."""
+    """Transitions between random trees and one of their SPR neighbours, with every move listed (basic
+    observation)."""
     from phylorl.env.observation import observe as observe_tree
     from phylorl.phylo.spr import enumerate_moves, spr_neighbor
     from phylorl.phylo.starts import random_tree
@@ -95,13 +98,16 @@ def realistic_transitions(count: int, n_taxa: int, seed: int) -> tuple[list[Tran
         obs, moves = observe(tree)
         action = int(rng.integers(len(moves)))
         next_obs, _ = observe(spr_neighbor(tree, moves[action]))
-        out.append(Transition(obs, action, float(rng.normal(0, 0.01)), next_obs, False, bool(rng.random() < 0.05)))
+        out.append(
+            Transition(obs, action, float(rng.normal(0, 0.01)), next_obs, False, bool(rng.random() < 0.05))
+        )
     return out, "real trees (phylorl.phylo random_tree + enumerate_moves)"
 
 
 def actor_encoder():
-    """One step's encoding as an actor does it: the next state's request record and the transition record, each
-    state's section encoded once (a fresh :class:`StateSections` for each timed pass, so every pass pays the same)."""
+    """One step's encoding as an actor does it: the next state's request record and the transition record,
+    each state's section encoded once (a fresh :class:`StateSections` for each timed pass, so every pass pays
+    the same)."""
     from phylorl.records.codec import StateSections
 
     state = {"sections": None, "first": None}
@@ -110,8 +116,10 @@ def actor_encoder():
         if state["first"] is None or t is state["first"]:
             state["sections"], state["first"] = StateSections(64), t
         sections = state["sections"]
-        return encode_observation(t.next_obs, sections(t.next_obs)), encode_transition(t, sections(t.obs),
-                                                                                        sections(t.next_obs))
+        return encode_observation(t.next_obs, sections(t.next_obs)), encode_transition(
+            t, sections(t.obs), sections(t.next_obs)
+        )
+
     return encode
 
 
@@ -180,9 +188,9 @@ def run_clients(target: str, clients: int, work) -> float:
 
 
 def batch_rates(batches: list, repeats: int, threads: int) -> dict:
-    """Sampled batches -> learner batches (CPU tensors) per second: the compiled pass (``collate_records``, next
-    moves compact) with one thread and with ``threads`` threads, and the same with the next moves then expanded on
-    the host; with a CUDA device, on to the GPU three ways."""
+    """Sampled batches -> learner batches (CPU tensors) per second: the compiled pass (``collate_records``,
+    next moves compact) with one thread and with ``threads`` threads, and the same with the next moves then
+    expanded on the host; with a CUDA device, on to the GPU three ways."""
     from concurrent.futures import ThreadPoolExecutor
 
     from phylorl.records.collate import collate_records, expand_on_host
@@ -208,10 +216,12 @@ def batch_rates(batches: list, repeats: int, threads: int) -> dict:
             start = time.perf_counter()
             list(pool.map(collate_records, batches))
             parallel.append(items / (time.perf_counter() - start))
-    out = {"sample_to_batch_per_s": round(statistics.median(fast)),
-           "sample_to_batch_ms": round(len(batches[0]) / statistics.median(fast) * 1e3, 2),
-           f"sample_to_batch_{threads}_threads_per_s": round(statistics.median(parallel)),
-           "sample_to_batch_host_expanded_per_s": round(statistics.median(host_expanded))}
+    out = {
+        "sample_to_batch_per_s": round(statistics.median(fast)),
+        "sample_to_batch_ms": round(len(batches[0]) / statistics.median(fast) * 1e3, 2),
+        f"sample_to_batch_{threads}_threads_per_s": round(statistics.median(parallel)),
+        "sample_to_batch_host_expanded_per_s": round(statistics.median(host_expanded)),
+    }
     import torch
 
     if torch.cuda.is_available():  # on to the GPU as the prefetcher does: pinned, copied, expanded there
@@ -224,10 +234,13 @@ def batch_rates(batches: list, repeats: int, threads: int) -> dict:
             torch.cuda.current_stream().synchronize()
             return batch
 
-        paths = {"sample_to_device_per_s": staged,
-                 "sample_to_device_per_tensor_per_s": lambda p: on_device(collate_records(p)[0], "cuda",
-                                                                          pin_memory=True),
-                 "sample_to_device_host_expanded_per_s": lambda p: on_device(expanded(p), "cuda", pin_memory=True)}
+        paths = {
+            "sample_to_device_per_s": staged,
+            "sample_to_device_per_tensor_per_s": lambda p: on_device(
+                collate_records(p)[0], "cuda", pin_memory=True
+            ),
+            "sample_to_device_host_expanded_per_s": lambda p: on_device(expanded(p), "cuda", pin_memory=True),
+        }
         for name, path in paths.items():
             runs = []
             for _ in range(repeats):
@@ -247,14 +260,24 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--batches", type=int, default=40, help="calls per client per run")
     parser.add_argument("--batch-size", type=int, default=128)
-    parser.add_argument("--clients", default="1,2,4", help="comma-separated counts of concurrent client threads")
+    parser.add_argument(
+        "--clients", default="1,2,4", help="comma-separated counts of concurrent client threads"
+    )
     parser.add_argument("--taxa", type=int, default=20)
     parser.add_argument("--pool", type=int, default=256, help="distinct transitions to cycle through")
     parser.add_argument("--capacity", type=int, default=100_000)
-    parser.add_argument("--features", choices=("rich", "basic"), default="rich",
-                        help="rich: episodes of the environment as actors record them; basic: random trees")
-    parser.add_argument("--batch-threads", type=int, default=2,
-                        help="threads of the parallel sample_to_batch figure (the learner's prefetch_workers)")
+    parser.add_argument(
+        "--features",
+        choices=("rich", "basic"),
+        default="rich",
+        help="rich: episodes of the environment as actors record them; basic: random trees",
+    )
+    parser.add_argument(
+        "--batch-threads",
+        type=int,
+        default=2,
+        help="threads of the parallel sample_to_batch figure (the learner's prefetch_workers)",
+    )
     args = parser.parse_args()
     keep_freed_memory()  # as a learner process does (the service does the same)
 
@@ -264,10 +287,14 @@ def main() -> None:
     transitions, source = make(args.pool, args.taxa, seed=0)
     records = [encode_transition(t) for t in transitions]
     encode_us = per_item_us(encode_transition, transitions[:64], args.repeats)
-    steps = transitions[:64]  # consecutive steps of random walks: each next state is the next transition's state
+    # consecutive steps of random walks: each next state is the next transition's state
+    steps = transitions[:64]
     actor_encode_us = {
-        "whole": per_item_us(lambda t: (encode_observation(t.next_obs), encode_transition(t)), steps, args.repeats),
-        "sections": per_item_us(actor_encoder(), steps, args.repeats)}
+        "whole": per_item_us(
+            lambda t: (encode_observation(t.next_obs), encode_transition(t)), steps, args.repeats
+        ),
+        "sections": per_item_us(actor_encoder(), steps, args.repeats),
+    }
     decode_us = per_item_us(decode_transition, records[:64], args.repeats)
 
     binary = shutil.which("redis-server")
@@ -275,20 +302,61 @@ def main() -> None:
         sys.exit("redis-server not found")
     workdir = Path(tempfile.mkdtemp(prefix="bench_replay_"))
     redis_port, grpc_port = free_port(), free_port()
-    processes = [subprocess.Popen([binary, "--port", str(redis_port), "--bind", "127.0.0.1", "--dir", str(workdir),
-                                   "--save", "", "--appendonly", "yes"], stdout=subprocess.DEVNULL)]
+    processes = [
+        subprocess.Popen(
+            [
+                binary,
+                "--port",
+                str(redis_port),
+                "--bind",
+                "127.0.0.1",
+                "--dir",
+                str(workdir),
+                "--save",
+                "",
+                "--appendonly",
+                "yes",
+            ],
+            stdout=subprocess.DEVNULL,
+        )
+    ]
     try:
         wait_for_redis(redis_port)
-        processes.append(subprocess.Popen(
-            [sys.executable, "-m", "services.replay", "--host", "127.0.0.1", "--port", str(grpc_port),
-             "--metrics-port", "0", "--redis-url", f"redis://127.0.0.1:{redis_port}/0", "--key-prefix", "bench",
-             "--capacity", str(args.capacity), "--min-size-to-sample", "1", "--log-level", "WARNING"],
-            cwd=REPO, env=dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))))
+        processes.append(
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "services.replay",
+                    "--host",
+                    "127.0.0.1",
+                    "--port",
+                    str(grpc_port),
+                    "--metrics-port",
+                    "0",
+                    "--redis-url",
+                    f"redis://127.0.0.1:{redis_port}/0",
+                    "--key-prefix",
+                    "bench",
+                    "--capacity",
+                    str(args.capacity),
+                    "--min-size-to-sample",
+                    "1",
+                    "--log-level",
+                    "WARNING",
+                ],
+                cwd=REPO,
+                env=dict(
+                    os.environ,
+                    PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
+                ),
+            )
+        )
         target = f"127.0.0.1:{grpc_port}"
         with ReplayClient(target) as client:
             client.wait_until_serving(timeout_s=60)
         step = args.batch_size
-        batches = [records[i:i + step] for i in range(0, len(records) - step + 1, step)]
+        batches = [records[i : i + step] for i in range(0, len(records) - step + 1, step)]
         priorities = np.random.default_rng(1).exponential(size=args.batch_size)
 
         def insert_work(client):
@@ -316,14 +384,20 @@ def main() -> None:
                     sample_runs.append(run_clients(target, clients, sample_work))
                 sample_cpu.append(meter.per_item_us(items))
                 decoded_runs.append(run_clients(target, clients, lambda c: sample_work(c, decode=True)))
-                log(f"{clients} client(s), run {r + 1}/{args.repeats}: insert {insert_runs[-1]:,.0f}/s, "
-                    f"sample {sample_runs[-1]:,.0f}/s, sample+decode {decoded_runs[-1]:,.0f}/s")
+                log(
+                    f"{clients} client(s), run {r + 1}/{args.repeats}: insert {insert_runs[-1]:,.0f}/s, "
+                    f"sample {sample_runs[-1]:,.0f}/s, sample+decode {decoded_runs[-1]:,.0f}/s"
+                )
             by_clients[str(clients)] = {
                 "insert_per_s": round(statistics.median(insert_runs)),
                 "sample_per_s": round(statistics.median(sample_runs)),
                 "sample_decoded_per_s": round(statistics.median(decoded_runs)),
-                "cpu_us_per_insert": {k: round(statistics.median(run[k] for run in insert_cpu), 1) for k in pids},
-                "cpu_us_per_sample": {k: round(statistics.median(run[k] for run in sample_cpu), 1) for k in pids},
+                "cpu_us_per_insert": {
+                    k: round(statistics.median(run[k] for run in insert_cpu), 1) for k in pids
+                },
+                "cpu_us_per_sample": {
+                    k: round(statistics.median(run[k] for run in sample_cpu), 1) for k in pids
+                },
             }
         with ReplayClient(target) as client:
             size = client.stats().size
@@ -333,7 +407,9 @@ def main() -> None:
         # Reference on this machine at this moment: the stored batch strings (one per Insert call of
         # batch_size records) read straight from Redis, no service.
         direct = redis.Redis(port=redis_port)
-        batch_keys = [b"bench:b:" + entry.split(b":")[0] for entry in direct.lrange("bench:bi", 0, args.batches - 1)]
+        batch_keys = [
+            b"bench:b:" + entry.split(b":")[0] for entry in direct.lrange("bench:bi", 0, args.batches - 1)
+        ]
         direct_runs = []
         for _ in range(args.repeats):
             start = time.perf_counter()
@@ -347,20 +423,39 @@ def main() -> None:
             p.wait(timeout=30)
         shutil.rmtree(workdir, ignore_errors=True)
 
-    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                if line.startswith("model name")), platform.processor())
-    print(json.dumps({
-        "benchmark": "replay", "machine": f"{platform.node()}: {cpu}, {os.cpu_count()} cores",
-        "transitions": source, "n_taxa": args.taxa, "n_moves": int(transitions[0].obs.n_actions),
-        "record_bytes": int(np.median([len(r) for r in records])),
-        "encode_us": round(encode_us, 1), "decode_us": round(decode_us, 1),
-        "actor_encode_us": {k: round(v, 1) for k, v in actor_encode_us.items()},
-        "batch_size": args.batch_size, "repeats": args.repeats, "malloc_keep_mb": KEEP_MB,
-        "by_clients": by_clients, **to_batch, "batch_threads": args.batch_threads,
-        "redis_get_direct_per_s": round(statistics.median(direct_runs)),
-        "load_average": os.getloadavg()[0],
-        "table_size": size, "redis_used_bytes_per_transition": round(used / max(size, 1)),
-    }))
+    cpu = next(
+        (
+            line.split(":", 1)[1].strip()
+            for line in Path("/proc/cpuinfo").read_text().splitlines()
+            if line.startswith("model name")
+        ),
+        platform.processor(),
+    )
+    print(
+        json.dumps(
+            {
+                "benchmark": "replay",
+                "machine": f"{platform.node()}: {cpu}, {os.cpu_count()} cores",
+                "transitions": source,
+                "n_taxa": args.taxa,
+                "n_moves": int(transitions[0].obs.n_actions),
+                "record_bytes": int(np.median([len(r) for r in records])),
+                "encode_us": round(encode_us, 1),
+                "decode_us": round(decode_us, 1),
+                "actor_encode_us": {k: round(v, 1) for k, v in actor_encode_us.items()},
+                "batch_size": args.batch_size,
+                "repeats": args.repeats,
+                "malloc_keep_mb": KEEP_MB,
+                "by_clients": by_clients,
+                **to_batch,
+                "batch_threads": args.batch_threads,
+                "redis_get_direct_per_s": round(statistics.median(direct_runs)),
+                "load_average": os.getloadavg()[0],
+                "table_size": size,
+                "redis_used_bytes_per_transition": round(used / max(size, 1)),
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

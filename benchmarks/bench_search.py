@@ -1,13 +1,13 @@
 """The classical SPR hill-climb against IQ-TREE, run in the same invocation: log-likelihood and seconds.
 
 For every alignment and model: the alignment is prepared (NJ tree, model parameters on it; not timed),
-IQ-TREE's default ML search runs under the same fixed model string with one thread (its tree re-scored
-by our engine: the reference), then each method searches from the NJ tree (``--start nj``) or from seeded
-random trees (``--start random``, ``--starts K``). Per case: each method's final log-likelihood minus
-IQ-TREE's, its search seconds (preparation excluded, as IQ-TREE's wall time includes its own start-up),
-likelihood evaluations (full: SPR + local optimisation) and lazy SPR scores (the climbs search an
-alignment's distinct sequences: see ``run_search(distinct=...)``). Summary per method: cases within 0.1 of IQ-TREE and total seconds against
-IQ-TREE's. Prints one JSON line; progress on stderr.
+IQ-TREE's default ML search runs under the same fixed model string with one thread (its tree re-scored by our
+engine: the reference), then each method searches from the NJ tree (``--start nj``) or from seeded random
+trees (``--start random``, ``--starts K``). Per case: each method's final log-likelihood minus IQ-TREE's, its
+search seconds (preparation excluded, as IQ-TREE's wall time includes its own start-up), likelihood
+evaluations (full: SPR + local optimisation) and lazy SPR scores (the climbs search an alignment's distinct
+sequences: see ``run_search(distinct=...)``). Summary per method: cases within 0.1 of IQ-TREE and total
+seconds against IQ-TREE's. Prints one JSON line; progress on stderr.
 
     python benchmarks/bench_search.py [--alignments PATH ...] [--models JC,GTR+F+G4]
                                       [--methods hillclimb,hillclimb:4]
@@ -54,35 +54,61 @@ def main() -> None:
     rows = []
     for item in corpus:
         for model in args.models.split(","):
-            entry = EnvAlignment.build(item.alignment, prepare_alignment(item.alignment, model), item.path.name)
+            entry = EnvAlignment.build(
+                item.alignment, prepare_alignment(item.alignment, model), item.path.name
+            )
             reference = runner.search(entry)
             for k in range(args.starts if args.start == "random" else 1):
                 for name, restarts in methods:
                     env = TreeEnv([entry], EnvConfig(start=args.start), seed=k)
                     env.reset()
                     started = time.perf_counter()
-                    result = run_search(env, name, steps=None, restarts=restarts, rng=np.random.default_rng(0))
+                    result = run_search(
+                        env, name, steps=None, restarts=restarts, rng=np.random.default_rng(0)
+                    )
                     seconds = time.perf_counter() - started
-                    row = {"alignment": item.path.name, "taxa": item.alignment.n_taxa, "model": model, "start": k,
-                           "method": f"{name}:{restarts}" if restarts else name,
-                           "minus_iqtree": round(result.best_loglik - reference.loglik, 3),
-                           "seconds": round(seconds, 2), "iqtree_seconds": round(reference.seconds, 2),
-                           "evaluations": result.evaluations, "lazy_scores": result.lazy_scores}
+                    row = {
+                        "alignment": item.path.name,
+                        "taxa": item.alignment.n_taxa,
+                        "model": model,
+                        "start": k,
+                        "method": f"{name}:{restarts}" if restarts else name,
+                        "minus_iqtree": round(result.best_loglik - reference.loglik, 3),
+                        "seconds": round(seconds, 2),
+                        "iqtree_seconds": round(reference.seconds, 2),
+                        "evaluations": result.evaluations,
+                        "lazy_scores": result.lazy_scores,
+                    }
                     rows.append(row)
-                    print(f"{row['alignment']} {model} start {k} {row['method']}: {row['minus_iqtree']:+.3f} "
-                          f"in {seconds:.2f} s (IQ-TREE {reference.seconds:.2f} s)", file=sys.stderr, flush=True)
+                    print(
+                        f"{row['alignment']} {model} start {k} {row['method']}: {row['minus_iqtree']:+.3f} "
+                        f"in {seconds:.2f} s (IQ-TREE {reference.seconds:.2f} s)",
+                        file=sys.stderr,
+                        flush=True,
+                    )
     summary = {}
     for method in dict.fromkeys(r["method"] for r in rows):
         mine = [r for r in rows if r["method"] == method]
         # IQ-TREE's time counts once per search it is compared with
-        summary[method] = {"cases": len(mine),
-                           "within_0.1": sum(r["minus_iqtree"] >= -TOLERANCE for r in mine),
-                           "seconds": round(sum(r["seconds"] for r in mine), 2),
-                           "iqtree_seconds": round(sum(r["iqtree_seconds"] for r in mine), 2),
-                           "time_ratio": round(sum(r["seconds"] for r in mine)
-                                               / max(sum(r["iqtree_seconds"] for r in mine), 1e-9), 3)}
-    emit({"benchmark": "search", "machine": machine(), "start": args.start, "models": args.models,
-          "summary": summary, "rows": rows})
+        summary[method] = {
+            "cases": len(mine),
+            "within_0.1": sum(r["minus_iqtree"] >= -TOLERANCE for r in mine),
+            "seconds": round(sum(r["seconds"] for r in mine), 2),
+            "iqtree_seconds": round(sum(r["iqtree_seconds"] for r in mine), 2),
+            "time_ratio": round(
+                sum(r["seconds"] for r in mine) / max(sum(r["iqtree_seconds"] for r in mine), 1e-9), 3
+            ),
+        }
+    emit(
+        {
+            "benchmark": "search",
+            "machine": machine(),
+            "start": args.start,
+            "models": args.models,
+            "summary": summary,
+            "rows": rows,
+        }
+    )
 
 
 if __name__ == "__main__":

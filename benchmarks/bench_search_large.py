@@ -3,15 +3,16 @@
 For every alignment, one process at a time: the model string our preparation estimates (``GTR+F+G4`` on the NJ
 tree, :func:`~phylorl.search.prepare.fit_model_string`); IQ-TREE 2 with that fixed string, ``--threads``
 threads (default one), seed 1 (and seed 2 with ``--noise``: IQ-TREE's own run-to-run spread); then our search
-as a child process from its default start, with as many perturb-and-climb processes (whole-process wall time: interpreter, imports, alignment, model fit, start tree, search, final
-branch lengths). Both trees are re-scored by our engine with every branch optimised. IQ-TREE runs are cached
-in ``--cache`` (see :func:`cached_iqtree`); its wall time is re-measured in this run unless ``--cached-iqtree``
-(then the cached time is used and the row says so).
+as a child process from its default start, with as many perturb-and-climb processes (whole-process wall time:
+interpreter, imports, alignment, model fit, start tree, search, final branch lengths). Both trees are
+re-scored by our engine with every branch optimised. IQ-TREE runs are cached in ``--cache`` (see
+:func:`cached_iqtree`); its wall time is re-measured in this run unless ``--cached-iqtree`` (then the cached
+time is used and the row says so).
 
 Prints one JSON line: the machine, per-alignment rows (log-likelihoods, gap to IQ-TREE, seconds on both sides,
-time ratio, RF distance, our peak memory: the main process's and the largest worker's) and per-band summaries (fraction within 0.1 of IQ-TREE, mean and
-median gap, total time ratio, median per-alignment ratio, mean RF; the same for IQ-TREE seed 2 with
-``--noise``). Progress on stderr.
+time ratio, RF distance, our peak memory: the main process's and the largest worker's) and per-band summaries
+(fraction within 0.1 of IQ-TREE, mean and median gap, total time ratio, median per-alignment ratio, mean RF;
+the same for IQ-TREE seed 2 with ``--noise``). Progress on stderr.
 
     python benchmarks/bench_search_large.py [--alignments FILE_OR_DIR ...] [--bands 30-99,100-199]
         [--limit-per-band K] [--noise] [--cached-iqtree] [--config '{"starts": 2}'] [--seed 1] [--threads T]
@@ -46,10 +47,11 @@ TOLERANCE = 0.1
 IQTREE_SEED = 1
 IQTREE_NOISE_SEED = IQTREE_SEED + 1
 
-# IQ-TREE runs cached on disk: at 500-1,000 taxa one takes tens of minutes. A run is found again by the alignment
-# file's content, the seed, the threads and a model string equal up to a relative 1e-3 in each number (the fitted
-# string can differ in its last digits between engine versions; a search under a model that close is the same
-# search); the entry records the exact string it ran under, and its tree is re-scored under the current one.
+# IQ-TREE runs cached on disk: at 500-1,000 taxa one takes tens of minutes. A run is found again by the
+# alignment file's content, the seed, the threads and a model string equal up to a relative 1e-3 in each
+# number (the fitted string can differ in its last digits between engine versions; a search under a model that
+# close is the same search); the entry records the exact string it ran under, and its tree is re-scored under
+# the current one.
 IQTREE = "iqtree2"
 
 
@@ -60,8 +62,10 @@ def same_model(a: str, b: str, rtol: float = 1e-3) -> bool:
     """Whether two model strings differ at most in their numbers, each by less than ``rtol`` (relative)."""
     if NUMBER.sub("#", a) != NUMBER.sub("#", b):
         return False
-    return all(abs(float(x) - float(y)) <= rtol * max(abs(float(x)), abs(float(y)))
-               for x, y in zip(NUMBER.findall(a), NUMBER.findall(b)))
+    return all(
+        abs(float(x) - float(y)) <= rtol * max(abs(float(x)), abs(float(y)))
+        for x, y in zip(NUMBER.findall(a), NUMBER.findall(b))
+    )
 
 
 def cache_path(cache_dir, fasta, model: str, seed: int, threads: int = 1) -> Path:
@@ -72,7 +76,8 @@ def cache_path(cache_dir, fasta, model: str, seed: int, threads: int = 1) -> Pat
 
 
 def find_cached(cache_dir, fasta, model: str, seed: int, threads: int = 1) -> dict | None:
-    """A cached run of this alignment, seed and threads under ``model`` or a model within :func:`same_model`."""
+    """A cached run of this alignment, seed and threads under ``model`` or a model within
+    :func:`same_model`."""
     content = hashlib.sha256(Path(fasta).read_bytes()).hexdigest()[:12]
     for path in sorted(Path(cache_dir).glob(f"{Path(fasta).stem}.s{seed}.t{threads}.*.json")):
         run = json.loads(path.read_text())
@@ -81,13 +86,27 @@ def find_cached(cache_dir, fasta, model: str, seed: int, threads: int = 1) -> di
     return None
 
 
-def run_iqtree(fasta: str | os.PathLike, model: str, seed: int, threads: int = 1,
-               timeout: float | None = None) -> dict:
+def run_iqtree(
+    fasta: str | os.PathLike, model: str, seed: int, threads: int = 1, timeout: float | None = None
+) -> dict:
     """One IQ-TREE search: ``{"newick", "seconds", "reported_loglik", "model", "seed", "threads"}``."""
     with tempfile.TemporaryDirectory(prefix="iqtree-") as work:
         prefix = Path(work) / "ml"
-        cmd = [IQTREE, "-s", str(fasta), "-m", model, "-nt", str(threads), "-seed", str(seed), "-redo", "-quiet",
-               "-pre", str(prefix)]
+        cmd = [
+            IQTREE,
+            "-s",
+            str(fasta),
+            "-m",
+            model,
+            "-nt",
+            str(threads),
+            "-seed",
+            str(seed),
+            "-redo",
+            "-quiet",
+            "-pre",
+            str(prefix),
+        ]
         started = time.perf_counter()
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
         seconds = time.perf_counter() - started
@@ -96,13 +115,26 @@ def run_iqtree(fasta: str | os.PathLike, model: str, seed: int, threads: int = 1
             raise RuntimeError(f"iqtree2 failed on {fasta}: {proc.stderr[-500:]}")
         text = Path(f"{prefix}.iqtree").read_text() if Path(f"{prefix}.iqtree").exists() else ""
         found = re.search(r"Log-likelihood of the tree:\s*(\S+)", text)
-        return {"newick": treefile.read_text().strip(), "seconds": seconds,
-                "reported_loglik": float(found.group(1)) if found else None, "model": model, "seed": seed,
-                "threads": threads, "load_avg_1m": round(os.getloadavg()[0], 2)}
+        return {
+            "newick": treefile.read_text().strip(),
+            "seconds": seconds,
+            "reported_loglik": float(found.group(1)) if found else None,
+            "model": model,
+            "seed": seed,
+            "threads": threads,
+            "load_avg_1m": round(os.getloadavg()[0], 2),
+        }
 
 
-def cached_iqtree(cache_dir, fasta, model: str, seed: int, threads: int = 1, rerun: bool = False,
-                  timeout: float | None = None) -> tuple[dict, bool]:
+def cached_iqtree(
+    cache_dir,
+    fasta,
+    model: str,
+    seed: int,
+    threads: int = 1,
+    rerun: bool = False,
+    timeout: float | None = None,
+) -> tuple[dict, bool]:
     """``(run, fresh)``: the cached run when there is one (and not ``rerun``), else a new run, stored."""
     cached = None if rerun else find_cached(cache_dir, fasta, model, seed, threads)
     if cached is not None:
@@ -125,12 +157,24 @@ def child(path: str, seed: int, config: str) -> None:
 
     alignment = load_alignment(path)
     result = search(alignment, "GTR+F+G4", config=SearchConfig(**json.loads(config)), seed=seed)
-    print(json.dumps({"newick": write_newick(result.tree), "loglik": result.loglik, "model": result.model,
-                      "search_seconds": result.seconds, "prepare_seconds": result.prepare_seconds,
-                      "start_loglik": result.start_loglik, "rounds": result.rounds, "moves": result.moves,
-                      "scored": result.scored, "dropped": result.dropped,
-                      "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
-                      "worker_peak_rss_bytes": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024}))
+    print(
+        json.dumps(
+            {
+                "newick": write_newick(result.tree),
+                "loglik": result.loglik,
+                "model": result.model,
+                "search_seconds": result.seconds,
+                "prepare_seconds": result.prepare_seconds,
+                "start_loglik": result.start_loglik,
+                "rounds": result.rounds,
+                "moves": result.moves,
+                "scored": result.scored,
+                "dropped": result.dropped,
+                "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+                "worker_peak_rss_bytes": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024,
+            }
+        )
+    )
 
 
 def costs(sizes: list[int], sites: int, seed: int) -> dict:
@@ -162,28 +206,42 @@ def costs(sizes: list[int], sites: int, seed: int) -> dict:
         tips, weights = parsimony_tips(patterns.codes), np.asarray(patterns.weights, np.float64)
         (bits, classes), _ = timed(lambda: bit_planes(tips, weights))
         order = np.random.default_rng(seed).permutation(n).astype(np.int64)
-        stepwise_addition(bits[:8], *bit_planes(tips[:8], weights)[1], order[order < 8])  # compile outside timing
+        # compile outside timing
+        stepwise_addition(bits[:8], *bit_planes(tips[:8], weights)[1], order[order < 8])
         (edges, _), t_add = timed(lambda: stepwise_addition(bits, *classes, order))
         tree = Tree.from_edges(edges.astype(np.int32), np.full(len(edges), 0.05), alignment.taxa)
-        _, t_pspr = timed(lambda: parsimony_spr(tree.neighbors, tree.node_edges, tree.edges, tree.lengths, n, bits,
-                                                 *classes, 6, 1))
+        _, t_pspr = timed(
+            lambda: parsimony_spr(
+                tree.neighbors, tree.node_edges, tree.edges, tree.lengths, n, bits, *classes, 6, 1
+            )
+        )
         pairs = subtree_order(tree)
-        radius5, t_enum5 = timed(lambda: sum(len(subtree_moves(tree.neighbors, n, p, s, 1, 5, True)) for p, s in pairs))
+        radius5, t_enum5 = timed(
+            lambda: sum(len(subtree_moves(tree.neighbors, n, p, s, 1, 5, True)) for p, s in pairs)
+        )
         every, t_enum_all = timed(lambda: len(enumerate_moves(tree)))
         nj, t_nj = timed(lambda: nj_tree(alignment))
         fitted, t_fit = timed(lambda: fit_model_string(alignment, "GTR+F+G4"))
         engine = LikelihoodEngine(alignment, fitted)
-        loglik, t_branches = timed(lambda: engine.optimize_branch_lengths(tree, np.arange(tree.n_edges), rounds=3,
-                                                                          tol=1e-3))
+        loglik, t_branches = timed(
+            lambda: engine.optimize_branch_lengths(tree, np.arange(tree.n_edges), rounds=3, tol=1e-3)
+        )
         result, t_round = timed(lambda: spr_round(engine, tree, loglik, 5, branches=0))
         out[str(n)] = {
             "patterns": int(patterns.n_patterns),
-            "enumerate_radius5_seconds": t_enum5, "moves_radius5": int(radius5),
-            "enumerate_all_seconds": t_enum_all, "moves_all": int(every),
-            "stepwise_addition_seconds": t_add, "parsimony_spr_round_seconds": t_pspr,
-            "nj_seconds": t_nj, "model_fit_seconds": t_fit, "branch_passes3_seconds": t_branches,
-            "fast_round_seconds": t_round, "fast_round_candidates": result.scored,
-            "fast_round_us_per_candidate": round(t_round / max(1, result.scored) * 1e6, 2)}
+            "enumerate_radius5_seconds": t_enum5,
+            "moves_radius5": int(radius5),
+            "enumerate_all_seconds": t_enum_all,
+            "moves_all": int(every),
+            "stepwise_addition_seconds": t_add,
+            "parsimony_spr_round_seconds": t_pspr,
+            "nj_seconds": t_nj,
+            "model_fit_seconds": t_fit,
+            "branch_passes3_seconds": t_branches,
+            "fast_round_seconds": t_round,
+            "fast_round_candidates": result.scored,
+            "fast_round_us_per_candidate": round(t_round / max(1, result.scored) * 1e6, 2),
+        }
         print(json.dumps({n: out[str(n)]}), file=sys.stderr, flush=True)
     return out
 
@@ -196,7 +254,8 @@ def band_of(n_taxa: int) -> str | None:
 
 
 def alignments(args) -> list[tuple[Path, int, int]]:
-    """``(path, taxa, sites)`` of the alignments asked for, smallest first, at most ``--limit-per-band`` per band."""
+    """``(path, taxa, sites)`` of the alignments asked for, smallest first, at most ``--limit-per-band`` per
+    band."""
     rows = []
     for item in args.alignments:
         item = Path(item)
@@ -213,8 +272,11 @@ def alignments(args) -> list[tuple[Path, int, int]]:
                 a = load_alignment(f)
                 rows.append((f, a.n_taxa, a.n_sites))
     wanted = None if args.bands is None else set(args.bands.split(","))
-    rows = [r for r in sorted(rows, key=lambda r: (r[1], r[2])) if band_of(r[1]) and
-            (wanted is None or band_of(r[1]) in wanted)]
+    rows = [
+        r
+        for r in sorted(rows, key=lambda r: (r[1], r[2]))
+        if band_of(r[1]) and (wanted is None or band_of(r[1]) in wanted)
+    ]
     if args.limit_per_band:
         kept, count = [], {}
         for r in rows:
@@ -240,12 +302,17 @@ def run_case(path: Path, args) -> dict:
 
     alignment = load_alignment(path)
     model = fit_model_string(alignment)
-    iq, fresh = cached_iqtree(args.cache, path, model, IQTREE_SEED, args.threads,
-                              rerun=not args.cached_iqtree)
+    iq, fresh = cached_iqtree(
+        args.cache, path, model, IQTREE_SEED, args.threads, rerun=not args.cached_iqtree
+    )
     started = time.perf_counter()
     config = json.dumps({**json.loads(args.config), "threads": args.threads})
-    proc = subprocess.run([sys.executable, __file__, "--child", str(path), "--seed", str(args.seed), "--config",
-                           config], capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
+    proc = subprocess.run(
+        [sys.executable, __file__, "--child", str(path), "--seed", str(args.seed), "--config", config],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
     ours_seconds = time.perf_counter() - started
     if proc.returncode != 0:
         raise RuntimeError(f"our search failed on {path}: {proc.stderr[-2000:]}")
@@ -254,19 +321,38 @@ def run_case(path: Path, args) -> dict:
         raise RuntimeError(f"the search fitted another model string on {path}: {ours['model']} != {model}")
     iq_ll, iq_tree = rescore(alignment, model, iq["newick"])
     our_ll, our_tree = rescore(alignment, model, ours["newick"])
-    row = {"file": path.name, "taxa": alignment.n_taxa, "sites": alignment.n_sites, "band": band_of(alignment.n_taxa),
-           "iqtree_loglik": round(iq_ll, 4), "iqtree_reported_loglik": iq["reported_loglik"],
-           "iqtree_seconds": round(iq["seconds"], 2), "iqtree_timed_now": bool(fresh),
-           "loglik": round(our_ll, 4), "gap": round(our_ll - iq_ll, 4), "seconds": round(ours_seconds, 2),
-           "time_ratio": round(ours_seconds / iq["seconds"], 3), "rf": rf_distance(our_tree, iq_tree),
-           "prepare_seconds": round(ours["prepare_seconds"], 2), "rounds": ours["rounds"], "moves": ours["moves"],
-           "peak_rss_bytes": ours["peak_rss_bytes"], "worker_peak_rss_bytes": ours["worker_peak_rss_bytes"],
-           "dropped": ours["dropped"], "threads": args.threads}
+    row = {
+        "file": path.name,
+        "taxa": alignment.n_taxa,
+        "sites": alignment.n_sites,
+        "band": band_of(alignment.n_taxa),
+        "iqtree_loglik": round(iq_ll, 4),
+        "iqtree_reported_loglik": iq["reported_loglik"],
+        "iqtree_seconds": round(iq["seconds"], 2),
+        "iqtree_timed_now": bool(fresh),
+        "loglik": round(our_ll, 4),
+        "gap": round(our_ll - iq_ll, 4),
+        "seconds": round(ours_seconds, 2),
+        "time_ratio": round(ours_seconds / iq["seconds"], 3),
+        "rf": rf_distance(our_tree, iq_tree),
+        "prepare_seconds": round(ours["prepare_seconds"], 2),
+        "rounds": ours["rounds"],
+        "moves": ours["moves"],
+        "peak_rss_bytes": ours["peak_rss_bytes"],
+        "worker_peak_rss_bytes": ours["worker_peak_rss_bytes"],
+        "dropped": ours["dropped"],
+        "threads": args.threads,
+    }
     if args.noise:
         iq2, _ = cached_iqtree(args.cache, path, model, IQTREE_NOISE_SEED, args.threads, rerun=False)
         iq2_ll, iq2_tree = rescore(alignment, model, iq2["newick"])
-        row.update({"iqtree2_gap": round(iq2_ll - iq_ll, 4), "iqtree2_seconds": round(iq2["seconds"], 2),
-                    "iqtree2_rf": rf_distance(iq2_tree, iq_tree)})
+        row.update(
+            {
+                "iqtree2_gap": round(iq2_ll - iq_ll, 4),
+                "iqtree2_seconds": round(iq2["seconds"], 2),
+                "iqtree2_rf": rf_distance(iq2_tree, iq_tree),
+            }
+        )
     return row
 
 
@@ -276,14 +362,18 @@ def summarise(rows: list[dict]) -> dict:
         band = [r for r in rows if r["band"] == f"{lo}-{hi}"]
         if not band:
             continue
-        s = {"alignments": len(band),
-             "within_0.1": round(sum(r["gap"] >= -TOLERANCE for r in band) / len(band), 3),
-             "mean_gap": round(statistics.mean(r["gap"] for r in band), 3),
-             "median_gap": round(statistics.median(r["gap"] for r in band), 3),
-             "time_ratio_total": round(sum(r["seconds"] for r in band) / sum(r["iqtree_seconds"] for r in band), 3),
-             "time_ratio_median": round(statistics.median(r["time_ratio"] for r in band), 3),
-             "mean_rf": round(statistics.mean(r["rf"] for r in band), 2),
-             "peak_rss_bytes_max": max(r["peak_rss_bytes"] for r in band)}
+        s = {
+            "alignments": len(band),
+            "within_0.1": round(sum(r["gap"] >= -TOLERANCE for r in band) / len(band), 3),
+            "mean_gap": round(statistics.mean(r["gap"] for r in band), 3),
+            "median_gap": round(statistics.median(r["gap"] for r in band), 3),
+            "time_ratio_total": round(
+                sum(r["seconds"] for r in band) / sum(r["iqtree_seconds"] for r in band), 3
+            ),
+            "time_ratio_median": round(statistics.median(r["time_ratio"] for r in band), 3),
+            "mean_rf": round(statistics.mean(r["rf"] for r in band), 2),
+            "peak_rss_bytes_max": max(r["peak_rss_bytes"] for r in band),
+        }
         if all("iqtree2_gap" in r for r in band):
             s["iqtree2_within_0.1"] = round(sum(r["iqtree2_gap"] >= -TOLERANCE for r in band) / len(band), 3)
             s["iqtree2_mean_gap"] = round(statistics.mean(r["iqtree2_gap"] for r in band), 3)
@@ -296,16 +386,28 @@ def main() -> None:
     p.add_argument("--alignments", nargs="+", default=[str(VALID)])
     p.add_argument("--bands", help="comma-separated bands to run, e.g. 30-99,100-199 (default: all)")
     p.add_argument("--limit-per-band", type=int, default=0)
-    p.add_argument("--noise", action="store_true",
-                   help=f"also IQ-TREE with seed {IQTREE_NOISE_SEED}, on --threads (cached runs are reused)")
-    p.add_argument("--cached-iqtree", action="store_true", help="use cached IQ-TREE times instead of re-timing")
+    p.add_argument(
+        "--noise",
+        action="store_true",
+        help=f"also IQ-TREE with seed {IQTREE_NOISE_SEED}, on --threads (cached runs are reused)",
+    )
+    p.add_argument(
+        "--cached-iqtree", action="store_true", help="use cached IQ-TREE times instead of re-timing"
+    )
     p.add_argument("--cache", default="/tmp/iqtree-cache")
     p.add_argument("--config", default="{}", help="SearchConfig fields as JSON")
-    p.add_argument("--seed", type=int, default=1,
-                   help=f"our search's seed (IQ-TREE always runs with seed {IQTREE_SEED})")
-    p.add_argument("--threads", type=int, default=1,
-                   help="IQ-TREE's -nt and our search's threads (perturb-and-climb processes)")
-    p.add_argument("--costs", help="instead of searching: per-state costs at these taxa counts, e.g. 100,300,1000")
+    p.add_argument(
+        "--seed", type=int, default=1, help=f"our search's seed (IQ-TREE always runs with seed {IQTREE_SEED})"
+    )
+    p.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="IQ-TREE's -nt and our search's threads (perturb-and-climb processes)",
+    )
+    p.add_argument(
+        "--costs", help="instead of searching: per-state costs at these taxa counts, e.g. 100,300,1000"
+    )
     p.add_argument("--sites", type=int, default=1000, help="sites of the --costs alignments")
     p.add_argument("--child", help=argparse.SUPPRESS)
     args = p.parse_args()
@@ -313,17 +415,32 @@ def main() -> None:
         child(args.child, args.seed, args.config)
         return
     if args.costs:
-        emit({"bench": "search_costs", "machine": machine(), "sites": args.sites,
-              "sizes": costs([int(n) for n in args.costs.split(",")], args.sites, args.seed)})
+        emit(
+            {
+                "bench": "search_costs",
+                "machine": machine(),
+                "sites": args.sites,
+                "sizes": costs([int(n) for n in args.costs.split(",")], args.sites, args.seed),
+            }
+        )
         return
     rows = []
     for path, taxa, sites in alignments(args):
         row = run_case(path, args)
         rows.append(row)
         print(json.dumps(row), file=sys.stderr, flush=True)
-    emit({"bench": "search_large", "machine": machine(), "config": json.loads(args.config), "seed": args.seed,
-          "iqtree_seed": IQTREE_SEED, "threads": args.threads,
-          "rows": rows, "bands": summarise(rows)})
+    emit(
+        {
+            "bench": "search_large",
+            "machine": machine(),
+            "config": json.loads(args.config),
+            "seed": args.seed,
+            "iqtree_seed": IQTREE_SEED,
+            "threads": args.threads,
+            "rows": rows,
+            "bands": summarise(rows),
+        }
+    )
 
 
 if __name__ == "__main__":

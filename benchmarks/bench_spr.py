@@ -1,8 +1,8 @@
 """Time SPR move enumeration (the environment runs it at every step); prints one JSON line.
 
-Figures are medians over repeats, in microseconds per call, on random trees of 20 and 27 leaves
-(27 = DS1). Also times move_metadata and copy + apply_spr, and the search's enumeration at 300 leaves (the moves
-of every subtree within radius 5, one ``subtree_moves`` call per subtree). Usage: python benchmarks/bench_spr.py
+Figures are medians over repeats, in microseconds per call, on random trees of 20 and 27 leaves (27 = DS1).
+Also times move_metadata and copy + apply_spr, and the search's enumeration at 300 leaves (the moves of every
+subtree within radius 5, one ``subtree_moves`` call per subtree). Usage: python benchmarks/bench_spr.py
 """
 
 from __future__ import annotations
@@ -37,7 +37,8 @@ def main() -> None:
     rng = np.random.default_rng(0)
     result = {
         "bench": "spr",
-        "machine": f"{cpu_model()} ({platform.system()} {platform.machine()}, python {platform.python_version()})",
+        "machine": f"{cpu_model()} ({platform.system()} {platform.machine()}, "
+        f"python {platform.python_version()})",
         "repeats": REPEATS,
         "calls_per_repeat": CALLS_PER_REPEAT,
     }
@@ -53,7 +54,8 @@ def main() -> None:
     tree = random_tree([f"t{i}" for i in range(300)], rng)
     pairs = [(p, int(s)) for p in range(300, tree.n_nodes) for s in tree.neighbors[p]]
     result["n300_subtree_moves_radius5_us"] = median_us(
-        lambda: [subtree_moves(tree.neighbors, 300, p, s, 1, 5, True) for p, s in pairs])
+        lambda: [subtree_moves(tree.neighbors, 300, p, s, 1, 5, True) for p, s in pairs]
+    )
     print(json.dumps(result))
 
 

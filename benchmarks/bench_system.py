@@ -2,27 +2,28 @@
 processes) for a fixed time, measured from the services' own Prometheus endpoints and /proc.
 
     python benchmarks/bench_system.py [--actors N] [--envs-per-actor K] [--taxa 20] [--batch-size 128]
-                                      [--hidden 256] [--seconds 60] [--warmup-s 60] [--device auto] [--cuda-graphs]
-                                      [--run-dir DIR] [--tf32] [--fused-head] [--compile-networks]
-                                      [--actor-pipeline P] [--learner-threads T] [--no-updates] [--py-spy]
+                                      [--hidden 256] [--seconds 60] [--warmup-s 60] [--device auto]
+                                      [--cuda-graphs] [--run-dir DIR] [--tf32] [--fused-head]
+                                      [--compile-networks] [--actor-pipeline P] [--learner-threads T]
+                                      [--no-updates] [--py-spy]
 
 After the warm-up (preparation, compilation, replay filling to its minimum) it reads every endpoint, waits
 ``--seconds`` and reads them again. One JSON line: sustained updates/s and environment steps/s, the actors'
-inference call latency p50/p99 (their histogram), the endpoint's own latency p50, median batch and mean time per
-stage of its work (``phylorl_inference_stage_seconds``: what the actors' wait is made of), the learner's update
-latency p50 and mean (and the fraction of updates replayed as CUDA graphs), its mean time per publication of the
-weights (``publish_mean_ms``), the fraction of the learner's time spent waiting for a batch (its feed), the fraction
-of the actors' time spent waiting for an inference answer and for the replay's rate limiter to take their
-transitions (``actor_insert_limited_fraction``), the replay's sample calls' time held by the limiter per second
-(``sample_limited_per_s``: which side the replay ratio holds back), the fraction of the endpoint's batches replayed
-as CUDA graphs, the policy lag (weights versions between acting and learning), the services' restarts during the
-run, and the CPU each service used (cores, from /proc), with the machine named. ``--py-spy``: also where the
-learner's threads spend the measured window (``learner_thread_profile``: py-spy samples per thread group, the raw
-file beside the run directory; ``benchmarks/thread_profile.py``).
+inference call latency p50/p99 (their histogram), the endpoint's own latency p50, median batch and mean time
+per stage of its work (``phylorl_inference_stage_seconds``: what the actors' wait is made of), the learner's
+update latency p50 and mean (and the fraction of updates replayed as CUDA graphs), its mean time per
+publication of the weights (``publish_mean_ms``), the fraction of the learner's time spent waiting for a batch
+(its feed), the fraction of the actors' time spent waiting for an inference answer and for the replay's rate
+limiter to take their transitions (``actor_insert_limited_fraction``), the replay's sample calls' time held by
+the limiter per second (``sample_limited_per_s``: which side the replay ratio holds back), the fraction of the
+endpoint's batches replayed as CUDA graphs, the policy lag (weights versions between acting and learning), the
+services' restarts during the run, and the CPU each service used (cores, from /proc), with the machine named.
+``--py-spy``: also where the learner's threads spend the measured window (``learner_thread_profile``: py-spy
+samples per thread group, the raw file beside the run directory; ``benchmarks/thread_profile.py``).
 
 ``--no-updates`` measures the acting side alone: the replay service never reaches its sampling minimum, so the
-learner only serves inference (with its initial weights) and the actors are limited by their own cores or by the
-endpoint, not by the replay ratio.
+learner only serves inference (with its initial weights) and the actors are limited by their own cores or by
+the endpoint, not by the replay ratio.
 """
 
 from __future__ import annotations
@@ -110,12 +111,21 @@ def actor_section(args) -> str:
 
 def agent_section(args) -> str:
     """The learner's options of the run's config file (YAML), from the flags."""
-    options = [name for name, on in (("cuda_graphs", args.cuda_graphs), ("fused_head", args.fused_head),
-                                     ("compile_networks", args.compile_networks)) if on]
-    fields = (["tf32: true"] if args.tf32 else []) + ([f"torch_threads: {args.learner_threads}"]
-                                                       if args.learner_threads else []) + (
-        [f"inference_cuda_graphs: {'true' if args.cuda_graphs else 'false'}"]) + (
-        ["agent: {" + ", ".join(f"{name}: true" for name in options) + "}"] if options else [])
+    options = [
+        name
+        for name, on in (
+            ("cuda_graphs", args.cuda_graphs),
+            ("fused_head", args.fused_head),
+            ("compile_networks", args.compile_networks),
+        )
+        if on
+    ]
+    fields = (
+        (["tf32: true"] if args.tf32 else [])
+        + ([f"torch_threads: {args.learner_threads}"] if args.learner_threads else [])
+        + ([f"inference_cuda_graphs: {'true' if args.cuda_graphs else 'false'}"])
+        + (["agent: {" + ", ".join(f"{name}: true" for name in options) + "}"] if options else [])
+    )
     return "learner: {" + ", ".join(fields) + "}\n" if fields else ""
 
 
@@ -130,37 +140,91 @@ def main(argv=None) -> int:
     p.add_argument("--warmup-s", type=float, default=60.0)
     p.add_argument("--device", default="auto")
     p.add_argument("--run-dir", default="")
-    p.add_argument("--cuda-graphs", action="store_true", help="the learner replays its updates and the "
-                   "inference endpoint its answers as CUDA graphs")
+    p.add_argument(
+        "--cuda-graphs",
+        action="store_true",
+        help="the learner replays its updates and the inference endpoint its answers as CUDA graphs",
+    )
     p.add_argument("--tf32", action="store_true", help="the learner's float32 products use TF32 (CUDA)")
-    p.add_argument("--fused-head", action="store_true", help="the learner's no-grad next-move passes and its "
-                   "inference endpoint use the fused Triton head (CUDA)")
-    p.add_argument("--compile-networks", action="store_true", help="the learner's encoders are torch.compile-d "
-                   "(AgentConfig.compile_networks; give --warmup-s the compilation's time too)")
-    p.add_argument("--actor-pipeline", type=int, default=0, help="groups each actor's environments are split into "
-                   "(ActorConfig.pipeline; 0: the actor's default)")
-    p.add_argument("--learner-threads", type=int, default=0, help="the learner's torch threads (0: its default)")
-    p.add_argument("--py-spy", action="store_true", help="sample the learner's threads with py-spy through the "
-                   "measured window (benchmarks/thread_profile.py; needs py-spy on PATH): where each thread's time "
-                   "goes, as learner_thread_profile")
-    p.add_argument("--no-updates", action="store_true", help="the learner never trains (the replay minimum is never "
-                   "reached): acting alone is measured")
+    p.add_argument(
+        "--fused-head",
+        action="store_true",
+        help="the learner's no-grad next-move passes and its "
+        "inference endpoint use the fused Triton head (CUDA)",
+    )
+    p.add_argument(
+        "--compile-networks",
+        action="store_true",
+        help="the learner's encoders are torch.compile-d "
+        "(AgentConfig.compile_networks; give --warmup-s the compilation's time too)",
+    )
+    p.add_argument(
+        "--actor-pipeline",
+        type=int,
+        default=0,
+        help="groups each actor's environments are split into (ActorConfig.pipeline; 0: the actor's default)",
+    )
+    p.add_argument(
+        "--learner-threads", type=int, default=0, help="the learner's torch threads (0: its default)"
+    )
+    p.add_argument(
+        "--py-spy",
+        action="store_true",
+        help="sample the learner's threads with py-spy through the "
+        "measured window (benchmarks/thread_profile.py; needs py-spy on PATH): where each thread's time "
+        "goes, as learner_thread_profile",
+    )
+    p.add_argument(
+        "--no-updates",
+        action="store_true",
+        help="the learner never trains (the replay minimum is never reached): acting alone is measured",
+    )
     args = p.parse_args(argv)
     run_dir = Path(args.run_dir or tempfile.mkdtemp(prefix="bench-system-")) / "run"
     config = run_dir.parent / "bench.yaml"
     config.parent.mkdir(parents=True, exist_ok=True)
-    config.write_text(f"simulate_count: 8\nsimulate_taxa: '{args.taxa}:{args.taxa}'\nsimulate_sites: '1000:1000'\n"
-                      f"batch_size: {args.batch_size}\nhidden: {args.hidden}\nhorizon: 20\n"
-                      + ("min_replay: 1000000\nsamples_per_insert: 0.0\nreplay: {capacity: 1000000}\n"
-                         if args.no_updates else "min_replay: 1000\nsamples_per_insert: 8.0\n")
-                      + actor_section(args)
-                      + agent_section(args))
+    config.write_text(
+        f"simulate_count: 8\nsimulate_taxa: '{args.taxa}:{args.taxa}'\nsimulate_sites: '1000:1000'\n"
+        f"batch_size: {args.batch_size}\nhidden: {args.hidden}\nhorizon: 20\n"
+        + (
+            "min_replay: 1000000\nsamples_per_insert: 0.0\nreplay: {capacity: 1000000}\n"
+            if args.no_updates
+            else "min_replay: 1000\nsamples_per_insert: 8.0\n"
+        )
+        + actor_section(args)
+        + agent_section(args)
+    )
     minutes = (args.warmup_s + args.seconds) / 60 + 15
-    train = subprocess.Popen([sys.executable, "-m", "phylorl.cli", "train", "--config", str(config), "--actors",
-                              str(args.actors), "--envs-per-actor", str(args.envs_per_actor), "--updates", "0",
-                              "--minutes", f"{minutes:.2f}", "--device", args.device, "--run-dir", str(run_dir),
-                              "--no-report"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                             env={**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))})
+    train = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "phylorl.cli",
+            "train",
+            "--config",
+            str(config),
+            "--actors",
+            str(args.actors),
+            "--envs-per-actor",
+            str(args.envs_per_actor),
+            "--updates",
+            "0",
+            "--minutes",
+            f"{minutes:.2f}",
+            "--device",
+            args.device,
+            "--run-dir",
+            str(run_dir),
+            "--no-report",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
+        },
+    )
     try:
         started = time.monotonic()
         while not (run_dir / "ports.json").exists():
@@ -168,10 +232,17 @@ def main(argv=None) -> int:
                 raise RuntimeError(f"the run did not start: {train.stderr.read()[-2000:]}")
             time.sleep(1)
         ports = json.loads((run_dir / "ports.json").read_text())
-        endpoints = {"replay": [ports["replay"]["metrics"]], "learner": [ports["learner"]["metrics"]],
-                     "actor": ports["actors"]}
-        ready = ("phylorl_actor_env_steps_total", ports["actors"]) if args.no_updates else \
-            ("phylorl_learner_updates_total", [ports["learner"]["metrics"]])
+        endpoints = {
+            "replay": [ports["replay"]["metrics"]],
+            "learner": [ports["learner"]["metrics"]],
+            "actor": ports["actors"],
+        }
+        ready = (
+            ("phylorl_actor_env_steps_total", ports["actors"])
+            if args.no_updates
+            else ("phylorl_learner_updates_total", [ports["learner"]["metrics"]])
+        )
+
         def count(name: str, ports_: list[int]) -> float:  # 0 while a service is still starting
             try:
                 return total([read_metrics(port) for port in ports_], name)
@@ -183,18 +254,28 @@ def main(argv=None) -> int:
                 raise RuntimeError(f"no {ready[0]} yet: {train.stderr.read()[-2000:]}")
             time.sleep(2)
         time.sleep(args.warmup_s)
-        pids = {"redis": pid_of(f"redis-server .*:{ports['redis']}"),
-                "replay": pid_of(f"services.replay .*--port {ports['replay']['grpc']}( |$)"),
-                "learner": pid_of(f"services.learner .*--port {ports['learner']['grpc']}( |$)"),
-                **{f"actor-{i}": pid_of(f"services.actor .*--metrics-port {port}( |$)")
-                   for i, port in enumerate(ports["actors"])}}
+        pids = {
+            "redis": pid_of(f"redis-server .*:{ports['redis']}"),
+            "replay": pid_of(f"services.replay .*--port {ports['replay']['grpc']}( |$)"),
+            "learner": pid_of(f"services.learner .*--port {ports['learner']['grpc']}( |$)"),
+            **{
+                f"actor-{i}": pid_of(f"services.actor .*--metrics-port {port}( |$)")
+                for i, port in enumerate(ports["actors"])
+            },
+        }
 
         def reading():
-            return ({kind: [read_metrics(port) for port in group] for kind, group in endpoints.items()},
-                    {name: cpu_seconds(pid) for name, pid in pids.items() if pid}, time.monotonic())
+            return (
+                {kind: [read_metrics(port) for port in group] for kind, group in endpoints.items()},
+                {name: cpu_seconds(pid) for name, pid in pids.items() if pid},
+                time.monotonic(),
+            )
 
-        spy = thread_profile.record(pids["learner"], args.seconds, run_dir.parent / "learner-py-spy.txt") \
-            if args.py_spy else None
+        spy = (
+            thread_profile.record(pids["learner"], args.seconds, run_dir.parent / "learner-py-spy.txt")
+            if args.py_spy
+            else None
+        )
         (first, cpu0, t0), _ = reading(), time.sleep(args.seconds)
         second, cpu1, t1 = reading()
         if spy is not None and spy.wait(60) != 0:
@@ -212,9 +293,11 @@ def main(argv=None) -> int:
         value = quantile(histogram(first[kind], name), histogram(second[kind], name), quant)
         return None if value is None else round(value, 5)
 
-    def labelled(name: str, label: tuple, kind: str = "learner") -> float:  # change of a series with one label
-        return sum(r["values"].get((name, (label,)), 0.0) for r in second[kind]) - \
-            sum(r["values"].get((name, (label,)), 0.0) for r in first[kind])
+    # change of a series with one label
+    def labelled(name: str, label: tuple, kind: str = "learner") -> float:
+        return sum(r["values"].get((name, (label,)), 0.0) for r in second[kind]) - sum(
+            r["values"].get((name, (label,)), 0.0) for r in first[kind]
+        )
 
     def stage_mean_ms(stage: str) -> float | None:  # mean of one stage of the endpoint's work
         count = labelled("phylorl_inference_stage_seconds_count", ("stage", stage))
@@ -225,46 +308,98 @@ def main(argv=None) -> int:
     eager = labelled("phylorl_inference_batches_total", ("path", "eager"))
 
     updates = delta("learner", "phylorl_learner_updates_total")
-    series = (run_dir / "metrics.jsonl").read_text().splitlines() if (run_dir / "metrics.jsonl").exists() else []
+    series = (
+        (run_dir / "metrics.jsonl").read_text().splitlines() if (run_dir / "metrics.jsonl").exists() else []
+    )
     restarts = json.loads(series[-1]).get("restarts") if series else None
     actor_cpu = sum(cpu1[n] - cpu0[n] for n in cpu1 if n.startswith("actor") and n in cpu0)
-    emit({"benchmark": "bench_system", "machine": machine(), "actors": args.actors,
-          "envs_per_actor": args.envs_per_actor, "taxa": args.taxa, "batch_size": args.batch_size,
-          "hidden": args.hidden, "cuda_graphs": args.cuda_graphs, "fused_head": args.fused_head, "tf32": args.tf32,
-          "compile_networks": args.compile_networks, "pipelined_updates": False,
-          "actor_pipeline": args.actor_pipeline or "default", "actor_rpc": "stream",
-          "learner_threads": args.learner_threads or "default", "inference_server": "asyncio",
-          "feed_processes": 0, "no_updates": args.no_updates, "switch_interval_ms": "default",
-          "seconds": round(elapsed, 1),
-          "updates_per_s": round(updates / elapsed, 3),
-          "env_steps_per_s": round(delta("actor", "phylorl_actor_env_steps_total") / elapsed, 2),
-          "transitions_per_s": round(delta("replay", "phylorl_replay_inserted_total") / elapsed, 2),
-          "inference_p50_s": q("actor", "phylorl_actor_inference_call_seconds", 0.5),
-          "inference_p99_s": q("actor", "phylorl_actor_inference_call_seconds", 0.99),
-          "inference_endpoint_p50_s": q("learner", "phylorl_inference_latency_seconds", 0.5),
-          "inference_batch_p50": q("learner", "phylorl_inference_batch_size", 0.5),
-          "inference_stage_mean_ms": {stage: stage_mean_ms(stage) for stage in ("inputs", "batch", "network", "reply")},
-          "update_p50_s": q("learner", "phylorl_learner_update_seconds", 0.5),
-          "update_mean_s": round(delta("learner", "phylorl_learner_update_seconds_sum") / max(updates, 1), 5),
-          "publish_mean_ms": (round(1e3 * delta("learner", "phylorl_learner_publish_seconds_sum")
-                                    / delta("learner", "phylorl_learner_publish_seconds_count"), 3)
-                              if delta("learner", "phylorl_learner_publish_seconds_count") else None),
-          "graph_replay_fraction": round(delta("learner", "phylorl_learner_graph_replays_total") / max(updates, 1), 3),
-          "inference_graph_fraction": round(graphed / (graphed + eager), 3) if graphed + eager else None,
-          "service_restarts": restarts,
-          "actor_inference_wait_fraction": round(
-              delta("actor", "phylorl_actor_inference_wait_seconds_total") / elapsed / args.actors, 4),
-          "feed_wait_fraction": round(delta("learner", "phylorl_learner_batch_wait_seconds_sum") / elapsed, 4),
-          "actor_insert_limited_fraction": round(labelled("phylorl_replay_rate_limited_seconds_total",
-                                                          ("call", "insert"), "replay") / elapsed / args.actors, 4),
-          "sample_limited_per_s": round(labelled("phylorl_replay_rate_limited_seconds_total", ("call", "sample"),
-                                                 "replay") / elapsed, 4),
-          "policy_lag_p50_versions": q("learner", "phylorl_learner_policy_lag_versions", 0.5),
-          "cpu_cores": {**{n: round((cpu1[n] - cpu0[n]) / elapsed, 3) for n in cpu1
-                           if n in cpu0 and not n.startswith("actor")},
-                        "actors (all)": round(actor_cpu / elapsed, 3)},
-          **({"learner_thread_profile": thread_profile.summarize(run_dir.parent / "learner-py-spy.txt", top=6)}
-             if args.py_spy else {})})
+    emit(
+        {
+            "benchmark": "bench_system",
+            "machine": machine(),
+            "actors": args.actors,
+            "envs_per_actor": args.envs_per_actor,
+            "taxa": args.taxa,
+            "batch_size": args.batch_size,
+            "hidden": args.hidden,
+            "cuda_graphs": args.cuda_graphs,
+            "fused_head": args.fused_head,
+            "tf32": args.tf32,
+            "compile_networks": args.compile_networks,
+            "pipelined_updates": False,
+            "actor_pipeline": args.actor_pipeline or "default",
+            "actor_rpc": "stream",
+            "learner_threads": args.learner_threads or "default",
+            "inference_server": "asyncio",
+            "feed_processes": 0,
+            "no_updates": args.no_updates,
+            "switch_interval_ms": "default",
+            "seconds": round(elapsed, 1),
+            "updates_per_s": round(updates / elapsed, 3),
+            "env_steps_per_s": round(delta("actor", "phylorl_actor_env_steps_total") / elapsed, 2),
+            "transitions_per_s": round(delta("replay", "phylorl_replay_inserted_total") / elapsed, 2),
+            "inference_p50_s": q("actor", "phylorl_actor_inference_call_seconds", 0.5),
+            "inference_p99_s": q("actor", "phylorl_actor_inference_call_seconds", 0.99),
+            "inference_endpoint_p50_s": q("learner", "phylorl_inference_latency_seconds", 0.5),
+            "inference_batch_p50": q("learner", "phylorl_inference_batch_size", 0.5),
+            "inference_stage_mean_ms": {
+                stage: stage_mean_ms(stage) for stage in ("inputs", "batch", "network", "reply")
+            },
+            "update_p50_s": q("learner", "phylorl_learner_update_seconds", 0.5),
+            "update_mean_s": round(
+                delta("learner", "phylorl_learner_update_seconds_sum") / max(updates, 1), 5
+            ),
+            "publish_mean_ms": (
+                round(
+                    1e3
+                    * delta("learner", "phylorl_learner_publish_seconds_sum")
+                    / delta("learner", "phylorl_learner_publish_seconds_count"),
+                    3,
+                )
+                if delta("learner", "phylorl_learner_publish_seconds_count")
+                else None
+            ),
+            "graph_replay_fraction": round(
+                delta("learner", "phylorl_learner_graph_replays_total") / max(updates, 1), 3
+            ),
+            "inference_graph_fraction": round(graphed / (graphed + eager), 3) if graphed + eager else None,
+            "service_restarts": restarts,
+            "actor_inference_wait_fraction": round(
+                delta("actor", "phylorl_actor_inference_wait_seconds_total") / elapsed / args.actors, 4
+            ),
+            "feed_wait_fraction": round(
+                delta("learner", "phylorl_learner_batch_wait_seconds_sum") / elapsed, 4
+            ),
+            "actor_insert_limited_fraction": round(
+                labelled("phylorl_replay_rate_limited_seconds_total", ("call", "insert"), "replay")
+                / elapsed
+                / args.actors,
+                4,
+            ),
+            "sample_limited_per_s": round(
+                labelled("phylorl_replay_rate_limited_seconds_total", ("call", "sample"), "replay") / elapsed,
+                4,
+            ),
+            "policy_lag_p50_versions": q("learner", "phylorl_learner_policy_lag_versions", 0.5),
+            "cpu_cores": {
+                **{
+                    n: round((cpu1[n] - cpu0[n]) / elapsed, 3)
+                    for n in cpu1
+                    if n in cpu0 and not n.startswith("actor")
+                },
+                "actors (all)": round(actor_cpu / elapsed, 3),
+            },
+            **(
+                {
+                    "learner_thread_profile": thread_profile.summarize(
+                        run_dir.parent / "learner-py-spy.txt", top=6
+                    )
+                }
+                if args.py_spy
+                else {}
+            ),
+        }
+    )
     return 0
 
 

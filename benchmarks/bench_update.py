@@ -1,24 +1,25 @@
 """Learner update latency: the update on the CPU and (CUDA) replayed as CUDA graphs, with the fused head or
 ``torch.compile``-d encoders, in one run.
 
-Batch of 128 transitions between random 20-taxon trees (:func:`phylorl.nets.synthetic.random_transition`), every
-SPR move of each next state (1122 for 20 taxa), default network and agent configs. The transitions are encoded as
-the actors send them and collated as the learner's prefetcher does (records -> ``collate_records`` ->
-``on_device``), outside the timed call; ``collate_median_ms`` is the median of ``collate_records`` alone (on the
-host). The timed call is ``Learner.step`` on a batch already on the device. Prints one JSON line.
+Batch of 128 transitions between random 20-taxon trees (:func:`phylorl.nets.synthetic.random_transition`),
+every SPR move of each next state (1122 for 20 taxa), default network and agent configs. The transitions are
+encoded as the actors send them and collated as the learner's prefetcher does (records -> ``collate_records``
+-> ``on_device``), outside the timed call; ``collate_median_ms`` is the median of ``collate_records`` alone
+(on the host). The timed call is ``Learner.step`` on a batch already on the device. Prints one JSON line.
 
-Paths: ``fast``, the update (eager). ``graphs`` (``AgentConfig.cuda_graphs``) captures after the warm-up updates
-(``--warmup`` must exceed ``capture.WARMUP``; the capture itself is part of the last warm-up update). ``fused`` and
-``graphs-fused`` add ``AgentConfig.fused_head`` (the Triton head for the no-grad next-move passes) to the eager
-update and to the graphs; ``compiled``, ``graphs-compiled`` and ``graphs-fused-compiled`` add
-``AgentConfig.compile_networks`` (``torch.compile``-d encoders; the first warm-up update compiles, and its time is
-reported as ``first_update_s``). ``--labelled F`` gives that fraction of next states demonstration labels on every
-move and the agent ``demo_weight=1``: the online networks then pass over every next move with gradients. ``--tf32``
-lets float32 matrix products use TF32 (CUDA; the default is full float32).
+Paths: ``fast``, the update (eager). ``graphs`` (``AgentConfig.cuda_graphs``) captures after the warm-up
+updates (``--warmup`` must exceed ``capture.WARMUP``; the capture itself is part of the last warm-up update).
+``fused`` and ``graphs-fused`` add ``AgentConfig.fused_head`` (the Triton head for the no-grad next-move
+passes) to the eager update and to the graphs; ``compiled``, ``graphs-compiled`` and ``graphs-fused-compiled``
+add ``AgentConfig.compile_networks`` (``torch.compile``-d encoders; the first warm-up update compiles, and its
+time is reported as ``first_update_s``). ``--labelled F`` gives that fraction of next states demonstration
+labels on every move and the agent ``demo_weight=1``: the online networks then pass over every next move with
+gradients. ``--tf32`` lets float32 matrix products use TF32 (CUDA; the default is full float32).
 
-    python benchmarks/bench_update.py [--batch 128] [--taxa 20] [--repeats 20] [--warmup 4] [--distinct-batches 4]
-                                      [--threads 2] [--device cpu|cuda] [--paths fast,compiled,graphs,...] [--tf32]
-                                      [--labelled F] [--fused-blocks AxNxW]
+    python benchmarks/bench_update.py [--batch 128] [--taxa 20] [--repeats 20] [--warmup 4]
+    [--distinct-batches 4]
+                                      [--threads 2] [--device cpu|cuda] [--paths fast,compiled,graphs,...]
+                                      [--tf32] [--labelled F] [--fused-blocks AxNxW]
 """
 
 from __future__ import annotations
@@ -55,13 +56,17 @@ def sync(device: torch.device) -> None:
 
 def labelled(transition, rng: np.random.Generator):
     """``transition`` with a demonstration label on every move of its next state."""
-    return dataclasses.replace(transition, next_labels=rng.normal(size=transition.next_obs.n_actions).astype(np.float32))
+    return dataclasses.replace(
+        transition, next_labels=rng.normal(size=transition.next_obs.n_actions).astype(np.float32)
+    )
 
 
 def time_path(path: str, batches, device, repeats: int, warmup: int, demo_weight: float = 0.0) -> dict:
     parts = path.split("-")
     graphs, fused, compiled = "graphs" in parts, "fused" in parts, "compiled" in parts
-    agent = AgentConfig(cuda_graphs=graphs, fused_head=fused, compile_networks=compiled, demo_weight=demo_weight)
+    agent = AgentConfig(
+        cuda_graphs=graphs, fused_head=fused, compile_networks=compiled, demo_weight=demo_weight
+    )
     learner = Learner(NetworkConfig(), agent, device, seed=0)
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
@@ -104,19 +109,39 @@ def main() -> None:
     parser.add_argument("--distinct-batches", type=int, default=4, help="batches cycled through")
     parser.add_argument("--threads", type=int, default=2, help="torch intra-op threads")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    parser.add_argument("--paths", default="fast",
-                        help="comma-separated: fast, compiled; on CUDA also graphs, fused, graphs-fused, "
-                             "graphs-compiled, graphs-fused-compiled")
+    parser.add_argument(
+        "--paths",
+        default="fast",
+        help="comma-separated: fast, compiled; on CUDA also graphs, fused, graphs-fused, "
+        "graphs-compiled, graphs-fused-compiled",
+    )
     parser.add_argument("--tf32", action="store_true", help="TF32 float32 matrix products (CUDA)")
-    parser.add_argument("--labelled", type=float, default=0.0, metavar="F",
-                        help="this fraction of next states carry demonstration labels and the agent learns from them "
-                             "(demo_weight 1, as phylorl train's default agent): the online networks' pass over every "
-                             "next move then runs with gradients")
-    parser.add_argument("--fused-blocks", default="", help="BLOCK_AxBLOCK_NxWARPS of the fused head's kernel "
-                        "(default: phylorl.nets.fused_head's; benchmarks/bench_fused_head.py compares settings)")
+    parser.add_argument(
+        "--labelled",
+        type=float,
+        default=0.0,
+        metavar="F",
+        help="this fraction of next states carry demonstration labels and the agent learns from them "
+        "(demo_weight 1, as phylorl train's default agent): the online networks' pass over every "
+        "next move then runs with gradients",
+    )
+    parser.add_argument(
+        "--fused-blocks",
+        default="",
+        help="BLOCK_AxBLOCK_NxWARPS of the fused head's kernel "
+        "(default: phylorl.nets.fused_head's; benchmarks/bench_fused_head.py compares settings)",
+    )
     args = parser.parse_args()
     paths = args.paths.split(",")
-    known = {"fast", "graphs", "fused", "graphs-fused", "compiled", "graphs-compiled", "graphs-fused-compiled"}
+    known = {
+        "fast",
+        "graphs",
+        "fused",
+        "graphs-fused",
+        "compiled",
+        "graphs-compiled",
+        "graphs-fused-compiled",
+    }
     unknown = sorted({p for p in paths if p not in known})
     if unknown:
         parser.error(f"unknown path(s) {', '.join(unknown)}")
@@ -132,8 +157,15 @@ def main() -> None:
     device = torch.device(args.device)
     load_before = os.getloadavg()[0]
     rng = np.random.default_rng(0)
-    pool = [[labelled(random_transition(args.taxa, rng), rng) if rng.random() < args.labelled else
-             random_transition(args.taxa, rng) for _ in range(args.batch)] for _ in range(args.distinct_batches)]
+    pool = [
+        [
+            labelled(random_transition(args.taxa, rng), rng)
+            if rng.random() < args.labelled
+            else random_transition(args.taxa, rng)
+            for _ in range(args.batch)
+        ]
+        for _ in range(args.distinct_batches)
+    ]
     records = [PackedRecords.from_records([encode_transition(t) for t in trs]) for trs in pool]
     collate_records(records[0])  # warm-up
     collate_times = []
@@ -164,14 +196,19 @@ def main() -> None:
         "collate_median_ms": round(1e3 * statistics.median(collate_times), 2),
     }
     for path in paths:  # the first path's peak RSS is its own
-        result[path] = time_path(path, batches, device, args.repeats, args.warmup, 1.0 if args.labelled else 0.0)
+        result[path] = time_path(
+            path, batches, device, args.repeats, args.warmup, 1.0 if args.labelled else 0.0
+        )
     if "fast" in result and "graphs" in result:
         result["graphs_speedup"] = round(result["fast"]["median_ms"] / result["graphs"]["median_ms"], 2)
     if "graphs" in result and "graphs-fused" in result:
-        result["fused_speedup"] = round(result["graphs"]["median_ms"] / result["graphs-fused"]["median_ms"], 2)
+        result["fused_speedup"] = round(
+            result["graphs"]["median_ms"] / result["graphs-fused"]["median_ms"], 2
+        )
     if "graphs-fused" in result and "graphs-fused-compiled" in result:
-        result["compiled_speedup"] = round(result["graphs-fused"]["median_ms"] /
-                                           result["graphs-fused-compiled"]["median_ms"], 2)
+        result["compiled_speedup"] = round(
+            result["graphs-fused"]["median_ms"] / result["graphs-fused-compiled"]["median_ms"], 2
+        )
     result["load_average_1m_after"] = round(os.getloadavg()[0], 2)
     print(json.dumps(result))
 

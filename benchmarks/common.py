@@ -15,7 +15,8 @@ DS_DIR = REPO.parent / "shared" / "data" / "ds"
 
 def cpu_model() -> str:
     """The CPU's model name with its family and model numbers (a virtual machine often names only the vendor's
-    line, as ``AMD EPYC``, while its generations differ in speed: family 25 model 1 is Zen 3, model 17 Zen 4)."""
+    line, as ``AMD EPYC``, while its generations differ in speed: family 25 model 1 is Zen 3, model 17 Zen
+    4)."""
     fields = {}
     try:
         with open("/proc/cpuinfo") as f:
@@ -81,8 +82,11 @@ def episode_transitions(count: int, n_taxa: int, seed: int) -> tuple[list, str]:
 
     rng = np.random.default_rng(seed)
     alignment = simulate_dataset(n_taxa, 1000, rng).alignment
-    env = TreeEnv([EnvAlignment.build(alignment, prepare_alignment(alignment, "GTR+F+G4"), "sim")], EnvConfig(),
-                  seed=seed)
+    env = TreeEnv(
+        [EnvAlignment.build(alignment, prepare_alignment(alignment, "GTR+F+G4"), "sim")],
+        EnvConfig(),
+        seed=seed,
+    )
     out = []
     obs, _ = env.reset()
     while len(out) < count:

@@ -5,8 +5,8 @@ endpoint's interpreter would contend for its lock and understate what it serves)
 
 ``REQUESTS_FILE`` holds serialised ``ActRequest`` messages, each after its length (4 bytes, little-endian);
 this stream sends request ``INDEX`` (modulo their number) back to back from the wall-clock time ``START_AT``
-for ``SECONDS`` after one warm-up request, and prints the latency of each (seconds) as one JSON list. The requests
-are the messages of one open ``ActStream``, sent through the actor's own client
+for ``SECONDS`` after one warm-up request, and prints the latency of each (seconds) as one JSON list. The
+requests are the messages of one open ``ActStream``, sent through the actor's own client
 (:class:`services.actor.act_stream.ActStream`).
 """
 
@@ -25,8 +25,8 @@ from services.actor.act_stream import ActStream
 def read_requests(path: str) -> list[bytes]:
     data, out, at = open(path, "rb").read(), [], 0
     while at < len(data):
-        size = int.from_bytes(data[at: at + 4], "little")
-        out.append(data[at + 4: at + 4 + size])
+        size = int.from_bytes(data[at : at + 4], "little")
+        out.append(data[at + 4 : at + 4 + size])
         at += 4 + size
     return out
 

@@ -30,8 +30,9 @@ def check_grpc(target: str, timeout_s: float, ca: str = "", token_file: str = ""
             metadata.append(("authorization", f"Bearer {f.read().strip()}"))
     with channel:
         try:
-            response = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(service=""),
-                                                                 timeout=timeout_s, metadata=metadata)
+            response = health_pb2_grpc.HealthStub(channel).Check(
+                health_pb2.HealthCheckRequest(service=""), timeout=timeout_s, metadata=metadata
+            )
         except grpc.RpcError as e:
             return f"{target}: {e.code().name}: {e.details()}"
     if response.status != health_pb2.HealthCheckResponse.SERVING:
@@ -52,7 +53,9 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("target", help="HOST:PORT (gRPC health) or http://HOST:PORT/PATH")
     parser.add_argument("--timeout-s", type=float, default=3.0)
-    parser.add_argument("--ca", default="", help="gRPC over TLS, the server's certificate checked against this CA")
+    parser.add_argument(
+        "--ca", default="", help="gRPC over TLS, the server's certificate checked against this CA"
+    )
     parser.add_argument("--token-file", default="", help="file of the gRPC token to send")
     args = parser.parse_args(argv)
     check = check_http if args.target.startswith(("http://", "https://")) else check_grpc

@@ -5,8 +5,9 @@ kernels from other modules (the record pass calls the walk, the parsimony column
 its old compiled code when only those modules change, as after a ``git pull`` that leaves its own file alone:
 the stale code then runs with the new callers' argument layouts, which gives wrong arrays or corrupts memory
 (numba issues #1833 and #9483). Keying the whole cache by the source of every module that uses numba makes any
-change to a kernel start a fresh cache (a cold compile, about a minute for the record passes). The entry points
-call :func:`use_source_keyed_cache` before they import a kernel; nothing happens on import of this module.
+change to a kernel start a fresh cache (a cold compile, about a minute for the record passes). The entry
+points call :func:`use_source_keyed_cache` before they import a kernel; nothing happens on import of this
+module.
 """
 
 from __future__ import annotations
@@ -19,9 +20,9 @@ ENV = "NUMBA_CACHE_DIR"
 
 
 def source_digest(root: Path | None = None) -> str:
-    """A digest of the ``.py`` files under ``root`` (the phylorl package) that use numba (names and contents): the
-    compiled kernels and the modules whose constants they compile in (they import numba too). An edit elsewhere
-    (the command line, the networks, the services) keeps the compiled kernels."""
+    """A digest of the ``.py`` files under ``root`` (the phylorl package) that use numba (names and contents):
+    the compiled kernels and the modules whose constants they compile in (they import numba too). An edit
+    elsewhere (the command line, the networks, the services) keeps the compiled kernels."""
     root = Path(__file__).resolve().parent if root is None else Path(root)
     digest = hashlib.sha256()
     for path in sorted(root.rglob("*.py")):
@@ -37,8 +38,8 @@ def default_base() -> Path:
 
 
 COMPILED_MARKER = "compiled"
-"""A file in a cache directory that says every kernel a first command uses is in it (``scripts/compile_kernels.py``
-writes it after running those commands once)."""
+"""A file in a cache directory that says every kernel a first command uses is in it
+(``scripts/compile_kernels.py`` writes it after running those commands once)."""
 
 
 def cache_dir() -> Path | None:

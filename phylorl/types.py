@@ -1,9 +1,9 @@
 """What an agent is asked about a tree, and what a transition holds (numpy only: every layer uses them).
 
-An :class:`Observation` is a tree state in the form a record stores it: the tree's arrays, its SPR moves and, for
-the rich feature set, the alignment-aware parts the environment computes where the alignment is. What the network
-reads (node, edge and move features) is made from these arrays in one place, :mod:`phylorl.records`, for the
-learner's batches and the inference endpoint's requests alike.
+An :class:`Observation` is a tree state in the form a record stores it: the tree's arrays, its SPR moves and,
+for the rich feature set, the alignment-aware parts the environment computes where the alignment is. What the
+network reads (node, edge and move features) is made from these arrays in one place, :mod:`phylorl.records`,
+for the learner's batches and the inference endpoint's requests alike.
 
 For a tree with ``n`` leaves, ``N = 2n - 2`` nodes, ``E = N - 1`` edges and ``A`` moves:
 
@@ -11,8 +11,8 @@ For a tree with ``n`` leaves, ``N = 2n - 2`` nodes, ``E = N - 1`` edges and ``A`
                                    leaf uses slot 0, ``-1`` pads.
 ``edges``      int32   ``[E, 2]``  each edge's two nodes (edge ids are row numbers).
 ``lengths``    float32 ``[E]``     branch lengths.
-``moves``      int64   ``[A, 4]``  the SPR moves ``(p, s, x, y)`` of :func:`phylorl.phylo.spr.enumerate_moves` on
-                                   ``neighbors`` with ``radius`` and ``dedupe`` (rows are actions).
+``moves``      int64   ``[A, 4]``  the SPR moves ``(p, s, x, y)`` of :func:`phylorl.phylo.spr.enumerate_moves`
+                                   on ``neighbors`` with ``radius`` and ``dedupe`` (rows are actions).
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 FEATURE_SETS = ("rich", "basic")
-"""The feature sets (:mod:`phylorl.records.features`): ``rich``, the default, and ``basic``, the observation as first
-designed, kept for comparison."""
+"""The feature sets (:mod:`phylorl.records.features`): ``rich``, the default, and ``basic``, the observation
+as first designed, kept for comparison."""
 
 
 def feature_sizes(features: str) -> tuple[int, int, int]:
@@ -38,8 +38,8 @@ def feature_sizes(features: str) -> tuple[int, int, int]:
 @dataclass(frozen=True)
 class RichParts:
     """What the rich features know of the alignment, per state: each move's Fitch parsimony change (float32
-    ``[A]``, whole numbers of weighted sites), the tree's parsimony length, and each edge's split support in a fast
-    NJ bootstrap (float32 ``[E]``)."""
+    ``[A]``, whole numbers of weighted sites), the tree's parsimony length, and each edge's split support in a
+    fast NJ bootstrap (float32 ``[E]``)."""
 
     deltas: np.ndarray
     parsimony_length: float
@@ -79,10 +79,11 @@ class Observation:
 class Transition:
     """One environment step ``(s, a, r, s')``.
 
-    ``terminal`` is a true end of the task (the target does not bootstrap); ``truncated`` is the time limit (the
-    target still bootstraps through it). ``discount`` is the factor applied to ``V(s')`` in the target: ``gamma``
-    for a one-step transition, ``gamma**k`` for a ``k``-step one. ``policy_version`` is the weights version that
-    chose the action (-1 when unknown); the learner reports its own version minus this one as the policy lag.
+    ``terminal`` is a true end of the task (the target does not bootstrap); ``truncated`` is the time limit
+    (the target still bootstraps through it). ``discount`` is the factor applied to ``V(s')`` in the target:
+    ``gamma`` for a one-step transition, ``gamma**k`` for a ``k``-step one. ``policy_version`` is the weights
+    version that chose the action (-1 when unknown); the learner reports its own version minus this one as the
+    policy lag.
     """
 
     obs: Observation
@@ -94,5 +95,5 @@ class Transition:
     discount: float = 0.99
     policy_version: int = -1
     next_labels: np.ndarray | None = field(default=None, repr=False, compare=False)
-    """Demonstration labels: the reward each move of ``next_obs`` would earn (float32 ``[A']``, in the order of
-    ``next_obs.moves``), when the actor computed them; ``None`` otherwise."""
+    """Demonstration labels: the reward each move of ``next_obs`` would earn (float32 ``[A']``, in the order
+    of ``next_obs.moves``), when the actor computed them; ``None`` otherwise."""

@@ -1,11 +1,12 @@
 """Compile every numba kernel a first command uses, into numba's on-disk cache, then mark the cache complete.
 
 Runs, in this process, the commands a new user runs first, on a small simulated alignment in a temporary
-directory: ``phylorl search`` with every policy (the ML search from both starts) (the agent with ``--polish`` too), ``phylorl eval`` of every
-method without IQ-TREE, ``phylorl loglik``, an environment's labelled step as an actor takes it, and the record
-passes of the learner and replay (:func:`phylorl.records.collate.compile_kernels`). numba keeps what they
-compile in ``~/.cache/phylorl/numba/<digest of the source>`` (:mod:`phylorl.jit_cache`), so no later command
-stalls on a compilation; ``scripts/install.sh`` runs this once.
+directory: ``phylorl search`` with every policy (the ML search from both starts) (the agent with ``--polish``
+too), ``phylorl eval`` of every method without IQ-TREE, ``phylorl loglik``, an environment's labelled step as
+an actor takes it, and the record passes of the learner and replay
+(:func:`phylorl.records.collate.compile_kernels`). numba keeps what they compile in
+``~/.cache/phylorl/numba/<digest of the source>`` (:mod:`phylorl.jit_cache`), so no later command stalls on a
+compilation; ``scripts/install.sh`` runs this once.
 
     python scripts/compile_kernels.py
 """
@@ -23,7 +24,8 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def run(argv: list[str]) -> None:
-    """``phylorl ARGV`` in this process, its output discarded; a failure stops the compilation with its message."""
+    """``phylorl ARGV`` in this process, its output discarded; a failure stops the compilation with its
+    message."""
     from phylorl.cli import main
 
     out, err = io.StringIO(), io.StringIO()
@@ -41,28 +43,60 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="phylorl-compile-") as work:
         work = Path(work)
         cache = str(work / "prepared")
-        run(["simulate", "--out-dir", str(work / "corpus"), "--count", "1", "--taxa", "9", "--sites", "300",
-             "--seed", "1"])
+        run(
+            [
+                "simulate",
+                "--out-dir",
+                str(work / "corpus"),
+                "--count",
+                "1",
+                "--taxa",
+                "9",
+                "--sites",
+                "300",
+                "--seed",
+                "1",
+            ]
+        )
         alignment = str(next((work / "corpus").glob("*.fasta")))
         common = ["--alignment", alignment, "--cache-dir", cache, "--json"]
         for policy in ("random", "greedy", "hillclimb"):
-            run(["search", *common, "--policy", policy, "--steps", "4"] if policy in ("random", "greedy")
-                else ["search", *common, "--policy", policy])
+            run(
+                ["search", *common, "--policy", policy, "--steps", "4"]
+                if policy in ("random", "greedy")
+                else ["search", *common, "--policy", policy]
+            )
         run(["search", *common, "--policy", "hillclimb", "--restarts", "1"])
         run(["search", *common, "--policy", "agent", "--polish", "--out", str(work / "agent.nwk")])
         run(["search", *common, "--policy", "agent", "--start", "random", "--steps", "4"])
         run(["search", "--alignment", alignment, "--out", str(work / "ml.nwk")])
         run(["search", "--alignment", alignment, "--start", "parsimony", "--starts", "2", "--json"])
         run(["loglik", "--alignment", alignment, "--tree", str(work / "agent.nwk"), "--json"])
-        run(["eval", "--alignments", alignment, "--cache-dir", cache, "--no-iqtree", "--starts", "1", "--steps", "4",
-             "--methods", "agent,agent+polish,ml,random,greedy,hillclimb"])
+        run(
+            [
+                "eval",
+                "--alignments",
+                alignment,
+                "--cache-dir",
+                cache,
+                "--no-iqtree",
+                "--starts",
+                "1",
+                "--steps",
+                "4",
+                "--methods",
+                "agent,agent+polish,ml,random,greedy,hillclimb",
+            ]
+        )
     _labelled_step()
     from phylorl.records.collate import compile_kernels
 
     compile_kernels()
     (cache_dir() / COMPILED_MARKER).write_text(f"compiled in {time.perf_counter() - started:.0f} s\n")
-    print(f"compile_kernels: every first command's kernels are compiled, in {cache_dir()} "
-          f"({time.perf_counter() - started:.0f} s)")
+    print(
+        f"compile_kernels: every first command's kernels are compiled, in {cache_dir()} "
+        f"({time.perf_counter() - started:.0f} s)"
+    )
 
 
 def _labelled_step() -> None:
@@ -75,8 +109,11 @@ def _labelled_step() -> None:
     from phylorl.phylo.simulate import simulate_dataset
 
     alignment = simulate_dataset(8, 200, np.random.default_rng(2)).alignment
-    env = TreeEnv([EnvAlignment.build(alignment, prepare_alignment(alignment, "GTR+F+G4"), "compile")],
-                  EnvConfig(horizon=4), seed=0)
+    env = TreeEnv(
+        [EnvAlignment.build(alignment, prepare_alignment(alignment, "GTR+F+G4"), "compile")],
+        EnvConfig(horizon=4),
+        seed=0,
+    )
     env.reset()
     env.move_rewards()
     env.step(0)

@@ -83,8 +83,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.check:
         stale = stale_files(args.out)
         if stale:
-            print(f"stale generated code in {args.out}: {', '.join(stale)}; "
-                  "run `python scripts/gen_protos.py`", file=sys.stderr)
+            print(
+                f"stale generated code in {args.out}: {', '.join(stale)}; run `python scripts/gen_protos.py`",
+                file=sys.stderr,
+            )
             return 1
         print(f"{args.out} is up to date")
         return 0

@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
 """Soak: ``phylorl train`` for a while under a schedule of faults, then count what was lost.
 
-    python scripts/soak.py --minutes 30 --json soak.json [--actors 2] [--fault-every 30] [--faults N] [--kinds K,...]
+    python scripts/soak.py --minutes 30 --json soak.json [--actors 2] [--fault-every 30] [--faults N] [--kinds
+    K,...]
                            [--run-dir DIR]
 
-The run is the embedded default (redis-server, replay, learner, actors as local processes, supervised).
-Every ``--fault-every`` seconds the next fault of the cycle (``--kinds``, default all, in this order) is injected:
+The run is the embedded default (redis-server, replay, learner, actors as local processes, supervised). Every
+``--fault-every`` seconds the next fault of the cycle (``--kinds``, default all, in this order) is injected:
 
     kill-replay, kill-actor, kill-learner,   kill -9 of that service (the launcher starts it again; Redis
     kill-redis                               on its AOF, fsynced before every acknowledged insert)
@@ -15,8 +16,8 @@ Every ``--fault-every`` seconds the next fault of the cycle (``--kinds``, defaul
                                              carrying anything while its peers wait
 
 A fault is survived when the service runs again and the learner's weights version moves past where it was.
-Faults stop ``--quiet-s`` before the end, so restarted actors can deliver; then the run is stopped with
-Ctrl-C (SIGINT) as a user would. With ``--faults N`` the run ends ``--quiet-s`` after the N-th fault is survived
+Faults stop ``--quiet-s`` before the end, so restarted actors can deliver; then the run is stopped with Ctrl-C
+(SIGINT) as a user would. With ``--faults N`` the run ends ``--quiet-s`` after the N-th fault is survived
 (``--minutes`` is then a limit), so a short soak of the whole cycle wastes no time. Then:
 
 - produced: the transitions the actors numbered, from their own ledger (``spool/ledger.jsonl``: one line per
@@ -27,9 +28,9 @@ Ctrl-C (SIGINT) as a user would. With ``--faults N`` the run ends ``--quiet-s`` 
   records held twice (same producer and number); stored_but_not_produced: held numbers beyond a ledger.
 
 A probe asks the inference endpoint for a move every 0.25 s (a real observation of the run's corpus, as the
-messages of one open ``ActStream``, reopened after a failure as actors do) and reports the worst and p99 latency of
-the requests answered. The JSON also has the faults, the restarts and
-the run's summary. Exit status 0 when lost and duplicated are 0 and every fault was survived, else 1.
+messages of one open ``ActStream``, reopened after a failure as actors do) and reports the worst and p99
+latency of the requests answered. The JSON also has the faults, the restarts and the run's summary. Exit
+status 0 when lost and duplicated are 0 and every fault was survived, else 1.
 """
 
 from __future__ import annotations
@@ -49,31 +50,53 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-FAULTS = ("kill-replay", "kill-actor", "kill-learner", "kill-redis", "restart-redis", "stall-replay", "stall-redis")
+FAULTS = (
+    "kill-replay",
+    "kill-actor",
+    "kill-learner",
+    "kill-redis",
+    "restart-redis",
+    "stall-replay",
+    "stall-redis",
+)
 
 
 def parse(argv):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[1])
-    p.add_argument("--minutes", type=float, required=True,
-                   help="length of the run (faults included); with --faults, the longest it may run")
+    p.add_argument(
+        "--minutes",
+        type=float,
+        required=True,
+        help="length of the run (faults included); with --faults, the longest it may run",
+    )
     p.add_argument("--json", required=True, help="where the report goes")
     p.add_argument("--actors", type=int, default=2)
     p.add_argument("--fault-every", type=float, default=30.0, help="seconds between faults")
     p.add_argument("--stall-s", type=float, default=8.0, help="how long a stall lasts")
     p.add_argument("--quiet-s", type=float, default=45.0, help="no faults in the last this many seconds")
-    p.add_argument("--faults", type=int, default=None,
-                   help="inject this many faults (the cycle's first N), then end the run --quiet-s seconds later")
-    p.add_argument("--kinds", default=",".join(FAULTS),
-                   help="comma-separated faults the cycle holds, in order (default: all of them); e.g. stall-redis "
-                        "alone to press on one failure")
+    p.add_argument(
+        "--faults",
+        type=int,
+        default=None,
+        help="inject this many faults (the cycle's first N), then end the run --quiet-s seconds later",
+    )
+    p.add_argument(
+        "--kinds",
+        default=",".join(FAULTS),
+        help="comma-separated faults the cycle holds, in order (default: all of them); e.g. stall-redis "
+        "alone to press on one failure",
+    )
     p.add_argument("--run-dir", default="", help="the run directory (default: a new one under runs/)")
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args(argv)
     args.kinds = tuple(k.strip() for k in args.kinds.split(",") if k.strip())
     unknown = [k for k in args.kinds if k not in FAULTS]
     if unknown or not args.kinds:
-        p.error(f"--kinds: unknown fault {unknown[0]!r} (known: {', '.join(FAULTS)})" if unknown
-                else "--kinds names no fault")
+        p.error(
+            f"--kinds: unknown fault {unknown[0]!r} (known: {', '.join(FAULTS)})"
+            if unknown
+            else "--kinds names no fault"
+        )
     return args
 
 
@@ -83,7 +106,8 @@ def pid_of(pattern: str) -> int | None:
 
 
 def progress(run_dir: Path) -> float:
-    """The learner's weights version (one per update; unlike its update counter it goes on across restarts)."""
+    """The learner's weights version (one per update; unlike its update counter it goes on across
+    restarts)."""
     try:
         lines = (run_dir / "metrics.jsonl").read_text().splitlines()
         return float(json.loads(lines[-1])["weights_version"]) if lines else 0.0
@@ -115,8 +139,11 @@ class Probe(threading.Thread):
         features = actor["env"]["features"]
         entry = load_corpus([str(self.run_dir / "corpus")]).entries[0]
         prepared = PreparationCache(actor["cache_dir"]).get(entry.alignment, actor["model"])
-        env = TreeEnv([EnvAlignment.build(entry.alignment, prepared, str(entry.path))],
-                      EnvConfig(features=features), seed=1)
+        env = TreeEnv(
+            [EnvAlignment.build(entry.alignment, prepared, str(entry.path))],
+            EnvConfig(features=features),
+            seed=1,
+        )
         env.reset(0)
         request = inference_pb2.ActRequest(actor_id="soak-probe", greedy=True)
         codec.pack_records([encode_observation(env.observation(features))], request.states)
@@ -153,18 +180,35 @@ class Soak:
 
     def targets(self) -> dict[str, str]:
         p = self.ports
-        return {"replay": f"services.replay .*--port {p['replay']['grpc']}( |$)",
-                "learner": f"services.learner .*--port {p['learner']['grpc']}( |$)",
-                "redis": f"redis-server .*:{p['redis']}",
-                **{f"actor-{i}": f"services.actor .*--metrics-port {port}( |$)" for i, port in enumerate(p["actors"])}}
+        return {
+            "replay": f"services.replay .*--port {p['replay']['grpc']}( |$)",
+            "learner": f"services.learner .*--port {p['learner']['grpc']}( |$)",
+            "redis": f"redis-server .*:{p['redis']}",
+            **{
+                f"actor-{i}": f"services.actor .*--metrics-port {port}( |$)"
+                for i, port in enumerate(p["actors"])
+            },
+        }
 
     def inject(self, kind: str, index: int) -> None:
-        service = {"kill-replay": "replay", "kill-learner": "learner", "restart-redis": "redis", "kill-redis": "redis",
-                   "stall-replay": "replay", "stall-redis": "redis"}.get(kind, f"actor-{index % len(self.ports['actors'])}")
+        service = {
+            "kill-replay": "replay",
+            "kill-learner": "learner",
+            "restart-redis": "redis",
+            "kill-redis": "redis",
+            "stall-replay": "replay",
+            "stall-redis": "redis",
+        }.get(kind, f"actor-{index % len(self.ports['actors'])}")
         pattern = self.targets()[service]
         pid, before, at = pid_of(pattern), progress(self.run_dir), time.monotonic()
-        record = {"kind": kind, "service": service, "at_s": round(at - self.started, 1), "pid": pid,
-                  "version_before": before, "survived": False}
+        record = {
+            "kind": kind,
+            "service": service,
+            "at_s": round(at - self.started, 1),
+            "pid": pid,
+            "version_before": before,
+            "survived": False,
+        }
         self.faults.append(record)
         if pid is None:
             record["error"] = "no such process"
@@ -180,7 +224,11 @@ class Soak:
         deadline = time.monotonic() + 240
         while time.monotonic() < deadline:
             now = pid_of(pattern)
-            if now is not None and (kind.startswith("stall") or now != pid) and progress(self.run_dir) > before:
+            if (
+                now is not None
+                and (kind.startswith("stall") or now != pid)
+                and progress(self.run_dir) > before
+            ):
                 record.update(survived=True, recovered_s=round(time.monotonic() - at, 1), new_pid=now)
                 return
             time.sleep(0.5)
@@ -192,11 +240,30 @@ class Soak:
             "model: GTR+F+G4\nhorizon: 10\nbatch_size: 16\nhidden: 32\nmin_replay: 64\npublish_every: 5\n"
             "simulate_count: 4\nsimulate_taxa: '7:9'\nsimulate_sites: '300:500'\nmax_restarts: 1000\n"
             f"restart_backoff_s: 0.5\nseed: {args.seed}\nreplay: {{capacity: 5000000}}\n"
-            "learner: {checkpoint_every: 50, checkpoint_seconds: 20}\nactor: {send_batch: 8, rpc_timeout_s: 30}\n")
-        command = [sys.executable, "-m", "phylorl.cli", "train", "--config", str(config), "--actors", str(args.actors),
-                   "--updates", "0", "--minutes", str(args.minutes + 5), "--run-dir", str(self.run_dir), "--no-report"]
+            "learner: {checkpoint_every: 50, checkpoint_seconds: 20}\n"
+            "actor: {send_batch: 8, rpc_timeout_s: 30}\n"
+        )
+        command = [
+            sys.executable,
+            "-m",
+            "phylorl.cli",
+            "train",
+            "--config",
+            str(config),
+            "--actors",
+            str(args.actors),
+            "--updates",
+            "0",
+            "--minutes",
+            str(args.minutes + 5),
+            "--run-dir",
+            str(self.run_dir),
+            "--no-report",
+        ]
         env = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-        train = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
+        train = subprocess.Popen(
+            command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env
+        )
         self.started = time.monotonic()
         try:
             while not (self.run_dir / "ports.json").exists() or progress(self.run_dir) < 1:
@@ -208,8 +275,9 @@ class Soak:
             probe.start()
             end = self.started + 60 * args.minutes
             index = 0
-            while time.monotonic() + args.fault_every < end - args.quiet_s and (args.faults is None
-                                                                               or index < args.faults):
+            while time.monotonic() + args.fault_every < end - args.quiet_s and (
+                args.faults is None or index < args.faults
+            ):
                 time.sleep(args.fault_every)
                 kind = args.kinds[index % len(args.kinds)]
                 print(f"[soak +{time.monotonic() - self.started:5.0f}s] {kind}", flush=True)
@@ -228,16 +296,26 @@ class Soak:
         latencies = sorted(probe.latencies)
         counts = count_transitions(self.run_dir)
         return {
-            "minutes": args.minutes, "actors": args.actors, "run_dir": str(self.run_dir),
+            "minutes": args.minutes,
+            "actors": args.actors,
+            "run_dir": str(self.run_dir),
             "transitions": counts,
-            "faults": {"injected": len(self.faults), "survived": sum(f["survived"] for f in self.faults),
-                       "schedule": self.faults},
-            "restarts": summary.get("restarts", {}), "reason": summary.get("reason"),
-            "exit_status": train.returncode, "updates": summary.get("updates"),
+            "faults": {
+                "injected": len(self.faults),
+                "survived": sum(f["survived"] for f in self.faults),
+                "schedule": self.faults,
+            },
+            "restarts": summary.get("restarts", {}),
+            "reason": summary.get("reason"),
+            "exit_status": train.returncode,
+            "updates": summary.get("updates"),
             "weights_version": summary.get("weights_version"),
-            "inference": {"answered": len(latencies), "refused": probe.refused,
-                          "worst_s": round(latencies[-1], 4) if latencies else None,
-                          "p99_s": round(latencies[int(0.99 * (len(latencies) - 1))], 4) if latencies else None},
+            "inference": {
+                "answered": len(latencies),
+                "refused": probe.refused,
+                "worst_s": round(latencies[-1], 4) if latencies else None,
+                "p99_s": round(latencies[int(0.99 * (len(latencies) - 1))], 4) if latencies else None,
+            },
             "hardware": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores",
         }
 
@@ -256,13 +334,16 @@ def count_transitions(run_dir: Path) -> dict:
         entry = json.loads(line)
         produced[entry["producer"]] = max(produced.get(entry["producer"], 0), entry["produced"])
     waiting: dict[str, set[int]] = defaultdict(set)
-    for journal in (run_dir / "spool").glob("*.journal"):  # left by an actor stopped or killed at the very end
+    # left by an actor stopped or killed at the very end
+    for journal in (run_dir / "spool").glob("*.journal"):
         found = read_journal(journal)
         produced[found.producer] = max(produced.get(found.producer, 0), found.produced)
         waiting[found.producer].update(number for _, _, number in found.pending)
     # a fresh redis-server on the run's own AOF and ACL, started as the launcher starts it
     supervisor = Supervisor(run_dir)
-    auth = RedisAuth(redis_username=REDIS_USER, redis_password_file=str(run_dir / "secrets" / "redis_password"))
+    auth = RedisAuth(
+        redis_username=REDIS_USER, redis_password_file=str(run_dir / "secrets" / "redis_password")
+    )
     try:
         redis_service = supervisor.start_redis(run_dir / "secrets" / "redis_users.acl", auth)
         held = read_table(redis_client(f"redis://127.0.0.1:{redis_service.port}/0", auth), "phylorl:replay")
@@ -274,10 +355,16 @@ def count_transitions(run_dir: Path) -> dict:
             stored[origin[0]].add(origin[1])
     lost = sum(len(set(range(n)) - stored[p] - waiting[p]) for p, n in produced.items())
     beyond = sum(sum(1 for k in stored[p] if k >= produced.get(p, 0)) for p in stored)
-    return {"produced": sum(produced.values()), "stored": len(held.records),
-            "waiting_in_journals": sum(len(w - stored[p]) for p, w in waiting.items()),
-            "lost": lost, "duplicated": held.duplicates(), "producers": len(produced),
-            "stored_but_not_produced": beyond, "without_origin": sum(o is None for o in held.origins)}
+    return {
+        "produced": sum(produced.values()),
+        "stored": len(held.records),
+        "waiting_in_journals": sum(len(w - stored[p]) for p, w in waiting.items()),
+        "lost": lost,
+        "duplicated": held.duplicates(),
+        "producers": len(produced),
+        "stored_but_not_produced": beyond,
+        "without_origin": sum(o is None for o in held.origins),
+    }
 
 
 def main(argv=None) -> int:
@@ -287,10 +374,16 @@ def main(argv=None) -> int:
     report = Soak(args, run_dir).run()
     Path(args.json).write_text(json.dumps(report, indent=2) + "\n")
     t = report["transitions"]
-    print(f"soak {args.minutes:g} min: produced {t['produced']}, stored {t['stored']}, lost {t['lost']}, "
-          f"duplicated {t['duplicated']}; faults {report['faults']['survived']}/{report['faults']['injected']} "
-          f"survived; worst inference {report['inference']['worst_s']} s; report in {args.json}")
-    ok = t["lost"] == 0 and t["duplicated"] == 0 and report["faults"]["survived"] == report["faults"]["injected"]
+    print(
+        f"soak {args.minutes:g} min: produced {t['produced']}, stored {t['stored']}, lost {t['lost']}, "
+        f"duplicated {t['duplicated']}; faults {report['faults']['survived']}/{report['faults']['injected']} "
+        f"survived; worst inference {report['inference']['worst_s']} s; report in {args.json}"
+    )
+    ok = (
+        t["lost"] == 0
+        and t["duplicated"] == 0
+        and report["faults"]["survived"] == report["faults"]["injected"]
+    )
     return 0 if ok and not t["stored_but_not_produced"] else 1
 
 

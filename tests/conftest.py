@@ -84,8 +84,8 @@ class IqtreeRun:
 
 @pytest.fixture(scope="session")
 def iqtree_fixed(tmp_path_factory):
-    """The one IQ-TREE runner of the tests: ``run(alignment, newick, model, *extra)`` evaluates ``newick`` with
-    its branch lengths fixed (``iqtree2 -s ALN -te TREE -blfix -m MODEL -nt 1 [extra]``) and returns an
+    """The one IQ-TREE runner of the tests: ``run(alignment, newick, model, *extra)`` evaluates ``newick``
+    with its branch lengths fixed (``iqtree2 -s ALN -te TREE -blfix -m MODEL -nt 1 [extra]``) and returns an
     :class:`IqtreeRun`. A missing ``iqtree2`` skips locally and fails under CI."""
     exe = require_program("iqtree2")
     work = tmp_path_factory.mktemp("iqtree-fixed")
@@ -96,10 +96,26 @@ def iqtree_fixed(tmp_path_factory):
         tree = work / f"t{i}.nwk"
         tree.write_text(newick.strip() + "\n")
         prefix = work / f"run{i}"
-        cmd = [exe, "-s", str(alignment), "-te", str(tree), "-blfix", "-m", model, "-nt", "1", "-redo",
-               "-pre", str(prefix), *(extra or ("-quiet",))]
+        cmd = [
+            exe,
+            "-s",
+            str(alignment),
+            "-te",
+            str(tree),
+            "-blfix",
+            "-m",
+            model,
+            "-nt",
+            "1",
+            "-redo",
+            "-pre",
+            str(prefix),
+            *(extra or ("-quiet",)),
+        ]
         result = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
-        assert result.returncode == 0, f"{' '.join(cmd)} failed:\n{result.stdout[-2000:]}{result.stderr[-2000:]}"
+        assert result.returncode == 0, (
+            f"{' '.join(cmd)} failed:\n{result.stdout[-2000:]}{result.stderr[-2000:]}"
+        )
         return IqtreeRun(result.stdout, Path(f"{prefix}.iqtree").read_text())
 
     return run
@@ -114,11 +130,13 @@ def need():
 @pytest.fixture(scope="session")
 def need_module():
     """``need_module("triton")``: the imported package; skip locally / fail in CI when it is missing."""
+
     def load(name: str):
         try:
             return importlib.import_module(name)
         except ImportError:
             _missing(f"Python package {name} is not installed (pip install -e '.[dev]' installs it)")
+
     return load
 
 

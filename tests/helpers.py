@@ -1,5 +1,5 @@
-"""Small builders and checks the tests share: records of the real environment's episodes, a learner batch made as the
-learner makes it (from records), and bit-for-bit comparison of nested dataclasses of tensors."""
+"""Small builders and checks the tests share: records of the real environment's episodes, a learner batch made
+as the learner makes it (from records), and bit-for-bit comparison of nested dataclasses of tensors."""
 
 from __future__ import annotations
 
@@ -19,15 +19,22 @@ from phylorl.records.format import PackedRecords
 from phylorl.types import Observation, Transition
 
 
-def batch_of(transitions, weights: np.ndarray | None = None, device: str = "cpu", compact: bool = False) -> Batch:
-    """The learner's batch of ``transitions`` (their records collated; the next moves expanded unless ``compact``)."""
-    batch, _ = collate_records(PackedRecords.from_records([encode_transition(t) for t in transitions]), weights)
+def batch_of(
+    transitions, weights: np.ndarray | None = None, device: str = "cpu", compact: bool = False
+) -> Batch:
+    """The learner's batch of ``transitions`` (their records collated; the next moves expanded unless
+    ``compact``)."""
+    batch, _ = collate_records(
+        PackedRecords.from_records([encode_transition(t) for t in transitions]), weights
+    )
     return batch if compact else on_device(batch, device)
 
 
 def episodes(alignment, config: EnvConfig, steps: int, seed: int, labels: bool = False) -> list[bytes]:
     """Records of a random walk of the real environment (resets at the horizon), as an actor makes them."""
-    env = TreeEnv([EnvAlignment.build(alignment, prepare_alignment(alignment, "GTR+F+G4"), "a")], config, seed=seed)
+    env = TreeEnv(
+        [EnvAlignment.build(alignment, prepare_alignment(alignment, "GTR+F+G4"), "a")], config, seed=seed
+    )
     rng = np.random.default_rng(seed)
     obs, _ = env.reset()
     records = []
@@ -36,8 +43,21 @@ def episodes(alignment, config: EnvConfig, steps: int, seed: int, labels: bool =
         nxt, reward, terminal, truncated, _ = env.step(action)
         next_labels = rng.normal(size=nxt.n_actions).astype(np.float32) if labels and i % 3 == 0 else None
         discount = 0.0 if i % 7 == 3 else 0.99 ** (1 + i % 3)
-        records.append(encode_transition(Transition(obs, action, reward, nxt, bool(i % 11 == 5), truncated, discount,
-                                                    policy_version=i - 1, next_labels=next_labels)))
+        records.append(
+            encode_transition(
+                Transition(
+                    obs,
+                    action,
+                    reward,
+                    nxt,
+                    bool(i % 11 == 5),
+                    truncated,
+                    discount,
+                    policy_version=i - 1,
+                    next_labels=next_labels,
+                )
+            )
+        )
         obs = env.reset()[0] if truncated else nxt
     return records
 
@@ -45,7 +65,9 @@ def episodes(alignment, config: EnvConfig, steps: int, seed: int, labels: bool =
 def assert_same(a, b, where: str = "batch") -> None:
     if isinstance(a, torch.Tensor):
         assert isinstance(b, torch.Tensor), where
-        assert a.dtype == b.dtype and a.shape == b.shape, f"{where}: {a.dtype} {a.shape} vs {b.dtype} {b.shape}"
+        assert a.dtype == b.dtype and a.shape == b.shape, (
+            f"{where}: {a.dtype} {a.shape} vs {b.dtype} {b.shape}"
+        )
         assert a.numpy().tobytes() == b.numpy().tobytes(), f"{where} differs"
     elif dataclasses.is_dataclass(a):
         assert type(a) is type(b), where
@@ -69,5 +91,11 @@ def assert_same_observation(a: Observation, b: Observation) -> None:
 def assert_same_transition(a: Transition, b: Transition) -> None:
     assert_same_observation(a.obs, b.obs)
     assert_same_observation(a.next_obs, b.next_obs)
-    assert (a.action, a.reward, a.terminal, a.truncated, a.discount, a.policy_version) == \
-           (b.action, b.reward, b.terminal, b.truncated, b.discount, b.policy_version)
+    assert (a.action, a.reward, a.terminal, a.truncated, a.discount, a.policy_version) == (
+        b.action,
+        b.reward,
+        b.terminal,
+        b.truncated,
+        b.discount,
+        b.policy_version,
+    )

@@ -3,10 +3,17 @@
 from __future__ import annotations
 
 
-def start_inference(cfg, version: int = 1, max_batch: int = 8, max_delay_s: float = 0.001, max_queue: int = 64,
-                    security=None, max_calls: int = 64):
-    """A real inference endpoint (``services.learner``: batching + gRPC on loopback) serving a new learner's weights
-    for network config ``cfg``: ``(server, inference, "host:port")``; the caller stops both."""
+def start_inference(
+    cfg,
+    version: int = 1,
+    max_batch: int = 8,
+    max_delay_s: float = 0.001,
+    max_queue: int = 64,
+    security=None,
+    max_calls: int = 64,
+):
+    """A real inference endpoint (``services.learner``: batching + gRPC on loopback) serving a new learner's
+    weights for network config ``cfg``: ``(server, inference, "host:port")``; the caller stops both."""
     import torch
 
     from phylorl.agent.learner import Learner
@@ -14,8 +21,9 @@ def start_inference(cfg, version: int = 1, max_batch: int = 8, max_delay_s: floa
     from services.learner.server import InferenceServer
 
     learner = Learner(cfg, device="cpu", seed=0)
-    inference = BatchingInference(cfg, torch.device("cpu"), max_batch=max_batch, max_delay_s=max_delay_s,
-                                  max_queue=max_queue)
+    inference = BatchingInference(
+        cfg, torch.device("cpu"), max_batch=max_batch, max_delay_s=max_delay_s, max_queue=max_queue
+    )
     inference.publish(learner.policy_weights(), learner.alpha, version)
     server = InferenceServer(inference, "127.0.0.1", 0, max_calls=max_calls, security=security)
     server.start()

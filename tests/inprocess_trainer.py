@@ -87,10 +87,14 @@ class TrainerConfig:
         if self.replay_alpha < 0 or self.replay_beta < 0:
             raise ValueError("TrainerConfig.replay_alpha and replay_beta must be >= 0")
         if not 1 <= self.min_replay <= self.replay_capacity:
-            raise ValueError(f"TrainerConfig.min_replay must be in 1..replay_capacity={self.replay_capacity}, "
-                             f"got {self.min_replay}")
+            raise ValueError(
+                f"TrainerConfig.min_replay must be in 1..replay_capacity={self.replay_capacity}, "
+                f"got {self.min_replay}"
+            )
         if not (self.updates_per_step >= 0 and math.isfinite(self.updates_per_step)):
-            raise ValueError(f"TrainerConfig.updates_per_step must be finite and >= 0, got {self.updates_per_step}")
+            raise ValueError(
+                f"TrainerConfig.updates_per_step must be finite and >= 0, got {self.updates_per_step}"
+            )
 
 
 @dataclass
@@ -123,24 +127,36 @@ class InProcessTrainer:
             exploration noise.
     """
 
-    def __init__(self, alignments: Sequence[EnvAlignment], env_cfg: EnvConfig = EnvConfig(),
-                 net_cfg: NetworkConfig = NetworkConfig(), agent_cfg: AgentConfig = AgentConfig(),
-                 trainer_cfg: TrainerConfig = TrainerConfig(), seed: int = 0):
+    def __init__(
+        self,
+        alignments: Sequence[EnvAlignment],
+        env_cfg: EnvConfig = EnvConfig(),
+        net_cfg: NetworkConfig = NetworkConfig(),
+        agent_cfg: AgentConfig = AgentConfig(),
+        trainer_cfg: TrainerConfig = TrainerConfig(),
+        seed: int = 0,
+    ):
         if env_cfg.features != net_cfg.features:
-            raise ValueError(f"the environment emits {env_cfg.features!r} observations but the network reads "
-                             f"{net_cfg.features!r} ones")
+            raise ValueError(
+                f"the environment emits {env_cfg.features!r} observations but the network reads "
+                f"{net_cfg.features!r} ones"
+            )
         self.config = trainer_cfg
         self.envs = VecTreeEnv(alignments, trainer_cfg.n_envs, env_cfg, seed=seed)
-        self.collector = Collector(self.envs, trainer_cfg.gamma, trainer_cfg.n_step, trainer_cfg.label_fraction,
-                                   seed=seed)
+        self.collector = Collector(
+            self.envs, trainer_cfg.gamma, trainer_cfg.n_step, trainer_cfg.label_fraction, seed=seed
+        )
         self.learner = Learner(net_cfg, agent_cfg, trainer_cfg.device, seed=seed)
-        self.replay = MemoryReplay(trainer_cfg.replay_capacity, trainer_cfg.replay_alpha, trainer_cfg.replay_beta,
-                                   seed=seed)
+        self.replay = MemoryReplay(
+            trainer_cfg.replay_capacity, trainer_cfg.replay_alpha, trainer_cfg.replay_beta, seed=seed
+        )
         self.history = TrainingHistory()
         self._noise = torch.Generator(device=self.learner.device).manual_seed(seed)
         self._update_credit = 0.0
 
-    def train(self, steps: int, on_progress: Callable[[TrainingHistory], None] | None = None) -> TrainingHistory:
+    def train(
+        self, steps: int, on_progress: Callable[[TrainingHistory], None] | None = None
+    ) -> TrainingHistory:
         """Take ``steps`` vectorised environment steps (``steps * n_envs`` transitions), updating as
         scheduled; ``on_progress(history)`` is called after each. Returns :attr:`history`."""
         if steps < 0:
@@ -166,10 +182,20 @@ class InProcessTrainer:
         learner.q1.eval()
         learner.q2.eval()  # Learner.step puts them back in training mode
         graphs, actions = move_to(state_inputs(observations), learner.device)
-        chosen, q, v = select_actions((learner.q1, learner.q2), graphs, actions, learner.alpha,
-                                      greedy=self.config.greedy_acting, generator=self._noise)
-        return (chosen.cpu().numpy(), q.cpu().numpy().astype(np.float64), v.cpu().numpy().astype(np.float64),
-                learner.weights_version)
+        chosen, q, v = select_actions(
+            (learner.q1, learner.q2),
+            graphs,
+            actions,
+            learner.alpha,
+            greedy=self.config.greedy_acting,
+            generator=self._noise,
+        )
+        return (
+            chosen.cpu().numpy(),
+            q.cpu().numpy().astype(np.float64),
+            v.cpu().numpy().astype(np.float64),
+            learner.weights_version,
+        )
 
     def _env_step(self) -> None:
         out = self.collector.step(self._act)

@@ -55,7 +55,9 @@ class MemoryReplay:
         self._priorities[keys % self.capacity] = priorities
         return keys
 
-    def sample(self, batch_size: int, beta: float | None = None) -> tuple[PackedRecords, np.ndarray, np.ndarray]:
+    def sample(
+        self, batch_size: int, beta: float | None = None
+    ) -> tuple[PackedRecords, np.ndarray, np.ndarray]:
         """Draw ``batch_size`` transitions (stratified, with replacement).
 
         Returns ``(records, weights, keys)``: importance weights float32 ``[B]`` (max 1) and the
@@ -70,7 +72,11 @@ class MemoryReplay:
             raise ValueError(f"beta must be >= 0, got {beta}")
         keys, probabilities = self._table.draw(batch_size)
         weights = self._table.importance_weights(probabilities, len(self), weights_beta)
-        return PackedRecords.from_records([self._items[s] for s in (keys % self.capacity).tolist()]), weights, keys
+        return (
+            PackedRecords.from_records([self._items[s] for s in (keys % self.capacity).tolist()]),
+            weights,
+            keys,
+        )
 
     def update_priorities(self, keys: np.ndarray, priorities: np.ndarray) -> int:
         """Set raw ``priorities`` ``[n]`` of ``keys`` ``[n]`` (a repeated key keeps its last priority).

@@ -1,11 +1,12 @@
-"""Acting: pick one action per state from the twin Q networks, for a batch of the inference endpoint's requests.
+"""Acting: pick one action per state from the twin Q networks, for a batch of the inference endpoint's
+requests.
 
-:func:`assemble` makes one batch of many requests' inputs (each request's states collated on its own gRPC thread):
-concatenated, node and state ids offset, padded with copies of the last state for a captured graph
-(:class:`~phylorl.agent.capture.GraphedActing`), written into one (pinned) staging buffer for one transfer, with a
-byte copy per piece: bit for bit the block of the requests' states collated all at once, the last one repeated.
-Done with tensor operations that was some sixty calls, each of which hands the interpreter lock round the learner's
-threads. :func:`select_actions` answers such a batch.
+:func:`assemble` makes one batch of many requests' inputs (each request's states collated on its own gRPC
+thread): concatenated, node and state ids offset, padded with copies of the last state for a captured graph
+(:class:`~phylorl.agent.capture.GraphedActing`), written into one (pinned) staging buffer for one transfer,
+with a byte copy per piece: bit for bit the block of the requests' states collated all at once, the last one
+repeated. Done with tensor operations that was some sixty calls, each of which hands the interpreter lock
+round the learner's threads. :func:`select_actions` answers such a batch.
 """
 
 from __future__ import annotations
@@ -40,10 +41,10 @@ def select_actions(
 ) -> tuple[Tensor, Tensor, Tensor]:
     """One action per state from ``Q = min_i Q_i(s, .)`` over ``nets`` (the twin online networks).
 
-    ``greedy``: the action of highest ``Q``; otherwise a sample of ``softmax(Q / alpha)``
-    (Gumbel-max, noise drawn from ``generator``). Each state must have at least one action.
-    ``chunk``: as in :meth:`QNetwork.forward`. ``nets`` may be a :class:`TwinQ` of the twins (the same ``min`` in
-    one pass, for acting; ``chunk`` does not apply to it).
+    ``greedy``: the action of highest ``Q``; otherwise a sample of ``softmax(Q / alpha)`` (Gumbel-max, noise
+    drawn from ``generator``). Each state must have at least one action. ``chunk``: as in
+    :meth:`QNetwork.forward`. ``nets`` may be a :class:`TwinQ` of the twins (the same ``min`` in one pass, for
+    acting; ``chunk`` does not apply to it).
 
     Returns ``(action [G] int64`` index into each state's own action list``, q [G]`` of that
     action``, v [G]`` soft value ``alpha * logsumexp(Q / alpha))``.
@@ -68,10 +69,12 @@ def select_actions(
     return choose(q, states, alpha, noise)
 
 
-def choose(q: Tensor, states: Segments, alpha: Tensor | float, noise: Tensor | None) -> tuple[Tensor, Tensor, Tensor]:
+def choose(
+    q: Tensor, states: Segments, alpha: Tensor | float, noise: Tensor | None
+) -> tuple[Tensor, Tensor, Tensor]:
     """``(action, q, v)`` per state from every move's ``q`` (as :func:`select_actions` returns them): the move
-    of highest ``q`` when ``noise`` is ``None``, else the Gumbel-max sample of ``softmax(q / alpha)`` drawn with
-    ``noise`` (uniform ``[A]``). No host sync (it runs inside captured CUDA graphs)."""
+    of highest ``q`` when ``noise`` is ``None``, else the Gumbel-max sample of ``softmax(q / alpha)`` drawn
+    with ``noise`` (uniform ``[A]``). No host sync (it runs inside captured CUDA graphs)."""
     scores = q if noise is None else q / alpha - torch.log(-torch.log(noise))
     chosen = segment_argmax(scores, states)
     starts = torch.cumsum(states.sizes, 0) - states.sizes
@@ -85,30 +88,33 @@ def _check_policy(weights: Mapping[str, Mapping[str, Tensor]]) -> None:
 
 
 def pair_tensors(pair) -> dict[str, dict[str, Tensor]]:
-    """The tensors of a network pair ``(q1, q2)`` themselves, named as :meth:`Learner.policy_weights` names its
-    copies (``state_dict(keep_vars=True)``: no torch call)."""
+    """The tensors of a network pair ``(q1, q2)`` themselves, named as :meth:`Learner.policy_weights` names
+    its copies (``state_dict(keep_vars=True)``: no torch call)."""
     return {name: net.state_dict(keep_vars=True) for name, net in zip(("q1", "q2"), pair)}
 
 
 def write_policy(pair, weights: Mapping[str, Mapping[str, Tensor]]) -> None:
-    """Copy ``weights`` (as :func:`policy_networks` takes them; on any device) into the network pair ``pair`` in
-    one torch call: each call lets the interpreter lock go and then waits to take it back from the process's other
-    threads, and ``load_state_dict`` is a call per tensor. ``ValueError`` when the tensors are named otherwise."""
+    """Copy ``weights`` (as :func:`policy_networks` takes them; on any device) into the network pair ``pair``
+    in one torch call: each call lets the interpreter lock go and then waits to take it back from the
+    process's other threads, and ``load_state_dict`` is a call per tensor. ``ValueError`` when the tensors are
+    named otherwise."""
     _check_policy(weights)
     targets, sources = [], []
     for name, own in pair_tensors(pair).items():
         state = weights[name]
         if state.keys() != own.keys():
-            raise ValueError(f"policy weights {name}: keys differ from the network's: "
-                             f"{sorted(set(state) ^ set(own))}")
+            raise ValueError(
+                f"policy weights {name}: keys differ from the network's: {sorted(set(state) ^ set(own))}"
+            )
         targets += own.values()
         sources += (state[k] for k in own)
     with torch.no_grad():
         torch._foreach_copy_(targets, sources)
 
 
-def policy_networks(cfg: NetworkConfig, weights: Mapping[str, Mapping[str, Tensor]],
-                    device: torch.device | str = "cpu") -> tuple[QNetwork, QNetwork]:
+def policy_networks(
+    cfg: NetworkConfig, weights: Mapping[str, Mapping[str, Tensor]], device: torch.device | str = "cpu"
+) -> tuple[QNetwork, QNetwork]:
     """The twin online networks in eval mode from :meth:`Learner.policy_weights` (``q1``, ``q2``)."""
     pair = QNetwork(cfg).to(device).eval(), QNetwork(cfg).to(device).eval()
     write_policy(pair, weights)
@@ -116,14 +122,16 @@ def policy_networks(cfg: NetworkConfig, weights: Mapping[str, Mapping[str, Tenso
 
 
 def answers_on_host(chosen: Tensor, q: Tensor, v: Tensor, count: int) -> tuple[Tensor, Tensor, Tensor]:
-    """The first ``count`` answers of :func:`select_actions` (or of a padded batch's graph) copied to the host, in
-    one torch call (waiting for the device): three slices and three copies made from Python were six calls, each
-    letting the interpreter lock go and waiting to take it back (:mod:`phylorl.nets.one_call`)."""
+    """The first ``count`` answers of :func:`select_actions` (or of a padded batch's graph) copied to the
+    host, in one torch call (waiting for the device): three slices and three copies made from Python were six
+    calls, each letting the interpreter lock go and waiting to take it back (:mod:`phylorl.nets.one_call`)."""
     host_chosen, host_q, host_v, _ = _on_host()(chosen, q, v, count)
     return host_chosen, host_q, host_v
 
 
-def _answers_kept(chosen: Tensor, q: Tensor, v: Tensor, count: int) -> tuple[Tensor, Tensor, Tensor, list[Tensor]]:
+def _answers_kept(
+    chosen: Tensor, q: Tensor, v: Tensor, count: int
+) -> tuple[Tensor, Tensor, Tensor, list[Tensor]]:
     """The first ``count`` of each on the host; the arguments returned too (kept to the end of the call)."""
     return chosen[:count].cpu(), q[:count].cpu(), v[:count].cpu(), [chosen, q, v]
 
@@ -135,8 +143,9 @@ def _on_host():
 
 _META = torch.device("meta")
 _SKELETONS: dict = {}
-"""Batch skeletons (meta tensors: shapes and dtypes) by layout, with their :func:`packed_size`, made once: making
-one is a dozen tensor operations, each a chance for the learner's threads to take the interpreter lock."""
+"""Batch skeletons (meta tensors: shapes and dtypes) by layout, with their :func:`packed_size`, made once:
+making one is a dozen tensor operations, each a chance for the learner's threads to take the interpreter
+lock."""
 
 
 def _shape(t, rows: int):
@@ -144,8 +153,12 @@ def _shape(t, rows: int):
 
 
 def _segments(sizes: np.ndarray, rows: int, size: int | None) -> Segments:
-    return Segments(index=torch.empty(rows, dtype=torch.int64, device=_META),
-                    sizes=torch.empty(sizes.size, dtype=torch.int64, device=_META), count=int(sizes.size), size=size)
+    return Segments(
+        index=torch.empty(rows, dtype=torch.int64, device=_META),
+        sizes=torch.empty(sizes.size, dtype=torch.int64, device=_META),
+        count=int(sizes.size),
+        size=size,
+    )
 
 
 @njit(cache=True)  # (not nogil: the batching thread keeps the interpreter lock through it)
@@ -156,17 +169,17 @@ def _add(flat: np.ndarray, bounds: np.ndarray, shifts: np.ndarray) -> None:
 
 
 def _fill(out: np.ndarray, pieces: list, shifts: list | None = None) -> None:
-    """``out`` (a contiguous view of the buffer) = the pieces one after another along axis 0, each plus its shift
-    (ids made global). Copied as bytes through memoryviews and shifted by a compiled loop, both holding the
-    interpreter lock: numpy's copies and additions let it go for every large array, and the batching thread then
-    waits for it once per piece behind the learner's threads."""
+    """``out`` (a contiguous view of the buffer) = the pieces one after another along axis 0, each plus its
+    shift (ids made global). Copied as bytes through memoryviews and shifted by a compiled loop, both holding
+    the interpreter lock: numpy's copies and additions let it go for every large array, and the batching
+    thread then waits for it once per piece behind the learner's threads."""
     dst = memoryview(out.reshape(-1).view(np.uint8))
     at = 0
     bounds = [0]
     for piece in pieces:
         if piece.size:
             src = byte_view(piece)
-            dst[at: at + src.nbytes] = src
+            dst[at : at + src.nbytes] = src
             at += src.nbytes
         bounds.append(bounds[-1] + piece.size)
     if shifts is not None:
@@ -174,8 +187,9 @@ def _fill(out: np.ndarray, pieces: list, shifts: list | None = None) -> None:
 
 
 def assemble(parts: Sequence[tuple[GraphBatch, ActionBatch]], count: int, stager: Stager) -> Block:
-    """``parts`` (collated ``(graphs, actions)``, CPU tensors) as one batch of ``count`` states (the last state
-    repeated to fill it) written into ``stager``'s buffer. The block is valid until ``stager`` is used again."""
+    """``parts`` (collated ``(graphs, actions)``, CPU tensors) as one batch of ``count`` states (the last
+    state repeated to fill it) written into ``stager``'s buffer. The block is valid until ``stager`` is used
+    again."""
     graphs = [g for g, _ in parts]
     actions = [a for _, a in parts]
     have = sum(g.num_graphs for g in graphs)
@@ -194,35 +208,67 @@ def assemble(parts: Sequence[tuple[GraphBatch, ActionBatch]], count: int, stager
     copies = range(1, extra + 1)
 
     def padded(t: torch.Tensor, rows: int, pieces: list) -> list:  # + the last state's rows, once per copy
-        return pieces + [t.numpy()[t.shape[0] - rows:]] * extra
+        return pieces + [t.numpy()[t.shape[0] - rows :]] * extra
 
     node_sizes = np.concatenate([g.nodes.sizes.numpy() for g in graphs] + [np.full(extra, n_last, np.int64)])
-    move_sizes = np.concatenate([a.states.sizes.numpy() for a in actions] + [np.full(extra, a_last, np.int64)])
+    move_sizes = np.concatenate(
+        [a.states.sizes.numpy() for a in actions] + [np.full(extra, a_last, np.int64)]
+    )
     n_total, a_total = int(node_sizes.sum()), int(move_sizes.sum())
     e_pad = int(in_last.sum())
     e_total = sum(g.edge_index.shape[1] for g in graphs) + extra * e_pad
     g0, a0 = graphs[0], actions[0]
     uniform = [int(s[0]) if s.size and (s == s[0]).all() else None for s in (node_sizes, move_sizes)]
-    fields = (g0.x, g0.edge_index, g0.edge_attr, g0.neighbors, g0.neighbor_attr, g0.neighbor_mask, g0.node_offset,
-              a0.nodes, a0.meta)
+    fields = (
+        g0.x,
+        g0.edge_index,
+        g0.edge_attr,
+        g0.neighbors,
+        g0.neighbor_attr,
+        g0.neighbor_mask,
+        g0.node_offset,
+        a0.nodes,
+        a0.meta,
+    )
     key = (n_total, e_total, a_total, count, *uniform, *((tuple(t.shape[1:]), t.dtype) for t in fields))
     found = _SKELETONS.get(key)
     if found is None:
         if len(_SKELETONS) >= 256:
             _SKELETONS.clear()
         skeleton = (
-            GraphBatch(x=_shape(g0.x, n_total),
-                       edge_index=torch.empty((2, e_total), dtype=g0.edge_index.dtype, device=_META),
-                       edge_attr=_shape(g0.edge_attr, e_total), neighbors=_shape(g0.neighbors, n_total),
-                       neighbor_attr=_shape(g0.neighbor_attr, n_total),
-                       neighbor_mask=_shape(g0.neighbor_mask, n_total),
-                       node_offset=_shape(g0.node_offset, count), nodes=_segments(node_sizes, n_total, uniform[0])),
-            ActionBatch(nodes=_shape(a0.nodes, a_total), meta=_shape(a0.meta, a_total),
-                        states=_segments(move_sizes, a_total, uniform[1])))
+            GraphBatch(
+                x=_shape(g0.x, n_total),
+                edge_index=torch.empty((2, e_total), dtype=g0.edge_index.dtype, device=_META),
+                edge_attr=_shape(g0.edge_attr, e_total),
+                neighbors=_shape(g0.neighbors, n_total),
+                neighbor_attr=_shape(g0.neighbor_attr, n_total),
+                neighbor_mask=_shape(g0.neighbor_mask, n_total),
+                node_offset=_shape(g0.node_offset, count),
+                nodes=_segments(node_sizes, n_total, uniform[0]),
+            ),
+            ActionBatch(
+                nodes=_shape(a0.nodes, a_total),
+                meta=_shape(a0.meta, a_total),
+                states=_segments(move_sizes, a_total, uniform[1]),
+            ),
+        )
         found = _SKELETONS[key] = (skeleton, packed_size(skeleton))
     block, out = stager.reserve(*found)
-    (x, edge_index, edge_attr, neighbors, neighbor_attr, mask, node_offset, node_index, node_sizes_out,
-     moves, meta, move_index, move_sizes_out) = out
+    (
+        x,
+        edge_index,
+        edge_attr,
+        neighbors,
+        neighbor_attr,
+        mask,
+        node_offset,
+        node_index,
+        node_sizes_out,
+        moves,
+        meta,
+        move_index,
+        move_sizes_out,
+    ) = out
     # shifts: part i by its first node (graph) id; copy k of the last state k trees further
     node_shift = list(node_base[:-1]) + [node_base[-2] + k * n_last for k in copies]
     graph_shift = list(graph_base[:-1]) + [graph_base[-2] + k for k in copies]
@@ -235,10 +281,16 @@ def assemble(parts: Sequence[tuple[GraphBatch, ActionBatch]], count: int, stager
     _fill(neighbor_attr, padded(last_g.neighbor_attr, n_last, [g.neighbor_attr.numpy() for g in graphs]))
     _fill(mask, padded(last_g.neighbor_mask, n_last, [g.neighbor_mask.numpy() for g in graphs]))
     _fill(node_offset, padded(last_g.node_offset, 1, [g.node_offset.numpy() for g in graphs]), node_shift)
-    _fill(node_index, padded(last_g.nodes.index, n_last, [g.nodes.index.numpy() for g in graphs]), graph_shift)
+    _fill(
+        node_index, padded(last_g.nodes.index, n_last, [g.nodes.index.numpy() for g in graphs]), graph_shift
+    )
     node_sizes_out[:] = node_sizes
     _fill(moves, padded(last_a.nodes, a_last, [a.nodes.numpy() for a in actions]), node_shift)
     _fill(meta, padded(last_a.meta, a_last, [a.meta.numpy() for a in actions]))
-    _fill(move_index, padded(last_a.states.index, a_last, [a.states.index.numpy() for a in actions]), graph_shift)
+    _fill(
+        move_index,
+        padded(last_a.states.index, a_last, [a.states.index.numpy() for a in actions]),
+        graph_shift,
+    )
     move_sizes_out[:] = move_sizes
     return block

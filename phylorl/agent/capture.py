@@ -1,22 +1,24 @@
 """CUDA graphs: the learner's update (``AgentConfig.cuda_graphs``) and the inference endpoint's answers
 (``LearnerConfig.inference_cuda_graphs``), each replayed with one launch per batch shape.
 
-**The update.** An eager update launches a few hundred small kernels (four network passes over every next move,
-their backward, clipping, two optimisers, the target update); at the design size the GPU finishes each sooner than
-Python launches the next. :class:`CudaGraphs` gives each batch shape two captured graphs: ``compute`` (forward,
-backward with the gradients *assigned*, clipping, alpha's gradient, the metrics and the finite flag, on static copies
-of the batch's tensors) and ``apply`` (capturable Adam steps and, when the targets follow every update, the target
-update). The learner reads the metrics between the two (its one sync per update) and replays ``apply`` only for a
-finite update. A shape is captured after :data:`WARMUP` eager updates of it (on a side stream, as capture requires),
-at most :data:`MAX_SHAPES` of them, each with its own memory pool.
+**The update.** An eager update launches a few hundred small kernels (four network passes over every next
+move, their backward, clipping, two optimisers, the target update); at the design size the GPU finishes each
+sooner than Python launches the next. :class:`CudaGraphs` gives each batch shape two captured graphs:
+``compute`` (forward, backward with the gradients *assigned*, clipping, alpha's gradient, the metrics and the
+finite flag, on static copies of the batch's tensors) and ``apply`` (capturable Adam steps and, when the
+targets follow every update, the target update). The learner reads the metrics between the two (its one sync
+per update) and replays ``apply`` only for a finite update. A shape is captured after :data:`WARMUP` eager
+updates of it (on a side stream, as capture requires), at most :data:`MAX_SHAPES` of them, each with its own
+memory pool.
 
-**The answers.** An eager answer of the twin networks is some hundred small kernels. :class:`GraphedActing` captures
-the whole answer (``min(Q1, Q2)`` of every move, the Gumbel-max or greedy choice, the chosen move's Q and the soft
-value) per batch shape: :func:`bucket` rounds a batch's state count up (the endpoint fills it with copies of its last
-state, whose answers are dropped); a batch arrives as a :class:`~phylorl.agent.transfer.Block` (one pinned buffer)
-that a replay copies in one piece; the graphs run the class's own network pair, into which :meth:`GraphedActing.load`
-copies each published version once; the temperature is a device scalar. A shape whose capture fails stays eager.
-On a CPU the same answers run eagerly; tests compare the two (``tests/gpu/``).
+**The answers.** An eager answer of the twin networks is some hundred small kernels. :class:`GraphedActing`
+captures the whole answer (``min(Q1, Q2)`` of every move, the Gumbel-max or greedy choice, the chosen move's Q
+and the soft value) per batch shape: :func:`bucket` rounds a batch's state count up (the endpoint fills it
+with copies of its last state, whose answers are dropped); a batch arrives as a
+:class:`~phylorl.agent.transfer.Block` (one pinned buffer) that a replay copies in one piece; the graphs run
+the class's own network pair, into which :meth:`GraphedActing.load` copies each published version once; the
+temperature is a device scalar. A shape whose capture fails stays eager. On a CPU the same answers run
+eagerly; tests compare the two (``tests/gpu/``).
 """
 
 from __future__ import annotations
@@ -97,7 +99,8 @@ class CapturedUpdate:
         # one call for the batch's ~25 tensors: each call lets the interpreter lock go to the learner
         # service's other threads (the endpoint's, the prefetchers'), and waits to take it back
         torch._foreach_copy_(self._inputs, _tensors(batch), non_blocking=True)
-        if any(p.grad is not g for p, g in zip(self.params, self.grads)):  # (an eager update set them to None)
+        # (an eager update set them to None)
+        if any(p.grad is not g for p, g in zip(self.params, self.grads)):
             for p, g in zip(self.params, self.grads):
                 p.grad = g  # so that the learner (and anyone reading .grad) sees this update's gradients
         self.compute_graph.replay()
@@ -112,7 +115,9 @@ class CudaGraphs:
 
     def __init__(self, learner: Learner):
         if learner.net_cfg.dropout:
-            raise ValueError("AgentConfig.cuda_graphs needs NetworkConfig.dropout = 0 (graphs replay fixed masks)")
+            raise ValueError(
+                "AgentConfig.cuda_graphs needs NetworkConfig.dropout = 0 (graphs replay fixed masks)"
+            )
         for net in (learner.q1, learner.q2, learner.target1, learner.target2):
             net.cache_derived = False  # derived weights are recomputed inside the graph, never baked in
         self.learner = learner
@@ -161,9 +166,9 @@ STEP = 16
 
 
 def bucket(count: int, max_batch: int) -> int:
-    """The state count a batch of ``count`` states is padded to: the next power of two up to :data:`STEP`, the next
-    multiple of :data:`STEP` above it, at most ``max_batch`` (never below ``count``). With ``max_batch`` 64: 1, 2,
-    4, 8, 16, 32, 48, 64: at most a third of a large batch is padding."""
+    """The state count a batch of ``count`` states is padded to: the next power of two up to :data:`STEP`, the
+    next multiple of :data:`STEP` above it, at most ``max_batch`` (never below ``count``). With ``max_batch``
+    64: 1, 2, 4, 8, 16, 32, 48, 64: at most a third of a large batch is padding."""
     if count < 1:
         raise ValueError(f"a batch needs at least one state, got {count}")
     padded = 1 << (count - 1).bit_length() if count <= STEP else -(-count // STEP) * STEP
@@ -185,8 +190,10 @@ class _Captured:
         self.graph = torch.cuda.CUDAGraph()
         # no other capture of this process is under way (nor begins) meanwhile: torch.cuda.graph starts with a
         # device-wide synchronize
-        with CAPTURE_LOCK, torch.cuda.graph(self.graph, stream=owner.capture_stream,
-                                            capture_error_mode="thread_local"):
+        with (
+            CAPTURE_LOCK,
+            torch.cuda.graph(self.graph, stream=owner.capture_stream, capture_error_mode="thread_local"),
+        ):
             self.outputs = _answer(owner.graphed, graphs, actions, owner.alpha, self.noise)
 
     def replay(self, block: Block, generator: torch.Generator | None) -> tuple[Tensor, Tensor, Tensor]:
@@ -209,7 +216,8 @@ class GraphedActing:
             net.cache_derived = False  # derived weights recomputed inside the graph, never baked in
             pair.append(net)
         self.pair = tuple(pair)
-        self.eager_twin = TwinQ(*pair, fused=fused)  # stacked weights cached while the parameters are unchanged
+        # stacked weights cached while the parameters are unchanged
+        self.eager_twin = TwinQ(*pair, fused=fused)
         self.graphed = TwinQ(*pair, fused=fused, cache=False)  # stacked anew in every replay
         self.alpha = torch.ones((), device=device)
         self._alpha_value: float | Tensor = 1.0  # what ``alpha`` holds: the number or tensor last written
@@ -219,8 +227,8 @@ class GraphedActing:
         self.seen: Counter = Counter()
         self.captured: dict[tuple, _Captured] = {}
         self.failed: dict[tuple, str] = {}
-        """Shapes whose capture failed (the error, as text): answered eagerly from then on, never captured again.
-        The endpoint logs each failure and counts it (``phylorl_inference_capture_failures_total``)."""
+        """Shapes whose capture failed (the error, as text): answered eagerly from then on, never captured
+        again. The endpoint logs each failure and counts it (``phylorl_inference_capture_failures_total``)."""
         self.replays = 0
         self.eager = 0
 
@@ -230,9 +238,9 @@ class GraphedActing:
         if version != self.version:
             write_policy(self.pair, pair_tensors(pair))
             self.version = version
-        # written when it changes: a fill per batch would let the interpreter lock go each time, and wait to take it
-        # back. A tensor (on this
-        # device, computed by the publisher) is copied on the device, never read on the host
+        # written when it changes: a fill per batch would let the interpreter lock go each time, and wait to
+        # take it back. A tensor (on this device, computed by the publisher) is copied on the device, never
+        # read on the host
         if isinstance(alpha, torch.Tensor):
             if alpha is not self._alpha_value:
                 self.alpha.copy_(alpha)
@@ -247,8 +255,13 @@ class GraphedActing:
         for an asynchronous copy): as :func:`~phylorl.agent.acting.select_actions` answers them."""
         key = (bool(greedy), block.packed.structure, block.packed.tensors)
         found = self.captured.get(key)
-        if found is None and self.captures and self.seen[key] >= ACTING_WARMUP and len(self.captured) < ACTING_SHAPES \
-                and key not in self.failed:
+        if (
+            found is None
+            and self.captures
+            and self.seen[key] >= ACTING_WARMUP
+            and len(self.captured) < ACTING_SHAPES
+            and key not in self.failed
+        ):
             try:
                 found = self.captured[key] = _Captured(self, block, greedy)
             except Exception as error:  # (a CUDA error of the capture) this shape stays eager; recorded
@@ -259,5 +272,7 @@ class GraphedActing:
         self.seen[key] += 1
         self.eager += 1
         graphs, actions = block.to(self.device, non_blocking=True)
-        noise = None if greedy else torch.rand(actions.nodes.shape[0], generator=generator, device=self.device)
+        noise = (
+            None if greedy else torch.rand(actions.nodes.shape[0], generator=generator, device=self.device)
+        )
         return _answer(self.eager_twin, graphs, actions, self.alpha, noise)

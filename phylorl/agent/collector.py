@@ -61,15 +61,17 @@ class Collector:
 
     def __init__(self, envs, gamma: float, n_step: int = 1, label_fraction: float = 0.0, seed: int = 0):
         if not 0.0 <= gamma <= 1.0 or n_step < 1 or not 0.0 <= label_fraction <= 1.0:
-            raise ValueError(f"need 0 <= gamma <= 1, n_step >= 1 and 0 <= label_fraction <= 1, "
-                             f"got {gamma}, {n_step}, {label_fraction}")
+            raise ValueError(
+                f"need 0 <= gamma <= 1, n_step >= 1 and 0 <= label_fraction <= 1, "
+                f"got {gamma}, {n_step}, {label_fraction}"
+            )
         self.envs = envs
         self.gamma = gamma
         self.n_step = n_step
         self.label_fraction = label_fraction
         self.labelled_states = 0
         self.label_seconds = 0.0
-        self._rng = np.random.default_rng([seed, 0x1abe1])
+        self._rng = np.random.default_rng([seed, 0x1ABE1])
         self.obs: list[Observation] | None = None
         self.reset_seconds = 0.0
         self._open = [_Episode() for _ in range(len(envs))]
@@ -86,8 +88,8 @@ class Collector:
 
     def request(self) -> list[Observation]:
         """The states the next :meth:`finish` needs an answer for: the ``K`` current ones (resetting the
-        environments on first use), then the last state of each truncated episode waiting for its value.
-        Split from :meth:`finish` so that an actor can step other environments while the answer is on its way."""
+        environments on first use), then the last state of each truncated episode waiting for its value. Split
+        from :meth:`finish` so that an actor can step other environments while the answer is on its way."""
         if self.obs is None:
             started = time.perf_counter()
             self.obs = list(self.envs.reset())
@@ -120,21 +122,34 @@ class Collector:
         ended = []
         for i in range(k):
             episode = self._open[i]
-            episode.steps.append(Transition(self.obs[i], int(actions[i]), float(result.rewards[i]), result.next_obs[i],
-                                            bool(result.terminal[i]), bool(result.truncated[i]), self.gamma,
-                                            policy_version=int(version)))
+            episode.steps.append(
+                Transition(
+                    self.obs[i],
+                    int(actions[i]),
+                    float(result.rewards[i]),
+                    result.next_obs[i],
+                    bool(result.terminal[i]),
+                    bool(result.truncated[i]),
+                    self.gamma,
+                    policy_version=int(version),
+                )
+            )
             episode.q.append(float(q[i]))
             episode.v.append(float(v[i]))
             episode.labels.append(labels[i])
             if result.terminal[i] or result.truncated[i]:
-                ended.append({**result.infos[i], "episode_return": float(sum(t.reward for t in episode.steps))})
+                ended.append(
+                    {**result.infos[i], "episode_return": float(sum(t.reward for t in episode.steps))}
+                )
                 if result.terminal[i]:
                     self._emit(episode, 0.0, transitions, priorities)
                 else:
                     self._waiting.append(episode)
                 self._open[i] = _Episode()
         self.obs = list(result.obs)
-        return Collected(transitions, np.asarray(priorities, dtype=np.float64), ended, k, seconds, int(version))
+        return Collected(
+            transitions, np.asarray(priorities, dtype=np.float64), ended, k, seconds, int(version)
+        )
 
     def _labels(self, k: int) -> list:
         """Labels of the ``k`` current states (``None`` for those not drawn for labelling)."""
@@ -149,12 +164,19 @@ class Collector:
         self.label_seconds += time.perf_counter() - started
         return out
 
-    def _emit(self, episode: _Episode, final_value: float, out: list[Transition], priorities: list[float]) -> None:
+    def _emit(
+        self, episode: _Episode, final_value: float, out: list[Transition], priorities: list[float]
+    ) -> None:
         steps, n = episode.steps, self.n_step
         values = episode.v + [final_value]
         for t, transition in enumerate(n_step_transitions(steps, n)):
             end = min(t + n, len(steps))
             next_v = 0.0 if transition.terminal else values[end]
             priorities.append(abs(transition.reward + transition.discount * next_v - episode.q[t]))
-            out.append(dataclasses.replace(transition, policy_version=steps[t].policy_version,
-                                           next_labels=episode.labels[end] if end < len(steps) else None))
+            out.append(
+                dataclasses.replace(
+                    transition,
+                    policy_version=steps[t].policy_version,
+                    next_labels=episode.labels[end] if end < len(steps) else None,
+                )
+            )

@@ -41,9 +41,6 @@ class AgentConfig:
     max_grad_norm: float | None = 10.0
     """Clip each Q network's gradient to this L2 norm (``None``: no clipping)."""
 
-
-
-
     cuda_graphs: bool = False
     """On a CUDA device, replay each update as two captured CUDA graphs (forward and backward; optimiser and
     target step) instead of launching its few hundred kernels one by one. A batch shape is captured after
@@ -56,8 +53,8 @@ class AgentConfig:
     online policy's entropy) as twin pairs whose head layers run as one Triton kernel per pair
     (:mod:`phylorl.nets.fused_head`): the ``[moves, head_hidden]`` activations are never written. Needs Triton
     (CUDA builds of torch ship it) and a power-of-two ``head_hidden``; the same values up to float32 rounding
-    (TF32 where ``torch.backends.cuda.matmul.allow_tf32`` is set). The inference endpoint on a GPU uses it too.
-    Ignored on the CPU."""
+    (TF32 where ``torch.backends.cuda.matmul.allow_tf32`` is set). The inference endpoint on a GPU uses it
+    too. Ignored on the CPU."""
 
     compile_networks: bool = False
     """Run the learner's tree encoders (each network's node encoder, GAT layers and pooling, with and without
@@ -66,7 +63,6 @@ class AgentConfig:
     batch shape compiles (tens of seconds; a second shape recompiles once with dynamic shapes). Meant for a
     GPU with ``cuda_graphs``, where the update is made of such small kernels; on a CPU it needs a C++
     compiler. The same values up to float32 rounding."""
-
 
     demo_weight: float = 0.0
     """Weight of the supervised term on demonstration labels (transitions whose next state carries the
@@ -81,20 +77,26 @@ class AgentConfig:
 
     def __post_init__(self) -> None:
         if not (self.demo_weight >= 0 and self.demo_rank_weight >= 0 and self.demo_temperature > 0):
-            raise ValueError("AgentConfig.demo_weight and demo_rank_weight must be >= 0, demo_temperature > 0")
+            raise ValueError(
+                "AgentConfig.demo_weight and demo_rank_weight must be >= 0, demo_temperature > 0"
+            )
         for name in ("lr", "alpha_lr", "initial_alpha"):
             value = getattr(self, name)
             if not (value > 0 and math.isfinite(value)):
                 raise ValueError(f"AgentConfig.{name} must be positive and finite, got {value}")
         if not 0.0 <= self.target_entropy_fraction <= 1.0:
-            raise ValueError(f"AgentConfig.target_entropy_fraction must be in [0, 1], "
-                             f"got {self.target_entropy_fraction}")
+            raise ValueError(
+                f"AgentConfig.target_entropy_fraction must be in [0, 1], got {self.target_entropy_fraction}"
+            )
         if not 0.0 < self.tau <= 1.0:
             raise ValueError(f"AgentConfig.tau must be in (0, 1], got {self.tau}")
         if self.target_update_period < 1:
-            raise ValueError(f"AgentConfig.target_update_period must be >= 1, got {self.target_update_period}")
+            raise ValueError(
+                f"AgentConfig.target_update_period must be >= 1, got {self.target_update_period}"
+            )
         if self.max_grad_norm is not None and not self.max_grad_norm > 0:
             raise ValueError(f"AgentConfig.max_grad_norm must be positive or None, got {self.max_grad_norm}")
         if self.entropy_networks not in ("online", "target"):
-            raise ValueError(f"AgentConfig.entropy_networks must be 'online' or 'target', "
-                             f"got {self.entropy_networks!r}")
+            raise ValueError(
+                f"AgentConfig.entropy_networks must be 'online' or 'target', got {self.entropy_networks!r}"
+            )

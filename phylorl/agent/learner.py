@@ -52,12 +52,24 @@ CHECKPOINT_FORMAT = 1
 ADAM_EPS = 1e-8
 """Adam's epsilon (the Q networks' optimiser and alpha's)."""
 CPU_ACTION_CHUNK = 4096
-"""On a CPU the no-grad passes over the next states' moves run this many moves at a time (cache-sized buffers; the
-same values)."""
+"""On a CPU the no-grad passes over the next states' moves run this many moves at a time (cache-sized buffers;
+the same values)."""
 
 METRIC_NAMES = (
-    "loss/q1", "loss/q2", "loss/alpha", "alpha", "q/mean", "target/mean", "td/abs_mean",
-    "entropy/mean", "entropy/target_mean", "grad_norm/q1", "grad_norm/q2", "loss/demo", "demo/labelled", "skipped",
+    "loss/q1",
+    "loss/q2",
+    "loss/alpha",
+    "alpha",
+    "q/mean",
+    "target/mean",
+    "td/abs_mean",
+    "entropy/mean",
+    "entropy/target_mean",
+    "grad_norm/q1",
+    "grad_norm/q2",
+    "loss/demo",
+    "demo/labelled",
+    "skipped",
 )
 """Keys of :meth:`Learner.step`'s metrics: losses, ``alpha`` (before its update), mean ``Q(s,a)`` of
 ``q1``, mean TD target, mean ``(|td1|+|td2|)/2``, the online policy's mean entropy on ``s'`` (nats) and
@@ -85,8 +97,13 @@ class Learner:
     own dropout RNG.
     """
 
-    def __init__(self, net_cfg: NetworkConfig = NetworkConfig(), agent_cfg: AgentConfig = AgentConfig(),
-                 device: torch.device | str = "cpu", seed: int = 0):
+    def __init__(
+        self,
+        net_cfg: NetworkConfig = NetworkConfig(),
+        agent_cfg: AgentConfig = AgentConfig(),
+        device: torch.device | str = "cpu",
+        seed: int = 0,
+    ):
         self.net_cfg = net_cfg
         self.agent_cfg = agent_cfg
         self.device = with_index(torch.device(device))
@@ -98,14 +115,18 @@ class Learner:
         self.target2 = copy.deepcopy(self.q2).requires_grad_(False).eval()
         self.log_alpha = nn.Parameter(torch.tensor(math.log(agent_cfg.initial_alpha), device=self.device))
         graphs = agent_cfg.cuda_graphs and self.device.type == "cuda"
-        self._options = ({"fused": self.device.type == "cuda", "capturable": graphs},
-                         {"fused": False, "capturable": graphs})
-        """The optimisers' ``fused`` and ``capturable`` (kept when a checkpoint's optimiser state is loaded)."""
+        self._options = (
+            {"fused": self.device.type == "cuda", "capturable": graphs},
+            {"fused": False, "capturable": graphs},
+        )
+        """The optimisers' ``fused`` and ``capturable`` (kept when a checkpoint's optimiser state is
+        loaded)."""
         self.q_optimizer = torch.optim.Adam(
-            [*self.q1.parameters(), *self.q2.parameters()], lr=agent_cfg.lr, eps=ADAM_EPS,
-            **self._options[0])
-        self.alpha_optimizer = torch.optim.Adam([self.log_alpha], lr=agent_cfg.alpha_lr, eps=ADAM_EPS,
-                                                **self._options[1])
+            [*self.q1.parameters(), *self.q2.parameters()], lr=agent_cfg.lr, eps=ADAM_EPS, **self._options[0]
+        )
+        self.alpha_optimizer = torch.optim.Adam(
+            [self.log_alpha], lr=agent_cfg.alpha_lr, eps=ADAM_EPS, **self._options[1]
+        )
         self.rng = torch.Generator(device=self.device)
         self.rng.manual_seed(seed)
         self.updates = 0
@@ -113,19 +134,24 @@ class Learner:
         self.skipped = 0
         """Batches skipped because their loss or gradients were not finite (not saved with checkpoints)."""
         self.twins: tuple[TwinQ, TwinQ] | None = None
-        """``(targets, online)`` pairs for the no-grad passes over the next moves when ``AgentConfig.fused_head``
-        applies (a CUDA device), else ``None``."""
+        """``(targets, online)`` pairs for the no-grad passes over the next moves when
+        ``AgentConfig.fused_head`` applies (a CUDA device), else ``None``."""
         if agent_cfg.fused_head and self.device.type == "cuda":
             fused_head.require()
             compiled = agent_cfg.compile_networks
-            self.twins = (TwinQ(self.target1, self.target2, fused=True, cache=not graphs, compiled=compiled),
-                          TwinQ(self.q1, self.q2, fused=True, cache=not graphs, compiled=compiled))
-        self.online_pair = TwinQ(self.q1, self.q2, cache=False, compiled=agent_cfg.compile_networks) \
-            if net_cfg.action_features == "gather" else None
+            self.twins = (
+                TwinQ(self.target1, self.target2, fused=True, cache=not graphs, compiled=compiled),
+                TwinQ(self.q1, self.q2, fused=True, cache=not graphs, compiled=compiled),
+            )
+        self.online_pair = (
+            TwinQ(self.q1, self.q2, cache=False, compiled=agent_cfg.compile_networks)
+            if net_cfg.action_features == "gather"
+            else None
+        )
         """The online networks as one stacked pair, for the forward and backward of an update
-        (:meth:`~phylorl.nets.twin.TwinQ.values`: each operation launched once for the pair, on weights stacked along
-        a leading axis; the same values and gradients up to float32 rounding, used where it applies: the gathered
-        action features, no dropout while training), else ``None``."""
+        (:meth:`~phylorl.nets.twin.TwinQ.values`: each operation launched once for the pair, on weights
+        stacked along a leading axis; the same values and gradients up to float32 rounding, used where it
+        applies: the gathered action features, no dropout while training), else ``None``."""
         if agent_cfg.compile_networks:
             require_compiler(self.device)
         for net in (self.q1, self.q2, self.target1, self.target2):
@@ -138,8 +164,9 @@ class Learner:
         return float(self.log_alpha.detach().exp())
 
     def policy_alpha(self) -> torch.Tensor:
-        """The temperature as a new 0-d tensor on the learner's device, computed on its stream: what a publication
-        hands the inference endpoint with :meth:`policy_tensors` (:attr:`alpha` would wait for the GPU)."""
+        """The temperature as a new 0-d tensor on the learner's device, computed on its stream: what a
+        publication hands the inference endpoint with :meth:`policy_tensors` (:attr:`alpha` would wait for the
+        GPU)."""
         return self.log_alpha.detach().exp()
 
     def step(self, batch: Batch) -> tuple[dict[str, float], np.ndarray | None]:
@@ -155,8 +182,9 @@ class Learner:
         batch, captured = self._prepared(batch)
         with self.graphs.eager() if self.graphs is not None and captured is None else nullcontext():
             values, priorities = self._computed(batch, captured)
-            # the one device sync of an update, for the metrics and the priorities together (the priorities are
-            # this update's, from before its step: the step's kernels then run on while the caller goes on)
+            # the one device sync of an update, for the metrics and the priorities together (the priorities
+            # are this update's, from before its step: the step's kernels then run on while the caller goes
+            # on)
             host, priorities = split(to_host(values, priorities), values.shape[0])
             if not host[-1]:
                 if captured is None:  # (a captured update's gradients live in its graph and are reassigned)
@@ -194,7 +222,9 @@ class Learner:
             self.apply()
         self.updates += 1
         self.weights_version += 1
-        if self.updates % self.agent_cfg.target_update_period == 0 and not (captured and captured.updates_targets):
+        if self.updates % self.agent_cfg.target_update_period == 0 and not (
+            captured and captured.updates_targets
+        ):
             self.update_targets()
 
     def compute(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
@@ -222,8 +252,17 @@ class Learner:
         zero = torch.zeros((), device=self.device)
         demo = zero
         if q_next is not None:
-            demo = sum(demonstration_loss(q, batch.next_labels, batch.next_actions.states, batch.next_labelled,
-                                          cfg.demo_temperature, cfg.demo_rank_weight)[0] for q in q_next)
+            demo = sum(
+                demonstration_loss(
+                    q,
+                    batch.next_labels,
+                    batch.next_actions.states,
+                    batch.next_labelled,
+                    cfg.demo_temperature,
+                    cfg.demo_rank_weight,
+                )[0]
+                for q in q_next
+            )
             loss = loss + cfg.demo_weight * demo
         loss.backward()
         norm1 = clip_grad_norm(self.q1, cfg.max_grad_norm)
@@ -231,11 +270,25 @@ class Learner:
         a_loss = alpha_loss(self.log_alpha, entropy, entropy_target)
         a_loss.backward()  # reaches log alpha alone (the entropies are detached)
         finite = torch.isfinite(torch.stack([loss.detach(), norm1, norm2, a_loss.detach()])).all()
-        values = torch.stack([
-            extra["loss1"], extra["loss2"], a_loss.detach(), alpha, q1.detach().mean(), y.mean(),
-            extra["priorities"].mean() / 2, entropy.mean(), entropy_target.mean(), norm1, norm2,
-            demo.detach(), batch.next_labelled.float().mean(), zero, finite.float(),
-        ])
+        values = torch.stack(
+            [
+                extra["loss1"],
+                extra["loss2"],
+                a_loss.detach(),
+                alpha,
+                q1.detach().mean(),
+                y.mean(),
+                extra["priorities"].mean() / 2,
+                entropy.mean(),
+                entropy_target.mean(),
+                norm1,
+                norm2,
+                demo.detach(),
+                batch.next_labelled.float().mean(),
+                zero,
+                finite.float(),
+            ]
+        )
         return values, extra["priorities"]
 
     def apply(self) -> None:
@@ -269,7 +322,9 @@ class Learner:
         def q_next(net: QNetwork) -> torch.Tensor:
             return net(batch.next_graphs, batch.next_actions, chunk=chunk)
 
-        plan = self.target1.plan(batch.next_graphs, batch.next_actions, head_rows=False) if self.twins else None
+        plan = (
+            self.target1.plan(batch.next_graphs, batch.next_actions, head_rows=False) if self.twins else None
+        )
 
         def twin_min(nets: tuple[QNetwork, QNetwork], twin: TwinQ | None) -> torch.Tensor:
             if twin is not None:
@@ -284,7 +339,11 @@ class Learner:
 
         if not batch.bootstraps:
             y = batch.reward.clone()
-            return y, policy_entropy(online_policy(), states, alpha), target_entropy(states, cfg.target_entropy_fraction)
+            return (
+                y,
+                policy_entropy(online_policy(), states, alpha),
+                target_entropy(states, cfg.target_entropy_fraction),
+            )
         q_target = twin_min((self.target1, self.target2), self.twins and self.twins[0])
         y = td_target(batch.reward, batch.discount, batch.terminal, soft_value(q_target, states, alpha))
         q_policy = online_policy() if cfg.entropy_networks == "online" else q_target
@@ -296,13 +355,15 @@ class Learner:
     def policy_weights(self, device: torch.device | str = "cpu") -> dict[str, dict[str, torch.Tensor]]:
         """Copies of the online networks' parameters on ``device``, ``{"q1": state_dict, "q2": state_dict}``
         (on the learner's own device: no transfer, no wait for it)."""
-        return {name: {k: v.detach().to(device, copy=True) for k, v in net.state_dict().items()}
-                for name, net in (("q1", self.q1), ("q2", self.q2))}
+        return {
+            name: {k: v.detach().to(device, copy=True) for k, v in net.state_dict().items()}
+            for name, net in (("q1", self.q1), ("q2", self.q2))
+        }
 
     def policy_tensors(self) -> dict[str, dict[str, torch.Tensor]]:
-        """The online networks' own parameters, ``{"q1": {name: tensor}, "q2": ...}`` as :meth:`policy_weights` names
-        them, not copies: they change with the next update (for a reader that copies them first, as the inference
-        endpoint's ``publish`` does; getting them makes no torch call)."""
+        """The online networks' own parameters, ``{"q1": {name: tensor}, "q2": ...}`` as
+        :meth:`policy_weights` names them, not copies: they change with the next update (for a reader that
+        copies them first, as the inference endpoint's ``publish`` does; getting them makes no torch call)."""
         return pair_tensors((self.q1, self.q2))
 
     def state_dict(self) -> dict:
@@ -333,8 +394,9 @@ class Learner:
             getattr(self, name).load_state_dict(state[name])
         with torch.no_grad():
             self.log_alpha.copy_(state["log_alpha"])
-        for optimizer, options, name in zip((self.q_optimizer, self.alpha_optimizer), self._options,
-                                            ("q_optimizer", "alpha_optimizer")):
+        for optimizer, options, name in zip(
+            (self.q_optimizer, self.alpha_optimizer), self._options, ("q_optimizer", "alpha_optimizer")
+        ):
             optimizer.load_state_dict(state[name])
             keep_options(optimizer, options)
         if self.graphs is not None:
@@ -360,8 +422,13 @@ class Learner:
             raise
 
     @classmethod
-    def warm_start(cls, path: str | os.PathLike, agent_cfg: AgentConfig, device: torch.device | str = "cpu",
-                   seed: int = 0) -> Learner:
+    def warm_start(
+        cls,
+        path: str | os.PathLike,
+        agent_cfg: AgentConfig,
+        device: torch.device | str = "cpu",
+        seed: int = 0,
+    ) -> Learner:
         """A new learner (fresh optimisers, counters at 0, ``agent_cfg``) whose online and target
         networks and ``alpha`` come from the checkpoint at ``path`` (its network config is kept)."""
         state = torch.load(os.fspath(path), map_location="cpu", weights_only=True)
@@ -381,4 +448,3 @@ class Learner:
         learner = cls(NetworkConfig(**state["net_cfg"]), AgentConfig(**state["agent_cfg"]), device)
         learner.load_state_dict(state)
         return learner
-

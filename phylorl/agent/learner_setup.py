@@ -1,5 +1,6 @@
-"""How a :class:`~phylorl.agent.learner.Learner` sets itself up on a device: the device named with its index, the
-compiler ``AgentConfig.compile_networks`` needs, the optimisers' implementation options kept across a loaded state."""
+"""How a :class:`~phylorl.agent.learner.Learner` sets itself up on a device: the device named with its index,
+the compiler ``AgentConfig.compile_networks`` needs, the optimisers' implementation options kept across a
+loaded state."""
 
 from __future__ import annotations
 
@@ -7,10 +8,10 @@ import torch
 
 
 def with_index(device: torch.device) -> torch.device:
-    """``device`` with its index (``cuda`` -> ``cuda:0``, the current one): a tensor's device always names it, and
-    ``torch.device("cuda") != torch.device("cuda:0")``. Without it :meth:`Learner.step` would take every batch
-    already on the GPU for one elsewhere and move it again: a no-op call per tensor, each letting the interpreter
-    lock go."""
+    """``device`` with its index (``cuda`` -> ``cuda:0``, the current one): a tensor's device always names it,
+    and ``torch.device("cuda") != torch.device("cuda:0")``. Without it :meth:`Learner.step` would take every
+    batch already on the GPU for one elsewhere and move it again: a no-op call per tensor, each letting the
+    interpreter lock go."""
     if device.type == "cuda" and device.index is None:
         return torch.device("cuda", torch.cuda.current_device())
     return device
@@ -23,20 +24,25 @@ def require_compiler(device: torch.device) -> None:
         from torch.utils._triton import has_triton
 
         if not has_triton():
-            raise ValueError("AgentConfig.compile_networks needs Triton on a CUDA device (CUDA builds of torch ship it)")
+            raise ValueError(
+                "AgentConfig.compile_networks needs Triton on a CUDA device (CUDA builds of torch ship it)"
+            )
         return
     from torch._inductor import cpp_builder
 
     try:
         cpp_builder.get_cpp_compiler()
     except Exception as exc:  # inductor's InvalidCxxCompiler, whose module path moves between releases
-        raise ValueError(f"AgentConfig.compile_networks on the {device.type} needs a C++ compiler (g++ or clang++ "
-                         f"on PATH, or CXX): {str(exc).splitlines()[0]}") from None
+        raise ValueError(
+            f"AgentConfig.compile_networks on the {device.type} needs a C++ compiler (g++ or clang++ "
+            f"on PATH, or CXX): {str(exc).splitlines()[0]}"
+        ) from None
 
 
 def keep_options(optimizer: torch.optim.Optimizer, options: dict) -> None:
-    """A loaded optimiser state takes the saved param groups' ``fused`` and ``capturable``: set this learner's again,
-    with each step count where those implementations keep it (a float32 tensor on the parameter's device)."""
+    """A loaded optimiser state takes the saved param groups' ``fused`` and ``capturable``: set this learner's
+    again, with each step count where those implementations keep it (a float32 tensor on the parameter's
+    device)."""
     for group in optimizer.param_groups:
         group.update(options)
         for param in group["params"]:

@@ -10,13 +10,13 @@ with :math:`Q = \min(Q_{\bar\theta_1}, Q_{\bar\theta_2})` of the target networks
 sets differ in size between states; every sum over actions is a segment reduction. A truncated
 transition (time limit) bootstraps like any other; only a true terminal does not.
 
-The temperature follows :math:`\min_{\log\alpha}\ \log\alpha\,(\mathcal H(\pi(\cdot|s')) - \bar{\mathcal H}_{s'})`
-with target :math:`\bar{\mathcal H}_{s'} = f \log|A_{s'}|`: when the policy is more random than the
-target, ``alpha`` falls (and the policy sharpens), and vice versa. The entropy is that of the
-*online* networks' policy on the batch's next states, whose full action sets the batch already holds
-(the current states carry only their chosen action); it is detached, so only ``alpha`` moves.
-(``AgentConfig.entropy_networks="target"`` uses the target networks' Q-values instead, which the
-value ``V(s')`` has computed already.)
+The temperature follows :math:`\min_{\log\alpha}\ \log\alpha\,(\mathcal H(\pi(\cdot|s')) - \bar{\mathcal
+H}_{s'})` with target :math:`\bar{\mathcal H}_{s'} = f \log|A_{s'}|`: when the policy is more random than the
+target, ``alpha`` falls (and the policy sharpens), and vice versa. The entropy is that of the *online*
+networks' policy on the batch's next states, whose full action sets the batch already holds (the current
+states carry only their chosen action); it is detached, so only ``alpha`` moves.
+(``AgentConfig.entropy_networks="target"`` uses the target networks' Q-values instead, which the value
+``V(s')`` has computed already.)
 """
 
 from __future__ import annotations
@@ -81,8 +81,9 @@ def critic_loss(q1: Tensor, q2: Tensor, target: Tensor, weights: Tensor) -> tupl
     return loss1 + loss2, extra
 
 
-def demonstration_loss(q: Tensor, labels: Tensor, states: Segments, labelled: Tensor, temperature: float,
-                       rank_weight: float) -> tuple[Tensor, Tensor, Tensor]:
+def demonstration_loss(
+    q: Tensor, labels: Tensor, states: Segments, labelled: Tensor, temperature: float, rank_weight: float
+) -> tuple[Tensor, Tensor, Tensor]:
     """Supervised loss of ``Q`` against every move's label on the labelled states.
 
     ``q, labels [A]``; ``states`` groups them into ``G`` states; ``labelled [G]`` bool. Returns

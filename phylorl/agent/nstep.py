@@ -31,18 +31,20 @@ def n_step_transitions(episode: Sequence[Transition], n: int) -> list[Transition
     out = []
     for t in range(len(episode)):
         reward, discount = 0.0, 1.0
-        window = episode[t: t + n]
+        window = episode[t : t + n]
         for step in window:
             reward += discount * step.reward
             discount *= step.discount
         last = window[-1]
-        out.append(Transition(
-            obs=episode[t].obs,
-            action=episode[t].action,
-            reward=reward,
-            next_obs=last.next_obs,
-            terminal=last.terminal,
-            truncated=last.truncated,
-            discount=discount,
-        ))
+        out.append(
+            Transition(
+                obs=episode[t].obs,
+                action=episode[t].action,
+                reward=reward,
+                next_obs=last.next_obs,
+                terminal=last.terminal,
+                truncated=last.truncated,
+                discount=discount,
+            )
+        )
     return out

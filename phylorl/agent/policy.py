@@ -41,8 +41,10 @@ def resolve_checkpoint(path: str | os.PathLike) -> Path:
         target = latest_checkpoint(directory)
         if target is not None:
             return target
-    raise FileNotFoundError(f"{str(path)!r} is a directory without checkpoints/latest: pass a checkpoint file "
-                            "or a training run directory")
+    raise FileNotFoundError(
+        f"{str(path)!r} is a directory without checkpoints/latest: pass a checkpoint file "
+        "or a training run directory"
+    )
 
 
 DEFAULT_TABU = 20
@@ -66,8 +68,13 @@ class AgentPolicy:
             models/README.md).
     """
 
-    def __init__(self, nets: tuple[QNetwork, QNetwork], alpha: float = 1.0, tabu: int = DEFAULT_TABU,
-                 reduce: str = "min"):
+    def __init__(
+        self,
+        nets: tuple[QNetwork, QNetwork],
+        alpha: float = 1.0,
+        tabu: int = DEFAULT_TABU,
+        reduce: str = "min",
+    ):
         if len(nets) != 2:
             raise ValueError(f"AgentPolicy needs the two Q networks, got {len(nets)}")
         if tabu < 0:
@@ -91,14 +98,17 @@ class AgentPolicy:
         return cls(nets, learner.alpha, tabu)
 
     @classmethod
-    def from_checkpoint(cls, path: str | os.PathLike, device: torch.device | str = "cpu",
-                        tabu: int = DEFAULT_TABU) -> AgentPolicy:
+    def from_checkpoint(
+        cls, path: str | os.PathLike, device: torch.device | str = "cpu", tabu: int = DEFAULT_TABU
+    ) -> AgentPolicy:
         """A policy from a :meth:`Learner.save` checkpoint file or a training run directory."""
         file = resolve_checkpoint(path)
         try:
             state = torch.load(file, map_location="cpu", weights_only=True)
         except Exception:  # torch raises several types for a file that is not a checkpoint
-            raise ValueError(f"{file}: not a learner checkpoint (torch cannot read it as a saved checkpoint)") from None
+            raise ValueError(
+                f"{file}: not a learner checkpoint (torch cannot read it as a saved checkpoint)"
+            ) from None
         if not isinstance(state, dict) or state.get("format") != CHECKPOINT_FORMAT:
             raise ValueError(f"{file}: not a learner checkpoint of format {CHECKPOINT_FORMAT}")
         try:
@@ -113,8 +123,8 @@ class AgentPolicy:
 
     @torch.inference_mode()
     def q_values(self, env: TreeEnv) -> np.ndarray:
-        """The twin networks' values (their min, or their mean with ``reduce="mean"``) of every move of ``env``'s
-        current state, float ``[A]``."""
+        """The twin networks' values (their min, or their mean with ``reduce="mean"``) of every move of
+        ``env``'s current state, float ``[A]``."""
         graphs, actions = self._inputs(env)
         if self._twin is not None:
             return self._twin(graphs, actions, reduce=self.reduce).cpu().numpy()
@@ -138,7 +148,7 @@ class AgentPolicy:
         if neighbor_key(env.tree, env.moves[best]) not in self._visited:
             return best  # the usual case: no sort needed
         order = np.argsort(-q, kind="stable")
-        for action in order[1: self.tabu]:
+        for action in order[1 : self.tabu]:
             if neighbor_key(env.tree, env.moves[action]) not in self._visited:
                 return int(action)
         return int(order[0])
@@ -148,8 +158,15 @@ class GuidedClimb(RankedClimb):
     """Hill-climbing whose candidate moves are ordered by an agent (:class:`~phylorl.env.search.RankedClimb`
     on ``min(Q1, Q2)``): the top 5% of moves (at least 8) by the agent's values are scored first."""
 
-    def __init__(self, agent: AgentPolicy, top: float = 0.05, min_top: int = 8, certify: bool = True,
-                 lazy_margin: float | None = None, lazy_top: int | None = None):
+    def __init__(
+        self,
+        agent: AgentPolicy,
+        top: float = 0.05,
+        min_top: int = 8,
+        certify: bool = True,
+        lazy_margin: float | None = None,
+        lazy_top: int | None = None,
+    ):
         super().__init__(top, min_top, certify, lazy_margin, lazy_top)
         self.agent = agent
 
@@ -161,16 +178,22 @@ POLISH_RESTARTS = 5
 """Perturb-and-climb rounds of :func:`polish` after its first climb."""
 
 POLISH_LAZY_TOP = 4
-"""Of the agent's top moves in a step of :func:`polish`, the 4 best by lazy SPR score are evaluated fully first
-(``RankedClimb.lazy_top``)."""
+"""Of the agent's top moves in a step of :func:`polish`, the 4 best by lazy SPR score are evaluated fully
+first (``RankedClimb.lazy_top``)."""
 
 POLISH_LAZY_MARGIN = 10.0
-"""When none of the agent's top moves improves in the last climb of :func:`polish`, the other moves get lazy SPR
-scores and only those within this many log-likelihood units are evaluated fully (``RankedClimb.lazy_margin``)."""
+"""When none of the agent's top moves improves in the last climb of :func:`polish`, the other moves get lazy
+SPR scores and only those within this many log-likelihood units are evaluated fully
+(``RankedClimb.lazy_margin``)."""
 
 
-def polish(env: TreeEnv, agent: AgentPolicy | None, restarts: int = POLISH_RESTARTS,
-           rng: np.random.Generator | None = None, distinct: bool = True):
+def polish(
+    env: TreeEnv,
+    agent: AgentPolicy | None,
+    restarts: int = POLISH_RESTARTS,
+    rng: np.random.Generator | None = None,
+    distinct: bool = True,
+):
     """Finish a search from ``env``'s current tree (an agent's answer): agent-guided climbs with
     ``restarts`` perturb-and-climb rounds (each climb stops when none of the agent's top moves
     improves), then one certified climb from the best tree, so the answer is an SPR local optimum
@@ -184,12 +207,23 @@ def polish(env: TreeEnv, agent: AgentPolicy | None, restarts: int = POLISH_RESTA
     if agent is None:
         return run_search(env, "hillclimb", steps=None, restarts=restarts, rng=rng, distinct=distinct)
     return ranked_climb_with_restarts(
-        env, lambda certify: GuidedClimb(agent, certify=certify, lazy_margin=POLISH_LAZY_MARGIN,
-                                         lazy_top=POLISH_LAZY_TOP), restarts, rng)
+        env,
+        lambda certify: GuidedClimb(
+            agent, certify=certify, lazy_margin=POLISH_LAZY_MARGIN, lazy_top=POLISH_LAZY_TOP
+        ),
+        restarts,
+        rng,
+    )
 
 
-def evaluate_episodes(policy: str | Policy, entry: EnvAlignment, episodes: int, steps: int, seed: int = 0,
-                      env_cfg: EnvConfig | None = None) -> list[SearchResult]:
+def evaluate_episodes(
+    policy: str | Policy,
+    entry: EnvAlignment,
+    episodes: int,
+    steps: int,
+    seed: int = 0,
+    env_cfg: EnvConfig | None = None,
+) -> list[SearchResult]:
     """Run ``policy`` for ``steps`` moves from ``episodes`` start trees of ``entry``.
 
     Episode ``e`` starts in ``TreeEnv([entry], env_cfg, seed=seed + e)`` (start trees and their
@@ -209,7 +243,16 @@ def evaluate_episodes(policy: str | Policy, entry: EnvAlignment, episodes: int, 
     return results
 
 
-def evaluate_policy(policy: str | Policy, entry: EnvAlignment, episodes: int, steps: int, seed: int = 0,
-                    env_cfg: EnvConfig | None = None) -> list[float]:
+def evaluate_policy(
+    policy: str | Policy,
+    entry: EnvAlignment,
+    episodes: int,
+    steps: int,
+    seed: int = 0,
+    env_cfg: EnvConfig | None = None,
+) -> list[float]:
     """ΔlogL (final − start) of each episode of :func:`evaluate_episodes`."""
-    return [r.final_loglik - r.start_loglik for r in evaluate_episodes(policy, entry, episodes, steps, seed, env_cfg)]
+    return [
+        r.final_loglik - r.start_loglik
+        for r in evaluate_episodes(policy, entry, episodes, steps, seed, env_cfg)
+    ]

@@ -1,8 +1,8 @@
 """A background prefetcher that keeps the learner's batches ready on its device.
 
-:class:`Prefetcher` samples and collates on threads and brings each batch to the device (:func:`~phylorl.agent.
-transfer.on_device`: pinned memory and asynchronous copies on a GPU), so that the learner's update only ever waits
-for data that is not yet sampled.
+:class:`Prefetcher` samples and collates on threads and brings each batch to the device
+(:func:`~phylorl.agent. transfer.on_device`: pinned memory and asynchronous copies on a GPU), so that the
+learner's update only ever waits for data that is not yet sampled.
 """
 
 from __future__ import annotations
@@ -19,8 +19,9 @@ from phylorl.agent.transfer import Block, Stager, mark_for, on_device
 from phylorl.nets.inputs import Batch
 
 Sample = tuple["Batch | Block", Any]
-"""What a prefetcher's source returns: a batch collated on the host (:func:`phylorl.records.collate.collate_records`),
-maybe packed in one buffer, and opaque info (e.g. replay keys) handed back with the batch."""
+"""What a prefetcher's source returns: a batch collated on the host
+(:func:`phylorl.records.collate.collate_records`), maybe packed in one buffer, and opaque info (e.g. replay
+keys) handed back with the batch."""
 
 
 class Prefetcher:
@@ -36,8 +37,14 @@ class Prefetcher:
     Use as a context manager or call :meth:`close`.
     """
 
-    def __init__(self, sample: Callable[[], Sample | None], device: torch.device | str = "cpu",
-                 depth: int = 2, idle_wait_s: float = 0.01, workers: int = 1):
+    def __init__(
+        self,
+        sample: Callable[[], Sample | None],
+        device: torch.device | str = "cpu",
+        depth: int = 2,
+        idle_wait_s: float = 0.01,
+        workers: int = 1,
+    ):
         if depth < 1:
             raise ValueError(f"depth must be >= 1, got {depth}")
         if workers < 1:
@@ -50,15 +57,18 @@ class Prefetcher:
         self._queue: queue.Queue = queue.Queue(maxsize=depth)
         self._stop = threading.Event()
         self._error: BaseException | None = None
-        self._threads = [threading.Thread(target=self._run, name=f"batch-prefetcher-{i}", daemon=True)
-                         for i in range(workers)]
+        self._threads = [
+            threading.Thread(target=self._run, name=f"batch-prefetcher-{i}", daemon=True)
+            for i in range(workers)
+        ]
         for thread in self._threads:
             thread.start()
 
     def _run(self) -> None:
         cuda = self._device.type == "cuda"
         stream = torch.cuda.Stream(self._device) if cuda else None
-        stager = Stager(pinned=True) if cuda else None  # this thread's: reused once its copy is done (synchronize)
+        # this thread's: reused once its copy is done (synchronize)
+        stager = Stager(pinned=True) if cuda else None
         try:
             while not self._stop.is_set():
                 drawn = self._sample()
@@ -66,7 +76,8 @@ class Prefetcher:
                     self._stop.wait(self._idle_wait_s)
                     continue
                 items, info = drawn
-                if cuda:  # marked for the consumer's stream here, not on the consumer's thread (each torch call
+                # marked for the consumer's stream here, not on the consumer's thread (each torch call
+                if cuda:
                     # there waits for the lock): a staged batch in its one call to the device
                     with torch.cuda.stream(stream):
                         batch = on_device(items, self._device, True, stager, self._consumer)
@@ -100,7 +111,8 @@ class Prefetcher:
             raise RuntimeError("the prefetcher's sampling thread failed") from item
         batch, info = item
         if self._consumer is not None and torch.cuda.current_stream(self._device) != self._consumer:
-            mark_for(batch, torch.cuda.current_stream(self._device))  # used on another stream than its maker's
+            # used on another stream than its maker's
+            mark_for(batch, torch.cuda.current_stream(self._device))
         return batch, info
 
     def close(self, timeout: float = 5.0) -> None:

@@ -1,12 +1,13 @@
-"""A learner batch onto its device: packed into one host buffer, moved in one transfer, its moves expanded there;
-and an update's results back to the host in one call.
+"""A learner batch onto its device: packed into one host buffer, moved in one transfer, its moves expanded
+there; and an update's results back to the host in one call.
 
-:func:`on_device` brings a batch made from records (:func:`phylorl.records.collate.collate_records`) to the update's
-device. On a GPU a :class:`Stager` packs the batch's tensors into one pinned buffer (a :class:`Block`: one transfer
-instead of one per tensor), and :func:`arrive` makes the device copy, its tensors' views and the expansion of its
-compact moves in one compiled call. Each torch call made from Python lets the interpreter lock go and waits to take
-it back from the learner's other threads (the inference endpoint's, the prefetch threads), so the host work here
-is byte copies through memoryviews and one-call functions (:mod:`phylorl.nets.one_call`).
+:func:`on_device` brings a batch made from records (:func:`phylorl.records.collate.collate_records`) to the
+update's device. On a GPU a :class:`Stager` packs the batch's tensors into one pinned buffer (a
+:class:`Block`: one transfer instead of one per tensor), and :func:`arrive` makes the device copy, its
+tensors' views and the expansion of its compact moves in one compiled call. Each torch call made from Python
+lets the interpreter lock go and waits to take it back from the learner's other threads (the inference
+endpoint's, the prefetch threads), so the host work here is byte copies through memoryviews and one-call
+functions (:mod:`phylorl.nets.one_call`).
 """
 
 from __future__ import annotations
@@ -28,12 +29,17 @@ from phylorl.nets.one_call import one_call
 from phylorl.records.collate import expand_on_host
 
 
-def on_device(batch: Batch | Block, device: torch.device | str, pin_memory: bool = False,
-              stager: Stager | None = None, consumer: torch.Stream | None = None) -> Batch:
+def on_device(
+    batch: Batch | Block,
+    device: torch.device | str,
+    pin_memory: bool = False,
+    stager: Stager | None = None,
+    consumer: torch.Stream | None = None,
+) -> Batch:
     """``batch`` on ``device`` with its next actions expanded there when they are :class:`CompactActions`. A
-    :class:`Block` (a batch packed in one host buffer), or a batch packed by ``stager`` on the way, goes to a CUDA
-    device in one call (:func:`arrive`). ``consumer``: a CUDA stream other than the current one that will use the
-    batch: its memory is marked for it (``record_stream``)."""
+    :class:`Block` (a batch packed in one host buffer), or a batch packed by ``stager`` on the way, goes to a
+    CUDA device in one call (:func:`arrive`). ``consumer``: a CUDA stream other than the current one that will
+    use the batch: its memory is marked for it (``record_stream``)."""
     device = torch.device(device)
     if stager is not None and device.type == "cuda" and isinstance(batch, Batch):
         batch = stager.stage(batch)
@@ -44,15 +50,19 @@ def on_device(batch: Batch | Block, device: torch.device | str, pin_memory: bool
     else:
         batch = move_to(batch, device, pin_memory)
     if isinstance(batch.next_actions, CompactActions):
-        batch = dataclasses.replace(batch, next_actions=expand_on_host(batch.next_actions)
-                                    if batch.reward.device.type == "cpu" else expand_actions(batch.next_actions))
+        batch = dataclasses.replace(
+            batch,
+            next_actions=expand_on_host(batch.next_actions)
+            if batch.reward.device.type == "cpu"
+            else expand_actions(batch.next_actions),
+        )
     return mark_for(batch, consumer)
 
 
 def mark_for(batch, consumer: torch.Stream | None):
     """``batch``, its memory marked for use on the ``consumer`` stream (``record_stream``, one call per memory
-    block: :func:`storages`) when one is given: the allocator then waits for that stream's work before it reuses
-    the memory."""
+    block: :func:`storages`) when one is given: the allocator then waits for that stream's work before it
+    reuses the memory."""
     if consumer is not None:
         for tensor in storages(batch):
             tensor.record_stream(consumer)
@@ -107,9 +117,9 @@ class _Rebuilder(pickle.Unpickler):  # the object back, its tensors the views gi
 
 @dataclass(frozen=True)
 class Block:
-    """A packed object in a host buffer ``data`` (where :func:`pack` wrote it; ``pinned`` when that buffer is, for
-    a fast transfer). ``typed``: the buffer's views per element type, kept by the :class:`Stager` that wrote it
-    (made once per buffer instead of once per block)."""
+    """A packed object in a host buffer ``data`` (where :func:`pack` wrote it; ``pinned`` when that buffer is,
+    for a fast transfer). ``typed``: the buffer's views per element type, kept by the :class:`Stager` that
+    wrote it (made once per buffer instead of once per block)."""
 
     packed: Packed
     data: Tensor
@@ -120,7 +130,9 @@ class Block:
         """The object, its tensors views of ``data``."""
         return unpack(self.packed, self.data)
 
-    def to(self, device: torch.device | str, non_blocking: bool = False, consumer: torch.Stream | None = None):
+    def to(
+        self, device: torch.device | str, non_blocking: bool = False, consumer: torch.Stream | None = None
+    ):
         """The object on ``device``: :func:`arrive`."""
         return arrive(self, torch.device(device), non_blocking, consumer)
 
@@ -131,8 +143,9 @@ class Block:
 
 
 class Stager:
-    """Packs host objects into one buffer of its own (grown as needed) as :class:`Block` s, pinned for a fast transfer
-    to a GPU. One per thread: a block must have been used before the next :meth:`stage` writes the buffer again."""
+    """Packs host objects into one buffer of its own (grown as needed) as :class:`Block` s, pinned for a fast
+    transfer to a GPU. One per thread: a block must have been used before the next :meth:`stage` writes the
+    buffer again."""
 
     def __init__(self, pinned: bool = False):
         self.pinned = pinned
@@ -147,9 +160,9 @@ class Stager:
 
     def reserve(self, skeleton, sized: tuple[bytes, list[Tensor], int] | None = None) -> tuple[Block, list]:
         """A block laid out for ``skeleton`` (an object whose tensors only give shapes and dtypes: e.g. on the
-        ``meta`` device), nothing written: ``(block, arrays)``, ``arrays`` the numpy views of the buffer where its
-        tensors lie, in field order, for the caller to fill. ``sized``: :func:`packed_size` of ``skeleton`` when the
-        caller keeps it. The views of a layout are made once per buffer."""
+        ``meta`` device), nothing written: ``(block, arrays)``, ``arrays`` the numpy views of the buffer where
+        its tensors lie, in field order, for the caller to fill. ``sized``: :func:`packed_size` of
+        ``skeleton`` when the caller keeps it. The views of a layout are made once per buffer."""
         structure, tensors, nbytes = sized if sized is not None else packed_size(skeleton)
         buffer = self._fit(nbytes)
         where = tuple(_layout(tensors)[0])
@@ -158,13 +171,16 @@ class Stager:
         if arrays is None:
             if len(self._views) >= 64:
                 self._views.clear()
-            arrays = self._views[key] = [v.numpy() for v in unpack(Packed(b"", where, nbytes), buffer, structure=False)]
+            arrays = self._views[key] = [
+                v.numpy() for v in unpack(Packed(b"", where, nbytes), buffer, structure=False)
+            ]
         return Block(Packed(structure, where, nbytes), buffer, self.pinned, self._typed), arrays
 
     def _fit(self, nbytes: int) -> Tensor:
         if self._buffer is None or self._buffer.numel() < nbytes:
-            self._buffer = torch.empty(aligned(int(nbytes * GROWTH) + ALIGN), dtype=torch.uint8,
-                                       pin_memory=self.pinned)
+            self._buffer = torch.empty(
+                aligned(int(nbytes * GROWTH) + ALIGN), dtype=torch.uint8, pin_memory=self.pinned
+            )
             self._views = {}
             self._typed = {}
         return self._buffer
@@ -180,9 +196,9 @@ def packed_size(obj) -> tuple[bytes, list[Tensor], int]:
 
 
 def pack(obj, buffer: Tensor, sized: tuple[bytes, list[Tensor], int] | None = None) -> Packed:
-    """Write every tensor of ``obj`` (CPU tensors) into ``buffer`` (a flat ``uint8`` CPU tensor) through memoryviews
-    (:func:`byte_view`); returns where they are. ``sized``: :func:`packed_size` of ``obj`` when the caller has it.
-    ``ValueError`` when ``buffer`` is too small."""
+    """Write every tensor of ``obj`` (CPU tensors) into ``buffer`` (a flat ``uint8`` CPU tensor) through
+    memoryviews (:func:`byte_view`); returns where they are. ``sized``: :func:`packed_size` of ``obj`` when
+    the caller has it. ``ValueError`` when ``buffer`` is too small."""
     structure, tensors, nbytes = sized if sized is not None else packed_size(obj)
     if buffer.dtype != torch.uint8 or buffer.dim() != 1:
         raise ValueError(f"the buffer must be a flat uint8 tensor, got {buffer.dtype} {tuple(buffer.shape)}")
@@ -195,20 +211,21 @@ def pack(obj, buffer: Tensor, sized: tuple[bytes, list[Tensor], int] | None = No
     dst = memoryview(buffer.numpy())
     for t, (at, _, _) in zip(tensors, where):
         src = byte_view(t.detach().numpy())
-        dst[at: at + src.nbytes] = src
+        dst[at : at + src.nbytes] = src
     return Packed(structure, tuple(where), nbytes)
 
 
 def byte_view(array: np.ndarray) -> memoryview:
-    """``array``'s bytes (C order) as a flat memoryview: assigning it into another memoryview is one ``memcpy``
-    that keeps the interpreter lock (numpy's and torch's copies let it go, and then wait to take it back)."""
+    """``array``'s bytes (C order) as a flat memoryview: assigning it into another memoryview is one
+    ``memcpy`` that keeps the interpreter lock (numpy's and torch's copies let it go, and then wait to take it
+    back)."""
     return memoryview(np.ascontiguousarray(array).reshape(-1).view(np.uint8))
 
 
 def _layout(tensors: list[Tensor]) -> tuple[list[tuple[int, torch.dtype, tuple[int, ...]]], int]:
-    """``(offset, dtype, shape)`` of each tensor (in their order) and the bytes used: laid out from offset 0, each
-    aligned, those of one element type together (types in order of first use), so that each type's tensors are one
-    span of the buffer (:class:`Plan`)."""
+    """``(offset, dtype, shape)`` of each tensor (in their order) and the bytes used: laid out from offset 0,
+    each aligned, those of one element type together (types in order of first use), so that each type's
+    tensors are one span of the buffer (:class:`Plan`)."""
     kinds: dict[torch.dtype, list[int]] = {}
     for i, t in enumerate(tensors):
         kinds.setdefault(t.dtype, []).append(i)
@@ -224,22 +241,24 @@ def _layout(tensors: list[Tensor]) -> tuple[list[tuple[int, torch.dtype, tuple[i
 
 
 def unpack(packed: Packed, buffer: Tensor, structure: bool = True):
-    """The object :func:`pack` wrote, its tensors views of ``buffer`` (valid while the buffer is not written again),
-    made in one call (:func:`_views`); ``structure=False``: only the list of views."""
+    """The object :func:`pack` wrote, its tensors views of ``buffer`` (valid while the buffer is not written
+    again), made in one call (:func:`_views`); ``structure=False``: only the list of views."""
     p = Plan.of(packed)
     views, _ = _views()([_typed(buffer, k) for k in p.kinds], p.which, p.start, p.count, p.shapes)
     return rebuild(packed.structure, views) if structure else views
 
 
 def rebuild(structure: bytes, views: list):
-    """The object pickled as ``structure`` (:func:`pack`), its tensors ``views[i]`` (anything, for each ``i``)."""
+    """The object pickled as ``structure`` (:func:`pack`), its tensors ``views[i]`` (anything, for each
+    ``i``)."""
     return _Rebuilder(io.BytesIO(structure), views).load()
 
 
 @dataclass(frozen=True)
 class Plan:
-    """A packed object's tensors as views per element type: ``kinds`` (in order of first use); per tensor its kind,
-    start (in elements), count, shape and start within its kind's ``span`` (the one run of the buffer it lies in)."""
+    """A packed object's tensors as views per element type: ``kinds`` (in order of first use); per tensor its
+    kind, start (in elements), count, shape and start within its kind's ``span`` (the one run of the buffer it
+    lies in)."""
 
     kinds: list[torch.dtype]
     which: list[int]
@@ -260,10 +279,22 @@ class Plan:
             start.append(at // dtype.itemsize)
             count.append(math.prod(shape))
             shapes.append(list(shape))
-        ends = [(min((s for s, w in zip(start, which) if w == k), default=0),
-                 max((s + n for s, n, w in zip(start, count, which) if w == k), default=0)) for k in range(len(kinds))]
-        return Plan(kinds, which, start, count, shapes, [(lo, hi - lo) for lo, hi in ends],
-                    [s - ends[w][0] for s, w in zip(start, which)])
+        ends = [
+            (
+                min((s for s, w in zip(start, which) if w == k), default=0),
+                max((s + n for s, n, w in zip(start, count, which) if w == k), default=0),
+            )
+            for k in range(len(kinds))
+        ]
+        return Plan(
+            kinds,
+            which,
+            start,
+            count,
+            shapes,
+            [(lo, hi - lo) for lo, hi in ends],
+            [s - ends[w][0] for s, w in zip(start, which)],
+        )
 
 
 def _typed(buffer: Tensor, kind: torch.dtype) -> Tensor:
@@ -272,8 +303,9 @@ def _typed(buffer: Tensor, kind: torch.dtype) -> Tensor:
     return (buffer if n % kind.itemsize == 0 else buffer.narrow(0, 0, n - n % kind.itemsize)).view(kind)
 
 
-def tensor_views(typed: list[Tensor], which: list[int], start: list[int], count: list[int],
-                 shapes: list[list[int]]) -> list[Tensor]:
+def tensor_views(
+    typed: list[Tensor], which: list[int], start: list[int], count: list[int], shapes: list[list[int]]
+) -> list[Tensor]:
     """Per tensor ``typed[which].narrow(0, start, count)`` viewed as ``shape`` (TorchScript: called inside the
     one-call functions)."""
     out: list[Tensor] = []
@@ -282,8 +314,9 @@ def tensor_views(typed: list[Tensor], which: list[int], start: list[int], count:
     return out
 
 
-def _views_kept(typed: list[Tensor], which: list[int], start: list[int], count: list[int],
-                shapes: list[list[int]]) -> tuple[list[Tensor], list[Tensor]]:
+def _views_kept(
+    typed: list[Tensor], which: list[int], start: list[int], count: list[int], shapes: list[list[int]]
+) -> tuple[list[Tensor], list[Tensor]]:
     """:func:`tensor_views`, and ``typed`` (kept to the end: :mod:`~phylorl.nets.one_call`)."""
     return tensor_views(typed, which, start, count, shapes), typed
 
@@ -300,35 +333,52 @@ def aligned(at: int) -> int:
 
 
 COMPACT_TENSORS = tuple(f.name for f in dataclasses.fields(CompactActions) if f.name != "uniform")
-"""The tensor fields of :class:`CompactActions`, in :func:`~phylorl.nets.compact_actions.expand_tensors`' order."""
+"""The tensor fields of :class:`CompactActions`, in :func:`~phylorl.nets.compact_actions.expand_tensors`'
+order."""
 
 
-def arrive(block: Block, device: torch.device, non_blocking: bool = False, consumer: torch.Stream | None = None):
-    """The object packed in ``block`` on ``device`` in one call: its tensors views of one copy per element type, a
-    top-level field holding :class:`CompactActions` replaced by its expansion. ``non_blocking``: asynchronous copies
-    (``block.data`` pinned, and not written again before the stream has done them); ``consumer``: a CUDA stream that
-    will use the result, its memory marked for it. On the host device the views alias ``block.data``."""
+def arrive(
+    block: Block, device: torch.device, non_blocking: bool = False, consumer: torch.Stream | None = None
+):
+    """The object packed in ``block`` on ``device`` in one call: its tensors views of one copy per element
+    type, a top-level field holding :class:`CompactActions` replaced by its expansion. ``non_blocking``:
+    asynchronous copies (``block.data`` pinned, and not written again before the stream has done them);
+    ``consumer``: a CUDA stream that will use the result, its memory marked for it. On the host device the
+    views alias ``block.data``."""
     p = Plan.of(block.packed)
     found = _compact_fields(block.packed.structure)
     moves = 0
     if found is not None:
         moves = block.packed.tensors[found[1][COMPACT_TENSORS.index("shared_row")]][2][0]
-    views, expanded, _ = _arrival()(block.typed_views(p.kinds), [lo for lo, _ in p.span], [n for _, n in p.span],
-                                       p.which, p.in_run, p.count, p.shapes, found[1] if found else [], moves,
-                                       device, non_blocking, consumer)
+    views, expanded, _ = _arrival()(
+        block.typed_views(p.kinds),
+        [lo for lo, _ in p.span],
+        [n for _, n in p.span],
+        p.which,
+        p.in_run,
+        p.count,
+        p.shapes,
+        found[1] if found else [],
+        moves,
+        device,
+        non_blocking,
+        consumer,
+    )
     obj = rebuild(block.packed.structure, views)
     if found is None:
         return obj
     name, indices, uniform = found
     sizes = views[indices[COMPACT_TENSORS.index("sizes")]]
-    return dataclasses.replace(obj, **{name: action_batch(expanded[0], expanded[1], expanded[2], sizes, uniform)})
+    return dataclasses.replace(
+        obj, **{name: action_batch(expanded[0], expanded[1], expanded[2], sizes, uniform)}
+    )
 
 
 @functools.lru_cache(maxsize=64)
 def _compact_fields(structure: bytes) -> tuple[str, list[int], int | None] | None:
-    """``(field, indices, uniform)`` of the object pickled as ``structure`` when a top-level dataclass field of it holds
-    :class:`CompactActions` (its name, its tensors' numbers in :data:`COMPACT_TENSORS` order, its ``uniform``); else
-    ``None``. Read once per structure."""
+    """``(field, indices, uniform)`` of the object pickled as ``structure`` when a top-level dataclass field
+    of it holds :class:`CompactActions` (its name, its tensors' numbers in :data:`COMPACT_TENSORS` order, its
+    ``uniform``); else ``None``. Read once per structure."""
     skeleton = rebuild(structure, _Numbers())
     if not dataclasses.is_dataclass(skeleton):
         return None
@@ -346,13 +396,24 @@ class _Numbers:
         return i
 
 
-def _arrive(host: list[Tensor], first: list[int], elements: list[int], which: list[int], in_run: list[int],
-            count: list[int], shapes: list[list[int]], compact: list[int], moves: int, device: torch.device,
-            non_blocking: bool, consumer: torch.Stream | None) -> tuple[list[Tensor], list[Tensor], list[Tensor]]:
-    """``(views, expanded, host)``: per element type its run of ``host`` copied to ``device``; per tensor its view of
-    its type's copy (``in_run``: its start there); the ``(nodes, meta, index)`` of the compact moves whose tensors
-    are ``compact`` (none when empty); the copies marked for ``consumer`` when given. ``host`` is returned to keep it
-    to the end of the call (:mod:`~phylorl.nets.one_call`)."""
+def _arrive(
+    host: list[Tensor],
+    first: list[int],
+    elements: list[int],
+    which: list[int],
+    in_run: list[int],
+    count: list[int],
+    shapes: list[list[int]],
+    compact: list[int],
+    moves: int,
+    device: torch.device,
+    non_blocking: bool,
+    consumer: torch.Stream | None,
+) -> tuple[list[Tensor], list[Tensor], list[Tensor]]:
+    """``(views, expanded, host)``: per element type its run of ``host`` copied to ``device``; per tensor its
+    view of its type's copy (``in_run``: its start there); the ``(nodes, meta, index)`` of the compact moves
+    whose tensors are ``compact`` (none when empty); the copies marked for ``consumer`` when given. ``host``
+    is returned to keep it to the end of the call (:mod:`~phylorl.nets.one_call`)."""
     copies: list[Tensor] = []
     for k in range(len(host)):
         copies.append(host[k].narrow(0, first[k], elements[k]).to(device, non_blocking=non_blocking))
@@ -360,8 +421,19 @@ def _arrive(host: list[Tensor], first: list[int], elements: list[int], which: li
     expanded: list[Tensor] = []
     if len(compact) > 0:
         c = compact
-        nodes, meta, index = expand_tensors(views[c[0]], views[c[1]], views[c[2]], views[c[3]], views[c[4]],
-                                            views[c[5]], views[c[6]], views[c[7]], views[c[8]], views[c[9]], moves)
+        nodes, meta, index = expand_tensors(
+            views[c[0]],
+            views[c[1]],
+            views[c[2]],
+            views[c[3]],
+            views[c[4]],
+            views[c[5]],
+            views[c[6]],
+            views[c[7]],
+            views[c[8]],
+            views[c[9]],
+            moves,
+        )
         expanded = [nodes, meta, index]
     if consumer is not None:
         for t in copies + expanded:
@@ -376,7 +448,8 @@ def _arrival():
 
 
 def to_host(values: Tensor, priorities: Tensor) -> Tensor:
-    """``values`` then ``priorities`` (as ``values``' dtype) in one host tensor, in one call (the update's one sync)."""
+    """``values`` then ``priorities`` (as ``values``' dtype) in one host tensor, in one call (the update's one
+    sync)."""
     both, _ = _gathered()(values, priorities)
     return both
 

@@ -69,8 +69,14 @@ class LabelledState:
     n_taxa: int
 
 
-def label_episode(entry: EnvAlignment, env_cfg: EnvConfig, cfg: WarmStartConfig, seed: int,
-                  policy=None, deadline: float | None = None) -> list[LabelledState]:
+def label_episode(
+    entry: EnvAlignment,
+    env_cfg: EnvConfig,
+    cfg: WarmStartConfig,
+    seed: int,
+    policy=None,
+    deadline: float | None = None,
+) -> list[LabelledState]:
     """Labelled states of one episode from a random start (see module docstring); the episode
     ends early once ``time.time()`` passes ``deadline``."""
     env = TreeEnv([entry], env_cfg, seed=seed)
@@ -93,13 +99,17 @@ def label_episode(entry: EnvAlignment, env_cfg: EnvConfig, cfg: WarmStartConfig,
     return out
 
 
-def fit(learner, states: list[LabelledState], cfg: WarmStartConfig, seed: int = 0, on_epoch=None) -> list[dict]:
+def fit(
+    learner, states: list[LabelledState], cfg: WarmStartConfig, seed: int = 0, on_epoch=None
+) -> list[dict]:
     """Fit ``learner``'s two online networks to ``states`` (targets copied from them at the end)."""
     if not states:
         raise ValueError("no labelled states to fit")
     if states[0].obs.features != learner.net_cfg.features:
-        raise ValueError(f"the states have the {states[0].obs.features} features, the network reads the "
-                         f"{learner.net_cfg.features} ones")
+        raise ValueError(
+            f"the states have the {states[0].obs.features} features, the network reads the "
+            f"{learner.net_cfg.features} ones"
+        )
     device = learner.device
     params = [*learner.q1.parameters(), *learner.q2.parameters()]
     optimizer = torch.optim.Adam(params, lr=cfg.lr)
@@ -114,15 +124,16 @@ def fit(learner, states: list[LabelledState], cfg: WarmStartConfig, seed: int = 
         sums = np.zeros(3)
         batches = 0
         for start in range(0, len(order), cfg.batch_states):
-            chunk = [states[i] for i in order[start:start + cfg.batch_states]]
+            chunk = [states[i] for i in order[start : start + cfg.batch_states]]
             graphs, actions = move_to(state_inputs([s.obs for s in chunk]), device)
             labels = torch.from_numpy(np.concatenate([s.rewards for s in chunk])).to(device)
             everything = torch.ones(len(chunk), dtype=torch.bool, device=device)
             total = 0.0
             parts = np.zeros(2)
             for net in (learner.q1, learner.q2):
-                loss, mse, ce = demonstration_loss(net(graphs, actions), labels, actions.states, everything,
-                                                   cfg.temperature, cfg.rank_weight)
+                loss, mse, ce = demonstration_loss(
+                    net(graphs, actions), labels, actions.states, everything, cfg.temperature, cfg.rank_weight
+                )
                 total = total + loss
                 parts += (float(mse.detach()), float(ce.detach()))
             optimizer.zero_grad(set_to_none=True)
@@ -132,7 +143,12 @@ def fit(learner, states: list[LabelledState], cfg: WarmStartConfig, seed: int = 
             schedule.step()
             sums += (float(total.detach()) / 2, *(parts / 2))
             batches += 1
-        record = {"epoch": epoch + 1, "loss": sums[0] / batches, "mse": sums[1] / batches, "ce": sums[2] / batches}
+        record = {
+            "epoch": epoch + 1,
+            "loss": sums[0] / batches,
+            "mse": sums[1] / batches,
+            "ce": sums[2] / batches,
+        }
         history.append(record)
         if on_epoch is not None:
             on_epoch(record)

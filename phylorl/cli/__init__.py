@@ -22,9 +22,7 @@ COMMANDS = {
 }
 
 # other names of a sub-command (same module, same flags)
-ALIASES = {
-    "eval": ["evaluate"],
-}
+ALIASES = {"eval": ["evaluate"]}
 
 
 class CliError(Exception):
@@ -39,8 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, module_name in COMMANDS.items():
         module = importlib.import_module(f"{__name__}.{module_name}")
-        p = sub.add_parser(name, aliases=ALIASES.get(name, []), help=module.HELP,
-                           description=module.__doc__)
+        p = sub.add_parser(name, aliases=ALIASES.get(name, []), help=module.HELP, description=module.__doc__)
         module.add_arguments(p)
         p.set_defaults(_run=module.run)
     return parser
@@ -53,24 +50,29 @@ COMPILING = ("search", "eval", "evaluate", "train", "warmstart", "loglik")
 def main(argv: list[str] | None = None) -> int:
     from phylorl.jit_cache import is_compiled, use_source_keyed_cache
 
-    use_source_keyed_cache()  # before any sub-command imports a compiled kernel (and for the services it starts)
+    # before any sub-command imports a compiled kernel (and for the services it starts)
+    use_source_keyed_cache()
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] and argv[0] in COMPILING and not {"-h", "--help"} & set(argv) and not is_compiled():
-        print("phylorl: this version's kernels are not compiled yet: the first use of each compiles it (about a "
-              "minute in all on 2 cores; python scripts/compile_kernels.py compiles them ahead, as "
-              "scripts/install.sh does)", file=sys.stderr)
+        print(
+            "phylorl: this version's kernels are not compiled yet: the first use of each compiles it (about "
+            "a minute in all on 2 cores; python scripts/compile_kernels.py compiles them ahead, as "
+            "scripts/install.sh does)",
+            file=sys.stderr,
+        )
     if argv[:1] == ["train"]:  # its flags (--help too) belong to python -m services.launcher
         from phylorl.cli import train
 
         return run_command("train", train.run, argparse.Namespace(argv=argv[1:]))
     args = build_parser().parse_args(argv)
     names = {args.command, *ALIASES.get(args.command, [])}
-    args.argv = argv[next(i for i, a in enumerate(argv) if a in names) + 1:]  # this command's own flags
+    args.argv = argv[next(i for i, a in enumerate(argv) if a in names) + 1 :]  # this command's own flags
     return run_command(args.command, args._run, args)
 
 
 def run_command(name: str, run, args) -> int:
-    """``run(args)``'s exit status; an expected failure becomes one line on stderr and status 2, Ctrl-C 130."""
+    """``run(args)``'s exit status; an expected failure becomes one line on stderr and status 2, Ctrl-C
+    130."""
     try:
         return int(run(args) or 0)
     except KeyboardInterrupt:

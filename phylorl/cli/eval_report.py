@@ -21,24 +21,44 @@ def print_tables(evaluation, console=None) -> None:
             console = Console(width=130)
     settings, ref = evaluation.settings, evaluation.has_reference
     steps = settings["steps"] if settings["steps"] is not None else "2n"
-    title = (f"{len(evaluation.alignments)} alignment(s) x {settings['starts']} {settings.get('start', 'random')} start(s), "
-             f"{steps} moves (seed {settings['seed']}); final = best tree seen")
+    title = (
+        f"{len(evaluation.alignments)} alignment(s) x {settings['starts']} "
+        f"{settings.get('start', 'random')} start(s), "
+        f"{steps} moves (seed {settings['seed']}); final = best tree seen"
+    )
     tol = f"{settings['tolerance']:g}"
-    caption = (f"improvement = (final − start) / (IQ-TREE − start), or 1 if within {tol} of IQ-TREE (else 0) "
-               f"when IQ-TREE gains < {settings['min_gain']:g}; best of K: mean over alignments of the best start"
-               if ref else "no IQ-TREE reference (--no-iqtree): improvement is undefined; ΔlogL = final − start")
+    caption = (
+        f"improvement = (final − start) / (IQ-TREE − start), or 1 if within {tol} of IQ-TREE (else 0) "
+        f"when IQ-TREE gains < {settings['min_gain']:g}; best of K: mean over alignments of the best start"
+        if ref
+        else "no IQ-TREE reference (--no-iqtree): improvement is undefined; ΔlogL = final − start"
+    )
     table = Table(title=title)
-    columns = ["method", "runs"] + (["improvement", "best of K", f"within {tol}", "RF (norm.)"] if ref else []) + [
-        "ΔlogL", "evaluations", "seconds"] + (["/ IQ-TREE time"] if ref else [])
+    columns = (
+        ["method", "runs"]
+        + (["improvement", "best of K", f"within {tol}", "RF (norm.)"] if ref else [])
+        + ["ΔlogL", "evaluations", "seconds"]
+        + (["/ IQ-TREE time"] if ref else [])
+    )
     for column in columns:
-        table.add_column(column, justify="left" if column == "method" else "right", no_wrap=column == "method")
+        table.add_column(
+            column, justify="left" if column == "method" else "right", no_wrap=column == "method"
+        )
     for s in evaluation.summary:
         cells = [s.method, str(s.runs)]
         if ref:
             within = None if s.fraction_within_tolerance is None else 100 * s.fraction_within_tolerance
-            cells += [_fmt(s.mean_improvement), _fmt(s.mean_best_of_k_improvement),
-                      "n/a" if within is None else f"{within:.0f}%", _fmt(s.mean_rf_normalised, ".2f")]
-        cells += [_fmt(s.mean_delta_loglik, ".2f"), _fmt(s.mean_evaluations, ".0f", "-"), _fmt(s.mean_seconds, ".2f")]
+            cells += [
+                _fmt(s.mean_improvement),
+                _fmt(s.mean_best_of_k_improvement),
+                "n/a" if within is None else f"{within:.0f}%",
+                _fmt(s.mean_rf_normalised, ".2f"),
+            ]
+        cells += [
+            _fmt(s.mean_delta_loglik, ".2f"),
+            _fmt(s.mean_evaluations, ".0f", "-"),
+            _fmt(s.mean_seconds, ".2f"),
+        ]
         if ref:
             cells.append(_fmt(s.seconds_ratio_to_iqtree, ".2f"))
         table.add_row(*cells)
@@ -81,8 +101,14 @@ class Progress:
         from rich.console import Console
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-        self._bar = Progress(TextColumn("[bold]eval"), BarColumn(), MofNCompleteColumn(),
-                             TextColumn("{task.description}"), TimeElapsedColumn(), console=Console(stderr=True))
+        self._bar = Progress(
+            TextColumn("[bold]eval"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.description}"),
+            TimeElapsedColumn(),
+            console=Console(stderr=True),
+        )
         self._task = self._bar.add_task("", total=total)
         self._started = False
 
@@ -95,8 +121,11 @@ class Progress:
         self._started = True
         if not self._bar.console.is_terminal:  # no live bar (a log, CI): one plain line per unit
             task = self._bar.tasks[0]
-            print(f"eval {int(task.completed) + 1}/{int(task.total)} {task.elapsed or 0.0:.0f}s {label}",
-                  file=sys.stderr, flush=True)
+            print(
+                f"eval {int(task.completed) + 1}/{int(task.total)} {task.elapsed or 0.0:.0f}s {label}",
+                file=sys.stderr,
+                flush=True,
+            )
 
     def __exit__(self, *exc):
         if exc[0] is None and self._started:

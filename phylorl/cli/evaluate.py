@@ -1,12 +1,12 @@
 """Evaluate the agent and classical searches against IQ-TREE (``phylorl eval``; ``evaluate`` is an alias).
 
-Every alignment is prepared as ``phylorl search`` does (NJ tree, model parameters estimated on it, cached
-in --cache-dir). From K seeded random start trees, or the NJ tree (``--start nj``), the same for every method,
-each method searches, and its answer is the best tree it saw: ``agent`` (the network, greedy, S moves; default S = 2n for n taxa),
-``agent+polish`` (hill-climbing from the agent's tree), ``random`` (S random moves), ``greedy`` (the best
-move while one improves, at most S), ``hillclimb`` (to a local optimum), ``ml`` (the maximum-likelihood search of ``phylorl
-search``, the start tree as its first start) and ``iqtree`` (IQ-TREE's ML
-search under the same fixed model, once per alignment, re-scored by our engine: the reference).
+Every alignment is prepared as ``phylorl search`` does (NJ tree, model parameters estimated on it, cached in
+--cache-dir). From K seeded random start trees, or the NJ tree (``--start nj``), the same for every method,
+each method searches, and its answer is the best tree it saw: ``agent`` (the network, greedy, S moves; default
+S = 2n for n taxa), ``agent+polish`` (hill-climbing from the agent's tree), ``random`` (S random moves),
+``greedy`` (the best move while one improves, at most S), ``hillclimb`` (to a local optimum), ``ml`` (the
+maximum-likelihood search of ``phylorl search``, the start tree as its first start) and ``iqtree`` (IQ-TREE's
+ML search under the same fixed model, once per alignment, re-scored by our engine: the reference).
 
 improvement = (final − start) / (IQ-TREE − start); when IQ-TREE gains less than 1 from a start, it is 1
 if the method ends within 0.1 of IQ-TREE and 0 otherwise. Without IQ-TREE (--no-iqtree) improvement is
@@ -28,30 +28,71 @@ def add_arguments(p) -> None:
     from phylorl.evaluation.metrics import DEFAULT_METHODS, METHODS  # light: no engine, no torch
 
     add_alignments(p, "alignment files and/or directories of alignments (FASTA, PHYLIP, NEXUS); repeatable")
-    p.add_argument("--checkpoint", default=None,
-                   help="learner checkpoint file or training run directory (default: models/agent.pt, the shipped agent)")
-    p.add_argument("--tabu", type=int, default=None, metavar="K",
-                   help="the agent passes over at most K of its best moves to avoid a tree it already visited "
-                        "in the same search; 0: plain greedy (default: 20)")
+    p.add_argument(
+        "--checkpoint",
+        default=None,
+        help="learner checkpoint file or training run directory "
+        "(default: models/agent.pt, the shipped agent)",
+    )
+    p.add_argument(
+        "--tabu",
+        type=int,
+        default=None,
+        metavar="K",
+        help="the agent passes over at most K of its best moves to avoid a tree it already visited "
+        "in the same search; 0: plain greedy (default: 20)",
+    )
     add_rescore(p)
-    p.add_argument("--starts", type=int, default=4, metavar="K", help="start trees per alignment (default: 4)")
-    p.add_argument("--start", choices=("random", "nj"), default="random",
-                   help="the start trees: seeded random trees, or the NJ tree (the same for every k; default: random)")
-    p.add_argument("--steps", type=int, default=None, metavar="S",
-                   help="moves of the agent, random and greedy methods (default: 2n for n taxa)")
-    p.add_argument("--methods", default=None, metavar="LIST",
-                   help=f"comma-separated methods, of {','.join(METHODS)} (default: {','.join(DEFAULT_METHODS)})")
-    p.add_argument("--model", default="GTR+F+G4", help="model string; free parameters are estimated on the NJ tree")
-    p.add_argument("--seed", type=int, default=0, help="start tree k uses seed + k; IQ-TREE uses seed (default: 0)")
-    p.add_argument("--no-iqtree", action="store_true", help="run without IQ-TREE (no reference: no improvement)")
-    p.add_argument("--json", metavar="OUT", nargs="?", const="-", default=None,
-                   help="every result as one JSON object: into the file OUT, or on stdout without OUT (the tables "
-                        "then go to stderr)")
+    p.add_argument(
+        "--starts", type=int, default=4, metavar="K", help="start trees per alignment (default: 4)"
+    )
+    p.add_argument(
+        "--start",
+        choices=("random", "nj"),
+        default="random",
+        help="the start trees: seeded random trees, or the NJ tree (the same for every k; default: random)",
+    )
+    p.add_argument(
+        "--steps",
+        type=int,
+        default=None,
+        metavar="S",
+        help="moves of the agent, random and greedy methods (default: 2n for n taxa)",
+    )
+    p.add_argument(
+        "--methods",
+        default=None,
+        metavar="LIST",
+        help=f"comma-separated methods, of {','.join(METHODS)} (default: {','.join(DEFAULT_METHODS)})",
+    )
+    p.add_argument(
+        "--model", default="GTR+F+G4", help="model string; free parameters are estimated on the NJ tree"
+    )
+    p.add_argument(
+        "--seed", type=int, default=0, help="start tree k uses seed + k; IQ-TREE uses seed (default: 0)"
+    )
+    p.add_argument(
+        "--no-iqtree", action="store_true", help="run without IQ-TREE (no reference: no improvement)"
+    )
+    p.add_argument(
+        "--json",
+        metavar="OUT",
+        nargs="?",
+        const="-",
+        default=None,
+        help="every result as one JSON object: into the file OUT, or on stdout without OUT (the tables "
+        "then go to stderr)",
+    )
     p.add_argument("--plots", metavar="DIR", default=None, help="write PNG plots into this directory")
     p.add_argument("--cache-dir", default=None, help="preparation cache (default: as phylorl search)")
-    p.add_argument("--threads", type=int, default=1, metavar="T",
-                   help="alignments evaluated at once, each in its own single-threaded process (default 1); "
-                        "every method's time and IQ-TREE's are then measured side by side under the same load")
+    p.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        metavar="T",
+        help="alignments evaluated at once, each in its own single-threaded process (default 1); "
+        "every method's time and IQ-TREE's are then measured side by side under the same load",
+    )
 
 
 def run(args) -> int:
@@ -83,8 +124,9 @@ def run(args) -> int:
     if args.methods is None:
         methods = [m for m in METHODS if not (args.no_iqtree and m == "iqtree")]
     else:
-        methods = check_methods([m.strip() for m in args.methods.split(",") if m.strip()], has_policy=True,
-                                has_iqtree=True)
+        methods = check_methods(
+            [m.strip() for m in args.methods.split(",") if m.strip()], has_policy=True, has_iqtree=True
+        )
         if args.no_iqtree and "iqtree" in methods:
             raise CliError("--methods names iqtree but --no-iqtree is given")
     rescore = rescore_value(args.rescore)
@@ -107,12 +149,31 @@ def run(args) -> int:
     with Progress(len(corpus) * (1 + per_alignment)) as advance:
         for item in corpus:
             advance(f"{item.path.name}: preparing")
-            entries.append(EnvAlignment.build(item.alignment, cache.get(item.alignment, args.model), str(item.path)))
-        results = evaluate_methods(entries, policy, starts=args.starts, steps=args.steps, seed=args.seed,
-                                   methods=methods, iqtree=runner, on_progress=lambda label: advance(_short(label)),
-                                   workers=args.threads, rescore=rescore, env_config=EnvConfig(start=args.start))
-    settings = {"alignments": [str(p) for p in args.alignments], "start": args.start, "model": args.model, "checkpoint": checkpoint,
-                "tabu": None if policy is None else policy.tabu, "cache_dir": str(cache.directory), "seconds": time.perf_counter() - started}
+            entries.append(
+                EnvAlignment.build(item.alignment, cache.get(item.alignment, args.model), str(item.path))
+            )
+        results = evaluate_methods(
+            entries,
+            policy,
+            starts=args.starts,
+            steps=args.steps,
+            seed=args.seed,
+            methods=methods,
+            iqtree=runner,
+            on_progress=lambda label: advance(_short(label)),
+            workers=args.threads,
+            rescore=rescore,
+            env_config=EnvConfig(start=args.start),
+        )
+    settings = {
+        "alignments": [str(p) for p in args.alignments],
+        "start": args.start,
+        "model": args.model,
+        "checkpoint": checkpoint,
+        "tabu": None if policy is None else policy.tabu,
+        "cache_dir": str(cache.directory),
+        "seconds": time.perf_counter() - started,
+    }
     results.settings.update(settings)
     if to_stdout:
         from rich.console import Console
@@ -144,8 +205,12 @@ def _load_policy(path: str | None, tabu: int | None = None):
 
     if path is None:
         if not Path(DEFAULT_CHECKPOINT).exists():
-            raise CliError(f"no agent checkpoint at {DEFAULT_CHECKPOINT} (the default): pass --checkpoint PATH, "
-                           "or leave the agent methods out with --methods")
+            raise CliError(
+                f"no agent checkpoint at {DEFAULT_CHECKPOINT} (the default): pass --checkpoint PATH, "
+                "or leave the agent methods out with --methods"
+            )
         path = DEFAULT_CHECKPOINT
-    return (AgentPolicy.from_checkpoint(path, tabu=DEFAULT_TABU if tabu is None else tabu),
-            str(resolve_checkpoint(path).resolve()))
+    return (
+        AgentPolicy.from_checkpoint(path, tabu=DEFAULT_TABU if tabu is None else tabu),
+        str(resolve_checkpoint(path).resolve()),
+    )

@@ -13,11 +13,17 @@ HELP = "log-likelihood of a tree for an alignment"
 def add_arguments(p) -> None:
     add_alignments(p, "the alignment (FASTA, PHYLIP or NEXUS); one file, or a directory holding one")
     p.add_argument("--tree", required=True, help="Newick file (or a Newick string)")
-    p.add_argument("--model", default="GTR+F+G4",
-                   help="IQ-TREE-style model string; parameters without numbers are estimated (default: GTR+F+G4)")
+    p.add_argument(
+        "--model",
+        default="GTR+F+G4",
+        help="IQ-TREE-style model string; parameters without numbers are estimated (default: GTR+F+G4)",
+    )
     p.add_argument("--optimize-branches", action="store_true", help="optimise all branch lengths first")
-    p.add_argument("--resolve-polytomies", action="store_true",
-                   help="resolve multifurcations with zero-length branches instead of failing")
+    p.add_argument(
+        "--resolve-polytomies",
+        action="store_true",
+        help="resolve multifurcations with zero-length branches instead of failing",
+    )
     p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
 
 

@@ -2,9 +2,9 @@
 
 Progress goes to stderr, one line per round (round, phase, radius window, the current and best log-likelihood
 over the distinct sequences searched, moves, elapsed). The checkpoint file (``--checkpoint-file``, by default
-``OUT.ckpt.json`` beside ``--out``) is rewritten atomically after every round; ``--resume`` reads it and goes on
-to the same answer an uninterrupted search gives. The answer is the best tree over every taxon, its branches
-optimised on the whole alignment.
+``OUT.ckpt.json`` beside ``--out``) is rewritten atomically after every round; ``--resume`` reads it and goes
+on to the same answer an uninterrupted search gives. The answer is the best tree over every taxon, its
+branches optimised on the whole alignment.
 """
 
 from __future__ import annotations
@@ -25,9 +25,13 @@ def run_ml(args) -> int:
     from phylorl.phylo import load_alignment, parse_model, write_newick
     from phylorl.search import SearchConfig, search
 
-    given = [f"--{flag.replace('_', '-')}" for flag in IGNORED if getattr(args, flag, None) not in (None, False)]
+    given = [
+        f"--{flag.replace('_', '-')}" for flag in IGNORED if getattr(args, flag, None) not in (None, False)
+    ]
     if given or args.restarts:
-        raise CliError(f"{' '.join(given or ['--restarts'])}: not taken by --policy ml (name another --policy)")
+        raise CliError(
+            f"{' '.join(given or ['--restarts'])}: not taken by --policy ml (name another --policy)"
+        )
     if args.start == "random":
         raise CliError("--policy ml starts from nj or parsimony, not random")
     if args.starts is not None and args.starts < 1:
@@ -49,13 +53,22 @@ def run_ml(args) -> int:
     given = {"starts": args.starts, "threads": args.threads}
     config = SearchConfig(start=args.start, **{k: v for k, v in given.items() if v is not None})
     started = time.perf_counter()
-    status(f"{path}: {alignment.n_taxa} taxa, {alignment.n_sites} sites; fitting {args.model} on the NJ tree, "
-            f"then {config.starts} start tree(s) ({args.start} first)"
-            + (f"; {config.threads} processes" if config.threads > 1 else "")
-            + (f"; resuming from {checkpoint}" if args.resume else ""))
+    status(
+        f"{path}: {alignment.n_taxa} taxa, {alignment.n_sites} sites; fitting {args.model} on the NJ tree, "
+        f"then {config.starts} start tree(s) ({args.start} first)"
+        + (f"; {config.threads} processes" if config.threads > 1 else "")
+        + (f"; resuming from {checkpoint}" if args.resume else "")
+    )
     try:
-        result = search(alignment, args.model, config=config, seed=args.seed, on_progress=_progress,
-                        checkpoint=checkpoint, resume=checkpoint if args.resume else None)
+        result = search(
+            alignment,
+            args.model,
+            config=config,
+            seed=args.seed,
+            on_progress=_progress,
+            checkpoint=checkpoint,
+            resume=checkpoint if args.resume else None,
+        )
     except KeyboardInterrupt:
         if checkpoint is not None and Path(checkpoint).is_file():
             status(f"interrupted; go on with the same command and --resume (checkpoint: {checkpoint})")
@@ -63,22 +76,40 @@ def run_ml(args) -> int:
     newick = write_newick(result.tree)
     if args.out:
         Path(args.out).write_text(newick + "\n")
-    summary = {"alignment": str(path), "policy": "ml", "model": result.model, "start": args.start,
-               "starts": config.starts, "threads": config.threads, "seed": args.seed,
-               "start_loglik": result.start_loglik, "best_loglik": result.loglik, "rounds": result.rounds, "moves": result.moves,
-               "scored": result.scored, "identical_dropped": result.dropped,
-               "prepare_seconds": result.prepare_seconds, "search_seconds": result.seconds,
-               "seconds": time.perf_counter() - started, "checkpoint_file": checkpoint, "tree": newick}
+    summary = {
+        "alignment": str(path),
+        "policy": "ml",
+        "model": result.model,
+        "start": args.start,
+        "starts": config.starts,
+        "threads": config.threads,
+        "seed": args.seed,
+        "start_loglik": result.start_loglik,
+        "best_loglik": result.loglik,
+        "rounds": result.rounds,
+        "moves": result.moves,
+        "scored": result.scored,
+        "identical_dropped": result.dropped,
+        "prepare_seconds": result.prepare_seconds,
+        "search_seconds": result.seconds,
+        "seconds": time.perf_counter() - started,
+        "checkpoint_file": checkpoint,
+        "tree": newick,
+    }
     if args.json:
         print(json.dumps(summary))
     else:
         print(f"start log-likelihood: {result.start_loglik:.4f}")
-        print(f"best log-likelihood:  {result.loglik:.4f} after {result.rounds} rounds, {result.moves} moves "
-              f"({summary['seconds']:.1f} s)")
+        print(
+            f"best log-likelihood:  {result.loglik:.4f} after {result.rounds} rounds, {result.moves} moves "
+            f"({summary['seconds']:.1f} s)"
+        )
         print(newick if not args.out else f"tree written to {args.out}")
     return 0
 
 
 def _progress(p: dict) -> None:
-    status(f"round {p['round']:4d}  {p['phase']:<8} r<={p['radius']:<3d} start {p['start'] + 1}  "
-            f"logL {p['loglik']:.3f}  best {p['best_loglik']:.3f}  moves {p['moves']}  {p['elapsed']:.1f} s")
+    status(
+        f"round {p['round']:4d}  {p['phase']:<8} r<={p['radius']:<3d} start {p['start'] + 1}  "
+        f"logL {p['loglik']:.3f}  best {p['best_loglik']:.3f}  moves {p['moves']}  {p['elapsed']:.1f} s"
+    )

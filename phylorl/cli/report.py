@@ -64,8 +64,10 @@ def run(args) -> int:
     ax[0].plot(t[ok], delta[ok], ".", alpha=0.4, label="per interval")
     if ok.sum() >= 5:
         k = max(5, ok.sum() // 20)
-        ax[0].plot(t[ok][k - 1:], np.convolve(delta[ok], np.ones(k) / k, mode="valid"), label=f"mean of {k}")
-    ax[0].set(xlabel="time (s)", ylabel="episode ΔlogL", title="Learning curve: log-likelihood gained per episode")
+        ax[0].plot(t[ok][k - 1 :], np.convolve(delta[ok], np.ones(k) / k, mode="valid"), label=f"mean of {k}")
+    ax[0].set(
+        xlabel="time (s)", ylabel="episode ΔlogL", title="Learning curve: log-likelihood gained per episode"
+    )
     ax[0].legend()
     if updates:
         v = np.array([u["version"] for u in updates])
@@ -85,7 +87,11 @@ def run(args) -> int:
             value = np.percentile(ms, q)
             ax.axvline(value, color="k", linestyle=style, label=f"p{q} = {value:.1f} ms")
         ax.legend()
-    ax.set(xlabel="update latency (ms)", ylabel="updates", title=f"Learner update latency ({len(updates)} updates)")
+    ax.set(
+        xlabel="update latency (ms)",
+        ylabel="updates",
+        title=f"Learner update latency ({len(updates)} updates)",
+    )
     fig.tight_layout()
     fig.savefig(out / "update_latency.png", dpi=110)
     plt.close(fig)
@@ -100,7 +106,11 @@ def run(args) -> int:
     plt.close(fig)
     plots = ("learning_curve.png", "update_latency.png", "throughput.png")
     if args.json:
-        print(json.dumps({"run_dir": str(args.run_dir), "out": str(out), "plots": [str(out / p) for p in plots]}))
+        print(
+            json.dumps(
+                {"run_dir": str(args.run_dir), "out": str(out), "plots": [str(out / p) for p in plots]}
+            )
+        )
     else:
         print(f"report written to {out}: {', '.join(plots)}")
     return 0

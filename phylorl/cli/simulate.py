@@ -19,20 +19,39 @@ MANIFEST = "manifest.json"
 
 
 def add_arguments(p) -> None:
-    p.add_argument("--out-dir", "--out", dest="out", required=True, metavar="DIR",
-                   help="output directory (created if missing)")
+    p.add_argument(
+        "--out-dir",
+        "--out",
+        dest="out",
+        required=True,
+        metavar="DIR",
+        help="output directory (created if missing)",
+    )
     p.add_argument("--count", type=int, required=True, help="number of data sets")
-    p.add_argument("--taxa", default="8:20", help="taxa per data set: N or A:B, uniform in A..B (default 8:20)")
-    p.add_argument("--sites", default="300:2000",
-                   help="sites per data set: N or A:B, uniform in A..B (default 300:2000)")
+    p.add_argument(
+        "--taxa", default="8:20", help="taxa per data set: N or A:B, uniform in A..B (default 8:20)"
+    )
+    p.add_argument(
+        "--sites", default="300:2000", help="sites per data set: N or A:B, uniform in A..B (default 300:2000)"
+    )
     p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
-    p.add_argument("--model", default=None,
-                   help="fixed, fully specified model string, e.g. 'GTR{1,3,0.8,0.8,3}+F{0.3,0.2,0.2,0.3}+G4{0.5}' "
-                        "(default: a random GTR+G4(+I) model per data set)")
-    p.add_argument("--gaps", type=float, default=0.0, metavar="FRACTION",
-                   help="replace this fraction of characters by gaps, independently (default 0)")
+    p.add_argument(
+        "--model",
+        default=None,
+        help="fixed, fully specified model string, e.g. 'GTR{1,3,0.8,0.8,3}+F{0.3,0.2,0.2,0.3}+G4{0.5}' "
+        "(default: a random GTR+G4(+I) model per data set)",
+    )
+    p.add_argument(
+        "--gaps",
+        type=float,
+        default=0.0,
+        metavar="FRACTION",
+        help="replace this fraction of characters by gaps, independently (default 0)",
+    )
     p.add_argument("--force", action="store_true", help="overwrite existing files")
-    p.add_argument("--json", action="store_true", help="print the manifest (one JSON object) instead of a line")
+    p.add_argument(
+        "--json", action="store_true", help="print the manifest (one JSON object) instead of a line"
+    )
 
 
 def parse_range(text: str, option: str, minimum: int) -> tuple[int, int]:
@@ -79,8 +98,9 @@ def run(args) -> int:
     if out.exists() and not out.is_dir():
         raise CliError(f"--out-dir {str(out)!r} exists and is not a directory")
     names = [f"sim_{i:04d}" for i in range(args.count)]
-    targets = [out / MANIFEST] + [out / f"{name}{suffix}" for name in names
-                                   for suffix in (".fasta", ".true.nwk", ".model.txt")]
+    targets = [out / MANIFEST] + [
+        out / f"{name}{suffix}" for name in names for suffix in (".fasta", ".true.nwk", ".model.txt")
+    ]
     existing = [path.name for path in targets if path.exists()]
     if existing and not args.force:
         shown = ", ".join(existing[:3]) + (f" and {len(existing) - 3} more" if len(existing) > 3 else "")
@@ -99,22 +119,29 @@ def run(args) -> int:
             (out / f"{name}.fasta").write_text(format_fasta(data.alignment, width=80))
             (out / f"{name}.true.nwk").write_text(write_newick(data.tree) + "\n")
             (out / f"{name}.model.txt").write_text(data.model + "\n")
-            datasets.append({
-                "name": name,
-                "fasta": f"{name}.fasta",
-                "tree": f"{name}.true.nwk",
-                "model_file": f"{name}.model.txt",
-                "n_taxa": n_taxa,
-                "n_sites": n_sites,
-                "model": data.model,
-                "tree_length": round(float(np.sum(data.tree.lengths)), 10),
-            })
+            datasets.append(
+                {
+                    "name": name,
+                    "fasta": f"{name}.fasta",
+                    "tree": f"{name}.true.nwk",
+                    "model_file": f"{name}.model.txt",
+                    "n_taxa": n_taxa,
+                    "n_sites": n_sites,
+                    "model": data.model,
+                    "tree_length": round(float(np.sum(data.tree.lengths)), 10),
+                }
+            )
             progress.advance(task)
     manifest = {
         "format": "phylorl.simulate.v1",
         "seed": args.seed,
-        "args": {"count": args.count, "taxa": list(taxa), "sites": list(sites), "model": args.model,
-                 "gaps": args.gaps},
+        "args": {
+            "count": args.count,
+            "taxa": list(taxa),
+            "sites": list(sites),
+            "model": args.model,
+            "gaps": args.gaps,
+        },
         "datasets": datasets,
     }
     (out / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")

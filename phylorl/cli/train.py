@@ -4,9 +4,9 @@ Starts redis-server, the replay service, the learner and N actors; shows one liv
 stops everything cleanly on Ctrl-C, at --updates or after --minutes; leaves a run directory with
 the config, logs, checkpoints, metrics, a summary and (unless --no-report) PNG plots.
 
-The run and its flags are ``python -m services.launcher`` (``services/launcher/cli.py``, flags derived from its
-TrainConfig), started as a child process with every argument, ``--help`` included, so that the library never
-imports the services.
+The run and its flags are ``python -m services.launcher`` (``services/launcher/cli.py``, flags derived from
+its TrainConfig), started as a child process with every argument, ``--help`` included, so that the library
+never imports the services.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ HELP = "train an agent: redis, replay, learner and actors as local processes"
 
 
 def add_arguments(p) -> None:
-    """No flags of its own: every argument goes to ``python -m services.launcher``, whose flags are derived from
-    its TrainConfig (``phylorl train --help`` lists them)."""
+    """No flags of its own: every argument goes to ``python -m services.launcher``, whose flags are derived
+    from its TrainConfig (``phylorl train --help`` lists them)."""
     p.add_argument("args", nargs="*", help="the run's flags (phylorl train --help lists them)")
 
 

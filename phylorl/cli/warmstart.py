@@ -27,13 +27,25 @@ _WORKER: dict = {}
 def add_arguments(p) -> None:
     add_alignments(p, "training alignments: files and/or directories, repeatable")
     p.add_argument("--out", required=True, help="checkpoint file to write")
-    p.add_argument("--minutes", type=float, default=5.0,
-                   help="time spent collecting labelled states, per round (default: 5)")
-    p.add_argument("--rounds", type=int, default=1,
-                   help="collect-and-fit rounds; rounds after the first follow the agent fitted so far (DAgger) "
-                        "and refit on all states (default: 1)")
-    p.add_argument("--max-states", type=int, default=0, help="stop collecting after this many states (0: no limit)")
-    p.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="labelling processes (default: all cores)")
+    p.add_argument(
+        "--minutes",
+        type=float,
+        default=5.0,
+        help="time spent collecting labelled states, per round (default: 5)",
+    )
+    p.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="collect-and-fit rounds; rounds after the first follow the agent fitted so far (DAgger) "
+        "and refit on all states (default: 1)",
+    )
+    p.add_argument(
+        "--max-states", type=int, default=0, help="stop collecting after this many states (0: no limit)"
+    )
+    p.add_argument(
+        "--threads", type=int, default=os.cpu_count() or 1, help="labelling processes (default: all cores)"
+    )
     p.add_argument("--model", default="GTR+F+G4", help="model string (default: GTR+F+G4)")
     p.add_argument("--features", choices=("rich", "basic"), default="rich", help="observation feature set")
     p.add_argument("--hidden", type=int, default=64, help="network width (default: 64)")
@@ -42,7 +54,9 @@ def add_arguments(p) -> None:
     p.add_argument("--lr", type=float, default=1e-3, help="Adam learning rate (default: 1e-3)")
     p.add_argument("--batch-states", type=int, default=16, help="states per gradient step (default: 16)")
     p.add_argument("--explore", type=float, default=0.25, help="probability of a random behaviour move")
-    p.add_argument("--behaviour", default=None, help="checkpoint whose greedy moves drive the episodes (DAgger)")
+    p.add_argument(
+        "--behaviour", default=None, help="checkpoint whose greedy moves drive the episodes (DAgger)"
+    )
     p.add_argument("--device", default="auto", help="cpu, cuda or auto (default)")
     p.add_argument("--cache-dir", default=None, help="preparation cache (default: as phylorl search)")
     p.add_argument("--seed", type=int, default=0, help="seed of start trees, exploration and the network")
@@ -85,8 +99,12 @@ def _collect(args, paths, cfg, cache_dir, behaviour, task, have):
     deadline = started + 60 * args.minutes
     wall_deadline = time.time() + 60 * args.minutes  # episodes still running then stop early
     context = multiprocessing.get_context("fork")
-    with ProcessPoolExecutor(args.threads, mp_context=context, initializer=_init_worker,
-                             initargs=(args.model, args.features, cache_dir, behaviour)) as pool:
+    with ProcessPoolExecutor(
+        args.threads,
+        mp_context=context,
+        initializer=_init_worker,
+        initargs=(args.model, args.features, cache_dir, behaviour),
+    ) as pool:
         rng = np.random.default_rng([args.seed, task])
         pending = set()
 
@@ -107,14 +125,17 @@ def _collect(args, paths, cfg, cache_dir, behaviour, task, have):
             if time.perf_counter() < deadline and not full:
                 while len(pending) < 2 * args.threads:
                     submit()
-            shown = _show(f"warmstart: {have + len(states)} labelled states, {time.perf_counter() - started:.0f} s",
-                          shown, final=not pending)
+            shown = _show(
+                f"warmstart: {have + len(states)} labelled states, {time.perf_counter() - started:.0f} s",
+                shown,
+                final=not pending,
+            )
     return states, task
 
 
 def _show(line: str, shown: float, final: bool) -> float:
-    """The collection's progress on stderr: redrawn in place on a terminal; on a file or pipe (a log) a line of its
-    own every 10 s and at the end. Returns when a line was last written there."""
+    """The collection's progress on stderr: redrawn in place on a terminal; on a file or pipe (a log) a line
+    of its own every 10 s and at the end. Returns when a line was last written there."""
     if sys.stderr.isatty():
         print(f"\r{line}", end="\n" if final else "", file=sys.stderr, flush=True)
     elif final or time.perf_counter() - shown >= 10.0:
@@ -146,11 +167,16 @@ def run(args) -> int:
         from phylorl.agent.policy import AgentPolicy
 
         AgentPolicy.from_checkpoint(args.behaviour)  # fails fast on a bad checkpoint
-    device = "cuda" if args.device == "auto" and torch.cuda.is_available() else \
-        ("cpu" if args.device == "auto" else args.device)
+    device = (
+        "cuda"
+        if args.device == "auto" and torch.cuda.is_available()
+        else ("cpu" if args.device == "auto" else args.device)
+    )
     corpus = load_corpus(args.alignments)
     paths = [str(e.path) for e in corpus.entries]
-    cfg = WarmStartConfig(epochs=args.epochs, lr=args.lr, explore=args.explore, batch_states=args.batch_states)
+    cfg = WarmStartConfig(
+        epochs=args.epochs, lr=args.lr, explore=args.explore, batch_states=args.batch_states
+    )
     cache_dir = args.cache_dir or default_cache_dir()
     # compile the kernels once here (the forked workers inherit them) and fail early on a bad corpus
     threads = torch.get_num_threads()
@@ -158,8 +184,13 @@ def run(args) -> int:
     _episode(paths[0], 10**9, WarmStartConfig(steps_factor=0.01))
     torch.set_num_threads(threads)
     torch.manual_seed(args.seed)
-    net_cfg = NetworkConfig(features=args.features, hidden=args.hidden, action_hidden=args.hidden,
-                                         head_hidden=args.hidden, gat_layers=args.gat_layers)
+    net_cfg = NetworkConfig(
+        features=args.features,
+        hidden=args.hidden,
+        action_hidden=args.hidden,
+        head_hidden=args.hidden,
+        gat_layers=args.gat_layers,
+    )
     learner = Learner(net_cfg, AgentConfig(), device, seed=args.seed)
     states: list = []
     rounds, behaviour, task = [], args.behaviour, 0
@@ -173,22 +204,49 @@ def run(args) -> int:
         holdout = states[::20]
         train = [s for i, s in enumerate(states) if i % 20]
         fit_started = time.perf_counter()
-        history = fit(learner, train, cfg, seed=args.seed + round_index,
-                      on_epoch=lambda r: print(f"warmstart: epoch {r['epoch']} loss {r['loss']:.4f} "
-                                               f"(mse {r['mse']:.5f}, ce {r['ce']:.4f})", file=sys.stderr))
+        history = fit(
+            learner,
+            train,
+            cfg,
+            seed=args.seed + round_index,
+            on_epoch=lambda r: print(
+                f"warmstart: epoch {r['epoch']} loss {r['loss']:.4f} (mse {r['mse']:.5f}, ce {r['ce']:.4f})",
+                file=sys.stderr,
+            ),
+        )
         learner.save(out)
         behaviour = str(out)  # the next round follows this agent (DAgger)
-        rounds.append({"round": round_index + 1, "states": len(states), "new_states": len(fresh),
-                       "collect_seconds": collect_seconds, "fit_seconds": time.perf_counter() - fit_started,
-                       "holdout_top1": top1_agreement(learner, holdout), "history": history})
-        print(f"warmstart: round {round_index + 1}: {len(states)} states, held-out top-1 agreement with "
-              f"likelihood-greedy {rounds[-1]['holdout_top1']:.3f}", file=sys.stderr)
-    result = {"checkpoint": str(out), "states": len(states), "episodes": task, "rounds": rounds,
-              "holdout_top1": rounds[-1]["holdout_top1"], "network": net_cfg.__dict__, "device": str(device),
-              "alignments": len(paths)}
+        rounds.append(
+            {
+                "round": round_index + 1,
+                "states": len(states),
+                "new_states": len(fresh),
+                "collect_seconds": collect_seconds,
+                "fit_seconds": time.perf_counter() - fit_started,
+                "holdout_top1": top1_agreement(learner, holdout),
+                "history": history,
+            }
+        )
+        print(
+            f"warmstart: round {round_index + 1}: {len(states)} states, held-out top-1 agreement with "
+            f"likelihood-greedy {rounds[-1]['holdout_top1']:.3f}",
+            file=sys.stderr,
+        )
+    result = {
+        "checkpoint": str(out),
+        "states": len(states),
+        "episodes": task,
+        "rounds": rounds,
+        "holdout_top1": rounds[-1]["holdout_top1"],
+        "network": net_cfg.__dict__,
+        "device": str(device),
+        "alignments": len(paths),
+    }
     if args.json:
         print(json.dumps(result))
     else:
-        print(f"wrote {out}: {len(states)} states from {task} episodes in {len(rounds)} round(s); held-out "
-              f"top-1 agreement with likelihood-greedy {result['holdout_top1']:.3f}")
+        print(
+            f"wrote {out}: {len(states)} states from {task} episodes in {len(rounds)} round(s); held-out "
+            f"top-1 agreement with likelihood-greedy {result['holdout_top1']:.3f}"
+        )
     return 0

@@ -1,8 +1,8 @@
 """Ranked climbs: hill-climbing policies for :func:`~phylorl.env.search.run_search` that evaluate fully (SPR +
-local branch optimisation, as a step) first the moves a cheap ranking puts first, and the others only to certify a
-local optimum. :class:`RankedClimb` is the frame; the agent's :class:`~phylorl.agent.policy.GuidedClimb` (the
-polish) ranks by its Q-values and checks the other moves by their lazy SPR scores
-(:mod:`phylorl.phylo.lazy_spr`)."""
+local branch optimisation, as a step) first the moves a cheap ranking puts first, and the others only to
+certify a local optimum. :class:`RankedClimb` is the frame; the agent's
+:class:`~phylorl.agent.policy.GuidedClimb` (the polish) ranks by its Q-values and checks the other moves by
+their lazy SPR scores (:mod:`phylorl.phylo.lazy_spr`)."""
 
 from __future__ import annotations
 
@@ -15,16 +15,16 @@ from .tree_env import TreeEnv
 IMPROVEMENT_EPS = 1e-6  # a move must raise logL by more than this to count as an improvement
 
 THOROUGH = 4
-"""How many of the best moves of a certified local optimum a climb optimises thoroughly (every branch) before it
-stops (:meth:`ThoroughEscape.escape`)."""
+"""How many of the best moves of a certified local optimum a climb optimises thoroughly (every branch) before
+it stops (:meth:`ThoroughEscape.escape`)."""
 
 
 class ThoroughEscape:
-    """What a certified climb does at its local optimum: a move's full evaluation optimises only the branches next
-    to it, which can rank a better tree several units low (DS3, JC: −5.9 for a move worth +0.3 once every branch
-    is optimised). :meth:`escape` optimises every branch of the :attr:`thorough` moves that evaluated best in the
-    last certified step and answers with the best tree if it beats the current one (the lazy subtree
-    rearrangement's "thorough optimisation of the few best")."""
+    """What a certified climb does at its local optimum: a move's full evaluation optimises only the branches
+    next to it, which can rank a better tree several units low (DS3, JC: −5.9 for a move worth +0.3 once every
+    branch is optimised). :meth:`escape` optimises every branch of the :attr:`thorough` moves that evaluated
+    best in the last certified step and answers with the best tree if it beats the current one (the lazy
+    subtree rearrangement's "thorough optimisation of the few best")."""
 
     thorough = THOROUGH
     certify = True
@@ -36,17 +36,20 @@ class ThoroughEscape:
         found = self._choose(env)
         self._near = None
         if found is None and self.certify and self._seen:
-            self._near = (env.moves, np.concatenate([p for p, _ in self._seen]),
-                          np.concatenate([v for _, v in self._seen]))
+            self._near = (
+                env.moves,
+                np.concatenate([p for p, _ in self._seen]),
+                np.concatenate([v for _, v in self._seen]),
+            )
         return found
 
     def _choose(self, env: TreeEnv) -> int | None:
         raise NotImplementedError
 
     def _best(self, env: TreeEnv, part: np.ndarray) -> int | None:
-        """The move of ``part`` (indices into ``env.moves``) that reaches the highest log-likelihood when evaluated
-        fully (SPR + local optimisation, as ``step``), if that raises the log-likelihood; else ``None``. The values
-        are kept for :meth:`escape`."""
+        """The move of ``part`` (indices into ``env.moves``) that reaches the highest log-likelihood when
+        evaluated fully (SPR + local optimisation, as ``step``), if that raises the log-likelihood; else
+        ``None``. The values are kept for :meth:`escape`."""
         if not len(part):
             return None
         values = env.evaluate_moves(part)
@@ -55,15 +58,16 @@ class ThoroughEscape:
         return int(part[best]) if values[best] > env.loglik + IMPROVEMENT_EPS else None
 
     def escape(self, env: TreeEnv) -> Tree | None:
-        """A tree one move from ``env``'s (its branches optimised) of higher log-likelihood than ``env.loglik``,
-        among the :attr:`thorough` moves that evaluated best when the last step found none improving; else
-        ``None``. Call after optimising every branch of the current tree (:func:`run_search` does)."""
+        """A tree one move from ``env``'s (its branches optimised) of higher log-likelihood than
+        ``env.loglik``, among the :attr:`thorough` moves that evaluated best when the last step found none
+        improving; else ``None``. Call after optimising every branch of the current tree (:func:`run_search`
+        does)."""
         near, self._near = self._near, None
         if near is None or near[0] is not env.moves or not self.thorough:
             return None
         _, part, values = near
         best, answer = env.loglik + IMPROVEMENT_EPS, None
-        for a in part[np.argsort(-values, kind="stable")[:self.thorough]]:
+        for a in part[np.argsort(-values, kind="stable")[: self.thorough]]:
             tree = env.tree.copy()
             apply_spr(tree, env.moves[a])
             loglik = env.engine.optimize_branch_lengths(tree, rounds=20, tol=1e-4)
@@ -91,8 +95,14 @@ class RankedClimb(ThoroughEscape):
 
     climbs = True
 
-    def __init__(self, top: float = 0.05, min_top: int = 8, certify: bool = True, lazy_margin: float | None = None,
-                 lazy_top: int | None = None):
+    def __init__(
+        self,
+        top: float = 0.05,
+        min_top: int = 8,
+        certify: bool = True,
+        lazy_margin: float | None = None,
+        lazy_top: int | None = None,
+    ):
         if not 0.0 <= top <= 1.0 or min_top < 1:
             raise ValueError(f"top must be in [0, 1] and min_top >= 1, got {top}, {min_top}")
         if lazy_margin is not None and not lazy_margin >= 0:
@@ -118,9 +128,9 @@ class RankedClimb(ThoroughEscape):
             found = self._best(env, order[:k])
         else:
             ranked, lazy = self._lazy(env, order[:k])
-            found = self._best(env, ranked[:self.lazy_top])
+            found = self._best(env, ranked[: self.lazy_top])
             if found is None:
-                found = self._best(env, self._close(env, ranked[self.lazy_top:], lazy[self.lazy_top:]))
+                found = self._best(env, self._close(env, ranked[self.lazy_top :], lazy[self.lazy_top :]))
         if found is not None or not self.certify or k == len(order):
             return found
         rest = order[k:]

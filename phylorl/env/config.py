@@ -1,5 +1,5 @@
-"""Settings of a tree-search environment (:class:`EnvConfig`): numpy-free, so that a service reads its configuration
-without the likelihood engine, numba and scipy."""
+"""Settings of a tree-search environment (:class:`EnvConfig`): numpy-free, so that a service reads its
+configuration without the likelihood engine, numba and scipy."""
 
 from __future__ import annotations
 

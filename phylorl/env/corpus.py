@@ -67,7 +67,9 @@ def corpus_files(paths: str | PathLike | list) -> list[Path]:
     for item in paths:
         path = Path(item)
         if path.is_dir():
-            files += sorted(p for p in path.iterdir() if p.is_file() and p.suffix.lower() in ALIGNMENT_SUFFIXES)
+            files += sorted(
+                p for p in path.iterdir() if p.is_file() and p.suffix.lower() in ALIGNMENT_SUFFIXES
+            )
         elif path.exists():
             files.append(path)
         else:

@@ -61,8 +61,10 @@ def prepare_alignment(alignment, model: str = "GTR+F+G4") -> PreparedAlignment:
         nj_newick=write_newick(tree),
         nj_loglik=float(loglik),
         n_patterns=engine.n_patterns,
-        supports=[[format(split, "x"), support]
-                  for split, support in sorted(nj_bootstrap_supports(alignment, BOOTSTRAP_REPLICATES).items())],
+        supports=[
+            [format(split, "x"), support]
+            for split, support in sorted(nj_bootstrap_supports(alignment, BOOTSTRAP_REPLICATES).items())
+        ],
     )
 
 
@@ -108,8 +110,9 @@ def _prepare_one(job: tuple[str, str, str]) -> str:
     return path
 
 
-def prepare_corpus(paths, model: str, directory: str | os.PathLike, threads: int = 1, on_done=None,
-                   stop=None) -> bool:
+def prepare_corpus(
+    paths, model: str, directory: str | os.PathLike, threads: int = 1, on_done=None, stop=None
+) -> bool:
     """Prepare every alignment file in ``paths`` into the cache at ``directory``, ``threads`` at a
     time (processes), so that every later reader (each actor, each evaluation) finds it cached.
 

@@ -1,9 +1,10 @@
 """A search environment over an alignment's distinct sequences (:mod:`phylorl.phylo.duplicates`).
 
-:func:`without_duplicates` gives, for an environment whose current alignment holds identical sequences,
-an environment over one of each (same configuration; the model with its empirical frequencies fixed to the
-full alignment's), and the :class:`~phylorl.phylo.duplicates.Duplicates` that map trees between the two.
-The classical climbs search there and put the dropped taxa back at the end (:func:`phylorl.env.search.run_search`).
+:func:`without_duplicates` gives, for an environment whose current alignment holds identical sequences, an
+environment over one of each (same configuration; the model with its empirical frequencies fixed to the full
+alignment's), and the :class:`~phylorl.phylo.duplicates.Duplicates` that map trees between the two. The
+classical climbs search there and put the dropped taxa back at the end
+(:func:`phylorl.env.search.run_search`).
 """
 
 from __future__ import annotations
@@ -35,8 +36,15 @@ def without_duplicates(env: TreeEnv) -> tuple[TreeEnv, Duplicates] | None:
     duplicates, model = found
     alignment = reduce_alignment(entry.alignment, duplicates)
     nj = prune_tree(read_newick(entry.prepared.nj_newick, entry.alignment), duplicates)
-    prepared = dataclasses.replace(entry.prepared, content_hash=alignment.content_hash(), model=model,
-                                   nj_newick=write_newick(nj), supports=[])
-    reduced = TreeEnv([EnvAlignment.build(alignment, prepared, f"{entry.name} (distinct sequences)")], env.config)
+    prepared = dataclasses.replace(
+        entry.prepared,
+        content_hash=alignment.content_hash(),
+        model=model,
+        nj_newick=write_newick(nj),
+        supports=[],
+    )
+    reduced = TreeEnv(
+        [EnvAlignment.build(alignment, prepared, f"{entry.name} (distinct sequences)")], env.config
+    )
     reduced.reset(0, prune_tree(env.tree, duplicates))
     return reduced, duplicates

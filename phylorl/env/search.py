@@ -80,13 +80,14 @@ optimised before it chooses its answer (``run_search(rescore=...)``, ``--rescore
 
 
 class SeenTrees:
-    """The ``capacity`` distinct topologies of highest step log-likelihood seen in a search (a copy of each, with
-    the branch lengths it had then), to choose the answer among them once their branches are optimised."""
+    """The ``capacity`` distinct topologies of highest step log-likelihood seen in a search (a copy of each,
+    with the branch lengths it had then), to choose the answer among them once their branches are
+    optimised."""
 
     rounds = 3
-    """Newton passes over every branch per kept tree before they are compared: one pass leaves results that depend
-    on the edge the walk starts from (up to 1.4 log-likelihood units apart at 7 taxa); three choose as the
-    converged optimisation does, at half its cost (``valid/``: see models/README.md)."""
+    """Newton passes over every branch per kept tree before they are compared: one pass leaves results that
+    depend on the edge the walk starts from (up to 1.4 log-likelihood units apart at 7 taxa); three choose as
+    the converged optimisation does, at half its cost (``valid/``: see models/README.md)."""
 
     def __init__(self, capacity: int):
         if capacity < 1:
@@ -112,9 +113,10 @@ class SeenTrees:
             self._floor = min(v[0] for v in self._trees.values())
 
     def best(self, engine) -> Tree:
-        """The kept tree of highest log-likelihood after :attr:`rounds` Newton passes over every branch (in place,
-        on the kept copies; ``engine`` is the search's :class:`~phylorl.phylo.LikelihoodEngine`)."""
-        ranked = sorted(self._trees.values(), key=lambda v: -v[0])  # ties go to the higher step log-likelihood
+        """The kept tree of highest log-likelihood after :attr:`rounds` Newton passes over every branch (in
+        place, on the kept copies; ``engine`` is the search's :class:`~phylorl.phylo.LikelihoodEngine`)."""
+        # ties go to the higher step log-likelihood
+        ranked = sorted(self._trees.values(), key=lambda v: -v[0])
         return max(ranked, key=lambda v: engine.optimize_branch_lengths(v[1], rounds=self.rounds))[1]
 
 
@@ -141,10 +143,20 @@ class SearchResult:
     """Moves scored by lazy SPR (the polish; not counted in ``evaluations``)."""
 
 
-def run_search(env: TreeEnv, policy: str | Policy, *, steps: int | None, rng: np.random.Generator | None = None,
-               on_step: Callable[[int, float], None] | None = None, restarts: int = 0,
-               perturbation_moves: int | None = None, perturbation_radius: int | None = None, finish: bool = False,
-               rescore: int = RESCORE, distinct: bool = True) -> SearchResult:
+def run_search(
+    env: TreeEnv,
+    policy: str | Policy,
+    *,
+    steps: int | None,
+    rng: np.random.Generator | None = None,
+    on_step: Callable[[int, float], None] | None = None,
+    restarts: int = 0,
+    perturbation_moves: int | None = None,
+    perturbation_radius: int | None = None,
+    finish: bool = False,
+    rescore: int = RESCORE,
+    distinct: bool = True,
+) -> SearchResult:
     """Search from ``env``'s current state (call ``env.reset`` first).
 
     Args:
@@ -167,9 +179,9 @@ def run_search(env: TreeEnv, policy: str | Policy, *, steps: int | None, rng: np
         distinct: the climbs (:data:`CLIMBS`) search the alignment's distinct sequences only when some are
             identical, and put the others back at the end, each on a cherry with its twin (as IQ-TREE does;
             :mod:`phylorl.phylo.duplicates`). Their ``on_step`` values are then the reduced alignment's
-            log-likelihoods, and their ``trajectory`` those shifted by the constant that makes the answer's value
-            its log-likelihood on the full alignment (the dropped taxa's near-zero pendant branches cost about the
-            same on every tree). The answer is scored on the full alignment.
+            log-likelihoods, and their ``trajectory`` those shifted by the constant that makes the answer's
+            value its log-likelihood on the full alignment (the dropped taxa's near-zero pendant branches cost
+            about the same on every tree). The answer is scored on the full alignment.
 
     The result carries the final tree and the best tree seen (a copy of each).
     """
@@ -178,13 +190,27 @@ def run_search(env: TreeEnv, policy: str | Policy, *, steps: int | None, rng: np
     if distinct and policy in CLIMBS:
         started, start = time.perf_counter(), env.loglik
         if (reduced := without_duplicates(env)) is not None:
-            return _search_distinct(env, *reduced, started, start, policy=policy, steps=steps, rng=rng,
-                                    on_step=on_step, restarts=restarts, perturbation_moves=perturbation_moves,
-                                    perturbation_radius=perturbation_radius, finish=finish, rescore=rescore)
+            return _search_distinct(
+                env,
+                *reduced,
+                started,
+                start,
+                policy=policy,
+                steps=steps,
+                rng=rng,
+                on_step=on_step,
+                restarts=restarts,
+                perturbation_moves=perturbation_moves,
+                perturbation_radius=perturbation_radius,
+                finish=finish,
+                rescore=rescore,
+            )
     hill = policy in CLIMBS or getattr(policy, "climbs", False)
     rng = rng if rng is not None else np.random.default_rng()
-    perturbation = (PERTURBATION[0] if perturbation_moves is None else perturbation_moves,
-                    PERTURBATION[1] if perturbation_radius is None else perturbation_radius)
+    perturbation = (
+        PERTURBATION[0] if perturbation_moves is None else perturbation_moves,
+        PERTURBATION[1] if perturbation_radius is None else perturbation_radius,
+    )
     if isinstance(policy, str):
         if policy == "random":
             policy = RandomPolicy(rng)
@@ -228,7 +254,8 @@ def run_search(env: TreeEnv, policy: str | Policy, *, steps: int | None, rng: np
         if round_:
             env.reset(env.alignments.index(env.current), _perturbed(best_tree, *perturbation, rng))
             note_best()
-        visited = {topology_key(env.tree): env.loglik}  # this climb's topologies: the best log-likelihood of each
+        # this climb's topologies: the best log-likelihood of each
+        visited = {topology_key(env.tree): env.loglik}
         while done < limit:
             action = policy.choose(env)
             if action is not None:
@@ -256,10 +283,16 @@ def run_search(env: TreeEnv, policy: str | Policy, *, steps: int | None, rng: np
             env.optimize_all_branches()
         note_best()
     return SearchResult(
-        start_loglik=start, final_loglik=env.loglik, best_loglik=best, steps=done,
+        start_loglik=start,
+        final_loglik=env.loglik,
+        best_loglik=best,
+        steps=done,
         evaluations=engine.n_evaluations - evals0,
         branch_optimisations=engine.n_branch_optimisations - branches0,
-        seconds=time.perf_counter() - started, tree=env.tree.copy(), trajectory=trajectory, best_tree=best_tree,
+        seconds=time.perf_counter() - started,
+        tree=env.tree.copy(),
+        trajectory=trajectory,
+        best_tree=best_tree,
         lazy_scores=engine.n_lazy_scores - lazy0,
     )
 
@@ -275,10 +308,11 @@ def _returned(visited: dict[int, float], env: TreeEnv) -> bool:
     return seen is not None and env.loglik < seen + RETURN_GAIN
 
 
-def _search_distinct(env: TreeEnv, reduced: TreeEnv, duplicates, started: float, start: float,
-                     **search) -> SearchResult:
-    """:func:`run_search` on ``reduced`` (``env``'s distinct sequences), its answer with the dropped taxa put back
-    and every branch optimised on the full alignment (``started``, ``start``: the clock and ``env``'s
+def _search_distinct(
+    env: TreeEnv, reduced: TreeEnv, duplicates, started: float, start: float, **search
+) -> SearchResult:
+    """:func:`run_search` on ``reduced`` (``env``'s distinct sequences), its answer with the dropped taxa put
+    back and every branch optimised on the full alignment (``started``, ``start``: the clock and ``env``'s
     log-likelihood when the search began)."""
     evals0, branches0 = env.engine.n_evaluations, env.engine.n_branch_optimisations
     result = run_search(reduced, distinct=False, **search)
@@ -286,34 +320,58 @@ def _search_distinct(env: TreeEnv, reduced: TreeEnv, duplicates, started: float,
     env.optimize_all_branches()
     shift = env.loglik - result.best_loglik  # the dropped taxa's near-zero pendant branches: about constant
     return dataclasses.replace(
-        result, start_loglik=start, final_loglik=env.loglik, best_loglik=env.loglik, tree=env.tree.copy(),
+        result,
+        start_loglik=start,
+        final_loglik=env.loglik,
+        best_loglik=env.loglik,
+        tree=env.tree.copy(),
         trajectory=[value + shift for value in result.trajectory],
-        best_tree=env.tree.copy(), evaluations=result.evaluations + env.engine.n_evaluations - evals0,
+        best_tree=env.tree.copy(),
+        evaluations=result.evaluations + env.engine.n_evaluations - evals0,
         branch_optimisations=result.branch_optimisations + env.engine.n_branch_optimisations - branches0,
-        seconds=time.perf_counter() - started)
+        seconds=time.perf_counter() - started,
+    )
 
 
-def ranked_climb_with_restarts(env: TreeEnv, make: Callable[[bool], RankedClimb], restarts: int,
-                               rng: np.random.Generator,
-                               on_step: Callable[[int, float], None] | None = None,
-                               perturbation: tuple[int, int] | None = None) -> SearchResult:
+def ranked_climb_with_restarts(
+    env: TreeEnv,
+    make: Callable[[bool], RankedClimb],
+    restarts: int,
+    rng: np.random.Generator,
+    on_step: Callable[[int, float], None] | None = None,
+    perturbation: tuple[int, int] | None = None,
+) -> SearchResult:
     """Iterated local search with a ranked climb: climbs that stop when none of the top-ranked moves
     improves (``make(False)``), with ``restarts`` perturb-and-climb rounds from the best tree, then one
     certified climb (``make(True)``) from the best tree, so the answer is a true SPR local optimum with
     every branch optimised. ``perturbation``: ``(moves, radius)`` of each perturbation (default
     :data:`PERTURBATION`). One :class:`SearchResult` covers both phases."""
     moves, radius = perturbation or PERTURBATION
-    rounds = run_search(env, make(False), steps=None, restarts=restarts, rng=rng, on_step=on_step,
-                        perturbation_moves=moves, perturbation_radius=radius)
+    rounds = run_search(
+        env,
+        make(False),
+        steps=None,
+        restarts=restarts,
+        rng=rng,
+        on_step=on_step,
+        perturbation_moves=moves,
+        perturbation_radius=radius,
+    )
     env.reset(env.alignments.index(env.current), rounds.best_tree)
     final = run_search(env, make(True), steps=None, on_step=on_step)
     better = final if final.best_loglik >= rounds.best_loglik else rounds
     return dataclasses.replace(
-        final, start_loglik=rounds.start_loglik, best_loglik=better.best_loglik, best_tree=better.best_tree,
-        steps=rounds.steps + final.steps, evaluations=rounds.evaluations + final.evaluations,
+        final,
+        start_loglik=rounds.start_loglik,
+        best_loglik=better.best_loglik,
+        best_tree=better.best_tree,
+        steps=rounds.steps + final.steps,
+        evaluations=rounds.evaluations + final.evaluations,
         branch_optimisations=rounds.branch_optimisations + final.branch_optimisations,
-        seconds=rounds.seconds + final.seconds, trajectory=rounds.trajectory + final.trajectory,
-        lazy_scores=rounds.lazy_scores + final.lazy_scores)
+        seconds=rounds.seconds + final.seconds,
+        trajectory=rounds.trajectory + final.trajectory,
+        lazy_scores=rounds.lazy_scores + final.lazy_scores,
+    )
 
 
 def _perturbed(tree: Tree, moves: int, radius: int, rng: np.random.Generator) -> Tree:

@@ -74,8 +74,12 @@ class TreeEnv:
         stepping on the same alignment do not overwrite each other's cached partials (the engine keeps
         the last tree it saw). Made when an episode starts on another alignment (same model)."""
         if self._engine is None or self._engine[0] is not self.current:
-            self._engine = (self.current, LikelihoodEngine(self.current.alignment,
-                                                              self.current.engine.model or self.current.engine.spec))
+            self._engine = (
+                self.current,
+                LikelihoodEngine(
+                    self.current.alignment, self.current.engine.model or self.current.engine.spec
+                ),
+            )
         return self._engine[1]
 
     # ------------------------------------------------------------- episodes
@@ -109,9 +113,9 @@ class TreeEnv:
         return obs, float(reward), False, truncated, self._info(delta)
 
     def move(self, action: int) -> float:
-        """Apply move ``action`` as :meth:`step` does and return the change of log-likelihood, without building
-        the observation (searches that rank moves by other means skip its features; :meth:`observation` still
-        builds it on demand)."""
+        """Apply move ``action`` as :meth:`step` does and return the change of log-likelihood, without
+        building the observation (searches that rank moves by other means skip its features;
+        :meth:`observation` still builds it on demand)."""
         if self.tree is None:
             raise RuntimeError("call reset() before step()")
         if not 0 <= action < len(self._moves):
@@ -122,8 +126,8 @@ class TreeEnv:
         return delta
 
     def replace(self, tree: Tree, loglik: float) -> None:
-        """Go on from ``tree``, a change of the current tree that a search made itself (several moves at once),
-        whose log-likelihood under this environment's engine is ``loglik``: counted as one step, no
+        """Go on from ``tree``, a change of the current tree that a search made itself (several moves at
+        once), whose log-likelihood under this environment's engine is ``loglik``: counted as one step, no
         observation built (as :meth:`move`)."""
         if self.tree is None:
             raise RuntimeError("call reset() before replace()")
@@ -131,7 +135,8 @@ class TreeEnv:
         self._advance(float(loglik))
 
     def _advance(self, loglik: float) -> None:
-        """One step taken: the new tree's log-likelihood, the step count, its moves; the observation is stale."""
+        """One step taken: the new tree's log-likelihood, the step count, its moves; the observation is
+        stale."""
         self.loglik = loglik
         self.steps += 1
         self._moves = enumerate_moves(self.tree, radius=self.config.radius)
@@ -141,8 +146,9 @@ class TreeEnv:
     def _apply(self, tree: Tree, move) -> float:
         apply_spr(tree, move)
         edges = edges_near(tree, [int(move[0])], self.config.local_depth)
-        return self.engine.optimize_branch_lengths(tree, edges, rounds=self.config.local_rounds, tol=1e-3,
-                                                           newton_tol=self.config.local_newton_tol)
+        return self.engine.optimize_branch_lengths(
+            tree, edges, rounds=self.config.local_rounds, tol=1e-3, newton_tol=self.config.local_newton_tol
+        )
 
     def _observe(self) -> Observation:
         self._moves = enumerate_moves(self.tree, radius=self.config.radius)

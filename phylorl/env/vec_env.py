@@ -35,8 +35,9 @@ class VecStep:
 class VecTreeEnv:
     """``n_envs`` :class:`TreeEnv` over the same alignments, seeded ``seed, seed+1, ...``; auto-resets."""
 
-    def __init__(self, alignments: Sequence[EnvAlignment], n_envs: int, config: EnvConfig = EnvConfig(),
-                 seed: int = 0):
+    def __init__(
+        self, alignments: Sequence[EnvAlignment], n_envs: int, config: EnvConfig = EnvConfig(), seed: int = 0
+    ):
         if n_envs < 1:
             raise ValueError(f"n_envs must be >= 1, got {n_envs}")
         self.envs = [TreeEnv(alignments, config, seed=seed + i) for i in range(n_envs)]

@@ -48,7 +48,9 @@ def find_iqtree(program: str = IQTREE_PROGRAM) -> str:
     """Path of the IQ-TREE 2 executable; :class:`IqtreeError` when it is not on PATH."""
     path = shutil.which(program)
     if path is None:
-        raise IqtreeError(f"{program} is not on PATH (scripts/install.sh installs it; --no-iqtree runs without it)")
+        raise IqtreeError(
+            f"{program} is not on PATH (scripts/install.sh installs it; --no-iqtree runs without it)"
+        )
     return path
 
 
@@ -61,21 +63,35 @@ class IqtreeRunner:
         self.timeout = timeout
 
     def search(self, entry) -> IqtreeResult:
-        """IQ-TREE's ML search for ``entry`` (an :class:`~phylorl.env.tree_env.EnvAlignment`) under ``entry``'s
-        prepared model, re-scored with ``entry.engine``."""
+        """IQ-TREE's ML search for ``entry`` (an :class:`~phylorl.env.tree_env.EnvAlignment`) under
+        ``entry``'s prepared model, re-scored with ``entry.engine``."""
         alignment, model = entry.alignment, entry.prepared.model
         with tempfile.TemporaryDirectory(prefix="phylorl-iqtree-") as work:
             fasta = Path(work) / "alignment.fasta"
             fasta.write_text(format_fasta(alignment))
             prefix = Path(work) / "ml"
-            cmd = [self.exe, "-s", str(fasta), "-m", model, "-nt", "1", "-seed", str(self.seed), "-redo", "-quiet",
-                   "-pre", str(prefix)]
+            cmd = [
+                self.exe,
+                "-s",
+                str(fasta),
+                "-m",
+                model,
+                "-nt",
+                "1",
+                "-seed",
+                str(self.seed),
+                "-redo",
+                "-quiet",
+                "-pre",
+                str(prefix),
+            ]
             started = time.perf_counter()
             try:
                 proc = subprocess.run(cmd, capture_output=True, text=True, timeout=self.timeout)
             except subprocess.TimeoutExpired:
-                raise IqtreeError(f"{self.exe} did not finish on {entry.name or 'an alignment'} "
-                                  f"within {self.timeout} s") from None
+                raise IqtreeError(
+                    f"{self.exe} did not finish on {entry.name or 'an alignment'} within {self.timeout} s"
+                ) from None
             seconds = time.perf_counter() - started
             treefile = Path(f"{prefix}.treefile")
             if proc.returncode != 0 or not treefile.exists():
@@ -84,13 +100,18 @@ class IqtreeRunner:
                 lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
                 reason = lines[-1] if lines else f"exit status {proc.returncode}"
                 raise IqtreeError(f"{self.exe} failed on {entry.name or 'an alignment'}: {reason}")
-            text = "".join(p.read_text() for p in (Path(f"{prefix}.iqtree"), Path(f"{prefix}.log")) if p.exists())
-            found = (re.search(r"Log-likelihood of the tree:\s*(\S+)", text)
-                     or re.search(r"BEST SCORE FOUND\s*:\s*(\S+)", text))
+            text = "".join(
+                p.read_text() for p in (Path(f"{prefix}.iqtree"), Path(f"{prefix}.log")) if p.exists()
+            )
+            found = re.search(r"Log-likelihood of the tree:\s*(\S+)", text) or re.search(
+                r"BEST SCORE FOUND\s*:\s*(\S+)", text
+            )
             newick = treefile.read_text()
         try:
             tree = read_newick(newick, alignment, resolve_polytomies=True)
         except ValueError as exc:
-            raise IqtreeError(f"cannot read IQ-TREE's tree for {entry.name or 'an alignment'}: {exc}") from None
+            raise IqtreeError(
+                f"cannot read IQ-TREE's tree for {entry.name or 'an alignment'}: {exc}"
+            ) from None
         loglik = entry.engine.optimize_branch_lengths(tree, rounds=20, tol=1e-4)
         return IqtreeResult(tree, float(loglik), float(found.group(1)) if found else None, seconds)

@@ -1,7 +1,7 @@
 """Run every search method from the same seeded start trees and score them against IQ-TREE.
 
-Start tree ``k`` of an alignment is the one ``TreeEnv([entry], env_config, seed=seed + k)`` (random by default)
-draws on ``reset(0)`` (branch lengths optimised), as :func:`phylorl.agent.policy.evaluate_episodes`
+Start tree ``k`` of an alignment is the one ``TreeEnv([entry], env_config, seed=seed + k)`` (random by
+default) draws on ``reset(0)`` (branch lengths optimised), as :func:`phylorl.agent.policy.evaluate_episodes`
 does, so every method starts from the same trees. Each method's answer is the best tree it saw.
 
 ``agent``         the policy (any object with ``choose(env) -> int | None``) for ``steps`` moves.
@@ -73,18 +73,24 @@ class Evaluation:
 
     def to_dict(self) -> dict:
         rows = [asdict(r) | {"delta_loglik": r.delta} for r in self.rows]
-        return {"settings": self.settings, "has_reference": self.has_reference,
-                "alignments": [asdict(a) for a in self.alignments], "summary": [asdict(s) for s in self.summary],
-                "by_taxa": {str(n): v for n, v in self.by_taxa.items()},
-                "by_band": {band: {m: asdict(s) for m, s in v.items()} for band, v in self.by_band.items()},
-                "rows": rows}
+        return {
+            "settings": self.settings,
+            "has_reference": self.has_reference,
+            "alignments": [asdict(a) for a in self.alignments],
+            "summary": [asdict(s) for s in self.summary],
+            "by_taxa": {str(n): v for n, v in self.by_taxa.items()},
+            "by_band": {band: {m: asdict(s) for m, s in v.items()} for band, v in self.by_band.items()},
+            "rows": rows,
+        }
 
 
 def check_methods(methods: Sequence[str], *, has_policy: bool, has_iqtree: bool) -> list[str]:
     """``methods`` validated (known, each once, in the order given); ``ValueError`` otherwise."""
     unknown = [m for m in methods if m not in METHODS]
     if unknown:
-        raise ValueError(f"unknown method(s) {', '.join(map(repr, unknown))}: expected some of {', '.join(METHODS)}")
+        raise ValueError(
+            f"unknown method(s) {', '.join(map(repr, unknown))}: expected some of {', '.join(METHODS)}"
+        )
     if not methods:
         raise ValueError("no method to evaluate")
     if not has_policy and any(m in AGENT_METHODS for m in methods):
@@ -94,11 +100,20 @@ def check_methods(methods: Sequence[str], *, has_policy: bool, has_iqtree: bool)
     return list(dict.fromkeys(methods))
 
 
-def evaluate_methods(entries: Sequence[EnvAlignment], policy: Policy | None = None, *, starts: int = 4,
-                     steps: int | None = None, seed: int = 0, methods: Sequence[str] | None = None,
-                     iqtree: IqtreeRunner | None = None, env_config: EnvConfig | None = None,
-                     on_progress: Callable[[str], None] | None = None, workers: int = 1,
-                     rescore: int = RESCORE) -> Evaluation:
+def evaluate_methods(
+    entries: Sequence[EnvAlignment],
+    policy: Policy | None = None,
+    *,
+    starts: int = 4,
+    steps: int | None = None,
+    seed: int = 0,
+    methods: Sequence[str] | None = None,
+    iqtree: IqtreeRunner | None = None,
+    env_config: EnvConfig | None = None,
+    on_progress: Callable[[str], None] | None = None,
+    workers: int = 1,
+    rescore: int = RESCORE,
+) -> Evaluation:
     """Evaluate ``methods`` (default: all that the arguments allow) on every entry from ``starts`` starts.
 
     ``steps``: moves of the agent, random and greedy methods (default ``2 n``, n = taxa); ``rescore``: how
@@ -116,13 +131,17 @@ def evaluate_methods(entries: Sequence[EnvAlignment], policy: Policy | None = No
     if steps is not None and steps < 1:
         raise ValueError(f"steps must be >= 1, got {steps}")
     if methods is None:
-        methods = [m for m in DEFAULT_METHODS if (policy is not None or m not in AGENT_METHODS)
-                   and (iqtree is not None or m != "iqtree")]
+        methods = [
+            m
+            for m in DEFAULT_METHODS
+            if (policy is not None or m not in AGENT_METHODS) and (iqtree is not None or m != "iqtree")
+        ]
     methods = check_methods(methods, has_policy=policy is not None, has_iqtree=iqtree is not None)
     config = env_config or EnvConfig(start="random")
     progress = on_progress or (lambda label: None)
     job = _Job(entries, policy, methods, starts, steps, seed, config, iqtree, rescore)
-    if entries and any(m in AGENT_METHODS for m in methods):  # one-time set-up (compilation) is not search time
+    # one-time set-up (compilation) is not search time
+    if entries and any(m in AGENT_METHODS for m in methods):
         policy.choose(_fresh_env(entries[0], config, seed))
     if workers > 1 and len(entries) > 1:
         done = _parallel(job, workers, progress)
@@ -131,10 +150,26 @@ def evaluate_methods(entries: Sequence[EnvAlignment], policy: Policy | None = No
     infos = [info for info, _, _ in done]
     rows = [row for _, alignment_rows, _ in done for row in alignment_rows]
     iq_seconds = [seconds for _, _, seconds in done if seconds is not None]
-    settings = {"starts": starts, "steps": steps, "rescore": rescore, "seed": seed, "methods": methods,
-                "iqtree": iqtree is not None, "min_gain": MIN_GAIN, "tolerance": TOLERANCE, "workers": workers}
-    return Evaluation(settings, infos, rows, summarise(rows, methods, iq_seconds), by_taxon_count(rows, methods),
-                      iqtree is not None, by_band(rows, methods))
+    settings = {
+        "starts": starts,
+        "steps": steps,
+        "rescore": rescore,
+        "seed": seed,
+        "methods": methods,
+        "iqtree": iqtree is not None,
+        "min_gain": MIN_GAIN,
+        "tolerance": TOLERANCE,
+        "workers": workers,
+    }
+    return Evaluation(
+        settings,
+        infos,
+        rows,
+        summarise(rows, methods, iq_seconds),
+        by_taxon_count(rows, methods),
+        iqtree is not None,
+        by_band(rows, methods),
+    )
 
 
 @dataclass
@@ -223,8 +258,21 @@ def _one_start(entry, k, job: _Job, steps, reference, progress) -> list[StartRes
 
     for method in job.methods:
         if method == "iqtree":
-            out.append(_row(entry, k, method, start, reference.loglik, reference.tree, reference, None, None,
-                            reference.seconds, []))
+            out.append(
+                _row(
+                    entry,
+                    k,
+                    method,
+                    start,
+                    reference.loglik,
+                    reference.tree,
+                    reference,
+                    None,
+                    None,
+                    reference.seconds,
+                    [],
+                )
+            )
             continue
         progress(f"{entry.name}: start {k + 1}, {method}")
         if method in AGENT_METHODS:
@@ -234,29 +282,61 @@ def _one_start(entry, k, job: _Job, steps, reference, progress) -> list[StartRes
             if method == "agent+polish":
                 from phylorl.agent.policy import polish as polish_search
 
-                polish = polish_search(_fresh_env(entry, config, seed + k, tree=agent.best_tree),
-                                       policy if hasattr(policy, "q_values") else None,
-                                       rng=np.random.default_rng([seed, k, 1]))
+                polish = polish_search(
+                    _fresh_env(entry, config, seed + k, tree=agent.best_tree),
+                    policy if hasattr(policy, "q_values") else None,
+                    rng=np.random.default_rng([seed, k, 1]),
+                )
                 better = polish if polish.best_loglik >= agent.best_loglik else agent
                 final, tree = better.best_loglik, better.best_tree
                 trajectory = _best_so_far(agent.start_loglik, agent.trajectory + polish.trajectory, final)
-                out.append(_row(entry, k, method, agent.start_loglik, final, tree, reference,
-                                agent.evaluations + polish.evaluations, agent.steps + polish.steps,
-                                agent.seconds + polish.seconds, trajectory))
+                out.append(
+                    _row(
+                        entry,
+                        k,
+                        method,
+                        agent.start_loglik,
+                        final,
+                        tree,
+                        reference,
+                        agent.evaluations + polish.evaluations,
+                        agent.steps + polish.steps,
+                        agent.seconds + polish.seconds,
+                        trajectory,
+                    )
+                )
                 continue
         elif method == "ml":
             out.append(_ml_row(entry, k, env(), seed + k, reference))
             continue
         elif method == "random":
-            result = run_search(env(), "random", steps=steps, rng=np.random.default_rng([seed, k]), finish=True,
-                                rescore=rescore)
+            result = run_search(
+                env(),
+                "random",
+                steps=steps,
+                rng=np.random.default_rng([seed, k]),
+                finish=True,
+                rescore=rescore,
+            )
         elif method == "greedy":
             result = run_search(env(), "greedy", steps=steps, finish=True, rescore=rescore)
         else:  # hillclimb
             result = run_search(env(), method, steps=None)
-        out.append(_row(entry, k, method, result.start_loglik, result.best_loglik, result.best_tree, reference,
-                        result.evaluations, result.steps, result.seconds,
-                        _best_so_far(result.start_loglik, result.trajectory, result.best_loglik)))
+        out.append(
+            _row(
+                entry,
+                k,
+                method,
+                result.start_loglik,
+                result.best_loglik,
+                result.best_tree,
+                reference,
+                result.evaluations,
+                result.steps,
+                result.seconds,
+                _best_so_far(result.start_loglik, result.trajectory, result.best_loglik),
+            )
+        )
     return out
 
 
@@ -266,10 +346,26 @@ def _ml_row(entry, k, env: TreeEnv, seed: int, reference) -> StartResult:
 
     start = env.loglik
     trajectory = []
-    result = search(entry.alignment, entry.prepared.model, seed=seed, start=env.tree.copy(),
-                    on_progress=lambda p: trajectory.append(p["best_loglik"]))
-    return _row(entry, k, "ml", start, result.loglik, result.tree, reference, None, result.moves,
-                result.seconds, _best_so_far(start, trajectory, result.loglik))
+    result = search(
+        entry.alignment,
+        entry.prepared.model,
+        seed=seed,
+        start=env.tree.copy(),
+        on_progress=lambda p: trajectory.append(p["best_loglik"]),
+    )
+    return _row(
+        entry,
+        k,
+        "ml",
+        start,
+        result.loglik,
+        result.tree,
+        reference,
+        None,
+        result.moves,
+        result.seconds,
+        _best_so_far(start, trajectory, result.loglik),
+    )
 
 
 def _best_so_far(start: float, trajectory: Sequence[float], best: float) -> list[float]:
@@ -283,14 +379,27 @@ def _best_so_far(start: float, trajectory: Sequence[float], best: float) -> list
     return points
 
 
-def _row(entry, k, method, start, final, tree, reference, evaluations, steps, seconds, trajectory) -> StartResult:
+def _row(
+    entry, k, method, start, final, tree, reference, evaluations, steps, seconds, trajectory
+) -> StartResult:
     ref = reference.loglik if reference is not None else None
     rf = rf_distance(tree, reference.tree) if reference is not None else None
     max_rf = 2 * (entry.alignment.n_taxa - 3)
     return StartResult(
-        alignment=entry.name, n_taxa=entry.alignment.n_taxa, start=k, method=method, start_loglik=float(start),
-        final_loglik=float(final), iqtree_loglik=ref, improvement=improvement(start, final, ref),
-        within_tolerance=within(final, ref), rf=rf, rf_normalised=None if rf is None else rf / max_rf,
-        evaluations=evaluations, steps=steps, seconds=float(seconds), trajectory=trajectory,
-        tree=write_newick(tree))
-
+        alignment=entry.name,
+        n_taxa=entry.alignment.n_taxa,
+        start=k,
+        method=method,
+        start_loglik=float(start),
+        final_loglik=float(final),
+        iqtree_loglik=ref,
+        improvement=improvement(start, final, ref),
+        within_tolerance=within(final, ref),
+        rf=rf,
+        rf_normalised=None if rf is None else rf / max_rf,
+        evaluations=evaluations,
+        steps=steps,
+        seconds=float(seconds),
+        trajectory=trajectory,
+        tree=write_newick(tree),
+    )

@@ -27,8 +27,14 @@ AGENT_METHODS = ("agent", "agent+polish")
 """The methods that need a policy."""
 
 
-def improvement(start: float, final: float, reference: float | None, *, min_gain: float = MIN_GAIN,
-                tolerance: float = TOLERANCE) -> float | None:
+def improvement(
+    start: float,
+    final: float,
+    reference: float | None,
+    *,
+    min_gain: float = MIN_GAIN,
+    tolerance: float = TOLERANCE,
+) -> float | None:
     """``(final − start) / (reference − start)``, or the 0/1 rule when ``reference − start < min_gain``
     (see module docstring); ``None`` without a reference."""
     if reference is None:
@@ -102,8 +108,9 @@ def _mean(values) -> float | None:
     return float(sum(values) / len(values)) if values else None
 
 
-def summarise(rows: Sequence[StartResult], methods: Sequence[str],
-              iqtree_seconds: Sequence[float] | None = None) -> list[MethodSummary]:
+def summarise(
+    rows: Sequence[StartResult], methods: Sequence[str], iqtree_seconds: Sequence[float] | None = None
+) -> list[MethodSummary]:
     """One :class:`MethodSummary` per method in ``methods`` (methods without rows are left out)."""
     iq_mean = _mean(iqtree_seconds or [])
     out = []
@@ -116,18 +123,22 @@ def summarise(rows: Sequence[StartResult], methods: Sequence[str],
             if r.improvement is not None:
                 by_alignment[r.alignment].append(r.improvement)
         seconds = _mean(r.seconds for r in mine)
-        out.append(MethodSummary(
-            method=method, runs=len(mine),
-            mean_improvement=_mean(r.improvement for r in mine),
-            mean_best_of_k_improvement=_mean(max(v) for v in by_alignment.values()),
-            fraction_within_tolerance=_mean(None if r.within_tolerance is None else float(r.within_tolerance)
-                                            for r in mine),
-            mean_delta_loglik=_mean(r.delta for r in mine),
-            mean_rf_normalised=_mean(r.rf_normalised for r in mine),
-            mean_evaluations=_mean(r.evaluations for r in mine),
-            mean_seconds=seconds,
-            seconds_ratio_to_iqtree=seconds / iq_mean if iq_mean else None,
-        ))
+        out.append(
+            MethodSummary(
+                method=method,
+                runs=len(mine),
+                mean_improvement=_mean(r.improvement for r in mine),
+                mean_best_of_k_improvement=_mean(max(v) for v in by_alignment.values()),
+                fraction_within_tolerance=_mean(
+                    None if r.within_tolerance is None else float(r.within_tolerance) for r in mine
+                ),
+                mean_delta_loglik=_mean(r.delta for r in mine),
+                mean_rf_normalised=_mean(r.rf_normalised for r in mine),
+                mean_evaluations=_mean(r.evaluations for r in mine),
+                mean_seconds=seconds,
+                seconds_ratio_to_iqtree=seconds / iq_mean if iq_mean else None,
+            )
+        )
     return out
 
 
@@ -154,8 +165,8 @@ def band_label(band: tuple[int, int | None]) -> str:
 
 
 def by_band(rows: Sequence[StartResult], methods: Sequence[str]) -> dict[str, dict[str, MethodSummary]]:
-    """:func:`summarise` of each taxa band of :data:`BANDS` that holds rows: ``{band: {method: summary}}``, IQ-TREE's
-    seconds those of the band's alignments."""
+    """:func:`summarise` of each taxa band of :data:`BANDS` that holds rows: ``{band: {method: summary}}``,
+    IQ-TREE's seconds those of the band's alignments."""
     table = {}
     for low, high in BANDS:
         mine = [r for r in rows if r.n_taxa >= low and (high is None or r.n_taxa <= high)]

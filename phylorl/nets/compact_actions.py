@@ -66,8 +66,9 @@ class CompactActions:
     def states(self) -> Segments:
         """The :class:`Segments` of the moves over the states, on the arrays' device (no host sync)."""
         sizes = self.sizes
-        index = torch.repeat_interleave(torch.arange(sizes.shape[0], device=sizes.device), sizes,
-                                        output_size=self.count)
+        index = torch.repeat_interleave(
+            torch.arange(sizes.shape[0], device=sizes.device), sizes, output_size=self.count
+        )
         return Segments(index=index, sizes=sizes, count=int(sizes.shape[0]), size=self.uniform)
 
     @property
@@ -76,49 +77,133 @@ class CompactActions:
 
 
 def expand_actions(compact: CompactActions) -> ActionBatch:
-    """The :class:`ActionBatch` of ``compact``, on its device, by tensor operations without a host sync: node ids
-    ``(p, s, x, y)`` and every column (what a GPU runs; on the host :func:`phylorl.agent.transfer.on_device` uses one
-    compiled pass, :func:`phylorl.records.moves.expand_moves`, which gives the same values). Its some twenty
-    operations run in one call of a TorchScript function: called one by one from Python, each would let the
-    interpreter lock go and then wait to take it back from the learner's other threads."""
+    """The :class:`ActionBatch` of ``compact``, on its device, by tensor operations without a host sync: node
+    ids ``(p, s, x, y)`` and every column (what a GPU runs; on the host
+    :func:`phylorl.agent.transfer.on_device` uses one compiled pass,
+    :func:`phylorl.records.moves.expand_moves`, which gives the same values). Its some twenty operations run
+    in one call of a TorchScript function: called one by one from Python, each would let the interpreter lock
+    go and then wait to take it back from the learner's other threads."""
     c = compact
-    nodes, meta, index, _ = _expansion()(c.slot_node, c.pruned, c.regraft, c.shared, c.walk_slot, c.walk_own, c.blocks,
-                                         c.shared_row, c.columns, c.sizes, c.count)
+    nodes, meta, index, _ = _expansion()(
+        c.slot_node,
+        c.pruned,
+        c.regraft,
+        c.shared,
+        c.walk_slot,
+        c.walk_own,
+        c.blocks,
+        c.shared_row,
+        c.columns,
+        c.sizes,
+        c.count,
+    )
     return action_batch(nodes, meta, index, c.sizes, c.uniform)
 
 
-def action_batch(nodes: Tensor, meta: Tensor, index: Tensor, sizes: Tensor, uniform: int | None) -> ActionBatch:
-    """The :class:`ActionBatch` of :func:`expand_tensors`' ``(nodes, meta, index)`` and the states' move counts."""
-    return ActionBatch(nodes=nodes, meta=meta, states=Segments(index=index, sizes=sizes, count=int(sizes.shape[0]),
-                                                               size=uniform))
+def action_batch(
+    nodes: Tensor, meta: Tensor, index: Tensor, sizes: Tensor, uniform: int | None
+) -> ActionBatch:
+    """The :class:`ActionBatch` of :func:`expand_tensors`' ``(nodes, meta, index)`` and the states' move
+    counts."""
+    return ActionBatch(
+        nodes=nodes,
+        meta=meta,
+        states=Segments(index=index, sizes=sizes, count=int(sizes.shape[0]), size=uniform),
+    )
 
 
-def expand_tensors(slot_node: Tensor, pruned_cols: Tensor, regraft_cols: Tensor, shared: Tensor, walk_slot: Tensor,
-            walk_own: Tensor, blocks: Tensor, shared_row: Tensor, columns: Tensor, sizes: Tensor,
-            count: int) -> tuple[Tensor, Tensor, Tensor]:
+def expand_tensors(
+    slot_node: Tensor,
+    pruned_cols: Tensor,
+    regraft_cols: Tensor,
+    shared: Tensor,
+    walk_slot: Tensor,
+    walk_own: Tensor,
+    blocks: Tensor,
+    shared_row: Tensor,
+    columns: Tensor,
+    sizes: Tensor,
+    count: int,
+) -> tuple[Tensor, Tensor, Tensor]:
     """``(nodes, meta, state index)`` of the moves (see :func:`expand_actions`)."""
     blocks = blocks.long()
     lengths = blocks[:, 2]
-    block = torch.repeat_interleave(torch.arange(blocks.shape[0], device=blocks.device), lengths, output_size=count)
-    shift = blocks[:, 1] - (torch.cumsum(lengths, 0) - lengths)  # a block's first walk row less its first move
+    block = torch.repeat_interleave(
+        torch.arange(blocks.shape[0], device=blocks.device), lengths, output_size=count
+    )
+    # a block's first walk row less its first move
+    shift = blocks[:, 1] - (torch.cumsum(lengths, 0) - lengths)
     walk = shift.index_select(0, block) + torch.arange(count, device=blocks.device)
     pruned, regraft = blocks[:, 0].index_select(0, block), walk_slot.long().index_select(0, walk)
-    nodes = torch.stack((torch.div(pruned, 3, rounding_mode="floor"), slot_node.index_select(0, pruned),
-                         torch.div(regraft, 3, rounding_mode="floor"), slot_node.index_select(0, regraft)), dim=1)
-    parts = torch.cat((pruned_cols.index_select(0, pruned), regraft_cols.index_select(0, regraft),
-                       shared.index_select(0, shared_row.long()), walk_own.index_select(0, walk)), 1)
-    index = torch.repeat_interleave(torch.arange(sizes.shape[0], device=sizes.device), sizes, output_size=count)
+    nodes = torch.stack(
+        (
+            torch.div(pruned, 3, rounding_mode="floor"),
+            slot_node.index_select(0, pruned),
+            torch.div(regraft, 3, rounding_mode="floor"),
+            slot_node.index_select(0, regraft),
+        ),
+        dim=1,
+    )
+    parts = torch.cat(
+        (
+            pruned_cols.index_select(0, pruned),
+            regraft_cols.index_select(0, regraft),
+            shared.index_select(0, shared_row.long()),
+            walk_own.index_select(0, walk),
+        ),
+        1,
+    )
+    index = torch.repeat_interleave(
+        torch.arange(sizes.shape[0], device=sizes.device), sizes, output_size=count
+    )
     return nodes, parts.index_select(1, columns), index
 
 
-def _expand_kept(slot_node: Tensor, pruned_cols: Tensor, regraft_cols: Tensor, shared: Tensor, walk_slot: Tensor,
-                 walk_own: Tensor, blocks: Tensor, shared_row: Tensor, columns: Tensor, sizes: Tensor,
-                 count: int) -> tuple[Tensor, Tensor, Tensor, list[Tensor]]:
-    """:func:`expand_tensors`, its tensor arguments returned too (kept to the end: :mod:`~phylorl.nets.one_call`)."""
-    nodes, meta, index = expand_tensors(slot_node, pruned_cols, regraft_cols, shared, walk_slot, walk_own, blocks,
-                                        shared_row, columns, sizes, count)
-    return nodes, meta, index, [slot_node, pruned_cols, regraft_cols, shared, walk_slot, walk_own, blocks, shared_row,
-                                columns, sizes]
+def _expand_kept(
+    slot_node: Tensor,
+    pruned_cols: Tensor,
+    regraft_cols: Tensor,
+    shared: Tensor,
+    walk_slot: Tensor,
+    walk_own: Tensor,
+    blocks: Tensor,
+    shared_row: Tensor,
+    columns: Tensor,
+    sizes: Tensor,
+    count: int,
+) -> tuple[Tensor, Tensor, Tensor, list[Tensor]]:
+    """:func:`expand_tensors`, its tensor arguments returned too (kept to the end:
+    :mod:`~phylorl.nets.one_call`)."""
+    nodes, meta, index = expand_tensors(
+        slot_node,
+        pruned_cols,
+        regraft_cols,
+        shared,
+        walk_slot,
+        walk_own,
+        blocks,
+        shared_row,
+        columns,
+        sizes,
+        count,
+    )
+    return (
+        nodes,
+        meta,
+        index,
+        [
+            slot_node,
+            pruned_cols,
+            regraft_cols,
+            shared,
+            walk_slot,
+            walk_own,
+            blocks,
+            shared_row,
+            columns,
+            sizes,
+        ],
+    )
 
 
 @functools.cache

@@ -15,12 +15,9 @@ class NetworkConfig:
     """Shape of one Q network: GAT tree encoder, action encoder, Q head.
 
     With ``features="basic"`` and ``action_features="indices"`` this is the network as first designed (531,457
-    parameters per Q network). The default ``action_features="gather"`` replaces the 7-number action input by the GNN
-    embeddings of the move's four nodes, and the rich features add 12 move and 2 edge columns.
+    parameters per Q network). The default ``action_features="gather"`` replaces the 7-number action input by
+    the GNN embeddings of the move's four nodes, and the rich features add 12 move and 2 edge columns.
     """
-
-
-
 
     hidden: int = 256
     """Width of node embeddings; the tree embedding is ``3 * hidden`` (sum, mean, max pooling)."""
@@ -53,8 +50,8 @@ class NetworkConfig:
     """Dropout probability after the Q head's first layer (training only)."""
 
     features: str = "rich"
-    """The feature set the network reads (:mod:`phylorl.records.features`): ``rich`` or ``basic``, the observation
-    as first designed."""
+    """The feature set the network reads (:mod:`phylorl.records.features`): ``rich`` or ``basic``, the
+    observation as first designed."""
 
     def __post_init__(self) -> None:
         feature_sizes(self.features)  # a known feature set (ValueError naming it otherwise)
@@ -64,10 +61,13 @@ class NetworkConfig:
         if self.gat_layers < 0:
             raise ValueError(f"NetworkConfig.gat_layers must be >= 0, got {self.gat_layers}")
         if self.hidden % self.heads:
-            raise ValueError(f"NetworkConfig.hidden ({self.hidden}) must be divisible by heads ({self.heads})")
+            raise ValueError(
+                f"NetworkConfig.hidden ({self.hidden}) must be divisible by heads ({self.heads})"
+            )
         if self.action_features not in ("indices", "gather"):
-            raise ValueError(f"NetworkConfig.action_features must be 'indices' or 'gather', "
-                             f"got {self.action_features!r}")
+            raise ValueError(
+                f"NetworkConfig.action_features must be 'indices' or 'gather', got {self.action_features!r}"
+            )
         if not 0.0 <= self.dropout < 1.0:
             raise ValueError(f"NetworkConfig.dropout must be in [0, 1), got {self.dropout}")
 

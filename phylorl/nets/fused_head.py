@@ -6,16 +6,16 @@ Without autograd, :class:`~phylorl.nets.twin.TwinQ` evaluates for each network `
     Q_t(a) = w_{3,t}^\top\, \mathrm{relu}\big(W_{2,t}^\top\, \mathrm{relu}(\textstyle\sum_r c_{a,r}\,
     T_t[i_{a,r}]) + b_{2,t}\big) + b_{3,t}
 
-where the first layer is a weighted gather-sum of table rows (the ``embedding_bag`` of
-:meth:`QNetwork.plan <phylorl.nets.qnet.QNetwork.plan>`: the move's four node rows, its tree's row, its
-metadata rows). Unfused that is five kernels, each writing or reading ``[A, head_hidden]`` float32
-activations (147 MB per network at the design size: 143,616 next moves × 256). Here one program takes
-``BLOCK_A`` moves of one network: it gathers and sums their four node rows into registers (the tree's row is
-added to the role-0 node rows beforehand: a move's nodes all belong to its tree) and adds its ``K`` metadata
-values times the ``K`` metadata rows, applies the ReLU, the second layer (``tl.dot`` over ``BLOCK_N`` output
-columns at a time), its ReLU and the last layer's dot product, and writes one float per move: the activations
-never reach memory, and a move costs four row reads per network whatever its feature set (the ``embedding_bag``
-reads 8 rows with the basic features, 20 with the rich).
+where the first layer is a weighted gather-sum of table rows (the ``embedding_bag`` of :meth:`QNetwork.plan
+<phylorl.nets.qnet.QNetwork.plan>`: the move's four node rows, its tree's row, its metadata rows). Unfused
+that is five kernels, each writing or reading ``[A, head_hidden]`` float32 activations (147 MB per network at
+the design size: 143,616 next moves × 256). Here one program takes ``BLOCK_A`` moves of one network: it
+gathers and sums their four node rows into registers (the tree's row is added to the role-0 node rows
+beforehand: a move's nodes all belong to its tree) and adds its ``K`` metadata values times the ``K`` metadata
+rows, applies the ReLU, the second layer (``tl.dot`` over ``BLOCK_N`` output columns at a time), its ReLU and
+the last layer's dot product, and writes one float per move: the activations never reach memory, and a move
+costs four row reads per network whatever its feature set (the ``embedding_bag`` reads 8 rows with the basic
+features, 20 with the rich).
 
 Precision: the second layer's product uses TF32 tensor cores when
 ``torch.backends.cuda.matmul.allow_tf32`` is set (as the rest of the network then does) and full float32
@@ -47,7 +47,9 @@ def require() -> None:
     try:
         import triton  # noqa: F401
     except ImportError:
-        raise RuntimeError("the fused Q head needs Triton (pip install triton; CUDA builds of torch ship it)") from None
+        raise RuntimeError(
+            "the fused Q head needs Triton (pip install triton; CUDA builds of torch ship it)"
+        ) from None
     if not torch.cuda.is_available():
         raise RuntimeError("the fused Q head runs on a CUDA device, and torch sees none")
 
@@ -61,9 +63,12 @@ def _kernel(device: torch.device):
         from triton import knobs
 
         from phylorl.nets.fused_kernel import twin_head
+
         if kind == "interpret" and not knobs.runtime.interpret:
-            raise RuntimeError("the fused Q head runs on the CPU only under Triton's interpreter "
-                               "(TRITON_INTERPRET=1 set before triton is imported)")
+            raise RuntimeError(
+                "the fused Q head runs on the CPU only under Triton's interpreter "
+                "(TRITON_INTERPRET=1 set before triton is imported)"
+            )
         # one compiled variant for every batch: the sizes are not specialised on (by default Triton compiles
         # again for a size that is 1 or a multiple of 16, which would stall the first batch of each such size)
         _KERNELS[kind] = triton.jit(twin_head, do_not_specialize=["n_actions", "table_rows"])
@@ -75,9 +80,16 @@ def warm_up(head_hidden: int, action_meta: int, device: torch.device) -> None:
     so that the first real batch does not wait for it."""
     k, hh = action_meta, head_hidden
     zeros = torch.zeros
-    fused_twin_head(zeros(2, 4, hh, device=device), zeros(1, 4, dtype=torch.long, device=device),
-                    zeros(1, k, device=device), zeros(2, k, hh, device=device), zeros(2, hh, hh, device=device),
-                    zeros(2, hh, device=device), zeros(2, hh, device=device), zeros(2, device=device))
+    fused_twin_head(
+        zeros(2, 4, hh, device=device),
+        zeros(1, 4, dtype=torch.long, device=device),
+        zeros(1, k, device=device),
+        zeros(2, k, hh, device=device),
+        zeros(2, hh, hh, device=device),
+        zeros(2, hh, device=device),
+        zeros(2, hh, device=device),
+        zeros(2, device=device),
+    )
 
 
 def supported(head_hidden: int) -> bool:
@@ -86,8 +98,17 @@ def supported(head_hidden: int) -> bool:
 
 
 @torch.no_grad()
-def fused_twin_head(table: Tensor, nodes: Tensor, meta: Tensor, meta_rows: Tensor, w2: Tensor, b2: Tensor,
-                    w3: Tensor, b3: Tensor, tf32: bool | None = None) -> Tensor:
+def fused_twin_head(
+    table: Tensor,
+    nodes: Tensor,
+    meta: Tensor,
+    meta_rows: Tensor,
+    w2: Tensor,
+    b2: Tensor,
+    w3: Tensor,
+    b3: Tensor,
+    tf32: bool | None = None,
+) -> Tensor:
     """``Q`` of both networks for every move: ``[2, A]``.
 
     Shapes: ``table [2, 4 N, H]`` (each network's first-layer row of node ``v`` in role ``r`` at ``4 v + r``,
@@ -99,13 +120,25 @@ def fused_twin_head(table: Tensor, nodes: Tensor, meta: Tensor, meta_rows: Tenso
     nets, table_rows, hh = table.shape
     n_actions, k = meta.shape
     if nets != 2 or not supported(hh):
-        raise ValueError(f"fused_twin_head takes two networks with a power-of-two width >= {BLOCK_N}, "
-                         f"got table {tuple(table.shape)}")
-    if nodes.shape != (n_actions, 4) or meta_rows.shape != (2, k, hh) or w2.shape != (2, hh, hh) \
-            or b2.shape != (2, hh) or w3.shape != (2, hh) or b3.shape != (2,):
-        raise ValueError("fused_twin_head: nodes, meta_rows, w2, b2, w3 or b3 do not match the table and meta")
+        raise ValueError(
+            f"fused_twin_head takes two networks with a power-of-two width >= {BLOCK_N}, "
+            f"got table {tuple(table.shape)}"
+        )
+    if (
+        nodes.shape != (n_actions, 4)
+        or meta_rows.shape != (2, k, hh)
+        or w2.shape != (2, hh, hh)
+        or b2.shape != (2, hh)
+        or w3.shape != (2, hh)
+        or b3.shape != (2,)
+    ):
+        raise ValueError(
+            "fused_twin_head: nodes, meta_rows, w2, b2, w3 or b3 do not match the table and meta"
+        )
     tensors = [table, meta, meta_rows, w2, b2, w3, b3]
-    if any(t.dtype != torch.float32 for t in tensors) or any(t.device != table.device for t in [*tensors, nodes]):
+    if any(t.dtype != torch.float32 for t in tensors) or any(
+        t.device != table.device for t in [*tensors, nodes]
+    ):
         raise ValueError("fused_twin_head takes float32 tensors on one device")
     if tf32 is None:
         tf32 = table.device.type == "cuda" and torch.backends.cuda.matmul.allow_tf32
@@ -115,6 +148,16 @@ def fused_twin_head(table: Tensor, nodes: Tensor, meta: Tensor, meta_rows: Tenso
     grid = ((n_actions + BLOCK_A - 1) // BLOCK_A, 2)
     args = [t.contiguous() for t in (table, nodes, meta, meta_rows, w2, b2, w3, b3)]
     extra = {"num_warps": NUM_WARPS} if table.device.type == "cuda" else {}
-    _kernel(table.device)[grid](*args, out, n_actions, table_rows, K=k, HH=hh, BLOCK_A=BLOCK_A,
-                                BLOCK_N=BLOCK_N, PRECISION="tf32" if tf32 else "ieee", **extra)
+    _kernel(table.device)[grid](
+        *args,
+        out,
+        n_actions,
+        table_rows,
+        K=k,
+        HH=hh,
+        BLOCK_A=BLOCK_A,
+        BLOCK_N=BLOCK_N,
+        PRECISION="tf32" if tf32 else "ieee",
+        **extra,
+    )
     return out

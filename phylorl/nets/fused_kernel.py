@@ -7,16 +7,32 @@ for a GPU or wraps it in Triton's interpreter for the CPU (tests).
 import triton.language as tl
 
 
-def twin_head(table, nodes, meta, meta_rows, w2, b2, w3, b3, out, n_actions, table_rows,
-              K: tl.constexpr, HH: tl.constexpr, BLOCK_A: tl.constexpr, BLOCK_N: tl.constexpr,
-              PRECISION: tl.constexpr):
+def twin_head(
+    table,
+    nodes,
+    meta,
+    meta_rows,
+    w2,
+    b2,
+    w3,
+    b3,
+    out,
+    n_actions,
+    table_rows,
+    K: tl.constexpr,
+    HH: tl.constexpr,
+    BLOCK_A: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    PRECISION: tl.constexpr,
+):
     net = tl.program_id(1)
     moves = tl.program_id(0) * BLOCK_A + tl.arange(0, BLOCK_A)
     valid = moves < n_actions
     cols = tl.arange(0, HH)
     base = table + net.to(tl.int64) * table_rows * HH
     z = tl.zeros((BLOCK_A, HH), dtype=tl.float32)
-    for r in tl.static_range(4):  # the first layer: the move's four node rows (role r of node v: row 4 v + r) ...
+    # the first layer: the move's four node rows (role r of node v: row 4 v + r) ...
+    for r in tl.static_range(4):
         row = tl.load(nodes + moves * 4 + r, mask=valid, other=0).to(tl.int64) * 4 + r
         z += tl.load(base + row[:, None] * HH + cols[None, :], mask=valid[:, None], other=0.0)
     for k in tl.static_range(K):  # ... and its metadata times the metadata rows

@@ -13,9 +13,9 @@ A self loop's edge feature is the mean of the node's incoming edge features (``f
 Tree nodes have at most 3 neighbours, so the softmax runs over at most 4 slots of a dense table
 instead of scattering over an edge list: same parameters, same maths, static shapes.
 
-The layer's parameters live in :class:`TreeGATConv`, which holds exactly ``GATConv``'s (same names, shapes, order and
-initialisation) without importing PyG (``torch_geometric`` imports ``torch._dynamo``, seconds of a process's
-start-up); ``tests/oracles/network.py`` runs PyG's own ``GATConv`` on them.
+The layer's parameters live in :class:`TreeGATConv`, which holds exactly ``GATConv``'s (same names, shapes,
+order and initialisation) without importing PyG (``torch_geometric`` imports ``torch._dynamo``, seconds of a
+process's start-up); ``tests/oracles/network.py`` runs PyG's own ``GATConv`` on them.
 """
 
 from __future__ import annotations
@@ -40,7 +40,8 @@ class _Weight(nn.Module):
 
 
 def _glorot(value: Tensor) -> None:
-    """PyG's ``glorot`` initialisation (uniform in ``±sqrt(6 / (fan_in + fan_out))`` over the last two dimensions)."""
+    """PyG's ``glorot`` initialisation (uniform in ``±sqrt(6 / (fan_in + fan_out))`` over the last two
+    dimensions)."""
     bound = math.sqrt(6.0 / (value.size(-2) + value.size(-1)))
     with torch.no_grad():
         value.uniform_(-bound, bound)
@@ -49,12 +50,15 @@ def _glorot(value: Tensor) -> None:
 class TreeGATConv(nn.Module):
     """The parameters of PyG's ``GATConv(in_channels, out_channels, heads, concat=True, edge_dim=edge_dim,
     add_self_loops=self_loops)`` (``att_src``, ``att_dst``, ``att_edge``, ``bias``, ``lin.weight``,
-    ``lin_edge.weight``, in that order), initialised as ``GATConv`` does, drawing the same random numbers, so a
-    seed gives the same network and checkpoints of either load into the other. :func:`dense_gat` reads them."""
+    ``lin_edge.weight``, in that order), initialised as ``GATConv`` does, drawing the same random numbers, so
+    a seed gives the same network and checkpoints of either load into the other. :func:`dense_gat` reads
+    them."""
 
     negative_slope = 0.2
 
-    def __init__(self, in_channels: int, out_channels: int, heads: int, edge_dim: int, self_loops: bool = True):
+    def __init__(
+        self, in_channels: int, out_channels: int, heads: int, edge_dim: int, self_loops: bool = True
+    ):
         super().__init__()
         self.in_channels, self.out_channels, self.heads = in_channels, out_channels, heads
         self.edge_dim, self.add_self_loops = edge_dim, self_loops
@@ -64,9 +68,17 @@ class TreeGATConv(nn.Module):
         self.bias = nn.Parameter(torch.empty(heads * out_channels))
         self.lin = _Weight(in_channels, heads * out_channels)
         self.lin_edge = _Weight(edge_dim, heads * out_channels)
-        # GATConv's order of draws: each Linear initialises itself when made, then reset_parameters() draws again
-        for weight in (self.lin.weight, self.lin_edge.weight, self.lin.weight, self.lin_edge.weight,
-                       self.att_src, self.att_dst, self.att_edge):
+        # GATConv's order of draws: each Linear initialises itself when made, then reset_parameters() draws
+        # again
+        for weight in (
+            self.lin.weight,
+            self.lin_edge.weight,
+            self.lin.weight,
+            self.lin_edge.weight,
+            self.att_src,
+            self.att_dst,
+            self.att_edge,
+        ):
             _glorot(weight)
         with torch.no_grad():
             self.bias.zero_()
@@ -113,15 +125,29 @@ def gat_weights(conv: TreeGATConv) -> tuple[Tensor, Tensor]:
     w = conv.lin.weight  # [H*C, in]
     w_heads = w.view(heads, channels, -1)
     # a_s^T W x and a_d^T W x per head fold into one [2H, in] product; likewise a_e^T W_e e -> [D, H]
-    w_all = torch.cat([w, (w_heads * conv.att_src.view(heads, channels, 1)).sum(1),
-                       (w_heads * conv.att_dst.view(heads, channels, 1)).sum(1)]).t().contiguous()
+    w_all = (
+        torch.cat(
+            [
+                w,
+                (w_heads * conv.att_src.view(heads, channels, 1)).sum(1),
+                (w_heads * conv.att_dst.view(heads, channels, 1)).sum(1),
+            ]
+        )
+        .t()
+        .contiguous()
+    )
     w_edge = conv.lin_edge.weight.view(heads, channels, -1)
     edge_coef = (w_edge * conv.att_edge.view(heads, channels, 1)).sum(1).t().contiguous()  # [D, H]
     return w_all, edge_coef
 
 
-def dense_gat(conv: TreeGATConv, x: Tensor, slots: DenseSlots, weights: tuple[Tensor, Tensor] | None = None,
-              capture_safe: bool = False) -> Tensor:
+def dense_gat(
+    conv: TreeGATConv,
+    x: Tensor,
+    slots: DenseSlots,
+    weights: tuple[Tensor, Tensor] | None = None,
+    capture_safe: bool = False,
+) -> Tensor:
     """Apply ``conv`` (GATConv's function: ``concat=True``, ``edge_dim`` set, no residual) to ``x``.
 
     Shapes: ``x`` float ``[N, in]`` -> ``[N, heads * out_channels]``. The slots must have been built
@@ -145,7 +171,8 @@ def dense_gat(conv: TreeGATConv, x: Tensor, slots: DenseSlots, weights: tuple[Te
     if capture_safe:
         out = (take(xl.reshape(n * heads, channels), slots.rows) * attention.unsqueeze(-1)).sum(1)
     else:
-        out = F.embedding_bag(slots.rows, xl.reshape(n * heads, channels), per_sample_weights=attention,
-                              mode="sum")
+        out = F.embedding_bag(
+            slots.rows, xl.reshape(n * heads, channels), per_sample_weights=attention, mode="sum"
+        )
     out = out.view(n, heads * channels)
     return out + conv.bias if conv.bias is not None else out

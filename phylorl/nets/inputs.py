@@ -1,9 +1,10 @@
 """Network inputs: many trees and their moves as flat tensors, and the learner's batch of transitions.
 
-``G`` trees are one disconnected graph of ``N`` nodes (node ids offset per tree, as PyG batches graphs) plus a dense
-neighbour table: every tree node has at most 3 neighbours, so ``neighbors[v]`` lists them in 3 slots (padding
-repeats ``v`` itself and is masked out). The moves of all states are stacked with their node ids offset the same way
-and a segment id naming the state they belong to. :mod:`phylorl.records.collate` makes them from records.
+``G`` trees are one disconnected graph of ``N`` nodes (node ids offset per tree, as PyG batches graphs) plus a
+dense neighbour table: every tree node has at most 3 neighbours, so ``neighbors[v]`` lists them in 3 slots
+(padding repeats ``v`` itself and is masked out). The moves of all states are stacked with their node ids
+offset the same way and a segment id naming the state they belong to. :mod:`phylorl.records.collate` makes
+them from records.
 """
 
 from __future__ import annotations
@@ -89,7 +90,8 @@ class Batch:
     ``actions``       the action taken in each ``s`` (one per state, so ``A = B``).
     ``next_graphs``   trees of the next states ``s'``.
     ``next_actions``  *all* actions of each ``s'`` (``next_actions.states`` groups them); on the host they
-                      may be :class:`~phylorl.nets.compact_actions.CompactActions`, expanded where the update runs.
+                      may be :class:`~phylorl.nets.compact_actions.CompactActions`, expanded where the update
+                      runs.
     ``reward``        float32 ``[B]``.
     ``discount``      float32 ``[B]``, applied to ``V(s')`` (``gamma**k`` for ``k``-step).
     ``terminal``      bool ``[B]``, true end of the task (no bootstrap); truncation is not terminal.

@@ -1,24 +1,25 @@
 r"""One Q network: GAT tree encoder, action encoder, Q head.
 
 .. math::
-    Q(s, a) = w_3^\top \mathrm{relu}(W_2\, \mathrm{relu}(W_1 [t(s); W_{enc} u(a) + b_{enc}] + b_1) + b_2) + b_3
+    Q(s, a) = w_3^\top \mathrm{relu}(W_2\, \mathrm{relu}(W_1 [t(s); W_{enc} u(a) + b_{enc}] + b_1) + b_2) +
+    b_3
 
 with ``t(s)`` the pooled tree embedding (sum, mean, max of the GAT node embeddings) and ``u(a)`` the
 action input: ``[h_p; h_s; h_x; h_y; meta]`` (the move's node embeddings, ``"gather"``) or
 ``[p; s; x; y; meta]`` (node ids as numbers, ``"indices"``). The action encoder is one linear layer,
 as first designed (the original diagram gives the node encoder a ReLU, the action encoder none).
 
-The forward runs :func:`~phylorl.nets.gat.dense_gat` over the dense neighbour table, pools by reshape when all trees
-have the same size, and factors the head's first layer:
+The forward runs :func:`~phylorl.nets.gat.dense_gat` over the dense neighbour table, pools by reshape when all
+trees have the same size, and factors the head's first layer:
   ``W_1 [t; W_enc u + b_enc] = (W_t t + b_1 + W_a b_enc) + C u`` with ``C = W_a W_enc``. The first
   term is computed once per tree. With many actions per tree and ``"gather"``, ``C u`` is
   ``sum_r C_r h_{node_r} + C_m meta`` and ``C_r h_v`` is computed once per node and role, so each
   action costs one weighted gather-sum of 8 rows (``embedding_bag``) instead of a ``1027 x 256``
   product; the only per-action matrix product left is the head's second layer.
 
-It computes the function as first designed (PyG ``GATConv`` over the edge list, PyG pooling, the action encoder
-applied to each action's input and the head's first layer to ``[tree; action]``), which ``tests/oracles/network.py``
-runs on the same parameters; the tests hold the two equal.
+It computes the function as first designed (PyG ``GATConv`` over the edge list, PyG pooling, the action
+encoder applied to each action's input and the head's first layer to ``[tree; action]``), which
+``tests/oracles/network.py`` runs on the same parameters; the tests hold the two equal.
 """
 
 from __future__ import annotations
@@ -72,7 +73,9 @@ class QNetwork(nn.Module):
         h = cfg.hidden
         self.node_encoder = nn.Linear(cfg.node_features, h)
         self.convs = nn.ModuleList(
-            TreeGATConv(h, h // cfg.heads, heads=cfg.heads, edge_dim=cfg.edge_features, self_loops=cfg.gat_self_loops)
+            TreeGATConv(
+                h, h // cfg.heads, heads=cfg.heads, edge_dim=cfg.edge_features, self_loops=cfg.gat_self_loops
+            )
             for _ in range(cfg.gat_layers)
         )
         action_in = (MOVE_NODES * h if cfg.action_features == "gather" else MOVE_NODES) + cfg.action_meta
@@ -121,13 +124,16 @@ class QNetwork(nn.Module):
             "tree_bias": self.head1.bias + w_action @ self.action_encoder.bias,
         }
         if cfg.action_features == "gather":
-            out["w_nodes"] = combined[:, : MOVE_NODES * h].reshape(hh, MOVE_NODES, h).permute(2, 1, 0).reshape(h, -1)
-            out["meta_rows"] = combined[:, MOVE_NODES * h:].t()
+            out["w_nodes"] = (
+                combined[:, : MOVE_NODES * h].reshape(hh, MOVE_NODES, h).permute(2, 1, 0).reshape(h, -1)
+            )
+            out["meta_rows"] = combined[:, MOVE_NODES * h :].t()
         return out
 
     def plan(self, graphs: GraphBatch, actions: ActionBatch, head_rows: bool = True) -> InputPlan:
-        """The :class:`InputPlan` of a batch (valid for every network with this one's config); ``head_rows=False``
-        leaves out the head's ``embedding_bag`` rows (for the fused head, which reads the moves' nodes)."""
+        """The :class:`InputPlan` of a batch (valid for every network with this one's config);
+        ``head_rows=False`` leaves out the head's ``embedding_bag`` rows (for the fused head, which reads the
+        moves' nodes)."""
         cfg = self.cfg
         slots = dense_slots(graphs, cfg.heads, cfg.gat_self_loops)
         n_actions, n_nodes = actions.nodes.shape[0], graphs.x.shape[0]
@@ -137,11 +143,14 @@ class QNetwork(nn.Module):
         tree_row = MOVE_NODES * n_nodes
         meta_row = tree_row + graphs.num_graphs
         roles = torch.arange(MOVE_NODES, device=device)
-        rows = torch.cat([
-            actions.nodes * MOVE_NODES + roles,
-            (actions.states.index + tree_row).unsqueeze(1),
-            (torch.arange(k, device=device) + meta_row).expand(n_actions, k),
-        ], dim=1)
+        rows = torch.cat(
+            [
+                actions.nodes * MOVE_NODES + roles,
+                (actions.states.index + tree_row).unsqueeze(1),
+                (torch.arange(k, device=device) + meta_row).expand(n_actions, k),
+            ],
+            dim=1,
+        )
         weights = torch.cat([actions.meta.new_ones(n_actions, MOVE_NODES + 1), actions.meta], dim=1)
         return InputPlan(slots, rows, weights)
 
@@ -150,10 +159,14 @@ class QNetwork(nn.Module):
     def encode(self, graphs: GraphBatch, plan: InputPlan | None = None) -> tuple[Tensor, Tensor]:
         """Node embeddings ``[N, hidden]`` and tree embeddings ``[G, 3 * hidden]`` (sum, mean, max)."""
         if graphs.x.shape[1] != self.cfg.node_features or graphs.edge_attr.shape[1] != self.cfg.edge_features:
-            raise ValueError(f"graphs have {graphs.x.shape[1]} node and {graphs.edge_attr.shape[1]} edge features, the "
-                             f"network ({self.cfg.features}) reads {self.cfg.node_features} and "
-                             f"{self.cfg.edge_features}")
-        slots = plan.slots if plan is not None else dense_slots(graphs, self.cfg.heads, self.cfg.gat_self_loops)
+            raise ValueError(
+                f"graphs have {graphs.x.shape[1]} node and {graphs.edge_attr.shape[1]} edge features, the "
+                f"network ({self.cfg.features}) reads {self.cfg.node_features} and "
+                f"{self.cfg.edge_features}"
+            )
+        slots = (
+            plan.slots if plan is not None else dense_slots(graphs, self.cfg.heads, self.cfg.gat_self_loops)
+        )
         if self.compiled:
             return compiled(_encode)(self, graphs, slots, None, True)
         return _encode(self, graphs, slots, self.derived_weights()["gat"])
@@ -168,8 +181,9 @@ class QNetwork(nn.Module):
         local = actions.nodes - graphs.node_offset[actions.states.index].unsqueeze(1)
         return torch.cat([local.to(actions.meta.dtype), actions.meta], dim=1)
 
-    def _first_layer(self, nodes, tree, graphs, actions,
-                          plan: InputPlan | None = None) -> Tensor | tuple[Tensor, Tensor, Tensor]:
+    def _first_layer(
+        self, nodes, tree, graphs, actions, plan: InputPlan | None = None
+    ) -> Tensor | tuple[Tensor, Tensor, Tensor]:
         """The first layer's pre-activation ``[A, head_hidden]``, or with many actions the
         ``(table, rows, weights)`` of an ``embedding_bag`` that computes it (so it can run in chunks)."""
         # head1([t; enc(u)]) = W_t t + b_1 + W_a b_enc + (W_a W_enc) u: a per-tree part plus C u
@@ -212,17 +226,26 @@ class QNetwork(nn.Module):
         z = F.relu(self.head2(z), inplace=True)
         return self.head3(z).squeeze(-1)
 
-    def head(self, nodes: Tensor, tree: Tensor, graphs: GraphBatch, actions: ActionBatch,
-             generator: torch.Generator | None = None, chunk: int | None = None,
-             plan: InputPlan | None = None) -> Tensor:
+    def head(
+        self,
+        nodes: Tensor,
+        tree: Tensor,
+        graphs: GraphBatch,
+        actions: ActionBatch,
+        generator: torch.Generator | None = None,
+        chunk: int | None = None,
+        plan: InputPlan | None = None,
+    ) -> Tensor:
         """``Q`` per action ``[A]`` from node embeddings ``[N, h]`` and tree embeddings ``[G, 3h]``.
 
-        ``chunk``: without autograd and in eval mode, run the per-action layers this many actions at a time (same
-        values; smaller buffers that stay in cache, which helps on a CPU).
+        ``chunk``: without autograd and in eval mode, run the per-action layers this many actions at a time
+        (same values; smaller buffers that stay in cache, which helps on a CPU).
         """
         if actions.meta.shape[1] != self.cfg.action_meta:
-            raise ValueError(f"actions have {actions.meta.shape[1]} metadata columns, the network "
-                             f"expects {self.cfg.action_meta}")
+            raise ValueError(
+                f"actions have {actions.meta.shape[1]} metadata columns, the network "
+                f"expects {self.cfg.action_meta}"
+            )
         z = self._first_layer(nodes, tree, graphs, actions, plan)
         if isinstance(z, Tensor):
             return self.head_rest(z, generator)
@@ -230,28 +253,43 @@ class QNetwork(nn.Module):
         n = rows.shape[0]
         if not chunk or chunk >= n or self.training or torch.is_grad_enabled():
             chunk = n
-        return torch.cat([
-            self.head_rest(F.embedding_bag(rows[i: i + chunk], table, per_sample_weights=weights[i: i + chunk],
-                                            mode="sum"), generator)
-            for i in range(0, n, chunk)
-        ])
+        return torch.cat(
+            [
+                self.head_rest(
+                    F.embedding_bag(
+                        rows[i : i + chunk], table, per_sample_weights=weights[i : i + chunk], mode="sum"
+                    ),
+                    generator,
+                )
+                for i in range(0, n, chunk)
+            ]
+        )
 
-    def forward(self, graphs: GraphBatch, actions: ActionBatch, generator: torch.Generator | None = None,
-                chunk: int | None = None, plan: InputPlan | None = None) -> Tensor:
+    def forward(
+        self,
+        graphs: GraphBatch,
+        actions: ActionBatch,
+        generator: torch.Generator | None = None,
+        chunk: int | None = None,
+        plan: InputPlan | None = None,
+    ) -> Tensor:
         """``Q`` of every action in ``actions`` (on the trees in ``graphs``), float ``[A]``.
 
-        ``generator``: dropout RNG; ``chunk``: see :meth:`head`; ``plan``: :meth:`plan` of this batch, when the
-        caller shares it between networks.
+        ``generator``: dropout RNG; ``chunk``: see :meth:`head`; ``plan``: :meth:`plan` of this batch, when
+        the caller shares it between networks.
         """
         if actions.states.count != graphs.num_graphs:
-            raise ValueError(f"actions are grouped into {actions.states.count} states but there are "
-                             f"{graphs.num_graphs} trees")
+            raise ValueError(
+                f"actions are grouped into {actions.states.count} states but there are "
+                f"{graphs.num_graphs} trees"
+            )
         nodes, tree = self.encode(graphs, plan)
         return self.head(nodes, tree, graphs, actions, generator, chunk, plan)
 
 
-def _encode(net: QNetwork, graphs: GraphBatch, slots: DenseSlots, derived: list | None,
-            by_index: bool = False) -> tuple[Tensor, Tensor]:
+def _encode(
+    net: QNetwork, graphs: GraphBatch, slots: DenseSlots, derived: list | None, by_index: bool = False
+) -> tuple[Tensor, Tensor]:
     """:meth:`QNetwork.encode` (``derived``: the GAT layers' :func:`gat_weights`, computed here when ``None``;
     ``by_index``: pool with :func:`pool_by_index`)."""
     x = F.relu(net.node_encoder(graphs.x))
@@ -266,15 +304,16 @@ def _encode(net: QNetwork, graphs: GraphBatch, slots: DenseSlots, derived: list 
 
 
 def pool_by_index(x: Tensor, index: Tensor, sizes: Tensor) -> Tensor:
-    """Sum, mean and max of ``x``'s rows per segment, ``[L, D] -> [G, 3 D]``, from the rows' segment ``index`` and
-    the segments' ``sizes`` alone: the segment functions' general path without their Python ints (the number of
-    segments, a uniform size), on which compiled code would otherwise specialise and recompile for every batch
-    shape."""
+    """Sum, mean and max of ``x``'s rows per segment, ``[L, D] -> [G, 3 D]``, from the rows' segment ``index``
+    and the segments' ``sizes`` alone: the segment functions' general path without their Python ints (the
+    number of segments, a uniform size), on which compiled code would otherwise specialise and recompile for
+    every batch shape."""
     count, width = sizes.shape[0], x.shape[1]
     total = x.new_zeros((count, width)).index_add(0, index, x)
     mean = total / sizes.clamp(min=1).to(x.dtype).unsqueeze(1)
-    top = x.new_full((count, width), float("-inf")).scatter_reduce(0, index.unsqueeze(1).expand_as(x), x,
-                                                                     reduce="amax", include_self=True)
+    top = x.new_full((count, width), float("-inf")).scatter_reduce(
+        0, index.unsqueeze(1).expand_as(x), x, reduce="amax", include_self=True
+    )
     return torch.cat([total, mean, top], dim=1)
 
 

@@ -1,19 +1,18 @@
 r"""``min(Q1, Q2)`` of the twin Q networks in one pass: the acting path, where a call is small.
 
-Acting asks for ``min(Q1(s, .), Q2(s, .))`` over every move of one or a few trees. Run as two
-networks, that is two sequences of some hundred small tensor operations, whose fixed cost per
-operation dominates on a CPU (a 20-taxon tree has 38 nodes). :class:`TwinQ` stacks the two
-networks' weights along a leading axis of size 2 and runs each operation once for both: the node
-encoder and the GAT layers as batched products over ``[2, N, hidden]``, one ``embedding_bag`` for
-both networks' attention sums and both first head layers (the second network's rows offset past the
-first's table), and the last two head layers as batched products. Same parameters and maths as
-:meth:`QNetwork.forward`'s fast path (tests compare them); calling it is inference only (no autograd), and only
-for ``action_features="gather"`` with at least as many actions as nodes, else it calls the two networks.
+Acting asks for ``min(Q1(s, .), Q2(s, .))`` over every move of one or a few trees. Run as two networks, that
+is two sequences of some hundred small tensor operations, whose fixed cost per operation dominates on a CPU (a
+20-taxon tree has 38 nodes). :class:`TwinQ` stacks the two networks' weights along a leading axis of size 2
+and runs each operation once for both: the node encoder and the GAT layers as batched products over ``[2, N,
+hidden]``, one ``embedding_bag`` for both networks' attention sums and both first head layers (the second
+network's rows offset past the first's table), and the last two head layers as batched products. Same
+parameters and maths as :meth:`QNetwork.forward`'s fast path (tests compare them); calling it is inference
+only (no autograd), and only for ``action_features="gather"`` with at least as many actions as nodes, else it
+calls the two networks.
 
-:meth:`TwinQ.values` is the learner's side: both networks' ``Q`` of an
-update's taken moves (fewer actions than nodes), with autograd, the same stacked encoder then the head's few-action
-path as batched products. Its forward and backward launch each operation once for the pair (``docs/benchmarks.md``:
-the update's time).
+:meth:`TwinQ.values` is the learner's side: both networks' ``Q`` of an update's taken moves (fewer actions
+than nodes), with autograd, the same stacked encoder then the head's few-action path as batched products. Its
+forward and backward launch each operation once for the pair (``docs/benchmarks.md``: the update's time).
 
 The stacked weights are rebuilt when a parameter of either network changes (its version counter)
 or is replaced, so a ``TwinQ`` stays valid across ``load_state_dict``; with ``cache=False`` they are
@@ -37,13 +36,22 @@ from phylorl.nets.segment import segment_max, segment_mean, segment_sum, take
 class TwinQ:
     """``min(Q1, Q2)`` of two :class:`QNetwork` of one config (see module docstring)."""
 
-    def __init__(self, q1: QNetwork, q2: QNetwork, fused: bool = False, cache: bool = True, compiled: bool = False,
-                 frozen: bool = False):
+    def __init__(
+        self,
+        q1: QNetwork,
+        q2: QNetwork,
+        fused: bool = False,
+        cache: bool = True,
+        compiled: bool = False,
+        frozen: bool = False,
+    ):
         if q1.cfg != q2.cfg:
             raise ValueError("TwinQ needs two networks of the same config")
         if fused and not fused_head.supported(q1.cfg.head_hidden):
-            raise ValueError(f"the fused head needs head_hidden a power of two >= {fused_head.BLOCK_N}, "
-                             f"got {q1.cfg.head_hidden}")
+            raise ValueError(
+                f"the fused head needs head_hidden a power of two >= {fused_head.BLOCK_N}, "
+                f"got {q1.cfg.head_hidden}"
+            )
         self.nets = (q1, q2)
         self.cfg = q1.cfg
         self.fused = fused
@@ -69,8 +77,8 @@ class TwinQ:
 
     def _stack(self, few: bool = False) -> dict:
         """Both networks' weights, stacked (with autograd when it records: gradients reach each network's
-        parameters); ``few``: the head's first layer for few actions (factored, ``[2, 4h + K, hh]``) instead of its
-        per-node and metadata rows for many."""
+        parameters); ``few``: the head's first layer for few actions (factored, ``[2, 4h + K, hh]``) instead
+        of its per-node and metadata rows for many."""
         a, b = self.nets
         if self.compiled:  # derived inside the compiled code (no cache: it reads parameter versions)
             da, db = a._derive(), b._derive()
@@ -83,10 +91,14 @@ class TwinQ:
         stacked = {
             "enc_w": both(lambda n, d: n.node_encoder.weight.t()),  # [2, F, h]
             "enc_b": both(lambda n, d: n.node_encoder.bias).unsqueeze(1),  # [2, 1, h]
-            "gat": [(both(lambda n, d, i=i: d["gat"][i][0]),  # [2, h, H*C + 2H]
-                     both(lambda n, d, i=i: d["gat"][i][1]),  # [2, D, H]
-                     both(lambda n, d, i=i: n.convs[i].bias).unsqueeze(1))  # [2, 1, h]
-                    for i in range(len(a.convs))],
+            "gat": [
+                (
+                    both(lambda n, d, i=i: d["gat"][i][0]),  # [2, h, H*C + 2H]
+                    both(lambda n, d, i=i: d["gat"][i][1]),  # [2, D, H]
+                    both(lambda n, d, i=i: n.convs[i].bias).unsqueeze(1),
+                )  # [2, 1, h]
+                for i in range(len(a.convs))
+            ],
             "tree_t": both(lambda n, d: d["tree_t"]),  # [2, 3h, hh]
             "tree_b": both(lambda n, d: d["tree_bias"]).unsqueeze(1),  # [2, 1, hh]
             "w2": both(lambda n, d: n.head2.weight.t()),  # [2, hh, hh]
@@ -102,21 +114,30 @@ class TwinQ:
         return stacked
 
     @torch.no_grad()
-    def __call__(self, graphs: GraphBatch, actions: ActionBatch, plan: InputPlan | None = None,
-                 reduce: str = "min") -> Tensor:
-        """``min(Q1, Q2)`` (``reduce="mean"``: their mean) of every action, float ``[A]`` (networks in eval mode)."""
+    def __call__(
+        self, graphs: GraphBatch, actions: ActionBatch, plan: InputPlan | None = None, reduce: str = "min"
+    ) -> Tensor:
+        """``min(Q1, Q2)`` (``reduce="mean"``: their mean) of every action, float ``[A]`` (networks in eval
+        mode)."""
         if reduce not in ("min", "mean"):
             raise ValueError(f"reduce must be min or mean, got {reduce!r}")
         a, b = self.nets
         if a.training or b.training:
             raise ValueError("TwinQ is for acting: put the networks in eval mode")
         if actions.states.count != graphs.num_graphs:
-            raise ValueError(f"actions are grouped into {actions.states.count} states but there are "
-                             f"{graphs.num_graphs} trees")
+            raise ValueError(
+                f"actions are grouped into {actions.states.count} states but there are "
+                f"{graphs.num_graphs} trees"
+            )
         plan = plan if plan is not None else a.plan(graphs, actions, head_rows=not self.fused)
         few = actions.nodes.shape[0] < graphs.x.shape[0]  # fewer actions than nodes: the networks' own path
-        if few or self.cfg.action_features != "gather" or (plan.rows is None and not self.fused) \
-                or graphs.x.shape[1] != self.cfg.node_features or actions.meta.shape[1] != self.cfg.action_meta:
+        if (
+            few
+            or self.cfg.action_features != "gather"
+            or (plan.rows is None and not self.fused)
+            or graphs.x.shape[1] != self.cfg.node_features
+            or actions.meta.shape[1] != self.cfg.action_meta
+        ):
             both = torch.stack([a(graphs, actions, True, plan=plan), b(graphs, actions, True, plan=plan)])
         else:
             if self.compiled:
@@ -131,8 +152,8 @@ class TwinQ:
         """``Q`` of both networks, ``[2, A]``, for fewer actions than nodes (an update's taken moves), with
         autograd: the online networks' forward of an update as one stacked pass, so it and its backward launch
         each operation once for both networks instead of twice. Same function as two :meth:`QNetwork.forward`
-        calls on the fast path, up to float32 rounding (``tests/unit/nets/test_twin_values.py``); networks in either
-        mode, but without dropout (:meth:`applies_with_grad`)."""
+        calls on the fast path, up to float32 rounding (``tests/unit/nets/test_twin_values.py``); networks in
+        either mode, but without dropout (:meth:`applies_with_grad`)."""
         if not self.applies_with_grad(graphs, actions):
             raise ValueError("TwinQ.values takes fewer actions than nodes, a gather config and no dropout")
         a = self.nets[0]
@@ -144,30 +165,39 @@ class TwinQ:
             w = self._stack(few=True)
             nodes, tree = self._encode(graphs, plan, w, gathers=gathers)
         n = actions.nodes.shape[0]
-        inputs = torch.cat([nodes.index_select(1, actions.nodes.reshape(-1)).view(2, n, -1),
-                            actions.meta.expand(2, -1, -1)], dim=2)  # [2, A, 4h + K]
+        inputs = torch.cat(
+            [nodes.index_select(1, actions.nodes.reshape(-1)).view(2, n, -1), actions.meta.expand(2, -1, -1)],
+            dim=2,
+        )  # [2, A, 4h + K]
         per_tree = torch.baddbmm(w["tree_b"], tree, w["tree_t"])  # [2, G, hh]
         z = torch.relu(torch.baddbmm(per_tree.index_select(1, actions.states.index), inputs, w["combined_t"]))
         z = torch.relu(torch.baddbmm(w["b2"], z, w["w2"]))
         return torch.baddbmm(w["b3"], z, w["w3"]).squeeze(-1)
 
     def applies_with_grad(self, graphs: GraphBatch, actions: ActionBatch) -> bool:
-        """Whether :meth:`values` takes this batch: fewer actions than nodes, the networks' input widths, and no
-        dropout in training mode (its masks come from each network's own draws)."""
+        """Whether :meth:`values` takes this batch: fewer actions than nodes, the networks' input widths, and
+        no dropout in training mode (its masks come from each network's own draws)."""
         a, b = self.nets
-        return (actions.nodes.shape[0] < graphs.x.shape[0] and self.cfg.action_features == "gather"
-                and graphs.x.shape[1] == self.cfg.node_features and actions.meta.shape[1] == self.cfg.action_meta
-                and not (self.cfg.dropout and (a.training or b.training)))
+        return (
+            actions.nodes.shape[0] < graphs.x.shape[0]
+            and self.cfg.action_features == "gather"
+            and graphs.x.shape[1] == self.cfg.node_features
+            and actions.meta.shape[1] == self.cfg.action_meta
+            and not (self.cfg.dropout and (a.training or b.training))
+        )
 
-    def _encode(self, graphs: GraphBatch, plan: InputPlan, w: dict, by_index: bool = False,
-                gathers: bool = False) -> tuple[Tensor, Tensor]:
+    def _encode(
+        self, graphs: GraphBatch, plan: InputPlan, w: dict, by_index: bool = False, gathers: bool = False
+    ) -> tuple[Tensor, Tensor]:
         cfg, slots = self.cfg, plan.slots
         n, heads, channels = graphs.x.shape[0], cfg.heads, cfg.hidden // cfg.heads
         x = torch.relu(torch.baddbmm(w["enc_b"], graphs.x.expand(2, -1, -1), w["enc_w"]))  # [2, N, h]
         rows = torch.cat([slots.rows, slots.rows + n * heads])  # the second network's rows follow the first's
         for conv, (w_all, edge_coef, bias) in zip(self.nets[0].convs, w["gat"]):
             xl, a_src, a_dst = torch.bmm(x, w_all).split([heads * channels, heads, heads], dim=2)
-            logits = a_src[:, slots.nodes] + a_dst.unsqueeze(2) + torch.matmul(slots.attr, edge_coef.unsqueeze(1))
+            logits = (
+                a_src[:, slots.nodes] + a_dst.unsqueeze(2) + torch.matmul(slots.attr, edge_coef.unsqueeze(1))
+            )
             logits = F.leaky_relu(logits, conv.negative_slope)
             logits = logits.masked_fill(~slots.mask.unsqueeze(-1), float("-inf"))  # [2, N, S, H]
             attention = torch.softmax(logits, dim=2).transpose(2, 3).reshape(2 * n * heads, -1)
@@ -186,15 +216,24 @@ class TwinQ:
         tree = torch.cat(pooled, dim=2).transpose(0, 1)  # [2, G, 3h]
         return x, tree
 
-    def _head(self, nodes: Tensor, tree: Tensor, graphs: GraphBatch, actions: ActionBatch, plan: InputPlan,
-              w: dict) -> Tensor:
+    def _head(
+        self, nodes: Tensor, tree: Tensor, graphs: GraphBatch, actions: ActionBatch, plan: InputPlan, w: dict
+    ) -> Tensor:
         hh = self.cfg.head_hidden
         per_tree = torch.baddbmm(w["tree_b"], tree, w["tree_t"])  # [2, G, hh]
         per_node = torch.bmm(nodes, w["w_nodes"]).view(2, -1, hh)  # row 4 v + r = C_r h_v, per network
         if self.fused:  # the tree's row joins each node's role-0 row: a move's nodes are all in its tree
             per_node.view(2, -1, 4, hh)[:, :, 0] += per_tree[:, graphs.nodes.index]
-            return fused_head.fused_twin_head(per_node, actions.nodes, actions.meta, w["meta_rows"], w["w2"],
-                                              w["b2"].view(2, hh), w["w3"].view(2, hh), w["b3"].view(2))
+            return fused_head.fused_twin_head(
+                per_node,
+                actions.nodes,
+                actions.meta,
+                w["meta_rows"],
+                w["w2"],
+                w["b2"].view(2, hh),
+                w["w3"].view(2, hh),
+                w["b3"].view(2),
+            )
         table = torch.cat([per_node, per_tree, w["meta_rows"]], dim=1)  # [2, R, hh]
         size = table.shape[1]
         rows = torch.cat([plan.rows, plan.rows + size])
@@ -228,4 +267,3 @@ def twin_or_none(nets, fused: bool = False, frozen: bool = False) -> TwinQ | Non
     if len(nets) != 2 or nets[0].cfg != nets[1].cfg or nets[0].cfg.action_features != "gather":
         return None
     return TwinQ(nets[0], nets[1], fused=fused, frozen=frozen)
-

@@ -289,7 +289,9 @@ def _sequence_text(alignment: Alignment) -> list[str]:
 def _check_writable(alignment: Alignment, what: str) -> None:
     for name in alignment.taxa:
         if not name or any(ch.isspace() for ch in name):
-            raise AlignmentError(f"{alignment.source}: taxon {name!r} cannot be written to {what}: name has whitespace")
+            raise AlignmentError(
+                f"{alignment.source}: taxon {name!r} cannot be written to {what}: name has whitespace"
+            )
 
 
 def format_fasta(alignment: Alignment, width: int = 0) -> str:

@@ -64,7 +64,9 @@ def read_phylip(lines: list[tuple[int, str]], source: str) -> tuple[list[Record]
     expected = (nchar, "from the PHYLIP header")
     body = lines[1:]
     if len(body) < ntax:
-        raise AlignmentError(f"{source}: the PHYLIP header says {ntax} taxa but only {len(body)} sequence lines follow")
+        raise AlignmentError(
+            f"{source}: the PHYLIP header says {ntax} taxa but only {len(body)} sequence lines follow"
+        )
     options = match[3].upper().split()
     if "S" in options or len(body) == ntax:
         return _gather_sequential(body, _split_phylip_name, _no_space, nchar, ntax, source), expected
@@ -111,7 +113,9 @@ def _gather_sequential(
                 length += len(chunk)
                 continue
         if ntax is not None and len(records) == ntax:
-            raise AlignmentError(f"{source}: line {number}: more data than the declared {ntax} taxa x {nchar} sites")
+            raise AlignmentError(
+                f"{source}: line {number}: more data than the declared {ntax} taxa x {nchar} sites"
+            )
         name, rest = split_name(line)
         rest = clean(rest)
         records.append((name, [rest], number))
@@ -192,7 +196,7 @@ def read_nexus(text: str, source: str) -> tuple[list[Record], tuple[int, str]]:
     start = len(text) - len(text.lstrip())
     if text[start : start + 6].upper() != "#NEXUS":
         raise AlignmentError(f"{source}: a NEXUS file must start with '#NEXUS'")
-    text = _strip_nexus_comments(text[: start] + " " * 6 + text[start + 6 :], source)
+    text = _strip_nexus_comments(text[:start] + " " * 6 + text[start + 6 :], source)
     block, ntax, nchar, fmt, matrix = None, None, None, {}, None
     for number, command in _nexus_commands(text):
         words = command.split()
@@ -247,7 +251,9 @@ def _nexus_interleaved(matrix, ntax: int | None, clean, source: str) -> list[Rec
         elif name not in chunks:
             raise AlignmentError(f"{source}: line {number}: taxon {name!r} is not in the first MATRIX block")
         elif len(chunks[name]) != block:
-            raise AlignmentError(f"{source}: line {number}: duplicate taxon name {name!r} in one MATRIX block")
+            raise AlignmentError(
+                f"{source}: line {number}: duplicate taxon name {name!r} in one MATRIX block"
+            )
         chunks[name].append(clean(rest))
     if ntax is not None and len(chunks) != ntax:
         raise AlignmentError(f"{source}: NTAX={ntax} but the MATRIX has {len(chunks)} taxa")
@@ -258,11 +264,16 @@ def _apply_matchchar(records: list[Record], matchchar: str, source: str) -> list
     """Replace MATCHCHAR by the first taxon's symbol at the same site."""
     name0, reference, number0 = records[0]
     if matchchar in reference:
-        raise AlignmentError(f"{source}: line {number0}: the first taxon {name0!r} uses MATCHCHAR {matchchar!r}")
+        raise AlignmentError(
+            f"{source}: line {number0}: the first taxon {name0!r} uses MATCHCHAR {matchchar!r}"
+        )
     out = [records[0]]
     for name, seq, number in records[1:]:
         if matchchar in seq:
-            seq = "".join(ref if ch == matchchar else ch for ch, ref in zip(seq, reference)) + seq[len(reference) :]
+            seq = (
+                "".join(ref if ch == matchchar else ch for ch, ref in zip(seq, reference))
+                + seq[len(reference) :]
+            )
         out.append((name, seq, number))
     return out
 

@@ -22,8 +22,24 @@ from .log_sum import total_loglik, weighted_log_sum
 
 
 @njit(cache=True, nogil=True, fastmath=FASTMATH)
-def branch_coefficients(e, neighbors, n_leaves, edges, tip_codes, mask_vectors, clv, scale, freqs, weights,
-                        U, U_inv, inv_lik, pinv, coef, inv_scaled):
+def branch_coefficients(
+    e,
+    neighbors,
+    n_leaves,
+    edges,
+    tip_codes,
+    mask_vectors,
+    clv,
+    scale,
+    freqs,
+    weights,
+    U,
+    U_inv,
+    inv_lik,
+    pinv,
+    coef,
+    inv_scaled,
+):
     """Fill ``coef[C, 4, P]`` and ``inv_scaled[P]`` for edge ``e`` (both partials must be valid).
 
     ``coef[:, 0, :]`` (the ``k = 0`` term, eigenvalue 0) is summed over categories into
@@ -72,15 +88,22 @@ def branch_coefficients(e, neighbors, n_leaves, edges, tip_codes, mask_vectors, 
             if u < n_leaves:
                 codes = tip_codes[u]
                 for p in range(P):
-                    out[p] = wc * tip_a[codes[p], k] * (b0 * B[0, p] + b1 * B[1, p] + b2 * B[2, p] + b3 * B[3, p])
+                    out[p] = (
+                        wc * tip_a[codes[p], k] * (b0 * B[0, p] + b1 * B[1, p] + b2 * B[2, p] + b3 * B[3, p])
+                    )
             elif v < n_leaves:
                 codes = tip_codes[v]
                 for p in range(P):
-                    out[p] = wc * (a0 * A[0, p] + a1 * A[1, p] + a2 * A[2, p] + a3 * A[3, p]) * tip_b[codes[p], k]
+                    out[p] = (
+                        wc * (a0 * A[0, p] + a1 * A[1, p] + a2 * A[2, p] + a3 * A[3, p]) * tip_b[codes[p], k]
+                    )
             else:
                 for p in range(P):
-                    out[p] = wc * (a0 * A[0, p] + a1 * A[1, p] + a2 * A[2, p] + a3 * A[3, p]) * (
-                        b0 * B[0, p] + b1 * B[1, p] + b2 * B[2, p] + b3 * B[3, p])
+                    out[p] = (
+                        wc
+                        * (a0 * A[0, p] + a1 * A[1, p] + a2 * A[2, p] + a3 * A[3, p])
+                        * (b0 * B[0, p] + b1 * B[1, p] + b2 * B[2, p] + b3 * B[3, p])
+                    )
     # fold the t-independent terms into coef[0, 0]
     for c in range(1, C):
         for p in range(P):
@@ -167,40 +190,101 @@ def newton_branch(coef, eigvals, rates, pattern_weights, t0, t_min, t_max, max_i
 
 
 @njit(cache=True, nogil=True)
-def optimize_edges(order, rounds, tol, max_iter, newton_tol, t_min, t_max,
-                   neighbors, node_edges, edges, lengths, snap_lengths, n_leaves, tip_codes, pattern_weights,
-                   buffers, model):
-    """Passes of per-branch Newton over ``order`` until a pass gains less than ``tol``; every pass walks ``order``
-    from its first edge (passes in alternating directions converge in up to twice the passes).
+def optimize_edges(
+    order,
+    rounds,
+    tol,
+    max_iter,
+    newton_tol,
+    t_min,
+    t_max,
+    neighbors,
+    node_edges,
+    edges,
+    lengths,
+    snap_lengths,
+    n_leaves,
+    tip_codes,
+    pattern_weights,
+    buffers,
+    model,
+):
+    """Passes of per-branch Newton over ``order`` until a pass gains less than ``tol``; every pass walks
+    ``order`` from its first edge (passes in alternating directions converge in up to twice the passes).
 
     ``buffers`` is the engine's :class:`~phylorl.phylo.likelihood.Buffers` and ``model`` its
     :class:`~phylorl.phylo.likelihood.ModelArrays`. Updates ``lengths`` (and the snapshot) in place and
     keeps partials consistent. Returns ``(loglik, partials recomputed, branches optimised, last edge)``.
     """
     mask_vectors = kn.MASK_VECTORS
-    pmat, tip_pmat, clv, scale, valid, stack = (buffers.pmat, buffers.tip_pmat, buffers.clv, buffers.scale,
-                                                buffers.valid, buffers.stack)
+    pmat, tip_pmat, clv, scale, valid, stack = (
+        buffers.pmat,
+        buffers.tip_pmat,
+        buffers.clv,
+        buffers.scale,
+        buffers.valid,
+        buffers.stack,
+    )
     site, site_scale, coef, inv_scaled = buffers.site, buffers.site_scale, buffers.coef, buffers.inv_scaled
-    freqs, weights, eigvals, U, U_inv, rates = model.freqs, model.weights, model.eigvals, model.U, model.U_inv, model.rates
+    freqs, weights, eigvals, U, U_inv, rates = (
+        model.freqs,
+        model.weights,
+        model.eigvals,
+        model.U,
+        model.U_inv,
+        model.rates,
+    )
     inv_lik, pinv = model.inv_lik, model.pinv
     one = np.empty(1, dtype=np.int64)
     n_updates = 0
     n_branches = 0
     last = order[order.shape[0] - 1]  # where every pass ends
-    n_updates += _ensure_edge(order[0], neighbors, node_edges, edges, n_leaves, tip_codes, pmat, tip_pmat,
-                              clv, scale, valid, stack)
-    kn.edge_site_likelihoods(order[0], neighbors, n_leaves, edges, tip_codes, pmat, tip_pmat, clv, scale, freqs, weights,
-                             site, site_scale)
+    n_updates += _ensure_edge(
+        order[0], neighbors, node_edges, edges, n_leaves, tip_codes, pmat, tip_pmat, clv, scale, valid, stack
+    )
+    kn.edge_site_likelihoods(
+        order[0],
+        neighbors,
+        n_leaves,
+        edges,
+        tip_codes,
+        pmat,
+        tip_pmat,
+        clv,
+        scale,
+        freqs,
+        weights,
+        site,
+        site_scale,
+    )
     previous = total_loglik(site, site_scale, pattern_weights, inv_lik, pinv)
     current = previous
     for _pass in range(rounds):
         for e in order:
-            n_updates += _ensure_edge(e, neighbors, node_edges, edges, n_leaves, tip_codes, pmat, tip_pmat,
-                                      clv, scale, valid, stack)
-            branch_coefficients(e, neighbors, n_leaves, edges, tip_codes, mask_vectors, clv, scale, freqs, weights,
-                                U, U_inv, inv_lik, pinv, coef, inv_scaled)
-            t, _, _ = newton_branch(coef, eigvals, rates, pattern_weights, lengths[e], t_min, t_max,
-                                    max_iter, newton_tol)
+            n_updates += _ensure_edge(
+                e, neighbors, node_edges, edges, n_leaves, tip_codes, pmat, tip_pmat, clv, scale, valid, stack
+            )
+            branch_coefficients(
+                e,
+                neighbors,
+                n_leaves,
+                edges,
+                tip_codes,
+                mask_vectors,
+                clv,
+                scale,
+                freqs,
+                weights,
+                U,
+                U_inv,
+                inv_lik,
+                pinv,
+                coef,
+                inv_scaled,
+            )
+            t, _, _ = newton_branch(
+                coef, eigvals, rates, pattern_weights, lengths[e], t_min, t_max, max_iter, newton_tol
+            )
             n_branches += 1
             if t != lengths[e]:
                 lengths[e] = t
@@ -208,10 +292,24 @@ def optimize_edges(order, rounds, tol, max_iter, newton_tol, t_min, t_max,
                 one[0] = e
                 kn.compute_pmats(one, lengths, eigvals, U, U_inv, rates, pmat, tip_pmat, mask_vectors)
                 kn.invalidate_toward(e, neighbors, node_edges, edges, valid, False, stack, False)
-        n_updates += _ensure_edge(last, neighbors, node_edges, edges, n_leaves, tip_codes, pmat, tip_pmat,
-                                  clv, scale, valid, stack)
-        kn.edge_site_likelihoods(last, neighbors, n_leaves, edges, tip_codes, pmat, tip_pmat, clv, scale, freqs,
-                                 weights, site, site_scale)
+        n_updates += _ensure_edge(
+            last, neighbors, node_edges, edges, n_leaves, tip_codes, pmat, tip_pmat, clv, scale, valid, stack
+        )
+        kn.edge_site_likelihoods(
+            last,
+            neighbors,
+            n_leaves,
+            edges,
+            tip_codes,
+            pmat,
+            tip_pmat,
+            clv,
+            scale,
+            freqs,
+            weights,
+            site,
+            site_scale,
+        )
         current = total_loglik(site, site_scale, pattern_weights, inv_lik, pinv)
         if current - previous < tol:
             break
@@ -220,9 +318,13 @@ def optimize_edges(order, rounds, tol, max_iter, newton_tol, t_min, t_max,
 
 
 @njit(cache=True, nogil=True)
-def _ensure_edge(e, neighbors, node_edges, edges, n_leaves, tip_codes, pmat, tip_pmat, clv, scale, valid, stack):
-    n = kn.ensure_valid(2 * e, neighbors, node_edges, edges, n_leaves, tip_codes, pmat, tip_pmat, clv, scale,
-                        valid, stack)
-    n += kn.ensure_valid(2 * e + 1, neighbors, node_edges, edges, n_leaves, tip_codes, pmat, tip_pmat, clv, scale,
-                         valid, stack)
+def _ensure_edge(
+    e, neighbors, node_edges, edges, n_leaves, tip_codes, pmat, tip_pmat, clv, scale, valid, stack
+):
+    n = kn.ensure_valid(
+        2 * e, neighbors, node_edges, edges, n_leaves, tip_codes, pmat, tip_pmat, clv, scale, valid, stack
+    )
+    n += kn.ensure_valid(
+        2 * e + 1, neighbors, node_edges, edges, n_leaves, tip_codes, pmat, tip_pmat, clv, scale, valid, stack
+    )
     return n

@@ -75,7 +75,7 @@ def prune_tree(tree: Tree, duplicates: Duplicates) -> Tree:
     two other branches joined (lengths added). Leaves are renumbered as in :func:`reduce_alignment`."""
     adjacency = _adjacency(tree)
     for leaf in duplicates.twin:
-        (parent, _), = adjacency.pop(leaf).items()
+        ((parent, _),) = adjacency.pop(leaf).items()
         del adjacency[parent][leaf]
         (a, la), (b, lb) = adjacency.pop(parent).items()
         del adjacency[a][parent], adjacency[b][parent]
@@ -94,10 +94,12 @@ def restore_tree(tree: Tree, duplicates: Duplicates, taxa) -> Tree:
     full = {new: old for new, old in enumerate(duplicates.kept)}  # kept leaves back to full ids
     internal = {v: len(taxa) + i for i, v in enumerate(range(n_kept, tree.n_nodes))}
     relabel = {**full, **internal}
-    adjacency = {relabel[v]: {relabel[u]: length for u, length in row.items()} for v, row in adjacency.items()}
+    adjacency = {
+        relabel[v]: {relabel[u]: length for u, length in row.items()} for v, row in adjacency.items()
+    }
     node = len(taxa) + len(internal)
     for dropped, kept in duplicates.twin.items():
-        (parent, stem), = adjacency[kept].items()
+        ((parent, stem),) = adjacency[kept].items()
         del adjacency[parent][kept]
         adjacency[parent][node] = stem
         adjacency[node] = {parent: stem, kept: MIN_BRANCH_LENGTH, dropped: MIN_BRANCH_LENGTH}
@@ -115,7 +117,8 @@ def _adjacency(tree: Tree) -> dict[int, dict[int, float]]:
 
 
 def _tree(adjacency: dict[int, dict[int, float]], leaves: dict[int, int], taxa: tuple[str, ...]) -> Tree:
-    """A :class:`Tree` of ``adjacency`` with leaf ``v`` numbered ``leaves[v]`` and internal nodes after them."""
+    """A :class:`Tree` of ``adjacency`` with leaf ``v`` numbered ``leaves[v]`` and internal nodes after
+    them."""
     ids = dict(leaves)
     for v in adjacency:
         if v not in ids:

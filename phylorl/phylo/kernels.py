@@ -55,8 +55,8 @@ def clv_index(d, neighbors, edges, n_leaves):
 
 @njit(cache=True, nogil=True, fastmath=FASTMATH)
 def branch_pmat(t, eigvals, U, U_inv, rates, mask_vectors, pm, ptip):
-    """Transition matrices of one branch of length ``t`` per category (``pm [C, 4, 4]``), and applied to every tip
-    mask (``ptip [C, 4, 16]``)."""
+    """Transition matrices of one branch of length ``t`` per category (``pm [C, 4, 4]``), and applied to every
+    tip mask (``ptip [C, 4, 16]``)."""
     C = rates.shape[0]
     ex = np.empty(4)
     for c in range(C):
@@ -138,8 +138,9 @@ def _combine(d, neighbors, node_edges, edges, n_leaves, tip_codes, pmat, tip_pma
         if child == tail:
             continue
         ce = node_edges[head, slot]
-        crow = 3 * (child - n_leaves) + (0 if neighbors[child, 0] == head else (1 if neighbors[child, 1] == head
-                                                                                 else 2))
+        crow = 3 * (child - n_leaves) + (
+            0 if neighbors[child, 0] == head else (1 if neighbors[child, 1] == head else 2)
+        )
         if child < n_leaves:
             crow = 0
         _child_term(out, child, ce, n_leaves, tip_codes, pmat, tip_pmat, clv[crow], first)
@@ -158,8 +159,8 @@ def _combine(d, neighbors, node_edges, edges, n_leaves, tip_codes, pmat, tip_pma
 
 @njit(cache=True, nogil=True, fastmath=FASTMATH)
 def rescale_patterns(out, sc):
-    """Per-pattern scaling of a partial ``out [C, 4, P]``: a pattern whose largest entry is below ``2**-256`` is
-    multiplied by ``2**256`` and its count in ``sc`` raised by one."""
+    """Per-pattern scaling of a partial ``out [C, 4, P]``: a pattern whose largest entry is below ``2**-256``
+    is multiplied by ``2**256`` and its count in ``sc`` raised by one."""
     C = out.shape[0]
     P = out.shape[2]
     m = out[0, 0].copy()
@@ -182,8 +183,11 @@ def rescale_patterns(out, sc):
 
 
 @njit(cache=True, nogil=True)
-def ensure_valid(d, neighbors, node_edges, edges, n_leaves, tip_codes, pmat, tip_pmat, clv, scale, valid, stack):
-    """Make the partial of ``d`` valid, recomputing invalid partials below it (post-order). Returns #combines."""
+def ensure_valid(
+    d, neighbors, node_edges, edges, n_leaves, tip_codes, pmat, tip_pmat, clv, scale, valid, stack
+):
+    """Make the partial of ``d`` valid, recomputing invalid partials below it (post-order). Returns
+    #combines."""
     e = d >> 1
     head = edges[e, 1 - (d & 1)]
     if head < n_leaves or valid[d]:
@@ -216,9 +220,9 @@ def ensure_valid(d, neighbors, node_edges, edges, n_leaves, tip_codes, pmat, tip
 
 @njit(cache=True, nogil=True)
 def invalidate_toward(e, neighbors, node_edges, edges, valid, include_self, stack, whole):
-    """Invalidate every partial whose subtree contains edge ``e`` (and ``e``'s own two if asked). ``whole``: walk
-    every such partial; otherwise stop at those already invalid (the partials containing them are too, unless the
-    topology changed since they were made valid: a topology change needs the whole walk)."""
+    """Invalidate every partial whose subtree contains edge ``e`` (and ``e``'s own two if asked). ``whole``:
+    walk every such partial; otherwise stop at those already invalid (the partials containing them are too,
+    unless the topology changed since they were made valid: a topology change needs the whole walk)."""
     if include_self:
         valid[2 * e] = False
         valid[2 * e + 1] = False
@@ -246,8 +250,9 @@ def invalidate_toward(e, neighbors, node_edges, edges, valid, include_self, stac
 
 
 @njit(cache=True, nogil=True, fastmath=FASTMATH)
-def edge_site_likelihoods(e, neighbors, n_leaves, edges, tip_codes, pmat, tip_pmat, clv, scale, freqs, weights, out,
-                          out_scale):
+def edge_site_likelihoods(
+    e, neighbors, n_leaves, edges, tip_codes, pmat, tip_pmat, clv, scale, freqs, weights, out, out_scale
+):
     """Per-pattern likelihood (variable-site part, scaled) at edge ``e``; both sides must be valid."""
     u = edges[e, 0]
     v = edges[e, 1]
@@ -295,8 +300,23 @@ def edge_site_likelihoods(e, neighbors, n_leaves, edges, tip_codes, pmat, tip_pm
 
 
 @njit(cache=True, nogil=True)
-def sync_tree(neighbors, node_edges, edges, lengths, snap_edges, snap_lengths, valid, stack,
-              eigvals, U, U_inv, rates, pmat, tip_pmat, mask_vectors):
+def sync_tree(
+    neighbors,
+    node_edges,
+    edges,
+    lengths,
+    snap_edges,
+    snap_lengths,
+    valid,
+    stack,
+    eigvals,
+    U,
+    U_inv,
+    rates,
+    pmat,
+    tip_pmat,
+    mask_vectors,
+):
     """Invalidate what changed since the snapshot, refresh those edges' matrices, update the snapshot.
 
     An edge whose end nodes changed invalidates its own two partials and every partial that contains

@@ -1,6 +1,6 @@
-"""One regraft candidate of a lazy SPR score (:mod:`phylorl.phylo.lazy_spr`): the partials on both sides of the
-regraft point, products with the transition matrices, and the candidate's log-likelihood with none, one or three
-of the branches at ``p`` optimised by a Newton pass."""
+"""One regraft candidate of a lazy SPR score (:mod:`phylorl.phylo.lazy_spr`): the partials on both sides of
+the regraft point, products with the transition matrices, and the candidate's log-likelihood with none, one or
+three of the branches at ``p`` optimised by a Newton pass."""
 
 from __future__ import annotations
 
@@ -19,15 +19,23 @@ def times_p(out, pm, ptip, node, n_leaves, tip_codes, src, first):
     its codes; ``node >= n_leaves``: ``src``), ``=`` when ``first``: the engine's child term for one
     matrix."""
     C = out.shape[0]
-    kn._child_term(out, node, 0, n_leaves, tip_codes, pm.reshape((1, C, 4, 4)), ptip.reshape((1, C, 4, 16)), src,
-                   first)
+    kn._child_term(
+        out, node, 0, n_leaves, tip_codes, pm.reshape((1, C, 4, 4)), ptip.reshape((1, C, 4, 16)), src, first
+    )
 
 
 @njit(cache=True, nogil=True)
 def optimise_branch(A, sA, B, sB, t0, model, pattern_weights, t_min, t_max, max_iter, newton_tol, coef):
     """Newton on the length of a branch between partials ``A`` and ``B`` (scales ``sA``, ``sB``), from ``t0``:
     returns ``(length, log-likelihood)``."""
-    freqs, weights, U, U_inv, inv_lik, pinv = model.freqs, model.weights, model.U, model.U_inv, model.inv_lik, model.pinv
+    freqs, weights, U, U_inv, inv_lik, pinv = (
+        model.freqs,
+        model.weights,
+        model.U,
+        model.U_inv,
+        model.inv_lik,
+        model.pinv,
+    )
     C = A.shape[0]
     P = A.shape[2]
     offset = 0.0
@@ -48,15 +56,22 @@ def optimise_branch(A, sA, B, sB, t0, model, pattern_weights, t_min, t_max, max_
             if k == 0:  # eigenvalue 0: independent of t, summed over categories into coef[0, 0]
                 out = coef[0, 0]
                 for p in range(P):
-                    out[p] += wc * (a0 * Ac[0, p] + a1 * Ac[1, p] + a2 * Ac[2, p] + a3 * Ac[3, p]) * (
-                        b0 * Bc[0, p] + b1 * Bc[1, p] + b2 * Bc[2, p] + b3 * Bc[3, p])
+                    out[p] += (
+                        wc
+                        * (a0 * Ac[0, p] + a1 * Ac[1, p] + a2 * Ac[2, p] + a3 * Ac[3, p])
+                        * (b0 * Bc[0, p] + b1 * Bc[1, p] + b2 * Bc[2, p] + b3 * Bc[3, p])
+                    )
             else:
                 out = coef[c, k]
                 for p in range(P):
-                    out[p] = wc * (a0 * Ac[0, p] + a1 * Ac[1, p] + a2 * Ac[2, p] + a3 * Ac[3, p]) * (
-                        b0 * Bc[0, p] + b1 * Bc[1, p] + b2 * Bc[2, p] + b3 * Bc[3, p])
-    t, f, _ = newton_branch(coef, model.eigvals, model.rates, pattern_weights, t0, t_min, t_max, max_iter,
-                            newton_tol)
+                    out[p] = (
+                        wc
+                        * (a0 * Ac[0, p] + a1 * Ac[1, p] + a2 * Ac[2, p] + a3 * Ac[3, p])
+                        * (b0 * Bc[0, p] + b1 * Bc[1, p] + b2 * Bc[2, p] + b3 * Bc[3, p])
+                    )
+    t, f, _ = newton_branch(
+        coef, model.eigvals, model.rates, pattern_weights, t0, t_min, t_max, max_iter, newton_tol
+    )
     return t, f - offset
 
 
@@ -80,8 +95,12 @@ def fixed_site(F, y, row_y, n_leaves, tip_codes, clv, pm, ptip, SP, weights, fre
                 Y = clv[row_y, c]
                 Y0, Y1, Y2, Y3 = Y[0], Y[1], Y[2], Y[3]
                 for q in range(P):
-                    site[q] += f * (a0 * F0[q] + a1 * F1[q] + a2 * F2[q] + a3 * F3[q]) * (
-                        a0 * Y0[q] + a1 * Y1[q] + a2 * Y2[q] + a3 * Y3[q]) * sp[q]
+                    site[q] += (
+                        f
+                        * (a0 * F0[q] + a1 * F1[q] + a2 * F2[q] + a3 * F3[q])
+                        * (a0 * Y0[q] + a1 * Y1[q] + a2 * Y2[q] + a3 * Y3[q])
+                        * sp[q]
+                    )
             else:
                 row = ptip[c, i]
                 codes = tip_codes[y]
@@ -147,8 +166,31 @@ def row(d, neighbors, edges, n_leaves):
 
 
 @njit(cache=True, nogil=True)
-def candidate(F, sF, y, row_y, t, l0, branches, n_leaves, tip_codes, clv, scale, model, pattern_weights, t_min,
-               t_max, max_iter, newton_tol, work, swork, coef, site, pm, ptip):
+def candidate(
+    F,
+    sF,
+    y,
+    row_y,
+    t,
+    l0,
+    branches,
+    n_leaves,
+    tip_codes,
+    clv,
+    scale,
+    model,
+    pattern_weights,
+    t_min,
+    t_max,
+    max_iter,
+    newton_tol,
+    work,
+    swork,
+    coef,
+    site,
+    pm,
+    ptip,
+):
     """One regraft: ``F`` the partial at ``x`` without ``y``'s side (toward ``p``), ``y``'s side
     ``clv[row_y]``, the s-subtree's in ``work[1]`` (and times the pendant's matrix in ``work[2]``); the
     regraft edge of length ``t`` split in half, the pendant of length ``l0``."""
@@ -175,7 +217,9 @@ def candidate(F, sF, y, row_y, t, l0, branches, n_leaves, tip_codes, clv, scale,
     for q in range(P):
         sV[q] = sF[q] + sY[q]
     kn.rescale_patterns(V, sV)
-    pendant, f = optimise_branch(V, sV, Sd, sS, l0, model, pattern_weights, t_min, t_max, max_iter, newton_tol, coef)
+    pendant, f = optimise_branch(
+        V, sV, Sd, sS, l0, model, pattern_weights, t_min, t_max, max_iter, newton_tol, coef
+    )
     if branches == 1:
         return f
     dense(Y, sY, y, n_leaves, tip_codes, clv, scale, row_y)
@@ -185,13 +229,16 @@ def candidate(F, sF, y, row_y, t, l0, branches, n_leaves, tip_codes, clv, scale,
     for q in range(P):
         sV[q] = sY[q] + sS[q]
     kn.rescale_patterns(V, sV)
-    t1, f = optimise_branch(F, sF, V, sV, 0.5 * t, model, pattern_weights, t_min, t_max, max_iter, newton_tol,
-                             coef)
+    t1, f = optimise_branch(
+        F, sF, V, sV, 0.5 * t, model, pattern_weights, t_min, t_max, max_iter, newton_tol, coef
+    )
     kn.branch_pmat(t1, eigvals, U, U_inv, rates, mask_vectors, pm, ptip)
     times_p(Hy, pm, ptip, n_leaves, n_leaves, tip_codes, F, True)
     product(V, Hy, PS)  # without y's half
     for q in range(P):
         sV[q] = sF[q] + sS[q]
     kn.rescale_patterns(V, sV)
-    _, f = optimise_branch(Y, sY, V, sV, 0.5 * t, model, pattern_weights, t_min, t_max, max_iter, newton_tol, coef)
+    _, f = optimise_branch(
+        Y, sY, V, sV, 0.5 * t, model, pattern_weights, t_min, t_max, max_iter, newton_tol, coef
+    )
     return f

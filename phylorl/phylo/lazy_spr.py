@@ -30,13 +30,14 @@ from .spr import slot_of
 class LazyWork(NamedTuple):
     """Work space of :func:`lazy_spr_scores` for one tree size, kept between calls."""
 
-    D: np.ndarray      # float64 [depth, C, 4, P]  the walk's stack: partials toward p times the matrix toward p
-    sD: np.ndarray     # int64 [depth, P]          their scale counts
-    buf: np.ndarray    # float64 [9, C, 4, P]      F, Sd, SP, Dx, (spare), Hy, V, PS, Y
-    sbuf: np.ndarray   # int64 [6, P]              sF, sS, sDx, sV, sY, site scale
-    coef: np.ndarray   # float64 [C, 4, P]         one branch's Newton coefficients
-    site: np.ndarray   # float64 [P]
-    ints: np.ndarray   # int64 [7, 2 nodes + edges]  want, want_x, queue, need, seen, up, the walk's stack
+    # float64 [depth, C, 4, P] the walk's stack: partials toward p times the matrix toward p
+    D: np.ndarray
+    sD: np.ndarray  # int64 [depth, P]          their scale counts
+    buf: np.ndarray  # float64 [9, C, 4, P]      F, Sd, SP, Dx, (spare), Hy, V, PS, Y
+    sbuf: np.ndarray  # int64 [6, P]              sF, sS, sDx, sV, sY, site scale
+    coef: np.ndarray  # float64 [C, 4, P]         one branch's Newton coefficients
+    site: np.ndarray  # float64 [P]
+    ints: np.ndarray  # int64 [7, 2 nodes + edges]  want, want_x, queue, need, seen, up, the walk's stack
     stamp: np.ndarray  # int64 [1]                 the last run's stamp (need, seen)
 
     @classmethod
@@ -44,8 +45,16 @@ class LazyWork(NamedTuple):
         C, P = n_cats, n_patterns
         ints = np.zeros((7, 2 * n_nodes + n_edges), np.int64)
         ints[0] = -1
-        return cls(np.empty((depth, C, 4, P)), np.zeros((depth, P), np.int64), np.empty((9, C, 4, P)),
-                   np.zeros((6, P), np.int64), np.zeros((C, 4, P)), np.zeros(P), ints, np.zeros(1, np.int64))
+        return cls(
+            np.empty((depth, C, 4, P)),
+            np.zeros((depth, P), np.int64),
+            np.empty((9, C, 4, P)),
+            np.zeros((6, P), np.int64),
+            np.zeros((C, 4, P)),
+            np.zeros(P),
+            ints,
+            np.zeros(1, np.int64),
+        )
 
 
 @njit(cache=True, nogil=True)
@@ -79,9 +88,32 @@ def _mark_paths(moves, i, j, neighbors, n_leaves, p, s, need, seen, up, queue, s
 
 
 @njit(cache=True, nogil=True)
-def lazy_spr_scores(moves, neighbors, node_edges, edges, lengths, n_leaves, tip_codes, clv, scale, valid, stack,
-                    pmat, tip_pmat, model, pattern_weights, t_min, t_max, max_iter, newton_tol, branches, reference,
-                    cutoff, work, out):
+def lazy_spr_scores(
+    moves,
+    neighbors,
+    node_edges,
+    edges,
+    lengths,
+    n_leaves,
+    tip_codes,
+    clv,
+    scale,
+    valid,
+    stack,
+    pmat,
+    tip_pmat,
+    model,
+    pattern_weights,
+    t_min,
+    t_max,
+    max_iter,
+    newton_tol,
+    branches,
+    reference,
+    cutoff,
+    work,
+    out,
+):
     """Lazy score of every move (rows ``(p, s, x, y)``) into ``out``, with ``branches`` (0, 1 or 3) optimised.
     Moves sharing ``(p, s)`` should be consecutive (as enumerated): each run costs one walk of the remaining
     tree along the paths to its regraft edges. Partials are made valid as the walk reads them. ``model`` is
@@ -144,8 +176,9 @@ def lazy_spr_scores(moves, neighbors, node_edges, edges, lengths, n_leaves, tip_
         _mark_paths(moves, i, j, neighbors, n_leaves, p, s, need, seen, up, queue, stamp)
         e_ps = node_edges[p, ks]
         d_ps = kn.directed_id(edges, e_ps, p)  # the s-subtree, away from p
-        n_updates += kn.ensure_valid(d_ps, neighbors, node_edges, edges, n_leaves, tip_codes, pmat, tip_pmat, clv,
-                                     scale, valid, stack)
+        n_updates += kn.ensure_valid(
+            d_ps, neighbors, node_edges, edges, n_leaves, tip_codes, pmat, tip_pmat, clv, scale, valid, stack
+        )
         row_s = lc.row(d_ps, neighbors, edges, n_leaves)
         lc.dense(Sd, sS, s, n_leaves, tip_codes, clv, scale, row_s)
         if branches == 0:
@@ -158,8 +191,20 @@ def lazy_spr_scores(moves, neighbors, node_edges, edges, lengths, n_leaves, tip_
             b = neighbors[p, other]
             e_pa, e_pb = node_edges[p, side], node_edges[p, other]
             d_b = kn.directed_id(edges, e_pb, p)
-            n_updates += kn.ensure_valid(d_b, neighbors, node_edges, edges, n_leaves, tip_codes, pmat, tip_pmat, clv,
-                                         scale, valid, stack)
+            n_updates += kn.ensure_valid(
+                d_b,
+                neighbors,
+                node_edges,
+                edges,
+                n_leaves,
+                tip_codes,
+                pmat,
+                tip_pmat,
+                clv,
+                scale,
+                valid,
+                stack,
+            )
             row_b = lc.row(d_b, neighbors, edges, n_leaves)
             kn.branch_pmat(lengths[e_pa] + lengths[e_pb], eigvals, U, U_inv, rates, mask_vectors, pm, ptip)
             lc.times_p(D[0], pm, ptip, b, n_leaves, tip_codes, clv[row_b], True)
@@ -187,8 +232,20 @@ def lazy_spr_scores(moves, neighbors, node_edges, edges, lengths, n_leaves, tip_
                     sib = neighbors[x, k_sib]
                     e_sib = node_edges[x, k_sib]
                     d_sib = kn.directed_id(edges, e_sib, x)
-                    n_updates += kn.ensure_valid(d_sib, neighbors, node_edges, edges, n_leaves, tip_codes, pmat,
-                                                 tip_pmat, clv, scale, valid, stack)
+                    n_updates += kn.ensure_valid(
+                        d_sib,
+                        neighbors,
+                        node_edges,
+                        edges,
+                        n_leaves,
+                        tip_codes,
+                        pmat,
+                        tip_pmat,
+                        clv,
+                        scale,
+                        valid,
+                        stack,
+                    )
                     row_sib = lc.row(d_sib, neighbors, edges, n_leaves)
                     lc.times_side(F, Dx, pmat[e_sib], tip_pmat[e_sib], sib, n_leaves, tip_codes, clv[row_sib])
                     for q in range(P):
@@ -196,12 +253,45 @@ def lazy_spr_scores(moves, neighbors, node_edges, edges, lengths, n_leaves, tip_
                     kn.rescale_patterns(F, sF)
                     if hit:
                         d_y = kn.directed_id(edges, e, x)
-                        n_updates += kn.ensure_valid(d_y, neighbors, node_edges, edges, n_leaves, tip_codes, pmat,
-                                                     tip_pmat, clv, scale, valid, stack)
+                        n_updates += kn.ensure_valid(
+                            d_y,
+                            neighbors,
+                            node_edges,
+                            edges,
+                            n_leaves,
+                            tip_codes,
+                            pmat,
+                            tip_pmat,
+                            clv,
+                            scale,
+                            valid,
+                            stack,
+                        )
                         score = lc.candidate(
-                            F, sF, y, lc.row(d_y, neighbors, edges, n_leaves), lengths[e], lengths[e_ps], branches,
-                            n_leaves, tip_codes, clv, scale, model, pattern_weights, t_min, t_max, max_iter,
-                            newton_tol, buf, sbuf, coef, site, pm, ptip)
+                            F,
+                            sF,
+                            y,
+                            lc.row(d_y, neighbors, edges, n_leaves),
+                            lengths[e],
+                            lengths[e_ps],
+                            branches,
+                            n_leaves,
+                            tip_codes,
+                            clv,
+                            scale,
+                            model,
+                            pattern_weights,
+                            t_min,
+                            t_max,
+                            max_iter,
+                            newton_tol,
+                            buf,
+                            sbuf,
+                            coef,
+                            site,
+                            pm,
+                            ptip,
+                        )
                         out[want[e]] = score
                         want[e] = -1
                         remaining -= 1

@@ -31,37 +31,46 @@ class Buffers(NamedTuple):
     """The engine's work arrays for one tree size (``E`` edges, ``C`` rate categories, ``P`` patterns), handed
     to the compiled kernels as one argument."""
 
-    clv: np.ndarray         # float64 [3(n-2), C, 4, P]  partials of the directed edges with internal heads
-    scale: np.ndarray       # int32 [3(n-2), P]          their scaling exponents (kernels.clv_index)
-    valid: np.ndarray       # bool [2E]              which partials are current
-    pmat: np.ndarray        # float64 [E, C, 4, 4]   transition matrices per edge and category
-    tip_pmat: np.ndarray    # float64 [E, C, 4, 16]  the same applied to every tip state mask
-    stack: np.ndarray       # int64 [4E + 8]         traversal stack
-    site: np.ndarray        # float64 [P]            site likelihoods at the evaluation edge
+    clv: np.ndarray  # float64 [3(n-2), C, 4, P]  partials of the directed edges with internal heads
+    scale: np.ndarray  # int32 [3(n-2), P]          their scaling exponents (kernels.clv_index)
+    valid: np.ndarray  # bool [2E]              which partials are current
+    pmat: np.ndarray  # float64 [E, C, 4, 4]   transition matrices per edge and category
+    tip_pmat: np.ndarray  # float64 [E, C, 4, 16]  the same applied to every tip state mask
+    stack: np.ndarray  # int64 [4E + 8]         traversal stack
+    site: np.ndarray  # float64 [P]            site likelihoods at the evaluation edge
     site_scale: np.ndarray  # int64 [P]              and their scaling exponents
-    coef: np.ndarray        # float64 [C, 4, P]      one branch's likelihood coefficients (Newton)
+    coef: np.ndarray  # float64 [C, 4, P]      one branch's likelihood coefficients (Newton)
     inv_scaled: np.ndarray  # float64 [P]            the invariant-site term on their scale
 
     @classmethod
     def allocate(cls, n_edges: int, n_cats: int, n_patterns: int) -> Buffers:
         E, C, P = n_edges, n_cats, n_patterns
         rows = 3 * (E - 1) // 2  # three per internal node
-        return cls(np.zeros((rows, C, 4, P)), np.zeros((rows, P), dtype=np.int32), np.zeros(2 * E, dtype=np.bool_),
-                   np.zeros((E, C, 4, 4)), np.zeros((E, C, 4, 16)), np.zeros(4 * E + 8, dtype=np.int64),
-                   np.zeros(P), np.zeros(P, dtype=np.int64), np.zeros((C, 4, P)), np.zeros(P))
+        return cls(
+            np.zeros((rows, C, 4, P)),
+            np.zeros((rows, P), dtype=np.int32),
+            np.zeros(2 * E, dtype=np.bool_),
+            np.zeros((E, C, 4, 4)),
+            np.zeros((E, C, 4, 16)),
+            np.zeros(4 * E + 8, dtype=np.int64),
+            np.zeros(P),
+            np.zeros(P, dtype=np.int64),
+            np.zeros((C, 4, P)),
+            np.zeros(P),
+        )
 
 
 class ModelArrays(NamedTuple):
     """A substitution model as the kernels read it."""
 
-    freqs: np.ndarray    # float64 [4]
+    freqs: np.ndarray  # float64 [4]
     weights: np.ndarray  # float64 [C] category weights
     eigvals: np.ndarray  # float64 [4]
-    U: np.ndarray        # float64 [4, 4] eigenvectors
-    U_inv: np.ndarray    # float64 [4, 4]
-    rates: np.ndarray    # float64 [C] category rates
+    U: np.ndarray  # float64 [4, 4] eigenvectors
+    U_inv: np.ndarray  # float64 [4, 4]
+    rates: np.ndarray  # float64 [C] category rates
     inv_lik: np.ndarray  # float64 [P] likelihood of each pattern if the site is invariant
-    pinv: float          # proportion of invariant sites
+    pinv: float  # proportion of invariant sites
 
 
 class LikelihoodEngine:
@@ -109,7 +118,9 @@ class LikelihoodEngine:
             if not model.free_parameters:
                 self.set_model(build_model(model, self._empirical_freqs(model)))
         else:
-            raise TypeError(f"model must be a string, ModelSpec or SubstitutionModel, got {type(model).__name__}")
+            raise TypeError(
+                f"model must be a string, ModelSpec or SubstitutionModel, got {type(model).__name__}"
+            )
 
     # ------------------------------------------------------------------ model
     def _empirical_freqs(self, spec: ModelSpec):
@@ -121,11 +132,16 @@ class LikelihoodEngine:
         C = int(model.rates.shape[0])
         freqs = np.ascontiguousarray(model.freqs, dtype=np.float64)
         self._m = ModelArrays(
-            freqs, np.ascontiguousarray(model.weights, dtype=np.float64),
-            np.ascontiguousarray(model.eigvals, dtype=np.float64), np.ascontiguousarray(model.U, dtype=np.float64),
-            np.ascontiguousarray(model.U_inv, dtype=np.float64), np.ascontiguousarray(model.rates, dtype=np.float64),
+            freqs,
+            np.ascontiguousarray(model.weights, dtype=np.float64),
+            np.ascontiguousarray(model.eigvals, dtype=np.float64),
+            np.ascontiguousarray(model.U, dtype=np.float64),
+            np.ascontiguousarray(model.U_inv, dtype=np.float64),
+            np.ascontiguousarray(model.rates, dtype=np.float64),
             # likelihood of each pattern if the site is invariant: sum_i pi_i * [state i fits every taxon]
-            kn.MASK_VECTORS[self._common] @ freqs, float(model.pinv))
+            kn.MASK_VECTORS[self._common] @ freqs,
+            float(model.pinv),
+        )
         self._n_cats = C
         self._snap_edges = None  # forces a full recomputation
 
@@ -173,29 +189,68 @@ class LikelihoodEngine:
             self._snap_lengths = tree.lengths.copy()
             return
         b, m = self._b, self._m
-        first = kn.sync_tree(tree.neighbors, tree.node_edges, tree.edges, tree.lengths, self._snap_edges,
-                             self._snap_lengths, b.valid, b.stack, m.eigvals, m.U, m.U_inv, m.rates, b.pmat,
-                             b.tip_pmat, kn.MASK_VECTORS)
+        first = kn.sync_tree(
+            tree.neighbors,
+            tree.node_edges,
+            tree.edges,
+            tree.lengths,
+            self._snap_edges,
+            self._snap_lengths,
+            b.valid,
+            b.stack,
+            m.eigvals,
+            m.U,
+            m.U_inv,
+            m.rates,
+            b.pmat,
+            b.tip_pmat,
+            kn.MASK_VECTORS,
+        )
         if first >= 0:
             self._root_edge = int(first)
 
     def _update_pmats(self, tree: Tree, edge_ids: np.ndarray) -> None:
         b, m = self._b, self._m
-        kn.compute_pmats(edge_ids, tree.lengths, m.eigvals, m.U, m.U_inv, m.rates, b.pmat, b.tip_pmat,
-                         kn.MASK_VECTORS)
+        kn.compute_pmats(
+            edge_ids, tree.lengths, m.eigvals, m.U, m.U_inv, m.rates, b.pmat, b.tip_pmat, kn.MASK_VECTORS
+        )
 
     def _ensure_edge(self, tree: Tree, e: int) -> None:
         b = self._b
         for d in (2 * e, 2 * e + 1):
             self.n_partial_updates += kn.ensure_valid(
-                d, tree.neighbors, tree.node_edges, tree.edges, tree.n_leaves, self.tip_codes,
-                b.pmat, b.tip_pmat, b.clv, b.scale, b.valid, b.stack)
+                d,
+                tree.neighbors,
+                tree.node_edges,
+                tree.edges,
+                tree.n_leaves,
+                self.tip_codes,
+                b.pmat,
+                b.tip_pmat,
+                b.clv,
+                b.scale,
+                b.valid,
+                b.stack,
+            )
 
     def _loglik_at(self, tree: Tree, e: int) -> float:
         self._ensure_edge(tree, e)
         b, m = self._b, self._m
-        kn.edge_site_likelihoods(e, tree.neighbors, tree.n_leaves, tree.edges, self.tip_codes, b.pmat, b.tip_pmat, b.clv, b.scale,
-                                 m.freqs, m.weights, b.site, b.site_scale)
+        kn.edge_site_likelihoods(
+            e,
+            tree.neighbors,
+            tree.n_leaves,
+            tree.edges,
+            self.tip_codes,
+            b.pmat,
+            b.tip_pmat,
+            b.clv,
+            b.scale,
+            m.freqs,
+            m.weights,
+            b.site,
+            b.site_scale,
+        )
         return float(total_loglik(b.site, b.site_scale, self.pattern_weights, m.inv_lik, m.pinv))
 
     # ----------------------------------------------------------------- public
@@ -216,8 +271,16 @@ class LikelihoodEngine:
             lv = np.logaddexp(lv, li)
         return lv[self.alignment.patterns().site_pattern]
 
-    def optimize_branch_lengths(self, tree: Tree, edges=None, *, rounds: int = 8, tol: float = 1e-4,
-                                newton_iterations: int = 32, newton_tol: float = 1e-7) -> float:
+    def optimize_branch_lengths(
+        self,
+        tree: Tree,
+        edges=None,
+        *,
+        rounds: int = 8,
+        tol: float = 1e-4,
+        newton_iterations: int = 32,
+        newton_tol: float = 1e-7,
+    ) -> float:
         """Optimise branch lengths in place by per-branch Newton–Raphson; returns the log-likelihood.
 
         Args:
@@ -234,23 +297,45 @@ class LikelihoodEngine:
         if order.size == 0:
             return self.loglik(tree)
         loglik, n_updates, n_branches, last = bk.optimize_edges(
-            order, rounds, tol, newton_iterations, newton_tol, self.brlen_min, self.brlen_max,
-            tree.neighbors, tree.node_edges, tree.edges, tree.lengths, self._snap_lengths, tree.n_leaves,
-            self.tip_codes, self.pattern_weights, self._b, self._m)
+            order,
+            rounds,
+            tol,
+            newton_iterations,
+            newton_tol,
+            self.brlen_min,
+            self.brlen_max,
+            tree.neighbors,
+            tree.node_edges,
+            tree.edges,
+            tree.lengths,
+            self._snap_lengths,
+            tree.n_leaves,
+            self.tip_codes,
+            self.pattern_weights,
+            self._b,
+            self._m,
+        )
         self.n_partial_updates += n_updates
         self.n_branch_optimisations += n_branches
         self.n_evaluations += 1
         self._root_edge = int(last)
         return float(loglik)
 
-    def spr_scores(self, tree: Tree, moves: np.ndarray, *, branches: int = 3, newton_iterations: int = 32,
-                   newton_tol: float = 1e-7) -> np.ndarray:
+    def spr_scores(
+        self,
+        tree: Tree,
+        moves: np.ndarray,
+        *,
+        branches: int = 3,
+        newton_iterations: int = 32,
+        newton_tol: float = 1e-7,
+    ) -> np.ndarray:
         """Lazy score of each SPR move ``(p, s, x, y)`` of ``tree`` (:mod:`phylorl.phylo.lazy_spr`): the
         log-likelihood after the move with only the branches at the regraft point optimised, one Newton pass
-        (``branches=3``: the pendant ``(p, s)``, then the two halves of ``(x, y)``; ``branches=1``: the pendant
-        alone; ``branches=0``: none), the others as :func:`~phylorl.phylo.spr.apply_spr` leaves them. ``tree`` is
-        unchanged. Moves sharing ``(p, s)`` should be consecutive, as :func:`~phylorl.phylo.spr.enumerate_moves`
-        gives them."""
+        (``branches=3``: the pendant ``(p, s)``, then the two halves of ``(x, y)``; ``branches=1``: the
+        pendant alone; ``branches=0``: none), the others as :func:`~phylorl.phylo.spr.apply_spr` leaves them.
+        ``tree`` is unchanged. Moves sharing ``(p, s)`` should be consecutive, as
+        :func:`~phylorl.phylo.spr.enumerate_moves` gives them."""
         if branches not in (0, 1, 3):
             raise ValueError(f"branches must be 0, 1 or 3, got {branches}")
         moves = np.ascontiguousarray(moves, dtype=np.int64)
@@ -259,47 +344,105 @@ class LikelihoodEngine:
         self._sync(tree)
         return self._lazy(tree, moves, branches, newton_iterations, newton_tol)
 
-    def subtree_scores(self, tree: Tree, p: int, s: int, radius: int, *, radius_min: int = 1, branches: int = 0,
-                       reference: float = 0.0, cutoff: float = 0.0, dedupe: bool = False,
-                       newton_iterations: int = 32, newton_tol: float = 1e-7) -> tuple[np.ndarray, np.ndarray]:
+    def subtree_scores(
+        self,
+        tree: Tree,
+        p: int,
+        s: int,
+        radius: int,
+        *,
+        radius_min: int = 1,
+        branches: int = 0,
+        reference: float = 0.0,
+        cutoff: float = 0.0,
+        dedupe: bool = False,
+        newton_iterations: int = 32,
+        newton_tol: float = 1e-7,
+    ) -> tuple[np.ndarray, np.ndarray]:
         """``(moves, scores)``: every move pruning ``s`` from ``p`` whose distance ``d(p, x)`` lies in
-        ``[radius_min, radius]`` (in :func:`~phylorl.phylo.spr.enumerate_moves`'s order)
-        and its lazy score (:meth:`spr_scores`, ``branches`` 0, 1 or 3). With ``cutoff > 0`` the walk stops behind
-        regrafts far below ``reference`` (the tree's log-likelihood; see
-        :func:`~phylorl.phylo.lazy_spr.lazy_spr_scores`), and the moves it did not reach score ``-inf``.
-        Every NNI move (distance 1) is scored, not only the canonical one of each topology (``dedupe=True``):
-        the four moves giving one NNI topology leave different branch lengths, so their lazy scores differ, and
-        the canonical one can score far below the others."""
+        ``[radius_min, radius]`` (in :func:`~phylorl.phylo.spr.enumerate_moves`'s order) and its lazy score
+        (:meth:`spr_scores`, ``branches`` 0, 1 or 3). With ``cutoff > 0`` the walk stops behind regrafts far
+        below ``reference`` (the tree's log-likelihood; see :func:`~phylorl.phylo.lazy_spr.lazy_spr_scores`),
+        and the moves it did not reach score ``-inf``. Every NNI move (distance 1) is scored, not only the
+        canonical one of each topology (``dedupe=True``): the four moves giving one NNI topology leave
+        different branch lengths, so their lazy scores differ, and the canonical one can score far below the
+        others."""
         if branches not in (0, 1, 3):
             raise ValueError(f"branches must be 0, 1 or 3, got {branches}")
         moves = spr.subtree_moves(tree.neighbors, tree.n_leaves, p, s, radius_min, radius, dedupe)
         if not len(moves):
             return moves, np.empty(0)
         self._sync(tree)
-        return moves, self._lazy(tree, moves, branches, newton_iterations, newton_tol, depth=radius + 2,
-                                 reference=reference, cutoff=cutoff)
+        return moves, self._lazy(
+            tree,
+            moves,
+            branches,
+            newton_iterations,
+            newton_tol,
+            depth=radius + 2,
+            reference=reference,
+            cutoff=cutoff,
+        )
 
-    def _lazy(self, tree: Tree, moves: np.ndarray, branches: int, newton_iterations: int, newton_tol: float,
-              depth: int | None = None, reference: float = 0.0, cutoff: float = 0.0) -> np.ndarray:
+    def _lazy(
+        self,
+        tree: Tree,
+        moves: np.ndarray,
+        branches: int,
+        newton_iterations: int,
+        newton_tol: float,
+        depth: int | None = None,
+        reference: float = 0.0,
+        cutoff: float = 0.0,
+    ) -> np.ndarray:
         b = self._b
         out = np.full(moves.shape[0], -np.inf if cutoff > 0 else np.nan)
         want = max(4, min(depth if depth is not None else 16, tree.n_nodes))
         while True:
             work = self._lazy_work
-            if (work is None or work.D.shape[0] < want or work.D.shape[1:] != (self._n_cats, 4, self.n_patterns)
-                    or work.ints.shape[1] != 2 * tree.n_nodes + tree.n_edges):
+            if (
+                work is None
+                or work.D.shape[0] < want
+                or work.D.shape[1:] != (self._n_cats, 4, self.n_patterns)
+                or work.ints.shape[1] != 2 * tree.n_nodes + tree.n_edges
+            ):
                 work = self._lazy_work = lazy_spr.LazyWork.allocate(
-                    want, tree.n_nodes, tree.n_edges, self._n_cats, self.n_patterns)
+                    want, tree.n_nodes, tree.n_edges, self._n_cats, self.n_patterns
+                )
             status, n_updates = lazy_spr.lazy_spr_scores(
-                moves, tree.neighbors, tree.node_edges, tree.edges, tree.lengths, tree.n_leaves, self.tip_codes,
-                b.clv, b.scale, b.valid, b.stack, b.pmat, b.tip_pmat, self._m, self.pattern_weights, self.brlen_min,
-                self.brlen_max, newton_iterations, newton_tol, branches, float(reference), float(cutoff), work, out)
+                moves,
+                tree.neighbors,
+                tree.node_edges,
+                tree.edges,
+                tree.lengths,
+                tree.n_leaves,
+                self.tip_codes,
+                b.clv,
+                b.scale,
+                b.valid,
+                b.stack,
+                b.pmat,
+                b.tip_pmat,
+                self._m,
+                self.pattern_weights,
+                self.brlen_min,
+                self.brlen_max,
+                newton_iterations,
+                newton_tol,
+                branches,
+                float(reference),
+                float(cutoff),
+                work,
+                out,
+            )
             self.n_partial_updates += n_updates
             if status != -2:
                 break
             want = min(2 * want, tree.n_nodes)  # a walk deeper than the work space: grow it and score again
         if status >= 0:
-            raise ValueError(f"move {status} {tuple(moves[status].tolist())} is not an SPR move of this tree (or "
-                             "repeats a regraft edge of its (p, s))")
+            raise ValueError(
+                f"move {status} {tuple(moves[status].tolist())} is not an SPR move of this tree (or "
+                "repeats a regraft edge of its (p, s))"
+            )
         self.n_lazy_scores += moves.shape[0]
         return out

@@ -24,7 +24,7 @@ def _unpack(spec: ModelSpec, x: np.ndarray, const_fraction: float) -> dict:
     free = spec.free_parameters
     if "exchangeabilities" in free:
         if spec.kind == "GTR":
-            r = np.exp(x[i:i + 5])
+            r = np.exp(x[i : i + 5])
             values["exchangeabilities"] = (*r.tolist(), 1.0)
             i += 5
         else:  # HKY / K80: one transition/transversion ratio
@@ -32,7 +32,7 @@ def _unpack(spec: ModelSpec, x: np.ndarray, const_fraction: float) -> dict:
             values["exchangeabilities"] = (1.0, k, 1.0, 1.0, k, 1.0)
             i += 1
     if "freqs" in free:
-        z = np.concatenate([x[i:i + 3], [0.0]])
+        z = np.concatenate([x[i : i + 3], [0.0]])
         f = np.exp(z - z.max())
         values["freqs"] = tuple((f / f.sum()).tolist())
         i += 3
@@ -73,7 +73,9 @@ def fit_model(engine, tree: Tree, spec: ModelSpec, *, max_rounds: int = 6, tol: 
     its model is replaced while fitting.
     """
     emp = engine.alignment.empirical_frequencies() if spec.freqs == "empirical" else None
-    const_fraction = float(engine.pattern_weights[engine.constant_patterns()].sum() / engine.pattern_weights.sum())
+    const_fraction = float(
+        engine.pattern_weights[engine.constant_patterns()].sum() / engine.pattern_weights.sum()
+    )
     work = tree.copy()
     x0, bounds = _start_and_bounds(spec)
 
@@ -90,8 +92,13 @@ def fit_model(engine, tree: Tree, spec: ModelSpec, *, max_rounds: int = 6, tol: 
         return -engine.loglik(work)
 
     for _ in range(max_rounds):
-        res = minimize(negative_loglik, x0, method="L-BFGS-B", bounds=bounds,
-                       options={"eps": 1e-5, "ftol": 1e-10, "maxiter": 200})
+        res = minimize(
+            negative_loglik,
+            x0,
+            method="L-BFGS-B",
+            bounds=bounds,
+            options={"eps": 1e-5, "ftol": 1e-10, "maxiter": 200},
+        )
         x0 = res.x
         engine.set_model(model_at(x0))
         current = engine.optimize_branch_lengths(work)

@@ -77,7 +77,9 @@ class ModelSpec:
         kind = self.kind
         if kind not in KINDS:
             raise ModelError(f"unknown model kind {kind!r}: expected one of {', '.join(KINDS)}")
-        object.__setattr__(self, "exchangeabilities", _checked_exchangeabilities(kind, self.exchangeabilities))
+        object.__setattr__(
+            self, "exchangeabilities", _checked_exchangeabilities(kind, self.exchangeabilities)
+        )
         object.__setattr__(self, "freqs", _checked_freqs(kind, self.freqs))
         k = self.gamma_categories
         if isinstance(k, bool) or not isinstance(k, int) or k < 0:
@@ -156,7 +158,9 @@ def parse_model(s: str) -> ModelSpec:
     name, args = _name_and_args(tokens[0], s)
     kind = _ALIASES.get(name.upper(), name.upper())
     if kind not in KINDS:
-        raise ModelError(f"unknown model {tokens[0]!r} in {s!r}: expected one of JC, K80 (K2P), F81, HKY, GTR")
+        raise ModelError(
+            f"unknown model {tokens[0]!r} in {s!r}: expected one of JC, K80 (K2P), F81, HKY, GTR"
+        )
     exchangeabilities = _kind_exchangeabilities(kind, args, tokens[0])
     freqs = "equal" if kind in _EQUAL_FREQ_KINDS else "empirical"
     invariant, pinv, gamma_categories, alpha = False, None, 0, None
@@ -174,7 +178,9 @@ def parse_model(s: str) -> ModelSpec:
         else:
             raise ModelError(f"unknown component '+{token}' in {s!r}: expected one of {_EXPECTED_COMPONENTS}")
         if slot in seen:
-            raise ModelError(f"duplicated {slot} component '+{token}' in {s!r}: each of +F, +I, +G may appear once")
+            raise ModelError(
+                f"duplicated {slot} component '+{token}' in {s!r}: each of +F, +I, +G may appear once"
+            )
         seen.add(slot)
     return ModelSpec(kind, exchangeabilities, freqs, gamma_categories, alpha, invariant, pinv)
 

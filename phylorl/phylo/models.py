@@ -103,8 +103,8 @@ def gamma_rates(alpha: float, k: int) -> np.ndarray:
         raise ModelError(f"gamma shape alpha must be a finite number > 0, got {alpha!r}")
     if k == 1:
         return np.ones(1)
-    # the quantiles of Gamma(alpha, scale 1 / alpha), as scipy.stats.gamma.ppf computes them (bit for bit); scipy.stats
-    # itself is not imported: it costs every phylorl process about 0.8 s of start-up
+    # the quantiles of Gamma(alpha, scale 1 / alpha), as scipy.stats.gamma.ppf computes them (bit for bit);
+    # scipy.stats itself is not imported: it costs every phylorl process about 0.8 s of start-up
     cuts = special.gammaincinv(alpha, np.arange(1, k) / k) * (1.0 / alpha)
     cdf_of_mean = special.gammainc(alpha + 1.0, alpha * cuts)
     rates = k * np.diff(np.concatenate(([0.0], cdf_of_mean, [1.0])))
@@ -148,7 +148,9 @@ def _resolve_freqs(spec: ModelSpec, empirical_freqs) -> np.ndarray:
         raise ModelError(f"model {str(spec)!r} uses empirical frequencies (+F): pass empirical_freqs")
     freqs = np.asarray(empirical_freqs, dtype=np.float64)
     if freqs.shape != (4,) or not np.all(np.isfinite(freqs)) or np.any(freqs <= 0):
-        raise ModelError(f"empirical_freqs must be 4 finite numbers > 0 (A, C, G, T), got {empirical_freqs!r}")
+        raise ModelError(
+            f"empirical_freqs must be 4 finite numbers > 0 (A, C, G, T), got {empirical_freqs!r}"
+        )
     return freqs / freqs.sum()
 
 

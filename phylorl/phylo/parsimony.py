@@ -45,8 +45,13 @@ def _fitch_word(a, b, w):
     union; and the bits where it was empty (a union made)."""
     i0, i1, i2, i3 = a[0, w] & b[0, w], a[1, w] & b[1, w], a[2, w] & b[2, w], a[3, w] & b[3, w]
     empty = ~(i0 | i1 | i2 | i3)
-    return (i0 | ((a[0, w] | b[0, w]) & empty), i1 | ((a[1, w] | b[1, w]) & empty),
-            i2 | ((a[2, w] | b[2, w]) & empty), i3 | ((a[3, w] | b[3, w]) & empty), empty)
+    return (
+        i0 | ((a[0, w] | b[0, w]) & empty),
+        i1 | ((a[1, w] | b[1, w]) & empty),
+        i2 | ((a[2, w] | b[2, w]) & empty),
+        i3 | ((a[3, w] | b[3, w]) & empty),
+        empty,
+    )
 
 
 @njit(cache=True, nogil=True)
@@ -67,11 +72,11 @@ def _weigh(bits, w, classes):
 
 @njit(cache=True, nogil=True)
 def bit_planes(tips, weights):
-    """Leaf sets as bit planes: ``(planes, classes)``. ``planes`` uint64 ``[n_leaves, 4, W]``: bit ``j`` of word
-    ``w`` in plane ``q`` says whether pattern ``64 w + j`` (patterns in order of decreasing weight) may be state
-    ``q`` (A, C, G, T); the padding bits of the last word are full sets, which Fitch never empties. ``classes``
-    ``(starts [W + 1], masks [C], weights [C])``: the patterns of word ``w`` grouped by weight, so a count of
-    patterns is ``sum weights[c] * popcount(bits & masks[c])`` over its word's few classes."""
+    """Leaf sets as bit planes: ``(planes, classes)``. ``planes`` uint64 ``[n_leaves, 4, W]``: bit ``j`` of
+    word ``w`` in plane ``q`` says whether pattern ``64 w + j`` (patterns in order of decreasing weight) may
+    be state ``q`` (A, C, G, T); the padding bits of the last word are full sets, which Fitch never empties.
+    ``classes`` ``(starts [W + 1], masks [C], weights [C])``: the patterns of word ``w`` grouped by weight, so
+    a count of patterns is ``sum weights[c] * popcount(bits & masks[c])`` over its word's few classes."""
     n_leaves, n_pat = tips.shape
     order = np.argsort(-weights, kind="mergesort")
     n_words = (n_pat + 63) // 64
@@ -152,8 +157,9 @@ def directional_sets(neighbors, n_leaves, planes):
 
 @njit(cache=True, nogil=True)
 def directional_into(neighbors, n_leaves, root, planes, down):
-    """Write :func:`directional_sets` into ``down`` for the tree reachable from the internal node ``root`` (a tree
-    being built may leave nodes out: their rows are not written); every slot of a node reached, a leaf's too."""
+    """Write :func:`directional_sets` into ``down`` for the tree reachable from the internal node ``root`` (a
+    tree being built may leave nodes out: their rows are not written); every slot of a node reached, a leaf's
+    too."""
     order, parent = _breadth_first(neighbors, root, -1)
     for i in range(len(order) - 1, 0, -1):  # subtrees below each node, seen from its parent
         u = order[i]
@@ -184,12 +190,14 @@ def _misses(a, b, s, classes):
 
 
 @njit(cache=True, nogil=True)
-def regraft_deltas(neighbors, n_leaves, down, classes, p, ks, radius, out, near, stack, parent, depth, visited):
-    """The length change of moving the subtree ``neighbors[p, ks]`` onto each edge ``(x, y)`` of the remaining tree
-    with ``d(p, x) <= radius`` (``radius < 0``: every edge), into ``out[y]``; afterwards ``x`` is ``parent[y]``.
-    Returns the number of regrafts, their ``y`` in ``visited[:count]`` in the walk's order (depth first from the
-    joined edge). ``near`` (``[nodes, 4, W]``: the near-side set of the remaining tree across the edge into each
-    node), ``stack`` and ``depth``: scratch."""
+def regraft_deltas(
+    neighbors, n_leaves, down, classes, p, ks, radius, out, near, stack, parent, depth, visited
+):
+    """The length change of moving the subtree ``neighbors[p, ks]`` onto each edge ``(x, y)`` of the remaining
+    tree with ``d(p, x) <= radius`` (``radius < 0``: every edge), into ``out[y]``; afterwards ``x`` is
+    ``parent[y]``. Returns the number of regrafts, their ``y`` in ``visited[:count]`` in the walk's order
+    (depth first from the joined edge). ``near`` (``[nodes, 4, W]``: the near-side set of the remaining tree
+    across the edge into each node), ``stack`` and ``depth``: scratch."""
     s_set = down[p, ks]
     ka, kb = (ks + 1) % 3, (ks + 2) % 3
     base = _misses(down[p, ka], down[p, kb], s_set, classes)
@@ -240,8 +248,21 @@ def _prune_table(neighbors, n_leaves, down, classes):
     visited = np.empty(n_nodes, np.int64)
     for p in range(n_leaves, n_nodes):
         for ks in range(3):
-            regraft_deltas(neighbors, n_leaves, down, classes, p, ks, -1, table[p, ks], near, stack, parent, depth,
-                           visited)
+            regraft_deltas(
+                neighbors,
+                n_leaves,
+                down,
+                classes,
+                p,
+                ks,
+                -1,
+                table[p, ks],
+                near,
+                stack,
+                parent,
+                depth,
+                visited,
+            )
     return table
 
 
@@ -302,8 +323,9 @@ def parsimony_length(tree: Tree, tips: np.ndarray, weights: np.ndarray) -> float
     return float(_tree_length(tree.neighbors, tree.n_leaves, tips, np.asarray(weights, np.float64)))
 
 
-def spr_parsimony_deltas(tree: Tree, moves: np.ndarray, tips: np.ndarray, weights: np.ndarray,
-                         planes: tuple | None = None) -> tuple[np.ndarray, float]:
+def spr_parsimony_deltas(
+    tree: Tree, moves: np.ndarray, tips: np.ndarray, weights: np.ndarray, planes: tuple | None = None
+) -> tuple[np.ndarray, float]:
     """``(deltas, length)``: the Fitch length change of each move ``[A]`` and the tree's length. ``planes``:
     :func:`bit_planes` of ``tips`` and ``weights``, when the caller keeps them (they depend on the alignment
     alone; made here otherwise)."""

@@ -59,8 +59,9 @@ def stepwise_addition(planes, starts, masks, class_weights, order):
         best, best_cost = 0, np.inf
         for e in range(n_edges):
             u, v = edges[e, 0], edges[e, 1]
-            cost = _misses(down[v, slot_of(neighbors, v, u)], down[u, slot_of(neighbors, u, v)], planes[leaf],
-                           classes)
+            cost = _misses(
+                down[v, slot_of(neighbors, v, u)], down[u, slot_of(neighbors, u, v)], planes[leaf], classes
+            )
             if cost < best_cost:
                 best, best_cost = e, cost
         length += best_cost
@@ -82,8 +83,9 @@ def stepwise_addition(planes, starts, masks, class_weights, order):
 
 
 @njit(cache=True, nogil=True)
-def parsimony_spr(neighbors, node_edges, edges, lengths, n_leaves, planes, starts, masks, class_weights,
-                  radius, max_rounds):
+def parsimony_spr(
+    neighbors, node_edges, edges, lengths, n_leaves, planes, starts, masks, class_weights, radius, max_rounds
+):
     """SPR rounds on parsimony over the tree's arrays (in place) until a round lowers the length by nothing,
     or ``max_rounds``; returns ``(moves applied, length change)``."""
     classes = (starts, masks, class_weights)
@@ -103,8 +105,21 @@ def parsimony_spr(neighbors, node_edges, edges, lengths, n_leaves, planes, start
         directional_into(neighbors, n_leaves, n_leaves, planes, down)
         for p in range(n_leaves, n_nodes):
             for ks in range(3):
-                count = regraft_deltas(neighbors, n_leaves, down, classes, p, ks, radius, deltas, near, stack,
-                                       parent, depth, visited)
+                count = regraft_deltas(
+                    neighbors,
+                    n_leaves,
+                    down,
+                    classes,
+                    p,
+                    ks,
+                    radius,
+                    deltas,
+                    near,
+                    stack,
+                    parent,
+                    depth,
+                    visited,
+                )
                 x, y, delta = -1, -1, -1e-9  # the regraft within the radius that lowers the length most
                 for i in range(count):
                     if deltas[visited[i]] < delta:
@@ -123,8 +138,14 @@ def parsimony_spr(neighbors, node_edges, edges, lengths, n_leaves, planes, start
     return applied, change
 
 
-def parsimony_tree(alignment, rng: np.random.Generator, *, spr_radius: int = 6, spr_rounds: int = 4,
-                   planes: tuple | None = None) -> Tree:
+def parsimony_tree(
+    alignment,
+    rng: np.random.Generator,
+    *,
+    spr_radius: int = 6,
+    spr_rounds: int = 4,
+    planes: tuple | None = None,
+) -> Tree:
     """A randomised stepwise-addition parsimony tree of ``alignment``, improved by parsimony SPR rounds of
     radius ``spr_radius`` (at most ``spr_rounds``; 0: none); every branch :data:`START_LENGTH`. ``planes``:
     :func:`~phylorl.phylo.parsimony.bit_planes` of the alignment's patterns, when the caller keeps them."""
@@ -137,7 +158,18 @@ def parsimony_tree(alignment, rng: np.random.Generator, *, spr_radius: int = 6, 
     edges, _ = stepwise_addition(bits, starts, masks, class_weights, order)
     tree = Tree.from_edges(edges.astype(np.int32), np.full(len(edges), START_LENGTH), names)
     if spr_rounds > 0:
-        parsimony_spr(tree.neighbors, tree.node_edges, tree.edges, tree.lengths, tree.n_leaves, bits, starts,
-                      masks, class_weights, spr_radius, spr_rounds)
+        parsimony_spr(
+            tree.neighbors,
+            tree.node_edges,
+            tree.edges,
+            tree.lengths,
+            tree.n_leaves,
+            bits,
+            starts,
+            masks,
+            class_weights,
+            spr_radius,
+            spr_rounds,
+        )
         tree.lengths[:] = max(START_LENGTH, MIN_BRANCH_LENGTH)
     return tree

@@ -51,7 +51,8 @@ EXTERNAL_MEAN = 0.08
 INTERNAL_MEAN = 0.04
 """Mean internal branch length (substitutions per site) before the per-tree scale."""
 BRANCH_SHAPE = 1.5
-"""Gamma shape of the branch-length distribution (1 would be exponential; 1.5 has fewer near-zero branches)."""
+"""Gamma shape of the branch-length distribution (1 would be exponential; 1.5 has fewer near-zero
+branches)."""
 TREE_SCALE_RANGE = (0.5, 2.0)
 """Per-tree multiplier of both means, log-uniform in this range."""
 
@@ -98,8 +99,9 @@ def realistic_tree(taxa, rng: np.random.Generator) -> Tree:
     return tree
 
 
-def simulate_alignment(tree: Tree, model: SubstitutionModel | ModelSpec, n_sites: int,
-                       rng: np.random.Generator) -> Alignment:
+def simulate_alignment(
+    tree: Tree, model: SubstitutionModel | ModelSpec, n_sites: int, rng: np.random.Generator
+) -> Alignment:
     """Evolve ``n_sites`` independent sites down ``tree`` under ``model``.
 
     The tree is rooted at its first internal node (any node gives the same distribution, the
@@ -159,8 +161,14 @@ def dataset_rng(seed: int, index: int) -> np.random.Generator:
     return np.random.default_rng(np.random.SeedSequence(int(seed), spawn_key=(int(index),)))
 
 
-def simulate_dataset(n_taxa: int, n_sites: int, rng: np.random.Generator, *,
-                     model: ModelSpec | None = None, gap_fraction: float = 0.0) -> SimulatedDataset:
+def simulate_dataset(
+    n_taxa: int,
+    n_sites: int,
+    rng: np.random.Generator,
+    *,
+    model: ModelSpec | None = None,
+    gap_fraction: float = 0.0,
+) -> SimulatedDataset:
     """Draw a model (unless ``model`` is given), a realistic tree over taxa ``t1..t{n_taxa}``, an
     alignment of ``n_sites`` sites along it, and gaps (``gap_fraction``), in that order from ``rng``.
 

@@ -30,7 +30,8 @@ from phylorl.phylo.tree import Tree
 
 @njit(cache=True, nogil=True)
 def enumerate_moves_kernel(neighbors, n_leaves, radius, dedupe):
-    """:func:`enumerate_moves` on a bare neighbour table (compiled; for code that holds arrays, not a Tree)."""
+    """:func:`enumerate_moves` on a bare neighbour table (compiled; for code that holds arrays, not a
+    Tree)."""
     n_nodes = neighbors.shape[0]
     out = np.empty((move_capacity(n_nodes, n_leaves), 4), np.int64)
     count = enumerate_into(neighbors, n_leaves, radius, dedupe, out)
@@ -47,12 +48,22 @@ def move_capacity(n_nodes, n_leaves):
 def walk_space(distance, n_nodes, rows, width):
     """Scratch of :func:`walk_sides` for trees of up to ``n_nodes`` nodes: ``(stack, depth, path, parent,
     distance), start, size, slot_length, regrafts, columns``, with ``rows`` rows of regrafts and of ``width``
-    columns; ``distance``: column 0's value at each depth. A side's ``start`` and ``size`` are written by its walk
-    before anything reads them."""
-    return ((np.empty(n_nodes, np.int64), np.empty(n_nodes, np.int64), np.empty(n_nodes),
-             np.empty(n_nodes, np.int64), distance), np.empty((n_nodes, 3), np.int64),
-            np.empty((n_nodes, 3), np.int64), np.zeros((n_nodes, 3)), np.empty(rows, np.int32),
-            np.empty((rows, width), np.float32))
+    columns; ``distance``: column 0's value at each depth. A side's ``start`` and ``size`` are written by its
+    walk before anything reads them."""
+    return (
+        (
+            np.empty(n_nodes, np.int64),
+            np.empty(n_nodes, np.int64),
+            np.empty(n_nodes),
+            np.empty(n_nodes, np.int64),
+            distance,
+        ),
+        np.empty((n_nodes, 3), np.int64),
+        np.empty((n_nodes, 3), np.int64),
+        np.zeros((n_nodes, 3)),
+        np.empty(rows, np.int32),
+        np.empty((rows, width), np.float32),
+    )
 
 
 @njit(cache=True, nogil=True)
@@ -65,9 +76,11 @@ def _one_node_space(n_nodes, radius):
 @njit(cache=True, nogil=True, inline="always")
 def skipped_rows(neighbors, p, k, side, dedupe):
     """Rows at the start of side ``side``'s walk that the moves pruning ``neighbors[p, k]`` leave out: with
-    ``dedupe``, the walk's first node's two regrafts (distance 1, NNI moves) unless they are the canonical ones of
-    their topologies (``p`` below that node and ``neighbors[p, k]`` below ``p``'s third neighbour)."""
-    return 2 if dedupe and not (p < neighbors[p, side] and neighbors[p, k] < neighbors[p, 3 - k - side]) else 0
+    ``dedupe``, the walk's first node's two regrafts (distance 1, NNI moves) unless they are the canonical
+    ones of their topologies (``p`` below that node and ``neighbors[p, k]`` below ``p``'s third neighbour)."""
+    return (
+        2 if dedupe and not (p < neighbors[p, side] and neighbors[p, k] < neighbors[p, 3 - k - side]) else 0
+    )
 
 
 @njit(cache=True, nogil=True)
@@ -86,8 +99,8 @@ def enumerate_into(neighbors, n_leaves, radius, dedupe, out):
 
 @njit(cache=True, nogil=True)
 def subtree_moves_into(neighbors, n_leaves, p, k, radius_min, radius, dedupe, out, count, space):
-    """Append to ``out`` (from row ``count``) the moves pruning ``s = neighbors[p, k]`` whose distance
-    ``d(p, x)`` lies in ``[radius_min, radius]`` (``radius < 0``: no upper bound), in :func:`enumerate_moves`'s
+    """Append to ``out`` (from row ``count``) the moves pruning ``s = neighbors[p, k]`` whose distance ``d(p,
+    x)`` lies in ``[radius_min, radius]`` (``radius < 0``: no upper bound), in :func:`enumerate_moves`'s
     order; returns the new count. ``space``: :func:`_one_node_space`."""
     if radius == 0:
         return count
@@ -98,8 +111,28 @@ def subtree_moves_into(neighbors, n_leaves, p, k, radius_min, radius, dedupe, ou
 @njit(cache=True, nogil=True)
 def _walk(neighbors, n_leaves, p, sides, radius, space):
     (stack, depth, path, parent, distance), start, size, slot_length, regrafts, columns = space
-    walk_sides(neighbors, slot_length, n_leaves, radius, p, p + 1, sides, 0, 1.0, False, stack, depth, path, parent,
-               distance, regrafts, columns, 0, start, size)
+    walk_sides(
+        neighbors,
+        slot_length,
+        n_leaves,
+        radius,
+        p,
+        p + 1,
+        sides,
+        0,
+        1.0,
+        False,
+        stack,
+        depth,
+        path,
+        parent,
+        distance,
+        regrafts,
+        columns,
+        0,
+        start,
+        size,
+    )
 
 
 @njit(cache=True, nogil=True)
@@ -110,37 +143,64 @@ def _side_moves(neighbors, n_leaves, p, k, radius_min, dedupe, space, out, count
     for side in range(3):
         if side == k or neighbors[p, side] < n_leaves:
             continue
-        for i in range(start[p, side] + skipped_rows(neighbors, p, k, side, dedupe), start[p, side] + size[p, side]):
+        for i in range(
+            start[p, side] + skipped_rows(neighbors, p, k, side, dedupe), start[p, side] + size[p, side]
+        ):
             if radius_min > 1 and columns[i, 0] < radius_min:
                 continue
             x = regrafts[i] // 3
-            out[count, 0], out[count, 1], out[count, 2], out[count, 3] = p, s, x, neighbors[x, regrafts[i] % 3]
+            out[count, 0], out[count, 1], out[count, 2], out[count, 3] = (
+                p,
+                s,
+                x,
+                neighbors[x, regrafts[i] % 3],
+            )
             count += 1
     return count
 
 
 @njit(cache=True, nogil=True, inline="always")
-def walk_sides(neighbors, slot_length, n_leaves, radius, first_p, last_p, sides, base, tree_length, rich, stack, depth,
-           path, parent, distance, regrafts, columns, m, start, size):
-    """The regraft walk every move enumeration uses (compiled). Walks sides ``sides`` (a bit mask) of each node
-    ``p`` in ``[first_p, last_p)``: the regrafts onto side ``side`` of ``p`` (the subtree on
+def walk_sides(
+    neighbors,
+    slot_length,
+    n_leaves,
+    radius,
+    first_p,
+    last_p,
+    sides,
+    base,
+    tree_length,
+    rich,
+    stack,
+    depth,
+    path,
+    parent,
+    distance,
+    regrafts,
+    columns,
+    m,
+    start,
+    size,
+):
+    """The regraft walk every move enumeration uses (compiled). Walks sides ``sides`` (a bit mask) of each
+    node ``p`` in ``[first_p, last_p)``: the regrafts onto side ``side`` of ``p`` (the subtree on
     ``neighbors[p, side]``'s side), depth first away from ``p``, children in slot order, down to distance
-    ``radius`` (``< 0``: no bound). Each regraft ``(x, y)`` (``x`` nearer ``p``) writes its slot row ``3x + j``
-    (``base`` added) into ``regrafts`` and into ``columns``: column 0 ``distance[d(p, x)]``, and with ``rich``
-    column 1 the path length from ``p`` to the middle of ``(x, y)`` over ``tree_length`` (``slot_length``: each
-    slot's branch length), from row ``m`` on; that side's first row into ``start[p, side]`` and its length
-    into ``size[p, side]``. ``stack``, ``depth``, ``path`` and ``parent`` are scratch of ``n_nodes``. A whole
-    tree is walked in one call: numba counts references to every array passed at each call. Returns the row
-    after the last."""
+    ``radius`` (``< 0``: no bound). Each regraft ``(x, y)`` (``x`` nearer ``p``) writes its slot row ``3x +
+    j`` (``base`` added) into ``regrafts`` and into ``columns``: column 0 ``distance[d(p, x)]``, and with
+    ``rich`` column 1 the path length from ``p`` to the middle of ``(x, y)`` over ``tree_length``
+    (``slot_length``: each slot's branch length), from row ``m`` on; that side's first row into ``start[p,
+    side]`` and its length into ``size[p, side]``. ``stack``, ``depth``, ``path`` and ``parent`` are scratch
+    of ``n_nodes``. A whole tree is walked in one call: numba counts references to every array passed at each
+    call. Returns the row after the last."""
     for p in range(first_p, last_p):
         for side in range(3):
             if not (sides >> side) & 1:
                 continue
             start[p, side] = m
-            # depth first, children in slot order: a node's first inner child is walked next straight from registers
-            # and only its other children wait on the stack (popping every node from memory made each node wait on
-            # loads that depended on the last one's); a node's slots and branch lengths are read once, since the
-            # stores below could alias them for all the compiler knows
+            # depth first, children in slot order: a node's first inner child is walked next straight from
+            # registers and only its other children wait on the stack (popping every node from memory made
+            # each node wait on loads that depended on the last one's); a node's slots and branch lengths are
+            # read once, since the stores below could alias them for all the compiler knows
             x, up, here, d, top = neighbors[p, side], p, slot_length[p, side], 1, 0
             while x >= n_leaves:
                 column = distance[d]
@@ -217,7 +277,8 @@ def slot_of(neighbors, v, u):
 
 @njit(cache=True, nogil=True)
 def move_metadata_kernel(neighbors, node_edges, lengths, moves):
-    """:func:`move_metadata` on bare arrays (compiled): returns (metadata, index of the first bad move or -1)."""
+    """:func:`move_metadata` on bare arrays (compiled): returns (metadata, index of the first bad move or
+    -1)."""
     n_nodes = neighbors.shape[0]
     out = np.empty((moves.shape[0], 3), np.float32)
     dist = np.empty(n_nodes, np.int64)
@@ -380,8 +441,9 @@ def apply_spr(tree: Tree, move) -> np.ndarray:
 
 
 def perturb(tree: Tree, moves: int, radius: int, rng: np.random.Generator) -> list[int]:
-    """Apply ``moves`` random SPR moves of distance at most ``radius`` to ``tree`` (in place), each drawn uniformly
-    from the deduplicated moves of the tree at that point; returns the nodes whose neighbours changed."""
+    """Apply ``moves`` random SPR moves of distance at most ``radius`` to ``tree`` (in place), each drawn
+    uniformly from the deduplicated moves of the tree at that point; returns the nodes whose neighbours
+    changed."""
     touched: list[int] = []
     for _ in range(moves):
         candidates = enumerate_moves(tree, radius=radius)

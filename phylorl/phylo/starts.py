@@ -64,7 +64,9 @@ def weighted_jc_distances(codes: np.ndarray, weights: np.ndarray) -> np.ndarray:
     onehot = (codes[:, :, None] == _UNAMBIGUOUS).astype(np.float64)  # [n, P, 4]
     valid = onehot.sum(axis=2)
     shared = (valid * weights) @ valid.T
-    same = (onehot * weights[None, :, None]).reshape(codes.shape[0], -1) @ onehot.reshape(codes.shape[0], -1).T
+    same = (onehot * weights[None, :, None]).reshape(codes.shape[0], -1) @ onehot.reshape(
+        codes.shape[0], -1
+    ).T
     with np.errstate(divide="ignore", invalid="ignore"):
         p = np.where(shared > 0, 1.0 - same / shared, 1.0)
         dist = -0.75 * np.log(1.0 - p / 0.75)

@@ -84,8 +84,9 @@ def _neighbor_key(neighbors, node_edges, edges, lengths, n_leaves, p, s, x, y):
 def neighbor_key(tree: Tree, move) -> int:
     """:func:`topology_key` of ``spr_neighbor(tree, move)``, computed without building the tree."""
     p, s, x, y = (int(v) for v in move)
-    key, code = _neighbor_key(tree.neighbors, tree.node_edges, tree.edges, tree.lengths, tree.n_leaves,
-                              p, s, x, y)
+    key, code = _neighbor_key(
+        tree.neighbors, tree.node_edges, tree.edges, tree.lengths, tree.n_leaves, p, s, x, y
+    )
     if code:
         raise ValueError(f"invalid SPR move (p={p}, s={s}, x={x}, y={y}): {_MOVE_ERRORS[code]}")
     return int(key)

@@ -67,11 +67,7 @@ class Tree:
 
     def copy(self) -> Tree:
         return Tree(
-            self.neighbors.copy(),
-            self.node_edges.copy(),
-            self.edges.copy(),
-            self.lengths.copy(),
-            self.taxa,
+            self.neighbors.copy(), self.node_edges.copy(), self.edges.copy(), self.lengths.copy(), self.taxa
         )
 
     @classmethod

@@ -5,11 +5,11 @@ dictionary of distinct bit patterns and one ``uint8``/``uint16`` index per eleme
 
     array    "<BBBB" dtype code, encoding, stored dtype code, ndim; ndim x "<I" shape;
              payload: encoding 0 (cast): the elements in the stored dtype
-                      encoding 1 (dictionary): "<I" count, the distinct element bit patterns (count x itemsize),
-                      then one index per element
-                      encoding 2 (ranked): "<I" count, "<B" the dtype code of the counts (an unsigned type),
-                      the distinct values in ascending order as int16 (count x 2), how many elements hold
-                      each value (count x its itemsize), then one index per element
+                      encoding 1 (dictionary): "<I" count, the distinct element bit patterns (count x
+                      itemsize), then one index per element encoding 2 (ranked): "<I" count, "<B" the dtype
+                      code of the counts (an unsigned type), the distinct values in ascending order as int16
+                      (count x 2), how many elements hold each value (count x its itemsize), then one index
+                      per element
 
 A ranked array tells its readers each value's rank among the elements without a pass over them (the
 parsimony columns of the rich move features are such ranks: :mod:`phylorl.records.features`).
@@ -31,8 +31,20 @@ _DICT_MIN_SIZE = 256  # smaller float arrays are stored as they are (a dictionar
 
 _DTYPES = tuple(
     np.dtype(name).newbyteorder("<")
-    for name in ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
-                 "float16", "float32", "float64")
+    for name in (
+        "bool",
+        "int8",
+        "int16",
+        "int32",
+        "int64",
+        "uint8",
+        "uint16",
+        "uint32",
+        "uint64",
+        "float16",
+        "float32",
+        "float64",
+    )
 )
 _CODE = {dt.str: code for code, dt in enumerate(_DTYPES)}
 _INT64_AS_BYTES = _ARRAY_HEADER.pack(_CODE["<i8"], _CAST, _CODE["|u1"], 1)  # encode_row's two fast cases
@@ -57,14 +69,25 @@ def encode_array(value: np.ndarray, name: str, parts: list[bytes]) -> None:
         bits = array.reshape(-1).view(_BITS[dtype.itemsize])
         table = _distinct(bits)
         index_dtype = np.dtype("<u1") if len(table) <= 256 else np.dtype("<u2")
-        if len(table) <= 65536 and len(table) * dtype.itemsize + array.size * index_dtype.itemsize < array.nbytes:
+        if (
+            len(table) <= 65536
+            and len(table) * dtype.itemsize + array.size * index_dtype.itemsize < array.nbytes
+        ):
             index = np.searchsorted(table, bits).astype(index_dtype)
-            parts += [_ARRAY_HEADER.pack(code, _DICTIONARY, _CODE[index_dtype.str], array.ndim), shape,
-                      _COUNT.pack(len(table)), table.tobytes(), index.tobytes()]
+            parts += [
+                _ARRAY_HEADER.pack(code, _DICTIONARY, _CODE[index_dtype.str], array.ndim),
+                shape,
+                _COUNT.pack(len(table)),
+                table.tobytes(),
+                index.tobytes(),
+            ]
             return
     stored = _narrowest_int(array) if dtype.kind in "iu" else dtype
-    parts += [_ARRAY_HEADER.pack(code, _CAST, _CODE[stored.str], array.ndim), shape,
-              array.astype(stored, copy=False).tobytes()]
+    parts += [
+        _ARRAY_HEADER.pack(code, _CAST, _CODE[stored.str], array.ndim),
+        shape,
+        array.astype(stored, copy=False).tobytes(),
+    ]
 
 
 def encode_ranked(value: np.ndarray, name: str, parts: list[bytes]) -> None:
@@ -73,7 +96,12 @@ def encode_ranked(value: np.ndarray, name: str, parts: list[bytes]) -> None:
     stores it."""
     array = np.asarray(value)
     code = _CODE.get(array.dtype.newbyteorder("<").str) if array.dtype.kind == "f" else None
-    if code is None or array.size < _DICT_MIN_SIZE or array.ndim > 255 or any(d >= 2**32 for d in array.shape):
+    if (
+        code is None
+        or array.size < _DICT_MIN_SIZE
+        or array.ndim > 255
+        or any(d >= 2**32 for d in array.shape)
+    ):
         return encode_array(value, name, parts)
     flat = array.reshape(-1)
     lo, hi = flat.min(), flat.max()
@@ -91,9 +119,15 @@ def encode_ranked(value: np.ndarray, name: str, parts: list[bytes]) -> None:
     index = rank[offset]
     index_dtype = np.dtype("<u1") if len(values) <= 256 else np.dtype("<u2")
     count_dtype = next(d for d, _, largest in _UNSIGNED if counts.max() <= largest)
-    parts += [_ARRAY_HEADER.pack(code, _RANKED, _CODE[index_dtype.str], array.ndim),
-              _SHAPES[array.ndim].pack(*array.shape), _COUNT.pack(len(values)), bytes([_CODE[count_dtype.str]]),
-              values.astype("<i2").tobytes(), counts.astype(count_dtype).tobytes(), index.astype(index_dtype).tobytes()]
+    parts += [
+        _ARRAY_HEADER.pack(code, _RANKED, _CODE[index_dtype.str], array.ndim),
+        _SHAPES[array.ndim].pack(*array.shape),
+        _COUNT.pack(len(values)),
+        bytes([_CODE[count_dtype.str]]),
+        values.astype("<i2").tobytes(),
+        counts.astype(count_dtype).tobytes(),
+        index.astype(index_dtype).tobytes(),
+    ]
 
 
 def encode_row(value: np.ndarray, name: str, parts: list[bytes]) -> None:
@@ -132,13 +166,13 @@ def _narrowest_int(array: np.ndarray) -> np.dtype:
 
 
 def decode_array(buf: memoryview, offset: int) -> tuple[np.ndarray, int]:
-    """The array at ``buf[offset]`` (fresh, writable) and the offset after it (``ValueError`` when corrupt)."""
+    """The array at ``buf[offset]`` (fresh, writable) and the offset after it (``ValueError`` when
+    corrupt)."""
     if offset + _ARRAY_HEADER.size > len(buf):
         raise ValueError(f"record truncated at byte {offset}: missing an array header")
     code, encoding, stored_code, ndim = _ARRAY_HEADER.unpack_from(buf, offset)
     if code >= len(_DTYPES) or stored_code >= len(_DTYPES) or encoding not in (_CAST, _DICTIONARY, _RANKED):
-        raise ValueError(f"corrupt record: bad array header {(code, encoding, stored_code)} "
-                         f"at byte {offset}")
+        raise ValueError(f"corrupt record: bad array header {(code, encoding, stored_code)} at byte {offset}")
     offset += _ARRAY_HEADER.size
     shape = _SHAPES[ndim].unpack_from(buf, offset)
     offset += 4 * ndim
@@ -164,18 +198,24 @@ def decode_array(buf: memoryview, offset: int) -> tuple[np.ndarray, int]:
 
 
 def _decode_ranked(buf: memoryview, offset: int, dtype: np.dtype, stored: np.dtype, shape: tuple) -> tuple:
-    """A ranked array (encoding 2) whose payload starts at ``buf[offset]``, checked whole: its values ascending,
-    each count the elements' (``ValueError`` otherwise)."""
+    """A ranked array (encoding 2) whose payload starts at ``buf[offset]``, checked whole: its values
+    ascending, each count the elements' (``ValueError`` otherwise)."""
     size = math.prod(shape)
     (count,) = _COUNT.unpack_from(buf, offset)
     count_code = buf[offset + _COUNT.size] if offset + _COUNT.size < len(buf) else len(_DTYPES)
     offset += _COUNT.size + 1
     count_dtype = _DTYPES[count_code] if count_code < len(_DTYPES) else None
-    # as the encoder writes them (and the compiled readers read them): uint8 or uint16 indices, counts to uint32
-    if dtype.kind != "f" or stored.str not in ("|u1", "<u2") or count_dtype is None \
-            or count_dtype.str not in ("|u1", "<u2", "<u4"):
-        raise ValueError(f"corrupt record: bad ranked array {(dtype, stored, count_dtype)} "
-                         f"before byte {offset}")
+    # as the encoder writes them (and the compiled readers read them): uint8 or uint16 indices, counts to
+    # uint32
+    if (
+        dtype.kind != "f"
+        or stored.str not in ("|u1", "<u2")
+        or count_dtype is None
+        or count_dtype.str not in ("|u1", "<u2", "<u4")
+    ):
+        raise ValueError(
+            f"corrupt record: bad ranked array {(dtype, stored, count_dtype)} before byte {offset}"
+        )
     values = _take(buf, offset, np.dtype("<i2"), count)
     offset += 2 * count
     counts = _take(buf, offset, count_dtype, count)
@@ -184,8 +224,9 @@ def _decode_ranked(buf: memoryview, offset: int, dtype: np.dtype, stored: np.dty
     offset += size * stored.itemsize
     tally = np.bincount(index, minlength=count)  # longer when an index is out of range
     if len(tally) != count or (tally != counts).any() or (values[1:] <= values[:-1]).any():
-        raise ValueError(f"corrupt record: a ranked array's index, counts or values do not hold before "
-                         f"byte {offset}")
+        raise ValueError(
+            f"corrupt record: a ranked array's index, counts or values do not hold before byte {offset}"
+        )
     return values.astype(dtype)[index].reshape(shape), offset
 
 

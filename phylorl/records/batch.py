@@ -1,10 +1,11 @@
 """A batch of records straight into the network's input arrays, in one compiled pass, with its checks.
 
-:func:`decode_batch` reads ``B`` records (:mod:`phylorl.records.format`) and writes both states' trees as one graph
-each (node features, directed edges and their features, the neighbour tables), the taken move of each state ``s``
-with its features, and every move of each ``s'`` in the compact form of
-:class:`phylorl.nets.compact_actions.CompactActions` (expanded where the network runs). The moves are enumerated
-while they are written (:mod:`phylorl.records.moves`), the features computed by :mod:`phylorl.records.features`.
+:func:`decode_batch` reads ``B`` records (:mod:`phylorl.records.format`) and writes both states' trees as one
+graph each (node features, directed edges and their features, the neighbour tables), the taken move of each
+state ``s`` with its features, and every move of each ``s'`` in the compact form of
+:class:`phylorl.nets.compact_actions.CompactActions` (expanded where the network runs). The moves are
+enumerated while they are written (:mod:`phylorl.records.moves`), the features computed by
+:mod:`phylorl.records.features`.
 
 Each record gets a status: :data:`OK`, or the first thing wrong with it (:data:`REASONS`), which the replay's
 insert check reports by record.
@@ -17,13 +18,13 @@ from numba import njit
 
 from phylorl.phylo.spr import enumerate_into, move_capacity
 
-from .features import EDGE_COLUMNS, MOVE_COLUMNS, edge_features_of, log_lengths
+from .features import EDGE_COLUMNS, MOVE_COLUMNS, log_lengths
+from .graph import empty_graphs, read_tree, state_work, tree_graph
 from .moves import UNREAD_CHANGES, all_moves, read_changes, taken_move, walk_work
 from .parsimony import ranked_valid
 from .reader import (
     DEDUPE,
     FLOAT32,
-    FLOAT64,
     LABELLED,
     RICH_FORM,
     TAKEN,
@@ -38,10 +39,11 @@ from .reader import (
     tree_tables_into,
 )
 
-OK, UNREADABLE, BAD_TREE, BAD_ACTION, BAD_TAKEN, BAD_CHANGES, NO_MOVE, BAD_LABELS, NOT_FINITE, MIXED = range(10)
+OK, UNREADABLE, BAD_TREE, BAD_ACTION, BAD_TAKEN = range(5)
+BAD_CHANGES, NO_MOVE, BAD_LABELS, NOT_FINITE, MIXED = range(5, 10)
 REASONS = {
-    UNREADABLE: "not a phylorl record of this format version (magic, version, form or an array is wrong, or it is "
-                "truncated)",
+    UNREADABLE: "not a phylorl record of this format version "
+    "(magic, version, form or an array is wrong, or it is truncated)",
     BAD_TREE: "its arrays do not form an unrooted binary tree",
     BAD_ACTION: "its action is not one of its state's moves",
     BAD_TAKEN: "its stored taken move is not its state's move of that action",
@@ -58,8 +60,8 @@ MOVE_COLUMNS_OF = {True: MOVE_COLUMNS, False: 3}
 @njit(cache=True)
 def _locate(buf, offsets, headers, values, arrays, trees, per):
     """First pass: record headers, array positions and tree sizes; ``(status, rich)``. ``per``: states per
-    record (2: transition records; 1: observation records). The one-call decoders of :mod:`phylorl.records.decode`
-    run it inside their call, which lets the interpreter lock go."""
+    record (2: transition records; 1: observation records). The one-call decoders of
+    :mod:`phylorl.records.decode` run it inside their call, which lets the interpreter lock go."""
     n = offsets.size - 1
     status = np.zeros(n, np.int8)
     forms = 0
@@ -116,95 +118,12 @@ def _first_pass_arrays(n, per):
 
 
 @njit(cache=True, nogil=True)
-def _state_work(n_nodes):
-    """Scratch of one state of up to ``n_nodes`` nodes, made once a batch and used for each state in turn: the
-    arrays :func:`_read_tree` reads (neighbours and edges flat, lengths and support as stored and as float64, the
-    parsimony length) and :func:`~phylorl.records.reader.tree_tables_into`'s."""
-    return (np.empty(3 * n_nodes, np.int32), np.empty(2 * n_nodes, np.int32), np.empty(n_nodes, np.float32),
-            np.empty(n_nodes, np.float32), np.empty(n_nodes), np.empty(n_nodes), np.empty(1),
-            np.empty((n_nodes, 3), np.int32), np.empty(n_nodes, np.bool_), np.empty(n_nodes, np.int64))
-
-
-@njit(cache=True, nogil=True)
-def _read_tree(buf, where, n_leaves, rich, space):
-    """``(ok, neighbors, edges, lengths, deltas, parsimony_length, support)`` of one stored state (lengths and
-    support as float64, the features' arithmetic; their values are the stored float32 ones); ``deltas``
-    (rich form) is where the parsimony changes are stored, ``(buf, array header)``: they are read in place
-    (:mod:`phylorl.records.parsimony`). The arrays are views of ``space`` (:func:`_state_work`), valid
-    until the next state is read."""
-    n_nodes = 2 * n_leaves - 2
-    neighbors, edges = space[0][:3 * n_nodes], space[1][:2 * n_nodes - 2]
-    lengths, support, scalar = space[2][:n_nodes - 1], space[3][:n_nodes - 1], space[6]
-    end = buf.shape[0]
-    ok = read_ints(buf, array_header(buf, where[0], end), neighbors) \
-        and read_ints(buf, array_header(buf, where[1], end), edges) \
-        and read_floats(buf, array_header(buf, where[2], end), lengths, FLOAT32)
-    deltas = (buf, array_header(buf, where[3], end) if rich else (0, 0, 0, 0, 0, 0, 0, -1))
-    scalar[0] = 0.0
-    if ok and rich:
-        ok = read_floats(buf, array_header(buf, where[4], end), scalar, FLOAT64) \
-            and read_floats(buf, array_header(buf, where[5], end), support, FLOAT32)
-    wide_lengths, wide_support = space[4][:n_nodes - 1], space[5][:n_nodes - 1]
-    for e in range(n_nodes - 1):
-        wide_lengths[e] = lengths[e]
-        wide_support[e] = support[e] if rich else 0.0
-    return ok, neighbors.reshape(n_nodes, 3), edges.reshape(n_nodes - 1, 2), wide_lengths, deltas, scalar[0], \
-        wide_support
-
-
-@njit(cache=True, nogil=True)
-def _graph(neighbors, edges, lengths, logs, support, n_leaves, rich, offset, edge_offset, x, edge_index, edge_attr,
-           table, table_attr, mask):
-    """One tree into the batch's graph arrays at node ``offset`` and directed edge ``2 * edge_offset`` (``logs``:
-    :func:`~phylorl.records.features.log_lengths` of the rich form). False (the rows then partly written) when an
-    edge names a node the tree does not have or a node has more than three edges: every write stays in the tree's
-    rows whatever the arrays hold."""
-    n_nodes, n_edges = neighbors.shape[0], edges.shape[0]
-    for v in range(n_nodes):
-        x[offset + v, 0] = 1.0 if v < n_leaves else 0.0
-        for k in range(3):
-            table[offset + v, k] = offset + v
-            mask[offset + v, k] = False
-            for c in range(table_attr.shape[2]):
-                table_attr[offset + v, k, c] = 0.0
-    rows = edge_attr[2 * edge_offset: 2 * (edge_offset + n_edges)]
-    if rich:
-        edge_features_of(rows, lengths, logs, support)
-    fill = np.zeros(n_nodes, np.int64)
-    for e in range(n_edges):
-        u, v = edges[e, 0], edges[e, 1]
-        if not (0 <= u < n_nodes and 0 <= v < n_nodes and fill[u] < 3 and fill[v] < 3 and u != v):
-            return False
-        c = 2 * (edge_offset + e)
-        edge_index[0, c], edge_index[1, c] = offset + u, offset + v
-        edge_index[0, c + 1], edge_index[1, c + 1] = offset + v, offset + u
-        if not rich:
-            rows[2 * e, 0] = lengths[e]
-            rows[2 * e + 1, 0] = lengths[e]
-        for a, b in ((v, u), (u, v)):  # edge into a from b: a's next free slot, in edge order
-            k = fill[a]
-            table[offset + a, k] = offset + b
-            for c in range(rows.shape[1]):
-                table_attr[offset + a, k, c] = rows[2 * e, c]
-            mask[offset + a, k] = True
-            fill[a] = k + 1
-    return True
-
-
-@njit(cache=True, nogil=True)
-def _graphs(n_nodes, n_edges, width):
-    """Empty graph arrays of one batch side: x, edge_index, edge_attr, neighbours, their features, mask."""
-    return (np.empty((n_nodes, 1), np.float32), np.empty((2, 2 * n_edges), np.int64),
-            np.empty((2 * n_edges, width), np.float32), np.empty((n_nodes, 3), np.int64),
-            np.empty((n_nodes, 3, width), np.float32), np.empty((n_nodes, 3), np.bool_))
-
-
-@njit(cache=True, nogil=True)
 def _fill(buf, headers, values, arrays, trees, rich, per, verify):
     """Second pass: the batch arrays. With ``per == 1`` (observation records) each record's one state is
     written as a next state (all its moves) and side 0 stays empty. A record's stored taken row is read as it
-    is, or with ``verify`` checked against the move the state enumerates; ``verify`` also checks that branch lengths
-    and the parsimony length are finite and not negative, and each state's ranked parsimony changes (:func:`~phylorl.records.parsimony.ranked_valid`), whose stored counts are read as ranks."""
+    is, or with ``verify`` checked against the move the state enumerates; ``verify`` also checks that branch
+    lengths and the parsimony length are finite and not negative, and each state's ranked parsimony changes
+    (:func:`~phylorl.records.parsimony.ranked_valid`), whose stored counts are read as ranks."""
     n = headers.shape[0]
     width, columns = (EDGE_COLUMNS, MOVE_COLUMNS) if rich else (1, 3)
     first_side = 2 - per
@@ -217,10 +136,16 @@ def _fill(buf, headers, values, arrays, trees, rich, per, verify):
             nodes[g, r + 1] = nodes[g, r] + 2 * trees[i, 0] - 2
             largest = max(largest, move_capacity(2 * trees[i, 0] - 2, trees[i, 0]))
         last = per * r + per - 1
-        capacity += array_header(buf, arrays[last, 3], buf.shape[0])[4] if rich else \
-            move_capacity(2 * trees[last, 0] - 2, trees[last, 0])
+        capacity += (
+            array_header(buf, arrays[last, 3], buf.shape[0])[4]
+            if rich
+            else move_capacity(2 * trees[last, 0] - 2, trees[last, 0])
+        )
     capacity += largest  # room for a state that enumerates more moves than its record says (then invalid)
-    sides = (_graphs(nodes[0, n], max(nodes[0, n] - n, 0), width), _graphs(nodes[1, n], nodes[1, n] - n, width))
+    sides = (
+        empty_graphs(nodes[0, n], max(nodes[0, n] - n, 0), width),
+        empty_graphs(nodes[1, n], nodes[1, n] - n, width),
+    )
     # zeroed: observation records (per == 1) write no taken move, yet decode_batch returns these arrays
     taken, taken_meta = np.zeros((n, 4), np.int64), np.zeros((n, columns), np.float32)
     slots = 3 * nodes[1, n]
@@ -228,25 +153,33 @@ def _fill(buf, headers, values, arrays, trees, rich, per, verify):
     # a state walks each side of each inner node once (2 rows a move at most, and per walk 2 rows no move
     # uses) and has at most 6 blocks an inner node; the per-move rows are counted in capacity
     walks, block_capacity = capacity + 6 * nodes[1, n], 6 * nodes[1, n] + 1
-    compact = (np.empty(slots, np.int64), np.empty((slots, widths[0]), np.float32),  # every state writes its slots
-               np.empty((slots, widths[1]), np.float32), np.empty((capacity if rich else 1, widths[2]), np.float32),
-               np.empty(walks, np.int32), np.empty((walks, widths[3]), np.float32),
-               np.empty((block_capacity, 3), np.int32), np.empty(capacity, np.int32))
+    # every state writes its slots
+    compact = (
+        np.empty(slots, np.int64),
+        np.empty((slots, widths[0]), np.float32),
+        np.empty((slots, widths[1]), np.float32),
+        np.empty((capacity if rich else 1, widths[2]), np.float32),
+        np.empty(walks, np.int32),
+        np.empty((walks, widths[3]), np.float32),
+        np.empty((block_capacity, 3), np.int32),
+        np.empty(capacity, np.int32),
+    )
     compact[3][0] = 0.0  # the shared rows are written as used; row 0 is kept when none is (no move at all)
     labelled = (headers[:, 3] >= 0).any()  # no record labelled: no labels (a batch's any_labelled is False)
     labels, counts = np.empty(capacity if labelled else 0, np.float32), np.zeros(n, np.int64)
     scratch = np.empty((largest, 4), np.int64)  # the moves of a state whose count has no closed form
-    most = 2 * trees[:, 0].max() - 2 if n else 4  # nodes of the largest tree (none: decode_transitions declines)
+    # nodes of the largest tree (none: decode_transitions declines)
+    most = 2 * trees[:, 0].max() - 2 if n else 4
     work = walk_work(most, rich)  # scratch for the largest tree, made once
     written, shared, walked, blocked = 0, 0, 0, 0
     no_tables = np.empty((0, 3), np.int32)
     no_changes = np.empty(0, np.float32)
-    space = _state_work(most)
+    space = state_work(most)
     for r in range(n):
         for g in range(first_side, 2):
             i = per * r + g - first_side
             n_leaves, radius, dedupe = trees[i, 0], trees[i, 1], trees[i, 2] != 0
-            tree = _read_tree(buf, arrays[i], n_leaves, rich, space)
+            tree = read_tree(buf, arrays[i], n_leaves, rich, space)
             if not tree[0]:
                 status[r] = UNREADABLE
                 break
@@ -258,18 +191,40 @@ def _fill(buf, headers, values, arrays, trees, rich, per, verify):
                 status[r] = NOT_FINITE
                 break
             stored_row = g == 0 and headers[r, 4] >= 0 and not verify
-            # a state whose taken row is stored needs its graph alone: _graph keeps its writes in bounds, and the
-            # insert check (verify) made sure the tree is one
-            node_edges, error = (no_tables, 0) if stored_row else tree_tables_into(
-                tree[0], tree[1], n_leaves, space[7][:2 * n_leaves - 2], space[8], space[9])
+            # a state whose taken row is stored needs its graph alone: tree_graph keeps its writes in bounds,
+            # and the insert check (verify) made sure the tree is one
+            node_edges, error = (
+                (no_tables, 0)
+                if stored_row
+                else tree_tables_into(
+                    tree[0], tree[1], n_leaves, space[7][: 2 * n_leaves - 2], space[8], space[9]
+                )
+            )
             x, edge_index, edge_attr, table, table_attr, mask = sides[g]
             logs = log_lengths(tree[2]) if rich else np.empty(0)
-            if error or not _graph(tree[0], tree[1], tree[2], logs, tree[5], n_leaves, rich, nodes[g, r],
-                                   nodes[g, r] - r, x, edge_index, edge_attr, table, table_attr, mask):
+            if error or not tree_graph(
+                tree[0],
+                tree[1],
+                tree[2],
+                logs,
+                tree[5],
+                n_leaves,
+                rich,
+                nodes[g, r],
+                nodes[g, r] - r,
+                x,
+                edge_index,
+                edge_attr,
+                table,
+                table_attr,
+                mask,
+            ):
                 status[r] = BAD_TREE
                 break
             if stored_row:
-                status[r] = _stored_taken(buf, headers[r, 4], 2 * n_leaves - 2, nodes[0, r], taken[r], taken_meta[r])
+                status[r] = _stored_taken(
+                    buf, headers[r, 4], 2 * n_leaves - 2, nodes[0, r], taken[r], taken_meta[r]
+                )
                 if status[r] != OK:
                     break
             elif g == 0:
@@ -284,20 +239,52 @@ def _fill(buf, headers, values, arrays, trees, rich, per, verify):
                 if rich and changes.shape[0] != _move_count(tree, n_leaves, radius, dedupe, scratch):
                     status[r] = BAD_CHANGES
                     break
-                count = taken_move((tree[0], tree[1], tree[2], changes, tree[4], tree[5]), node_edges, logs, n_leaves,
-                                   radius, dedupe, rich, max(action, 0), nodes[0, r], taken[r], taken_meta[r: r + 1],
-                                   work)
+                count = taken_move(
+                    (tree[0], tree[1], tree[2], changes, tree[4], tree[5]),
+                    node_edges,
+                    logs,
+                    n_leaves,
+                    radius,
+                    dedupe,
+                    rich,
+                    max(action, 0),
+                    nodes[0, r],
+                    taken[r],
+                    taken_meta[r : r + 1],
+                    work,
+                )
                 if action < 0 or count <= action:
                     status[r] = BAD_ACTION
                     break
-                if headers[r, 4] >= 0 and not _same_taken(buf, headers[r, 4], nodes[0, r], taken[r], taken_meta[r]):
+                if headers[r, 4] >= 0 and not _same_taken(
+                    buf, headers[r, 4], nodes[0, r], taken[r], taken_meta[r]
+                ):
                     status[r] = BAD_TAKEN
                     break
             else:
                 count, walk_rows, block_rows, rows = all_moves(
-                    tree, node_edges, logs, n_leaves, radius, dedupe, rich, nodes[1, r],
-                    (compact[0], compact[1], compact[2], compact[3], compact[4][walked:], compact[5][walked:],
-                     compact[6][blocked:], compact[7][written:]), walked, shared, work)
+                    tree,
+                    node_edges,
+                    logs,
+                    n_leaves,
+                    radius,
+                    dedupe,
+                    rich,
+                    nodes[1, r],
+                    (
+                        compact[0],
+                        compact[1],
+                        compact[2],
+                        compact[3],
+                        compact[4][walked:],
+                        compact[5][walked:],
+                        compact[6][blocked:],
+                        compact[7][written:],
+                    ),
+                    walked,
+                    shared,
+                    work,
+                )
                 if count == UNREAD_CHANGES:
                     status[r] = UNREADABLE
                     break
@@ -308,23 +295,45 @@ def _fill(buf, headers, values, arrays, trees, rich, per, verify):
                     status[r] = NO_MOVE
                     break
                 if headers[r, 3] >= 0:
-                    if not read_floats(buf, array_header(buf, headers[r, 3], buf.shape[0]),
-                                       labels[written: written + count], FLOAT32):
+                    if not read_floats(
+                        buf,
+                        array_header(buf, headers[r, 3], buf.shape[0]),
+                        labels[written : written + count],
+                        FLOAT32,
+                    ):
                         status[r] = BAD_LABELS
                         break
                 elif labelled:
-                    labels[written: written + count] = 0.0
+                    labels[written : written + count] = 0.0
                 counts[r] = count
                 written += count
                 shared += rows
                 walked += walk_rows
                 blocked += block_rows
     sizes = (nodes[0, 1:] - nodes[0, :-1], nodes[1, 1:] - nodes[1, :-1])
-    node_index = ((_segment_index(sizes[0]), sizes[0], nodes[0, :-1].copy()),
-                  (_segment_index(sizes[1]), sizes[1], nodes[1, :-1].copy()))
-    compact = (compact[0], compact[1], compact[2], compact[3][:max(shared, 1)], compact[4][:walked],
-               compact[5][:walked], compact[6][:blocked], compact[7][:written])
-    return status, (sides, node_index, taken, taken_meta, compact, labels[:written if labelled else 0], counts)
+    node_index = (
+        (_segment_index(sizes[0]), sizes[0], nodes[0, :-1].copy()),
+        (_segment_index(sizes[1]), sizes[1], nodes[1, :-1].copy()),
+    )
+    compact = (
+        compact[0],
+        compact[1],
+        compact[2],
+        compact[3][: max(shared, 1)],
+        compact[4][:walked],
+        compact[5][:walked],
+        compact[6][:blocked],
+        compact[7][:written],
+    )
+    return status, (
+        sides,
+        node_index,
+        taken,
+        taken_meta,
+        compact,
+        labels[: written if labelled else 0],
+        counts,
+    )
 
 
 @njit(cache=True, nogil=True)
@@ -344,8 +353,11 @@ def _stored_taken(buf, at, n_nodes, offset, taken, meta):
     end = buf.shape[0]
     header = array_header(buf, at, end)
     ids = np.empty(4, np.int64)
-    if header[3] != 1 or not read_ints(buf, header, ids) \
-            or not read_floats(buf, array_header(buf, header[7], end), meta, FLOAT32):
+    if (
+        header[3] != 1
+        or not read_ints(buf, header, ids)
+        or not read_floats(buf, array_header(buf, header[7], end), meta, FLOAT32)
+    ):
         return UNREADABLE
     for j in range(4):
         if not 0 <= ids[j] < n_nodes:
@@ -356,7 +368,8 @@ def _stored_taken(buf, at, n_nodes, offset, taken, meta):
 
 @njit(cache=True, nogil=True)
 def _same_taken(buf, at, offset, taken, meta):
-    """Whether the record's stored taken row at ``buf[at]`` is ``taken`` (``offset`` added) and ``meta``, bitwise."""
+    """Whether the record's stored taken row at ``buf[at]`` is ``taken`` (``offset`` added) and ``meta``,
+    bitwise."""
     ids, row = np.empty(4, np.int64), np.empty(meta.shape[0], np.float32)
     if _stored_taken(buf, at, np.int64(1) << 62, offset, ids, row) != OK:
         return False

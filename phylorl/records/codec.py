@@ -1,10 +1,11 @@
 """Records from observations and transitions, and back (the layout: :mod:`phylorl.records.format`).
 
-Encoding writes a state's tree arrays and rich parts as they are, and a transition's taken row: the taken move's
-node ids and its features (:func:`taken_row`, the same compiled code the learner's batch pass uses). Decoding gives
-back the :class:`~phylorl.types.Observation` (its moves enumerated again from the neighbour table) and checks that the
-arrays form a binary tree and fit together; ``ValueError`` names what is wrong. The learner and the endpoint never
-decode records this way: :mod:`phylorl.records.collate` writes the network's inputs straight from their bytes.
+Encoding writes a state's tree arrays and rich parts as they are, and a transition's taken row: the taken
+move's node ids and its features (:func:`taken_row`, the same compiled code the learner's batch pass uses).
+Decoding gives back the :class:`~phylorl.types.Observation` (its moves enumerated again from the neighbour
+table) and checks that the arrays form a binary tree and fit together; ``ValueError`` names what is wrong. The
+learner and the endpoint never decode records this way: :mod:`phylorl.records.collate` writes the network's
+inputs straight from their bytes.
 """
 
 from __future__ import annotations
@@ -37,23 +38,43 @@ from .format import (
 )
 
 
-def encode_transition(transition: Transition, state: bytes | None = None, next_state: bytes | None = None) -> bytes:
+def encode_transition(
+    transition: Transition, state: bytes | None = None, next_state: bytes | None = None
+) -> bytes:
     """One transition record (with the taken row, and the labels when there are some). ``state`` and
-    ``next_state``: the two states' sections as :func:`encode_state` gave them, when the caller has them already."""
+    ``next_state``: the two states' sections as :func:`encode_state` gave them, when the caller has them
+    already."""
     obs, action, labels = transition.obs, int(transition.action), transition.next_labels
     if not 0 <= action < obs.n_actions:
         raise ValueError(f"action {action} is not one of the state's {obs.n_actions} moves")
     if labels is not None:
         labels = np.asarray(labels)
         if labels.dtype != np.float32 or labels.shape != (transition.next_obs.n_actions,):
-            raise ValueError(f"next_labels must be float32 of shape ({transition.next_obs.n_actions},) "
-                             f"(one per move of next_obs), got {labels.dtype} {labels.shape}")
-    flags = ((TERMINAL if transition.terminal else 0) | (TRUNCATED if transition.truncated else 0)
-             | (LABELLED if labels is not None else 0) | TAKEN)
-    parts = [HEADER.pack(MAGIC, VERSION, flags, action, float(transition.reward), float(transition.discount),
-                         int(transition.policy_version))]
-    parts += [encode_state(obs) if state is None else state,
-              encode_state(transition.next_obs) if next_state is None else next_state]
+            raise ValueError(
+                f"next_labels must be float32 of shape ({transition.next_obs.n_actions},) "
+                f"(one per move of next_obs), got {labels.dtype} {labels.shape}"
+            )
+    flags = (
+        (TERMINAL if transition.terminal else 0)
+        | (TRUNCATED if transition.truncated else 0)
+        | (LABELLED if labels is not None else 0)
+        | TAKEN
+    )
+    parts = [
+        HEADER.pack(
+            MAGIC,
+            VERSION,
+            flags,
+            action,
+            float(transition.reward),
+            float(transition.discount),
+            int(transition.policy_version),
+        )
+    ]
+    parts += [
+        encode_state(obs) if state is None else state,
+        encode_state(transition.next_obs) if next_state is None else next_state,
+    ]
     nodes, meta = taken_row(obs, action)
     encode_row(nodes, "taken move", parts)
     encode_row(meta, "taken move's features", parts)
@@ -65,12 +86,14 @@ def encode_transition(transition: Transition, state: bytes | None = None, next_s
 def encode_observation(obs: Observation, state: bytes | None = None) -> bytes:
     """One observation record: an inference request's state (``state``: its section from :func:`encode_state`,
     when the caller has it already)."""
-    return OBSERVATION_HEADER.pack(OBSERVATION_MAGIC, VERSION) + (encode_state(obs) if state is None else state)
+    return OBSERVATION_HEADER.pack(OBSERVATION_MAGIC, VERSION) + (
+        encode_state(obs) if state is None else state
+    )
 
 
 def encode_state(obs: Observation) -> bytes:
-    """A state's section of a record: the same bytes in an observation record and in either place of a transition
-    record, so one encoding can serve all three."""
+    """A state's section of a record: the same bytes in an observation record and in either place of a
+    transition record, so one encoding can serve all three."""
     parts: list[bytes] = []
     rich = obs.rich
     flags = (DEDUPE if obs.dedupe else 0) | LEAF_FEATURES
@@ -86,10 +109,11 @@ def encode_state(obs: Observation) -> bytes:
 
 
 class StateSections:
-    """The state sections (:func:`encode_state`) of the observations a producer still holds, so that a state is
-    encoded once for its inference request and again for neither of its two places in transition records. Keyed by
-    the observation object (observations are not changed once made); each entry holds its observation, so no other
-    object can take its id while it is kept; the oldest of more than ``capacity`` are dropped."""
+    """The state sections (:func:`encode_state`) of the observations a producer still holds, so that a state
+    is encoded once for its inference request and again for neither of its two places in transition records.
+    Keyed by the observation object (observations are not changed once made); each entry holds its
+    observation, so no other object can take its id while it is kept; the oldest of more than ``capacity`` are
+    dropped."""
 
     def __init__(self, capacity: int):
         if capacity < 1:
@@ -113,26 +137,45 @@ class StateSections:
 
 
 def taken_row(obs: Observation, action: int) -> tuple[np.ndarray, np.ndarray]:
-    """Move ``action``'s node ids (int64 ``[4]``) and features (float32 ``[K]``), as the learner's batch reads them."""
+    """Move ``action``'s node ids (int64 ``[4]``) and features (float32 ``[K]``), as the learner's batch reads
+    them."""
     from .features import log_lengths
     from .moves import taken_move, walk_work
     from .reader import tree_tables
 
-    neighbors, edges = np.ascontiguousarray(obs.neighbors, np.int32), np.ascontiguousarray(obs.edges, np.int32)
+    neighbors, edges = (
+        np.ascontiguousarray(obs.neighbors, np.int32),
+        np.ascontiguousarray(obs.edges, np.int32),
+    )
     node_edges, error = tree_tables(neighbors, edges, obs.n_leaves)
     if error:
         raise ValueError("the state's arrays do not form an unrooted binary tree")
     rich = obs.rich
     lengths = np.asarray(obs.lengths, np.float32).astype(np.float64)
-    tree = (neighbors, edges, lengths,
-            np.empty(0, np.float32) if rich is None else np.ascontiguousarray(rich.deltas, np.float32),
-            0.0 if rich is None else float(rich.parsimony_length),
-            np.zeros_like(lengths) if rich is None else np.asarray(rich.support, np.float32).astype(np.float64))
+    tree = (
+        neighbors,
+        edges,
+        lengths,
+        np.empty(0, np.float32) if rich is None else np.ascontiguousarray(rich.deltas, np.float32),
+        0.0 if rich is None else float(rich.parsimony_length),
+        np.zeros_like(lengths) if rich is None else np.asarray(rich.support, np.float32).astype(np.float64),
+    )
     nodes = np.empty(4, np.int64)
     meta = np.empty((1, 15 if rich is not None else 3), np.float32)
-    count = taken_move(tree, node_edges, log_lengths(lengths) if rich is not None else np.empty(0), obs.n_leaves,
-                       obs.radius, obs.dedupe, rich is not None, action, 0, nodes, meta,
-                       walk_work(obs.n_nodes, rich is not None))
+    count = taken_move(
+        tree,
+        node_edges,
+        log_lengths(lengths) if rich is not None else np.empty(0),
+        obs.n_leaves,
+        obs.radius,
+        obs.dedupe,
+        rich is not None,
+        action,
+        0,
+        nodes,
+        meta,
+        walk_work(obs.n_nodes, rich is not None),
+    )
     if count <= action:
         raise ValueError(f"action {action} is not one of the state's moves")
     return nodes, meta[0]
@@ -155,7 +198,8 @@ def decode_observation(record: bytes | bytearray | memoryview) -> Observation:
 
 
 def decode_transition(record: bytes | bytearray | memoryview) -> Transition:
-    """The :class:`Transition` in a transition record (``ValueError`` naming what is wrong); arrays are fresh."""
+    """The :class:`Transition` in a transition record (``ValueError`` naming what is wrong); arrays are
+    fresh."""
     buf = memoryview(record)
     if len(buf) < HEADER.size:
         raise ValueError(f"transition record too short: {len(buf)} bytes, the header alone is {HEADER.size}")
@@ -172,26 +216,44 @@ def decode_transition(record: bytes | bytearray | memoryview) -> Transition:
         if flags & LABELLED:
             labels, offset = decode_array(buf, offset)
             if labels.dtype != np.float32 or labels.shape != (next_obs.n_actions,):
-                raise ValueError(f"corrupt transition record: next_labels {labels.dtype} {labels.shape} do not "
-                                 f"match the next state's {next_obs.n_actions} moves")
+                raise ValueError(
+                    f"corrupt transition record: next_labels {labels.dtype} {labels.shape} do not "
+                    f"match the next state's {next_obs.n_actions} moves"
+                )
     except (struct.error, IndexError, OverflowError) as e:  # a length or count that runs past the record
         raise ValueError(f"corrupt transition record: {e}") from None
     if offset != len(buf):
         raise ValueError(f"transition record has {len(buf) - offset} trailing bytes")
-    return Transition(obs, action, reward, next_obs, bool(flags & TERMINAL), bool(flags & TRUNCATED), discount,
-                      policy_version, labels)
+    return Transition(
+        obs,
+        action,
+        reward,
+        next_obs,
+        bool(flags & TERMINAL),
+        bool(flags & TRUNCATED),
+        discount,
+        policy_version,
+        labels,
+    )
 
 
 def _check_taken_row(obs: Observation, action: int, nodes: np.ndarray, meta: np.ndarray) -> None:
     """``ValueError`` unless the stored taken row is ``obs``'s row of move ``action``, bit for bit."""
     if not 0 <= action < obs.n_actions:
-        raise ValueError(f"corrupt transition record: action {action} is not one of the state's {obs.n_actions} "
-                         "moves")
+        raise ValueError(
+            f"corrupt transition record: action {action} is not one of the state's {obs.n_actions} moves"
+        )
     want_nodes, want_meta = taken_row(obs, action)
     for name, stored, rebuilt in (("node ids", nodes, want_nodes), ("features", meta, want_meta)):
-        if stored.dtype != rebuilt.dtype or stored.shape != rebuilt.shape or stored.tobytes() != rebuilt.tobytes():
-            raise ValueError(f"corrupt transition record: the stored taken move's {name} are not those of move "
-                             f"{action} of its state")
+        if (
+            stored.dtype != rebuilt.dtype
+            or stored.shape != rebuilt.shape
+            or stored.tobytes() != rebuilt.tobytes()
+        ):
+            raise ValueError(
+                f"corrupt transition record: the stored taken move's {name} are not those of move "
+                f"{action} of its state"
+            )
 
 
 def _check_kind(magic: bytes, version: int, expected: bytes, kind: str) -> None:
@@ -218,8 +280,14 @@ def _decode_state(buf: memoryview, offset: int) -> tuple[Observation, int]:
         array, offset = decode_array(buf, offset)
         arrays.append(array)
     neighbors, edges, lengths = arrays[:3]
-    if neighbors.dtype != np.int32 or edges.dtype != np.int32 or lengths.dtype != np.float32 \
-            or neighbors.ndim != 2 or edges.ndim != 2 or lengths.shape != (edges.shape[0],):
+    if (
+        neighbors.dtype != np.int32
+        or edges.dtype != np.int32
+        or lengths.dtype != np.float32
+        or neighbors.ndim != 2
+        or edges.ndim != 2
+        or lengths.shape != (edges.shape[0],)
+    ):
         raise ValueError("corrupt record: tree arrays of the wrong dtype or shape")
     if tree_tables(np.ascontiguousarray(neighbors), np.ascontiguousarray(edges), n_leaves)[1]:
         raise ValueError("corrupt record: the stored tree is not an unrooted binary tree")
@@ -227,9 +295,18 @@ def _decode_state(buf: memoryview, offset: int) -> tuple[Observation, int]:
     rich = None
     if form == RICH_FORM:
         deltas, length, support = arrays[3:]
-        if deltas.dtype != np.float32 or deltas.shape != (moves.shape[0],) or length.shape != (1,) \
-                or support.dtype != np.float32 or support.shape != lengths.shape:
-            raise ValueError("corrupt record: the rich parts do not fit the tree (one parsimony change per move, "
-                             "one support per edge)")
+        if (
+            deltas.dtype != np.float32
+            or deltas.shape != (moves.shape[0],)
+            or length.shape != (1,)
+            or support.dtype != np.float32
+            or support.shape != lengths.shape
+        ):
+            raise ValueError(
+                "corrupt record: the rich parts do not fit the tree (one parsimony change per move, "
+                "one support per edge)"
+            )
         rich = RichParts(deltas, float(length[0]), support)
-    return Observation(neighbors, edges, lengths, int(n_leaves), moves, int(radius), bool(flags & DEDUPE), rich), offset
+    return Observation(
+        neighbors, edges, lengths, int(n_leaves), moves, int(radius), bool(flags & DEDUPE), rich
+    ), offset

@@ -1,10 +1,11 @@
-"""Batches of records as the network's tensors: the learner's sampled batches and the inference endpoint's requests.
+"""Batches of records as the network's tensors: the learner's sampled batches and the inference endpoint's
+requests.
 
-:func:`collate_records` turns sampled transition records into a learner :class:`~phylorl.nets.inputs.Batch` and
-:func:`collate_states` an inference request's observation records into the network's inputs, each in one compiled
-call (:mod:`phylorl.records.decode`) that lets the interpreter lock go once and writes the arrays straight from the
-records' bytes. A record that cannot be read, or is not a valid transition or state, is named with the first thing
-wrong with it (``ValueError``).
+:func:`collate_records` turns sampled transition records into a learner :class:`~phylorl.nets.inputs.Batch`
+and :func:`collate_states` an inference request's observation records into the network's inputs, each in one
+compiled call (:mod:`phylorl.records.decode`) that lets the interpreter lock go once and writes the arrays
+straight from the records' bytes. A record that cannot be read, or is not a valid transition or state, is
+named with the first thing wrong with it (``ValueError``).
 """
 
 from __future__ import annotations
@@ -21,12 +22,14 @@ from .format import PackedRecords
 from .moves import BASIC_LAYOUT, RICH_LAYOUT, expand_moves
 
 
-def collate_records(records: PackedRecords, weights: np.ndarray | None = None, verify: bool = False
-                    ) -> tuple[Batch, np.ndarray]:
+def collate_records(
+    records: PackedRecords, weights: np.ndarray | None = None, verify: bool = False
+) -> tuple[Batch, np.ndarray]:
     """``(batch, policy_versions)`` of transition records: host tensors, the next states' moves as
-    :class:`~phylorl.nets.compact_actions.CompactActions` (a fifth of the bytes; expanded where the update runs:
-    :func:`~phylorl.agent.transfer.on_device`). ``weights``: importance-sampling weights ``[B]``. ``verify``: as
-    :func:`decode_transitions`. ``ValueError`` names the first record that is not a valid transition."""
+    :class:`~phylorl.nets.compact_actions.CompactActions` (a fifth of the bytes; expanded where the update
+    runs: :func:`~phylorl.agent.transfer.on_device`). ``weights``: importance-sampling weights ``[B]``.
+    ``verify``: as :func:`decode_transitions`. ``ValueError`` names the first record that is not a valid
+    transition."""
     n = len(records)
     if n == 0:
         raise ValueError("cannot collate an empty batch of records")
@@ -44,23 +47,33 @@ def collate_records(records: PackedRecords, weights: np.ndarray | None = None, v
         graphs=_graph_batch(sides[0], nodes[0]),
         actions=ActionBatch(torch.from_numpy(taken), torch.from_numpy(taken_meta), _one_each(n)),
         next_graphs=_graph_batch(sides[1], nodes[1]),
-        next_actions=CompactActions(*(torch.from_numpy(a) for a in moves), _COLUMNS[bool(rich)],
-                                    torch.from_numpy(counts), None if moves_uniform < 0 else int(moves_uniform)),
-        reward=torch.from_numpy(reward), discount=torch.from_numpy(discount), terminal=torch.from_numpy(terminal),
-        weights=torch.from_numpy(weights), next_labels=torch.from_numpy(labels),
-        next_labelled=torch.from_numpy(labelled), any_labelled=bool(any_labelled), bootstraps=bool(bootstraps),
+        next_actions=CompactActions(
+            *(torch.from_numpy(a) for a in moves),
+            _COLUMNS[bool(rich)],
+            torch.from_numpy(counts),
+            None if moves_uniform < 0 else int(moves_uniform),
+        ),
+        reward=torch.from_numpy(reward),
+        discount=torch.from_numpy(discount),
+        terminal=torch.from_numpy(terminal),
+        weights=torch.from_numpy(weights),
+        next_labels=torch.from_numpy(labels),
+        next_labelled=torch.from_numpy(labelled),
+        any_labelled=bool(any_labelled),
+        bootstraps=bool(bootstraps),
     )
     return batch, versions
 
 
 def collate_states(records: PackedRecords) -> tuple[GraphBatch, ActionBatch, bool]:
     """Trees and all moves of the states in observation records (CPU tensors) and whether they carry the rich
-    features. ``ValueError`` names the first state that cannot be read, is not a valid tree state, has no move or a
-    non-finite feature."""
+    features. ``ValueError`` names the first state that cannot be read, is not a valid tree state, has no move
+    or a non-finite feature."""
     if len(records) == 0:
         raise ValueError("cannot collate an empty batch of states")
-    status, rich, graph, nodes, moves = decode_states(records.buffer, records.offsets, _LAYOUTS[True],
-                                                      _LAYOUTS[False])
+    status, rich, graph, nodes, moves = decode_states(
+        records.buffer, records.offsets, _LAYOUTS[True], _LAYOUTS[False]
+    )
     raise_first(status, "state", len(records))
     graphs = _graph_batch(graph, nodes)
     actions = ActionBatch(torch.from_numpy(moves[0]), torch.from_numpy(moves[1]), _segments(*moves[2:]))
@@ -71,23 +84,42 @@ def state_inputs(observations) -> tuple[GraphBatch, ActionBatch]:
     """The network's inputs of observations (CPU tensors): :func:`collate_states` of their records."""
     from .codec import encode_observation
 
-    graphs, actions, _ = collate_states(PackedRecords.from_records([encode_observation(o) for o in observations]))
+    graphs, actions, _ = collate_states(
+        PackedRecords.from_records([encode_observation(o) for o in observations])
+    )
     return graphs, actions
 
 
 def expand_on_host(compact: CompactActions) -> ActionBatch:
-    """The :class:`~phylorl.nets.inputs.ActionBatch` of compact moves held in CPU tensors, in one compiled pass
-    (:func:`~phylorl.records.moves.expand_moves`; the same values as
+    """The :class:`~phylorl.nets.inputs.ActionBatch` of compact moves held in CPU tensors, in one compiled
+    pass (:func:`~phylorl.records.moves.expand_moves`; the same values as
     :func:`~phylorl.nets.compact_actions.expand_actions` on a device)."""
-    nodes, meta = expand_moves(*(t.numpy() for t in (compact.slot_node, compact.pruned, compact.regraft, compact.shared,
-                                                     compact.walk_slot, compact.walk_own, compact.blocks,
-                                                     compact.shared_row, compact.columns)))
+    nodes, meta = expand_moves(
+        *(
+            t.numpy()
+            for t in (
+                compact.slot_node,
+                compact.pruned,
+                compact.regraft,
+                compact.shared,
+                compact.walk_slot,
+                compact.walk_own,
+                compact.blocks,
+                compact.shared_row,
+                compact.columns,
+            )
+        )
+    )
     return ActionBatch(torch.from_numpy(nodes), torch.from_numpy(meta), compact.states())
 
 
 def _segments(index: np.ndarray, sizes: np.ndarray, uniform: int) -> Segments:
-    return Segments(index=torch.from_numpy(index), sizes=torch.from_numpy(sizes), count=int(sizes.shape[0]),
-                    size=None if uniform < 0 else int(uniform))
+    return Segments(
+        index=torch.from_numpy(index),
+        sizes=torch.from_numpy(sizes),
+        count=int(sizes.shape[0]),
+        size=None if uniform < 0 else int(uniform),
+    )
 
 
 _COLUMNS = {True: torch.tensor(RICH_LAYOUT), False: torch.tensor(BASIC_LAYOUT)}
@@ -101,14 +133,21 @@ def _one_each(n: int) -> Segments:
 
 def _graph_batch(side, nodes) -> GraphBatch:
     x, edge_index, edge_attr, neighbors, neighbor_attr, mask = (torch.from_numpy(a) for a in side)
-    return GraphBatch(x=x, edge_index=edge_index, edge_attr=edge_attr, neighbors=neighbors,
-                      neighbor_attr=neighbor_attr, neighbor_mask=mask, node_offset=torch.from_numpy(nodes[2]),
-                      nodes=_segments(nodes[0], nodes[1], nodes[3]))
+    return GraphBatch(
+        x=x,
+        edge_index=edge_index,
+        edge_attr=edge_attr,
+        neighbors=neighbors,
+        neighbor_attr=neighbor_attr,
+        neighbor_mask=mask,
+        node_offset=torch.from_numpy(nodes[2]),
+        nodes=_segments(nodes[0], nodes[1], nodes[3]),
+    )
 
 
 def compile_kernels(seed: int = 0) -> int:
-    """Compile the record passes (numba caches them on disk) on records of a small simulated alignment, as the first
-    sampled batch, request and checked insert would; returns the records decoded."""
+    """Compile the record passes (numba caches them on disk) on records of a small simulated alignment, as the
+    first sampled batch, request and checked insert would; returns the records decoded."""
     from phylorl.env.config import EnvConfig
     from phylorl.env.prepare import prepare_alignment
     from phylorl.env.tree_env import EnvAlignment, TreeEnv
@@ -120,12 +159,16 @@ def compile_kernels(seed: int = 0) -> int:
     alignment = simulate_dataset(6, 100, np.random.default_rng(seed)).alignment
     made = 0
     for features in ("rich", "basic"):
-        env = TreeEnv([EnvAlignment.build(alignment, prepare_alignment(alignment, "JC"), "warm-up")],
-                      EnvConfig(horizon=4, features=features), seed=seed)
+        env = TreeEnv(
+            [EnvAlignment.build(alignment, prepare_alignment(alignment, "JC"), "warm-up")],
+            EnvConfig(horizon=4, features=features),
+            seed=seed,
+        )
         obs, _ = env.reset()
         nxt, reward, terminal, truncated, _ = env.step(0)
-        records = PackedRecords.from_records([encode_transition(Transition(obs, 0, reward, nxt, terminal,
-                                                                           truncated))])
+        records = PackedRecords.from_records(
+            [encode_transition(Transition(obs, 0, reward, nxt, terminal, truncated))]
+        )
         check_records(records)
         collate_records(records)
         collate_states(PackedRecords.from_records([encode_observation(obs)]))

@@ -1,12 +1,12 @@
-"""A batch of records decoded into the network's input arrays in one compiled call each, and the replay's insert check
-(numpy and numba only: the replay service checks records without torch).
+"""A batch of records decoded into the network's input arrays in one compiled call each, and the replay's
+insert check (numpy and numba only: the replay service checks records without torch).
 
 :func:`decode_transitions` decodes a sampled batch of transition records (what
-:func:`~phylorl.records.collate.collate_records` wraps as tensors), :func:`decode_states` an inference request's
-observation records, each state written as a next state with every move written out (what
-:func:`~phylorl.records.collate.collate_states` wraps). Done in one call each, a service's thread lets the interpreter
-lock go once a batch, and the values besides the arrays are made in the same call. Each record gets a status (OK or
-the first thing wrong with it, :data:`~phylorl.records.batch.REASONS`).
+:func:`~phylorl.records.collate.collate_records` wraps as tensors), :func:`decode_states` an inference
+request's observation records, each state written as a next state with every move written out (what
+:func:`~phylorl.records.collate.collate_states` wraps). Done in one call each, a service's thread lets the
+interpreter lock go once a batch, and the values besides the arrays are made in the same call. Each record
+gets a status (OK or the first thing wrong with it, :data:`~phylorl.records.batch.REASONS`).
 """
 
 from __future__ import annotations
@@ -23,33 +23,35 @@ from .batch import (
     TERMINAL,
     _fill,
     _first_pass_arrays,
-    _graphs,
     _locate,
     _segment_index,
 )
 from .features import EDGE_COLUMNS, MOVE_COLUMNS
 from .format import PackedRecords
+from .graph import empty_graphs
 from .moves import all_finite, expand_moves
 
 
 @njit(cache=True, nogil=True)
 def decode_states(buf, offsets, rich_columns, basic_columns):
-    """Decode the observation records ``buf[offsets[i]:offsets[i + 1]]``, each as a next state (its tree and all its
-    moves, written out), checked as the endpoint must (every feature finite, at least one move per state);
-    ``*_columns``: the move layout of each form (:data:`~phylorl.records.moves.RICH_LAYOUT`,
+    """Decode the observation records ``buf[offsets[i]:offsets[i + 1]]``, each as a next state (its tree and
+    all its moves, written out), checked as the endpoint must (every feature finite, at least one move per
+    state); ``*_columns``: the move layout of each form (:data:`~phylorl.records.moves.RICH_LAYOUT`,
     :data:`~phylorl.records.moves.BASIC_LAYOUT`).
 
-    Returns ``(status, rich, graph, nodes, moves)``: ``status`` per record (:data:`~phylorl.records.batch.REASONS`);
-    ``graph`` the trees as one graph ``(x, edge_index, edge_attr, neighbors, neighbor_attr, neighbor_mask)``;
-    ``nodes`` ``(index, sizes, first, uniform)``: each node's state, each state's node count and first node, and the
-    count every state has (-1 when they differ); ``moves`` ``(node_ids [A, 4], meta [A, K], index, sizes, uniform)``
-    likewise over the moves. The arrays are empty when a status is not OK."""
+    Returns ``(status, rich, graph, nodes, moves)``: ``status`` per record
+    (:data:`~phylorl.records.batch.REASONS`); ``graph`` the trees as one graph ``(x, edge_index, edge_attr,
+    neighbors, neighbor_attr, neighbor_mask)``; ``nodes`` ``(index, sizes, first, uniform)``: each node's
+    state, each state's node count and first node, and the count every state has (-1 when they differ);
+    ``moves`` ``(node_ids [A, 4], meta [A, K], index, sizes, uniform)`` likewise over the moves. The arrays
+    are empty when a status is not OK."""
     n = offsets.size - 1
     headers, values, arrays, trees = _first_pass_arrays(n, 1)
     status, rich = _locate(buf, offsets, headers, values, arrays, trees, 1)
     if n == 0 or status.any():
-        return status, rich, _graphs(0, 0, EDGE_COLUMNS if rich else 1), _no_nodes(), _no_moves(rich)
-    status, out = _fill(buf, headers, values, arrays, trees, rich, 1, True)  # verified, as an insert's records are
+        return status, rich, empty_graphs(0, 0, EDGE_COLUMNS if rich else 1), _no_nodes(), _no_moves(rich)
+    # verified, as an insert's records are
+    status, out = _fill(buf, headers, values, arrays, trees, rich, 1, True)
     sides, node_index, _, _, compact, _, counts = out
     x, edge_index, edge_attr, neighbors, neighbor_attr, mask = sides[1]
     _, pruned, regraft, shared, _, own, _, _ = compact
@@ -57,16 +59,36 @@ def decode_states(buf, offsets, rich_columns, basic_columns):
         for r in range(n):
             if counts[r] < 1:
                 status[r] = NO_MOVE  # a state to act on needs a move
-        if not (all_finite(x) and all_finite(edge_attr) and all_finite(pruned) and all_finite(regraft)
-                and all_finite(shared) and all_finite(own)):  # every move's columns come from these
+        if not (
+            all_finite(x)
+            and all_finite(edge_attr)
+            and all_finite(pruned)
+            and all_finite(regraft)
+            and all_finite(shared)
+            and all_finite(own)
+        ):  # every move's columns come from these
             status[0] = NOT_FINITE
     if status.any():
-        return status, rich, _graphs(0, 0, EDGE_COLUMNS if rich else 1), _no_nodes(), _no_moves(rich)
-    node_ids, meta = expand_moves(compact[0], pruned, regraft, shared, compact[4], own, compact[6], compact[7],
-                                  rich_columns if rich else basic_columns)
+        return status, rich, empty_graphs(0, 0, EDGE_COLUMNS if rich else 1), _no_nodes(), _no_moves(rich)
+    node_ids, meta = expand_moves(
+        compact[0],
+        pruned,
+        regraft,
+        shared,
+        compact[4],
+        own,
+        compact[6],
+        compact[7],
+        rich_columns if rich else basic_columns,
+    )
     index, sizes, first = node_index[1]
-    return status, rich, sides[1], (index, sizes, first, _uniform(sizes)), \
-        (node_ids, meta, _segment_index(counts), counts, _uniform(counts))
+    return (
+        status,
+        rich,
+        sides[1],
+        (index, sizes, first, _uniform(sizes)),
+        (node_ids, meta, _segment_index(counts), counts, _uniform(counts)),
+    )
 
 
 @njit(cache=True, nogil=True)
@@ -94,23 +116,27 @@ def _uniform(sizes):
 
 @njit(cache=True, nogil=True)
 def decode_transitions(buf, offsets, verify):
-    """Decode the transition records ``buf[offsets[i]:offsets[i + 1]]`` into a learner batch's arrays. ``verify``:
-    check each stored taken row against the move its state enumerates, and each ranked array's values and counts
-    against its elements (without it they are read as stored: the replay's insert check verified them).
+    """Decode the transition records ``buf[offsets[i]:offsets[i + 1]]`` into a learner batch's arrays.
+    ``verify``: check each stored taken row against the move its state enumerates, and each ranked array's
+    values and counts against its elements (without it they are read as stored: the replay's insert check
+    verified them).
 
-    Returns ``(status, rich, arrays, nodes, scalars)``: ``status`` per record (:data:`~phylorl.records.batch.REASONS`;
-    the arrays are empty unless every record is OK); ``arrays`` ``(sides, taken, taken_meta, compact, labels,
-    counts)``: both states' graphs, each taken move and its features, every next move in compact form, the labels of
-    the next moves (0 in an unlabelled record's; none when no record is labelled), the moves per next state; ``nodes``
-    per side ``(index, sizes, first, uniform)``; ``scalars`` ``(reward, discount, terminal, labelled, versions,
-    any_labelled, bootstraps, moves_uniform)``: float32 rewards and discounts, the flags as booleans, each record's
-    policy version, whether a next state is labelled, whether a discount is not 0, and the move count every next
-    state has (-1 when they differ)."""
+    Returns ``(status, rich, arrays, nodes, scalars)``: ``status`` per record
+    (:data:`~phylorl.records.batch.REASONS`; the arrays are empty unless every record is OK); ``arrays``
+    ``(sides, taken, taken_meta, compact, labels, counts)``: both states' graphs, each taken move and its
+    features, every next move in compact form, the labels of the next moves (0 in an unlabelled record's; none
+    when no record is labelled), the moves per next state; ``nodes`` per side ``(index, sizes, first,
+    uniform)``; ``scalars`` ``(reward, discount, terminal, labelled, versions, any_labelled, bootstraps,
+    moves_uniform)``: float32 rewards and discounts, the flags as booleans, each record's policy version,
+    whether a next state is labelled, whether a discount is not 0, and the move count every next state has (-1
+    when they differ)."""
     n = offsets.size - 1
     headers, values, arrays, trees = _first_pass_arrays(n, 2)
     status, rich = _locate(buf, offsets, headers, values, arrays, trees, 2)
     read = n if not status.any() else 0  # a record not read: no arrays (an empty batch's, of the same types)
-    filled, out = _fill(buf, headers[:read], values[:read], arrays[:2 * read], trees[:2 * read], rich, 2, verify)
+    filled, out = _fill(
+        buf, headers[:read], values[:read], arrays[: 2 * read], trees[: 2 * read], rich, 2, verify
+    )
     status[:read] = filled
     sides, node_index, taken, taken_meta, compact, labels, counts = out
     reward, discount = np.empty(n, np.float32), np.empty(n, np.float32)
@@ -122,9 +148,22 @@ def decode_transitions(buf, offsets, verify):
         if status[r] == OK and not (np.isfinite(values[r, 0]) and 0.0 <= values[r, 1] <= 1.0):
             status[r] = NOT_FINITE
     nodes = (_with_uniform(node_index[0]), _with_uniform(node_index[1]))
-    return status, rich, (sides, taken, taken_meta, compact, labels, counts), \
-        nodes, (reward, discount, terminal, labelled, versions, labelled.any(), (values[:, 1] != 0).any(),
-                _uniform(counts))
+    return (
+        status,
+        rich,
+        (sides, taken, taken_meta, compact, labels, counts),
+        nodes,
+        (
+            reward,
+            discount,
+            terminal,
+            labelled,
+            versions,
+            labelled.any(),
+            (values[:, 1] != 0).any(),
+            _uniform(counts),
+        ),
+    )
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -134,18 +173,31 @@ def _with_uniform(side):
 
 
 def check_records(records: PackedRecords) -> None:
-    """The replay's insert check: ``ValueError`` naming the first record that is not a valid transition (it cannot be
-    read, its tree is not a binary tree, its action is not one of the state's moves, its stored taken row or ranked
-    parsimony changes are not its state's, a feature, reward or label is not finite, a discount lies outside [0, 1]),
-    from the arrays the learner's batch would hold."""
+    """The replay's insert check: ``ValueError`` naming the first record that is not a valid transition (it
+    cannot be read, its tree is not a binary tree, its action is not one of the state's moves, its stored
+    taken row or ranked parsimony changes are not its state's, a feature, reward or label is not finite, a
+    discount lies outside [0, 1]), from the arrays the learner's batch would hold."""
     if len(records) == 0:
         raise ValueError("no record to insert")
     status, _, arrays, _, _ = decode_transitions(records.buffer, records.offsets, True)
     raise_first(status, "record")
     sides, _, taken_meta, compact, labels, _ = arrays
     _, pruned, regraft, shared, _, own, _, _ = compact
-    if not all(all_finite(a) for a in (sides[0][0], sides[0][2], sides[1][0], sides[1][2], taken_meta, pruned,
-                                       regraft, shared, own, labels)):
+    if not all(
+        all_finite(a)
+        for a in (
+            sides[0][0],
+            sides[0][2],
+            sides[1][0],
+            sides[1][2],
+            taken_meta,
+            pruned,
+            regraft,
+            shared,
+            own,
+            labels,
+        )
+    ):
         if len(records) == 1:
             raise ValueError(f"record 0: {REASONS[NOT_FINITE]}")
         for i in range(len(records)):  # which one: each alone (a bad batch only)

@@ -1,14 +1,14 @@
 """What the network reads of a tree state: the feature sets, computed from a stored state's arrays (compiled).
 
-``basic`` (as first designed): ``is_leaf`` per node, the raw branch length per edge, and three numbers per move
-(pruned edge length, regraft edge length, ``d(p, x) + 1``). Agents trained on it never see the alignment and do
-not find good trees.
+``basic`` (as first designed): ``is_leaf`` per node, the raw branch length per edge, and three numbers per
+move (pruned edge length, regraft edge length, ``d(p, x) + 1``). Agents trained on it never see the alignment
+and do not find good trees.
 
 ``rich`` (the default): normalised geometry and alignment-aware signals that cost no likelihood evaluation.
 
 * per node: ``is_leaf``;
-* per edge: ``log(length)``, ``length / tree length`` and the support of its split in a fast bootstrap of NJ trees
-  (:mod:`phylorl.phylo.bootstrap`, computed once per alignment);
+* per edge: ``log(length)``, ``length / tree length`` and the support of its split in a fast bootstrap of NJ
+  trees (:mod:`phylorl.phylo.bootstrap`, computed once per alignment);
 * per move, in this order:
 
   ====  =======================================================================================
@@ -30,9 +30,9 @@ not find good trees.
   ====  =======================================================================================
 
 The parsimony changes and supports come with the state (:class:`~phylorl.types.RichParts`, computed by the
-environment where the alignment is); everything else follows from the tree. Most move columns depend on one slot
-only (the pruned slot ``(p, k)`` or the regraft slot ``(x, j)``): :func:`slot_tables` computes those per slot,
-:mod:`phylorl.records.moves` puts each move's row together.
+environment where the alignment is); everything else follows from the tree. Most move columns depend on one
+slot only (the pruned slot ``(p, k)`` or the regraft slot ``(x, j)``): :func:`slot_tables` computes those per
+slot, :mod:`phylorl.records.moves` puts each move's row together.
 """
 
 from __future__ import annotations
@@ -50,10 +50,10 @@ EDGE_COLUMNS = 3
 @njit(cache=True, nogil=True)
 def slot_tables(pruned, regraft, neighbors, node_edges, lengths, support, n_leaves, logs):
     """The move columns that depend on one slot only, into flat tables, slot ``(v, k)`` (the subtree on
-    ``neighbors[v, k]``'s side of edge ``(v, neighbors[v, k])``) at row ``3 v + k``: ``pruned`` float32 ``[3N, 6]``,
-    columns 0, 2, 5, 7, 9 and 13 of a move that prunes that side (``v = p``); ``regraft`` ``[3N, 4]``, columns 1, 6,
-    8 and 14 of a move that regrafts onto that edge beyond ``v`` (``v = x``). Every row is written (zeros at a
-    leaf's unused slots); returns the tree length."""
+    ``neighbors[v, k]``'s side of edge ``(v, neighbors[v, k])``) at row ``3 v + k``: ``pruned`` float32 ``[3N,
+    6]``, columns 0, 2, 5, 7, 9 and 13 of a move that prunes that side (``v = p``); ``regraft`` ``[3N, 4]``,
+    columns 1, 6, 8 and 14 of a move that regrafts onto that edge beyond ``v`` (``v = x``). Every row is
+    written (zeros at a leaf's unused slots); returns the tree length."""
     n_nodes = neighbors.shape[0]
     slots = np.empty((3 * n_nodes, 2), np.int64)
     count = 0
@@ -68,8 +68,19 @@ def slot_tables(pruned, regraft, neighbors, node_edges, lengths, support, n_leav
                 for c in range(regraft.shape[1]):
                     regraft[3 * v + k, c] = 0.0
     length = tree_length(lengths)
-    slot_columns(pruned, regraft, slots[:count], neighbors, node_edges, lengths, support, n_leaves,
-                 slot_sums(neighbors, node_edges, lengths, n_leaves), length, logs)
+    slot_columns(
+        pruned,
+        regraft,
+        slots[:count],
+        neighbors,
+        node_edges,
+        lengths,
+        support,
+        n_leaves,
+        slot_sums(neighbors, node_edges, lengths, n_leaves),
+        length,
+        logs,
+    )
     return length
 
 
@@ -89,10 +100,12 @@ def log_lengths(lengths):
 
 
 @njit(cache=True, nogil=True)
-def slot_columns(pruned, regraft, slots, neighbors, node_edges, lengths, support, n_leaves, sums, length, logs):
+def slot_columns(
+    pruned, regraft, slots, neighbors, node_edges, lengths, support, n_leaves, sums, length, logs
+):
     """The rows of :func:`slot_tables` at each slot ``(v, k)`` of ``slots`` (int64 ``[S, 2]``) into the flat
-    tables ``pruned`` and ``regraft`` (:func:`slot_tables`: row ``3 v + k``; ``sums``: :func:`slot_sums`, ``length``:
-    :func:`tree_length`, ``logs``: :func:`log_lengths`, read at these slots' edges only)."""
+    tables ``pruned`` and ``regraft`` (:func:`slot_tables`: row ``3 v + k``; ``sums``: :func:`slot_sums`,
+    ``length``: :func:`tree_length`, ``logs``: :func:`log_lengths`, read at these slots' edges only)."""
     leaves, total, longest = sums
     for i in range(slots.shape[0]):
         v, k = slots[i, 0], slots[i, 1]
@@ -119,8 +132,8 @@ def slot_columns(pruned, regraft, slots, neighbors, node_edges, lengths, support
 @njit(cache=True, nogil=True)
 def slot_sums(neighbors, node_edges, lengths, n_leaves):
     """``(leaves, total, longest)`` float64 ``[N, 3]``: per slot, the leaves, the summed branch length and the
-    longest branch of the subtree on that side. Linear in the tree's size: the subtrees below each node (rooted
-    at leaf 0) first, then the rest of the tree above each node."""
+    longest branch of the subtree on that side. Linear in the tree's size: the subtrees below each node
+    (rooted at leaf 0) first, then the rest of the tree above each node."""
     n_nodes = neighbors.shape[0]
     leaves = np.zeros((n_nodes, 3))
     total = np.zeros((n_nodes, 3))
@@ -169,9 +182,9 @@ def slot_sums(neighbors, node_edges, lengths, n_leaves):
 
 @njit(cache=True, nogil=True)
 def slot_row(out, i, constants, p, ks, x, kx, distance_column, path_column):
-    """Columns 0-9, 13 and 14 of move ``(p, neighbors[p, ks], x, neighbors[x, kx])`` into ``out[i]``: columns 3 and 4
-    given (``(d(p, x) + 1) / 10`` and the path to the middle of the regraft edge / tree length), the rest from the
-    slot tables in ``constants`` (``(pruned [N, 3, 6], regraft [N, 3, 4], tree length)``)."""
+    """Columns 0-9, 13 and 14 of move ``(p, neighbors[p, ks], x, neighbors[x, kx])`` into ``out[i]``: columns
+    3 and 4 given (``(d(p, x) + 1) / 10`` and the path to the middle of the regraft edge / tree length), the
+    rest from the slot tables in ``constants`` (``(pruned [N, 3, 6], regraft [N, 3, 4], tree length)``)."""
     pruned, regraft = constants[0], constants[1]
     out[i, 0] = pruned[p, ks, 0]
     out[i, 1] = regraft[x, kx, 0]
@@ -189,7 +202,8 @@ def slot_row(out, i, constants, p, ks, x, kx, distance_column, path_column):
 
 @njit(cache=True, nogil=True)
 def slot_leaves(neighbors, n_leaves):
-    """Leaves on ``neighbors[v, k]``'s side of edge ``(v, neighbors[v, k])``, int64 ``[N, 3]`` (0 in padding)."""
+    """Leaves on ``neighbors[v, k]``'s side of edge ``(v, neighbors[v, k])``, int64 ``[N, 3]`` (0 in
+    padding)."""
     n_nodes = neighbors.shape[0]
     order = np.empty(n_nodes, np.int64)  # breadth-first from leaf 0: parents before children
     parent = np.full(n_nodes, -1, np.int64)
@@ -219,8 +233,8 @@ def slot_leaves(neighbors, n_leaves):
 
 @njit(cache=True, nogil=True)
 def edge_features_of(out, lengths, logs, support):
-    """Rich edge features ``[2E, 3]`` (both directions of each edge): log length (``logs``: :func:`log_lengths`),
-    length / tree length (lengths clipped below) and split support."""
+    """Rich edge features ``[2E, 3]`` (both directions of each edge): log length (``logs``:
+    :func:`log_lengths`), length / tree length (lengths clipped below) and split support."""
     total = 0.0
     for e in range(lengths.shape[0]):
         total += max(lengths[e], MIN_LENGTH)
@@ -229,5 +243,3 @@ def edge_features_of(out, lengths, logs, support):
         out[2 * e, 0] = out[2 * e + 1, 0] = logs[e]
         out[2 * e, 1] = out[2 * e + 1, 1] = clipped / total
         out[2 * e, 2] = out[2 * e + 1, 2] = support[e]
-
-

@@ -1,12 +1,12 @@
 """Every move of a stored state with its features, in the compact form the learner's batch carries (compiled).
 
 :func:`all_moves` writes every move of a next state in the compact form of
-:class:`phylorl.nets.compact_actions.CompactActions` (slot tables; each side of each inner node walked once, its
-regraft slots and own columns; blocks of moves that share a pruned slot and a walk; a parsimony row per move), and
-:func:`expand_moves` writes them out on the host; :func:`taken_move` finds one move of a state, with its features,
-walking only the block of moves that holds it (the taken row a record stores). Both walk the regrafts with
-:func:`phylorl.phylo.spr.walk_sides`, the walk of every move enumeration, so they give the moves of
-:func:`phylorl.phylo.spr.enumerate_moves` in its order, with the feature values of
+:class:`phylorl.nets.compact_actions.CompactActions` (slot tables; each side of each inner node walked once,
+its regraft slots and own columns; blocks of moves that share a pruned slot and a walk; a parsimony row per
+move), and :func:`expand_moves` writes them out on the host; :func:`taken_move` finds one move of a state,
+with its features, walking only the block of moves that holds it (the taken row a record stores). Both walk
+the regrafts with :func:`phylorl.phylo.spr.walk_sides`, the walk of every move enumeration, so they give the
+moves of :func:`phylorl.phylo.spr.enumerate_moves` in its order, with the feature values of
 :mod:`phylorl.records.features`.
 """
 
@@ -35,14 +35,16 @@ BASIC_LAYOUT = (0, 1, 2)
 
 @njit(cache=True, nogil=True)
 def stored_size(stored):
-    """How many parsimony changes a state stores (``stored``: ``(buf, array header)``; 0 when not one axis)."""
+    """How many parsimony changes a state stores (``stored``: ``(buf, array header)``; 0 when not one
+    axis)."""
     header = stored[1]
     return header[4] if header[3] == 1 else 0
 
 
 @njit(cache=True, nogil=True)
 def read_changes(stored):
-    """``(ok, changes)``: the stored parsimony changes (``(buf, array header)``) written out (float32, as stored)."""
+    """``(ok, changes)``: the stored parsimony changes (``(buf, array header)``) written out (float32, as
+    stored)."""
     changes = np.empty(stored_size(stored), np.float32)
     return read_floats(stored[0], stored[1], changes, FLOAT32), changes
 
@@ -50,22 +52,27 @@ def read_changes(stored):
 @njit(cache=True, nogil=True)
 def taken_move(tree, node_edges, logs, n_leaves, radius, dedupe, rich, stop, offset, taken, meta, work):
     """Move ``stop`` of one state, written with its features into ``taken`` (global node ids: ``offset``
-    added) and ``meta[0]``. ``tree`` is ``(neighbors, edges, lengths, changes, parsimony_length, support)``, lengths
-    and support float64, ``changes`` each move's parsimony change (float32, empty for the basic form). Returns the
-    moves counted (``stop + 1``, or all of them when the state has fewer), -1 when the changes do not reach move
-    ``stop``. ``logs``: the rich form's :func:`~phylorl.records.features.log_lengths`; ``work``: :func:`walk_work`
-    for trees this large.
+    added) and ``meta[0]``. ``tree`` is ``(neighbors, edges, lengths, changes, parsimony_length, support)``,
+    lengths and support float64, ``changes`` each move's parsimony change (float32, empty for the basic form).
+    Returns the moves counted (``stop + 1``, or all of them when the state has fewer), -1 when the changes do
+    not reach move ``stop``. ``logs``: the rich form's :func:`~phylorl.records.features.log_lengths`;
+    ``work``: :func:`walk_work` for trees this large.
 
     The moves come in blocks, one per pruned slot ``(p, k)`` and side of ``p`` (see :func:`_slot_walk`);
     without a radius a block's size is known from the leaves on that side, so only the block holding
     ``stop`` is walked."""
-    neighbors, lengths, deltas, parsimony_length, support = tree[0], tree[2], tree[3], tree[4], tree[5]  # float64
+    # float64
+    neighbors, lengths, deltas, parsimony_length, support = tree[0], tree[2], tree[3], tree[4], tree[5]
     n_nodes = neighbors.shape[0]
-    # rich: the slot tables of tree_constants, written (and read) only at the two slots the move uses, once it is
-    # found: p's pruned row (p is an inner node, so all six columns) and x's regraft row
+    # rich: the slot tables of tree_constants, written (and read) only at the two slots the move uses, once it
+    # is found: p's pruned row (p is an inner node, so all six columns) and x's regraft row
     used = n_nodes if rich else 0
     flat = (np.empty((3 * used, 6), np.float32), np.empty((3 * used, 4), np.float32))  # slot_tables' layout
-    constants = (flat[0].reshape(used, 3, 6), flat[1].reshape(used, 3, 4), tree_length(lengths) if rich else 1.0)
+    constants = (
+        flat[0].reshape(used, 3, 6),
+        flat[1].reshape(used, 3, 4),
+        tree_length(lengths) if rich else 1.0,
+    )
     none = np.zeros((0, 3))
     sums = slot_sums(neighbors, node_edges, lengths, n_leaves) if rich else (none, none, none)
     leaves = slot_leaves(neighbors, n_leaves) if radius < 0 and not rich else np.zeros((0, 3), np.int64)
@@ -84,14 +91,54 @@ def taken_move(tree, node_edges, logs, n_leaves, radius, dedupe, rich, stop, off
                 if radius < 0:  # rich: the leaves on that side are counted in the slot sums already
                     size[p, side] = 2 * ((np.int64(sums[0][p, side]) if rich else leaves[p, side]) - 1)
                 elif not walked:
-                    walk_sides(neighbors, slot_length, n_leaves, radius, p, p + 1, 7, 0, constants[2], rich, stack,
-                               depth, path, parent, distance, regrafts, columns, 0, start, size)
+                    walk_sides(
+                        neighbors,
+                        slot_length,
+                        n_leaves,
+                        radius,
+                        p,
+                        p + 1,
+                        7,
+                        0,
+                        constants[2],
+                        rich,
+                        stack,
+                        depth,
+                        path,
+                        parent,
+                        distance,
+                        regrafts,
+                        columns,
+                        0,
+                        start,
+                        size,
+                    )
                     walked = True
                 first = skipped_rows(neighbors, p, k, side, dedupe)
                 if stop < before + size[p, side] - first:
                     if radius < 0:
-                        walk_sides(neighbors, slot_length, n_leaves, radius, p, p + 1, 1 << side, 0, constants[2],
-                                   rich, stack, depth, path, parent, distance, regrafts, columns, 0, start, size)
+                        walk_sides(
+                            neighbors,
+                            slot_length,
+                            n_leaves,
+                            radius,
+                            p,
+                            p + 1,
+                            1 << side,
+                            0,
+                            constants[2],
+                            rich,
+                            stack,
+                            depth,
+                            path,
+                            parent,
+                            distance,
+                            regrafts,
+                            columns,
+                            0,
+                            start,
+                            size,
+                        )
                     i = start[p, side] + stop - before + first
                     x, kx = regrafts[i] // 3, regrafts[i] % 3
                     taken[0], taken[1] = offset + p, offset + neighbors[p, k]
@@ -103,8 +150,19 @@ def taken_move(tree, node_edges, logs, n_leaves, radius, dedupe, rich, stop, off
                     elif deltas.shape[0] <= stop:
                         return -1
                     else:
-                        slot_columns(flat[0], flat[1], np.array([[p, k], [x, kx]]), neighbors, node_edges,
-                                     lengths, support, n_leaves, sums, constants[2], logs)
+                        slot_columns(
+                            flat[0],
+                            flat[1],
+                            np.array([[p, k], [x, kx]]),
+                            neighbors,
+                            node_edges,
+                            lengths,
+                            support,
+                            n_leaves,
+                            sums,
+                            constants[2],
+                            logs,
+                        )
                         slot_row(meta, 0, constants, p, k, x, kx, columns[i, 0], columns[i, 1])
                         parsimony_one(meta, 0, deltas, stop, parsimony_length)
                     return stop + 1
@@ -114,7 +172,8 @@ def taken_move(tree, node_edges, logs, n_leaves, radius, dedupe, rich, stop, off
 
 @njit(cache=True, nogil=True)
 def _slot_lengths(neighbors, node_edges, lengths, out):
-    """Into ``out[:N]`` (float64 ``[., 3]``): the length of the branch at each slot (0 at a leaf's unused slots)."""
+    """Into ``out[:N]`` (float64 ``[., 3]``): the length of the branch at each slot (0 at a leaf's unused
+    slots)."""
     for v in range(neighbors.shape[0]):
         for k in range(3):
             out[v, k] = lengths[node_edges[v, k]] if neighbors[v, k] >= 0 else 0.0
@@ -133,16 +192,20 @@ def walk_work(n_nodes, rich):
 
 
 @njit(cache=True, nogil=True)
-def all_moves(tree, node_edges, logs, n_leaves, radius, dedupe, rich, offset, compact, walk_at, shared_at, work):
+def all_moves(
+    tree, node_edges, logs, n_leaves, radius, dedupe, rich, offset, compact, walk_at, shared_at, work
+):
     """Every move of one state (first node ``offset`` of the batch) into the compact arrays ``compact``
-    (:class:`phylorl.nets.compact_actions.CompactActions`' first eight; the walk, block and per-move ones given
-    from this state's first row, the batch's walk row ``walk_at``): its slots' tables, its parsimony rows from
-    ``shared_at``, its walks and blocks (:func:`_slot_walk`); ``logs``: the rich form's
+    (:class:`phylorl.nets.compact_actions.CompactActions`' first eight; the walk, block and per-move ones
+    given from this state's first row, the batch's walk row ``walk_at``): its slots' tables, its parsimony
+    rows from ``shared_at``, its walks and blocks (:func:`_slot_walk`); ``logs``: the rich form's
     :func:`~phylorl.records.features.log_lengths`; ``work``: :func:`walk_work` for trees this large. Returns
-    ``(moves, walk rows, blocks, shared rows written)``; moves -1 when the stored parsimony changes (``tree[3]``,
-    ``(buf, array header)``) are not one per move, :data:`UNREAD_CHANGES` when they cannot be read."""
+    ``(moves, walk rows, blocks, shared rows written)``; moves -1 when the stored parsimony changes
+    (``tree[3]``, ``(buf, array header)``) are not one per move, :data:`UNREAD_CHANGES` when they cannot be
+    read."""
     slot_node, pruned, regraft, shared, walk_slot, walk_own, blocks, shared_row = compact
-    neighbors, lengths, deltas, parsimony_length, support = tree[0], tree[2], tree[3], tree[4], tree[5]  # float64
+    # float64
+    neighbors, lengths, deltas, parsimony_length, support = tree[0], tree[2], tree[3], tree[4], tree[5]
     n_nodes, base = neighbors.shape[0], 3 * offset
     for v in range(n_nodes):
         for k in range(3):
@@ -153,14 +216,50 @@ def all_moves(tree, node_edges, logs, n_leaves, radius, dedupe, rich, offset, co
             for k in range(3):
                 length = lengths[node_edges[v, k]] if neighbors[v, k] >= 0 else 0.0
                 pruned[base + 3 * v + k, 0] = regraft[base + 3 * v + k, 0] = length
-        count, walked, written = _slot_walk(neighbors, node_edges, lengths, n_leaves, radius, dedupe, base, 1.0, rich,
-                                            walk_slot, walk_own, blocks, walk_at, work)
+        count, walked, written = _slot_walk(
+            neighbors,
+            node_edges,
+            lengths,
+            n_leaves,
+            radius,
+            dedupe,
+            base,
+            1.0,
+            rich,
+            walk_slot,
+            walk_own,
+            blocks,
+            walk_at,
+            work,
+        )
         shared_row[:count] = 0
         return count, walked, written, 0
-    tree_length = slot_tables(pruned[base: base + 3 * n_nodes], regraft[base: base + 3 * n_nodes], neighbors,
-                              node_edges, lengths, support, n_leaves, logs)  # written in place
-    count, walked, written = _slot_walk(neighbors, node_edges, lengths, n_leaves, radius, dedupe, base, tree_length,
-                                        rich, walk_slot, walk_own, blocks, walk_at, work)
+    tree_length = slot_tables(
+        pruned[base : base + 3 * n_nodes],
+        regraft[base : base + 3 * n_nodes],
+        neighbors,
+        node_edges,
+        lengths,
+        support,
+        n_leaves,
+        logs,
+    )  # written in place
+    count, walked, written = _slot_walk(
+        neighbors,
+        node_edges,
+        lengths,
+        n_leaves,
+        radius,
+        dedupe,
+        base,
+        tree_length,
+        rich,
+        walk_slot,
+        walk_own,
+        blocks,
+        walk_at,
+        work,
+    )
     if stored_size(deltas) != count:
         return -1, 0, 0, 0
     rows = stored_parsimony_table(deltas[0], deltas[1], parsimony_length, shared, shared_row, shared_at)
@@ -173,24 +272,58 @@ def all_moves(tree, node_edges, logs, n_leaves, radius, dedupe, rich, offset, co
 
 
 @njit(cache=True, nogil=True)
-def _slot_walk(neighbors, node_edges, lengths, n_leaves, radius, dedupe, base, tree_length, rich, walk_slot, walk_own,
-               blocks, walk_at, work):
+def _slot_walk(
+    neighbors,
+    node_edges,
+    lengths,
+    n_leaves,
+    radius,
+    dedupe,
+    base,
+    tree_length,
+    rich,
+    walk_slot,
+    walk_own,
+    blocks,
+    walk_at,
+    work,
+):
     """The moves of :func:`~phylorl.phylo.spr.enumerate_moves` in the same order, as walks and blocks.
 
-    The moves pruning ``(p, k)`` onto side ``side`` of ``p`` walk the same subtree for both ``k != side`` (only
-    the dedupe rule at ``d = 1``, the first node's two moves, tells them apart), so each side of ``p`` is walked
-    once: each regraft's slot row (``base`` added) into ``walk_slot`` and its own columns into ``walk_own`` (rich,
-    column 3 ``(d(p, x) + 1) / 10`` and column 4 ``p`` to the middle of ``(x, y)`` / ``tree_length``; basic,
-    ``d(p, x) + 1``). Each ``(p, k, side)`` with a move is a block ``(pruned slot row, first walk row (``walk_at``
-    added), moves)`` of ``blocks``: its moves are that many consecutive walk rows. Returns ``(moves, walk rows,
-    blocks)``."""
+    The moves pruning ``(p, k)`` onto side ``side`` of ``p`` walk the same subtree for both ``k != side``
+    (only the dedupe rule at ``d = 1``, the first node's two moves, tells them apart), so each side of ``p``
+    is walked once: each regraft's slot row (``base`` added) into ``walk_slot`` and its own columns into
+    ``walk_own`` (rich, column 3 ``(d(p, x) + 1) / 10`` and column 4 ``p`` to the middle of ``(x, y)`` /
+    ``tree_length``; basic, ``d(p, x) + 1``). Each ``(p, k, side)`` with a move is a block ``(pruned slot row,
+    first walk row (``walk_at`` added), moves)`` of ``blocks``: its moves are that many consecutive walk rows.
+    Returns ``(moves, walk rows, blocks)``."""
     (stack, depth, path, parent, distance), start, size, slot_length, _, _ = work
     _slot_lengths(neighbors, node_edges, lengths, slot_length)
     if radius == 0:
         return 0, 0, 0
     n_nodes = neighbors.shape[0]
-    walked = walk_sides(neighbors, slot_length, n_leaves, radius, n_leaves, n_nodes, 7, base, tree_length, rich,
-                        stack, depth, path, parent, distance, walk_slot, walk_own, 0, start, size)
+    walked = walk_sides(
+        neighbors,
+        slot_length,
+        n_leaves,
+        radius,
+        n_leaves,
+        n_nodes,
+        7,
+        base,
+        tree_length,
+        rich,
+        stack,
+        depth,
+        path,
+        parent,
+        distance,
+        walk_slot,
+        walk_own,
+        0,
+        start,
+        size,
+    )
     count, written = 0, 0
     for p in range(n_leaves, n_nodes):
         for k in range(3):
@@ -209,7 +342,8 @@ def _slot_walk(neighbors, node_edges, lengths, n_leaves, radius, dedupe, base, t
 
 @njit(cache=True, nogil=True)
 def block_rows(blocks, count):
-    """``(pruned slot row, walk row)`` int64 ``[count, 2]`` of each move of ``blocks`` (see :func:`_slot_walk`)."""
+    """``(pruned slot row, walk row)`` int64 ``[count, 2]`` of each move of ``blocks`` (see
+    :func:`_slot_walk`)."""
     rows = np.empty((count, 2), np.int64)
     i = 0
     for b in range(blocks.shape[0]):
@@ -229,8 +363,13 @@ def expand_moves(slot_node, pruned, regraft, shared, walk_slot, walk_own, blocks
     for i in range(n):
         a, b = rows[i, 0], walk_slot[rows[i, 1]]
         nodes[i, 0], nodes[i, 1], nodes[i, 2], nodes[i, 3] = a // 3, slot_node[a], b // 3, slot_node[b]
-    if k == len(RICH_LAYOUT) and pruned.shape[1] == 6 and regraft.shape[1] == 4 and shared.shape[1] == 3 \
-            and (columns == np.array(RICH_LAYOUT)).all():  # row by row: faster than by columns
+    if (
+        k == len(RICH_LAYOUT)
+        and pruned.shape[1] == 6
+        and regraft.shape[1] == 4
+        and shared.shape[1] == 3
+        and (columns == np.array(RICH_LAYOUT)).all()
+    ):  # row by row: faster than by columns
         for i in range(n):  # the order of features.slot_row, on flat slot rows
             w = rows[i, 1]
             p, r, c, o = pruned[rows[i, 0]], regraft[walk_slot[w]], shared[shared_row[i]], walk_own[w]
@@ -239,8 +378,12 @@ def expand_moves(slot_node, pruned, regraft, shared, walk_slot, walk_own, blocks
             row[5], row[6], row[7], row[8], row[9] = p[2], r[1], p[3], r[2], p[4]
             row[10], row[11], row[12], row[13], row[14] = c[0], c[1], c[2], p[5], r[3]
         return nodes, meta
-    first = (0, pruned.shape[1], pruned.shape[1] + regraft.shape[1],
-             pruned.shape[1] + regraft.shape[1] + shared.shape[1])
+    first = (
+        0,
+        pruned.shape[1],
+        pruned.shape[1] + regraft.shape[1],
+        pruned.shape[1] + regraft.shape[1] + shared.shape[1],
+    )
     for j in range(k):
         source = columns[j]
         if source < first[1]:
@@ -261,13 +404,14 @@ def expand_moves(slot_node, pruned, regraft, shared, walk_slot, walk_own, blocks
 @njit(cache=True)
 def all_finite(values):
     """Whether every entry of a contiguous float array is finite. It keeps the interpreter lock: a check takes
-    microseconds, and letting the lock go costs a wait to take it back behind the process's busy threads (ten checks
-    a batch, :func:`~phylorl.records.batch.finite_and_movable`). A float32 array is checked on its exponent bits
-    with no early exit, which compiles to vector code."""
+    microseconds, and letting the lock go costs a wait to take it back behind the process's busy threads (ten
+    checks a batch, :func:`~phylorl.records.batch.finite_and_movable`). A float32 array is checked on its
+    exponent bits with no early exit, which compiles to vector code."""
     flat = values.ravel()
     if flat.itemsize == 4:
         bits, bad = flat.view(np.uint32), np.uint32(0)
-        for i in range(bits.shape[0]):  # all exponent bits set (inf, nan): adding the lowest one carries into bit 31
+        # all exponent bits set (inf, nan): adding the lowest one carries into bit 31
+        for i in range(bits.shape[0]):
             bad |= ((bits[i] & np.uint32(0x7F800000)) + np.uint32(0x00800000)) >> np.uint32(31)
         return bad == 0
     for v in flat:

@@ -1,11 +1,11 @@
 """Compiled parsimony columns of the rich move features (columns 10-12, :mod:`phylorl.records.features`).
 
-Each move's parsimony change gives three columns: the relative change, the change above the best move's,
-and the move's rank among the state's moves. :func:`parsimony_table` writes them as one row per distinct
-change (the learner's compact batch), :func:`parsimony_one` for one move (a record's taken row). A record
-stores a state's changes ranked (the distinct values ascending, how many moves hold each, one small index per move:
-:mod:`phylorl.records.arrays`); :func:`stored_parsimony_table` reads that form in place, without writing the changes
-out first, and gives the same bits.
+Each move's parsimony change gives three columns: the relative change, the change above the best move's, and
+the move's rank among the state's moves. :func:`parsimony_table` writes them as one row per distinct change
+(the learner's compact batch), :func:`parsimony_one` for one move (a record's taken row). A record stores a
+state's changes ranked (the distinct values ascending, how many moves hold each, one small index per move:
+:mod:`phylorl.records.arrays`); :func:`stored_parsimony_table` reads that form in place, without writing the
+changes out first, and gives the same bits.
 """
 
 from __future__ import annotations
@@ -13,25 +13,16 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .reader import (
-    FLOAT32,
-    INT16,
-    ITEMSIZE,
-    RANKED,
-    UINT8,
-    int_at,
-    ranked_index,
-    unsigned_at,
-)
+from .reader import FLOAT32, INT16, ITEMSIZE, RANKED, UINT8, int_at, ranked_index, unsigned_at
 
 
 @njit(cache=True, nogil=True)
 def parsimony_table(deltas, parsimony_length, table, rows, first):
-    """Columns 10-12 of the moves with parsimony changes ``deltas`` (float64 or float32 ``[A]``) as distinct rows
-    of ``table`` (float32 ``[., 3]``, written from row ``first``), and each move's row into ``rows[i]``
-    (``first`` included); returns the rows written (at most ``A``). Ranks are counted exactly, with a
-    table per distinct change when the changes are whole numbers in a short range (Fitch changes of
-    weighted sites are; one row per distinct change), by sorting otherwise (one row per move)."""
+    """Columns 10-12 of the moves with parsimony changes ``deltas`` (float64 or float32 ``[A]``) as distinct
+    rows of ``table`` (float32 ``[., 3]``, written from row ``first``), and each move's row into ``rows[i]``
+    (``first`` included); returns the rows written (at most ``A``). Ranks are counted exactly, with a table
+    per distinct change when the changes are whole numbers in a short range (Fitch changes of weighted sites
+    are; one row per distinct change), by sorting otherwise (one row per move)."""
     n = deltas.shape[0]
     if n == 0:
         return 0
@@ -51,22 +42,33 @@ def parsimony_table(deltas, parsimony_length, table, rows, first):
     for i in range(n):
         below = np.searchsorted(ordered, deltas[i], side="left")
         equal = np.searchsorted(ordered, deltas[i], side="right") - below
-        parsimony_row(table, first + i, np.float64(deltas[i]), np.float64(lo), below, equal, n, parsimony_length, 0)
+        parsimony_row(
+            table, first + i, np.float64(deltas[i]), np.float64(lo), below, equal, n, parsimony_length, 0
+        )
         rows[i] = first + i
     return n
 
 
 @njit(cache=True, nogil=True)
 def _value_rows(counts, lo, n, parsimony_length, table, first):
-    """One table row per whole change ``lo + j`` that ``counts[j]`` moves have (of ``n``), from row ``first`` on:
-    ``(row of each j, rows written)``."""
+    """One table row per whole change ``lo + j`` that ``counts[j]`` moves have (of ``n``), from row ``first``
+    on: ``(row of each j, rows written)``."""
     row = np.empty(counts.shape[0], np.int32)
     below, written = 0, 0
     for j in range(counts.shape[0]):
         if counts[j]:
             row[j] = first + written
-            parsimony_row(table, first + written, np.float64(lo) + j, np.float64(lo), below, counts[j], n,
-                          parsimony_length, 0)
+            parsimony_row(
+                table,
+                first + written,
+                np.float64(lo) + j,
+                np.float64(lo),
+                below,
+                counts[j],
+                n,
+                parsimony_length,
+                0,
+            )
             written += 1
         below += counts[j]
     return row, written
@@ -80,8 +82,17 @@ def parsimony_one(out, row, deltas, i, parsimony_length):
         lowest = min(lowest, d)
         below += d < deltas[i]
         equal += d == deltas[i]
-    parsimony_row(out, row, np.float64(deltas[i]), np.float64(lowest), below, equal, deltas.shape[0], parsimony_length,
-                  10)
+    parsimony_row(
+        out,
+        row,
+        np.float64(deltas[i]),
+        np.float64(lowest),
+        below,
+        equal,
+        deltas.shape[0],
+        parsimony_length,
+        10,
+    )
 
 
 @njit(cache=True, nogil=True)
@@ -116,7 +127,7 @@ def _largest_index(buf, start, n, stored):
     """The largest of ``n`` dictionary indices (``stored``: uint8 or uint16) from ``buf[start]``."""
     largest = 0
     if stored == UINT8:
-        index = buf[start: start + n]
+        index = buf[start : start + n]
         for i in range(n):  # one pass of vector code
             largest = max(largest, index[i])
     else:
@@ -150,10 +161,10 @@ def ranked_valid(buf, header):
 def stored_parsimony_table(buf, header, parsimony_length, table, rows, first):
     """:func:`parsimony_table` of parsimony changes stored ranked (``header`` from
     :func:`~phylorl.records.reader.array_header`), read in place: one row per stored value (entry ``e`` at row
-    ``first + e``; the values are distinct, so each row is the row :func:`parsimony_table` writes for that value, bit
-    for bit), and each move's row is its stored index plus ``first``. Returns the rows written, or -1 when the
-    changes are stored another way, have more entries than moves or an index out of range (then read them out and
-    call :func:`parsimony_table`)."""
+    ``first + e``; the values are distinct, so each row is the row :func:`parsimony_table` writes for that
+    value, bit for bit), and each move's row is its stored index plus ``first``. Returns the rows written, or
+    -1 when the changes are stored another way, have more entries than moves or an index out of range (then
+    read them out and call :func:`parsimony_table`)."""
     if header[1] != RANKED or header[0] != FLOAT32 or not UINT8 <= header[2] <= UINT8 + 1:
         return -1
     return _ranked_table(buf, header, parsimony_length, table, rows, first)
@@ -161,7 +172,8 @@ def stored_parsimony_table(buf, header, parsimony_length, table, rows, first):
 
 @njit(cache=True, nogil=True)
 def _ranked_table(buf, header, parsimony_length, table, rows, first):
-    """:func:`stored_parsimony_table` of a ranked array (values ascending: a value's rank is the counts before it)."""
+    """:func:`stored_parsimony_table` of a ranked array (values ascending: a value's rank is the counts before
+    it)."""
     n, payload, stored = header[4] * header[5], header[6], header[2]
     entries, size = unsigned_at(buf, payload, 4), ITEMSIZE[buf[payload + 4]]
     start = ranked_index(header, buf)
@@ -177,8 +189,17 @@ def _ranked_table(buf, header, parsimony_length, table, rows, first):
     for e in range(entries):
         count = unsigned_at(buf, counts + e * size, size)
         if count:
-            parsimony_row(table, first + e, np.float64(int_at(buf, values + 2 * e, INT16)), lowest, below,
-                          count, n, parsimony_length, 0)
+            parsimony_row(
+                table,
+                first + e,
+                np.float64(int_at(buf, values + 2 * e, INT16)),
+                lowest,
+                below,
+                count,
+                n,
+                parsimony_length,
+                0,
+            )
         else:
             table[first + e, 0] = table[first + e, 1] = table[first + e, 2] = 0.0
         below += count
@@ -191,7 +212,7 @@ def _entry_rows(buf, header, start, rows, first):
     ``rows``; returns the entries."""
     n, step = header[4] * header[5], header[2] - UINT8 + 1
     if step == 1:  # on views and in int32, so that it compiles to vector code (15x faster)
-        index, out, base = buf[start: start + n], rows[:n], np.int32(first)
+        index, out, base = buf[start : start + n], rows[:n], np.int32(first)
         for i in range(n):
             out[i] = np.int32(index[i]) + base
     else:

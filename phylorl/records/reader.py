@@ -1,7 +1,7 @@
-"""Compiled reading of records (:mod:`phylorl.records.format`): headers, arrays of the dtypes the forms store, and the
-check that a stored tree is an unrooted binary tree, for the passes that write straight into batch arrays
-(:mod:`phylorl.records.batch`). A malformed or truncated record, or an array of an unexpected dtype or shape, makes a
-reader report it as not readable.
+"""Compiled reading of records (:mod:`phylorl.records.format`): headers, arrays of the dtypes the forms store,
+and the check that a stored tree is an unrooted binary tree, for the passes that write straight into batch
+arrays (:mod:`phylorl.records.batch`). A malformed or truncated record, or an array of an unexpected dtype or
+shape, makes a reader report it as not readable.
 """
 
 from __future__ import annotations
@@ -34,7 +34,8 @@ LINE = 64
 
 @intrinsic
 def _prefetch(typingctx, array, index):
-    """Prefetch for reading the cache line of ``array[index]`` (a 1-d array), keeping it in all cache levels."""
+    """Prefetch for reading the cache line of ``array[index]`` (a 1-d array), keeping it in all cache
+    levels."""
     if not (isinstance(array, types.Array) and array.ndim == 1 and isinstance(index, types.Integer)):
         return None
 
@@ -43,8 +44,9 @@ def _prefetch(typingctx, array, index):
         byte = ir.IntType(8).as_pointer()
         where = builder.bitcast(builder.gep(ary.data, [args[1]]), byte)
         i32 = ir.IntType(32)
-        hint = builder.module.declare_intrinsic("llvm.prefetch", fnty=ir.FunctionType(ir.VoidType(),
-                                                                                      [byte, i32, i32, i32]))
+        hint = builder.module.declare_intrinsic(
+            "llvm.prefetch", fnty=ir.FunctionType(ir.VoidType(), [byte, i32, i32, i32])
+        )
         builder.call(hint, [where, i32(0), i32(3), i32(1)])  # read, keep in every level, data cache
         return context.get_dummy_value()
 
@@ -53,9 +55,9 @@ def _prefetch(typingctx, array, index):
 
 @njit(cache=True, nogil=True, inline="always")
 def prefetch_range(buf, start, end):
-    """Ask for the cache lines of ``buf[start:end]`` (clipped to ``buf``): LLVM's ``llvm.prefetch``, a hint that
-    never faults nor changes a value. A batch's records are read twice (headers, then every byte); asking for the
-    next record's lines while the current one is read overlaps their loads with work."""
+    """Ask for the cache lines of ``buf[start:end]`` (clipped to ``buf``): LLVM's ``llvm.prefetch``, a hint
+    that never faults nor changes a value. A batch's records are read twice (headers, then every byte); asking
+    for the next record's lines while the current one is read overlaps their loads with work."""
     end = min(end, buf.shape[0])
     for pos in range(max(start, 0), end, LINE):
         _prefetch(buf, pos)
@@ -103,7 +105,12 @@ def array_header(buf, pos, end):
     else:  # ranked: the counts' dtype an unsigned type, the index's too
         if payload + 5 > end or not (UINT8 <= buf[payload + 4] <= UINT8 + 2 and UINT8 <= stored <= UINT8 + 1):
             return bad
-        after = payload + 5 + unsigned_at(buf, payload, 4) * (2 + ITEMSIZE[buf[payload + 4]]) + size * ITEMSIZE[stored]
+        after = (
+            payload
+            + 5
+            + unsigned_at(buf, payload, 4) * (2 + ITEMSIZE[buf[payload + 4]])
+            + size * ITEMSIZE[stored]
+        )
     if after > end:
         return bad
     return code, encoding, stored, ndim, n0, n1, payload, after
@@ -111,7 +118,8 @@ def array_header(buf, pos, end):
 
 @njit(cache=True, nogil=True)
 def read_ints(buf, header, out):
-    """Fill ``out`` (flat, of the array's size) with an integer array stored by cast; False when it is not one."""
+    """Fill ``out`` (flat, of the array's size) with an integer array stored by cast; False when it is not
+    one."""
     code, encoding, stored, _, n0, n1, payload, _ = header
     if encoding != 0 or not 1 <= stored <= 8 or n0 * n1 != out.shape[0]:
         return False
@@ -140,7 +148,7 @@ def read_floats(buf, header, out, code):
     if encoding == 0:
         if stored != code:
             return False
-        values = buf[payload: payload + n * ITEMSIZE[code]].view(out.dtype)
+        values = buf[payload : payload + n * ITEMSIZE[code]].view(out.dtype)
         for i in range(n):  # a loop: numba's slice assignment costs more than these few elements
             out[i] = values[i]
         return True
@@ -153,7 +161,7 @@ def read_floats(buf, header, out, code):
                 return False
             out[i] = int_at(buf, payload + 5 + 2 * index, INT16)
         return True
-    table = buf[payload + 4: payload + 4 + count * ITEMSIZE[code]].view(out.dtype)
+    table = buf[payload + 4 : payload + 4 + count * ITEMSIZE[code]].view(out.dtype)
     if SIGNED[stored] or not 5 <= stored <= 8:
         return False
     start, step = payload + 4 + count * ITEMSIZE[code], ITEMSIZE[stored]
@@ -174,15 +182,16 @@ def read_floats(buf, header, out, code):
 
 @njit(cache=True, nogil=True)
 def ranked_index(header, buf):
-    """Where the element indices of a ranked array (encoding 2, ``header`` from :func:`array_header`) start."""
+    """Where the element indices of a ranked array (encoding 2, ``header`` from :func:`array_header`)
+    start."""
     payload = header[6]
     return payload + 5 + unsigned_at(buf, payload, 4) * (2 + ITEMSIZE[buf[payload + 4]])
 
 
 @njit(cache=True, nogil=True)
 def record_header(buf, start, end):
-    """``(ok, flags, action, reward, discount, policy_version, body)`` of the record in ``buf[start:end]`` (not ok
-    for another magic or format version)."""
+    """``(ok, flags, action, reward, discount, policy_version, body)`` of the record in ``buf[start:end]``
+    (not ok for another magic or format version)."""
     if end - start < HEADER_SIZE or buf[start + 4] != VERSION:
         return False, 0, 0, 0.0, 0.0, 0, 0
     for j in range(4):
@@ -190,8 +199,8 @@ def record_header(buf, start, end):
             return False, 0, 0, 0.0, 0.0, 0, 0
     flags = buf[start + 5]
     action = int_at(buf, start + 6, 4)
-    reward = buf[start + 14: start + 22].view(np.float64)[0]
-    discount = buf[start + 22: start + 30].view(np.float64)[0]
+    reward = buf[start + 14 : start + 22].view(np.float64)[0]
+    discount = buf[start + 22 : start + 30].view(np.float64)[0]
     version = int_at(buf, start + 30, 4)
     return True, flags, action, reward, discount, version, start + HEADER_SIZE
 
@@ -233,17 +242,23 @@ def observation_header(buf, pos, end, arrays):
 
 @njit(cache=True, nogil=True)
 def tree_tables(neighbors, edges, n_leaves):
-    """``(node_edges, error)``: error 0 when the arrays form an unrooted binary tree (else 1: the counts do not fit, 2:
-    a malformed neighbour row, 3: the edges do not match the neighbours, 4: not connected)."""
+    """``(node_edges, error)``: error 0 when the arrays form an unrooted binary tree (else 1: the counts do
+    not fit, 2: a malformed neighbour row, 3: the edges do not match the neighbours, 4: not connected)."""
     n_nodes = neighbors.shape[0]
-    return tree_tables_into(neighbors, edges, n_leaves, np.empty((n_nodes, 3), np.int32), np.empty(n_nodes, np.bool_),
-                            np.empty(n_nodes, np.int64))
+    return tree_tables_into(
+        neighbors,
+        edges,
+        n_leaves,
+        np.empty((n_nodes, 3), np.int32),
+        np.empty(n_nodes, np.bool_),
+        np.empty(n_nodes, np.int64),
+    )
 
 
 @njit(cache=True, nogil=True)
 def tree_tables_into(neighbors, edges, n_leaves, node_edges, seen, stack):
-    """:func:`tree_tables` into given arrays (int32 ``[N, 3]``, bool and int64 ``[N]`` scratch), such as a batch
-    decoder's, made once for many trees."""
+    """:func:`tree_tables` into given arrays (int32 ``[N, 3]``, bool and int64 ``[N]`` scratch), such as a
+    batch decoder's, made once for many trees."""
     n_nodes = neighbors.shape[0]
     node_edges[:] = -1
     if n_leaves < 3 or n_nodes != 2 * n_leaves - 2 or edges.shape[0] != n_nodes - 1:

@@ -10,9 +10,9 @@ Transition ``k`` (keys count up from 0 forever) sits in slot ``k % capacity`` of
 with the importance weights normalised by their maximum over the batch. A priority update for a key
 evicted since it was sampled is ignored; of a key repeated in one update, the last priority wins.
 
-:class:`PriorityTable` holds no transitions and takes no locks: ``services.replay.buffer`` keeps the
-records in Redis and wraps each step in its locks and rate limiter, the tests' in-process ``MemoryReplay`` keeps
-them in a list; both move keys, priorities and weights only through this class.
+:class:`PriorityTable` holds no transitions and takes no locks: ``services.replay.buffer`` keeps the records
+in Redis and wraps each step in its locks and rate limiter, the tests' in-process ``MemoryReplay`` keeps them
+in a list; both move keys, priorities and weights only through this class.
 """
 
 from __future__ import annotations
@@ -55,13 +55,14 @@ class PriorityTable:
         return first, max(self.head, first + n - self.capacity)
 
     def evict(self, new_head: int) -> None:
-        """Stop drawing the keys below ``new_head`` (their weight becomes 0; the key range moves on commit)."""
+        """Stop drawing the keys below ``new_head`` (their weight becomes 0; the key range moves on
+        commit)."""
         self.tree.set(np.arange(self.head, new_head) % self.capacity, np.zeros(max(0, new_head - self.head)))
 
     def commit_insert(self, first: int, priorities: np.ndarray, new_head: int) -> np.ndarray:
         """Hold keys ``first .. first + n - 1`` with raw ``priorities`` ``[n]``; returns the keys."""
         keys = np.arange(first, first + priorities.size, dtype=np.int64)
-        self.tree.set(keys % self.capacity, priorities ** self.alpha)
+        self.tree.set(keys % self.capacity, priorities**self.alpha)
         self.head, self.next_key = new_head, first + priorities.size
         self.max_priority = max(self.max_priority, float(priorities.max()))
         return keys
@@ -78,7 +79,9 @@ class PriorityTable:
         probabilities = self.tree.get(slots) / total
         return self.head + (slots - self.head) % self.capacity, probabilities
 
-    def importance_weights(self, probabilities: np.ndarray, size: int, beta: float | None = None) -> np.ndarray:
+    def importance_weights(
+        self, probabilities: np.ndarray, size: int, beta: float | None = None
+    ) -> np.ndarray:
         """``(N P(i))^-beta`` normalised by the batch's largest, float32 (``N = size`` at the draw)."""
         beta = self.beta if beta is None else float(beta)
         if not beta >= 0:
@@ -103,14 +106,14 @@ class PriorityTable:
 
     def set_priorities(self, keys: np.ndarray, priorities: np.ndarray) -> None:
         """Raw ``priorities`` of held ``keys`` (as filtered by :meth:`held`)."""
-        self.tree.set(keys % self.capacity, priorities ** self.alpha)
+        self.tree.set(keys % self.capacity, priorities**self.alpha)
         if keys.size:
             self.max_priority = max(self.max_priority, float(priorities.max()))
 
     def assign(self, head: int, next_key: int, raw: np.ndarray) -> None:
         """Rebuild from a stored table: keys ``head .. next_key - 1`` with raw priorities ``raw``."""
         weights = np.zeros(self.capacity)
-        weights[np.arange(head, next_key) % self.capacity] = raw ** self.alpha
+        weights[np.arange(head, next_key) % self.capacity] = raw**self.alpha
         self.tree.assign(weights)
         self.head, self.next_key = head, next_key
         if raw.size:

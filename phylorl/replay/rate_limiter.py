@@ -28,7 +28,9 @@ class RateLimiter:
         if min_size_to_sample < 1:
             raise ValueError(f"min_size_to_sample must be >= 1, got {min_size_to_sample}")
         if samples_per_insert < 0:
-            raise ValueError(f"samples_per_insert must be >= 0 (0 = no ratio limit), got {samples_per_insert}")
+            raise ValueError(
+                f"samples_per_insert must be >= 0 (0 = no ratio limit), got {samples_per_insert}"
+            )
         if samples_per_insert > 0 and not error_buffer > 0:
             raise ValueError(f"error_buffer must be > 0 when samples_per_insert is set, got {error_buffer}")
         self.min_size_to_sample = int(min_size_to_sample)
@@ -60,15 +62,21 @@ class RateLimiter:
     def why_no_sample(self, size: int) -> str:
         """Human-readable reason :meth:`can_sample` is false."""
         if size < self.min_size_to_sample:
-            return f"the table holds {size} transitions, fewer than min_size_to_sample={self.min_size_to_sample}"
+            return (
+                f"the table holds {size} transitions, fewer than min_size_to_sample={self.min_size_to_sample}"
+            )
         low = self.target - self.error_buffer
         inserts = math.floor((low - self.diff) / self.samples_per_insert) + 1
-        return (f"sampling is ahead of inserting (samples_per_insert={self.samples_per_insert:g}: balance "
-                f"{self.diff:g} must exceed {low:g}); about {inserts} more inserted transitions are needed")
+        return (
+            f"sampling is ahead of inserting (samples_per_insert={self.samples_per_insert:g}: balance "
+            f"{self.diff:g} must exceed {low:g}); about {inserts} more inserted transitions are needed"
+        )
 
     def why_no_insert(self, size: int) -> str:
         """Human-readable reason :meth:`can_insert` is false."""
         high = self.target + self.error_buffer
         samples = math.floor(self.diff - high) + 1
-        return (f"inserting is ahead of sampling (samples_per_insert={self.samples_per_insert:g}: balance "
-                f"{self.diff:g} must stay below {high:g}); about {samples} more sampled transitions are needed")
+        return (
+            f"inserting is ahead of sampling (samples_per_insert={self.samples_per_insert:g}: balance "
+            f"{self.diff:g} must stay below {high:g}); about {samples} more sampled transitions are needed"
+        )

@@ -34,14 +34,17 @@ class SumTree:
         return self._nodes[self._leaves + self._check_slots(slots)]
 
     def set(self, slots: np.ndarray, weights: np.ndarray) -> None:
-        """Set ``weights`` ``[B]`` (finite, >= 0) at ``slots`` ``[B]``; a repeated slot keeps its last weight."""
+        """Set ``weights`` ``[B]`` (finite, >= 0) at ``slots`` ``[B]``; a repeated slot keeps its last
+        weight."""
         slots = np.asarray(slots, dtype=np.int64).reshape(-1)
         weights = np.asarray(weights, dtype=np.float64).reshape(-1)
         if weights.shape != slots.shape:
             raise ValueError(f"{slots.size} slots but {weights.size} weights")
         error = _set(self._nodes, slots, weights, self._leaves, self.capacity)
         if error == 1:
-            raise ValueError(f"slots must lie in [0, {self.capacity}), got range [{slots.min()}, {slots.max()}]")
+            raise ValueError(
+                f"slots must lie in [0, {self.capacity}), got range [{slots.min()}, {slots.max()}]"
+            )
         if error == 2:
             raise ValueError("weights must be finite and >= 0")
 
@@ -53,10 +56,10 @@ class SumTree:
         if not np.all(np.isfinite(weights)) or np.any(weights < 0):
             raise ValueError("weights must be finite and >= 0")
         self._nodes[:] = 0.0
-        self._nodes[self._leaves:self._leaves + self.capacity] = weights
+        self._nodes[self._leaves : self._leaves + self.capacity] = weights
         for level in range(self._depth - 1, -1, -1):
             lo, hi = 1 << level, 2 << level
-            self._nodes[lo:hi] = self._nodes[2 * lo:2 * hi:2] + self._nodes[2 * lo + 1:2 * hi:2]
+            self._nodes[lo:hi] = self._nodes[2 * lo : 2 * hi : 2] + self._nodes[2 * lo + 1 : 2 * hi : 2]
 
     def sample(self, batch_size: int, rng: np.random.Generator) -> np.ndarray:
         """Stratified draw of ``batch_size`` slots ``[B]``, each with marginal probability ``w_i / Σw``.
@@ -76,7 +79,9 @@ class SumTree:
     def _check_slots(self, slots: np.ndarray) -> np.ndarray:
         slots = np.asarray(slots, dtype=np.int64).reshape(-1)
         if slots.size and (slots.min() < 0 or slots.max() >= self.capacity):
-            raise ValueError(f"slots must lie in [0, {self.capacity}), got range [{slots.min()}, {slots.max()}]")
+            raise ValueError(
+                f"slots must lie in [0, {self.capacity}), got range [{slots.min()}, {slots.max()}]"
+            )
         return slots
 
 

@@ -6,9 +6,9 @@ from dataclasses import asdict, dataclass
 
 STARTS = ("parsimony", "nj")
 TAXA_PER_FAIL = 7
-"""Taxa per failed perturbation allowed before the search stops: a perturbation of a quarter of the taxa finds a
-better local optimum less often on a larger tree, so a larger tree gets more tries (chosen on ``train/``; figures
-in ``docs/benchmarks.md``)."""
+"""Taxa per failed perturbation allowed before the search stops: a perturbation of a quarter of the taxa finds
+a better local optimum less often on a larger tree, so a larger tree gets more tries (chosen on ``train/``;
+figures in ``docs/benchmarks.md``)."""
 
 
 @dataclass(frozen=True)
@@ -48,8 +48,8 @@ class SearchConfig:
     branch_rounds: int = 3
     """Newton passes over every branch after each round."""
     perturb_fails: int = 10
-    """Perturb-and-climb iterations end after :meth:`fails_allowed` in a row find no better tree: at least this
-    many (0: no perturbation)."""
+    """Perturb-and-climb iterations end after :meth:`fails_allowed` in a row find no better tree: at least
+    this many (0: no perturbation)."""
     perturb_fails_max: int = 20
     """At most this many failures in a row end the perturbations (one more per :data:`TAXA_PER_FAIL` taxa in
     between)."""
@@ -69,8 +69,8 @@ class SearchConfig:
     tree)."""
     max_rounds: int | None = None
     """Stop after this many rounds (a batch of perturb-and-climb iterations counts as one; with ``threads``
-    above one, the start trees' climbs are one step however many rounds they take); ``None``: when the schedule
-    ends."""
+    above one, the start trees' climbs are one step however many rounds they take); ``None``: when the
+    schedule ends."""
 
     def __post_init__(self) -> None:
         if self.start not in STARTS:

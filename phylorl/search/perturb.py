@@ -32,9 +32,22 @@ class Climb:
     scored: int
 
 
-def climb(engine, best: Tree, rng: np.random.Generator, *, moves: int, radius: int, climb_radius: int,
-          slow_branches: int, slow_near: float, max_rounds: int, cutoff: float, branch_rounds: int,
-          fast_gain: float, slow_gain: float) -> Climb:
+def climb(
+    engine,
+    best: Tree,
+    rng: np.random.Generator,
+    *,
+    moves: int,
+    radius: int,
+    climb_radius: int,
+    slow_branches: int,
+    slow_near: float,
+    max_rounds: int,
+    cutoff: float,
+    branch_rounds: int,
+    fast_gain: float,
+    slow_gain: float,
+) -> Climb:
     """One iteration from ``best`` (left unchanged): perturb a copy with ``moves`` random SPR moves of
     distance at most ``radius``, climb back with at most ``max_rounds`` fast rounds of radius
     ``climb_radius`` (stopping after one that gains ``fast_gain`` or less), then as many slow ones (stopping
@@ -45,8 +58,15 @@ def climb(engine, best: Tree, rng: np.random.Generator, *, moves: int, radius: i
     applied = scored = 0
     for branches, enough in ((0, fast_gain), (slow_branches, slow_gain)):
         for _ in range(max_rounds):
-            result = spr_round(engine, tree, loglik, climb_radius, branches=branches,
-                               near=slow_near if branches else 0.0, cutoff=cutoff)
+            result = spr_round(
+                engine,
+                tree,
+                loglik,
+                climb_radius,
+                branches=branches,
+                near=slow_near if branches else 0.0,
+                cutoff=cutoff,
+            )
             gain = result.loglik - loglik
             loglik, applied, scored = result.loglik, applied + result.moves, scored + result.scored
             if gain <= enough:

@@ -70,9 +70,18 @@ def optimise_near(engine, tree: Tree, nodes, joined: int | None = None) -> float
     return engine.optimize_branch_lengths(tree, edges, rounds=LOCAL_ROUNDS, tol=1e-3, newton_tol=1e-4)
 
 
-def spr_round(engine, tree: Tree, loglik: float, radius: int, *, radius_min: int = 1, branches: int = 0,
-              near: float = 0.0, cutoff: float = 0.0,
-              order: list[tuple[int, int]] | None = None) -> RoundResult:
+def spr_round(
+    engine,
+    tree: Tree,
+    loglik: float,
+    radius: int,
+    *,
+    radius_min: int = 1,
+    branches: int = 0,
+    near: float = 0.0,
+    cutoff: float = 0.0,
+    order: list[tuple[int, int]] | None = None,
+) -> RoundResult:
     """One SPR round on ``tree`` (in place) from its log-likelihood ``loglik`` (see the module docstring).
 
     Args:
@@ -91,11 +100,12 @@ def spr_round(engine, tree: Tree, loglik: float, radius: int, *, radius_min: int
         order: the subtrees to prune, in order (default :func:`subtree_order`).
     """
     moves_done = scored = farthest = 0
-    for p, s in (subtree_order(tree) if order is None else order):
+    for p, s in subtree_order(tree) if order is None else order:
         if not _adjacent(tree, p, s):  # an earlier move of the round rewired p
             continue
-        moves, scores = engine.subtree_scores(tree, p, s, radius, radius_min=radius_min, branches=0,
-                                              reference=loglik, cutoff=cutoff)
+        moves, scores = engine.subtree_scores(
+            tree, p, s, radius, radius_min=radius_min, branches=0, reference=loglik, cutoff=cutoff
+        )
         if not len(moves):
             continue
         scored += int(np.isfinite(scores).sum())
@@ -112,7 +122,7 @@ def spr_round(engine, tree: Tree, loglik: float, radius: int, *, radius_min: int
         if after > loglik + IMPROVEMENT:
             loglik = after
             moves_done += 1
-            farthest = max(farthest, int(move_metadata(saved, moves[best:best + 1])[0, 2]) - 1)
+            farthest = max(farthest, int(move_metadata(saved, moves[best : best + 1])[0, 2]) - 1)
         else:
             _restore(tree, saved)
     return RoundResult(loglik, moves_done, scored, farthest)

@@ -63,10 +63,17 @@ class SearchResult:
     """Identical sequences set aside while searching."""
 
 
-def search(alignment, model: str = "GTR+F+G4", *, config: SearchConfig | None = None, seed: int = 0,
-           on_progress: Callable[[dict], None] | None = None,
-           checkpoint: str | os.PathLike | Callable[[dict], None] | None = None,
-           resume: str | os.PathLike | dict | None = None, start: Tree | None = None) -> SearchResult:
+def search(
+    alignment,
+    model: str = "GTR+F+G4",
+    *,
+    config: SearchConfig | None = None,
+    seed: int = 0,
+    on_progress: Callable[[dict], None] | None = None,
+    checkpoint: str | os.PathLike | Callable[[dict], None] | None = None,
+    resume: str | os.PathLike | dict | None = None,
+    start: Tree | None = None,
+) -> SearchResult:
     """Search a maximum-likelihood tree for ``alignment``.
 
     Args:
@@ -97,8 +104,13 @@ def search(alignment, model: str = "GTR+F+G4", *, config: SearchConfig | None = 
     engine = LikelihoodEngine(searched, searched_model)
     if start is not None and duplicates is not None:
         start = prune_tree(start, duplicates)
-    identity = {"alignment_hash": alignment.content_hash(), "model": model, "seed": int(seed),
-                "config": config.to_dict(), "start_tree": None if start is None else write_newick(start)}
+    identity = {
+        "alignment_hash": alignment.content_hash(),
+        "model": model,
+        "seed": int(seed),
+        "config": config.to_dict(),
+        "start_tree": None if start is None else write_newick(start),
+    }
     if saved is not None:
         for key, value in identity.items():
             if saved.get(key.replace("_hash", "")) != value:
@@ -112,33 +124,73 @@ def search(alignment, model: str = "GTR+F+G4", *, config: SearchConfig | None = 
     resumed_at = time.perf_counter() - state.elapsed
     workers = Workers(engine, searched_model, config.threads)
     try:
-        _run(engine, state, config, int(seed), workers, resumed_at, on_progress, checkpoint, identity,
-             start_loglik, prepare_seconds)
+        _run(
+            engine,
+            state,
+            config,
+            int(seed),
+            workers,
+            resumed_at,
+            on_progress,
+            checkpoint,
+            identity,
+            start_loglik,
+            prepare_seconds,
+        )
     finally:
         workers.close()
     tree, loglik = state.tree, state.loglik
     if duplicates is not None:
         tree = restore_tree(tree, duplicates, alignment.taxa)
         engine = LikelihoodEngine(alignment, model)
-    loglik = engine.optimize_branch_lengths(tree, np.arange(tree.n_edges), rounds=FINAL_BRANCH_ROUNDS,
-                                            tol=1e-4)
-    return SearchResult(tree=tree, loglik=float(loglik), model=model, start_loglik=float(start_loglik),
-                        rounds=state.round, moves=state.moves, scored=state.scored,
-                        seconds=time.perf_counter() - started, prepare_seconds=prepare_seconds,
-                        dropped=0 if duplicates is None else duplicates.dropped)
+    loglik = engine.optimize_branch_lengths(
+        tree, np.arange(tree.n_edges), rounds=FINAL_BRANCH_ROUNDS, tol=1e-4
+    )
+    return SearchResult(
+        tree=tree,
+        loglik=float(loglik),
+        model=model,
+        start_loglik=float(start_loglik),
+        rounds=state.round,
+        moves=state.moves,
+        scored=state.scored,
+        seconds=time.perf_counter() - started,
+        prepare_seconds=prepare_seconds,
+        dropped=0 if duplicates is None else duplicates.dropped,
+    )
 
 
-def _run(engine, state: SearchState, config: SearchConfig, seed: int, workers: Workers, resumed_at: float,
-         on_progress, checkpoint, identity: dict, start_loglik: float, prepare_seconds: float) -> None:
+def _run(
+    engine,
+    state: SearchState,
+    config: SearchConfig,
+    seed: int,
+    workers: Workers,
+    resumed_at: float,
+    on_progress,
+    checkpoint,
+    identity: dict,
+    start_loglik: float,
+    prepare_seconds: float,
+) -> None:
     """The rounds from ``state`` on, each reported and checkpointed (the start trees climbed at once by
     parallel ``workers``: reported as each is taken in, checkpointed once all are)."""
 
     def report():
         state.elapsed = time.perf_counter() - resumed_at
         if on_progress is not None:
-            on_progress({"loglik": state.loglik, "best_loglik": max(state.loglik, state.best_loglik),
-                         "moves": state.moves, "round": state.round, "elapsed": state.elapsed,
-                         "phase": state.phase, "radius": state.radius_max, "start": state.start})
+            on_progress(
+                {
+                    "loglik": state.loglik,
+                    "best_loglik": max(state.loglik, state.best_loglik),
+                    "moves": state.moves,
+                    "round": state.round,
+                    "elapsed": state.elapsed,
+                    "phase": state.phase,
+                    "radius": state.radius_max,
+                    "start": state.start,
+                }
+            )
 
     while state.phase != "done" and (config.max_rounds is None or state.round < config.max_rounds):
         if workers.parallel and state.phase in FAST:
@@ -148,6 +200,7 @@ def _run(engine, state: SearchState, config: SearchConfig, seed: int, workers: W
             next_round(engine, state, config, seed, workers)
         report()
         if checkpoint is not None:
-            data = checkpoint_data(state, **identity, start_loglik=start_loglik,
-                                   prepare_seconds=prepare_seconds)
+            data = checkpoint_data(
+                state, **identity, start_loglik=start_loglik, prepare_seconds=prepare_seconds
+            )
             checkpoint(data) if callable(checkpoint) else write_checkpoint(checkpoint, data)

@@ -72,28 +72,59 @@ class SearchState:
         if fields.get("phase") not in PHASES:
             raise ValueError(f"unknown search phase {fields.get('phase')!r}")
         best = data.get("best_tree")
-        return cls(tree=_tree(data["tree"]), best_tree=None if best is None else _tree(best),
-                   best_loglik=float(data["best_loglik"]), **fields)
+        return cls(
+            tree=_tree(data["tree"]),
+            best_tree=None if best is None else _tree(best),
+            best_loglik=float(data["best_loglik"]),
+            **fields,
+        )
 
 
 def _tree_dict(t: Tree) -> dict:
-    return {"taxa": list(t.taxa), "neighbors": t.neighbors.tolist(), "node_edges": t.node_edges.tolist(),
-            "edges": t.edges.tolist(), "lengths": t.lengths.tolist()}
+    return {
+        "taxa": list(t.taxa),
+        "neighbors": t.neighbors.tolist(),
+        "node_edges": t.node_edges.tolist(),
+        "edges": t.edges.tolist(),
+        "lengths": t.lengths.tolist(),
+    }
 
 
 def _tree(t: dict) -> Tree:
-    tree = Tree(np.array(t["neighbors"], np.int32), np.array(t["node_edges"], np.int32),
-                np.array(t["edges"], np.int32), np.array(t["lengths"], np.float64), tuple(t["taxa"]))
+    tree = Tree(
+        np.array(t["neighbors"], np.int32),
+        np.array(t["node_edges"], np.int32),
+        np.array(t["edges"], np.int32),
+        np.array(t["lengths"], np.float64),
+        tuple(t["taxa"]),
+    )
     tree.validate()
     return tree
 
 
-def checkpoint_data(state: SearchState, *, alignment_hash: str, model: str, seed: int, config: dict,
-                    start_tree: str | None, start_loglik: float, prepare_seconds: float) -> dict:
+def checkpoint_data(
+    state: SearchState,
+    *,
+    alignment_hash: str,
+    model: str,
+    seed: int,
+    config: dict,
+    start_tree: str | None,
+    start_loglik: float,
+    prepare_seconds: float,
+) -> dict:
     """What a checkpoint holds: the state and what it is a state of (checked on resume)."""
-    return {"version": CHECKPOINT_VERSION, "alignment": alignment_hash, "model": model, "seed": seed,
-            "config": config, "start_tree": start_tree, "start_loglik": start_loglik, "prepare_seconds": prepare_seconds,
-            "state": state.to_dict()}
+    return {
+        "version": CHECKPOINT_VERSION,
+        "alignment": alignment_hash,
+        "model": model,
+        "seed": seed,
+        "config": config,
+        "start_tree": start_tree,
+        "start_loglik": start_loglik,
+        "prepare_seconds": prepare_seconds,
+        "state": state.to_dict(),
+    }
 
 
 def write_checkpoint(path: str | os.PathLike, data: dict) -> None:

@@ -10,11 +10,12 @@
 3. ``slow``: slow rounds (lazy scores with the branches at the regraft point optimised) on ``[1, w]``; a round
    that gains more than ``slow_gain`` restarts the windows at ``[1, w]``, one that does not shifts the window
    outward, until it would start beyond ``slow_radius_limit``.
-4. ``perturb``: perturb-and-climb iterations from the best tree (:mod:`phylorl.search.perturb`: random SPR moves
-   all over the tree, then SPR rounds over the whole tree; each seeded by the search's seed and its number),
-   ``threads`` of them at once from the same tree (the best of a batch is kept when it beats the tree) until
-   :meth:`~phylorl.search.config.SearchConfig.fails_allowed` in a row find no better tree; when one did, the
-   slow rounds run once more on the answer (so it is an SPR optimum of the whole tree), then ``done``.
+4. ``perturb``: perturb-and-climb iterations from the best tree (:mod:`phylorl.search.perturb`: random SPR
+   moves all over the tree, then SPR rounds over the whole tree; each seeded by the search's seed and its
+   number), ``threads`` of them at once from the same tree (the best of a batch is kept when it beats the
+   tree) until :meth:`~phylorl.search.config.SearchConfig.fails_allowed` in a row find no better tree; when
+   one did, the slow rounds run once more on the answer (so it is an SPR optimum of the whole tree), then
+   ``done``.
 
 Every round ends with Newton passes over every branch, walked from edge 0 (so a resumed search walks them as
 an uninterrupted one does).
@@ -39,8 +40,15 @@ FAST = ("fast_auto", "fast")
 
 def initial_state(tree, loglik: float, config: SearchConfig) -> SearchState:
     """The state a search starts from: ``tree`` with its branches optimised (``loglik``)."""
-    return SearchState(tree=tree, loglik=loglik, phase="fast_auto", radius_min=1,
-                       radius_max=config.radius_step, best_radius=config.radius_step, reference=loglik)
+    return SearchState(
+        tree=tree,
+        loglik=loglik,
+        phase="fast_auto",
+        radius_min=1,
+        radius_max=config.radius_step,
+        best_radius=config.radius_step,
+        reference=loglik,
+    )
 
 
 def optimise_all(engine, tree, config: SearchConfig) -> float:
@@ -67,9 +75,16 @@ def next_round(engine, state: SearchState, config: SearchConfig, seed: int, work
     n_limit = tree.n_leaves  # no window starts beyond the tree's size
     step = config.radius_step
     slow = state.phase == "slow"
-    result = spr_round(engine, tree, state.loglik, state.radius_max, radius_min=state.radius_min,
-                       branches=config.slow_branches if slow else 0, near=config.slow_near if slow else 0.0,
-                       cutoff=config.subtree_cutoff)
+    result = spr_round(
+        engine,
+        tree,
+        state.loglik,
+        state.radius_max,
+        radius_min=state.radius_min,
+        branches=config.slow_branches if slow else 0,
+        near=config.slow_near if slow else 0.0,
+        cutoff=config.subtree_cutoff,
+    )
     loglik = optimise_all(engine, tree, config)
     state.round += 1
     state.moves += result.moves
@@ -109,8 +124,15 @@ def next_round(engine, state: SearchState, config: SearchConfig, seed: int, work
     return state
 
 
-def climb_start(engine, seed: int, index: int, tree: Tree | None = None, loglik: float | None = None, *,
-                config: SearchConfig) -> SearchState:
+def climb_start(
+    engine,
+    seed: int,
+    index: int,
+    tree: Tree | None = None,
+    loglik: float | None = None,
+    *,
+    config: SearchConfig,
+) -> SearchState:
     """The fast rounds of start tree ``index`` alone (``tree`` with its ``loglik`` when given, else made and
     optimised here), as a search climbing one start after another climbs it; returns its state at the end."""
     if tree is None:
@@ -127,9 +149,9 @@ def climb_start(engine, seed: int, index: int, tree: Tree | None = None, loglik:
 def climb_starts(state: SearchState, config: SearchConfig, seed: int, workers):
     """Every start tree climbed with fast rounds by ``workers`` (the first from ``state``, at its beginning),
     then ``state`` set as a search climbing them one after another leaves it for the slow rounds: the best of
-    them (the first of equals), the last one's fast radius, their rounds, moves and scores summed. A generator:
-    it yields after each start but the last is taken in (``state`` then holds that start's tree and the best so
-    far) and returns once ``state`` is in the slow phase."""
+    them (the first of equals), the last one's fast radius, their rounds, moves and scores summed. A
+    generator: it yields after each start but the last is taken in (``state`` then holds that start's tree and
+    the best so far) and returns once ``state`` is in the slow phase."""
     if state.start or state.round:
         raise ValueError("the starts are climbed at once from the first start's beginning only")
     jobs = [(seed, k) + ((state.tree, state.loglik) if k == 0 else ()) for k in range(config.starts)]
@@ -154,12 +176,22 @@ def _perturb(engine, state: SearchState, config: SearchConfig, seed: int, worker
     n = state.tree.n_leaves
     moves = max(config.perturb_min_moves, int(round(config.perturb_moves * n)))
     jobs = [(state.tree, np.random.default_rng([seed, state.iteration + k])) for k in range(config.threads)]
-    results = list(workers.map(climb, jobs, moves=moves, radius=config.perturb_radius,
-                               climb_radius=min(state.best_radius, config.climb_radius),
-                               slow_branches=config.slow_branches, slow_near=config.slow_near,
-                               max_rounds=config.climb_rounds, cutoff=config.subtree_cutoff,
-                               branch_rounds=config.branch_rounds, fast_gain=config.fast_gain,
-                               slow_gain=config.slow_gain))
+    results = list(
+        workers.map(
+            climb,
+            jobs,
+            moves=moves,
+            radius=config.perturb_radius,
+            climb_radius=min(state.best_radius, config.climb_radius),
+            slow_branches=config.slow_branches,
+            slow_near=config.slow_near,
+            max_rounds=config.climb_rounds,
+            cutoff=config.subtree_cutoff,
+            branch_rounds=config.branch_rounds,
+            fast_gain=config.fast_gain,
+            slow_gain=config.slow_gain,
+        )
+    )
     state.round += 1
     state.iteration += len(results)
     state.moves += sum(r.moves for r in results)

@@ -1,10 +1,10 @@
 """Worker processes of a search: its independent climbs run at once.
 
 A search with ``threads`` above one climbs its start trees and each batch of perturb-and-climb iterations in
-that many processes, each with its own :class:`~phylorl.phylo.LikelihoodEngine` on the same alignment and model.
-A climb depends only on its tree, its random generator and the engine's alignment and model (never on what the
-engine computed before: a resumed search relies on the same property), so it gives the same result whichever
-process runs it.
+that many processes, each with its own :class:`~phylorl.phylo.LikelihoodEngine` on the same alignment and
+model. A climb depends only on its tree, its random generator and the engine's alignment and model (never on
+what the engine computed before: a resumed search relies on the same property), so it gives the same result
+whichever process runs it.
 """
 
 from __future__ import annotations
@@ -37,8 +37,12 @@ class Workers:
                 yield fn(self.engine, *a, **kwargs)
             return
         if self._pool is None:  # spawned, not forked: the caller may hold threads (the kernels', torch's)
-            self._pool = ProcessPoolExecutor(self.threads, mp_context=multiprocessing.get_context("spawn"),
-                                             initializer=_start, initargs=(self.engine.alignment, self.model))
+            self._pool = ProcessPoolExecutor(
+                self.threads,
+                mp_context=multiprocessing.get_context("spawn"),
+                initializer=_start,
+                initargs=(self.engine.alignment, self.model),
+            )
         jobs = [self._pool.submit(_call, fn, a, kwargs) for a in args]
         for job in jobs:
             yield job.result()

@@ -1,8 +1,9 @@
 """numpy <-> protobuf codecs for the ``phylorl.v1`` messages.
 
-Arrays travel as ``NDArray`` (little-endian bytes in C order, shape, numpy dtype name); decoded arrays are read-only
-views of the message bytes (copy them before writing in place). States and transitions travel as records
-(:mod:`phylorl.records`), many of them concatenated in one ``PackedTransitions`` or ``PackedObservations``.
+Arrays travel as ``NDArray`` (little-endian bytes in C order, shape, numpy dtype name); decoded arrays are
+read-only views of the message bytes (copy them before writing in place). States and transitions travel as
+records (:mod:`phylorl.records`), many of them concatenated in one ``PackedTransitions`` or
+``PackedObservations``.
 """
 
 from __future__ import annotations
@@ -16,8 +17,20 @@ from phylorl.records.format import PackedRecords
 from phylorl.wire.v1 import common_pb2
 
 _WIRE_DTYPES = frozenset(
-    ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
-     "float16", "float32", "float64")
+    (
+        "bool",
+        "int8",
+        "int16",
+        "int32",
+        "int64",
+        "uint8",
+        "uint16",
+        "uint32",
+        "uint64",
+        "float16",
+        "float32",
+        "float64",
+    )
 )
 _LITTLE = {name: np.dtype(name).newbyteorder("<") for name in _WIRE_DTYPES}
 
@@ -46,13 +59,15 @@ def ndarray_from_proto(message: common_pb2.NDArray) -> np.ndarray:
     expected = math.prod(shape) * dtype.itemsize  # (exact: no int64 wrap-around for a hostile shape)
     data = message.data
     if len(data) != expected:
-        raise ValueError(f"NDArray of shape {shape} and dtype {message.dtype} needs {expected} bytes, has {len(data)}")
+        raise ValueError(
+            f"NDArray of shape {shape} and dtype {message.dtype} needs {expected} bytes, has {len(data)}"
+        )
     return np.frombuffer(data, dtype=dtype).reshape(shape)
 
 
 def pack_records(records: Sequence[bytes | memoryview], out=None):
-    """Records concatenated in one ``PackedTransitions`` (filling ``out`` when given: a ``PackedTransitions`` or
-    ``PackedObservations``)."""
+    """Records concatenated in one ``PackedTransitions`` (filling ``out`` when given: a ``PackedTransitions``
+    or ``PackedObservations``)."""
     message = common_pb2.PackedTransitions() if out is None else out
     packed = PackedRecords.from_records(records)
     message.data = bytes(packed.data)
@@ -61,5 +76,6 @@ def pack_records(records: Sequence[bytes | memoryview], out=None):
 
 
 def unpack_records(message) -> PackedRecords:
-    """The records of a ``PackedTransitions`` or ``PackedObservations`` (zero-copy views of ``message.data``)."""
+    """The records of a ``PackedTransitions`` or ``PackedObservations`` (zero-copy views of
+    ``message.data``)."""
     return PackedRecords(message.data, ndarray_from_proto(message.offsets))

@@ -38,8 +38,15 @@ def build_envs(config: ActorConfig) -> VecTreeEnv:
     entries = []
     for i, entry in enumerate(corpus.entries):
         prepared = cache.get(entry.alignment, config.model)
-        log.info("prepared %s (%d/%d): %d taxa, model %s, NJ logL %.3f", entry.path, i + 1, len(corpus),
-                 entry.alignment.n_taxa, prepared.model, prepared.nj_loglik)
+        log.info(
+            "prepared %s (%d/%d): %d taxa, model %s, NJ logL %.3f",
+            entry.path,
+            i + 1,
+            len(corpus),
+            entry.alignment.n_taxa,
+            prepared.model,
+            prepared.nj_loglik,
+        )
         entries.append(EnvAlignment.build(entry.alignment, prepared, str(entry.path)))
     return VecTreeEnv(entries, config.envs, config.env, seed=config.seed)
 
@@ -74,9 +81,10 @@ def main(argv: list[str] | None = None) -> int:
     worker.start()
     while worker.is_alive() and not stop.wait(0.5):
         pass
-    worker.join(config.rpc_timeout_s if not stop.is_set() else STOP_GRACE_S + 1.0)  # the loop's own stop budget
-    # then cancel the calls still in flight: an inference call, or an insert the replay's rate limiter holds (the
-    # learner has stopped sampling); what that insert carried stays in the journal for the next actor
+    # the loop's own stop budget
+    worker.join(config.rpc_timeout_s if not stop.is_set() else STOP_GRACE_S + 1.0)
+    # then cancel the calls still in flight: an inference call, or an insert the replay's rate limiter holds
+    # (the learner has stopped sampling); what that insert carried stays in the journal for the next actor
     channel.close()
     replay.close()
     worker.join(10.0)

@@ -1,14 +1,15 @@
-"""How one pipeline group's requests reach the inference endpoint: as the messages of one open ``ActStream`` call.
+"""How one pipeline group's requests reach the inference endpoint: as the messages of one open ``ActStream``
+call.
 
 A message of an open stream costs the endpoint's gRPC machinery a fraction of what a unary call would, and the
-endpoint serves every actor from one process. So each group keeps one stream open and sends each step's request as
-its next message; the endpoint answers a stream's messages one after another, in order, and a group has at most one
-request out at a time.
+endpoint serves every actor from one process. So each group keeps one stream open and sends each step's
+request as its next message; the endpoint answers a stream's messages one after another, in order, and a group
+has at most one request out at a time.
 
 :class:`ActStream`: ``send`` starts a request without waiting, ``receive`` waits for its answer (at most
 ``timeout_s``), ``cancel`` drops the request out, ``close`` ends for good. A failed request raises its status
-(``grpc.RpcError``; a wait past ``timeout_s`` is DEADLINE_EXCEEDED) and ends the stream; the next ``send`` opens a
-new one, so the actor retries a failed request as it would a failed call.
+(``grpc.RpcError``; a wait past ``timeout_s`` is DEADLINE_EXCEEDED) and ends the stream; the next ``send``
+opens a new one, so the actor retries a failed request as it would a failed call.
 """
 
 from __future__ import annotations
@@ -27,12 +28,13 @@ _CLOSE = object()
 
 
 class ActStream:
-    """One open ``ActStream`` call of ``stub`` (an ``InferenceServiceStub``) at a time, one request out at a time.
+    """One open ``ActStream`` call of ``stub`` (an ``InferenceServiceStub``) at a time, one request out at a
+    time.
 
-    The answers are read by the thread that waits for them (no reader thread: each hand-over between threads is a
-    wake-up, which on a busy core costs more than the message). gRPC's blocking read has no timeout, so a watchdog
-    thread looks at the request out every ``timeout_s / 4`` (at least every second) and cancels a call whose answer
-    is overdue; the wait then ends DEADLINE_EXCEEDED."""
+    The answers are read by the thread that waits for them (no reader thread: each hand-over between threads
+    is a wake-up, which on a busy core costs more than the message). gRPC's blocking read has no timeout, so a
+    watchdog thread looks at the request out every ``timeout_s / 4`` (at least every second) and cancels a
+    call whose answer is overdue; the wait then ends DEADLINE_EXCEEDED."""
 
     def __init__(self, stub, timeout_s: float):
         self._stub = stub
@@ -60,14 +62,18 @@ class ActStream:
         call = self._call
         try:
             answer = next(call)
-            # (gRPC reads a stream's answer when asked: the time to here, where a unary call's is to its arrival)
+            # (gRPC reads a stream's answer when asked: the time to here, where a unary call's is to its
+            # arrival)
             metrics.INFERENCE_CALL_SECONDS.observe(time.perf_counter() - self._sent_at)
             return answer
         except StopIteration:
             error = StreamError(grpc.StatusCode.UNAVAILABLE, "the endpoint closed the stream")
         except grpc.RpcError as failed:
-            error = StreamError(grpc.StatusCode.DEADLINE_EXCEEDED, f"no answer within {self._timeout_s} s") \
-                if self._expired is call else failed
+            error = (
+                StreamError(grpc.StatusCode.DEADLINE_EXCEEDED, f"no answer within {self._timeout_s} s")
+                if self._expired is call
+                else failed
+            )
         finally:
             with self._lock:
                 self._deadline = None
@@ -77,7 +83,13 @@ class ActStream:
     def cancel(self) -> None:
         """End the stream (a request out is not answered); the next :meth:`send` opens a new one."""
         with self._lock:
-            call, requests, self._call, self._requests, self._deadline = self._call, self._requests, None, None, None
+            call, requests, self._call, self._requests, self._deadline = (
+                self._call,
+                self._requests,
+                None,
+                None,
+                None,
+            )
         if call is not None:
             requests.put(_CLOSE)
             call.cancel()
@@ -105,7 +117,9 @@ class ActStream:
         every = min(1.0, max(0.01, self._timeout_s / 4))
         while not self._closed.wait(every):
             with self._lock:
-                call = self._call if self._deadline is not None and time.monotonic() > self._deadline else None
+                call = (
+                    self._call if self._deadline is not None and time.monotonic() > self._deadline else None
+                )
                 if call is not None:
                     self._expired, self._deadline = call, None
             if call is not None:

@@ -40,12 +40,16 @@ from .config import ActorConfig
 from .outbox import Outbox, claim_orphans, read_journal
 
 log = logging.getLogger("phylorl.actor")
-RETRYABLE = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.DEADLINE_EXCEEDED,
-             grpc.StatusCode.ABORTED}
+RETRYABLE = {
+    grpc.StatusCode.UNAVAILABLE,
+    grpc.StatusCode.RESOURCE_EXHAUSTED,
+    grpc.StatusCode.DEADLINE_EXCEEDED,
+    grpc.StatusCode.ABORTED,
+}
 """Transient statuses: a service away or restarting, overloaded, rate-limited, or a call to repeat. Anything
-else (INVALID_ARGUMENT, INTERNAL, UNKNOWN, ...) is a bug on one side, which retrying forever would turn
-into an endless warning loop: the actor stops with the error instead. CANCELLED too (:func:`transient`), unless
-the actor is stopping."""
+else (INVALID_ARGUMENT, INTERNAL, UNKNOWN, ...) is a bug on one side, which retrying forever would turn into
+an endless warning loop: the actor stops with the error instead. CANCELLED too (:func:`transient`), unless the
+actor is stopping."""
 STOP_GRACE_S = 5.0
 """Once stopped, how long the actor may still spend delivering what waits: sends retried, each bounded by
 what is left (the replay's rate limiter holds inserts while the learner samples too little, as it does not
@@ -53,17 +57,23 @@ at all once done); what is not stored by then stays in the journal. The launcher
 
 
 def transient(code: grpc.StatusCode, stopping: bool) -> bool:
-    """Whether a call that ended with ``code`` is retried. CANCELLED is the actor's own stop when it is stopping;
-    otherwise a service shutting down cancelled the call (the learner stopping at its update count while a call is
-    in flight), which is transient like UNAVAILABLE."""
+    """Whether a call that ended with ``code`` is retried. CANCELLED is the actor's own stop when it is
+    stopping; otherwise a service shutting down cancelled the call (the learner stopping at its update count
+    while a call is in flight), which is transient like UNAVAILABLE."""
     return code in RETRYABLE or (code == grpc.StatusCode.CANCELLED and not stopping)
 
 
 class Actor:
     """Runs ``config.envs`` environments against an inference stub and a replay client."""
 
-    def __init__(self, config: ActorConfig, envs: VecTreeEnv, inference_channel: grpc.Channel, replay_client,
-                 stop: threading.Event):
+    def __init__(
+        self,
+        config: ActorConfig,
+        envs: VecTreeEnv,
+        inference_channel: grpc.Channel,
+        replay_client,
+        stop: threading.Event,
+    ):
         self.config = config
         self.envs = envs
         # every live observation's state section, encoded once for its request and its two transition records
@@ -74,8 +84,14 @@ class Actor:
         self._stopped_at: float | None = None  # when the actor first saw ``stop`` set
         self.run_id = uuid.uuid4().hex
         self.actor_id = config.actor_id or f"actor-{self.run_id[:8]}"
-        journal = Path(config.spool_dir) / f"{self.actor_id}-{self.run_id[:8]}.journal" if config.spool_dir else None
-        self.outbox = Outbox(config.buffer_capacity, journal, int(config.spool_max_mb * 1024 * 1024), self.run_id)
+        journal = (
+            Path(config.spool_dir) / f"{self.actor_id}-{self.run_id[:8]}.journal"
+            if config.spool_dir
+            else None
+        )
+        self.outbox = Outbox(
+            config.buffer_capacity, journal, int(config.spool_max_mb * 1024 * 1024), self.run_id
+        )
         self._dropped_counted = 0
         self.steps = 0
         self.episodes = 0
@@ -91,21 +107,28 @@ class Actor:
                 if not transient(exc.code(), self.stop.is_set()):
                     raise
                 metrics.RECONNECTS.labels(service).inc()
-                log.warning("%s call failed (%s: %s); retrying in %.2f s", service, exc.code().name,
-                            exc.details(), delay)
+                log.warning(
+                    "%s call failed (%s: %s); retrying in %.2f s",
+                    service,
+                    exc.code().name,
+                    exc.details(),
+                    delay,
+                )
                 self.stop.wait(delay)
                 delay = min(2 * delay, self.config.backoff_max_s)
         return None
 
     def _request(self, observations) -> inference_pb2.ActRequest:
         request = inference_pb2.ActRequest(actor_id=self.actor_id, greedy=self.config.greedy)
-        codec.pack_records([encode_observation(obs, self.sections(obs)) for obs in observations], request.states)
+        codec.pack_records(
+            [encode_observation(obs, self.sections(obs)) for obs in observations], request.states
+        )
         return request
 
     def _receive(self, request, calls) -> inference_pb2.ActResponse | None:
-        """The answer to ``request``, which the group's ``calls`` (:func:`~services.actor.act_stream.group_calls`)
-        sent; a transient failure is retried (with backoff) by sending it again (on a stream: a new one). ``None``
-        when stopping first."""
+        """The answer to ``request``, which the group's ``calls``
+        (:func:`~services.actor.act_stream.group_calls`) sent; a transient failure is retried (with backoff)
+        by sending it again (on a stream: a new one). ``None`` when stopping first."""
         started = time.perf_counter()
         try:
             return calls.receive()
@@ -119,6 +142,7 @@ class Actor:
             def again():
                 calls.send(request)
                 return calls.receive()
+
             return self._retrying("inference", again)
         finally:
             metrics.INFERENCE_WAIT_SECONDS.inc(time.perf_counter() - started)
@@ -130,8 +154,9 @@ class Actor:
         timeout_s = self.config.rpc_timeout_s
         if self.stop.is_set():
             timeout_s = min(timeout_s, self._stop_left())
-        self.replay.insert_records(records, priorities, timeout_s=timeout_s,
-                                   producer=producer, first_sequence=batch[0][2])
+        self.replay.insert_records(
+            records, priorities, timeout_s=timeout_s, producer=producer, first_sequence=batch[0][2]
+        )
         return True
 
     def _stop_left(self) -> float:
@@ -141,8 +166,15 @@ class Actor:
         return max(0.0, STOP_GRACE_S - (time.monotonic() - self._stopped_at))
 
     def _ledger(self, producer: str, produced: int, pending: int, event: str) -> None:
-        line = json.dumps({"producer": producer, "produced": produced, "pending": pending, "event": event,
-                           "actor": self.actor_id})
+        line = json.dumps(
+            {
+                "producer": producer,
+                "produced": produced,
+                "pending": pending,
+                "event": event,
+                "actor": self.actor_id,
+            }
+        )
         with open(Path(self.config.spool_dir) / "ledger.jsonl", "a") as ledger:
             ledger.write(line + "\n")
 
@@ -155,10 +187,15 @@ class Actor:
         for path, handle in claim_orphans(self.config.spool_dir):
             try:
                 found = read_journal(path)
-                log.info("recovering %s: producer %s numbered %d transitions, %d not confirmed stored", path.name,
-                         found.producer, found.produced, len(found.pending))
+                log.info(
+                    "recovering %s: producer %s numbered %d transitions, %d not confirmed stored",
+                    path.name,
+                    found.producer,
+                    found.produced,
+                    len(found.pending),
+                )
                 for i in range(0, len(found.pending), self.config.send_batch):
-                    batch = found.pending[i:i + self.config.send_batch]
+                    batch = found.pending[i : i + self.config.send_batch]
                     if not self._retrying("replay", lambda: self._insert(batch, found.producer)):
                         return sent  # stopping: the journal stays for the next actor
                     sent += len(batch)
@@ -173,7 +210,9 @@ class Actor:
         """Send waiting transitions in batches of ``send_batch`` (all of them when ``force``, even while
         stopping); a batch leaves the outbox only once the replay service has answered, and the first
         failure ends the attempt."""
-        while self.outbox and (force or (len(self.outbox) >= self.config.send_batch and not self.stop.is_set())):
+        while self.outbox and (
+            force or (len(self.outbox) >= self.config.send_batch and not self.stop.is_set())
+        ):
             batch = self.outbox.front(self.config.send_batch)
             try:
                 self._insert(batch, self.run_id)
@@ -183,14 +222,20 @@ class Actor:
                 if not transient(exc.code(), self.stop.is_set()):
                     raise
                 metrics.RECONNECTS.labels("replay").inc()
-                log.warning("replay insert failed (%s); %d transitions wait (%d of them on disk)", exc.code().name,
-                            len(self.outbox), self.outbox.spooled)
+                log.warning(
+                    "replay insert failed (%s); %d transitions wait (%d of them on disk)",
+                    exc.code().name,
+                    len(self.outbox),
+                    self.outbox.spooled,
+                )
                 break
         self._outbox_metrics()
 
     def _enqueue(self, transition: Transition, priority: float) -> None:
-        self.outbox.append(encode_transition(transition, self.sections(transition.obs),
-                                             self.sections(transition.next_obs)), priority)
+        self.outbox.append(
+            encode_transition(transition, self.sections(transition.obs), self.sections(transition.next_obs)),
+            priority,
+        )
         metrics.TRANSITIONS_PRODUCED.inc()
         self._outbox_metrics()
 
@@ -205,12 +250,16 @@ class Actor:
         """A collector's answer from an Act response."""
         self.weights_version = int(response.weights_version)
         metrics.WEIGHTS_VERSION.set(self.weights_version)
-        return (codec.ndarray_from_proto(response.actions), codec.ndarray_from_proto(response.q),
-                codec.ndarray_from_proto(response.v), self.weights_version)
+        return (
+            codec.ndarray_from_proto(response.actions),
+            codec.ndarray_from_proto(response.q),
+            codec.ndarray_from_proto(response.v),
+            self.weights_version,
+        )
 
     def _ask(self, collector: Collector, calls) -> inference_pb2.ActRequest:
-        """Send ``collector``'s next request on ``calls`` without waiting (resetting its environments first, on its
-        first one); returns it."""
+        """Send ``collector``'s next request on ``calls`` without waiting (resetting its environments first,
+        on its first one); returns it."""
         first = collector.obs is None
         observations = collector.request()
         if first:
@@ -220,13 +269,15 @@ class Actor:
         return request
 
     def run(self) -> None:
-        """Step the environments until stopped (or ``max_steps``), in ``pipeline`` groups: each group's Act call is
-        sent as soon as the group has stepped, and the loop goes on to the next group, whose answer has usually
-        come back meanwhile."""
+        """Step the environments until stopped (or ``max_steps``), in ``pipeline`` groups: each group's Act
+        call is sent as soon as the group has stepped, and the loop goes on to the next group, whose answer
+        has usually come back meanwhile."""
         cfg = self.config
         self.recover()
-        groups = [Collector(part, cfg.gamma, cfg.n_step, cfg.label_fraction, seed=cfg.seed + g)
-                  for g, part in enumerate(self.envs.split(min(cfg.pipeline, len(self.envs))))]
+        groups = [
+            Collector(part, cfg.gamma, cfg.n_step, cfg.label_fraction, seed=cfg.seed + g)
+            for g, part in enumerate(self.envs.split(min(cfg.pipeline, len(self.envs))))
+        ]
         calls = [ActStream(self.stub, cfg.rpc_timeout_s) for _ in groups]
         try:
             out = [self._ask(collector, c) for collector, c in zip(groups, calls)]
@@ -237,8 +288,8 @@ class Actor:
         self._finish()
 
     def _loop(self, groups: list[Collector], calls: list, out: list) -> None:
-        """``calls``: each group's :class:`~services.actor.act_stream.ActStream`; ``out``: each group's request out
-        (None once the group is done)."""
+        """``calls``: each group's :class:`~services.actor.act_stream.ActStream`; ``out``: each group's
+        request out (None once the group is done)."""
         cfg = self.config
         steps = [0] * len(groups)
         labelled, label_seconds = 0, 0.0
@@ -287,8 +338,11 @@ class Actor:
             delay = min(2 * delay, cfg.backoff_max_s)
             self._flush(force=True)
         if self.outbox:
-            log.warning("stopping with %d transitions the replay service has not stored%s", len(self.outbox),
-                        " (left in the journal for the next actor)" if cfg.spool_dir else "")
+            log.warning(
+                "stopping with %d transitions the replay service has not stored%s",
+                len(self.outbox),
+                " (left in the journal for the next actor)" if cfg.spool_dir else "",
+            )
         if cfg.spool_dir:
             self._ledger(self.run_id, self.outbox.next_number, len(self.outbox), "stopped")
         self.outbox.close()

@@ -31,11 +31,13 @@ class ActorConfig(security.ClientTLS, security.GrpcToken):
     cache_dir: str = ".cache/phylorl/prepared"
     """Directory of the per-alignment preparation cache."""
     envs: int = 2
-    """Environments stepped by this process (one batched inference call per group of them and step; see ``pipeline``)."""
+    """Environments stepped by this process (one batched inference call per group of them and step; see
+    ``pipeline``)."""
     pipeline: int = 2
     """Groups the environments are split into (at most ``envs``): while one group's Act call is on its way to
-    the learner and back, the actor steps the others (double buffering, as Sample Factory's rollout workers do), so
-    that its core works instead of waiting on inference. 1: every environment in one call, stepped after it."""
+    the learner and back, the actor steps the others (double buffering, as Sample Factory's rollout workers
+    do), so that its core works instead of waiting on inference. 1: every environment in one call, stepped
+    after it."""
     env: EnvConfig = field(default_factory=EnvConfig)
     """The tree environments: episode horizon, start trees, reward scale, move radius, local branch
     optimisation, observation feature set (which must be the learner's ``net.features``)."""
@@ -44,8 +46,8 @@ class ActorConfig(security.ClientTLS, security.GrpcToken):
     n_step: int = 1
     """Steps per transition's return (gamma**k discount on the bootstrap, k <= n_step)."""
     label_fraction: float = 0.0
-    """Fraction of states whose every move is scored by the environment (one local branch optimisation per move) and
-    sent as demonstration labels for the learner's supervised term; 0: none."""
+    """Fraction of states whose every move is scored by the environment (one local branch optimisation per
+    move) and sent as demonstration labels for the learner's supervised term; 0: none."""
     greedy: bool = False
     """Ask for greedy actions instead of samples of the soft policy."""
     send_batch: int = 16
@@ -54,9 +56,9 @@ class ActorConfig(security.ClientTLS, security.GrpcToken):
     """Most transitions waiting in memory for the replay service; beyond it they wait only in the journal
     (spool_dir), or without one the oldest are dropped (counted)."""
     spool_dir: str = ""
-    """Directory of the actors' outbox journals: every transition is written there until the replay service has
-    stored it, and an actor starting sends what dead actors' journals still hold ('' = none: memory only, a crash
-    loses what waits)."""
+    """Directory of the actors' outbox journals: every transition is written there until the replay service
+    has stored it, and an actor starting sends what dead actors' journals still hold ('' = none: memory only,
+    a crash loses what waits)."""
     spool_max_mb: float = 1024.0
     """Largest journal (MiB); beyond it new transitions are dropped (counted)."""
     max_steps: int = 0
@@ -81,7 +83,9 @@ class ActorConfig(security.ClientTLS, security.GrpcToken):
         if self.pipeline < 1:
             problems.append(f"pipeline must be >= 1, got {self.pipeline}")
         if self.send_batch < 1 or self.buffer_capacity < self.send_batch:
-            problems.append(f"need 1 <= send_batch <= buffer_capacity, got {self.send_batch}, {self.buffer_capacity}")
+            problems.append(
+                f"need 1 <= send_batch <= buffer_capacity, got {self.send_batch}, {self.buffer_capacity}"
+            )
         if not 0.0 <= self.gamma <= 1.0:
             problems.append(f"gamma must lie in [0, 1], got {self.gamma}")
         if not 0.0 <= self.label_fraction <= 1.0:
@@ -97,9 +101,16 @@ class ActorConfig(security.ClientTLS, security.GrpcToken):
 
 
 def load(argv: Sequence[str], environ: Mapping[str, str]) -> ActorConfig:
-    config = load_config(ActorConfig, argv, environ, prefix=ENV_PREFIX, prog="python -m services.actor",
-                         description="phylorl actor: steps tree environments, asks the learner for moves, feeds "
-                                     "replay.")
+    config = load_config(
+        ActorConfig,
+        argv,
+        environ,
+        prefix=ENV_PREFIX,
+        prog="python -m services.actor",
+        description="phylorl actor: steps tree environments, asks the learner for moves, feeds replay.",
+    )
     if not config.alignments:
-        raise ValueError("invalid actor config: alignments is required (a directory or comma-separated files)")
+        raise ValueError(
+            "invalid actor config: alignments is required (a directory or comma-separated files)"
+        )
     return config

@@ -50,8 +50,13 @@ class Recovered:
 class Outbox:
     """FIFO of ``(record, priority, number)`` (see module docstring)."""
 
-    def __init__(self, capacity: int, journal_path: str | os.PathLike | None = None,
-                 journal_max_bytes: int = 1 << 30, producer: str = ""):
+    def __init__(
+        self,
+        capacity: int,
+        journal_path: str | os.PathLike | None = None,
+        journal_max_bytes: int = 1 << 30,
+        producer: str = "",
+    ):
         if capacity < 1:
             raise ValueError(f"capacity must be >= 1, got {capacity}")
         self.capacity = capacity
@@ -128,7 +133,9 @@ class Outbox:
     def _maybe_compact(self, committed: int) -> None:
         """Rewrite the journal as its waiting entries alone when the stored prefix is most of a large file."""
         size = self._file.tell()
-        waiting = sum(_ENTRY.size + len(r) for r, _, _ in self.memory) + (size - self._read_at if self.spooled else 0)
+        waiting = sum(_ENTRY.size + len(r) for r, _, _ in self.memory) + (
+            size - self._read_at if self.spooled else 0
+        )
         if size < _COMPACT_BYTES or waiting > size // 2:
             return
         tmp = self.journal_path.with_name(self.journal_path.name + ".tmp")
@@ -147,7 +154,8 @@ class Outbox:
         self._file, self._read_at = new, read_at
 
     def close(self, delete: bool = True) -> None:
-        """Close the journal; delete it (``delete``) when nothing waits in it, else leave it for :func:`recover`."""
+        """Close the journal; delete it (``delete``) when nothing waits in it, else leave it for
+        :func:`recover`."""
         if self._file is None:
             return
         self._file.close()
@@ -172,7 +180,7 @@ def read_journal(path: str | os.PathLike) -> Recovered:
     if len(data) < _HEAD.size or data[:4] != _MAGIC:
         raise ValueError(f"{path}: not an outbox journal")
     (_, length), at = _HEAD.unpack_from(data), _HEAD.size
-    producer = data[at:at + length].decode()
+    producer = data[at : at + length].decode()
     at += length
     records, committed, top = {}, 0, 0
     while at + _ENTRY.size <= len(data):
@@ -181,7 +189,7 @@ def read_journal(path: str | os.PathLike) -> Recovered:
         if kind == b"C":
             committed = max(committed, number)
         elif kind == b"R" and at + size <= len(data):
-            records[number] = (data[at:at + size], priority, number)
+            records[number] = (data[at : at + size], priority, number)
             top = max(top, number + 1)
             at += size
         else:

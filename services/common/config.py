@@ -1,4 +1,5 @@
-"""The one config loader: a frozen dataclass (with nested dataclass sections) from a file, the environment and flags.
+"""The one config loader: a frozen dataclass (with nested dataclass sections) from a file, the environment and
+flags.
 
 Every service and ``phylorl train`` use it. Sources, later ones winning: the dataclass defaults < a YAML/JSON
 file (``--config PATH`` or ``<PREFIX>CONFIG``; nested sections are nested mappings) < environment variables
@@ -40,9 +41,13 @@ def field_docs(cls) -> dict[str, str]:
         except (OSError, TypeError, IndexError):
             continue
         for stmt, following in zip(body, body[1:]):
-            if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) and \
-                    isinstance(following, ast.Expr) and isinstance(following.value, ast.Constant) and \
-                    isinstance(following.value.value, str):
+            if (
+                isinstance(stmt, ast.AnnAssign)
+                and isinstance(stmt.target, ast.Name)
+                and isinstance(following, ast.Expr)
+                and isinstance(following.value, ast.Constant)
+                and isinstance(following.value.value, str)
+            ):
                 docs[stmt.target.id] = " ".join(following.value.value.split())
     return docs
 
@@ -76,19 +81,28 @@ def env_name(prefix: str, path: Sequence[str]) -> str:
     return prefix + "__".join(path).upper()
 
 
-def add_flags(parser: argparse.ArgumentParser, base, env_prefix: str = "", exclude: frozenset = frozenset(),
-              listed: Callable[[tuple[str, ...]], bool] = lambda path: True) -> None:
+def add_flags(
+    parser: argparse.ArgumentParser,
+    base,
+    env_prefix: str = "",
+    exclude: frozenset = frozenset(),
+    listed: Callable[[tuple[str, ...]], bool] = lambda path: True,
+) -> None:
     """One flag per plain field of ``base`` (an instance: its values are the defaults shown). A bool flag
-    alone means true (``--secure``; ``--secure false`` too); field metadata ``{"const": v}`` lets the flag stand
-    alone for ``v``, and ``{"multiple": True}`` takes several values, repeatable, joined with commas. A field whose
-    path ``listed`` refuses is accepted but left out of ``--help``."""
+    alone means true (``--secure``; ``--secure false`` too); field metadata ``{"const": v}`` lets the flag
+    stand alone for ``v``, and ``{"multiple": True}`` takes several values, repeatable, joined with commas. A
+    field whose path ``listed`` refuses is accepted but left out of ``--help``."""
     for path, hint, value, doc, meta in leaves(base):
         if ".".join(path) in exclude:
             continue
         where = f"; env {env_name(env_prefix, path)}" if env_prefix else ""
-        options = {"dest": ".".join(path), "default": None,
-                   "help": f"{doc} [default {value!r}{where}]".replace("%", "%%") if listed(path)
-                   else argparse.SUPPRESS}
+        options = {
+            "dest": ".".join(path),
+            "default": None,
+            "help": f"{doc} [default {value!r}{where}]".replace("%", "%%")
+            if listed(path)
+            else argparse.SUPPRESS,
+        }
         if hint is bool:
             options.update(nargs="?", const="true", metavar="BOOL")
         elif "const" in meta:
@@ -156,29 +170,43 @@ def build(cls, values: Mapping, base=None, where: str = ""):
     names = {f.name for f in dataclasses.fields(cls)}
     unknown = sorted(set(values) - names)
     if unknown:
-        raise ValueError(f"unknown config field {where}{unknown[0]}; known in {where or 'the top level'}: "
-                         f"{sorted(names)}")
+        raise ValueError(
+            f"unknown config field {where}{unknown[0]}; known in {where or 'the top level'}: {sorted(names)}"
+        )
     changes = {}
     for name, value in values.items():
         if name in sections:
             if not isinstance(value, Mapping):
-                raise ValueError(f"config section {where}{name} must be a mapping of its fields, got {value!r}")
+                raise ValueError(
+                    f"config section {where}{name} must be a mapping of its fields, got {value!r}"
+                )
             changes[name] = build(sections[name], value, getattr(base, name), f"{where}{name}.")
         else:
             changes[name] = convert(f"{where}{name}", hints[name], value)
     return dataclasses.replace(base, **changes)
 
 
-def load_config(cls, argv: Sequence[str], environ: Mapping[str, str], *, prefix: str, prog: str,
-                description: str, base=None):
-    """Build ``cls`` from its sources (see the module docstring); ``base`` replaces ``cls()`` as the defaults."""
+def load_config(
+    cls,
+    argv: Sequence[str],
+    environ: Mapping[str, str],
+    *,
+    prefix: str,
+    prog: str,
+    description: str,
+    base=None,
+):
+    """Build ``cls`` from its sources (see the module docstring); ``base`` replaces ``cls()`` as the
+    defaults."""
     base = cls() if base is None else base
     parser = argparse.ArgumentParser(prog=prog, description=description)
     parser.add_argument("--config", type=Path, help=f"YAML or JSON file of fields (or ${prefix}CONFIG)")
     add_flags(parser, base, prefix)
     namespace = parser.parse_args(list(argv))
     path = namespace.config or environ.get(f"{prefix}CONFIG")
-    values = merge(file_values(path) if path else {}, env_values(base, environ, prefix), flag_values(namespace, base))
+    values = merge(
+        file_values(path) if path else {}, env_values(base, environ, prefix), flag_values(namespace, base)
+    )
     return build(cls, values, base)
 
 

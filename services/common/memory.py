@@ -15,12 +15,13 @@ _M_TRIM_THRESHOLD = -1
 _M_MMAP_THRESHOLD = -3
 _MMAP_THRESHOLD_MAX = 32 * 1024 * 1024  # glibc's ceiling on 64-bit (HEAP_MAX_SIZE / 2)
 KEEP_MB = 1024
-"""Freed memory the replay service and the learner let glibc keep for reuse (MiB): a batch's arrays then reuse pages
-instead of faulting them in anew."""
+"""Freed memory the replay service and the learner let glibc keep for reuse (MiB): a batch's arrays then reuse
+pages instead of faulting them in anew."""
 
 
 def keep_freed_memory(megabytes: int = KEEP_MB) -> bool:
-    """Let glibc keep up to ``megabytes`` MiB of freed memory; False when not on glibc or ``megabytes == 0``."""
+    """Let glibc keep up to ``megabytes`` MiB of freed memory; False when not on glibc or ``megabytes ==
+    0``."""
     if megabytes <= 0:
         return False
     name = ctypes.util.find_library("c")

@@ -1,4 +1,5 @@
-"""Many observations of one Prometheus histogram in a few calls (``prometheus_client`` observes one value a call)."""
+"""Many observations of one Prometheus histogram in a few calls (``prometheus_client`` observes one value a
+call)."""
 
 from __future__ import annotations
 
@@ -7,10 +8,11 @@ from prometheus_client import Histogram
 
 
 def observe_many(histogram: Histogram, values: np.ndarray) -> None:
-    """What ``histogram.observe(v)`` for each ``v`` of ``values`` records, with one increment per bucket that gets
-    any and one of the sum: a learner observes each batch's 128 policy lags, and each ``observe`` is a few
-    microseconds of Python under the interpreter lock the update and the feed share. It reads the histogram's bucket
-    bounds and increments its values as ``observe`` does (``tests/unit/common/test_observe.py`` holds it to that)."""
+    """What ``histogram.observe(v)`` for each ``v`` of ``values`` records, with one increment per bucket that
+    gets any and one of the sum: a learner observes each batch's 128 policy lags, and each ``observe`` is a
+    few microseconds of Python under the interpreter lock the update and the feed share. It reads the
+    histogram's bucket bounds and increments its values as ``observe`` does
+    (``tests/unit/common/test_observe.py`` holds it to that)."""
     values = np.asarray(values, dtype=np.float64).ravel()
     if values.size == 0:
         return

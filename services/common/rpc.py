@@ -16,16 +16,18 @@ def message_options(max_bytes: int = MAX_MESSAGE_BYTES) -> list[tuple[str, int]]
 
 
 def add_servicer(servicer, server, service) -> None:
-    """Serve ``servicer``'s unary methods of ``service`` (a protobuf ``ServiceDescriptor``) on ``server``, as the
-    generated ``add_*Servicer_to_server`` does, except that a request whose bytes are not a message of its type is
-    answered INVALID_ARGUMENT naming the type (gRPC's own deserializer answers INTERNAL)."""
+    """Serve ``servicer``'s unary methods of ``service`` (a protobuf ``ServiceDescriptor``) on ``server``, as
+    the generated ``add_*Servicer_to_server`` does, except that a request whose bytes are not a message of its
+    type is answered INVALID_ARGUMENT naming the type (gRPC's own deserializer answers INTERNAL)."""
     handlers = {}
     for method in service.methods:
         request_type = message_factory.GetMessageClass(method.input_type)
         response_type = message_factory.GetMessageClass(method.output_type)
         handlers[method.name] = grpc.unary_unary_rpc_method_handler(
-            _checked(getattr(servicer, method.name)), request_deserializer=_lenient(request_type),
-            response_serializer=response_type.SerializeToString)
+            _checked(getattr(servicer, method.name)),
+            request_deserializer=_lenient(request_type),
+            response_serializer=response_type.SerializeToString,
+        )
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(service.full_name, handlers),))
 
 
@@ -40,6 +42,7 @@ def _lenient(message_type):
             return message_type.FromString(data)
         except DecodeError as exc:
             return _Unparsable(f"not a {message_type.DESCRIPTOR.full_name} message ({exc})")
+
     return parse
 
 
@@ -48,4 +51,5 @@ def _checked(method):
         if isinstance(request, _Unparsable):
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, request.why)
         return method(request, context)
+
     return call

@@ -25,7 +25,9 @@ def startup(prog: str, step, *args):
 def start_service(config, log: logging.Logger) -> threading.Event:
     """Configure logging, log ``config`` as JSON, serve /metrics on ``config.metrics_port`` (0: off)
     and return an event that SIGTERM or SIGINT sets."""
-    logging.basicConfig(level=config.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=config.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
     log.info("config %s", config_json(config))
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):

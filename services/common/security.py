@@ -103,11 +103,15 @@ def check(cfg) -> list[str]:
 
 # ------------------------------------------------------------------ servers
 
+
 def add_port(server: grpc.Server, address: str, cfg: ServerTLS | None) -> int:
-    """Bind ``address`` with TLS when ``cfg`` has a certificate, else in plaintext; returns the port (0: failed)."""
+    """Bind ``address`` with TLS when ``cfg`` has a certificate, else in plaintext; returns the port (0:
+    failed)."""
     if cfg is None or not cfg.tls_cert_file:
         return server.add_insecure_port(address)
-    key, cert = (_read_bytes(p, what) for p, what in ((cfg.tls_key_file, "TLS key"), (cfg.tls_cert_file, "TLS cert")))
+    key, cert = (
+        _read_bytes(p, what) for p, what in ((cfg.tls_key_file, "TLS key"), (cfg.tls_cert_file, "TLS cert"))
+    )
     return server.add_secure_port(address, grpc.ssl_server_credentials([(key, cert)]))
 
 
@@ -121,16 +125,22 @@ DENIED = "missing or wrong token (authorization metadata)"
 
 def _has_token(details, expected: bytes) -> bool:
     """Whether a call's metadata holds ``authorization: <expected>`` (compared in constant time)."""
-    return any(key == "authorization" and hmac.compare_digest(str(value).encode(), expected)
-               for key, value in details.invocation_metadata or ())
+    return any(
+        key == "authorization" and hmac.compare_digest(str(value).encode(), expected)
+        for key, value in details.invocation_metadata or ()
+    )
 
 
 def _denial(handler, deny):
-    """A handler of ``handler``'s kind (unary or streaming request and response) that runs ``deny``: a streaming
-    call refused by a unary handler would end INTERNAL, not UNAUTHENTICATED."""
+    """A handler of ``handler``'s kind (unary or streaming request and response) that runs ``deny``: a
+    streaming call refused by a unary handler would end INTERNAL, not UNAUTHENTICATED."""
     streams = (bool(handler and handler.request_streaming), bool(handler and handler.response_streaming))
-    make = {(False, False): grpc.unary_unary_rpc_method_handler, (False, True): grpc.unary_stream_rpc_method_handler,
-            (True, False): grpc.stream_unary_rpc_method_handler, (True, True): grpc.stream_stream_rpc_method_handler}
+    make = {
+        (False, False): grpc.unary_unary_rpc_method_handler,
+        (False, True): grpc.unary_stream_rpc_method_handler,
+        (True, False): grpc.stream_unary_rpc_method_handler,
+        (True, True): grpc.stream_stream_rpc_method_handler,
+    }
     return make[streams](deny)
 
 
@@ -174,6 +184,7 @@ class AsyncTokenInterceptor(grpc.aio.ServerInterceptor):
 
 # ------------------------------------------------------------------ clients
 
+
 def channel(target: str, cfg=None, options: list | None = None) -> grpc.Channel:
     """A channel to ``target``: TLS when ``cfg`` (a :class:`ClientTLS` and/or :class:`GrpcToken`) has a CA
     file, its token added to every call."""
@@ -188,19 +199,33 @@ def channel(target: str, cfg=None, options: list | None = None) -> grpc.Channel:
     return grpc.intercept_channel(chan, _AddToken(token)) if token else chan
 
 
-class _Details(collections.namedtuple("_Details", ("method", "timeout", "metadata", "credentials",
-                                                    "wait_for_ready", "compression")), grpc.ClientCallDetails):
+class _Details(
+    collections.namedtuple(
+        "_Details", ("method", "timeout", "metadata", "credentials", "wait_for_ready", "compression")
+    ),
+    grpc.ClientCallDetails,
+):
     pass
 
 
-class _AddToken(grpc.UnaryUnaryClientInterceptor, grpc.UnaryStreamClientInterceptor,
-                grpc.StreamUnaryClientInterceptor, grpc.StreamStreamClientInterceptor):
+class _AddToken(
+    grpc.UnaryUnaryClientInterceptor,
+    grpc.UnaryStreamClientInterceptor,
+    grpc.StreamUnaryClientInterceptor,
+    grpc.StreamStreamClientInterceptor,
+):
     def __init__(self, token: str):
         self._pair = ("authorization", f"Bearer {token}")
 
     def _with_token(self, d):
-        return _Details(d.method, d.timeout, [*(d.metadata or ()), self._pair], d.credentials,
-                        getattr(d, "wait_for_ready", None), getattr(d, "compression", None))
+        return _Details(
+            d.method,
+            d.timeout,
+            [*(d.metadata or ()), self._pair],
+            d.credentials,
+            getattr(d, "wait_for_ready", None),
+            getattr(d, "compression", None),
+        )
 
     def intercept_unary_unary(self, continuation, details, request):
         return continuation(self._with_token(details), request)
@@ -216,6 +241,7 @@ class _AddToken(grpc.UnaryUnaryClientInterceptor, grpc.UnaryStreamClientIntercep
 
 
 # ------------------------------------------------------------------ Redis
+
 
 def redis_client(url: str, cfg: RedisAuth):
     """A ``redis.Redis`` for ``url`` that authenticates as ``cfg``'s user (the password is not in the URL,

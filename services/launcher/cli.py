@@ -33,20 +33,35 @@ ENV_PREFIX = "PHYLORL_TRAIN_"
 
 
 def build_parser(advanced: bool = False) -> argparse.ArgumentParser:
-    """``phylorl train``'s flags: one per TrainConfig field (sections included), derived from the dataclass; the
-    sections' fields are listed by ``--help`` only with ``--advanced``."""
+    """``phylorl train``'s flags: one per TrainConfig field (sections included), derived from the dataclass;
+    the sections' fields are listed by ``--help`` only with ``--advanced``."""
     parser = argparse.ArgumentParser(
-        prog="phylorl train", description=f"{HELP}. Every field below can also come from --config FILE (YAML/JSON, "
+        prog="phylorl train",
+        description=f"{HELP}. Every field below can also come from --config FILE (YAML/JSON, "
         f"sections as mappings) or {ENV_PREFIX}<FIELD> (sections joined with __).",
-        epilog=None if advanced else "The replay, learner and actor sections have fields of their own (--replay.*, "
-        "--learner.*, --actor.*): phylorl train --help --advanced lists them.")
-    parser.add_argument("--config", help="YAML or JSON file of TrainConfig fields (sections replay:, learner:, actor:)")
+        epilog=None
+        if advanced
+        else "The replay, learner and actor sections have fields of their own (--replay.*, "
+        "--learner.*, --actor.*): phylorl train --help --advanced lists them.",
+    )
+    parser.add_argument(
+        "--config", help="YAML or JSON file of TrainConfig fields (sections replay:, learner:, actor:)"
+    )
     parser.add_argument("--advanced", action="store_true", help="with --help: list the sections' fields too")
-    add_flags(parser, TrainConfig(), ENV_PREFIX, exclude=SET_BY_LAUNCHER, listed=lambda path: advanced or len(path) == 1)
+    add_flags(
+        parser,
+        TrainConfig(),
+        ENV_PREFIX,
+        exclude=SET_BY_LAUNCHER,
+        listed=lambda path: advanced or len(path) == 1,
+    )
     parser.add_argument("--no-report", action="store_true", help="the same as --report false")
-    parser.add_argument("--json", action="store_true",
-                        help="print the whole summary (summary.json) as the one JSON object on stdout, instead of its "
-                             "main fields")
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help="print the whole summary (summary.json) as the one JSON object on stdout, instead of its "
+        "main fields",
+    )
     return parser
 
 
@@ -60,14 +75,19 @@ def build_config(args, environ=None) -> TrainConfig:
     import os
 
     environ = os.environ if environ is None else environ
-    values = merge(file_values(args.config) if args.config else {}, env_values(TrainConfig(), environ, ENV_PREFIX),
-                   flag_values(args, TrainConfig()))
+    values = merge(
+        file_values(args.config) if args.config else {},
+        env_values(TrainConfig(), environ, ENV_PREFIX),
+        flag_values(args, TrainConfig()),
+    )
     if args.no_report:
         values["report"] = False
     taken = sorted(set(paths(values)) & SET_BY_LAUNCHER)
     if taken:
-        raise ValueError(f"{taken[0]} is set by the launcher for a local run (ports, addresses, Redis, secrets, "
-                         f"directories and seeds are its own); leave it out")
+        raise ValueError(
+            f"{taken[0]} is set by the launcher for a local run (ports, addresses, Redis, secrets, "
+            f"directories and seeds are its own); leave it out"
+        )
     return build(TrainConfig, values)
 
 
@@ -99,8 +119,10 @@ def run(args) -> int:
 
     def started(ports: dict) -> None:
         if ports.get("prometheus"):
-            console.print(f"Prometheus: http://127.0.0.1:{ports['prometheus']} (ports of every service: "
-                          f"{run_dir / 'ports.json'})")
+            console.print(
+                f"Prometheus: http://127.0.0.1:{ports['prometheus']} (ports of every service: "
+                f"{run_dir / 'ports.json'})"
+            )
 
     failed = None
     with ProgressLine(console, "preparing the corpus ...") as line:
@@ -116,14 +138,23 @@ def run(args) -> int:
             line.end(totals(summary))  # the run's totals, not the rates of a stopped system
     if failed is not None:
         raise CliError(f"{failed} (run directory {run_dir})")
-    console.print(f"stopped: {summary['reason']} after {summary['seconds']:.0f} s; "
-                  f"summary in {run_dir / 'summary.json'}")
+    console.print(
+        f"stopped: {summary['reason']} after {summary['seconds']:.0f} s; "
+        f"summary in {run_dir / 'summary.json'}"
+    )
     if summary.get("failure_log"):
         console.print(summary["failure_log"])
     if config.report and (run_dir / "metrics.jsonl").exists():
         with contextlib.redirect_stdout(sys.stderr):  # stdout carries the one JSON object below
             cli_main(["report", str(run_dir)])
-    shown = summary if args.json else {k: summary[k] for k in ("run_dir", "reason", "updates", "weights_version",
-                                                              "env_steps", "episodes") if k in summary}
+    shown = (
+        summary
+        if args.json
+        else {
+            k: summary[k]
+            for k in ("run_dir", "reason", "updates", "weights_version", "env_steps", "episodes")
+            if k in summary
+        }
+    )
     print(json.dumps(shown))
     return 0 if summary["reason"] in ("updates done", "time limit", "interrupted") else 1

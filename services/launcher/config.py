@@ -1,5 +1,5 @@
-"""Settings of the embedded local run (``phylorl train``): one frozen dataclass with the three services' configs
-as typed sections.
+"""Settings of the embedded local run (``phylorl train``): one frozen dataclass with the three services'
+configs as typed sections.
 
 Loaded by :func:`services.common.config.load_config` like every service's config: ``--config FILE`` (YAML or
 JSON, sections as nested mappings), ``PHYLORL_TRAIN_<FIELD>`` (``PHYLORL_TRAIN_LEARNER__AGENT__LR``) and
@@ -22,14 +22,39 @@ from services.actor.config import ActorConfig
 from services.learner.config import LearnerConfig
 from services.replay.config import ReplayConfig
 
-_CONNECTION = ("host", "port", "metrics_port", "redis_url", "redis_username", "redis_password_file", "tls_cert_file",
-               "tls_key_file", "tls_ca_file", "token_file")
+_CONNECTION = (
+    "host",
+    "port",
+    "metrics_port",
+    "redis_url",
+    "redis_username",
+    "redis_password_file",
+    "tls_cert_file",
+    "tls_key_file",
+    "tls_ca_file",
+    "token_file",
+)
 SET_BY_LAUNCHER = frozenset(
     [f"replay.{name}" for name in (*_CONNECTION, "seed")]
     + [f"learner.{name}" for name in (*_CONNECTION, "replay_address", "run_dir", "updates", "seed")]
-    + [f"actor.{name}" for name in ("learner_address", "replay_address", "metrics_port", "alignments", "cache_dir",
-                                    "seed", "actor_id", "spool_dir", "tls_ca_file", "token_file")])
-"""Section fields the launcher sets itself (addresses, ports, Redis, secrets, directories, seeds): not flags."""
+    + [
+        f"actor.{name}"
+        for name in (
+            "learner_address",
+            "replay_address",
+            "metrics_port",
+            "alignments",
+            "cache_dir",
+            "seed",
+            "actor_id",
+            "spool_dir",
+            "tls_ca_file",
+            "token_file",
+        )
+    ]
+)
+"""Section fields the launcher sets itself (addresses, ports, Redis, secrets, directories, seeds): not
+flags."""
 
 
 def local_replay() -> ReplayConfig:
@@ -37,8 +62,9 @@ def local_replay() -> ReplayConfig:
 
 
 def local_learner() -> LearnerConfig:
-    return LearnerConfig(batch_size=32, net=NetworkConfig(features="rich", hidden=64, action_hidden=64,
-                                                          head_hidden=64))
+    return LearnerConfig(
+        batch_size=32, net=NetworkConfig(features="rich", hidden=64, action_hidden=64, head_hidden=64)
+    )
 
 
 def local_actor() -> ActorConfig:
@@ -52,8 +78,8 @@ class TrainConfig:
     actors: int = 2
     """Actor processes."""
     alignments: str = field(default="", metadata={"multiple": True})
-    """Corpus (directories and/or files; comma-separated or the flag repeated); empty: simulate a small one into
-    the run directory."""
+    """Corpus (directories and/or files; comma-separated or the flag repeated); empty: simulate a small one
+    into the run directory."""
     updates: int = 300
     """Learner updates to run (0: until --minutes or Ctrl-C)."""
     minutes: float = 10.0
@@ -61,20 +87,21 @@ class TrainConfig:
     run_dir: str = ""
     """Run directory (default: runs/<date-time>)."""
     seed: int = 0
-    """Seed of the simulated corpus, the replay service, the learner and the actors (actor i: seed + 1000 i)."""
+    """Seed of the simulated corpus, the replay service, the learner and the actors (actor i: seed + 1000
+    i)."""
     cache_dir: str = ""
     """Preparation cache shared by the actors (default: the one ``phylorl search`` and ``eval`` use,
-    ``$XDG_CACHE_HOME/phylorl/prepared`` or ``~/.cache/phylorl/prepared``; keyed by content and model, so a corpus is
-    prepared once for every later run)."""
+    ``$XDG_CACHE_HOME/phylorl/prepared`` or ``~/.cache/phylorl/prepared``; keyed by content and model, so a
+    corpus is prepared once for every later run)."""
     prometheus: int = field(default=0, metadata={"const": 9090})
-    """Start the installed Prometheus on this port (the flag alone: 9090), scraping the run's services with the
-    compose stack's job names (so the dashboards' queries work); 0: none."""
+    """Start the installed Prometheus on this port (the flag alone: 9090), scraping the run's services with
+    the compose stack's job names (so the dashboards' queries work); 0: none."""
     secure: bool = False
     """gRPC between the services with TLS and a shared token (made in the run directory's ``secrets/``). Redis
     always requires a password: the run's own ACL user, made there too."""
     max_restarts: int = 5
-    """A service that dies (replay, learner, actor, Redis, Prometheus) is started again, at most this many times
-    each; after that the run ends with "<service> failed"."""
+    """A service that dies (replay, learner, actor, Redis, Prometheus) is started again, at most this many
+    times each; after that the run ends with "<service> failed"."""
     restart_backoff_s: float = 1.0
     """Wait before a restart: this, doubled per earlier restart of the same service, at most 30 s."""
     simulate_count: int = 8
@@ -97,8 +124,8 @@ class TrainConfig:
     gamma: float | None = None
     """Sets actor.gamma: discount per environment step (0: each move is judged by its own reward alone)."""
     label_fraction: float | None = None
-    """Sets actor.label_fraction: the fraction of states whose every move is scored by the environment and sent
-    as demonstration labels (one local branch optimisation per move)."""
+    """Sets actor.label_fraction: the fraction of states whose every move is scored by the environment and
+    sent as demonstration labels (one local branch optimisation per move)."""
     demo_weight: float | None = None
     """Sets learner.agent.demo_weight: the weight of the supervised term on those labels."""
     hidden: int | None = None
@@ -111,7 +138,8 @@ class TrainConfig:
     device: str | None = None
     """Sets learner.device: cpu, cuda or auto."""
     init_checkpoint: str | None = None
-    """Sets learner.init_checkpoint: a checkpoint whose networks start the run (e.g. from phylorl warmstart)."""
+    """Sets learner.init_checkpoint: a checkpoint whose networks start the run (e.g. from phylorl
+    warmstart)."""
     min_replay: int | None = None
     """Sets replay.min_size_to_sample: transitions in replay before the learner starts."""
     samples_per_insert: float | None = None
@@ -137,33 +165,62 @@ class TrainConfig:
             raise ValueError("give --updates or --minutes (or both): the run needs an end")
         replay, learner, actor = self.sections()  # the services' own checks, with the short fields applied
         if learner.net.features != actor.env.features:
-            raise ValueError(f"learner.net.features ({learner.net.features}) and actor.env.features "
-                             f"({actor.env.features}) must be the same feature set")
+            raise ValueError(
+                f"learner.net.features ({learner.net.features}) and actor.env.features "
+                f"({actor.env.features}) must be the same feature set"
+            )
 
     def absolute(self, run_dir_default: str) -> TrainConfig:
-        """This config with every path it names absolute (``run_dir`` defaulting to ``run_dir_default``), resolved
-        against the working directory once, where the run starts: the services and Redis are started in other
-        directories (Redis changes into its data directory), so no child may depend on this one's."""
+        """This config with every path it names absolute (``run_dir`` defaulting to ``run_dir_default``),
+        resolved against the working directory once, where the run starts: the services and Redis are started
+        in other directories (Redis changes into its data directory), so no child may depend on this one's."""
+
         def absolute(path: str) -> str:
             return str(Path(path).expanduser().resolve()) if path else path
 
         return dataclasses.replace(
-            self, run_dir=absolute(self.run_dir or run_dir_default), cache_dir=absolute(self.cache_dir),
+            self,
+            run_dir=absolute(self.run_dir or run_dir_default),
+            cache_dir=absolute(self.cache_dir),
             alignments=",".join(absolute(a) for a in self.alignments.split(",") if a),
             init_checkpoint=absolute(self.init_checkpoint) if self.init_checkpoint else self.init_checkpoint,
-            learner=dataclasses.replace(self.learner, init_checkpoint=absolute(self.learner.init_checkpoint)))
+            learner=dataclasses.replace(self.learner, init_checkpoint=absolute(self.learner.init_checkpoint)),
+        )
 
     def sections(self) -> tuple[ReplayConfig, LearnerConfig, ActorConfig]:
         """The three sections with the short fields that are set applied (and ``updates``, ``seed``)."""
-        replay = _set(self.replay, seed=self.seed, min_size_to_sample=self.min_replay,
-                      samples_per_insert=self.samples_per_insert)
-        net = _set(self.learner.net, features=self.features, hidden=self.hidden, action_hidden=self.hidden,
-                   head_hidden=self.hidden)
-        learner = _set(self.learner, net=net, agent=_set(self.learner.agent, demo_weight=self.demo_weight),
-                       batch_size=self.batch_size, publish_every=self.publish_every, device=self.device,
-                       init_checkpoint=self.init_checkpoint, updates=self.updates, seed=self.seed)
-        actor = _set(self.actor, env=_set(self.actor.env, features=self.features, horizon=self.horizon),
-                     envs=self.envs_per_actor, model=self.model, gamma=self.gamma, label_fraction=self.label_fraction)
+        replay = _set(
+            self.replay,
+            seed=self.seed,
+            min_size_to_sample=self.min_replay,
+            samples_per_insert=self.samples_per_insert,
+        )
+        net = _set(
+            self.learner.net,
+            features=self.features,
+            hidden=self.hidden,
+            action_hidden=self.hidden,
+            head_hidden=self.hidden,
+        )
+        learner = _set(
+            self.learner,
+            net=net,
+            agent=_set(self.learner.agent, demo_weight=self.demo_weight),
+            batch_size=self.batch_size,
+            publish_every=self.publish_every,
+            device=self.device,
+            init_checkpoint=self.init_checkpoint,
+            updates=self.updates,
+            seed=self.seed,
+        )
+        actor = _set(
+            self.actor,
+            env=_set(self.actor.env, features=self.features, horizon=self.horizon),
+            envs=self.envs_per_actor,
+            model=self.model,
+            gamma=self.gamma,
+            label_fraction=self.label_fraction,
+        )
         return replay, learner, actor
 
 

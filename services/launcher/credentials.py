@@ -10,8 +10,8 @@ local run.) Files, each mode 0600 (``--owner`` hands them to the containers' use
     server.crt/.key   the services' certificate (EC P-256), valid for every name in ``hosts``
     grpc_token        the shared token every gRPC call carries
     redis_password    the password of Redis user ``phylorl``
-    redis_users.acl   Redis ACL file: the default user off (no login); ``phylorl`` may run only REDIS_COMMANDS, on keys
-                      ``phylorl:*`` (its password stored as a SHA-256 hash)
+    redis_users.acl   Redis ACL file: the default user off (no login); ``phylorl`` may run only
+                      REDIS_COMMANDS, on keys ``phylorl:*`` (its password stored as a SHA-256 hash)
 """
 
 from __future__ import annotations
@@ -26,12 +26,33 @@ import sys
 from pathlib import Path
 
 REDIS_USER = "phylorl"
-REDIS_COMMANDS = ("ping", "info", "select", "multi", "exec", "discard", "get", "set", "getrange",
-                  "del", "hset", "hget", "hmget", "hgetall", "hdel", "rpush", "lrange", "ltrim",
-                  "eval", "evalsha", "rename", "persist")
+REDIS_COMMANDS = (
+    "ping",
+    "info",
+    "select",
+    "multi",
+    "exec",
+    "discard",
+    "get",
+    "set",
+    "getrange",
+    "del",
+    "hset",
+    "hget",
+    "hmget",
+    "hgetall",
+    "hdel",
+    "rpush",
+    "lrange",
+    "ltrim",
+    "eval",
+    "evalsha",
+    "rename",
+    "persist",
+)
 """What the replay service and the learner send (MULTI/EXEC transactions, the replay store's guarded writes:
-one Lua script that checks the key range, renames the staged batch string into place and writes the index list,
-the priority, mark and origin hashes; the published weights); anything else is refused. Redis checks the
+one Lua script that checks the key range, renames the staged batch string into place and writes the index
+list, the priority, mark and origin hashes; the published weights); anything else is refused. Redis checks the
 commands a script runs against these rules too."""
 KEY_PATTERN = "phylorl:*"
 DEFAULT_HOSTS = ("localhost", "127.0.0.1", "replay", "learner")
@@ -43,12 +64,15 @@ def redis_acl(password: str) -> str:
     # The default user is off (nobody can log in as it) and has no "nopass", so protected mode stays on. It
     # keeps every permission because Redis 7.0 checks the transactions it replays from the AOF at start
     # against the default user's rules: without them a restart would drop every MULTI/EXEC insert.
-    return (f"user default off resetpass ~* &* +@all\n"
-            f"user {REDIS_USER} on #{digest} ~{KEY_PATTERN} resetchannels -@all {commands}\n")
+    return (
+        f"user default off resetpass ~* &* +@all\n"
+        f"user {REDIS_USER} on #{digest} ~{KEY_PATTERN} resetchannels -@all {commands}\n"
+    )
 
 
-def make_credentials(directory: str | os.PathLike, hosts=DEFAULT_HOSTS, owner: int | None = None,
-                     days: int = 825) -> dict[str, Path]:
+def make_credentials(
+    directory: str | os.PathLike, hosts=DEFAULT_HOSTS, owner: int | None = None, days: int = 825
+) -> dict[str, Path]:
     """Write the files above into ``directory`` (created); returns their paths by name."""
     from cryptography import x509
     from cryptography.hazmat.primitives import hashes, serialization
@@ -60,14 +84,31 @@ def make_credentials(directory: str | os.PathLike, hosts=DEFAULT_HOSTS, owner: i
     now = datetime.datetime.now(datetime.UTC)
     ca_key = ec.generate_private_key(ec.SECP256R1())
     ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "phylorl CA")])
-    ca = (x509.CertificateBuilder().subject_name(ca_name).issuer_name(ca_name).public_key(ca_key.public_key())
-          .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(minutes=5))
-          .not_valid_after(now + datetime.timedelta(days=days))
-          .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-          .add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True,
-                                       content_commitment=False, key_encipherment=False, data_encipherment=False,
-                                       key_agreement=False, encipher_only=False, decipher_only=False), critical=True)
-          .sign(ca_key, hashes.SHA256()))
+    ca = (
+        x509.CertificateBuilder()
+        .subject_name(ca_name)
+        .issuer_name(ca_name)
+        .public_key(ca_key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=days))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=True,
+                key_cert_sign=True,
+                crl_sign=True,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
+        .sign(ca_key, hashes.SHA256())
+    )
     key = ec.generate_private_key(ec.SECP256R1())
     names = []
     for host in hosts:
@@ -75,19 +116,25 @@ def make_credentials(directory: str | os.PathLike, hosts=DEFAULT_HOSTS, owner: i
             names.append(x509.IPAddress(ipaddress.ip_address(host)))
         except ValueError:
             names.append(x509.DNSName(host))
-    cert = (x509.CertificateBuilder()
-            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "phylorl services")]))
-            .issuer_name(ca_name).public_key(key.public_key()).serial_number(x509.random_serial_number())
-            .not_valid_before(now - datetime.timedelta(minutes=5)).not_valid_after(now + datetime.timedelta(days=days))
-            .add_extension(x509.SubjectAlternativeName(names), critical=False)
-            .add_extension(x509.ExtendedKeyUsage([x509.oid.ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-            .sign(ca_key, hashes.SHA256()))
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "phylorl services")]))
+        .issuer_name(ca_name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=days))
+        .add_extension(x509.SubjectAlternativeName(names), critical=False)
+        .add_extension(x509.ExtendedKeyUsage([x509.oid.ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )
     password = secrets.token_urlsafe(32)
     contents = {
         "ca.crt": ca.public_bytes(serialization.Encoding.PEM),
         "server.crt": cert.public_bytes(serialization.Encoding.PEM),
-        "server.key": key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                        serialization.NoEncryption()),
+        "server.key": key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        ),
         "grpc_token": secrets.token_urlsafe(32).encode() + b"\n",
         "redis_password": password.encode() + b"\n",
         "redis_users.acl": redis_acl(password).encode(),
@@ -106,13 +153,21 @@ def make_credentials(directory: str | os.PathLike, hosts=DEFAULT_HOSTS, owner: i
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m services.launcher.credentials",
-                                     description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m services.launcher.credentials", description=__doc__.split("\n")[0]
+    )
     parser.add_argument("directory", help="where the files go (created; existing files are replaced)")
-    parser.add_argument("--hosts", default=",".join(DEFAULT_HOSTS),
-                        help="comma-separated names and addresses the server certificate is valid for")
-    parser.add_argument("--owner", type=int, default=None,
-                        help="uid (and gid) to own the files, e.g. 10001, the containers' user (needs root)")
+    parser.add_argument(
+        "--hosts",
+        default=",".join(DEFAULT_HOSTS),
+        help="comma-separated names and addresses the server certificate is valid for",
+    )
+    parser.add_argument(
+        "--owner",
+        type=int,
+        default=None,
+        help="uid (and gid) to own the files, e.g. 10001, the containers' user (needs root)",
+    )
     args = parser.parse_args(argv)
     try:
         paths = make_credentials(args.directory, [h for h in args.hosts.split(",") if h], args.owner)

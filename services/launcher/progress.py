@@ -72,7 +72,9 @@ def snapshot(time_s: float, learner_port: int, replay_port: int, actor_ports: li
         s.env_steps += actor.get("phylorl_actor_env_steps_total", 0.0)
         s.episodes += actor.get("phylorl_actor_episodes_total", 0.0)
         s.episode_delta_sum += actor.get("phylorl_actor_episode_delta_loglik_cumulative", 0.0)
-        s.actor_weights_version = max(s.actor_weights_version, actor.get("phylorl_actor_weights_version", -1.0))
+        s.actor_weights_version = max(
+            s.actor_weights_version, actor.get("phylorl_actor_weights_version", -1.0)
+        )
         s.actor_inference_wait_s += actor.get("phylorl_actor_inference_wait_seconds_total", 0.0)
     s.actors = len(actor_ports)
     return s
@@ -87,11 +89,17 @@ def rates(previous: Snapshot, current: Snapshot) -> dict[str, float]:
         "updates_per_s": updates / dt,
         "env_steps_per_s": (current.env_steps - previous.env_steps) / dt,
         "mean_update_ms": 1e3 * (current.update_seconds_sum - previous.update_seconds_sum) / updates
-        if updates else float("nan"),
+        if updates
+        else float("nan"),
         "mean_episode_delta_loglik": (current.episode_delta_sum - previous.episode_delta_sum) / episodes
-        if episodes else float("nan"),
-        # of the actors' time, the share their loops stood waiting for an inference answer (1: inference-bound);
-        # a wait counts when it ends, so a window after a long one (the learner starting) can show more than 1
-        "actor_inference_wait_fraction": (current.actor_inference_wait_s - previous.actor_inference_wait_s) / dt
-        / current.actors if current.actors else float("nan"),
+        if episodes
+        else float("nan"),
+        # of the actors' time, the share their loops stood waiting for an inference answer (1:
+        # inference-bound); a wait counts when it ends, so a window after a long one (the learner starting)
+        # can show more than 1
+        "actor_inference_wait_fraction": (current.actor_inference_wait_s - previous.actor_inference_wait_s)
+        / dt
+        / current.actors
+        if current.actors
+        else float("nan"),
     }

@@ -23,8 +23,11 @@ def local_config(targets: dict[str, list[str]], scrape_s: float = 1.0) -> dict:
     config = yaml.safe_load(DEPLOY_CONFIG.read_text())
     interval = f"{scrape_s:g}s"
     config["global"].update(scrape_interval=interval, scrape_timeout=interval, evaluation_interval=interval)
-    config["scrape_configs"] = [{"job_name": job["job_name"], "static_configs": [{"targets": targets[job["job_name"]]}]}
-                                for job in config["scrape_configs"] if targets.get(job["job_name"])]
+    config["scrape_configs"] = [
+        {"job_name": job["job_name"], "static_configs": [{"targets": targets[job["job_name"]]}]}
+        for job in config["scrape_configs"]
+        if targets.get(job["job_name"])
+    ]
     return config
 
 
@@ -33,12 +36,18 @@ def start_prometheus(sup: Supervisor, directory: Path, port: int, targets: dict[
     keeping its data in ``directory``; returns once it answers ``/-/ready``."""
     binary = shutil.which("prometheus")
     if binary is None:
-        raise LaunchError("prometheus is not installed (Debian package prometheus; scripts/install.sh installs it)")
+        raise LaunchError(
+            "prometheus is not installed (Debian package prometheus; scripts/install.sh installs it)"
+        )
     directory.mkdir(parents=True, exist_ok=True)
     config = local_config({**targets, "prometheus": [f"127.0.0.1:{port}"]})
     (directory / "prometheus.yml").write_text(yaml.safe_dump(config))
-    argv = [binary, f"--config.file={directory / 'prometheus.yml'}", f"--storage.tsdb.path={directory / 'data'}",
-            f"--web.listen-address=127.0.0.1:{port}"]
+    argv = [
+        binary,
+        f"--config.file={directory / 'prometheus.yml'}",
+        f"--storage.tsdb.path={directory / 'data'}",
+        f"--web.listen-address=127.0.0.1:{port}",
+    ]
     service = sup.add(Service("prometheus", argv, sup.run_dir / "logs" / "prometheus.log", metrics_port=port))
     sup.wait_for(service, lambda: ready(f"http://127.0.0.1:{port}"), "answer /-/ready", timeout_s=60.0)
     return service

@@ -47,58 +47,99 @@ def simulate_corpus(config: TrainConfig, run_dir: Path) -> str:
 
     out = run_dir / "corpus"
     with contextlib.redirect_stdout(sys.stderr):  # stdout is the run's one JSON line
-        status = cli_main(["simulate", "--out-dir", str(out), "--count", str(config.simulate_count), "--taxa",
-                           config.simulate_taxa, "--sites", config.simulate_sites, "--seed", str(config.seed),
-                           "--force"])
+        status = cli_main(
+            [
+                "simulate",
+                "--out-dir",
+                str(out),
+                "--count",
+                str(config.simulate_count),
+                "--taxa",
+                config.simulate_taxa,
+                "--sites",
+                config.simulate_sites,
+                "--seed",
+                str(config.seed),
+                "--force",
+            ]
+        )
     if status != 0:
         raise LaunchError("simulating the default corpus failed (see the lines above)")
     return str(out)
 
 
 def cache_dir(config: TrainConfig) -> Path:
-    """The preparation cache: ``config.cache_dir``, else the one ``phylorl search`` and ``eval`` use (keyed by each
-    alignment's content and the model, so a corpus prepared once is read back by every later run)."""
+    """The preparation cache: ``config.cache_dir``, else the one ``phylorl search`` and ``eval`` use (keyed by
+    each alignment's content and the model, so a corpus prepared once is read back by every later run)."""
     from phylorl.cli.search import default_cache_dir
 
     return Path(config.cache_dir) if config.cache_dir else default_cache_dir()
 
 
 def start_service(sup: Supervisor, name: str, service_config, run_dir: Path, port: int = 0) -> Service:
-    """``python -m services.<kind> --config run_dir/config/<name>.json``: the whole section as the service reads
-    it (ports also as flags, so that ``ps`` shows which process is which)."""
+    """``python -m services.<kind> --config run_dir/config/<name>.json``: the whole section as the service
+    reads it (ports also as flags, so that ``ps`` shows which process is which)."""
     path = write_config(service_config, run_dir / "config" / f"{name}.json")
     flags = {"config": path, "metrics_port": service_config.metrics_port, **({"port": port} if port else {})}
-    return sup.add(Service(name, sup.python(f"services.{name.split('-')[0]}", flags), run_dir / "logs" / f"{name}.log",
-                           service_config.metrics_port, port))
+    return sup.add(
+        Service(
+            name,
+            sup.python(f"services.{name.split('-')[0]}", flags),
+            run_dir / "logs" / f"{name}.log",
+            service_config.metrics_port,
+            port,
+        )
+    )
 
 
-def prepare_shared_cache(model: str, cache: Path, alignments: str, run_dir: Path,
-                         on_stage: Callable[[str, bool], None] | None = None,
-                         stop: threading.Event | None = None) -> bool:
-    """Prepare the corpus once, in parallel, into the cache every actor reads; ``on_stage`` hears how far it is (a
-    line, and whether more follow). Returns whether it is all prepared (not when ``stop`` was set first)."""
+def prepare_shared_cache(
+    model: str,
+    cache: Path,
+    alignments: str,
+    run_dir: Path,
+    on_stage: Callable[[str, bool], None] | None = None,
+    stop: threading.Event | None = None,
+) -> bool:
+    """Prepare the corpus once, in parallel, into the cache every actor reads; ``on_stage`` hears how far it
+    is (a line, and whether more follow). Returns whether it is all prepared (not when ``stop`` was set
+    first)."""
     from phylorl.env.corpus import corpus_files
     from phylorl.env.prepare import prepare_corpus
 
     log_path = run_dir / "logs" / "prepare.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "a") as log:
+
         def done(path, count, total):
             log.write(f"prepared {path} ({count}/{total})\n")
             log.flush()
             if on_stage is not None:
-                on_stage(f"preparing the corpus under {model}: {count}/{total} alignments (log: {log_path})",
-                         count < total)
+                on_stage(
+                    f"preparing the corpus under {model}: {count}/{total} alignments (log: {log_path})",
+                    count < total,
+                )
 
-        return prepare_corpus(corpus_files(alignments.split(",")), model, cache, threads=os.cpu_count() or 1,
-                              on_done=done, stop=stop)
+        return prepare_corpus(
+            corpus_files(alignments.split(",")),
+            model,
+            cache,
+            threads=os.cpu_count() or 1,
+            on_done=done,
+            stop=stop,
+        )
 
 
-def run_local(config: TrainConfig, run_dir: Path, on_progress: Callable[[dict], None] | None = None,
-              stop: threading.Event | None = None, on_started: Callable[[dict], None] | None = None,
-              on_stage: Callable[[str, bool], None] | None = None) -> dict:
-    """The run (module docstring); ``on_stage`` hears a line for each step before the services run (the corpus'
-    preparation, alignment by alignment, then their start) and whether more of that step's lines follow."""
+def run_local(
+    config: TrainConfig,
+    run_dir: Path,
+    on_progress: Callable[[dict], None] | None = None,
+    stop: threading.Event | None = None,
+    on_started: Callable[[dict], None] | None = None,
+    on_stage: Callable[[str, bool], None] | None = None,
+) -> dict:
+    """The run (module docstring); ``on_stage`` hears a line for each step before the services run (the
+    corpus' preparation, alignment by alignment, then their start) and whether more of that step's lines
+    follow."""
     stop = stop or threading.Event()
     config = config.absolute(str(run_dir))
     run_dir = Path(config.run_dir)
@@ -122,44 +163,98 @@ def run_local(config: TrainConfig, run_dir: Path, on_progress: Callable[[dict], 
         grpc_server, grpc_client = {}, {}
         if config.secure:
             grpc_client = {"tls_ca_file": str(made["ca.crt"]), "token_file": str(made["grpc_token"])}
-            grpc_server = {"tls_cert_file": str(made["server.crt"]), "tls_key_file": str(made["server.key"]),
-                           "token_file": str(made["grpc_token"])}
+            grpc_server = {
+                "tls_cert_file": str(made["server.crt"]),
+                "tls_key_file": str(made["server.key"]),
+                "token_file": str(made["grpc_token"]),
+            }
         client = ClientCredentials(**grpc_client)
         redis = sup.start_redis(made["redis_users.acl"], RedisAuth(**redis_auth))
         redis_url = f"redis://127.0.0.1:{redis.port}/0"
         replay_port, replay_metrics = free_port(), free_port()
-        replay = start_service(sup, "replay", replace(replay_cfg, host="127.0.0.1", port=replay_port,
-                                                      metrics_port=replay_metrics, redis_url=redis_url,
-                                                      **redis_auth, **grpc_server), run_dir, replay_port)
+        replay = start_service(
+            sup,
+            "replay",
+            replace(
+                replay_cfg,
+                host="127.0.0.1",
+                port=replay_port,
+                metrics_port=replay_metrics,
+                redis_url=redis_url,
+                **redis_auth,
+                **grpc_server,
+            ),
+            run_dir,
+            replay_port,
+        )
         sup.wait_serving(replay, client)
         learner_port, learner_metrics = free_port(), free_port()
-        learner = start_service(sup, "learner", replace(
-            learner_cfg, host="127.0.0.1", port=learner_port, metrics_port=learner_metrics,
-            replay_address=f"127.0.0.1:{replay_port}", redis_url=redis_url, run_dir=str(run_dir), **redis_auth,
-            **{**grpc_server, **grpc_client}), run_dir, learner_port)
+        learner = start_service(
+            sup,
+            "learner",
+            replace(
+                learner_cfg,
+                host="127.0.0.1",
+                port=learner_port,
+                metrics_port=learner_metrics,
+                replay_address=f"127.0.0.1:{replay_port}",
+                redis_url=redis_url,
+                run_dir=str(run_dir),
+                **redis_auth,
+                **{**grpc_server, **grpc_client},
+            ),
+            run_dir,
+            learner_port,
+        )
         sup.wait_serving(learner, client)
         actor_ports = []
         for i in range(config.actors):
             port = free_port()
             actor_ports.append(port)
-            start_service(sup, f"actor-{i}", replace(
-                actor_cfg, learner_address=f"127.0.0.1:{learner_port}", replay_address=f"127.0.0.1:{replay_port}",
-                metrics_port=port, alignments=alignments, cache_dir=str(cache),
-                seed=config.seed + 1000 * i, actor_id=f"actor-{i}", spool_dir=str(run_dir / "spool"), **grpc_client),
-                run_dir)
-        ports = {"redis": redis.port, "replay": {"grpc": replay_port, "metrics": replay_metrics},
-                 "learner": {"grpc": learner_port, "metrics": learner_metrics}, "actors": actor_ports,
-                 "prometheus": config.prometheus or None}
+            start_service(
+                sup,
+                f"actor-{i}",
+                replace(
+                    actor_cfg,
+                    learner_address=f"127.0.0.1:{learner_port}",
+                    replay_address=f"127.0.0.1:{replay_port}",
+                    metrics_port=port,
+                    alignments=alignments,
+                    cache_dir=str(cache),
+                    seed=config.seed + 1000 * i,
+                    actor_id=f"actor-{i}",
+                    spool_dir=str(run_dir / "spool"),
+                    **grpc_client,
+                ),
+                run_dir,
+            )
+        ports = {
+            "redis": redis.port,
+            "replay": {"grpc": replay_port, "metrics": replay_metrics},
+            "learner": {"grpc": learner_port, "metrics": learner_metrics},
+            "actors": actor_ports,
+            "prometheus": config.prometheus or None,
+        }
         if config.prometheus:
-            start_prometheus(sup, run_dir / "prometheus", config.prometheus, {
-                "replay": [f"127.0.0.1:{replay_metrics}"], "learner": [f"127.0.0.1:{learner_metrics}"],
-                "actor": [f"127.0.0.1:{p}" for p in actor_ports]})
+            start_prometheus(
+                sup,
+                run_dir / "prometheus",
+                config.prometheus,
+                {
+                    "replay": [f"127.0.0.1:{replay_metrics}"],
+                    "learner": [f"127.0.0.1:{learner_metrics}"],
+                    "actor": [f"127.0.0.1:{p}" for p in actor_ports],
+                },
+            )
         summary["ports"] = ports
         (run_dir / "ports.json").write_text(json.dumps(ports, indent=2) + "\n")
         if on_started is not None:
             on_started(ports)
         previous = snapshot(time.monotonic() - started, learner_metrics, replay_metrics, actor_ports)
-        with open(run_dir / "metrics.jsonl", "a") as series, _EventLog(run_dir / "logs" / "supervisor.log") as events:
+        with (
+            open(run_dir / "metrics.jsonl", "a") as series,
+            _EventLog(run_dir / "logs" / "supervisor.log") as events,
+        ):
             while True:
                 try:
                     interrupted = stop.wait(1.0)
@@ -170,8 +265,11 @@ def run_local(config: TrainConfig, run_dir: Path, on_progress: Callable[[dict], 
                     break
                 now = time.monotonic() - started
                 current = snapshot(now, learner_metrics, replay_metrics, actor_ports)
-                record = {**asdict(current), **rates(previous, current),
-                          "restarts": sum(service.restarts for service in sup.services)}
+                record = {
+                    **asdict(current),
+                    **rates(previous, current),
+                    "restarts": sum(service.restarts for service in sup.services),
+                }
                 series.write(json.dumps(record) + "\n")
                 series.flush()
                 if on_progress is not None:
@@ -188,7 +286,9 @@ def run_local(config: TrainConfig, run_dir: Path, on_progress: Callable[[dict], 
                 if config.minutes and now >= 60 * config.minutes:
                     reason = "time limit"
                     break
-        summary.update(asdict(snapshot(time.monotonic() - started, learner_metrics, replay_metrics, actor_ports)))
+        summary.update(
+            asdict(snapshot(time.monotonic() - started, learner_metrics, replay_metrics, actor_ports))
+        )
     except StartInterrupted:
         reason = "interrupted"
     except LaunchError as exc:
@@ -230,8 +330,9 @@ class _EventLog:
 
 
 def _learner_totals(run_dir: Path, summary: dict) -> None:
-    """The learner's own record of its updates: exact even when it exited before a last scrape (it stops at its
-    update count between two), and counting the updates before a restart, which its metrics start again from 0."""
+    """The learner's own record of its updates: exact even when it exited before a last scrape (it stops at
+    its update count between two), and counting the updates before a restart, which its metrics start again
+    from 0."""
     path = run_dir / "learner" / "updates.csv"
     if not path.exists():
         return

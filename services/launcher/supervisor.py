@@ -60,8 +60,14 @@ class Service:
         if self.log_file is not None and not self.log_file.closed:
             self.log_file.close()
         self.log_file = open(self.log_path, "ab")
-        self.process = subprocess.Popen(self.argv, stdout=self.log_file, stderr=subprocess.STDOUT,
-                                        stdin=subprocess.DEVNULL, env=env, process_group=0)
+        self.process = subprocess.Popen(
+            self.argv,
+            stdout=self.log_file,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=env,
+            process_group=0,
+        )
 
     @property
     def alive(self) -> bool:
@@ -104,10 +110,13 @@ class Supervisor:
                 given_up.append(service)
                 continue
             if service.restart_due is None:
-                delay = min(30.0, backoff_s * 2 ** service.restarts)
+                delay = min(30.0, backoff_s * 2**service.restarts)
                 service.restart_due = now + delay
-                log(f"{service.name} exited with status {service.process.returncode}; restarting in {delay:.1f} s "
-                    f"(restart {service.restarts + 1} of at most {max_restarts})")
+                log(
+                    f"{service.name} exited with status {service.process.returncode}; "
+                    f"restarting in {delay:.1f} s "
+                    f"(restart {service.restarts + 1} of at most {max_restarts})"
+                )
             elif now >= service.restart_due:
                 service.restart_due = None
                 service.restarts += 1
@@ -129,8 +138,25 @@ class Supervisor:
         data.mkdir(parents=True, exist_ok=True)
         # appendfsync always: an insert is on disk before replay acknowledges it, so even kill -9 of Redis
         # loses no acknowledged transition (one fsync per insert batch)
-        argv = [exe, "--port", str(port), "--bind", "127.0.0.1", "--dir", str(data), "--appendonly", "yes",
-                "--appendfsync", "always", "--save", "", "--protected-mode", "yes", "--aclfile", str(Path(acl_file).resolve())]
+        argv = [
+            exe,
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--dir",
+            str(data),
+            "--appendonly",
+            "yes",
+            "--appendfsync",
+            "always",
+            "--save",
+            "",
+            "--protected-mode",
+            "yes",
+            "--aclfile",
+            str(Path(acl_file).resolve()),
+        ]
         service = self.add(Service("redis", argv, self.run_dir / "logs" / "redis.log", port=port))
         self.wait_for(service, lambda: _redis_ping(f"redis://127.0.0.1:{port}/0", auth), "answer PING")
         return service
@@ -141,24 +167,37 @@ class Supervisor:
             if self.stop is not None and self.stop.is_set():
                 raise StartInterrupted(f"stopped while waiting for {service.name} to {what}")
             if not service.alive:
-                raise LaunchError(f"{service.name} exited (status {service.process.returncode}) before it could "
-                                  f"{what}; see {service.log_path}")
+                raise LaunchError(
+                    f"{service.name} exited (status {service.process.returncode}) before it could "
+                    f"{what}; see {service.log_path}"
+                )
             if ready():
                 return
             time.sleep(0.2)
         raise LaunchError(f"{service.name} did not {what} within {timeout_s:.0f} s; see {service.log_path}")
 
     def wait_serving(self, service: Service, credentials=None, timeout_s: float = 300.0) -> None:
-        self.wait_for(service, lambda: grpc_serving(f"127.0.0.1:{service.port}", credentials=credentials),
-                      "report SERVING", timeout_s)
+        self.wait_for(
+            service,
+            lambda: grpc_serving(f"127.0.0.1:{service.port}", credentials=credentials),
+            "report SERVING",
+            timeout_s,
+        )
 
     def stop_all(self, timeout_s: float = 30.0) -> dict[str, int | None]:
         """SIGTERM actors first, then learner, replay, Redis and Prometheus (which sees the others stop);
         SIGKILL what is left of a group after ``timeout_s``."""
         groups = ("actor", "learner", "replay", "redis", "prometheus")
         for group in groups:
-            members = [s for s in self.services if s.alive and (s.name.split("-")[0] == group or (
-                group == groups[-1] and s.name.split("-")[0] not in groups))]
+            members = [
+                s
+                for s in self.services
+                if s.alive
+                and (
+                    s.name.split("-")[0] == group
+                    or (group == groups[-1] and s.name.split("-")[0] not in groups)
+                )
+            ]
             for s in members:
                 s.process.send_signal(signal.SIGTERM)
             deadline = time.monotonic() + timeout_s

@@ -47,8 +47,10 @@ def build_learner(config: LearnerConfig, device: torch.device, checkpoints: Chec
     if config.init_checkpoint:
         learner = Learner.warm_start(config.init_checkpoint, config.agent, device, seed=config.seed)
         if learner.net_cfg.features != config.net.features:
-            raise ValueError(f"init_checkpoint {config.init_checkpoint} reads {learner.net_cfg.features!r} "
-                             f"observations, this run's actors send {config.net.features!r}")
+            raise ValueError(
+                f"init_checkpoint {config.init_checkpoint} reads {learner.net_cfg.features!r} "
+                f"observations, this run's actors send {config.net.features!r}"
+            )
         log.info("warm start from %s (network %s)", config.init_checkpoint, learner.net_cfg)
         return learner
     return Learner(config.net, config.agent, device, seed=config.seed)
@@ -61,7 +63,8 @@ def main(argv: list[str] | None = None) -> int:
         torch.set_num_threads(config.torch_threads)
     keep_freed_memory()
     device = pick_device(config.device)
-    sys.setswitchinterval(SWITCH_INTERVAL_MS.get(device.type, 5.0) / 1000.0)  # the threads' hand-overs of the lock
+    # the threads' hand-overs of the lock
+    sys.setswitchinterval(SWITCH_INTERVAL_MS.get(device.type, 5.0) / 1000.0)
     log.info("interpreter switch interval %.3g ms", sys.getswitchinterval() * 1000.0)
     if device.type == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = config.tf32
@@ -69,28 +72,38 @@ def main(argv: list[str] | None = None) -> int:
     learner = build_learner(config, device, checkpoints)
     metrics.WEIGHTS_VERSION.set(learner.weights_version)
     log.info("learner on %s, weights version %d", device, learner.weights_version)
-    inference = BatchingInference(learner.net_cfg, device, max_batch=config.inference_max_batch,
-                                  max_delay_s=config.inference_max_delay_ms / 1000.0,
-                                  max_queue=config.inference_queue, seed=config.seed,
-                                  fused_head=learner.agent_cfg.fused_head,
-                                  cuda_graphs=config.inference_cuda_graphs and device.type == "cuda")
+    inference = BatchingInference(
+        learner.net_cfg,
+        device,
+        max_batch=config.inference_max_batch,
+        max_delay_s=config.inference_max_delay_ms / 1000.0,
+        max_queue=config.inference_queue,
+        seed=config.seed,
+        fused_head=learner.agent_cfg.fused_head,
+        cuda_graphs=config.inference_cuda_graphs and device.type == "cuda",
+    )
     server = InferenceServer(inference, config.host, config.port, security=config)
     server.start()
     log.info("inference endpoint on %s:%d", config.host, server.port)
     redis_client = security.redis_client(config.redis_url, config) if config.redis_url else None
-    if redis_client is not None and not wait_for_redis(redis_client.ping, config.redis_url, config.redis_wait_s,
-                                                       stop, log):
+    if redis_client is not None and not wait_for_redis(
+        redis_client.ping, config.redis_url, config.redis_wait_s, stop, log
+    ):
         server.stop(0)
         inference.close()
         return 0
-    if redis_client is not None:  # a restart resumes from its last checkpoint, maybe older than what was served
+    # a restart resumes from its last checkpoint, maybe older than what was served
+    if redis_client is not None:
         continue_published_version(learner, redis_client, config.weights_key)
     replay = ReplayClient(config.replay_address, security=config)
     loop = TrainingLoop(config, learner, replay, inference, redis_client, checkpoints, stop)
     loop.publish()
     server.set_serving()
-    log.info("serving inference with weights version %d; training from %s", learner.weights_version,
-             config.replay_address)
+    log.info(
+        "serving inference with weights version %d; training from %s",
+        learner.weights_version,
+        config.replay_address,
+    )
     try:
         loop.run()
     finally:

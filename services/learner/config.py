@@ -26,8 +26,8 @@ class LearnerConfig(security.ServerTLS, security.ClientTLS, security.GrpcToken, 
     replay_address: str = "127.0.0.1:50051"
     """host:port of the replay service."""
     redis_url: str = "redis://127.0.0.1:6379/0"
-    """Redis where the published weights version is kept, read back at a restart so that versions never go back (''
-    turns it off)."""
+    """Redis where the published weights version is kept, read back at a restart so that versions never go
+    back ('' turns it off)."""
     redis_wait_s: float = 30.0
     """How long to wait at start for Redis to answer before giving up (s)."""
     weights_key: str = "phylorl:weights"
@@ -57,8 +57,9 @@ class LearnerConfig(security.ServerTLS, security.ClientTLS, security.GrpcToken, 
     resume: bool = True
     """Continue from the run directory's latest checkpoint when there is one."""
     prefetch_workers: int = 2
-    """Threads that sample and collate batches at once. One thread is bound by the latency of each Sample call and
-    by collating (one compiled pass that releases the GIL); a GPU learner with spare cores wants several."""
+    """Threads that sample and collate batches at once. One thread is bound by the latency of each Sample call
+    and by collating (one compiled pass that releases the GIL); a GPU learner with spare cores wants
+    several."""
     sample_timeout_s: float = 5.0
     """Longest wait of one Sample call for the replay's rate limiter (s)."""
     inference_max_batch: int = 64
@@ -68,13 +69,13 @@ class LearnerConfig(security.ServerTLS, security.ClientTLS, security.GrpcToken, 
     inference_queue: int = 256
     """Requests waiting for the network at most; beyond it: RESOURCE_EXHAUSTED."""
     inference_cuda_graphs: bool = True
-    """On a CUDA device, the endpoint replays its answers as CUDA graphs, one per batch shape (a batch's states
-    padded to a power-of-two count, or a multiple of 16 above 16, with copies of its last one;
+    """On a CUDA device, the endpoint replays its answers as CUDA graphs, one per batch shape (a batch's
+    states padded to a power-of-two count, or a multiple of 16 above 16, with copies of its last one;
     :mod:`phylorl.agent.capture`). A shape whose capture fails is answered eagerly (logged, counted). No
     effect on a CPU."""
     init_checkpoint: str = ""
-    """Warm start: a learner checkpoint (e.g. from phylorl warmstart) whose networks and alpha start this run when
-    the run directory has no checkpoint of its own."""
+    """Warm start: a learner checkpoint (e.g. from phylorl warmstart) whose networks and alpha start this run
+    when the run directory has no checkpoint of its own."""
     net: NetworkConfig = field(default_factory=lambda: NetworkConfig(features="rich"))
     """The Q networks of a new run (a resumed or warm-started run keeps its checkpoint's)."""
     agent: AgentConfig = field(default_factory=lambda: AgentConfig(demo_weight=1.0))
@@ -92,7 +93,9 @@ class LearnerConfig(security.ServerTLS, security.ClientTLS, security.GrpcToken, 
         if self.batch_size < 1 or self.publish_every < 1 or self.prefetch_workers < 1:
             problems.append("batch_size, publish_every and prefetch_workers must be >= 1")
         if self.inference_max_batch < 1 or self.inference_queue < 1 or self.inference_max_delay_ms < 0:
-            problems.append("inference_max_batch and inference_queue must be >= 1, inference_max_delay_ms >= 0")
+            problems.append(
+                "inference_max_batch and inference_queue must be >= 1, inference_max_delay_ms >= 0"
+            )
         if self.keep_checkpoints < 1:
             problems.append("keep_checkpoints must be >= 1")
         problems += security.check(self)
@@ -101,14 +104,20 @@ class LearnerConfig(security.ServerTLS, security.ClientTLS, security.GrpcToken, 
 
 
 SWITCH_INTERVAL_MS = {"cuda": 0.5, "cpu": 5.0}
-"""The interpreter's switch interval in the learner's process by device type (``sys.setswitchinterval``). The update
-loop, the endpoint's batching thread, its gRPC threads and the prefetch threads share one interpreter lock, and each
-torch call lets it go: a thread coming back from one waits for a thread running Python until that one blocks or the
-interval forces a switch. On a GPU the update loop mostly waits on the device and then needs the lock at once, so a
-short interval pays; on a CPU it runs Python between long torch calls, and Python's 5 ms is faster
-(``benchmarks/bench_system.py``)."""
+"""The interpreter's switch interval in the learner's process by device type (``sys.setswitchinterval``). The
+update loop, the endpoint's batching thread, its gRPC threads and the prefetch threads share one interpreter
+lock, and each torch call lets it go: a thread coming back from one waits for a thread running Python until
+that one blocks or the interval forces a switch. On a GPU the update loop mostly waits on the device and then
+needs the lock at once, so a short interval pays; on a CPU it runs Python between long torch calls, and
+Python's 5 ms is faster (``benchmarks/bench_system.py``)."""
 
 
 def load(argv: Sequence[str], environ: Mapping[str, str]) -> LearnerConfig:
-    return load_config(LearnerConfig, argv, environ, prefix=ENV_PREFIX, prog="python -m services.learner",
-                       description="phylorl learner: twin soft-Q updates from replay, batched inference endpoint.")
+    return load_config(
+        LearnerConfig,
+        argv,
+        environ,
+        prefix=ENV_PREFIX,
+        prog="python -m services.learner",
+        description="phylorl learner: twin soft-Q updates from replay, batched inference endpoint.",
+    )

@@ -5,14 +5,14 @@ RESOURCE_EXHAUSTED). One thread takes the first waiting request, gathers more un
 ``max_batch`` states are collected or ``max_delay_s`` has passed, runs the twin Q networks
 once over all of them and answers each request with its own slice.
 
-States arrive as observation records (:func:`phylorl.records.codec.encode_observation`), the form replay records
-hold them in. Each request's records are made into network inputs when it arrives, on the caller's thread, in one
-compiled pass that releases the GIL (:func:`phylorl.records.collate.collate_states`: the trees and every move with
-its features, straight from the records' bytes). That also checks them (a state without moves included), so a bad
-state fails its own request (``ValueError`` naming it), never the batch; the batching thread only assembles the
-requests' inputs into one staging buffer (:func:`phylorl.agent.acting.assemble`, padded for a captured graph
-with ``cuda_graphs``). The networks used are the last published snapshot (:meth:`BatchingInference.publish`), and
-every answer carries its version.
+States arrive as observation records (:func:`phylorl.records.codec.encode_observation`), the form replay
+records hold them in. Each request's records are made into network inputs when it arrives, on the caller's
+thread, in one compiled pass that releases the GIL (:func:`phylorl.records.collate.collate_states`: the trees
+and every move with its features, straight from the records' bytes). That also checks them (a state without
+moves included), so a bad state fails its own request (``ValueError`` naming it), never the batch; the
+batching thread only assembles the requests' inputs into one staging buffer
+(:func:`phylorl.agent.acting.assemble`, padded for a captured graph with ``cuda_graphs``). The networks used
+are the last published snapshot (:meth:`BatchingInference.publish`), and every answer carries its version.
 """
 
 from __future__ import annotations
@@ -58,11 +58,11 @@ class _Request:
 
 @dataclass
 class Snapshot:
-    """Published policy: the twin online networks (eval mode; ``nets``), the temperature and the weights version.
-    ``written``: on a GPU, a CUDA event recorded on the publisher's stream after its copies into the networks, which
-    whoever reads them waits for first (the batching stream); ``None`` on a CPU. ``alpha`` is a number, or a 0-d
-    tensor on the endpoint's device that the publisher computed on its stream (read after ``written``, like the
-    networks: a GPU publisher then never waits for it)."""
+    """Published policy: the twin online networks (eval mode; ``nets``), the temperature and the weights
+    version. ``written``: on a GPU, a CUDA event recorded on the publisher's stream after its copies into the
+    networks, which whoever reads them waits for first (the batching stream); ``None`` on a CPU. ``alpha`` is
+    a number, or a 0-d tensor on the endpoint's device that the publisher computed on its stream (read after
+    ``written``, like the networks: a GPU publisher then never waits for it)."""
 
     nets: object
     pair: tuple
@@ -74,8 +74,18 @@ class Snapshot:
 class BatchingInference:
     """See the module docstring. ``publish`` must be called once before requests are answered."""
 
-    def __init__(self, net_cfg: NetworkConfig, device: torch.device, *, max_batch: int, max_delay_s: float,
-                 max_queue: int, seed: int = 0, fused_head: bool = False, cuda_graphs: bool = False):
+    def __init__(
+        self,
+        net_cfg: NetworkConfig,
+        device: torch.device,
+        *,
+        max_batch: int,
+        max_delay_s: float,
+        max_queue: int,
+        seed: int = 0,
+        fused_head: bool = False,
+        cuda_graphs: bool = False,
+    ):
         self.net_cfg = net_cfg
         self.fused_head = fused_head and device.type == "cuda"
         """Answer with the fused Triton head (``AgentConfig.fused_head``; on a CUDA device only)."""
@@ -95,34 +105,39 @@ class BatchingInference:
         # (one pass: :func:`~phylorl.agent.acting.assemble`)
         self._stager = Stager(pinned=device.type == "cuda")
         self._graphed = GraphedActing(net_cfg, device, self.fused_head) if cuda_graphs else None
-        """Answers replayed as CUDA graphs (``LearnerConfig.inference_cuda_graphs``; on a CPU the same padded path
-        runs eagerly, for tests)."""
+        """Answers replayed as CUDA graphs (``LearnerConfig.inference_cuda_graphs``; on a CPU the same padded
+        path runs eagerly, for tests)."""
         self._thread = threading.Thread(target=self._run, name="inference-batcher", daemon=True)
         self._thread.start()
 
     # --------------------------------------------------------------- weights
     def publish(self, weights: dict, alpha: float | torch.Tensor, version: int) -> Snapshot:
-        """Serve ``weights`` from now on; returns the snapshot. ``weights``: ``{"q1": state, "q2": state}``, tensors
-        on the host or on this endpoint's device: e.g. :meth:`Learner.policy_tensors`, the learner's own live
-        parameters, copied into new networks here before this returns (on a GPU: the copies are queued on the
-        caller's stream, so whatever the caller queues there later, e.g. its next update, changes them only after they
-        are taken; the batches after it wait for them there, a CUDA event). ``alpha``: the temperature, a number or a
-        0-d tensor on this endpoint's device that stays as it is (:meth:`Learner.policy_alpha`). A snapshot's networks
-        never change: a batch running on the one it replaces finishes on it."""
+        """Serve ``weights`` from now on; returns the snapshot. ``weights``: ``{"q1": state, "q2": state}``,
+        tensors on the host or on this endpoint's device: e.g. :meth:`Learner.policy_tensors`, the learner's
+        own live parameters, copied into new networks here before this returns (on a GPU: the copies are
+        queued on the caller's stream, so whatever the caller queues there later, e.g. its next update,
+        changes them only after they are taken; the batches after it wait for them there, a CUDA event).
+        ``alpha``: the temperature, a number or a 0-d tensor on this endpoint's device that stays as it is
+        (:meth:`Learner.policy_alpha`). A snapshot's networks never change: a batch running on the one it
+        replaces finishes on it."""
         if self.fused_head and self._snapshot is None:  # compile before the first request, not during it
             fused_head.warm_up(self.net_cfg.head_hidden, self.net_cfg.action_meta, self.device)
         pair = policy_networks(self.net_cfg, weights, self.device)
         written = None
-        if self.device.type == "cuda":  # the batching stream waits for this thread's copies on the GPU, not here
+        # the batching stream waits for this thread's copies on the GPU, not here
+        if self.device.type == "cuda":
             written = torch.cuda.Event()
             written.record(torch.cuda.current_stream(self.device))
         # min(Q1, Q2) in one pass where it applies
         nets = twin_or_none(pair, fused=self.fused_head, frozen=True) or pair
         if isinstance(alpha, torch.Tensor) and (alpha.dim() != 0 or alpha.device != self.device):
-            raise ValueError(f"alpha must be a number or a 0-d tensor on {self.device}, got {tuple(alpha.shape)} on "
-                             f"{alpha.device}")
-        snapshot = Snapshot(nets, pair, alpha if isinstance(alpha, torch.Tensor) else float(alpha), int(version),
-                            written)
+            raise ValueError(
+                f"alpha must be a number or a 0-d tensor on {self.device}, got {tuple(alpha.shape)} on "
+                f"{alpha.device}"
+            )
+        snapshot = Snapshot(
+            nets, pair, alpha if isinstance(alpha, torch.Tensor) else float(alpha), int(version), written
+        )
         with self._lock:
             self._snapshot = snapshot
         self._ready.set()
@@ -134,8 +149,8 @@ class BatchingInference:
 
     # -------------------------------------------------------------- requests
     def act(self, states: PackedRecords, greedy: bool, timeout_s: float | None = None):
-        """``(actions, q, v, version)`` for ``states`` (observation records); blocks until answered. ``ValueError``
-        names a bad state."""
+        """``(actions, q, v, version)`` for ``states`` (observation records); blocks until answered.
+        ``ValueError`` names a bad state."""
         request = self.submit(states, greedy, threading.Event())
         if not request.done.wait(timeout_s):
             raise TimeoutError(f"no answer within {timeout_s} s")
@@ -143,8 +158,8 @@ class BatchingInference:
 
     def submit(self, states: PackedRecords, greedy: bool, done) -> _Request:
         """Make ``states``' inputs (on the calling thread) and queue them for the next batch, without waiting:
-        ``done.set()`` is called (from the batching thread) once :meth:`result` can be read. ``ValueError`` names a
-        bad state; :class:`Overloaded` when the queue is full."""
+        ``done.set()`` is called (from the batching thread) once :meth:`result` can be read. ``ValueError``
+        names a bad state; :class:`Overloaded` when the queue is full."""
         if len(states) == 0:
             raise ValueError("an Act request needs at least one state")
         start = time.perf_counter()
@@ -152,8 +167,11 @@ class BatchingInference:
         cfg = self.net_cfg
         got = (graphs.x.shape[1], graphs.edge_attr.shape[1], actions.meta.shape[1])
         want = (cfg.node_features, cfg.edge_features, cfg.action_meta)
-        wrong = [f"{g} {name} feature columns, the network reads {w}"
-                 for name, g, w in zip(("node", "edge", "move"), got, want) if g != w]
+        wrong = [
+            f"{g} {name} feature columns, the network reads {w}"
+            for name, g, w in zip(("node", "edge", "move"), got, want)
+            if g != w
+        ]
         if wrong:
             raise ValueError(f"the states carry {'; '.join(wrong)}")
         request = _Request((graphs, actions), len(states), bool(greedy), done=done)
@@ -162,7 +180,9 @@ class BatchingInference:
             self._queue.put_nowait(request)
         except queue.Full:
             metrics.INFERENCE_REJECTED.inc()
-            raise Overloaded(f"inference queue full ({self._queue.maxsize} requests waiting); retry later") from None
+            raise Overloaded(
+                f"inference queue full ({self._queue.maxsize} requests waiting); retry later"
+            ) from None
         metrics.INFERENCE_QUEUE.set(self._queue.qsize())
         return request
 
@@ -197,16 +217,19 @@ class BatchingInference:
         return batch
 
     def _answer_graphed(self, block, snapshot: Snapshot, greedy: bool, count: int) -> tuple:
-        """The answers of a padded batch from :class:`GraphedActing` (its first ``count`` states are the batch's), with
-        ``snapshot``'s weights."""
+        """The answers of a padded batch from :class:`GraphedActing` (its first ``count`` states are the
+        batch's), with ``snapshot``'s weights."""
         self._graphed.load(snapshot.pair, snapshot.alpha, snapshot.version)
         replays, failures = self._graphed.replays, len(self._graphed.failed)
         chosen, q, v = self._graphed(block, greedy, self._generator)
         metrics.INFERENCE_BATCHES.labels("graph" if self._graphed.replays > replays else "eager").inc()
         if len(self._graphed.failed) > failures:
             metrics.INFERENCE_CAPTURE_FAILURES.inc()
-            log.warning("inference: capturing a batch shape (%d states) failed, it runs eagerly from now on: %s",
-                        count, list(self._graphed.failed.values())[-1])
+            log.warning(
+                "inference: capturing a batch shape (%d states) failed, it runs eagerly from now on: %s",
+                count,
+                list(self._graphed.failed.values())[-1],
+            )
         return chosen, q, v  # (the first ``count`` are the batch's: answers_on_host)
 
     def _run(self) -> None:
@@ -243,8 +266,9 @@ class BatchingInference:
                 graphs, actions = assemble(parts, count, self._stager).to(self.device, non_blocking=True)
                 metrics.INFERENCE_BATCHES.labels("eager").inc()
                 t1 = time.perf_counter()
-                chosen, q, v = select_actions(snapshot.nets, graphs, actions, snapshot.alpha, greedy,
-                                              generator=self._generator)
+                chosen, q, v = select_actions(
+                    snapshot.nets, graphs, actions, snapshot.alpha, greedy, generator=self._generator
+                )
             chosen, q, v = (t.numpy() for t in answers_on_host(chosen, q, v, count))
             answered = time.perf_counter()
             metrics.INFERENCE_STAGE.labels("batch").observe(t1 - t0)
@@ -252,8 +276,12 @@ class BatchingInference:
             start = 0
             for r in group:
                 end = start + r.count
-                r.result = (chosen[start:end].astype(np.int64), q[start:end].astype(np.float32),
-                            v[start:end].astype(np.float32), snapshot.version)
+                r.result = (
+                    chosen[start:end].astype(np.int64),
+                    q[start:end].astype(np.float32),
+                    v[start:end].astype(np.float32),
+                    snapshot.version,
+                )
                 start = end
         except BaseException as error:  # answered to every caller of the group
             for r in group:

@@ -1,7 +1,8 @@
-"""One sampled batch from the replay service, collated on the host (:func:`phylorl.records.collate.collate_records`:
-the records' bytes straight into batch arrays in one compiled pass, the next states' moves in compact form, expanded
-where the update runs). A record that is not a valid transition is retired (its key handed to ``retire``, which sets
-its priority to 0) and the batch goes on without it.
+"""One sampled batch from the replay service, collated on the host
+(:func:`phylorl.records.collate.collate_records`: the records' bytes straight into batch arrays in one
+compiled pass, the next states' moves in compact form, expanded where the update runs). A record that is not a
+valid transition is retired (its key handed to ``retire``, which sets its priority to 0) and the batch goes on
+without it.
 """
 
 from __future__ import annotations
@@ -19,16 +20,21 @@ from phylorl.records.decode import check_records
 from phylorl.records.format import PackedRecords
 
 log = logging.getLogger("phylorl.learner")
-TRANSIENT = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.FAILED_PRECONDITION,
-             grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.CANCELLED}
+TRANSIENT = {
+    grpc.StatusCode.UNAVAILABLE,
+    grpc.StatusCode.DEADLINE_EXCEEDED,
+    grpc.StatusCode.FAILED_PRECONDITION,
+    grpc.StatusCode.RESOURCE_EXHAUSTED,
+    grpc.StatusCode.CANCELLED,
+}
 """Sample errors that mean "not now" (replay restarting, not yet filled, busy): the caller asks again."""
 
 
 @dataclass
 class Drawn:
-    """A sampled batch (host tensors, its importance weights inside; ``None`` when every record drawn was corrupt),
-    the replay ``keys`` of its rows, each row's policy version (``-1``: unknown) and how many sampled records were
-    corrupt (left out)."""
+    """A sampled batch (host tensors, its importance weights inside; ``None`` when every record drawn was
+    corrupt), the replay ``keys`` of its rows, each row's policy version (``-1``: unknown) and how many
+    sampled records were corrupt (left out)."""
 
     batch: Batch | None
     keys: np.ndarray
@@ -37,8 +43,8 @@ class Drawn:
 
 
 def draw(replay, batch_size: int, timeout_s: float, retire: Callable[[np.ndarray], None]) -> Drawn | None:
-    """Sample ``batch_size`` transitions from ``replay`` and collate them; ``None`` when replay has nothing to give now
-    (a transient error)."""
+    """Sample ``batch_size`` transitions from ``replay`` and collate them; ``None`` when replay has nothing to
+    give now (a transient error)."""
     try:
         drawn = replay.sample(batch_size, timeout_s=timeout_s)
     except grpc.RpcError as exc:
@@ -61,11 +67,15 @@ def draw(replay, batch_size: int, timeout_s: float, retire: Callable[[np.ndarray
 
 
 def _valid(record, key) -> bool:
-    """Whether a sampled record is a valid transition (a corrupt one must not stop training: it is retired)."""
+    """Whether a sampled record is a valid transition (a corrupt one must not stop training: it is
+    retired)."""
     try:
         check_records(PackedRecords.from_records([record]))
         return True
     except ValueError as exc:
-        log.warning("replay key %d holds a record that is not a valid transition (%s); its priority is set to 0",
-                    int(key), exc)
+        log.warning(
+            "replay key %d holds a record that is not a valid transition (%s); its priority is set to 0",
+            int(key),
+            exc,
+        )
         return False

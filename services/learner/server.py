@@ -1,10 +1,11 @@
-"""The inference endpoint's gRPC server: ``phylorl.v1.InferenceService`` (``ActStream``) plus grpc.health.v1, on
-``grpc.aio``: one event-loop thread serves every call in flight.
+"""The inference endpoint's gRPC server: ``phylorl.v1.InferenceService`` (``ActStream``) plus grpc.health.v1,
+on ``grpc.aio``: one event-loop thread serves every call in flight.
 
-A request is a coroutine: it makes its states' inputs, queues them with :meth:`BatchingInference.submit` and awaits a
-future that the batching thread resolves through the loop (``call_soon_threadsafe``), so a batch's answers wake one
-thread, not one per caller, and that thread once (:class:`_Waker`: one scheduled drain resolves every answer handed
-over before it runs). A request's inputs are made on the loop thread (the compiled pass over its records).
+A request is a coroutine: it makes its states' inputs, queues them with :meth:`BatchingInference.submit` and
+awaits a future that the batching thread resolves through the loop (``call_soon_threadsafe``), so a batch's
+answers wake one thread, not one per caller, and that thread once (:class:`_Waker`: one scheduled drain
+resolves every answer handed over before it runs). A request's inputs are made on the loop thread (the
+compiled pass over its records).
 """
 
 from __future__ import annotations
@@ -27,16 +28,19 @@ MAX_CALLS = 256
 """The endpoint's calls in flight at most (open streams included): a call beyond them is refused at once with
 RESOURCE_EXHAUSTED (which actors retry)."""
 
-ERROR_STATUS = ((Overloaded, grpc.StatusCode.RESOURCE_EXHAUSTED), (ValueError, grpc.StatusCode.INVALID_ARGUMENT),
-                (TimeoutError, grpc.StatusCode.DEADLINE_EXCEEDED))
+ERROR_STATUS = (
+    (Overloaded, grpc.StatusCode.RESOURCE_EXHAUSTED),
+    (ValueError, grpc.StatusCode.INVALID_ARGUMENT),
+    (TimeoutError, grpc.StatusCode.DEADLINE_EXCEEDED),
+)
 """How the endpoint's errors reach the caller (the first matching class; anything else is UNKNOWN)."""
 ANSWERED_ERRORS = tuple(kind for kind, _ in ERROR_STATUS)
 
 STOPPING = "the inference endpoint is stopping"
-"""Why an open ``ActStream`` ends UNAVAILABLE when its server stops. A stream never ends by itself (an actor held by
-the replay's rate limiter sends nothing), so a stopping server gives its grace to the requests being answered alone:
-a stream ends after its answer, and an idle one at once (its handler woken and ended). Otherwise the grace would
-always run out."""
+"""Why an open ``ActStream`` ends UNAVAILABLE when its server stops. A stream never ends by itself (an actor
+held by the replay's rate limiter sends nothing), so a stopping server gives its grace to the requests being
+answered alone: a stream ends after its answer, and an idle one at once (its handler woken and ended).
+Otherwise the grace would always run out."""
 
 
 def status_of(error: BaseException) -> grpc.StatusCode | None:
@@ -57,8 +61,9 @@ def act_response(actions, q, v, version: int) -> inference_pb2.ActResponse:
 
 
 class _Waker:
-    """Resolves futures of one event loop from the batching thread, one loop wake-up for all the answers of a batch:
-    the first future handed over schedules a drain on the loop; those that come before it runs join it."""
+    """Resolves futures of one event loop from the batching thread, one loop wake-up for all the answers of a
+    batch: the first future handed over schedules a drain on the loop; those that come before it runs join
+    it."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop):
         self.loop = loop
@@ -72,7 +77,8 @@ class _Waker:
                 return
         try:
             self.loop.call_soon_threadsafe(self._drain)
-        except RuntimeError:  # the loop is closed: the server stopped and nobody awaits these answers any more
+        # the loop is closed: the server stopped and nobody awaits these answers any more
+        except RuntimeError:
             with self._lock:
                 self._pending.clear()
 
@@ -85,7 +91,8 @@ class _Waker:
 
 
 class _Wake:
-    """``done`` of a request (set by the batching thread): resolves ``future`` through its loop's :class:`_Waker`."""
+    """``done`` of a request (set by the batching thread): resolves ``future`` through its loop's
+    :class:`_Waker`."""
 
     def __init__(self, waker: _Waker, future: asyncio.Future):
         self.waker, self.future = waker, future
@@ -102,10 +109,12 @@ class InferenceServicer(inference_pb2_grpc.InferenceServiceServicer):
         self._waker = _Waker(asyncio.get_running_loop())
         self.stopping = False
         """Set (on the loop) when the server stops: see :meth:`stop_streams`."""
-        self._streams: dict[asyncio.Task, bool] = {}  # each open stream's task: whether it is answering a request
+        # each open stream's task: whether it is answering a request
+        self._streams: dict[asyncio.Task, bool] = {}
 
     async def ActStream(self, requests, context):
-        """Each request answered in turn: the chosen moves of its states, with their values and weights version."""
+        """Each request answered in turn: the chosen moves of its states, with their values and weights
+        version."""
         task = asyncio.current_task()
         self._streams[task] = False
         try:
@@ -129,8 +138,8 @@ class InferenceServicer(inference_pb2_grpc.InferenceServiceServicer):
             self._streams.pop(task, None)
 
     def stop_streams(self) -> None:
-        """The server is stopping (on its loop): a stream answering a request ends after its answer, the others at
-        once (their tasks cancelled), so that the server's grace waits only for answers
+        """The server is stopping (on its loop): a stream answering a request ends after its answer, the
+        others at once (their tasks cancelled), so that the server's grace waits only for answers
         (:data:`STOPPING`)."""
         self.stopping = True
         for task, answering in list(self._streams.items()):
@@ -141,8 +150,9 @@ class InferenceServicer(inference_pb2_grpc.InferenceServiceServicer):
         answered = self._waker.loop.create_future()
         try:
             check_request(request)
-            pending = self.inference.submit(codec.unpack_records(request.states), request.greedy,
-                                            _Wake(self._waker, answered))
+            pending = self.inference.submit(
+                codec.unpack_records(request.states), request.greedy, _Wake(self._waker, answered)
+            )
             try:
                 await asyncio.wait_for(answered, self.timeout_s)
             except TimeoutError:
@@ -155,17 +165,25 @@ class InferenceServicer(inference_pb2_grpc.InferenceServiceServicer):
 
 class InferenceServer:
     """The endpoint's server, its event loop in a thread of its own; health is NOT_SERVING until
-    :meth:`set_serving`. ``security``: a config with TLS and token fields (:mod:`services.common.security`); None:
-    plaintext."""
+    :meth:`set_serving`. ``security``: a config with TLS and token fields (:mod:`services.common.security`);
+    None: plaintext."""
 
-    def __init__(self, inference: BatchingInference, host: str, port: int,
-                 max_message_bytes: int = MAX_MESSAGE_BYTES, security=None, max_calls: int = MAX_CALLS):
+    def __init__(
+        self,
+        inference: BatchingInference,
+        host: str,
+        port: int,
+        max_message_bytes: int = MAX_MESSAGE_BYTES,
+        security=None,
+        max_calls: int = MAX_CALLS,
+    ):
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="inference-aio", daemon=True)
         self._thread.start()
         try:
             self.server, self.servicer, self.health, self.port = self._run(
-                self._build(inference, f"{host}:{port}", max_message_bytes, security, max_calls))
+                self._build(inference, f"{host}:{port}", max_message_bytes, security, max_calls)
+            )
         except BaseException:
             self._close_loop()
             raise
@@ -175,9 +193,11 @@ class InferenceServer:
 
     @staticmethod
     async def _build(inference, address: str, max_message_bytes: int, security, max_calls: int):
-        server = grpc.aio.server(options=message_options(max_message_bytes),
-                                 interceptors=secure.aio_server_interceptors(security),
-                                 maximum_concurrent_rpcs=max_calls)
+        server = grpc.aio.server(
+            options=message_options(max_message_bytes),
+            interceptors=secure.aio_server_interceptors(security),
+            maximum_concurrent_rpcs=max_calls,
+        )
         servicer = InferenceServicer(inference)
         inference_pb2_grpc.add_InferenceServiceServicer_to_server(servicer, server)
         health = HealthServicer()
@@ -200,7 +220,8 @@ class InferenceServer:
         self._close_loop()
 
     async def _stop(self, grace_s: float) -> None:
-        # (one stop: a second, shorter one while the first waited crashed grpc.aio 1.85 with a segmentation fault)
+        # (one stop: a second, shorter one while the first waited crashed grpc.aio 1.85 with a segmentation
+        # fault)
         self.servicer.stop_streams()
         await self.health.enter_graceful_shutdown()
         await self.server.stop(grace_s)

@@ -1,11 +1,11 @@
 """The learner's training loop: replay → prefetch → update → priorities, weights and checkpoints.
 
 Batches are sampled from the replay service and collated on the prefetch threads
-(:mod:`services.learner.sampling`), so an update never waits on collation when data is available. New priorities go
-back to replay from a separate thread. Every ``publish_every`` updates the online networks are published to the
-inference endpoint and their version to Redis (``<weights_key>:version``, which a restarted learner reads so that
-versions never go back); checkpoints are written every ``checkpoint_every`` updates or ``checkpoint_seconds``
-seconds and at exit.
+(:mod:`services.learner.sampling`), so an update never waits on collation when data is available. New
+priorities go back to replay from a separate thread. Every ``publish_every`` updates the online networks are
+published to the inference endpoint and their version to Redis (``<weights_key>:version``, which a restarted
+learner reads so that versions never go back); checkpoints are written every ``checkpoint_every`` updates or
+``checkpoint_seconds`` seconds and at exit.
 """
 
 from __future__ import annotations
@@ -35,8 +35,20 @@ from .sampling import draw
 log = logging.getLogger("phylorl.learner")
 PREFETCH_DEPTH = 2
 """Batches collated ahead of the update (one being made, one waiting, on a CPU or a GPU alike)."""
-UPDATE_COLUMNS = ("version", "time_s", "update_seconds", "batch_wait_seconds", "loss_q1", "loss_q2", "loss_alpha",
-                  "alpha", "q_mean", "td_abs_mean", "entropy", "loss_demo")
+UPDATE_COLUMNS = (
+    "version",
+    "time_s",
+    "update_seconds",
+    "batch_wait_seconds",
+    "loss_q1",
+    "loss_q2",
+    "loss_alpha",
+    "alpha",
+    "q_mean",
+    "td_abs_mean",
+    "entropy",
+    "loss_demo",
+)
 
 
 class Checkpoints:
@@ -59,7 +71,7 @@ class Checkpoints:
         tmp = self.directory / f"{LATEST}.tmp"
         tmp.write_text(path.name)
         os.replace(tmp, self.directory / LATEST)
-        for old in sorted(self.directory.glob("learner-*.pt"))[:-self.keep]:
+        for old in sorted(self.directory.glob("learner-*.pt"))[: -self.keep]:
             old.unlink()
         metrics.CHECKPOINTS.inc()
         return path
@@ -70,8 +82,13 @@ def continue_published_version(learner: Learner, redis_client, weights_key: str)
     in Redis), go on from the version after the published one, so that versions never go back."""
     published = redis_client.get(f"{weights_key}:version")
     if published is not None and int(published) >= learner.weights_version:
-        log.info("weights version %d was published before this start; going on from %d, not %d (versions never "
-                 "go back)", int(published), int(published) + 1, learner.weights_version)
+        log.info(
+            "weights version %d was published before this start; going on from %d, not %d (versions never "
+            "go back)",
+            int(published),
+            int(published) + 1,
+            learner.weights_version,
+        )
         learner.weights_version = int(published) + 1
 
 
@@ -79,8 +96,16 @@ class TrainingLoop:
     """Updates from ``replay`` until ``config.updates`` or ``stop``; publishes to ``inference`` (and the
     version to ``redis_client`` when given), sends priorities back, checkpoints."""
 
-    def __init__(self, config: LearnerConfig, learner: Learner, replay: ReplaySource, inference: WeightsSink,
-                 redis_client, checkpoints: Checkpoints, stop: threading.Event):
+    def __init__(
+        self,
+        config: LearnerConfig,
+        learner: Learner,
+        replay: ReplaySource,
+        inference: WeightsSink,
+        redis_client,
+        checkpoints: Checkpoints,
+        stop: threading.Event,
+    ):
         self.config = config
         self.learner = learner
         self.replay = replay
@@ -96,9 +121,11 @@ class TrainingLoop:
     def publish(self) -> None:
         started = time.perf_counter()
         learner = self.learner
-        # the live parameters: the endpoint copies them into its networks on the learner's device, queued before the
-        # next update (a GPU learner never waits on a transfer to the host)
-        snapshot = self.inference.publish(learner.policy_tensors(), learner.policy_alpha(), learner.weights_version)
+        # the live parameters: the endpoint copies them into its networks on the learner's device, queued
+        # before the next update (a GPU learner never waits on a transfer to the host)
+        snapshot = self.inference.publish(
+            learner.policy_tensors(), learner.policy_alpha(), learner.weights_version
+        )
         if self.redis is not None:
             prefix = self.config.weights_key
             try:
@@ -107,8 +134,11 @@ class TrainingLoop:
                 # Redis away (restarting): the actors already have these weights from the inference endpoint;
                 # the next publication writes the version again
                 metrics.REDIS_FAILURES.inc()
-                log.warning("weights version %d not written to Redis (%s); the next publication retries",
-                            snapshot.version, exc)
+                log.warning(
+                    "weights version %d not written to Redis (%s); the next publication retries",
+                    snapshot.version,
+                    exc,
+                )
         metrics.PUBLISHED_VERSION.set(snapshot.version)
         metrics.PUBLISH_SECONDS.observe(time.perf_counter() - started)
 
@@ -147,7 +177,8 @@ class TrainingLoop:
     def run(self) -> None:
         cfg = self.config
         snapshot = self.inference.snapshot
-        if snapshot is None or snapshot.version != self.learner.weights_version:  # main publishes before serving
+        # main publishes before serving
+        if snapshot is None or snapshot.version != self.learner.weights_version:
             self.publish()
         self._priority_thread.start()
         log_path = Path(cfg.run_dir) / "learner" / "updates.csv"
@@ -155,9 +186,12 @@ class TrainingLoop:
         new_file = not log_path.exists()
         last_checkpoint = time.monotonic()
         started = time.monotonic()
-        with open(log_path, "a", newline="") as fh, \
-                Prefetcher(self._sample, self.learner.device, depth=PREFETCH_DEPTH, workers=cfg.prefetch_workers) \
-                as prefetcher:
+        with (
+            open(log_path, "a", newline="") as fh,
+            Prefetcher(
+                self._sample, self.learner.device, depth=PREFETCH_DEPTH, workers=cfg.prefetch_workers
+            ) as prefetcher,
+        ):
             writer = csv.writer(fh)
             if new_file:
                 writer.writerow(UPDATE_COLUMNS)
@@ -185,7 +219,9 @@ class TrainingLoop:
                     self.publish()
                     fh.flush()
                 due_by_count = cfg.checkpoint_every and version % cfg.checkpoint_every == 0
-                due_by_time = cfg.checkpoint_seconds and time.monotonic() - last_checkpoint >= cfg.checkpoint_seconds
+                due_by_time = (
+                    cfg.checkpoint_seconds and time.monotonic() - last_checkpoint >= cfg.checkpoint_seconds
+                )
                 if due_by_count or due_by_time:
                     self.checkpoints.save(self.learner)
                     last_checkpoint = time.monotonic()
@@ -195,13 +231,17 @@ class TrainingLoop:
         self.stop.set()
         self._priority_thread.join(timeout=10.0)
 
-    def _finished(self, values: dict, priorities, keys, waited: float, elapsed: float, writer, started: float) -> bool:
-        """An update's results to the metrics, the priority sender and the updates log; ``False`` for a skipped
-        one."""
+    def _finished(
+        self, values: dict, priorities, keys, waited: float, elapsed: float, writer, started: float
+    ) -> bool:
+        """An update's results to the metrics, the priority sender and the updates log; ``False`` for a
+        skipped one."""
         version = self.learner.weights_version
         if priorities is None:  # a non-finite loss or gradient: nothing reached the weights
             metrics.SKIPPED_BATCHES.inc()
-            log.warning("skipped a batch whose loss or gradients were not finite (%d so far)", self.learner.skipped)
+            log.warning(
+                "skipped a batch whose loss or gradients were not finite (%d so far)", self.learner.skipped
+            )
             return False
         metrics.UPDATE_SECONDS.observe(elapsed)
         metrics.UPDATES.inc()
@@ -211,10 +251,27 @@ class TrainingLoop:
             self._priorities.put_nowait((np.asarray(keys), np.asarray(priorities, dtype=np.float64)))
         except queue.Full:
             log.warning("priority queue full: dropping one batch of priority updates")
-        writer.writerow([version, round(time.monotonic() - started, 4), round(elapsed, 6), round(waited, 6),
-                         *(round(values.get(k, float("nan")), 6) for k in ("loss/q1", "loss/q2", "loss/alpha", "alpha",
-                                                                            "q/mean", "td/abs_mean", "entropy/mean",
-                                                                            "loss/demo"))])
+        writer.writerow(
+            [
+                version,
+                round(time.monotonic() - started, 4),
+                round(elapsed, 6),
+                round(waited, 6),
+                *(
+                    round(values.get(k, float("nan")), 6)
+                    for k in (
+                        "loss/q1",
+                        "loss/q2",
+                        "loss/alpha",
+                        "alpha",
+                        "q/mean",
+                        "td/abs_mean",
+                        "entropy/mean",
+                        "loss/demo",
+                    )
+                ),
+            ]
+        )
         return True
 
     def _record(self, values: dict) -> None:

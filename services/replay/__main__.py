@@ -34,11 +34,18 @@ def main(argv: list[str] | None = None) -> int:
     config = startup(PROG, load_config, sys.argv[1:] if argv is None else argv, os.environ)
     stop = start_service(config, log)
     keep_freed_memory()  # every sample and insert is a message of megabytes
-    server = ReplayServer(host=config.host, port=config.port, max_workers=config.max_workers,
-                          max_message_bytes=MAX_MESSAGE_BYTES, default_timeout_s=config.default_timeout_s,
-                          security=config)
+    server = ReplayServer(
+        host=config.host,
+        port=config.port,
+        max_workers=config.max_workers,
+        max_message_bytes=MAX_MESSAGE_BYTES,
+        default_timeout_s=config.default_timeout_s,
+        security=config,
+    )
     server.start()
-    log.info("gRPC listening on %s:%d (health NOT_SERVING until the index is rebuilt)", config.host, server.port)
+    log.info(
+        "gRPC listening on %s:%d (health NOT_SERVING until the index is rebuilt)", config.host, server.port
+    )
 
     try:
         table = _open_table(config, stop)
@@ -69,9 +76,14 @@ def _open_table(config: ReplayConfig, stop: threading.Event) -> PrioritizedRepla
     started = time.monotonic()
     log.info("rebuilding the index from %s (prefix %s)", config.redis_url, config.key_prefix)
     table = PrioritizedReplay(
-        store, capacity=config.capacity, alpha=config.alpha, beta=config.beta,
+        store,
+        capacity=config.capacity,
+        alpha=config.alpha,
+        beta=config.beta,
         rate_limiter=RateLimiter(config.min_size_to_sample, config.samples_per_insert, config.error_buffer),
-        seed=None if config.seed < 0 else config.seed, max_waiting=(config.max_workers - 1) // 2)
+        seed=None if config.seed < 0 else config.seed,
+        max_waiting=(config.max_workers - 1) // 2,
+    )
     metrics.SIZE.set(table.stats().size)
     log.info("index rebuilt in %.2f s", time.monotonic() - started)
     return table

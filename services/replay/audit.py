@@ -53,6 +53,6 @@ def read_table(client: redis.Redis, prefix: str) -> TableContents:
         origin = origins_of.get(first)
         for i in range(n):
             if head <= first + i < next_key:
-                records.append(blob[offsets[i]:offsets[i + 1]])
+                records.append(blob[offsets[i] : offsets[i + 1]])
                 origins.append((origin[0], int(origin[1]) + i) if origin else None)
     return TableContents(head, next_key, records, origins)

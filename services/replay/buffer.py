@@ -44,19 +44,19 @@ class ReplayClosed(RuntimeError):
 
 @dataclass(frozen=True)
 class InsertResult:
-    keys: np.ndarray          # int64 [m], keys of the transitions stored by this call
-    size: int                 # transitions held after the insert
-    waited_s: float           # time spent waiting for the rate limiter
-    duplicates: int = 0       # records skipped as already stored (idempotent inserts)
+    keys: np.ndarray  # int64 [m], keys of the transitions stored by this call
+    size: int  # transitions held after the insert
+    waited_s: float  # time spent waiting for the rate limiter
+    duplicates: int = 0  # records skipped as already stored (idempotent inserts)
 
 
 @dataclass(frozen=True)
 class SampleBatch:
-    keys: np.ndarray          # int64 [B]
-    weights: np.ndarray       # float32 [B], (N P(i))^-beta / max over the batch
+    keys: np.ndarray  # int64 [B]
+    weights: np.ndarray  # float32 [B], (N P(i))^-beta / max over the batch
     probabilities: np.ndarray  # float64 [B], P(i)
-    records: PackedRecords    # B compact transition records
-    size: int                 # N when the batch was drawn
+    records: PackedRecords  # B compact transition records
+    size: int  # N when the batch was drawn
     waited_s: float
 
 
@@ -68,10 +68,10 @@ class ReplayStats:
     sampled_total: int
     evicted_total: int
     next_key: int
-    total_priority: float     # sum of priority ** alpha
+    total_priority: float  # sum of priority ** alpha
     max_priority: float
     rate_limiter_diff: float
-    waiting_inserts: int      # calls waiting for the rate limiter now
+    waiting_inserts: int  # calls waiting for the rate limiter now
     waiting_samples: int
 
 
@@ -79,11 +79,11 @@ class PrioritizedReplay:
     """Capacity-bounded FIFO table sampled with probability ``priority ** alpha / Σ priority ** alpha``.
 
     Keys, eviction, sampling, importance weights and priority updates are
-    :class:`~phylorl.replay.priority_table.PriorityTable` (the tests' in-process ``MemoryReplay`` drives
-    the same object); this class adds durability, record caching, locks and the rate limiter. Every record and raw priority is in Redis (``RedisStore``);
-    the constructor rebuilds the sum tree from there, so a new instance on the same Redis and
-    prefix continues where the last one stopped. Thread-safe: calls block (up to their timeout)
-    while the rate limiter refuses them. Redis writes happen in key order under one writer lock.
+    :class:`~phylorl.replay.priority_table.PriorityTable` (the tests' in-process ``MemoryReplay`` drives the
+    same object); this class adds durability, record caching, locks and the rate limiter. Every record and raw
+    priority is in Redis (``RedisStore``); the constructor rebuilds the sum tree from there, so a new instance
+    on the same Redis and prefix continues where the last one stopped. Thread-safe: calls block (up to their
+    timeout) while the rate limiter refuses them. Redis writes happen in key order under one writer lock.
 
     With ``cache_records`` (the default) the table also keeps every held record in its own memory
     (zero-copy views of the received requests, about ``capacity`` x record size) and serves
@@ -97,12 +97,23 @@ class PrioritizedReplay:
     thread while the sample that frees them sits in the queue).
     """
 
-    def __init__(self, store: RecordStore, *, capacity: int, alpha: float, beta: float,
-                 rate_limiter: RateLimiter, seed: int | None = None, max_waiting: int | None = None,
-                 cache_records: bool = True):
+    def __init__(
+        self,
+        store: RecordStore,
+        *,
+        capacity: int,
+        alpha: float,
+        beta: float,
+        rate_limiter: RateLimiter,
+        seed: int | None = None,
+        max_waiting: int | None = None,
+        cache_records: bool = True,
+    ):
         self._table = PriorityTable(capacity, alpha, beta, seed)
         if rate_limiter.min_size_to_sample > capacity:
-            raise ValueError(f"min_size_to_sample={rate_limiter.min_size_to_sample} exceeds capacity={capacity}")
+            raise ValueError(
+                f"min_size_to_sample={rate_limiter.min_size_to_sample} exceeds capacity={capacity}"
+            )
         self.capacity, self.alpha, self.beta = self._table.capacity, self._table.alpha, self._table.beta
         self._store = store
         self._limiter = rate_limiter
@@ -119,9 +130,16 @@ class PrioritizedReplay:
 
     # ------------------------------------------------------------------ public API
 
-    def insert(self, records: Sequence[bytes | memoryview], priorities: np.ndarray | None = None,
-               timeout_s: float = 0.0, producer: str = "", first_sequence: int = 0) -> InsertResult:
-        """Append ``records`` with raw ``priorities`` ``[n]`` (default: the largest seen), evicting the oldest.
+    def insert(
+        self,
+        records: Sequence[bytes | memoryview],
+        priorities: np.ndarray | None = None,
+        timeout_s: float = 0.0,
+        producer: str = "",
+        first_sequence: int = 0,
+    ) -> InsertResult:
+        """Append ``records`` with raw ``priorities`` ``[n]`` (default: the largest seen), evicting the
+        oldest.
 
         With ``producer``, the records are that producer's transitions ``first_sequence, first_sequence + 1,
         ...``: those numbered at or below the highest number already stored for it are skipped (a resend
@@ -133,13 +151,26 @@ class PrioritizedReplay:
         priorities = table.insert_priorities(n, priorities)
         self._refresh()
         with self._cond:
-            waited = self._wait(lambda: self._limiter.can_insert(self._size),
-                                lambda: self._limiter.why_no_insert(self._size), timeout_s, "insert", n)
+            waited = self._wait(
+                lambda: self._limiter.can_insert(self._size),
+                lambda: self._limiter.why_no_insert(self._size),
+                timeout_s,
+                "insert",
+                n,
+            )
             self._limiter.record_insert(n)
-        return self._written(lambda: self._write_insert(records, priorities, producer, first_sequence, waited))
+        return self._written(
+            lambda: self._write_insert(records, priorities, producer, first_sequence, waited)
+        )
 
-    def _write_insert(self, records: PackedRecords, priorities: np.ndarray, producer: str, first_sequence: int,
-                      waited: float) -> InsertResult:
+    def _write_insert(
+        self,
+        records: PackedRecords,
+        priorities: np.ndarray,
+        producer: str,
+        first_sequence: int,
+        waited: float,
+    ) -> InsertResult:
         """The write of an admitted insert (see :meth:`insert`)."""
         table, n = self._table, len(records)
         with self._write_lock:
@@ -148,8 +179,9 @@ class PrioritizedReplay:
                 skip = int(np.clip(self._marks.get(producer, -1) + 1 - first_sequence, 0, n))
                 if skip == n:
                     with self._cond:
-                        return InsertResult(keys=np.zeros(0, dtype=np.int64), size=self._size, waited_s=waited,
-                                            duplicates=n)
+                        return InsertResult(
+                            keys=np.zeros(0, dtype=np.int64), size=self._size, waited_s=waited, duplicates=n
+                        )
                 if skip:
                     records = PackedRecords.from_records(list(records)[skip:])
                     priorities = priorities[skip:]
@@ -186,9 +218,13 @@ class PrioritizedReplay:
             raise ValueError(f"beta must be >= 0, got {beta}")
         self._refresh()
         with self._cond:
-            waited = self._wait(lambda: self._limiter.can_sample(self._size),
-                                lambda: self._limiter.why_no_sample(self._size), timeout_s,
-                                "sample", batch_size)
+            waited = self._wait(
+                lambda: self._limiter.can_sample(self._size),
+                lambda: self._limiter.why_no_sample(self._size),
+                timeout_s,
+                "sample",
+                batch_size,
+            )
             keys, probabilities = self._draw(batch_size)
             size = self._size
             self._limiter.record_sample(batch_size)
@@ -202,8 +238,14 @@ class PrioritizedReplay:
             if missing.any():
                 records = self._refetch(keys, probabilities, records, missing)
         weights = self._table.importance_weights(probabilities, size, beta)
-        return SampleBatch(keys=keys, weights=weights, probabilities=probabilities,
-                           records=records, size=size, waited_s=waited)
+        return SampleBatch(
+            keys=keys,
+            weights=weights,
+            probabilities=probabilities,
+            records=records,
+            size=size,
+            waited_s=waited,
+        )
 
     def update_priorities(self, keys: np.ndarray, priorities: np.ndarray) -> int:
         """Set raw ``priorities`` ``[n]`` of ``keys`` ``[n]``; returns how many keys were still held."""
@@ -227,8 +269,9 @@ class PrioritizedReplay:
         return int(keys.size)
 
     def _written(self, write: Callable[[], T]) -> T:
-        """``write()`` after re-reading the table if it may differ from Redis; again (re-read, planned anew) when
-        Redis refuses it because a write that timed out earlier has landed since (:class:`TableMoved`)."""
+        """``write()`` after re-reading the table if it may differ from Redis; again (re-read, planned anew)
+        when Redis refuses it because a write that timed out earlier has landed since
+        (:class:`TableMoved`)."""
         for attempt in range(_MOVED_ATTEMPTS):
             self._refresh()
             try:
@@ -244,14 +287,23 @@ class PrioritizedReplay:
 
     def stats(self) -> ReplayStats:
         with self._cond:
-            return ReplayStats(size=self._size, capacity=self.capacity, inserted_total=self._inserted,
-                               sampled_total=self._sampled, evicted_total=self._evicted,
-                               next_key=self._table.next_key, total_priority=self._table.tree.total,
-                               max_priority=self._table.max_priority, rate_limiter_diff=self._limiter.diff,
-                               waiting_inserts=self._waiting["insert"], waiting_samples=self._waiting["sample"])
+            return ReplayStats(
+                size=self._size,
+                capacity=self.capacity,
+                inserted_total=self._inserted,
+                sampled_total=self._sampled,
+                evicted_total=self._evicted,
+                next_key=self._table.next_key,
+                total_priority=self._table.tree.total,
+                max_priority=self._table.max_priority,
+                rate_limiter_diff=self._limiter.diff,
+                waiting_inserts=self._waiting["insert"],
+                waiting_samples=self._waiting["sample"],
+            )
 
     def priorities(self) -> tuple[np.ndarray, np.ndarray]:
-        """``(keys, raw priorities)`` of every held transition, read back from Redis (for checks and tools)."""
+        """``(keys, raw priorities)`` of every held transition, read back from Redis (for checks and
+        tools)."""
         with self._write_lock:
             with self._cond:
                 head, next_key = self._table.head, self._table.next_key
@@ -293,8 +345,9 @@ class PrioritizedReplay:
                 self._stale = False
                 self._cond.notify_all()
 
-    def _refetch(self, keys: np.ndarray, probabilities: np.ndarray, found: PackedRecords,
-                 missing: np.ndarray) -> PackedRecords:
+    def _refetch(
+        self, keys: np.ndarray, probabilities: np.ndarray, found: PackedRecords, missing: np.ndarray
+    ) -> PackedRecords:
         """Replace the draws whose keys were evicted between the draw and the fetch (in place)."""
         records: list[memoryview | None] = [None] * keys.size
         for i, record in zip(np.flatnonzero(~missing).tolist(), found):
@@ -309,7 +362,9 @@ class PrioritizedReplay:
             for i, record in zip(redo[~still_missing].tolist(), found):
                 records[i] = record
             missing[redo] = still_missing
-        raise RuntimeError("transitions kept disappearing while sampling; is another writer using this prefix?")
+        raise RuntimeError(
+            "transitions kept disappearing while sampling; is another writer using this prefix?"
+        )
 
     def _draw(self, count: int) -> tuple[np.ndarray, np.ndarray]:
         """``count`` keys and their probabilities from the sum tree (caller holds the lock)."""
@@ -317,16 +372,19 @@ class PrioritizedReplay:
             raise NothingToSample(f"all {self._size} held transitions have priority 0")
         return self._table.draw(count)
 
-    def _wait(self, admitted: Callable[[], bool], reason: Callable[[], str], timeout_s: float,
-              kind: str, count: int) -> float:
+    def _wait(
+        self, admitted: Callable[[], bool], reason: Callable[[], str], timeout_s: float, kind: str, count: int
+    ) -> float:
         """Wait on the condition until ``admitted()``; raise after ``timeout_s`` (caller holds the lock)."""
         if self._closed:
             raise ReplayClosed("the replay service is shutting down")
         if admitted():
             return 0.0
         if self._max_waiting is not None and self._waiting[kind] >= self._max_waiting:
-            raise TooManyWaiting(f"{kind} of {count} refused at once: {self._waiting[kind]} {kind} calls "
-                                 f"already wait for the rate limiter (at most {self._max_waiting}); {reason()}")
+            raise TooManyWaiting(
+                f"{kind} of {count} refused at once: {self._waiting[kind]} {kind} calls "
+                f"already wait for the rate limiter (at most {self._max_waiting}); {reason()}"
+            )
         start = time.monotonic()
         deadline = start + max(0.0, timeout_s)
         self._waiting[kind] += 1

@@ -48,7 +48,7 @@ class RecordCache:
             b = bisect_right(firsts, key) - 1
             data, bounds = batches[b]
             k = key - firsts[b]
-            out.append(data[bounds[k]:bounds[k + 1]])
+            out.append(data[bounds[k] : bounds[k + 1]])
         return out
 
     def _stop(self, b: int) -> int:

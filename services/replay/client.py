@@ -22,11 +22,11 @@ _RPC_MARGIN_S = 5.0  # the gRPC deadline exceeds the rate-limiter timeout, so th
 
 @dataclass(frozen=True)
 class SampledRecords:
-    keys: np.ndarray           # int64 [B]
-    weights: np.ndarray        # float32 [B], importance weights, max 1
+    keys: np.ndarray  # int64 [B]
+    weights: np.ndarray  # float32 [B], importance weights, max 1
     probabilities: np.ndarray  # float64 [B]
-    records: PackedRecords     # B transition records (phylorl.records)
-    size: int                  # transitions held when the batch was drawn
+    records: PackedRecords  # B transition records (phylorl.records)
+    size: int  # transitions held when the batch was drawn
 
     def transitions(self) -> list[Transition]:
         return [decode_transition(r) for r in self.records]
@@ -59,36 +59,54 @@ class ReplayClient:
                 return
         raise TimeoutError("health watch ended before the replay service was SERVING")
 
-    def insert(self, transitions: Sequence[Transition], priorities: np.ndarray | None = None,
-               timeout_s: float | None = None) -> np.ndarray:
+    def insert(
+        self,
+        transitions: Sequence[Transition],
+        priorities: np.ndarray | None = None,
+        timeout_s: float | None = None,
+    ) -> np.ndarray:
         """Encode and insert ``transitions``; returns their keys ``[n]``."""
         return self.insert_records([encode_transition(t) for t in transitions], priorities, timeout_s)
 
-    def insert_records(self, records: Sequence[bytes], priorities: np.ndarray | None = None,
-                       timeout_s: float | None = None, producer: str = "", first_sequence: int = 0) -> np.ndarray:
+    def insert_records(
+        self,
+        records: Sequence[bytes],
+        priorities: np.ndarray | None = None,
+        timeout_s: float | None = None,
+        producer: str = "",
+        first_sequence: int = 0,
+    ) -> np.ndarray:
         """Insert already-encoded records; returns the keys of those stored ``[m]`` (with ``producer``,
         records numbered ``first_sequence..`` that the service already holds are skipped: ``m <= n``)."""
-        request = replay_pb2.InsertRequest(timeout_ms=_ms(timeout_s), producer=producer, first_sequence=first_sequence)
+        request = replay_pb2.InsertRequest(
+            timeout_ms=_ms(timeout_s), producer=producer, first_sequence=first_sequence
+        )
         codec.pack_records(records, request.packed)
         if priorities is not None:
             codec.ndarray_to_proto(np.asarray(priorities, dtype=np.float64), request.priorities)
         response = self._stub.Insert(request, timeout=_deadline(timeout_s))
         return codec.ndarray_from_proto(response.keys)
 
-    def sample(self, batch_size: int, timeout_s: float | None = None, beta: float | None = None) -> SampledRecords:
+    def sample(
+        self, batch_size: int, timeout_s: float | None = None, beta: float | None = None
+    ) -> SampledRecords:
         """Draw ``batch_size`` transitions; decode them with :meth:`SampledRecords.transitions`."""
         request = replay_pb2.SampleRequest(batch_size=batch_size, timeout_ms=_ms(timeout_s), beta=beta)
         response = self._stub.Sample(request, timeout=_deadline(timeout_s))
-        return SampledRecords(keys=codec.ndarray_from_proto(response.keys),
-                              weights=codec.ndarray_from_proto(response.weights),
-                              probabilities=codec.ndarray_from_proto(response.probabilities),
-                              records=codec.unpack_records(response.transitions), size=response.size)
+        return SampledRecords(
+            keys=codec.ndarray_from_proto(response.keys),
+            weights=codec.ndarray_from_proto(response.weights),
+            probabilities=codec.ndarray_from_proto(response.probabilities),
+            records=codec.unpack_records(response.transitions),
+            size=response.size,
+        )
 
     def update_priorities(self, keys: np.ndarray, priorities: np.ndarray) -> int:
         """Set raw priorities of ``keys``; returns how many were still held."""
         request = replay_pb2.UpdatePrioritiesRequest(
             keys=codec.ndarray_to_proto(np.asarray(keys, dtype=np.int64)),
-            priorities=codec.ndarray_to_proto(np.asarray(priorities, dtype=np.float64)))
+            priorities=codec.ndarray_to_proto(np.asarray(priorities, dtype=np.float64)),
+        )
         return self._stub.UpdatePriorities(request).updated
 
     def stats(self) -> replay_pb2.StatsResponse:

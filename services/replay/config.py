@@ -60,18 +60,23 @@ class ReplayConfig(security.ServerTLS, security.GrpcToken, security.RedisAuth):
     def __post_init__(self) -> None:
         problems = []
         if not 0 <= self.port < 65536 or not 0 <= self.metrics_port < 65536:
-            problems.append(f"ports must lie in 0..65535 (port={self.port}, metrics_port={self.metrics_port})")
+            problems.append(
+                f"ports must lie in 0..65535 (port={self.port}, metrics_port={self.metrics_port})"
+            )
         if self.capacity < 1:
             problems.append(f"capacity must be >= 1, got {self.capacity}")
         if not 1 <= self.min_size_to_sample <= self.capacity:
-            problems.append(f"min_size_to_sample must lie in 1..capacity={self.capacity}, "
-                            f"got {self.min_size_to_sample}")
+            problems.append(
+                f"min_size_to_sample must lie in 1..capacity={self.capacity}, got {self.min_size_to_sample}"
+            )
         if self.alpha < 0 or self.beta < 0:
             problems.append(f"alpha and beta must be >= 0, got alpha={self.alpha}, beta={self.beta}")
         if self.samples_per_insert < 0:
             problems.append(f"samples_per_insert must be >= 0, got {self.samples_per_insert}")
         if self.samples_per_insert > 0 and self.error_buffer <= 0:
-            problems.append(f"error_buffer must be > 0 with a samples_per_insert limit, got {self.error_buffer}")
+            problems.append(
+                f"error_buffer must be > 0 with a samples_per_insert limit, got {self.error_buffer}"
+            )
         for name in ("redis_wait_s", "default_timeout_s", "grace_s"):
             if getattr(self, name) <= 0:
                 problems.append(f"{name} must be > 0, got {getattr(self, name)}")
@@ -86,5 +91,11 @@ class ReplayConfig(security.ServerTLS, security.GrpcToken, security.RedisAuth):
 
 def load_config(argv: Sequence[str], environ: Mapping[str, str]) -> ReplayConfig:
     """Build a :class:`ReplayConfig` from flags ``argv``, environment ``environ`` and an optional file."""
-    return _load_config(ReplayConfig, argv, environ, prefix=ENV_PREFIX, prog="python -m services.replay",
-                        description="phylorl prioritised replay service (gRPC, Redis-backed).")
+    return _load_config(
+        ReplayConfig,
+        argv,
+        environ,
+        prefix=ENV_PREFIX,
+        prog="python -m services.replay",
+        description="phylorl prioritised replay service (gRPC, Redis-backed).",
+    )

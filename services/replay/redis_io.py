@@ -1,8 +1,9 @@
-"""Commands to Redis for the replay store: many commands in one round trip, and writes guarded by the key range.
+"""Commands to Redis for the replay store: many commands in one round trip, and writes guarded by the key
+range.
 
-:func:`send` runs commands in one redis-py pipeline. :func:`guarded_write` runs commands as one Lua script, which is
-atomic as a MULTI/EXEC transaction is, and only if the table's key range in Redis is the one the caller expects
-(see :mod:`services.replay.store` for why).
+:func:`send` runs commands in one redis-py pipeline. :func:`guarded_write` runs commands as one Lua script,
+which is atomic as a MULTI/EXEC transaction is, and only if the table's key range in Redis is the one the
+caller expects (see :mod:`services.replay.store` for why).
 """
 
 from __future__ import annotations
@@ -35,7 +36,8 @@ end
 return 1
 """
 _GUARDED_WRITE_SHA = hashlib.sha1(_GUARDED_WRITE).hexdigest().encode()
-_STAGED_TTL_MS = 3_600_000  # a staged value whose script never ran (the connection broke between them) expires
+# a staged value whose script never ran (the connection broke between them) expires
+_STAGED_TTL_MS = 3_600_000
 
 
 class TableMoved(redis.RedisError):
@@ -43,8 +45,13 @@ class TableMoved(redis.RedisError):
     late (or another writer uses the prefix). Nothing was written; re-read the table and try again."""
 
 
-def guarded_write(client: redis.Redis, meta: bytes, expected: tuple[int, int] | None, commands: list[tuple],
-                  staged: tuple[bytes, bytes] | None = None) -> None:
+def guarded_write(
+    client: redis.Redis,
+    meta: bytes,
+    expected: tuple[int, int] | None,
+    commands: list[tuple],
+    staged: tuple[bytes, bytes] | None = None,
+) -> None:
     """Run ``commands`` atomically if the hash ``meta`` still holds the key range ``expected``
     ``(head, next_key)``; raise :class:`TableMoved` (nothing written) if not.
 
@@ -54,7 +61,9 @@ def guarded_write(client: redis.Redis, meta: bytes, expected: tuple[int, int] | 
     """
     if expected is None:
         raise RuntimeError("the table must be opened before it is written")
-    temp, name = (b"", b"") if staged is None else (b"%s:staged:%s" % (meta, os.urandom(8).hex().encode()), staged[0])
+    temp, name = (
+        (b"", b"") if staged is None else (b"%s:staged:%s" % (meta, os.urandom(8).hex().encode()), staged[0])
+    )
     args = [b"%d" % expected[0], b"%d" % expected[1], temp, name]
     for command in commands:
         args.append(b"%d" % len(command))
@@ -70,9 +79,11 @@ def guarded_write(client: redis.Redis, meta: bytes, expected: tuple[int, int] | 
             found = str(e).split("STALE_RANGE ", 1)
             if len(found) == 2:
                 head, next_key = found[1].split()[:2]
-                raise TableMoved(f"{meta.decode()} holds keys {head}..{int(next_key) - 1}, not "
-                                 f"{expected[0]}..{expected[1] - 1} as this service last saw: a write "
-                                 f"that timed out landed late, or another writer uses this prefix") from None
+                raise TableMoved(
+                    f"{meta.decode()} holds keys {head}..{int(next_key) - 1}, not "
+                    f"{expected[0]}..{expected[1] - 1} as this service last saw: a write "
+                    f"that timed out landed late, or another writer uses this prefix"
+                ) from None
             raise
 
 

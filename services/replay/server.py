@@ -34,9 +34,9 @@ class ReplayServicer(replay_pb2_grpc.ReplayServiceServicer):
     """Translates messages to :class:`PrioritizedReplay` calls and its errors to status codes.
 
     ``INVALID_ARGUMENT`` bad request (an inserted record that is not a valid transition is named:
-    :func:`~phylorl.records.decode.check_records`); ``DEADLINE_EXCEEDED`` the rate limiter did not admit the call
-    in time; ``RESOURCE_EXHAUSTED`` too many calls already wait; ``FAILED_PRECONDITION`` every priority is 0;
-    ``UNAVAILABLE`` starting, shutting down, or Redis unreachable.
+    :func:`~phylorl.records.decode.check_records`); ``DEADLINE_EXCEEDED`` the rate limiter did not admit the
+    call in time; ``RESOURCE_EXHAUSTED`` too many calls already wait; ``FAILED_PRECONDITION`` every priority
+    is 0; ``UNAVAILABLE`` starting, shutting down, or Redis unreachable.
     """
 
     def __init__(self, default_timeout_s: float):
@@ -47,7 +47,9 @@ class ReplayServicer(replay_pb2_grpc.ReplayServiceServicer):
         """Start answering with ``table`` (until then every call is ``UNAVAILABLE``)."""
         self._table = table
 
-    def Insert(self, request: replay_pb2.InsertRequest, context: grpc.ServicerContext) -> replay_pb2.InsertResponse:
+    def Insert(
+        self, request: replay_pb2.InsertRequest, context: grpc.ServicerContext
+    ) -> replay_pb2.InsertResponse:
         start = time.perf_counter()
 
         def insert() -> replay_pb2.InsertResponse:
@@ -57,21 +59,31 @@ class ReplayServicer(replay_pb2_grpc.ReplayServiceServicer):
                 raise ValueError(f"first_sequence must be >= 0, got {request.first_sequence}")
             records = codec.unpack_records(request.packed)
             check_records(records)
-            priorities = codec.ndarray_from_proto(request.priorities) if request.HasField("priorities") else None
-            result = self._ready().insert(records, priorities, self._timeout(request.timeout_ms, context),
-                                          request.producer, request.first_sequence)
+            priorities = (
+                codec.ndarray_from_proto(request.priorities) if request.HasField("priorities") else None
+            )
+            result = self._ready().insert(
+                records,
+                priorities,
+                self._timeout(request.timeout_ms, context),
+                request.producer,
+                request.first_sequence,
+            )
             metrics.RATE_LIMITED_SECONDS.labels("insert").inc(result.waited_s)
             metrics.INSERTED.inc(len(result.keys))
             metrics.DUPLICATES.inc(result.duplicates)
             metrics.SIZE.set(result.size)
-            return replay_pb2.InsertResponse(keys=codec.ndarray_to_proto(result.keys), size=result.size,
-                                             duplicates=result.duplicates)
+            return replay_pb2.InsertResponse(
+                keys=codec.ndarray_to_proto(result.keys), size=result.size, duplicates=result.duplicates
+            )
 
         response = _answer(context, "insert", insert)
         metrics.INSERT_SECONDS.observe(time.perf_counter() - start)
         return response
 
-    def Sample(self, request: replay_pb2.SampleRequest, context: grpc.ServicerContext) -> replay_pb2.SampleResponse:
+    def Sample(
+        self, request: replay_pb2.SampleRequest, context: grpc.ServicerContext
+    ) -> replay_pb2.SampleResponse:
         start = time.perf_counter()
 
         def sample() -> replay_pb2.SampleResponse:
@@ -90,8 +102,9 @@ class ReplayServicer(replay_pb2_grpc.ReplayServiceServicer):
         metrics.SAMPLE_SECONDS.observe(time.perf_counter() - start)
         return response
 
-    def UpdatePriorities(self, request: replay_pb2.UpdatePrioritiesRequest,
-                         context: grpc.ServicerContext) -> replay_pb2.UpdatePrioritiesResponse:
+    def UpdatePriorities(
+        self, request: replay_pb2.UpdatePrioritiesRequest, context: grpc.ServicerContext
+    ) -> replay_pb2.UpdatePrioritiesResponse:
         def update() -> replay_pb2.UpdatePrioritiesResponse:
             keys = codec.ndarray_from_proto(request.keys)
             if keys.dtype.kind not in "iu":
@@ -102,18 +115,30 @@ class ReplayServicer(replay_pb2_grpc.ReplayServiceServicer):
 
         return _answer(context, "update_priorities", update)
 
-    def Stats(self, request: replay_pb2.StatsRequest, context: grpc.ServicerContext) -> replay_pb2.StatsResponse:
+    def Stats(
+        self, request: replay_pb2.StatsRequest, context: grpc.ServicerContext
+    ) -> replay_pb2.StatsResponse:
         def stats() -> replay_pb2.StatsResponse:
             table = self._ready()
             s = table.stats()
             limiter = table.rate_limiter
             return replay_pb2.StatsResponse(
-                size=s.size, capacity=s.capacity, inserted_total=s.inserted_total,
-                sampled_total=s.sampled_total, evicted_total=s.evicted_total, next_key=s.next_key,
-                total_priority=s.total_priority, max_priority=s.max_priority, alpha=table.alpha,
-                beta=table.beta, min_size_to_sample=limiter.min_size_to_sample,
-                samples_per_insert=limiter.samples_per_insert, rate_limiter_diff=s.rate_limiter_diff,
-                waiting_inserts=s.waiting_inserts, waiting_samples=s.waiting_samples)
+                size=s.size,
+                capacity=s.capacity,
+                inserted_total=s.inserted_total,
+                sampled_total=s.sampled_total,
+                evicted_total=s.evicted_total,
+                next_key=s.next_key,
+                total_priority=s.total_priority,
+                max_priority=s.max_priority,
+                alpha=table.alpha,
+                beta=table.beta,
+                min_size_to_sample=limiter.min_size_to_sample,
+                samples_per_insert=limiter.samples_per_insert,
+                rate_limiter_diff=s.rate_limiter_diff,
+                waiting_inserts=s.waiting_inserts,
+                waiting_samples=s.waiting_samples,
+            )
 
         return _answer(context, "stats", stats)
 
@@ -135,13 +160,23 @@ class ReplayServicer(replay_pb2_grpc.ReplayServiceServicer):
 class ReplayServer:
     """A gRPC server with ReplayService and health, bound to ``host:port`` (``port=0``: any free port)."""
 
-    def __init__(self, *, host: str, port: int, max_workers: int, max_message_bytes: int,
-                 default_timeout_s: float, security=None):
-        """``security``: a config with TLS and token fields (:mod:`services.common.security`); None: plaintext."""
-        self._server = grpc.server(futures.ThreadPoolExecutor(max_workers=max_workers,
-                                                              thread_name_prefix="replay-rpc"),
-                                   options=message_options(max_message_bytes),
-                                   interceptors=secure.server_interceptors(security))
+    def __init__(
+        self,
+        *,
+        host: str,
+        port: int,
+        max_workers: int,
+        max_message_bytes: int,
+        default_timeout_s: float,
+        security=None,
+    ):
+        """``security``: a config with TLS and token fields (:mod:`services.common.security`); None:
+        plaintext."""
+        self._server = grpc.server(
+            futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="replay-rpc"),
+            options=message_options(max_message_bytes),
+            interceptors=secure.server_interceptors(security),
+        )
         self.servicer = ReplayServicer(default_timeout_s)
         self.health = health.HealthServicer()
         add_servicer(self.servicer, self._server, replay_pb2.DESCRIPTOR.services_by_name["ReplayService"])
@@ -198,4 +233,3 @@ def _answer(context: grpc.ServicerContext, call: str, handler: Callable[[], T]) 
     metrics.REJECTED.labels(call, code.name).inc()
     context.abort(code, message)
     raise AssertionError("unreachable: context.abort raises")
-

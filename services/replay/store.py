@@ -16,17 +16,16 @@ For a key prefix ``P`` (e.g. ``phylorl:replay``), layout 2::
     batch         "<4sI" magic b"PRB1", n; n x "<d" initial raw priorities; (n + 1) x "<I" record
                   offsets into the data; the n records concatenated (phylorl.records)
 
-Every write (an insert: the batch, its list entry, the deletion of batches whose keys are all
-evicted and the new key range; an eviction; a priority update) is one Lua script, atomic as a
-MULTI/EXEC transaction is, so a reader never sees a half-written batch and Redis' AOF replays whole
-batches. The script first checks that ``P:meta`` still holds the key range this store last wrote
-or read, and writes nothing when it does not (:class:`~services.replay.redis_io.TableMoved`). That guard matters after a stall:
-a write whose answer the client gave up waiting for is still on its way, and Redis may run it after
-the service has re-read the table and written on. Unguarded, it would overwrite the batch written
-since at the same key and leave the batch index with a repeated entry; guarded, whichever of the two
-writes runs second is refused, and the service re-reads the table and tries again. The batch string
-itself is sent in a plain SET under a name of its own and renamed into place by the script (see
-:func:`services.replay.redis_io.guarded_write`).
+Every write (an insert: the batch, its list entry, the deletion of batches whose keys are all evicted and the
+new key range; an eviction; a priority update) is one Lua script, atomic as a MULTI/EXEC transaction is, so a
+reader never sees a half-written batch and Redis' AOF replays whole batches. The script first checks that
+``P:meta`` still holds the key range this store last wrote or read, and writes nothing when it does not
+(:class:`~services.replay.redis_io.TableMoved`). That guard matters after a stall: a write whose answer the
+client gave up waiting for is still on its way, and Redis may run it after the service has re-read the table
+and written on. Unguarded, it would overwrite the batch written since at the same key and leave the batch
+index with a repeated entry; guarded, whichever of the two writes runs second is refused, and the service
+re-reads the table and tries again. The batch string itself is sent in a plain SET under a name of its own and
+renamed into place by the script (see :func:`services.replay.redis_io.guarded_write`).
 
 A batch is deleted when its last key is evicted, so Redis holds at most one batch beyond ``capacity``.
 Keys increase forever and are never reused, so a late priority update for an evicted transition cannot
@@ -76,7 +75,7 @@ class StoredTable:
 @dataclass
 class _Batch:
     first: int
-    offsets: np.ndarray   # int64 [n + 1], record offsets inside the batch string (header included)
+    offsets: np.ndarray  # int64 [n + 1], record offsets inside the batch string (header included)
 
     @property
     def stop(self) -> int:
@@ -100,7 +99,7 @@ class RedisStore:
         self._index_key = f"{prefix}:bi".encode()
         self._marks = f"{prefix}:seq".encode()
         self._origins = f"{prefix}:o".encode()
-        self._batch_format = (prefix.replace("%", "%%") + ":b:%d").encode()   # bytes % first key
+        self._batch_format = (prefix.replace("%", "%%") + ":b:%d").encode()  # bytes % first key
         self._batches: deque[_Batch] = deque()
         self._firsts: list[int] = []  # first keys of self._batches, for bisect (rebuilt when they change)
         self._range: tuple[int, int] | None = None  # (head, next_key) Redis holds, as last read or written
@@ -117,12 +116,15 @@ class RedisStore:
         head, next_key, batches, blobs = self._read_table(with_records)
         self._set_index(batches)
         self._range = (head, next_key)
-        try:  # an empty guarded write: a user who may not run the store's script is named now, not at each insert
+        # an empty guarded write: a user who may not run the store's script is named now, not at each insert
+        try:
             guarded_write(self._client, self._meta, self._range, [])
         except redis.exceptions.NoPermissionError as e:
-            raise RuntimeError(f"the Redis user may not run the replay store's guarded writes ({e}); its ACL needs "
-                               f"+eval +evalsha +hmget +rename +persist: make the secrets again "
-                               f"(scripts/make_secrets.sh) or add those commands") from None
+            raise RuntimeError(
+                f"the Redis user may not run the replay store's guarded writes ({e}); its ACL needs "
+                f"+eval +evalsha +hmget +rename +persist: make the secrets again "
+                f"(scripts/make_secrets.sh) or add those commands"
+            ) from None
         if next_key - head > capacity:
             head = next_key - capacity
             self.evict(head, next_key)
@@ -148,31 +150,41 @@ class RedisStore:
         return self._contents(batches, blobs, head, next_key, with_records=False)[0]
 
     def _read_batches(self, head: int, next_key: int, with_records: bool) -> tuple[list[_Batch], list[bytes]]:
-        """Every stored batch (whole, or only its header) and its index entry, checked to cover the keys held."""
+        """Every stored batch (whole, or only its header) and its index entry, checked to cover the keys
+        held."""
         entries = self._client.lrange(self._index_key, 0, -1)
         batches, blobs = [], []
         for lo in range(0, len(entries), _CHUNK):
-            chunk = [_parse_entry(e, self._index_key) for e in entries[lo:lo + _CHUNK]]
+            chunk = [_parse_entry(e, self._index_key) for e in entries[lo : lo + _CHUNK]]
             if with_records:
                 replies = send(self._client, [(b"GET", self._batch_name(first)) for first, _ in chunk])
             else:
-                replies = send(self._client, [(b"GETRANGE", self._batch_name(first), 0, _header_size(n) - 1)
-                                      for first, n in chunk])
+                replies = send(
+                    self._client,
+                    [(b"GETRANGE", self._batch_name(first), 0, _header_size(n) - 1) for first, n in chunk],
+                )
             for (first, n), blob in zip(chunk, replies):
-                batches.append(_parse_batch(blob, first, n, self._batch_name(first), header_only=not with_records))
+                batches.append(
+                    _parse_batch(blob, first, n, self._batch_name(first), header_only=not with_records)
+                )
                 blobs.append(blob)
         contiguous = all(a.stop == b.first for a, b in zip(batches, batches[1:]))
         if batches:
-            covered = contiguous and batches[0].first <= head < batches[0].stop and batches[-1].stop == next_key
+            covered = (
+                contiguous and batches[0].first <= head < batches[0].stop and batches[-1].stop == next_key
+            )
         else:
             covered = head == next_key
         if not covered:
-            raise RuntimeError(f"{self._index_key.decode()} does not cover the held keys {head}..{next_key - 1} "
-                               f"without gaps: the table is corrupt")
+            raise RuntimeError(
+                f"{self._index_key.decode()} does not cover the held keys {head}..{next_key - 1} "
+                f"without gaps: the table is corrupt"
+            )
         return batches, blobs
 
-    def _contents(self, batches: list[_Batch], blobs: list[bytes], head: int, next_key: int,
-                  with_records: bool) -> tuple[np.ndarray, list[tuple[int, PackedRecords]] | None]:
+    def _contents(
+        self, batches: list[_Batch], blobs: list[bytes], head: int, next_key: int, with_records: bool
+    ) -> tuple[np.ndarray, list[tuple[int, PackedRecords]] | None]:
         """Priorities (initial ones, then the later ones from the hash) of ``head..next_key-1`` and the
         batches holding them as ``(first key, records)``."""
         priorities = np.empty(next_key - head, dtype=np.float64)
@@ -183,7 +195,7 @@ class RedisStore:
                 continue
             n = batch.offsets.size - 1
             initial = np.frombuffer(blob, dtype="<f8", count=n, offset=_BATCH_HEAD.size)
-            priorities[lo - head:hi - head] = initial[lo - batch.first:]
+            priorities[lo - head : hi - head] = initial[lo - batch.first :]
             if records is not None:
                 start = int(batch.offsets[0])
                 records.append((batch.first, PackedRecords(memoryview(blob)[start:], batch.offsets - start)))
@@ -191,7 +203,9 @@ class RedisStore:
             key = int(field)
             if head <= key < next_key:
                 if len(value) != 8:
-                    raise RuntimeError(f"{self._priorities.decode()} holds a malformed priority for key {key}")
+                    raise RuntimeError(
+                        f"{self._priorities.decode()} holds a malformed priority for key {key}"
+                    )
                 priorities[key - head] = np.frombuffer(value, dtype="<f8")[0]
         return priorities, records
 
@@ -201,33 +215,60 @@ class RedisStore:
             return 0, 0
         layout = meta.get(b"layout")
         if layout != LAYOUT_VERSION:
-            raise RuntimeError(f"{self._meta.decode()} has layout {layout!r}; this service reads layout "
-                               f"{LAYOUT_VERSION!r} only")
+            raise RuntimeError(
+                f"{self._meta.decode()} has layout {layout!r}; this service reads layout "
+                f"{LAYOUT_VERSION!r} only"
+            )
         head, next_key = int(meta[b"head"]), int(meta[b"next_key"])
         if not 0 <= head <= next_key:
-            raise RuntimeError(f"{self._meta.decode()} holds an impossible key range head={head}, next_key={next_key}")
+            raise RuntimeError(
+                f"{self._meta.decode()} holds an impossible key range head={head}, next_key={next_key}"
+            )
         return head, next_key
 
     # ------------------------------------------------------------------ writing
 
-    def commit_insert(self, first_key: int, records: Sequence[bytes | memoryview], priorities: np.ndarray,
-                      new_head: int, mark: tuple[str, int] | None = None) -> None:
-        """Store ``records`` as keys ``first_key..`` with raw ``priorities``; keys below ``new_head`` are evicted.
-        ``mark``: ``(producer, highest sequence number now stored)``, recorded in the same transaction."""
+    def commit_insert(
+        self,
+        first_key: int,
+        records: Sequence[bytes | memoryview],
+        priorities: np.ndarray,
+        new_head: int,
+        mark: tuple[str, int] | None = None,
+    ) -> None:
+        """Store ``records`` as keys ``first_key..`` with raw ``priorities``; keys below ``new_head`` are
+        evicted. ``mark``: ``(producer, highest sequence number now stored)``, recorded in the same
+        transaction."""
         packed = PackedRecords.from_records(records)
         if self._batches and self._batches[-1].stop != first_key:
-            raise RuntimeError(f"insert at key {first_key} does not follow the stored batches "
-                               f"(next is {self._batches[-1].stop})")
+            raise RuntimeError(
+                f"insert at key {first_key} does not follow the stored batches "
+                f"(next is {self._batches[-1].stop})"
+            )
         blob, offsets = _batch_blob(packed, priorities)
         commands = [(b"RPUSH", self._index_key, b"%d:%d" % (first_key, len(packed)))]
         dropped = self._dropped(new_head)
         commands += self._deletions(dropped)
-        commands.append((b"HSET", self._meta, b"head", new_head, b"next_key", first_key + len(packed),
-                         b"layout", LAYOUT_VERSION))
+        commands.append(
+            (
+                b"HSET",
+                self._meta,
+                b"head",
+                new_head,
+                b"next_key",
+                first_key + len(packed),
+                b"layout",
+                LAYOUT_VERSION,
+            )
+        )
         if mark is not None:
-            commands += [(b"HSET", self._marks, mark[0].encode(), mark[1]),
-                         (b"HSET", self._origins, first_key, b"%s %d" % (mark[0].encode(), mark[1] + 1 - len(packed)))]
-        guarded_write(self._client, self._meta, self._range, commands, staged=(self._batch_name(first_key), blob))
+            commands += [
+                (b"HSET", self._marks, mark[0].encode(), mark[1]),
+                (b"HSET", self._origins, first_key, b"%s %d" % (mark[0].encode(), mark[1] + 1 - len(packed))),
+            ]
+        guarded_write(
+            self._client, self._meta, self._range, commands, staged=(self._batch_name(first_key), blob)
+        )
         self._range = (new_head, first_key + len(packed))
         with self._index_lock:
             for _ in range(len(dropped)):
@@ -239,7 +280,9 @@ class RedisStore:
         """Record the key range ``new_head..next_key-1``, deleting the batches left without a held key."""
         dropped = self._dropped(new_head)
         commands = self._deletions(dropped)
-        commands.append((b"HSET", self._meta, b"head", new_head, b"next_key", next_key, b"layout", LAYOUT_VERSION))
+        commands.append(
+            (b"HSET", self._meta, b"head", new_head, b"next_key", next_key, b"layout", LAYOUT_VERSION)
+        )
         guarded_write(self._client, self._meta, self._range, commands)
         self._range = (new_head, next_key)
         with self._index_lock:
@@ -252,7 +295,7 @@ class RedisStore:
         keys = np.asarray(keys).tolist()
         if keys:
             packed = np.asarray(priorities, dtype="<f8").tobytes()
-            values = [packed[i:i + 8] for i in range(0, len(packed), 8)]
+            values = [packed[i : i + 8] for i in range(0, len(packed), 8)]
             command = (b"HSET", self._priorities, *_interleave(_fields(keys), values))
             guarded_write(self._client, self._meta, self._range, [command])
 
@@ -274,8 +317,14 @@ class RedisStore:
                     continue
                 batch = batches[b]
                 k = key - batch.first
-                commands.append((b"GETRANGE", self._batch_name(batch.first),
-                                 int(batch.offsets[k]), int(batch.offsets[k + 1]) - 1))
+                commands.append(
+                    (
+                        b"GETRANGE",
+                        self._batch_name(batch.first),
+                        int(batch.offsets[k]),
+                        int(batch.offsets[k + 1]) - 1,
+                    )
+                )
         values = send(self._client, commands) if commands else []
         found = []
         for i, value in zip(np.flatnonzero(~missing).tolist(), values):
@@ -301,12 +350,12 @@ class RedisStore:
         if batches:
             commands.append((b"LTRIM", self._index_key, len(batches), -1))
         for lo in range(0, len(batches), _CHUNK):
-            chunk = batches[lo:lo + _CHUNK]
+            chunk = batches[lo : lo + _CHUNK]
             commands.append((b"DEL", *[self._batch_name(b.first) for b in chunk]))
             commands.append((b"HDEL", self._origins, *_fields(b.first for b in chunk)))
             fields = [f for b in chunk for f in _fields(range(b.first, b.stop))]
             for start in range(0, len(fields), _CHUNK):
-                commands.append((b"HDEL", self._priorities, *fields[start:start + _CHUNK]))
+                commands.append((b"HDEL", self._priorities, *fields[start : start + _CHUNK]))
         return commands
 
     def _set_index(self, batches: list[_Batch]) -> None:
@@ -316,6 +365,7 @@ class RedisStore:
 
     def _batch_name(self, first: int) -> bytes:
         return self._batch_format % first
+
 
 def _header_size(n: int) -> int:
     return _BATCH_HEAD.size + 8 * n + 4 * (n + 1)
@@ -331,8 +381,14 @@ def _batch_blob(packed: PackedRecords, priorities: np.ndarray) -> tuple[bytes, n
     if header + packed.offsets[-1] >= 2**32:
         raise ValueError(f"an insert of {packed.offsets[-1]} bytes exceeds the 4 GiB batch limit")
     offsets = packed.offsets + header
-    blob = b"".join([_BATCH_HEAD.pack(_BATCH_MAGIC, n), priorities.tobytes(), offsets.astype("<u4").tobytes(),
-                     packed.data])
+    blob = b"".join(
+        [
+            _BATCH_HEAD.pack(_BATCH_MAGIC, n),
+            priorities.tobytes(),
+            offsets.astype("<u4").tobytes(),
+            packed.data,
+        ]
+    )
     return blob, offsets
 
 
@@ -340,7 +396,9 @@ def _parse_entry(entry: bytes, name: bytes) -> tuple[int, int]:
     try:
         first, n = (int(x) for x in entry.split(b":"))
     except ValueError:
-        raise RuntimeError(f"{name.decode()} holds a malformed entry {entry!r}: the table is corrupt") from None
+        raise RuntimeError(
+            f"{name.decode()} holds a malformed entry {entry!r}: the table is corrupt"
+        ) from None
     return first, n
 
 
@@ -351,8 +409,13 @@ def _parse_batch(blob: bytes | None, first: int, n: int, name: bytes, header_onl
         raise RuntimeError(f"{name.decode()} is missing or truncated: the table is corrupt")
     magic, count = _BATCH_HEAD.unpack_from(blob, 0)
     offsets = np.frombuffer(blob, dtype="<u4", count=n + 1, offset=_BATCH_HEAD.size + 8 * n).astype(np.int64)
-    if magic != _BATCH_MAGIC or count != n or offsets[0] != header or np.any(np.diff(offsets) < 0) \
-            or (not header_only and offsets[-1] != len(blob)):
+    if (
+        magic != _BATCH_MAGIC
+        or count != n
+        or offsets[0] != header
+        or np.any(np.diff(offsets) < 0)
+        or (not header_only and offsets[-1] != len(blob))
+    ):
         raise RuntimeError(f"{name.decode()} is not a valid batch of {n} records: the table is corrupt")
     return _Batch(first, offsets)
 

@@ -13,12 +13,20 @@ import pytest
 
 import phylorl
 
-ALIGNMENT = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "real" / "valid" / "TreeBASE_10756.phy"
+ALIGNMENT = (
+    Path(__file__).resolve().parents[2].parent / "shared" / "data" / "real" / "valid" / "TreeBASE_10756.phy"
+)
 
 
 def phylorl_cli(*args, env=None, cwd=None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "phylorl.cli", *map(str, args)], capture_output=True, text=True,
-                          timeout=300, env=env, cwd=cwd)
+    return subprocess.run(
+        [sys.executable, "-m", "phylorl.cli", *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+        cwd=cwd,
+    )
 
 
 def assert_one_line_error(proc: subprocess.CompletedProcess, *expected: str) -> None:
@@ -48,48 +56,90 @@ def files(tmp_path_factory):
 
 
 CASES = {
-    "ml from a random start": (["search", "--alignments", "{a}", "--start", "random"], ["--policy ml", "random"]),
+    "ml from a random start": (
+        ["search", "--alignments", "{a}", "--start", "random"],
+        ["--policy ml", "random"],
+    ),
     "resume without a checkpoint file": (["search", "--alignments", "{a}", "--resume"], ["--resume"]),
-    "resume from a missing checkpoint": (["search", "--alignments", "{a}", "--resume", "--checkpoint-file",
-                                          "{d}/nothere.json"], ["nothere.json"]),
+    "resume from a missing checkpoint": (
+        ["search", "--alignments", "{a}", "--resume", "--checkpoint-file", "{d}/nothere.json"],
+        ["nothere.json"],
+    ),
     "ml with an agent flag": (["search", "--alignments", "{a}", "--tabu", "3"], ["--tabu", "--policy ml"]),
     "zero ml starts": (["search", "--alignments", "{a}", "--starts", "0"], ["--starts"]),
     "zero ml threads": (["search", "--alignments", "{a}", "--threads", "0"], ["--threads"]),
-    "threads without ml": (["search", "--alignments", "{a}", "--policy", "random", "--threads", "2"],
-                           ["--threads", "--policy ml"]),
-    "parsimony start without ml": (["search", "--alignments", "{a}", "--policy", "random", "--start", "parsimony"],
-                                   ["--start parsimony"]),
+    "threads without ml": (
+        ["search", "--alignments", "{a}", "--policy", "random", "--threads", "2"],
+        ["--threads", "--policy ml"],
+    ),
+    "parsimony start without ml": (
+        ["search", "--alignments", "{a}", "--policy", "random", "--start", "parsimony"],
+        ["--start parsimony"],
+    ),
     "missing alignment": (["search", "--alignments", "{d}/nothere.fa", "--policy", "random"], ["nothere.fa"]),
-    "directory of two for search": (["search", "--alignments", "{d}/two", "--policy", "random"],
-                                    ["takes one alignment", "names 2"]),
-    "negative radius": (["search", "--alignments", "{a}", "--policy", "random", "--radius", "-3"], ["--radius"]),
-    "restarts without hillclimb": (["search", "--alignments", "{a}", "--policy", "random", "--restarts", "2"],
-                                   ["--restarts"]),
-    "tabu without the agent": (["search", "--alignments", "{a}", "--policy", "random", "--tabu", "5"], ["--tabu"]),
-    "negative tabu for eval": (["eval", "--alignments", "{a}", "--tabu", "-1", "--no-iqtree"], ["--tabu", "-1"]),
-    "negative rescore for search": (["search", "--alignments", "{a}", "--policy", "random", "--rescore", "-2"],
-                                    ["--rescore", "-2"]),
-    "rescore for a climb": (["search", "--alignments", "{a}", "--policy", "hillclimb", "--rescore", "8"],
-                            ["--rescore", "climb"]),
-    "negative rescore for eval": (["eval", "--alignments", "{a}", "--rescore", "-1", "--no-iqtree"],
-                                  ["--rescore", "-1"]),
+    "directory of two for search": (
+        ["search", "--alignments", "{d}/two", "--policy", "random"],
+        ["takes one alignment", "names 2"],
+    ),
+    "negative radius": (
+        ["search", "--alignments", "{a}", "--policy", "random", "--radius", "-3"],
+        ["--radius"],
+    ),
+    "restarts without hillclimb": (
+        ["search", "--alignments", "{a}", "--policy", "random", "--restarts", "2"],
+        ["--restarts"],
+    ),
+    "tabu without the agent": (
+        ["search", "--alignments", "{a}", "--policy", "random", "--tabu", "5"],
+        ["--tabu"],
+    ),
+    "negative tabu for eval": (
+        ["eval", "--alignments", "{a}", "--tabu", "-1", "--no-iqtree"],
+        ["--tabu", "-1"],
+    ),
+    "negative rescore for search": (
+        ["search", "--alignments", "{a}", "--policy", "random", "--rescore", "-2"],
+        ["--rescore", "-2"],
+    ),
+    "rescore for a climb": (
+        ["search", "--alignments", "{a}", "--policy", "hillclimb", "--rescore", "8"],
+        ["--rescore", "climb"],
+    ),
+    "negative rescore for eval": (
+        ["eval", "--alignments", "{a}", "--rescore", "-1", "--no-iqtree"],
+        ["--rescore", "-1"],
+    ),
     "bad model": (["search", "--alignments", "{a}", "--policy", "random", "--model", "XYZ+Q"], ["XYZ"]),
-    "missing checkpoint": (["search", "--alignments", "{a}", "--policy", "agent", "--checkpoint", "{d}/none.pt"],
-                           ["none.pt"]),
-    "tree file that is not a checkpoint": (["eval", "--alignments", "{a}", "--checkpoint", "{d}/foreign.nwk",
-                                            "--starts", "1", "--no-iqtree"],
-                                           ["foreign.nwk", "not a learner checkpoint"]),
+    "missing checkpoint": (
+        ["search", "--alignments", "{a}", "--policy", "agent", "--checkpoint", "{d}/none.pt"],
+        ["none.pt"],
+    ),
+    "tree file that is not a checkpoint": (
+        ["eval", "--alignments", "{a}", "--checkpoint", "{d}/foreign.nwk", "--starts", "1", "--no-iqtree"],
+        ["foreign.nwk", "not a learner checkpoint"],
+    ),
     "unparsable tree": (["loglik", "--alignments", "{a}", "--tree", "{d}/garbage.nwk"], ["garbage.nwk"]),
-    "tree of other taxa": (["loglik", "--alignments", "{a}", "--tree", "{d}/foreign.nwk"],
-                           ["foreign.nwk", "taxa differ"]),
-    "empty corpus for train": (["train", "--alignments", "{d}/empty", "--updates", "1"], ["empty", "no alignment"]),
+    "tree of other taxa": (
+        ["loglik", "--alignments", "{a}", "--tree", "{d}/foreign.nwk"],
+        ["foreign.nwk", "taxa differ"],
+    ),
+    "empty corpus for train": (
+        ["train", "--alignments", "{d}/empty", "--updates", "1"],
+        ["empty", "no alignment"],
+    ),
     "simulate bad range": (["simulate", "--out", "{d}/sim", "--count", "1", "--taxa", "9:5"], ["--taxa"]),
-    "warmstart for no time": (["warmstart", "--alignments", "{a}", "--out", "{d}/ws.pt", "--minutes", "0"],
-                              ["--minutes must be > 0"]),
-    "warmstart into a missing directory": (["warmstart", "--alignments", "{a}", "--out", "{d}/nowhere/ws.pt"],
-                                           ["--out", "nowhere", "does not exist"]),
-    "warmstart behind a missing agent": (["warmstart", "--alignments", "{a}", "--out", "{d}/ws.pt", "--behaviour",
-                                          "{d}/none.pt"], ["none.pt"]),
+    "warmstart for no time": (
+        ["warmstart", "--alignments", "{a}", "--out", "{d}/ws.pt", "--minutes", "0"],
+        ["--minutes must be > 0"],
+    ),
+    "warmstart into a missing directory": (
+        ["warmstart", "--alignments", "{a}", "--out", "{d}/nowhere/ws.pt"],
+        ["--out", "nowhere", "does not exist"],
+    ),
+    "warmstart behind a missing agent": (
+        ["warmstart", "--alignments", "{a}", "--out", "{d}/ws.pt", "--behaviour", "{d}/none.pt"],
+        ["none.pt"],
+    ),
 }
 
 
@@ -111,8 +161,9 @@ def test_train_without_redis_server_is_one_line_before_any_work(tmp_path):
 
 
 def test_simulate_prints_json(tmp_path):
-    proc = phylorl_cli("simulate", "--out", tmp_path / "sim", "--count", "2", "--taxa", "5", "--sites", "50",
-                       "--json")
+    proc = phylorl_cli(
+        "simulate", "--out", tmp_path / "sim", "--count", "2", "--taxa", "5", "--sites", "50", "--json"
+    )
     assert proc.returncode == 0, proc.stderr
     manifest = json.loads(proc.stdout)
     assert [d["name"] for d in manifest["datasets"]] == ["sim_0000", "sim_0001"]
@@ -130,9 +181,20 @@ def test_train_prometheus_port_in_use_is_one_line_and_stops_the_run(tmp_path, ne
         port = busy.getsockname()[1]
         config = tmp_path / "tiny.yaml"
         config.write_text("model: JC\nsimulate_count: 2\nsimulate_taxa: '6:6'\nsimulate_sites: '100:100'\n")
-        proc = phylorl_cli("train", "--config", config, "--updates", "5", "--run-dir", tmp_path / "run",
-                           "--no-report", "--prometheus", port)
-    # the run had started (its banner and progress are on stderr): the error is its last line, and the only one
+        proc = phylorl_cli(
+            "train",
+            "--config",
+            config,
+            "--updates",
+            "5",
+            "--run-dir",
+            tmp_path / "run",
+            "--no-report",
+            "--prometheus",
+            port,
+        )
+    # the run had started (its banner and progress are on stderr): the error is its last line, and the only
+    # one
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     errors = [line for line in proc.stderr.splitlines() if "error:" in line]
     assert len(errors) == 1 and proc.stderr.rstrip().splitlines()[-1] == errors[0]
@@ -142,22 +204,44 @@ def test_train_prometheus_port_in_use_is_one_line_and_stops_the_run(tmp_path, ne
     assert all(code is not None for code in summary["exit_codes"].values())  # every service was stopped
 
 
-@pytest.mark.parametrize("service, flags, expected", [
-    ("actor", ["--alignments", "x", "--pipeline", "0"], "pipeline must be >= 1, got 0"),
-    ("learner", ["--inference-queue", "0"], "inference_max_batch and inference_queue must be >= 1"),
-    ("learner", ["--config", "/nonexistent/learner.yaml"], "/nonexistent/learner.yaml"),
-    ("replay", ["--capacity", "0"], "capacity must be >= 1, got 0"),
-])
+@pytest.mark.parametrize(
+    "service, flags, expected",
+    [
+        ("actor", ["--alignments", "x", "--pipeline", "0"], "pipeline must be >= 1, got 0"),
+        ("learner", ["--inference-queue", "0"], "inference_max_batch and inference_queue must be >= 1"),
+        ("learner", ["--config", "/nonexistent/learner.yaml"], "/nonexistent/learner.yaml"),
+        ("replay", ["--capacity", "0"], "capacity must be >= 1, got 0"),
+    ],
+)
 def test_a_service_started_with_a_bad_config_says_so_in_one_line(service, flags, expected):
-    proc = subprocess.run([sys.executable, "-m", f"services.{service}", *flags], capture_output=True, text=True,
-                          timeout=120, cwd=Path(__file__).resolve().parents[2])
+    proc = subprocess.run(
+        [sys.executable, "-m", f"services.{service}", *flags],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=Path(__file__).resolve().parents[2],
+    )
     assert_one_line_error(proc, f"python -m services.{service}: error:", expected)
 
 
 def test_an_actor_with_a_missing_corpus_ends_with_that_error_not_a_traceback(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "services.actor", "--alignments", str(tmp_path / "none"),
-                           "--metrics-port", "0"], capture_output=True, text=True, timeout=120,
-                          cwd=Path(__file__).resolve().parents[2])
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "services.actor",
+            "--alignments",
+            str(tmp_path / "none"),
+            "--metrics-port",
+            "0",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=Path(__file__).resolve().parents[2],
+    )
     assert proc.returncode == 2 and "Traceback" not in proc.stderr  # after its logged config, one error line
-    assert proc.stderr.strip().splitlines()[-1] == \
-        f"python -m services.actor: error: corpus path '{tmp_path / 'none'}' does not exist"
+    assert (
+        proc.stderr.strip().splitlines()[-1]
+        == f"python -m services.actor: error: corpus path '{tmp_path / 'none'}' does not exist"
+    )

@@ -32,29 +32,50 @@ MODEL = "HKY+G4"  # free parameters: IQ-TREE then gets our estimated ones as a f
 
 
 def phylorl(*args):
-    return subprocess.run([sys.executable, "-m", "phylorl.cli", *map(str, args)], capture_output=True, text=True,
-                          timeout=600)
+    return subprocess.run(
+        [sys.executable, "-m", "phylorl.cli", *map(str, args)], capture_output=True, text=True, timeout=600
+    )
 
 
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory):
     root = tmp_path_factory.mktemp("eval")
-    proc = phylorl("simulate", "--out", root / "sim", "--count", 2, "--taxa", "7:8", "--sites", "200:300",
-                   "--seed", 1)
+    proc = phylorl(
+        "simulate", "--out", root / "sim", "--count", 2, "--taxa", "7:8", "--sites", "200:300", "--seed", 1
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     checkpoints = root / "run" / "checkpoints"
     checkpoints.mkdir(parents=True)
     Learner(SMALL, AgentConfig(), seed=1).save(checkpoints / "learner-000000012.pt")
     (checkpoints / "latest").write_text("learner-000000012.pt")
-    return {"alignments": root / "sim", "run": root / "run", "checkpoint": checkpoints / "learner-000000012.pt",
-            "cache": root / "cache"}
+    return {
+        "alignments": root / "sim",
+        "run": root / "run",
+        "checkpoint": checkpoints / "learner-000000012.pt",
+        "cache": root / "cache",
+    }
 
 
 def test_eval_compares_every_method_with_iqtree(setup, need, tmp_path):
     need("iqtree2")
     out, plots = tmp_path / "eval.json", tmp_path / "plots"
-    proc = phylorl("eval", "--alignments", setup["alignments"], "--checkpoint", setup["checkpoint"], "--starts", 2,
-                   "--model", MODEL, "--json", out, "--plots", plots, "--cache-dir", setup["cache"])
+    proc = phylorl(
+        "eval",
+        "--alignments",
+        setup["alignments"],
+        "--checkpoint",
+        setup["checkpoint"],
+        "--starts",
+        2,
+        "--model",
+        MODEL,
+        "--json",
+        out,
+        "--plots",
+        plots,
+        "--cache-dir",
+        setup["cache"],
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads(out.read_text())
     assert result["settings"]["checkpoint"] == str(setup["checkpoint"].resolve())
@@ -69,7 +90,11 @@ def test_eval_compares_every_method_with_iqtree(setup, need, tmp_path):
     rows = result["rows"]
     assert len(rows) == 2 * 2 * len(METHODS)
     for row in rows:
-        assert math.isfinite(row["improvement"]) and row["rf"] is not None and row["final_loglik"] >= row["start_loglik"]
+        assert (
+            math.isfinite(row["improvement"])
+            and row["rf"] is not None
+            and row["final_loglik"] >= row["start_loglik"]
+        )
         assert row["delta_loglik"] == pytest.approx(row["final_loglik"] - row["start_loglik"])
     starts = {}
     for row in rows:  # every method starts from the same tree
@@ -77,8 +102,10 @@ def test_eval_compares_every_method_with_iqtree(setup, need, tmp_path):
     assert all(len(v) == 1 for v in starts.values()) and len(starts) == 4
     summary = {s["method"]: s for s in result["summary"]}
     assert set(summary) == set(METHODS)
-    assert all(math.isfinite(s["mean_improvement"]) and math.isfinite(s["mean_best_of_k_improvement"])
-               for s in summary.values())
+    assert all(
+        math.isfinite(s["mean_improvement"]) and math.isfinite(s["mean_best_of_k_improvement"])
+        for s in summary.values()
+    )
     assert summary["iqtree"]["mean_improvement"] == 1.0
     assert all(r["improvement"] == 1.0 for r in rows if r["method"] == "iqtree")
     assert summary["hillclimb"]["mean_improvement"] >= 0.9 and summary["ml"]["mean_improvement"] >= 0.9
@@ -93,9 +120,30 @@ def test_eval_compares_every_method_with_iqtree(setup, need, tmp_path):
 
 def test_evaluate_alias_without_iqtree_reports_deltas(setup, tmp_path):
     out = tmp_path / "eval.json"
-    proc = phylorl("evaluate", "--alignments", setup["alignments"] / "sim_0000.fasta", "--checkpoint", setup["run"],
-                   "--starts", 1, "--steps", 3, "--methods", "agent,random,greedy", "--no-iqtree", "--model", MODEL, "--tabu", 0,
-                   "--rescore", 0, "--json", out, "--cache-dir", setup["cache"])
+    proc = phylorl(
+        "evaluate",
+        "--alignments",
+        setup["alignments"] / "sim_0000.fasta",
+        "--checkpoint",
+        setup["run"],
+        "--starts",
+        1,
+        "--steps",
+        3,
+        "--methods",
+        "agent,random,greedy",
+        "--no-iqtree",
+        "--model",
+        MODEL,
+        "--tabu",
+        0,
+        "--rescore",
+        0,
+        "--json",
+        out,
+        "--cache-dir",
+        setup["cache"],
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads(out.read_text())
     assert not result["has_reference"] and result["settings"]["methods"] == ["agent", "random", "greedy"]
@@ -109,14 +157,17 @@ def test_evaluate_alias_without_iqtree_reports_deltas(setup, tmp_path):
     assert "improvement is undefined" in proc.stdout
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--checkpoint", "{tmp}/nothing.pt"], "checkpoint '{tmp}/nothing.pt' does not exist"),
-    (["--starts", 0], "--starts must be >= 1, got 0"),
-    (["--steps", 0], "--steps must be >= 1, got 0"),
-    (["--methods", "agent,annealing"], "unknown method(s) 'annealing'"),
-    (["--methods", "random,iqtree", "--no-iqtree"], "--methods names iqtree but --no-iqtree is given"),
-    (["--model", "GTR+Q"], "GTR+Q"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--checkpoint", "{tmp}/nothing.pt"], "checkpoint '{tmp}/nothing.pt' does not exist"),
+        (["--starts", 0], "--starts must be >= 1, got 0"),
+        (["--steps", 0], "--steps must be >= 1, got 0"),
+        (["--methods", "agent,annealing"], "unknown method(s) 'annealing'"),
+        (["--methods", "random,iqtree", "--no-iqtree"], "--methods names iqtree but --no-iqtree is given"),
+        (["--model", "GTR+Q"], "GTR+Q"),
+    ],
+)
 def test_eval_errors_are_one_line_before_any_work(setup, tmp_path, args, message):
     args = [str(a).replace("{tmp}", str(tmp_path)) for a in args]
     if "--checkpoint" not in args:
@@ -138,8 +189,10 @@ def test_missing_default_checkpoint_is_one_line(setup, tmp_path, monkeypatch, ca
 
     missing = tmp_path / "models" / "agent.pt"
     monkeypatch.setattr(phylorl.agent.checkpoints, "DEFAULT_CHECKPOINT", missing)
-    for command in (["eval", "--alignments", str(setup["alignments"]), "--no-iqtree"],
-                    ["search", "--alignment", str(setup["alignments"] / "sim_0000.fasta"), "--policy", "agent"]):
+    for command in (
+        ["eval", "--alignments", str(setup["alignments"]), "--no-iqtree"],
+        ["search", "--alignment", str(setup["alignments"] / "sim_0000.fasta"), "--policy", "agent"],
+    ):
         assert main([*command, "--cache-dir", str(tmp_path / "cache")]) == 2
         lines = capsys.readouterr().err.strip().splitlines()
         assert len(lines) == 1 and f"no agent checkpoint at {missing}" in lines[0], lines
@@ -168,9 +221,28 @@ def test_the_shipped_agent_loads_and_climbs(setup):
 def test_search_with_the_agent_reports_the_best_tree_and_matches_the_in_process_policy(setup, tmp_path):
     alignment = setup["alignments"] / "sim_0001.fasta"
     out = tmp_path / "best.nwk"
-    proc = phylorl("search", "--alignment", alignment, "--model", MODEL, "--policy", "agent", "--checkpoint",
-                   setup["run"], "--steps", 6, "--start", "random", "--seed", 3, "--cache-dir", setup["cache"],
-                   "--out", out, "--json")
+    proc = phylorl(
+        "search",
+        "--alignment",
+        alignment,
+        "--model",
+        MODEL,
+        "--policy",
+        "agent",
+        "--checkpoint",
+        setup["run"],
+        "--steps",
+        6,
+        "--start",
+        "random",
+        "--seed",
+        3,
+        "--cache-dir",
+        setup["cache"],
+        "--out",
+        out,
+        "--json",
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads(proc.stdout)
     assert result["policy"] == "agent" and result["steps"] == 6 and not result["polish"]
@@ -192,24 +264,62 @@ def test_search_with_the_agent_reports_the_best_tree_and_matches_the_in_process_
 
 def test_search_polish_hill_climbs_from_the_best_tree(setup):
     alignment = setup["alignments"] / "sim_0000.fasta"
-    common = ["search", "--alignment", alignment, "--model", MODEL, "--policy", "random", "--steps", 5,
-              "--start", "random", "--seed", 4, "--cache-dir", setup["cache"], "--json"]
+    common = [
+        "search",
+        "--alignment",
+        alignment,
+        "--model",
+        MODEL,
+        "--policy",
+        "random",
+        "--steps",
+        5,
+        "--start",
+        "random",
+        "--seed",
+        4,
+        "--cache-dir",
+        setup["cache"],
+        "--json",
+    ]
     plain, polished = phylorl(*common), phylorl(*common, "--polish")
     assert plain.returncode == 0 and polished.returncode == 0, polished.stderr[-3000:]
     plain, polished = json.loads(plain.stdout), json.loads(polished.stdout)
-    assert polished["polish"] and polished["search_best_loglik"] == pytest.approx(plain["best_loglik"], abs=1e-9)
+    assert polished["polish"] and polished["search_best_loglik"] == pytest.approx(
+        plain["best_loglik"], abs=1e-9
+    )
     assert polished["best_loglik"] == pytest.approx(polished["polish_loglik"])
     assert polished["best_loglik"] > plain["best_loglik"] and polished["evaluations"] > plain["evaluations"]
     aln = load_alignment(alignment)
     engine = LikelihoodEngine(aln, parse_model(polished["model"]))
-    assert engine.loglik(read_newick(polished["tree"], aln)) == pytest.approx(polished["best_loglik"], abs=1e-4)
+    assert engine.loglik(read_newick(polished["tree"], aln)) == pytest.approx(
+        polished["best_loglik"], abs=1e-4
+    )
 
 
 @pytest.mark.parametrize("policy,restarts", [("hillclimb", 0), ("hillclimb", 2)])
 def test_search_climbs_and_writes_its_best_tree(setup, tmp_path, policy, restarts):
     alignment, out = setup["alignments"] / "sim_0001.fasta", tmp_path / "best.nwk"
-    proc = phylorl("search", "--alignment", alignment, "--model", MODEL, "--policy", policy, "--restarts", restarts,
-                   "--start", "random", "--seed", 1, "--cache-dir", setup["cache"], "--out", out, "--json")
+    proc = phylorl(
+        "search",
+        "--alignment",
+        alignment,
+        "--model",
+        MODEL,
+        "--policy",
+        policy,
+        "--restarts",
+        restarts,
+        "--start",
+        "random",
+        "--seed",
+        1,
+        "--cache-dir",
+        setup["cache"],
+        "--out",
+        out,
+        "--json",
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads(proc.stdout)
     assert result["policy"] == policy and result["best_loglik"] > result["start_loglik"] + 1.0
@@ -227,8 +337,23 @@ def test_search_puts_identical_sequences_back_and_says_so(setup, tmp_path):
     path.write_text(format_fasta(copies))
     results = {}
     for flag in ([], ["--keep-identical"]):
-        proc = phylorl("search", "--alignment", path, "--model", MODEL, "--policy", "hillclimb", "--start", "random",
-                       "--seed", 2, "--cache-dir", setup["cache"], "--json", *flag)
+        proc = phylorl(
+            "search",
+            "--alignment",
+            path,
+            "--model",
+            MODEL,
+            "--policy",
+            "hillclimb",
+            "--start",
+            "random",
+            "--seed",
+            2,
+            "--cache-dir",
+            setup["cache"],
+            "--json",
+            *flag,
+        )
         assert proc.returncode == 0, proc.stderr[-3000:]
         results[bool(flag)] = json.loads(proc.stdout)
         assert ("2 identical sequence(s) searched once" in proc.stderr) == (not flag)
@@ -245,14 +370,33 @@ def test_eval_threads_gives_the_same_results_in_the_same_order(setup, tmp_path):
     rows = {}
     for threads in (1, 2):
         out = tmp_path / f"eval-{threads}.json"
-        proc = phylorl("eval", "--alignments", setup["alignments"], "--checkpoint", setup["checkpoint"], "--starts", 2,
-                       "--model", MODEL, "--methods", "agent,random,greedy", "--no-iqtree", "--json", out,
-                       "--cache-dir", setup["cache"], "--threads", threads)
+        proc = phylorl(
+            "eval",
+            "--alignments",
+            setup["alignments"],
+            "--checkpoint",
+            setup["checkpoint"],
+            "--starts",
+            2,
+            "--model",
+            MODEL,
+            "--methods",
+            "agent,random,greedy",
+            "--no-iqtree",
+            "--json",
+            out,
+            "--cache-dir",
+            setup["cache"],
+            "--threads",
+            threads,
+        )
         assert proc.returncode == 0, proc.stderr[-3000:]
         result = json.loads(out.read_text())
         assert result["settings"]["workers"] == threads
-        rows[threads] = [(r["alignment"], r["start"], r["method"], r["final_loglik"], r["evaluations"], r["tree"])
-                         for r in result["rows"]]
+        rows[threads] = [
+            (r["alignment"], r["start"], r["method"], r["final_loglik"], r["evaluations"], r["tree"])
+            for r in result["rows"]
+        ]
         plain = [line for line in proc.stderr.splitlines() if re.match(r"eval \d+/\d+ .*: start ", line)]
         assert len(plain) == 2 * 2 * 3  # every unit of progress reported, from the workers too
     assert len(rows[1]) == 2 * 2 * 3
@@ -261,8 +405,23 @@ def test_eval_threads_gives_the_same_results_in_the_same_order(setup, tmp_path):
 
 
 def test_eval_json_without_a_file_prints_one_object_on_stdout(setup):
-    proc = phylorl("eval", "--alignments", setup["alignments"], "--checkpoint", setup["checkpoint"], "--starts", 1,
-                   "--model", MODEL, "--methods", "agent,random", "--no-iqtree", "--json", "--cache-dir", setup["cache"])
+    proc = phylorl(
+        "eval",
+        "--alignments",
+        setup["alignments"],
+        "--checkpoint",
+        setup["checkpoint"],
+        "--starts",
+        1,
+        "--model",
+        MODEL,
+        "--methods",
+        "agent,random",
+        "--no-iqtree",
+        "--json",
+        "--cache-dir",
+        setup["cache"],
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads(proc.stdout)  # nothing else on stdout: the tables went to stderr
     assert len(result["rows"]) == 2 * 2 and "agent" in proc.stderr

@@ -12,8 +12,9 @@ from phylorl.phylo import LikelihoodEngine, load_alignment, parse_model, read_ne
 
 def simulate(out: Path, *args: str) -> subprocess.CompletedProcess:
     """The installed console script, in a child process."""
-    return subprocess.run(["phylorl", "simulate", "--out", str(out), *args], capture_output=True, text=True,
-                          timeout=120)
+    return subprocess.run(
+        ["phylorl", "simulate", "--out", str(out), *args], capture_output=True, text=True, timeout=120
+    )
 
 
 def simulate_here(out: Path, *args: str) -> int:
@@ -31,7 +32,8 @@ def test_writes_the_corpus_files(tmp_path):
     assert manifest["args"] == {"count": 3, "taxa": [5, 9], "sites": [100, 200], "model": None, "gaps": 0.0}
     assert [d["name"] for d in manifest["datasets"]] == ["sim_0000", "sim_0001", "sim_0002"]
     assert sorted(p.name for p in out.iterdir()) == ["manifest.json"] + sorted(
-        f"sim_{i:04d}{suffix}" for i in range(3) for suffix in (".fasta", ".model.txt", ".true.nwk"))
+        f"sim_{i:04d}{suffix}" for i in range(3) for suffix in (".fasta", ".model.txt", ".true.nwk")
+    )
     for entry in manifest["datasets"]:
         alignment = load_alignment(out / entry["fasta"])
         assert alignment.taxa == tuple(f"t{i}" for i in range(1, entry["n_taxa"] + 1))
@@ -53,11 +55,18 @@ def test_same_seed_gives_byte_identical_files(tmp_path):
         assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes(), name
     for name in ("sim_0000.fasta", "sim_0001.true.nwk", "sim_0001.model.txt"):  # independent of --count
         assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "c" / name).read_bytes(), name
-    assert (tmp_path / "a" / "sim_0000.fasta").read_bytes() != (tmp_path / "d" / "sim_0000.fasta").read_bytes()
+    assert (tmp_path / "a" / "sim_0000.fasta").read_bytes() != (
+        tmp_path / "d" / "sim_0000.fasta"
+    ).read_bytes()
 
 
 def test_fixed_model(tmp_path):
-    assert simulate_here(tmp_path, "--count", "2", "--taxa", "4", "--sites", "30", "--model", "hky{3}+FQ+G4{0.5}") == 0
+    assert (
+        simulate_here(
+            tmp_path, "--count", "2", "--taxa", "4", "--sites", "30", "--model", "hky{3}+FQ+G4{0.5}"
+        )
+        == 0
+    )
     for i in range(2):
         assert (tmp_path / f"sim_{i:04d}.model.txt").read_text() == "HKY{3}+FQ+G4{0.5}\n"
 
@@ -75,16 +84,25 @@ def test_refuses_to_overwrite_without_force(tmp_path, capsys):
     assert (tmp_path / "sim_0001.fasta").exists()
 
 
-@pytest.mark.parametrize("args, message", [
-    (("--taxa", "3:x"), "--taxa must be an integer N or a range A:B, got '3:x'"),
-    (("--taxa", "3"), "--taxa must be at least 4, got '3'"),
-    (("--sites", "500:300"), "--sites range '500:300' is empty: A must be <= B in A:B"),
-    (("--gaps", "1.5"), "--gaps must be a fraction in [0, 1), got 1.5"),
-    (("--model", "GTR+F+G4"), "model 'GTR+F+G4' is not fully specified: give numbers for exchangeabilities, alpha"),
-    (("--model", "GTR{1,2}"), "GTR takes 5 rates (AC,AG,AT,CG,CT; GT = 1) or 6, got 2"),
-    (("--model", "HKY{3}+F"), "uses empirical frequencies (+F), which a simulation cannot take from data"),
-    (("--count", "0"), "--count must be at least 1, got 0"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (("--taxa", "3:x"), "--taxa must be an integer N or a range A:B, got '3:x'"),
+        (("--taxa", "3"), "--taxa must be at least 4, got '3'"),
+        (("--sites", "500:300"), "--sites range '500:300' is empty: A must be <= B in A:B"),
+        (("--gaps", "1.5"), "--gaps must be a fraction in [0, 1), got 1.5"),
+        (
+            ("--model", "GTR+F+G4"),
+            "model 'GTR+F+G4' is not fully specified: give numbers for exchangeabilities, alpha",
+        ),
+        (("--model", "GTR{1,2}"), "GTR takes 5 rates (AC,AG,AT,CG,CT; GT = 1) or 6, got 2"),
+        (
+            ("--model", "HKY{3}+F"),
+            "uses empirical frequencies (+F), which a simulation cannot take from data",
+        ),
+        (("--count", "0"), "--count must be at least 1, got 0"),
+    ],
+)
 def test_bad_arguments_give_one_line_and_exit_2(tmp_path, capsys, args, message):
     assert simulate_here(tmp_path / "out", "--count", "1", *args) == 2
     lines = capsys.readouterr().err.strip().splitlines()
@@ -96,14 +114,16 @@ def test_bad_argument_from_the_console_script(tmp_path):
     result = simulate(tmp_path / "out", "--count", "2", "--taxa", "3:x")
     assert result.returncode == 2
     assert result.stderr.splitlines() == [
-        "phylorl simulate: error: --taxa must be an integer N or a range A:B, got '3:x'"]
+        "phylorl simulate: error: --taxa must be an integer N or a range A:B, got '3:x'"
+    ]
     assert result.stdout == "" and not (tmp_path / "out").exists()
 
 
 def test_iqtree_reads_the_files_and_agrees_on_the_likelihood(tmp_path, iqtree_fixed):
     """`iqtree2 -s sim.fasta -te sim.true.nwk -m "$(cat sim.model.txt)" -blfix` equals our engine."""
-    result = simulate(tmp_path, "--count", "3", "--taxa", "10:16", "--sites", "300:500", "--seed", "3",
-                      "--gaps", "0.05")
+    result = simulate(
+        tmp_path, "--count", "3", "--taxa", "10:16", "--sites", "300:500", "--seed", "3", "--gaps", "0.05"
+    )
     assert result.returncode == 0, result.stderr
     models = []
     for i in range(3):

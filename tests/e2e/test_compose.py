@@ -1,14 +1,14 @@
 """docker compose end to end: build the image, run the stack with 2 actors, train, scale to 3, tear down.
 
 The flow: ``scripts/build_image.sh`` (offline, from deploy/wheelhouse/; with Docker's layer cache a rebuild
-after a source change redoes only the last layers), then ``up -d --scale actor=2`` of redis, replay, learner, actor and
-prometheus (Grafana's image cannot be pulled on a machine without a registry: see docs/deploy.md), wait
-until every Prometheus target is up (the two actors found by DNS) and the learner's weights version
-advances, check that the stack is locked down and that a replay container killed with signal 9 is restarted
-by compose, ``up -d --scale actor=3`` and wait until Prometheus scrapes the third actor. The project (a name
-of its own, volumes included) is always taken down, even when a step fails; the services' logs are printed
-then. Needs a Docker daemon (``scripts/docker_setup.sh`` installs and starts one, as root): skipped without
-one, except under CI, where it fails.
+after a source change redoes only the last layers), then ``up -d --scale actor=2`` of redis, replay, learner,
+actor and prometheus (Grafana's image cannot be pulled on a machine without a registry: see docs/deploy.md),
+wait until every Prometheus target is up (the two actors found by DNS) and the learner's weights version
+advances, check that the stack is locked down and that a replay container killed with signal 9 is restarted by
+compose, ``up -d --scale actor=3`` and wait until Prometheus scrapes the third actor. The project (a name of
+its own, volumes included) is always taken down, even when a step fails; the services' logs are printed then.
+Needs a Docker daemon (``scripts/docker_setup.sh`` installs and starts one, as root): skipped without one,
+except under CI, where it fails.
 """
 
 from __future__ import annotations
@@ -40,7 +40,9 @@ SCALE_TIMEOUT_S = 120
 # Settings of a short test run (the defaults suit a real run): learning starts after a few transitions.
 TEST_OVERRIDE = {
     "services": {
-        "replay": {"environment": {"PHYLORL_REPLAY_MIN_SIZE_TO_SAMPLE": "32", "PHYLORL_REPLAY_CAPACITY": "5000"}},
+        "replay": {
+            "environment": {"PHYLORL_REPLAY_MIN_SIZE_TO_SAMPLE": "32", "PHYLORL_REPLAY_CAPACITY": "5000"}
+        },
         "learner": {"environment": {"PHYLORL_LEARNER_BATCH_SIZE": "16"}},
         "actor": {"environment": {"PHYLORL_ACTOR_SEND_BATCH": "4"}},
     }
@@ -58,15 +60,32 @@ class Stack:
     def __init__(self, compose: list[str], override: Path, secrets: Path):
         self.project = f"phylorl-e2e-{uuid.uuid4().hex[:8]}"
         self.prometheus_port = free_port()
-        self.base = [*compose, "--project-name", self.project, "--file", str(COMPOSE_FILE), "--file", str(override)]
-        self.env = {**os.environ, "PHYLORL_BIND": "127.0.0.1", "PHYLORL_PROMETHEUS_PORT": str(self.prometheus_port),
-                    "PHYLORL_SECRETS": str(secrets)}
+        self.base = [
+            *compose,
+            "--project-name",
+            self.project,
+            "--file",
+            str(COMPOSE_FILE),
+            "--file",
+            str(override),
+        ]
+        self.env = {
+            **os.environ,
+            "PHYLORL_BIND": "127.0.0.1",
+            "PHYLORL_PROMETHEUS_PORT": str(self.prometheus_port),
+            "PHYLORL_SECRETS": str(secrets),
+        }
 
-    def run(self, *args: str, timeout_s: float = UP_TIMEOUT_S, check: bool = True) -> subprocess.CompletedProcess:
-        result = subprocess.run([*self.base, *args], env=self.env, capture_output=True, text=True, timeout=timeout_s,
-                                cwd=REPO)
+    def run(
+        self, *args: str, timeout_s: float = UP_TIMEOUT_S, check: bool = True
+    ) -> subprocess.CompletedProcess:
+        result = subprocess.run(
+            [*self.base, *args], env=self.env, capture_output=True, text=True, timeout=timeout_s, cwd=REPO
+        )
         if check and result.returncode != 0:
-            raise RuntimeError(f"compose {' '.join(args)} failed ({result.returncode}):\n{result.stderr[-4000:]}")
+            raise RuntimeError(
+                f"compose {' '.join(args)} failed ({result.returncode}):\n{result.stderr[-4000:]}"
+            )
         return result
 
     def up(self, actors: int) -> None:
@@ -116,7 +135,9 @@ def _first_value(stack: Stack, expr: str, what: str, timeout_s: float) -> float:
 
 def _all_up(stack: Stack, actors: int) -> list[dict] | None:
     targets = stack.targets()
-    by_job = {job: [t for t in targets if t["labels"]["job"] == job] for job in ("replay", "learner", "actor")}
+    by_job = {
+        job: [t for t in targets if t["labels"]["job"] == job] for job in ("replay", "learner", "actor")
+    }
     if len(by_job["actor"]) != actors or not by_job["replay"] or not by_job["learner"]:
         return None
     return targets if all(t["health"] == "up" for t in targets) else None
@@ -132,20 +153,28 @@ def stack(compose, image, secrets_dir, tmp_path) -> Iterator[Stack]:
     finally:
         print(stack.logs())
         stack.down()
-        left = subprocess.run(["docker", "ps", "-aq", "--filter", f"label=com.docker.compose.project={stack.project}"],
-                              capture_output=True, text=True).stdout.split()
+        left = subprocess.run(
+            ["docker", "ps", "-aq", "--filter", f"label=com.docker.compose.project={stack.project}"],
+            capture_output=True,
+            text=True,
+        ).stdout.split()
         assert not left, f"containers left after down: {left}"
 
 
 def test_compose_trains_and_scales_actors(stack: Stack):
     stack.up(actors=2)
-    targets = _wait_for(lambda: _all_up(stack, actors=2), "every Prometheus target up with 2 actors", UP_TIMEOUT_S)
+    targets = _wait_for(
+        lambda: _all_up(stack, actors=2), "every Prometheus target up with 2 actors", UP_TIMEOUT_S
+    )
     assert {t["labels"]["job"] for t in targets} == {"replay", "learner", "actor", "prometheus"}
 
     version = "max(phylorl_learner_weights_version)"
     first = _first_value(stack, version, "the weights version scraped", TRAIN_TIMEOUT_S)
-    _wait_for(lambda: (stack.value(version) or first) > first, f"the weights version to pass {first:g}",
-              TRAIN_TIMEOUT_S)
+    _wait_for(
+        lambda: (stack.value(version) or first) > first,
+        f"the weights version to pass {first:g}",
+        TRAIN_TIMEOUT_S,
+    )
     # an update needs inserted transitions, but each service is scraped on its own 5 s schedule: the replay's
     # and the actors' counters may show them a scrape after the learner's version does
     for counter in ("sum(phylorl_replay_inserted_total)", "sum(phylorl_actor_env_steps_total)"):
@@ -163,32 +192,51 @@ def check_a_killed_container_restarts(stack: Stack, version: str) -> None:
     container = stack.run("ps", "-q", "replay").stdout.strip()
 
     def inspect(field: str) -> str:
-        return subprocess.run(["docker", "inspect", "-f", field, container], capture_output=True,
-                              text=True).stdout.strip()
+        return subprocess.run(
+            ["docker", "inspect", "-f", field, container], capture_output=True, text=True
+        ).stdout.strip()
 
     os.kill(int(inspect("{{.State.Pid}}")), 9)
-    _wait_for(lambda: inspect("{{.RestartCount}}") == "1" and inspect("{{.State.Health.Status}}") == "healthy",
-              "the killed replay container restarted and healthy", UP_TIMEOUT_S)
+    _wait_for(
+        lambda: inspect("{{.RestartCount}}") == "1" and inspect("{{.State.Health.Status}}") == "healthy",
+        "the killed replay container restarted and healthy",
+        UP_TIMEOUT_S,
+    )
     before = stack.value(version) or 0.0
-    _wait_for(lambda: (stack.value(version) or 0.0) > before, "training going on after the restart", TRAIN_TIMEOUT_S)
+    _wait_for(
+        lambda: (stack.value(version) or 0.0) > before, "training going on after the restart", TRAIN_TIMEOUT_S
+    )
 
 
 def check_locked_down(stack: Stack) -> None:
     """Inside the running stack: every service runs as uid 10001, Redis refuses a client without the password
     and cannot even be reached from an actor (internal network), and the replay service refuses a gRPC call
     without the token although it comes over TLS."""
+
     def run_in(service: str, *command: str) -> subprocess.CompletedProcess:
         return stack.run("exec", "-T", service, *command, check=False, timeout_s=60)
 
     for service in ("redis", "replay", "learner", "actor", "prometheus"):
         assert run_in(service, "id", "-u").stdout.strip() == "10001", service
     assert "NOAUTH" in run_in("redis", "redis-cli", "-p", "6379", "ping").stdout
-    unreachable = run_in("actor", "python", "-c", "import socket; socket.create_connection(('redis', 6379), 3)")
+    unreachable = run_in(
+        "actor", "python", "-c", "import socket; socket.create_connection(('redis', 6379), 3)"
+    )
     assert unreachable.returncode != 0 and ("gaierror" in unreachable.stderr or "Errno" in unreachable.stderr)
-    no_token = run_in("actor", "python", "/opt/phylorl/healthcheck.py", "replay:50051", "--ca", "/run/secrets/ca_crt")
+    no_token = run_in(
+        "actor", "python", "/opt/phylorl/healthcheck.py", "replay:50051", "--ca", "/run/secrets/ca_crt"
+    )
     assert no_token.returncode == 1 and "UNAUTHENTICATED" in no_token.stderr
-    with_token = run_in("actor", "python", "/opt/phylorl/healthcheck.py", "replay:50051", "--ca",
-                        "/run/secrets/ca_crt", "--token-file", "/run/secrets/grpc_token")
+    with_token = run_in(
+        "actor",
+        "python",
+        "/opt/phylorl/healthcheck.py",
+        "replay:50051",
+        "--ca",
+        "/run/secrets/ca_crt",
+        "--token-file",
+        "/run/secrets/grpc_token",
+    )
     assert with_token.returncode == 0, with_token.stderr
 
 
@@ -200,5 +248,8 @@ def scale_to_three_and_check(stack, targets: list[dict], scale) -> None:
     actors_after = {t["labels"]["instance"] for t in targets if t["labels"]["job"] == "actor"}
     assert actors_before < actors_after and len(actors_after) == 3
     new = (actors_after - actors_before).pop()
-    _wait_for(lambda: stack.value(f'phylorl_actor_env_steps_total{{instance="{new}"}}'),
-              f"the third actor ({new}) stepping", SCALE_TIMEOUT_S)
+    _wait_for(
+        lambda: stack.value(f'phylorl_actor_env_steps_total{{instance="{new}"}}'),
+        f"the third actor ({new}) stepping",
+        SCALE_TIMEOUT_S,
+    )

@@ -88,9 +88,13 @@ class SwarmStack(Stack):
         self.file.write_text(yaml.safe_dump(spec))
 
     def deploy(self) -> None:
-        result = subprocess.run(["docker", "stack", "deploy", "--compose-file", str(self.file), self.project],
-                                capture_output=True, text=True, timeout=UP_TIMEOUT_S,
-                                env={**os.environ, "PHYLORL_ACTORS": "2"})
+        result = subprocess.run(
+            ["docker", "stack", "deploy", "--compose-file", str(self.file), self.project],
+            capture_output=True,
+            text=True,
+            timeout=UP_TIMEOUT_S,
+            env={**os.environ, "PHYLORL_ACTORS": "2"},
+        )
         if result.returncode != 0:
             raise RuntimeError(f"docker stack deploy failed: {result.stderr[-3000:]}")
 
@@ -100,8 +104,16 @@ class SwarmStack(Stack):
     def logs(self) -> str:
         out = []
         for service in ("redis", "replay", "learner", "actor", "prometheus"):
-            result = docker("service", "logs", "--tail", "30", "--no-trunc", f"{self.project}_{service}",
-                            timeout_s=60, check=False)
+            result = docker(
+                "service",
+                "logs",
+                "--tail",
+                "30",
+                "--no-trunc",
+                f"{self.project}_{service}",
+                timeout_s=60,
+                check=False,
+            )
             out.append(f"--- {service}\n{result.stdout[-3000:]}{result.stderr[-1000:]}")
         return "\n".join(out)
 
@@ -109,8 +121,12 @@ class SwarmStack(Stack):
         docker("stack", "rm", self.project, check=False)
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
-            left = docker("ps", "-aq", "--filter", f"label=com.docker.stack.namespace={self.project}").stdout.split()
-            networks = docker("network", "ls", "-q", "--filter", f"label=com.docker.stack.namespace={self.project}")
+            left = docker(
+                "ps", "-aq", "--filter", f"label=com.docker.stack.namespace={self.project}"
+            ).stdout.split()
+            networks = docker(
+                "network", "ls", "-q", "--filter", f"label=com.docker.stack.namespace={self.project}"
+            )
             if not left and not networks.stdout.split():
                 break
             time.sleep(2)
@@ -123,19 +139,28 @@ def test_swarm_stack_trains_and_scales_actors(swarm, image, secrets_dir, tmp_pat
     stack = SwarmStack(tmp_path, secrets_dir)
     try:
         stack.deploy()
-        targets = _wait_for(lambda: _all_up(stack, actors=2), "every Prometheus target up with 2 actors",
-                            UP_TIMEOUT_S)
+        targets = _wait_for(
+            lambda: _all_up(stack, actors=2), "every Prometheus target up with 2 actors", UP_TIMEOUT_S
+        )
         assert {t["labels"]["job"] for t in targets} == {"replay", "learner", "actor", "prometheus"}
-        learner = docker("service", "ps", "--format", "{{.Node}} {{.CurrentState}}",
-                         f"{stack.project}_learner").stdout
+        learner = docker(
+            "service", "ps", "--format", "{{.Node}} {{.CurrentState}}", f"{stack.project}_learner"
+        ).stdout
         assert "Running" in learner  # placed by its constraint on the labelled node
 
         version = "max(phylorl_learner_weights_version)"
         first = _first_value(stack, version, "the weights version scraped", TRAIN_TIMEOUT_S)
-        _wait_for(lambda: (stack.value(version) or first) > first, f"the weights version to pass {first:g}",
-                  TRAIN_TIMEOUT_S)
-        _wait_for(lambda: (stack.value("sum(phylorl_replay_inserted_total)") or 0.0) > 0,
-                  "the replay's inserts scraped", SCRAPE_WAIT_S)  # scraped on its own schedule: see test_compose
+        _wait_for(
+            lambda: (stack.value(version) or first) > first,
+            f"the weights version to pass {first:g}",
+            TRAIN_TIMEOUT_S,
+        )
+        _wait_for(
+            lambda: (stack.value("sum(phylorl_replay_inserted_total)") or 0.0) > 0,
+            # scraped on its own schedule: see test_compose
+            "the replay's inserts scraped",
+            SCRAPE_WAIT_S,
+        )
 
         scale_to_three_and_check(stack, targets, lambda: stack.scale_actors(3))
     finally:

@@ -18,23 +18,52 @@ def test_train_runs_the_whole_system(tmp_path, need):
         "model: JC\nhorizon: 5\nbatch_size: 16\nhidden: 32\nmin_replay: 48\npublish_every: 5\n"
         "simulate_count: 3\nsimulate_taxa: '6:7'\nsimulate_sites: '200:300'\n"
         "learner: {checkpoint_every: 10}\n"
-        "actor: {send_batch: 4}\n")
+        "actor: {send_batch: 4}\n"
+    )
     proc = subprocess.run(
-        [sys.executable, "-m", "phylorl.cli", "train", "--config", str(config), "--actors", "2", "--updates", "20",
-         "--minutes", "8", "--run-dir", str(run_dir), "--json", "--secure"],
-        capture_output=True, text=True, timeout=900)
+        [
+            sys.executable,
+            "-m",
+            "phylorl.cli",
+            "train",
+            "--config",
+            str(config),
+            "--actors",
+            "2",
+            "--updates",
+            "20",
+            "--minutes",
+            "8",
+            "--run-dir",
+            str(run_dir),
+            "--json",
+            "--secure",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     summary = json.loads((run_dir / "summary.json").read_text())
-    assert json.loads(proc.stdout) == summary  # --json: stdout is that one object (the report's line is on stderr)
+    # --json: stdout is that one object (the report's line is on stderr)
+    assert json.loads(proc.stdout) == summary
     assert summary["reason"] == "updates done"
     assert summary["weights_version"] >= 20
     assert summary["updates"] == 20  # the learner's own count, not a scrape from before it stopped
-    # stderr is a pipe here: plain progress lines (no live redraw), then the totals and the stop, each on its own line
+    # stderr is a pipe here: plain progress lines (no live redraw), then the totals and the stop, each on its
+    # own line
     lines = proc.stderr.splitlines()
-    progress = [i for i, line in enumerate(lines)
-                if line.lstrip().split("s  updates ")[0].isdigit() and "env steps" in line]
-    assert progress and lines.index("preparing the corpus ...") < lines.index(
-        "starting redis, replay, learner and actors ...") < progress[0]
+    progress = [
+        i
+        for i, line in enumerate(lines)
+        if line.lstrip().split("s  updates ")[0].isdigit() and "env steps" in line
+    ]
+    assert (
+        progress
+        and lines.index("preparing the corpus ...")
+        < lines.index("starting redis, replay, learner and actors ...")
+        < progress[0]
+    )
     totals = next(i for i, line in enumerate(lines) if line.startswith("stopped: updates done"))
     assert "updates 20  env steps" in lines[totals - 1]
     assert all(code == 0 for code in summary["exit_codes"].values()), summary["exit_codes"]
@@ -42,7 +71,8 @@ def test_train_runs_the_whole_system(tmp_path, need):
     series = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     assert max(r["actor_weights_version"] for r in series) >= 5
     assert max(r["env_steps"] for r in series) > 0 and max(r["replay_size"] for r in series) >= 48
-    # the actors' time waiting on inference, from their own counters: a share of their time (0 before they start)
+    # the actors' time waiting on inference, from their own counters: a share of their time (0 before they
+    # start)
     last = series[-1]
     assert last["actors"] == 2 and 0.0 < last["actor_inference_wait_s"] <= 2 * last["time_s"]
     assert all(r["actor_inference_wait_fraction"] >= 0.0 for r in series[1:])
@@ -56,11 +86,22 @@ def test_train_runs_the_whole_system(tmp_path, need):
     # --secure: gRPC with TLS and the token, Redis with its ACL user; the secrets are the owner's alone and
     # no log holds them
     secrets = {p.name: p for p in (run_dir / "secrets").iterdir()}
-    assert set(secrets) >= {"ca.crt", "server.crt", "server.key", "grpc_token", "redis_password", "redis_users.acl"}
+    assert set(secrets) >= {
+        "ca.crt",
+        "server.crt",
+        "server.key",
+        "grpc_token",
+        "redis_password",
+        "redis_users.acl",
+    }
     assert all(p.stat().st_mode & 0o077 == 0 for p in secrets.values())
     replay_log = (run_dir / "logs" / "replay.log").read_text()
     assert '"tls_cert_file": "' in replay_log and '"redis_username": "phylorl"' in replay_log
-    logs = "".join(p.read_text(errors="replace") for p in (run_dir / "logs").iterdir()) + proc.stdout + proc.stderr
+    logs = (
+        "".join(p.read_text(errors="replace") for p in (run_dir / "logs").iterdir())
+        + proc.stdout
+        + proc.stderr
+    )
     for name in ("grpc_token", "redis_password"):
         assert secrets[name].read_text().strip() not in logs
 
@@ -78,14 +119,38 @@ def test_train_prometheus_scrapes_the_local_run(tmp_path, need):
     port = free_port()
     run_dir = tmp_path / "run"
     config = tmp_path / "tiny.yaml"
-    config.write_text("model: JC\nhorizon: 5\nbatch_size: 16\nhidden: 32\nmin_replay: 48\npublish_every: 5\n"
-                      "simulate_count: 2\nsimulate_taxa: '6:6'\nsimulate_sites: '200:200'\n")
-    # started as a shell starts a background job (`phylorl train ... &`, nohup): SIGINT ignored from the start,
-    # so Python installs no KeyboardInterrupt handler; the run must still stop cleanly on the SIGINT below
-    proc = subprocess.Popen([sys.executable, "-m", "phylorl.cli", "train", "--config", str(config), "--actors", "2",
-                             "--updates", "0", "--minutes", "4", "--run-dir", str(run_dir), "--no-report",
-                             "--prometheus", str(port)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    config.write_text(
+        "model: JC\nhorizon: 5\nbatch_size: 16\nhidden: 32\nmin_replay: 48\npublish_every: 5\n"
+        "simulate_count: 2\nsimulate_taxa: '6:6'\nsimulate_sites: '200:200'\n"
+    )
+    # started as a shell starts a background job (`phylorl train ... &`, nohup): SIGINT ignored from the
+    # start, so Python installs no KeyboardInterrupt handler; the run must still stop cleanly on the SIGINT
+    # below
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "phylorl.cli",
+            "train",
+            "--config",
+            str(config),
+            "--actors",
+            "2",
+            "--updates",
+            "0",
+            "--minutes",
+            "4",
+            "--run-dir",
+            str(run_dir),
+            "--no-report",
+            "--prometheus",
+            str(port),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
+    )
 
     def query(expr):
         url = f"http://127.0.0.1:{port}/api/v1/query?" + urllib.parse.urlencode({"query": expr})
@@ -101,8 +166,12 @@ def test_train_prometheus_scrapes_the_local_run(tmp_path, need):
                 updates = query("sum(phylorl_learner_updates_total)")
             except OSError:
                 pass
-            if set(up) == {"replay", "learner", "actor", "prometheus"} and set(up.values()) == {"1"} \
-                    and updates and float(updates[0]["value"][1]) > 0:
+            if (
+                set(up) == {"replay", "learner", "actor", "prometheus"}
+                and set(up.values()) == {"1"}
+                and updates
+                and float(updates[0]["value"][1]) > 0
+            ):
                 break
             time.sleep(1)
         assert set(up) == {"replay", "learner", "actor", "prometheus"} and set(up.values()) == {"1"}, up
@@ -129,24 +198,52 @@ def test_train_restarts_killed_services_and_goes_on(tmp_path, need):
     need("redis-server")
     run_dir = tmp_path / "run"
     config = tmp_path / "tiny.yaml"
-    config.write_text("model: JC\nhorizon: 5\nbatch_size: 16\nhidden: 32\nmin_replay: 48\npublish_every: 5\n"
-                      "simulate_count: 2\nsimulate_taxa: '6:6'\nsimulate_sites: '200:200'\nrestart_backoff_s: 0.5\n"
-                      "learner: {checkpoint_every: 10}\nactor: {send_batch: 4}\n")
-    proc = subprocess.Popen([sys.executable, "-m", "phylorl.cli", "train", "--config", str(config), "--actors", "2",
-                             "--updates", "120", "--minutes", "6", "--run-dir", str(run_dir), "--no-report"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    config.write_text(
+        "model: JC\nhorizon: 5\nbatch_size: 16\nhidden: 32\nmin_replay: 48\npublish_every: 5\n"
+        "simulate_count: 2\nsimulate_taxa: '6:6'\nsimulate_sites: '200:200'\nrestart_backoff_s: 0.5\n"
+        "learner: {checkpoint_every: 10}\nactor: {send_batch: 4}\n"
+    )
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "phylorl.cli",
+            "train",
+            "--config",
+            str(config),
+            "--actors",
+            "2",
+            "--updates",
+            "120",
+            "--minutes",
+            "6",
+            "--run-dir",
+            str(run_dir),
+            "--no-report",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
     def updates() -> float:
-        lines = (run_dir / "metrics.jsonl").read_text().splitlines() if (run_dir / "metrics.jsonl").exists() else []
+        lines = (
+            (run_dir / "metrics.jsonl").read_text().splitlines()
+            if (run_dir / "metrics.jsonl").exists()
+            else []
+        )
         return json.loads(lines[-1])["updates"] if lines else 0.0
 
     def pid_of(module: str, port: int) -> int:
-        out = subprocess.run(["pgrep", "-f", f"{module} .*--port {port}( |$)"], capture_output=True, text=True).stdout
+        out = subprocess.run(
+            ["pgrep", "-f", f"{module} .*--port {port}( |$)"], capture_output=True, text=True
+        ).stdout
         return int(out.split()[0])
 
     def metrics_pid_of(module: str, port: int) -> int:
-        out = subprocess.run(["pgrep", "-f", f"{module} .*--metrics-port {port}( |$)"], capture_output=True,
-                             text=True).stdout
+        out = subprocess.run(
+            ["pgrep", "-f", f"{module} .*--metrics-port {port}( |$)"], capture_output=True, text=True
+        ).stdout
         return int(out.split()[0])
 
     try:
@@ -170,7 +267,10 @@ def test_train_restarts_killed_services_and_goes_on(tmp_path, need):
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["reason"] == "updates done" and summary["weights_version"] >= 120
     assert summary["restarts"] == {"replay": 1, "actor-0": 1, "learner": 1}
-    seen = [json.loads(line)["actor_weights_version"] for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    seen = [
+        json.loads(line)["actor_weights_version"]
+        for line in (run_dir / "metrics.jsonl").read_text().splitlines()
+    ]
     seen = [v for v in seen if v >= 0]
     assert seen == sorted(seen)  # the versions the actors were answered with never went back
     # (a learner killed after its last checkpoint resumes below the published version, logs it and
@@ -202,8 +302,11 @@ def test_a_stop_while_the_corpus_is_prepared_ends_the_run_before_any_service_sta
     stop, stages = threading.Event(), []
     stop.set()  # as if Ctrl-C came before the first alignment was done
     config = TrainConfig(alignments=str(corpus), model="JC", cache_dir=str(tmp_path / "cache"))
-    summary = run_local(config, tmp_path / "run", stop=stop, on_stage=lambda text, partial: stages.append(text))
+    summary = run_local(
+        config, tmp_path / "run", stop=stop, on_stage=lambda text, partial: stages.append(text)
+    )
     assert summary["reason"] == "interrupted" and summary["exit_codes"] == {}
     assert json.loads((tmp_path / "run" / "summary.json").read_text())["reason"] == "interrupted"
     assert not any(text.startswith("starting") for text in stages)
-    assert len(list((tmp_path / "cache").glob("*.json"))) <= (os.cpu_count() or 1)  # those under way when it stopped
+    # those under way when it stopped
+    assert len(list((tmp_path / "cache").glob("*.json"))) <= (os.cpu_count() or 1)

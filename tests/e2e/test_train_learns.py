@@ -32,17 +32,64 @@ def _train_and_measure(tmp_path, need, updates: int, extra: list[str]) -> tuple[
     started from and of random moves, and the run directory."""
     need("redis-server")
     corpus = tmp_path / "corpus"
-    subprocess.run([sys.executable, "-m", "phylorl.cli", "simulate", "--out", str(corpus), "--count", "4", "--taxa",
-                    "8:8", "--sites", "500:500", "--seed", "7", "--model", "JC"], check=True, capture_output=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "phylorl.cli",
+            "simulate",
+            "--out",
+            str(corpus),
+            "--count",
+            "4",
+            "--taxa",
+            "8:8",
+            "--sites",
+            "500:500",
+            "--seed",
+            "7",
+            "--model",
+            "JC",
+        ],
+        check=True,
+        capture_output=True,
+    )
     config = tmp_path / "learn.yaml"
-    config.write_text("model: JC\nhorizon: 8\nbatch_size: 32\nhidden: 32\nmin_replay: 128\npublish_every: 5\n"
-                      "samples_per_insert: 4.0\nlearner: {checkpoint_every: 50, agent: {lr: 0.001}}\n"
-                      "actor: {send_batch: 8}\n")
+    config.write_text(
+        "model: JC\nhorizon: 8\nbatch_size: 32\nhidden: 32\nmin_replay: 128\npublish_every: 5\n"
+        "samples_per_insert: 4.0\nlearner: {checkpoint_every: 50, agent: {lr: 0.001}}\n"
+        "actor: {send_batch: 8}\n"
+    )
     run_dir = tmp_path / "run"
     proc = subprocess.run(
-        [sys.executable, "-m", "phylorl.cli", "train", "--config", str(config), "--alignments", str(corpus),
-         "--actors", "2", "--envs-per-actor", "4", "--updates", str(updates), "--minutes", "10", "--seed", str(SEED),
-         "--run-dir", str(run_dir), "--no-report", *extra], capture_output=True, text=True, timeout=900)
+        [
+            sys.executable,
+            "-m",
+            "phylorl.cli",
+            "train",
+            "--config",
+            str(config),
+            "--alignments",
+            str(corpus),
+            "--actors",
+            "2",
+            "--envs-per-actor",
+            "4",
+            "--updates",
+            str(updates),
+            "--minutes",
+            "10",
+            "--seed",
+            str(SEED),
+            "--run-dir",
+            str(run_dir),
+            "--no-report",
+            *extra,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
 
     from phylorl.agent.learner import Learner
@@ -74,7 +121,9 @@ def test_phylorl_train_yields_an_agent_that_climbs(tmp_path, need):
 def test_phylorl_train_learns_from_the_actors_demonstrations(tmp_path, need):
     """γ = 0 and every state labelled by the actors (each move's own reward): the learner's supervised
     term reaches the weights through replay, and the agent climbs."""
-    mean, run_dir = _train_and_measure(tmp_path, need, DEMO_UPDATES, ["--gamma", "0", "--label-fraction", "1"])
+    mean, run_dir = _train_and_measure(
+        tmp_path, need, DEMO_UPDATES, ["--gamma", "0", "--label-fraction", "1"]
+    )
     with open(run_dir / "learner" / "updates.csv") as f:
         demo = [float(row["loss_demo"]) for row in csv.DictReader(f)]
     assert len(demo) >= DEMO_UPDATES and all(d > 0 for d in demo)  # every batch carried labels

@@ -23,8 +23,9 @@ pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a C
 
 def _records(steps: int = 24) -> PackedRecords:
     alignment = simulate_dataset(20, 400, np.random.default_rng(3)).alignment
-    env = TreeEnv([EnvAlignment.build(alignment, prepare_alignment(alignment, "JC"), "a")], EnvConfig(horizon=8),
-                  seed=3)
+    env = TreeEnv(
+        [EnvAlignment.build(alignment, prepare_alignment(alignment, "JC"), "a")], EnvConfig(horizon=8), seed=3
+    )
     rng = np.random.default_rng(3)
     obs, _ = env.reset()
     records = []
@@ -50,8 +51,8 @@ def test_compact_moves_expand_on_the_gpu_to_the_host_batch():
 
 
 def test_a_batch_staged_in_one_pinned_block_reaches_the_gpu_as_the_per_tensor_copy_does():
-    """The prefetcher's way (one pinned buffer, one transfer, :class:`Stager`) and the per-tensor pinned copies give
-    the same batch on the GPU; so does a prefetcher fed host batches."""
+    """The prefetcher's way (one pinned buffer, one transfer, :class:`Stager`) and the per-tensor pinned
+    copies give the same batch on the GPU; so does a prefetcher fed host batches."""
     import dataclasses
 
     from phylorl.agent.prefetch import Prefetcher

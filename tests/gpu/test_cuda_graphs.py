@@ -23,8 +23,8 @@ NET = NetworkConfig(hidden=64, action_hidden=64, head_hidden=64)
 
 @pytest.fixture(autouse=True)
 def large_adam_epsilon(monkeypatch):
-    """Adam's epsilon large enough that a gradient component that is zero up to rounding cannot flip the sign of a
-    whole learning-rate step (of one learner and not the other)."""
+    """Adam's epsilon large enough that a gradient component that is zero up to rounding cannot flip the sign
+    of a whole learning-rate step (of one learner and not the other)."""
     monkeypatch.setattr(learner_module, "ADAM_EPS", 1e-4)
 
 
@@ -48,8 +48,9 @@ def batches(n_taxa, count, size=16, seed=0, labelled=False):
 
 
 def _with_labels(t, rng):
-    return dataclasses.replace(t, next_labels=rng.normal(size=t.next_obs.n_actions).astype(np.float32),
-                               discount=0.0)
+    return dataclasses.replace(
+        t, next_labels=rng.normal(size=t.next_obs.n_actions).astype(np.float32), discount=0.0
+    )
 
 
 def pair(agent_cfg, compiled=False):
@@ -58,8 +59,12 @@ def pair(agent_cfg, compiled=False):
     eager = Learner(NET, agent_cfg, "cuda", seed=3)
     for net in (eager.q1, eager.q2, eager.target1, eager.target2):
         net.capture_safe = True
-    graphed = Learner(NET, AgentConfig(**{**agent_cfg.__dict__, "cuda_graphs": True, "compile_networks": compiled}),
-                      "cuda", seed=3)
+    graphed = Learner(
+        NET,
+        AgentConfig(**{**agent_cfg.__dict__, "cuda_graphs": True, "compile_networks": compiled}),
+        "cuda",
+        seed=3,
+    )
     return eager, graphed
 
 
@@ -92,8 +97,8 @@ def sync(dst: Learner, src: Learner) -> None:
 
 
 def step_alike(eager: Learner, graphed: Learner, data: list, steps: int) -> None:
-    """``steps`` updates of both learners over ``data`` in turn, each from the eager learner's state (copied in
-    place), with the same metrics, priorities and resulting state."""
+    """``steps`` updates of both learners over ``data`` in turn, each from the eager learner's state (copied
+    in place), with the same metrics, priorities and resulting state."""
     for step in range(steps):
         batch = data[step % len(data)]
         sync(graphed, eager)
@@ -105,8 +110,16 @@ def step_alike(eager: Learner, graphed: Learner, data: list, steps: int) -> None
         assert_same_learners(eager, graphed)
 
 
-@pytest.mark.parametrize("labelled,fused,compiled", [(False, False, False), (True, False, False), (False, True, False),
-                                                     (False, True, True), (True, True, True)])
+@pytest.mark.parametrize(
+    "labelled,fused,compiled",
+    [
+        (False, False, False),
+        (True, False, False),
+        (False, True, False),
+        (False, True, True),
+        (True, True, True),
+    ],
+)
 def test_each_graphed_update_equals_the_eager_one_from_the_same_state(labelled, fused, compiled):
     # Trajectories of two learners drift apart from the first update's float32 rounding (even the graphed
     # learner's eager warm-ups, on a side stream, pick other cuBLAS kernels), and the demonstrations' loss
@@ -152,8 +165,8 @@ def test_each_batch_shape_gets_its_own_capture():
 
 
 def test_a_batch_already_on_the_device_is_used_as_it_is(monkeypatch):
-    """``"cuda"`` is taken as the current device's index: a batch's tensors name it (``cuda:0``), so that a learner
-    on plain ``"cuda"`` does not move every batch again, a call per tensor."""
+    """``"cuda"`` is taken as the current device's index: a batch's tensors name it (``cuda:0``), so that a
+    learner on plain ``"cuda"`` does not move every batch again, a call per tensor."""
     learner = Learner(NET, AgentConfig(), "cuda", seed=0)
     assert learner.device == torch.device("cuda", torch.cuda.current_device())
     batch = batches(8, 1)[0]
@@ -169,7 +182,8 @@ def test_a_batch_already_on_the_device_is_used_as_it_is(monkeypatch):
 
 def test_an_eager_learners_cached_weights_follow_its_fused_optimiser():
     # fused Adam (every CUDA learner's) leaves the parameters' version counters where they were, by which the
-    # networks key their derived weights for the no-grad passes (the online policy's entropy): the learner moves them
+    # networks key their derived weights for the no-grad passes (the online policy's entropy): the learner
+    # moves them
     learner = Learner(NET, AgentConfig(), "cuda", seed=4)
     assert learner.q_optimizer.param_groups[0]["fused"]
     with torch.no_grad():

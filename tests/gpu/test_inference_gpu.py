@@ -1,6 +1,7 @@
-"""The inference endpoint on a GPU (its own high-priority stream, networks built at each publication, answers eager or replayed as CUDA graphs) answers as networks built anew from the published weights, while a
-learner on the GPU keeps updating on the default stream; a captured answer equals the eager one (needs a CUDA
-device: skipped elsewhere; run on a lent GPU machine with ``pytest tests/gpu``)."""
+"""The inference endpoint on a GPU (its own high-priority stream, networks built at each publication, answers
+eager or replayed as CUDA graphs) answers as networks built anew from the published weights, while a learner
+on the GPU keeps updating on the default stream; a captured answer equals the eager one (needs a CUDA device:
+skipped elsewhere; run on a lent GPU machine with ``pytest tests/gpu``)."""
 
 import threading
 
@@ -49,7 +50,9 @@ def test_a_captured_answer_equals_the_eager_one_and_follows_new_weights(fused):
             chosen, q, v = (t[:k].clone() for t in acting(stager.stage(padded), greedy=True))
             torch.cuda.current_stream().synchronize()
             assert torch.equal(chosen, want[0])
-            assert torch.allclose(q, want[1], rtol=1e-5, atol=1e-5) and torch.allclose(v, want[2], rtol=1e-5, atol=1e-5)
+            assert torch.allclose(q, want[1], rtol=1e-5, atol=1e-5) and torch.allclose(
+                v, want[2], rtol=1e-5, atol=1e-5
+            )
         generator = torch.Generator(device=device).manual_seed(version)
         sampled = []
         for _ in range(4):
@@ -57,16 +60,19 @@ def test_a_captured_answer_equals_the_eager_one_and_follows_new_weights(fused):
             torch.cuda.current_stream().synchronize()  # before the pinned block is written again
         generator.manual_seed(version)
         device_padded = move_to(padded, device)
-        expected = [select_actions(twin, *device_padded, 0.05 * version, greedy=False, generator=generator)[0][:k]
-                    for _ in range(4)]
-        assert all(torch.equal(a, b) for a, b in zip(sampled, expected))  # the same noise draws the same moves
+        expected = [
+            select_actions(twin, *device_padded, 0.05 * version, greedy=False, generator=generator)[0][:k]
+            for _ in range(4)
+        ]
+        # the same noise draws the same moves
+        assert all(torch.equal(a, b) for a, b in zip(sampled, expected))
     assert len(acting.captured) == 2  # one shape, greedy and sampled
     assert acting.replays >= 3 * WARMUP  # answers after the captures were replays
 
 
 def _assert_answers(inference, observations, weights, version, alpha=None):
-    """The endpoint's greedy answers to ``observations`` are those of networks built anew from ``weights`` (and with
-    ``alpha``, their soft values those of that temperature)."""
+    """The endpoint's greedy answers to ``observations`` are those of networks built anew from ``weights``
+    (and with ``alpha``, their soft values those of that temperature)."""
     graphs, actions = state_inputs(observations)
     with torch.no_grad():
         expected = twin_or_none(policy_networks(NET, weights, "cpu"), frozen=True)(graphs, actions).numpy()
@@ -75,7 +81,7 @@ def _assert_answers(inference, observations, weights, version, alpha=None):
     assert answered == version
     start = 0
     for i, obs in enumerate(observations):
-        mine = expected[start:start + obs.n_actions]
+        mine = expected[start : start + obs.n_actions]
         best = pytest.approx(float(mine.max()), rel=1e-4, abs=1e-5)  # CPU and GPU sums differ in order
         assert q[i] == best and float(mine[chosen[i]]) == best
         if alpha is not None:
@@ -88,13 +94,15 @@ def _assert_answers(inference, observations, weights, version, alpha=None):
 def test_answers_on_the_gpu_follow_each_publication_while_the_default_stream_is_busy(cuda_graphs):
     observations = _observations([12] * 4)
     device = torch.device("cuda")
-    inference = BatchingInference(NET, device, max_batch=16, max_delay_s=0.001, max_queue=16,
-                                  cuda_graphs=cuda_graphs)
+    inference = BatchingInference(
+        NET, device, max_batch=16, max_delay_s=0.001, max_queue=16, cuda_graphs=cuda_graphs
+    )
     busy = torch.randn(4096, 4096, device=device)
     stop = threading.Event()
 
     def load():  # the learner's side: long kernels queued on the default stream all along, waited for as the
-        # learner waits (on its stream; its device-wide waits are those before its own captures, under CAPTURE_LOCK)
+        # learner waits (on its stream; its device-wide waits are those before its own captures, under
+        # CAPTURE_LOCK)
         while not stop.is_set():
             busy.copy_(busy @ busy / 4096.0)
             torch.cuda.current_stream().synchronize()
@@ -114,13 +122,15 @@ def test_answers_on_the_gpu_follow_each_publication_while_the_default_stream_is_
 
 @pytest.mark.parametrize("cuda_graphs", [False, True])
 def test_a_publication_of_live_parameters_is_taken_before_the_next_update_changes_them(cuda_graphs):
-    """The training loop publishes the learner's own parameters (``policy_tensors``): the endpoint's copies are
-    queued on the learner's stream, so the update queued right after them changes the parameters only after they
-    are taken, and the answers are the published weights'."""
+    """The training loop publishes the learner's own parameters (``policy_tensors``): the endpoint's copies
+    are queued on the learner's stream, so the update queued right after them changes the parameters only
+    after they are taken, and the answers are the published weights'."""
     observations = _observations([11] * 3, seed=2)
     device = torch.device("cuda")
     learner = Learner(NET, device=device, seed=0)
-    inference = BatchingInference(NET, device, max_batch=8, max_delay_s=0.001, max_queue=8, cuda_graphs=cuda_graphs)
+    inference = BatchingInference(
+        NET, device, max_batch=8, max_delay_s=0.001, max_queue=8, cuda_graphs=cuda_graphs
+    )
     busy = torch.randn(4096, 4096, device=device)
     try:
         for version in range(1, 6):

@@ -53,8 +53,13 @@ class RedisProcess:
                 self.process.wait()
 
 
-def start_redis(directory: Path, port: int | None = None, extra_args: tuple[str, ...] = (),
-                password: str | None = None, username: str | None = None) -> RedisProcess:
+def start_redis(
+    directory: Path,
+    port: int | None = None,
+    extra_args: tuple[str, ...] = (),
+    password: str | None = None,
+    username: str | None = None,
+) -> RedisProcess:
     """Start ``redis-server`` with AOF persistence in ``directory`` (plus ``extra_args``) and wait until it
     answers PING (as ``username``/``password`` when given)."""
     binary = shutil.which("redis-server")
@@ -67,16 +72,34 @@ def start_redis(directory: Path, port: int | None = None, extra_args: tuple[str,
     port = free_port() if port is None else port
     log = open(directory / "redis.log", "ab")
     process = subprocess.Popen(
-        [binary, "--port", str(port), "--bind", "127.0.0.1", "--dir", str(directory), "--save", "",
-         "--appendonly", "yes", "--daemonize", "no", *extra_args],
-        stdout=log, stderr=subprocess.STDOUT)
+        [
+            binary,
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--dir",
+            str(directory),
+            "--save",
+            "",
+            "--appendonly",
+            "yes",
+            "--daemonize",
+            "no",
+            *extra_args,
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
     log.close()
     server = RedisProcess(port=port, directory=directory, process=process)
     deadline = time.monotonic() + READY_TIMEOUT_S
     while True:
         if process.poll() is not None:
-            raise RuntimeError(f"redis-server exited with {process.returncode}: "
-                               f"{(directory / 'redis.log').read_text()[-2000:]}")
+            raise RuntimeError(
+                f"redis-server exited with {process.returncode}: "
+                f"{(directory / 'redis.log').read_text()[-2000:]}"
+            )
         try:
             if redis.Redis(host="127.0.0.1", port=port, username=username, password=password).ping():
                 return server

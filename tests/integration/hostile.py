@@ -1,10 +1,10 @@
-"""Hypothesis strategies of hostile input shared by the hostile-input tests of the inference endpoint and of the
-replay service: a valid state's record bytes with exactly one thing broken.
+"""Hypothesis strategies of hostile input shared by the hostile-input tests of the inference endpoint and of
+the replay service: a valid state's record bytes with exactly one thing broken.
 
-A state is written part by part as :mod:`phylorl.records.format` lays it out, so that a part can be broken the way
-no encoder would write it: an array cut short or of another dtype, a NaN or infinite value, a node id out of range
-or negative, a leaf with two neighbours, a neighbour table that disagrees with the edges, a wrong leaf count, or a
-tree with no SPR move (three taxa).
+A state is written part by part as :mod:`phylorl.records.format` lays it out, so that a part can be broken the
+way no encoder would write it: an array cut short or of another dtype, a NaN or infinite value, a node id out
+of range or negative, a leaf with two neighbours, a neighbour table that disagrees with the edges, a wrong
+leaf count, or a tree with no SPR move (three taxa).
 """
 
 from __future__ import annotations
@@ -40,9 +40,16 @@ def valid(seed: int = 0, n_taxa: int = 6) -> Observation:
 
 def parts_of(obs: Observation) -> dict:
     """A state's parts, as copies that may be broken in place."""
-    return dict(n_leaves=obs.n_leaves, radius=obs.radius, neighbors=obs.neighbors.copy(), edges=obs.edges.copy(),
-                lengths=obs.lengths.copy(), deltas=obs.rich.deltas.copy(),
-                parsimony_length=np.array([obs.rich.parsimony_length]), support=obs.rich.support.copy())
+    return dict(
+        n_leaves=obs.n_leaves,
+        radius=obs.radius,
+        neighbors=obs.neighbors.copy(),
+        edges=obs.edges.copy(),
+        lengths=obs.lengths.copy(),
+        deltas=obs.rich.deltas.copy(),
+        parsimony_length=np.array([obs.rich.parsimony_length]),
+        support=obs.rich.support.copy(),
+    )
 
 
 def state_bytes(parts: dict) -> bytes:
@@ -62,8 +69,9 @@ def observation_record(state: bytes) -> bytes:
     return OBSERVATION_HEADER.pack(OBSERVATION_MAGIC, VERSION) + state
 
 
-def transition_record(obs: bytes, next_obs: bytes, action: int = 0, reward: float = 0.25,
-                      discount: float = 0.9, flags: int = 0) -> bytes:
+def transition_record(
+    obs: bytes, next_obs: bytes, action: int = 0, reward: float = 0.25, discount: float = 0.9, flags: int = 0
+) -> bytes:
     """A transition record without a taken row (the replay's check finds the taken move itself)."""
     return HEADER.pack(MAGIC, VERSION, flags, action, reward, discount, -1) + obs + next_obs
 
@@ -90,10 +98,14 @@ def broken(draw) -> bytes:
         name = draw(st.sampled_from(["neighbors", "edges"]))
         flat = parts[name].reshape(-1)
         at = draw(st.integers(0, flat.size - 1))
-        flat[at] = (n_nodes + draw(st.integers(0, 1000)) if how == "node_id" else -2 - draw(st.integers(0, 1000)))
+        flat[at] = (
+            n_nodes + draw(st.integers(0, 1000)) if how == "node_id" else -2 - draw(st.integers(0, 1000))
+        )
     elif how == "degree":  # a leaf with a second neighbour
         leaf = draw(st.integers(0, parts["n_leaves"] - 1))
-        parts["neighbors"][leaf, 1] = parts["n_leaves"] + draw(st.integers(0, n_nodes - parts["n_leaves"] - 1))
+        parts["neighbors"][leaf, 1] = parts["n_leaves"] + draw(
+            st.integers(0, n_nodes - parts["n_leaves"] - 1)
+        )
     elif how == "disagree":  # an edge from a node to itself, which the neighbour table does not hold
         edge = draw(st.integers(0, parts["edges"].shape[0] - 1))
         parts["edges"][edge, 1] = parts["edges"][edge, 0]

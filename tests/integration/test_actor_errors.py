@@ -41,10 +41,16 @@ def serve_replay(redis_client, prefix: str, port: int, limiter=None):
     from services.replay.server import ReplayServer
     from services.replay.store import RedisStore
 
-    table = PrioritizedReplay(RedisStore(redis_client, prefix), capacity=10_000, alpha=0.6, beta=0.4,
-                              rate_limiter=limiter or RateLimiter(1, 0.0))
-    server = ReplayServer(host="127.0.0.1", port=port, max_workers=4, max_message_bytes=64 << 20,
-                          default_timeout_s=5.0)
+    table = PrioritizedReplay(
+        RedisStore(redis_client, prefix),
+        capacity=10_000,
+        alpha=0.6,
+        beta=0.4,
+        rate_limiter=limiter or RateLimiter(1, 0.0),
+    )
+    server = ReplayServer(
+        host="127.0.0.1", port=port, max_workers=4, max_message_bytes=64 << 20, default_timeout_s=5.0
+    )
     server.start()
     server.serve(table)
     return table, server
@@ -55,8 +61,14 @@ def test_a_non_transient_status_stops_the_actor_instead_of_retrying(inference_fa
     data = simulate_dataset(6, 100, dataset_rng(3, 0), model=parse_model("JC"))
     entry = EnvAlignment.build(data.alignment, prepare_alignment(data.alignment, "JC"), "sim")
     envs = VecTreeEnv([entry], 1, EnvConfig(horizon=4, features="rich"), seed=0)
-    config = ActorConfig(learner_address=basic_endpoint, replay_address=f"127.0.0.1:{free_port_factory()}",
-                         alignments="unused", metrics_port=0, backoff_max_s=0.2, rpc_timeout_s=10.0)
+    config = ActorConfig(
+        learner_address=basic_endpoint,
+        replay_address=f"127.0.0.1:{free_port_factory()}",
+        alignments="unused",
+        metrics_port=0,
+        backoff_max_s=0.2,
+        rpc_timeout_s=10.0,
+    )
     reconnects = metrics.RECONNECTS.labels("inference")._value.get()
     stop = threading.Event()
     channel = grpc.insecure_channel(basic_endpoint)
@@ -71,8 +83,9 @@ def test_a_non_transient_status_stops_the_actor_instead_of_retrying(inference_fa
     channel.close()
 
 
-def test_transitions_wait_on_disk_while_replay_is_away_and_each_is_stored_once(tmp_path, redis_client,
-                                                                              free_port_factory, inference_factory):
+def test_transitions_wait_on_disk_while_replay_is_away_and_each_is_stored_once(
+    tmp_path, redis_client, free_port_factory, inference_factory
+):
     """The actor steps with the replay service down: transitions wait in memory (8) and then in its spool
     file; the service comes up on that address and every transition is stored exactly once."""
     from phylorl.env.tree_env import EnvAlignment as Entry
@@ -82,9 +95,18 @@ def test_transitions_wait_on_disk_while_replay_is_away_and_each_is_stored_once(t
     entry = Entry.build(data.alignment, prepare_alignment(data.alignment, "JC"), "sim")
     envs = VecTreeEnv([entry], 2, EnvConfig(horizon=5, features="rich"), seed=0)
     replay_port = free_port_factory()
-    config = ActorConfig(learner_address=endpoint, replay_address=f"127.0.0.1:{replay_port}",
-                         alignments="unused", metrics_port=0, backoff_max_s=0.2, rpc_timeout_s=2.0, send_batch=4,
-                         buffer_capacity=8, spool_dir=str(tmp_path / "spool"), max_steps=30)
+    config = ActorConfig(
+        learner_address=endpoint,
+        replay_address=f"127.0.0.1:{replay_port}",
+        alignments="unused",
+        metrics_port=0,
+        backoff_max_s=0.2,
+        rpc_timeout_s=2.0,
+        send_batch=4,
+        buffer_capacity=8,
+        spool_dir=str(tmp_path / "spool"),
+        max_steps=30,
+    )
     stop = threading.Event()
     channel = grpc.insecure_channel(config.learner_address)
     actor = Actor(config, envs, channel, ReplayClient(config.replay_address), stop)
@@ -113,7 +135,8 @@ def test_transitions_wait_on_disk_while_replay_is_away_and_each_is_stored_once(t
 
 
 def test_a_killed_actors_journal_is_sent_by_the_next_actor_and_each_transition_stored_once(
-        tmp_path, redis_client, free_port_factory, inference_factory):
+    tmp_path, redis_client, free_port_factory, inference_factory
+):
     """An actor process steps with the replay service away and is killed with signal 9; a new actor on the
     same journal directory sends what the dead one had made (under its producer name), then its own: the
     table holds exactly the two actors' transitions, each once."""
@@ -126,12 +149,40 @@ def test_a_killed_actors_journal_is_sent_by_the_next_actor_and_each_transition_s
     fasta = tmp_path / "sim.fasta"
     fasta.write_text(format_fasta(data.alignment))
     spool, replay_port = tmp_path / "spool", free_port_factory()
-    flags = ["--learner-address", endpoint, "--replay-address", f"127.0.0.1:{replay_port}", "--alignments",
-             str(fasta), "--model", "JC", "--cache-dir", str(tmp_path / "cache"), "--metrics-port", "0",
-             "--env.horizon", "5", "--send-batch", "4", "--buffer-capacity", "8", "--spool-dir", str(spool),
-             "--backoff-max-s", "0.2", "--rpc-timeout-s", "2", "--actor-id", "doomed"]
-    first = subprocess.Popen([sys.executable, "-m", "services.actor", *flags], stdout=subprocess.DEVNULL,
-                             stderr=subprocess.DEVNULL, env={**os.environ, "PYTHONPATH": os.getcwd()})
+    flags = [
+        "--learner-address",
+        endpoint,
+        "--replay-address",
+        f"127.0.0.1:{replay_port}",
+        "--alignments",
+        str(fasta),
+        "--model",
+        "JC",
+        "--cache-dir",
+        str(tmp_path / "cache"),
+        "--metrics-port",
+        "0",
+        "--env.horizon",
+        "5",
+        "--send-batch",
+        "4",
+        "--buffer-capacity",
+        "8",
+        "--spool-dir",
+        str(spool),
+        "--backoff-max-s",
+        "0.2",
+        "--rpc-timeout-s",
+        "2",
+        "--actor-id",
+        "doomed",
+    ]
+    first = subprocess.Popen(
+        [sys.executable, "-m", "services.actor", *flags],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, "PYTHONPATH": os.getcwd()},
+    )
     try:
         deadline = time.monotonic() + 120
         journals = []
@@ -147,11 +198,25 @@ def test_a_killed_actors_journal_is_sent_by_the_next_actor_and_each_transition_s
     assert len(dead.pending) == dead.produced >= 30  # the replay service never answered: all of it waits
 
     table, server = serve_replay(redis_client, "test:recover", replay_port)
-    envs = VecTreeEnv([EnvAlignment.build(data.alignment, prepare_alignment(data.alignment, "JC"), "sim")], 1,
-                      EnvConfig(horizon=5, features="rich"), seed=1)
-    config = ActorConfig(learner_address=endpoint, replay_address=f"127.0.0.1:{replay_port}", alignments="unused",
-                         metrics_port=0, backoff_max_s=0.2, rpc_timeout_s=2.0, send_batch=4, buffer_capacity=8,
-                         spool_dir=str(spool), max_steps=10, actor_id="successor")
+    envs = VecTreeEnv(
+        [EnvAlignment.build(data.alignment, prepare_alignment(data.alignment, "JC"), "sim")],
+        1,
+        EnvConfig(horizon=5, features="rich"),
+        seed=1,
+    )
+    config = ActorConfig(
+        learner_address=endpoint,
+        replay_address=f"127.0.0.1:{replay_port}",
+        alignments="unused",
+        metrics_port=0,
+        backoff_max_s=0.2,
+        rpc_timeout_s=2.0,
+        send_batch=4,
+        buffer_capacity=8,
+        spool_dir=str(spool),
+        max_steps=10,
+        actor_id="successor",
+    )
     stop = threading.Event()
     channel = grpc.insecure_channel(endpoint)
     try:
@@ -162,11 +227,14 @@ def test_a_killed_actors_journal_is_sent_by_the_next_actor_and_each_transition_s
         held = read_table(redis_client, "test:recover")
         assert held.duplicates() == 0 and len(held.records) == table.stats().size
         assert held.distinct_by_producer() == {dead.producer: dead.produced, actor.run_id: made}
-        assert [r for r, o in zip(held.records, held.origins) if o[0] == dead.producer] == \
-            [r for r, _, _ in dead.pending]  # the dead actor's own records, in its order
+        assert [r for r, o in zip(held.records, held.origins) if o[0] == dead.producer] == [
+            r for r, _, _ in dead.pending
+        ]  # the dead actor's own records, in its order
         ledger = [json.loads(line) for line in (spool / "ledger.jsonl").read_text().splitlines()]
         assert {(x["producer"], x["produced"], x["event"]) for x in ledger} == {
-            (dead.producer, dead.produced, "recovered"), (actor.run_id, made, "stopped")}
+            (dead.producer, dead.produced, "recovered"),
+            (actor.run_id, made, "stopped"),
+        }
         assert sorted(p.name for p in spool.iterdir()) == ["ledger.jsonl"]
     finally:
         stop.set()
@@ -175,7 +243,8 @@ def test_a_killed_actors_journal_is_sent_by_the_next_actor_and_each_transition_s
 
 
 def test_a_stopped_actor_whose_insert_the_rate_limiter_holds_exits_at_once_and_keeps_it_in_its_journal(
-        tmp_path, redis_client, free_port_factory, inference_factory):
+    tmp_path, redis_client, free_port_factory, inference_factory
+):
     """The end of every ``phylorl train``: the learner has its updates and samples no more, so the replay's
     rate limiter holds the actors' inserts. SIGTERM must end such an actor well before its call's timeout
     (300 s here), with exit status 0, and what the held insert
@@ -191,12 +260,38 @@ def test_a_stopped_actor_whose_insert_the_rate_limiter_holds_exits_at_once_and_k
     spool, replay_port = tmp_path / "spool", free_port_factory()
     # inserts admitted until 4 + 4 are held with nothing sampled; then each waits
     table, server = serve_replay(redis_client, "test:held", replay_port, RateLimiter(4, 1.0, 4.0))
-    flags = ["--learner-address", endpoint, "--replay-address", f"127.0.0.1:{replay_port}", "--alignments",
-             str(fasta), "--model", "JC", "--cache-dir", str(tmp_path / "cache"), "--metrics-port", "0",
-             "--env.horizon", "5", "--send-batch", "4", "--buffer-capacity", "8", "--spool-dir", str(spool),
-             "--rpc-timeout-s", "300", "--actor-id", "held"]
-    actor = subprocess.Popen([sys.executable, "-m", "services.actor", *flags], stdout=subprocess.DEVNULL,
-                             stderr=subprocess.PIPE, env={**os.environ, "PYTHONPATH": os.getcwd()})
+    flags = [
+        "--learner-address",
+        endpoint,
+        "--replay-address",
+        f"127.0.0.1:{replay_port}",
+        "--alignments",
+        str(fasta),
+        "--model",
+        "JC",
+        "--cache-dir",
+        str(tmp_path / "cache"),
+        "--metrics-port",
+        "0",
+        "--env.horizon",
+        "5",
+        "--send-batch",
+        "4",
+        "--buffer-capacity",
+        "8",
+        "--spool-dir",
+        str(spool),
+        "--rpc-timeout-s",
+        "300",
+        "--actor-id",
+        "held",
+    ]
+    actor = subprocess.Popen(
+        [sys.executable, "-m", "services.actor", *flags],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "PYTHONPATH": os.getcwd()},
+    )
     try:
         deadline = time.monotonic() + 120
         while table.stats().waiting_inserts == 0:  # admitted up to the bound, then one call held

@@ -48,7 +48,9 @@ def corpus():
 
 def mean_gain(policy, corpus) -> float:
     """Mean ΔlogL over every alignment's EPISODES start trees (the same trees for every policy)."""
-    return float(np.mean([evaluate_policy(policy, entry, EPISODES, MOVES, EVAL_SEED, ENV) for entry in corpus]))
+    return float(
+        np.mean([evaluate_policy(policy, entry, EPISODES, MOVES, EVAL_SEED, ENV) for entry in corpus])
+    )
 
 
 @pytest.fixture(autouse=True)

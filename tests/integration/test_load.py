@@ -39,8 +39,13 @@ LATE_S = 30.0
 
 
 def test_64_streams_get_answers_or_the_overload_status_and_nothing_else(inference_factory):
-    address = inference_factory(NetworkConfig(hidden=16, action_hidden=16, head_hidden=16), max_batch=16,
-                                max_delay_s=0.002, max_queue=16, max_calls=STREAMS + 8)
+    address = inference_factory(
+        NetworkConfig(hidden=16, action_hidden=16, head_hidden=16),
+        max_batch=16,
+        max_delay_s=0.002,
+        max_queue=16,
+        max_calls=STREAMS + 8,
+    )
     request = inference_pb2.ActRequest(actor_id="load", greedy=False)
     # two environments' states, as an actor sends them
     codec.pack_records([encode_observation(valid(seed, 12)) for seed in range(2)], request.states)
@@ -50,10 +55,12 @@ def test_64_streams_get_answers_or_the_overload_status_and_nothing_else(inferenc
 
     def stream(i: int) -> None:
         with grpc.insecure_channel(address) as channel:
-            calls = ActStream(inference_pb2_grpc.InferenceServiceStub(channel), DEADLINE_S)  # the actor's client
+            # the actor's client
+            calls = ActStream(inference_pb2_grpc.InferenceServiceStub(channel), DEADLINE_S)
             start.wait()
             end = time.monotonic() + SECONDS
-            # past the load's end, a stream not yet answered keeps asking (the others stop): it must be answered
+            # past the load's end, a stream not yet answered keeps asking (the others stop): it must be
+            # answered
             while time.monotonic() < end or (not codes[i]["OK"] and time.monotonic() < end + LATE_S):
                 began = time.monotonic()
                 try:
@@ -81,10 +88,16 @@ def test_64_streams_get_answers_or_the_overload_status_and_nothing_else(inferenc
 
 
 def test_sustained_inserts_and_samples_all_succeed(redis_client):
-    table = PrioritizedReplay(RedisStore(redis_client, "test:load"), capacity=100_000, alpha=0.6, beta=0.4,
-                              rate_limiter=RateLimiter(64, 0.0))
-    server = ReplayServer(host="127.0.0.1", port=0, max_workers=16, max_message_bytes=64 << 20,
-                          default_timeout_s=10.0)
+    table = PrioritizedReplay(
+        RedisStore(redis_client, "test:load"),
+        capacity=100_000,
+        alpha=0.6,
+        beta=0.4,
+        rate_limiter=RateLimiter(64, 0.0),
+    )
+    server = ReplayServer(
+        host="127.0.0.1", port=0, max_workers=16, max_message_bytes=64 << 20, default_timeout_s=10.0
+    )
     server.start()
     server.serve(table)
     target = f"127.0.0.1:{server.port}"
@@ -98,8 +111,9 @@ def test_sustained_inserts_and_samples_all_succeed(redis_client):
             number = 0
             while not stop.is_set():
                 try:
-                    keys = client.insert_records(records[:16], np.ones(16), producer=f"load-{i}",
-                                                 first_sequence=number)
+                    keys = client.insert_records(
+                        records[:16], np.ones(16), producer=f"load-{i}", first_sequence=number
+                    )
                     number += 16
                     inserted[i] += len(keys)
                 except grpc.RpcError as e:
@@ -128,6 +142,9 @@ def test_sustained_inserts_and_samples_all_succeed(redis_client):
     finally:
         stop.set()
         server.stop(grace_s=2.0)
-    print(f"replay load, {SECONDS:g} s: {sum(inserted.values())} inserted, {sum(sampled.values())} batches sampled")
+    print(
+        f"replay load, {SECONDS:g} s: {sum(inserted.values())} inserted, "
+        f"{sum(sampled.values())} batches sampled"
+    )
     assert not errors, errors[:5]
     assert table.stats().size == sum(inserted.values()) > 0 and all(sampled[i] > 0 for i in range(4))

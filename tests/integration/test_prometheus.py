@@ -1,4 +1,5 @@
-"""A real Prometheus (Debian's binary) scrapes a local stack: every target is up, every dashboard query has data.
+"""A real Prometheus (Debian's binary) scrapes a local stack: every target is up, every dashboard query has
+data.
 
 The stack (fixture ``local_stack``) runs the services as processes on loopback with the launcher's own
 supervisor: the replay service on a real ``redis-server``, the learner and two actors. Prometheus runs the
@@ -37,8 +38,12 @@ DATASOURCE_CONFIG = REPO / "deploy" / "grafana" / "provisioning" / "datasources"
 RATE_INTERVAL = "10s"  # stands in for Grafana's $__rate_interval (10 scrapes at 1 s)
 READY_TIMEOUT_S = 120.0
 DATA_TIMEOUT_S = 60.0
-METRIC_SERVICE = {"phylorl_learner_": "learner", "phylorl_inference_": "learner", "phylorl_actor_": "actor",
-                  "phylorl_replay_": "replay"}
+METRIC_SERVICE = {
+    "phylorl_learner_": "learner",
+    "phylorl_inference_": "learner",
+    "phylorl_actor_": "actor",
+    "phylorl_replay_": "replay",
+}
 
 
 def dashboard_queries() -> list[tuple[str, str, str]]:
@@ -54,7 +59,9 @@ def dashboard_queries() -> list[tuple[str, str, str]]:
 def services_of(expr: str) -> set[str]:
     """The services whose metrics ``expr`` reads (from the metric names' prefixes)."""
     names = re.findall(r"\bphylorl_[a-z0-9_]+", expr)
-    return {service for name in names for prefix, service in METRIC_SERVICE.items() if name.startswith(prefix)}
+    return {
+        service for name in names for prefix, service in METRIC_SERVICE.items() if name.startswith(prefix)
+    }
 
 
 # ---------------------------------------------------------------- the local stack
@@ -80,8 +87,9 @@ class LocalStack:
     def check_alive(self) -> None:
         for service in self.supervisor.services:
             if not service.alive:
-                raise RuntimeError(f"{service.name} exited with {service.process.returncode}:\n"
-                                   f"{service.log_tail(40)}")
+                raise RuntimeError(
+                    f"{service.name} exited with {service.process.returncode}:\n{service.log_tail(40)}"
+                )
 
 
 @pytest.fixture(scope="module")
@@ -92,27 +100,81 @@ def local_stack(redis_server, tmp_path_factory) -> Iterator[LocalStack]:
     replay = f"127.0.0.1:{replay_port}"
     learner_port, learner_metrics = free_port(), free_port()
     corpus = directory / "corpus"
-    subprocess.run([sys.executable, "-m", "phylorl.cli", "simulate", "--out", str(corpus), "--count", "4",
-                    "--taxa", "7:8", "--sites", "300:400", "--seed", "1"],
-                   cwd=REPO, check=True, capture_output=True, env={**os.environ, "PYTHONPATH": str(REPO)})
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "phylorl.cli",
+            "simulate",
+            "--out",
+            str(corpus),
+            "--count",
+            "4",
+            "--taxa",
+            "7:8",
+            "--sites",
+            "300:400",
+            "--seed",
+            "1",
+        ],
+        cwd=REPO,
+        check=True,
+        capture_output=True,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
     try:
-        stack.start("replay", "services.replay", {
-            "host": "127.0.0.1", "port": replay_port, "metrics_port": replay_metrics, "redis_url": redis_server.url,
-            "key_prefix": f"test:prometheus:{os.getpid()}", "capacity": 2000, "min_size_to_sample": 8},
-            replay_metrics, replay_port)
-        stack.start("learner", "services.learner", {
-            "port": learner_port, "metrics_port": learner_metrics, "replay_address": replay,
-            "redis_url": redis_server.url, "run_dir": directory / "run", "device": "cpu", "batch_size": 8,
-            "publish_every": 2, "torch_threads": 1}, learner_metrics, learner_port)
-        stack.targets.update(replay=[f"127.0.0.1:{replay_metrics}"], learner=[f"127.0.0.1:{learner_metrics}"],
-                             actor=[])
+        stack.start(
+            "replay",
+            "services.replay",
+            {
+                "host": "127.0.0.1",
+                "port": replay_port,
+                "metrics_port": replay_metrics,
+                "redis_url": redis_server.url,
+                "key_prefix": f"test:prometheus:{os.getpid()}",
+                "capacity": 2000,
+                "min_size_to_sample": 8,
+            },
+            replay_metrics,
+            replay_port,
+        )
+        stack.start(
+            "learner",
+            "services.learner",
+            {
+                "port": learner_port,
+                "metrics_port": learner_metrics,
+                "replay_address": replay,
+                "redis_url": redis_server.url,
+                "run_dir": directory / "run",
+                "device": "cpu",
+                "batch_size": 8,
+                "publish_every": 2,
+                "torch_threads": 1,
+            },
+            learner_metrics,
+            learner_port,
+        )
+        stack.targets.update(
+            replay=[f"127.0.0.1:{replay_metrics}"], learner=[f"127.0.0.1:{learner_metrics}"], actor=[]
+        )
         stack.grpc.update(replay=replay, learner=f"127.0.0.1:{learner_port}")
         for i in range(2):
             metrics_port = free_port()
-            stack.start(f"actor-{i}", "services.actor", {
-                "learner_address": f"127.0.0.1:{learner_port}", "replay_address": replay,
-                "metrics_port": metrics_port, "alignments": corpus, "envs": 2, "seed": i,
-                "cache_dir": directory / "prepared"}, metrics_port)
+            stack.start(
+                f"actor-{i}",
+                "services.actor",
+                {
+                    "learner_address": f"127.0.0.1:{learner_port}",
+                    "replay_address": replay,
+                    "metrics_port": metrics_port,
+                    "alignments": corpus,
+                    "envs": 2,
+                    "seed": i,
+                    "cache_dir": directory / "prepared",
+                },
+                metrics_port,
+            )
             stack.targets["actor"].append(f"127.0.0.1:{metrics_port}")
         yield stack
     finally:
@@ -158,11 +220,19 @@ def prometheus(local_stack: LocalStack, tmp_path_factory) -> Iterator[Prometheus
     (directory / "prometheus.yml").write_text(yaml.safe_dump(config))
     log_path = directory / "prometheus.log"
     with open(log_path, "wb") as log:
-        process = subprocess.Popen([binary, f"--config.file={directory / 'prometheus.yml'}",
-                                    f"--storage.tsdb.path={directory / 'data'}",
-                                    f"--web.listen-address=127.0.0.1:{port}"],
-                                   stdout=log, stderr=subprocess.STDOUT)
-    server = Prometheus(url=f"http://127.0.0.1:{port}", jobs={job["job_name"] for job in config["scrape_configs"]})
+        process = subprocess.Popen(
+            [
+                binary,
+                f"--config.file={directory / 'prometheus.yml'}",
+                f"--storage.tsdb.path={directory / 'data'}",
+                f"--web.listen-address=127.0.0.1:{port}",
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+    server = Prometheus(
+        url=f"http://127.0.0.1:{port}", jobs={job["job_name"] for job in config["scrape_configs"]}
+    )
     try:
         _wait_for(lambda: ready(server.url), "Prometheus ready", 30, process, log_path)
         yield server
@@ -175,15 +245,23 @@ def prometheus(local_stack: LocalStack, tmp_path_factory) -> Iterator[Prometheus
             process.wait()
 
 
-def _wait_for(condition, what: str, timeout_s: float, process: subprocess.Popen | None = None,
-              log_path: Path | None = None, stack: LocalStack | None = None):
+def _wait_for(
+    condition,
+    what: str,
+    timeout_s: float,
+    process: subprocess.Popen | None = None,
+    log_path: Path | None = None,
+    stack: LocalStack | None = None,
+):
     deadline = time.monotonic() + timeout_s
     while True:
         value = condition()
         if value:
             return value
         if process is not None and process.poll() is not None:
-            raise RuntimeError(f"{what}: process exited with {process.returncode}:\n{log_path.read_text()[-3000:]}")
+            raise RuntimeError(
+                f"{what}: process exited with {process.returncode}:\n{log_path.read_text()[-3000:]}"
+            )
         if stack is not None:
             stack.check_alive()
         if time.monotonic() > deadline:
@@ -200,10 +278,18 @@ def scraped(prometheus: Prometheus, local_stack: LocalStack) -> Prometheus:
     """Prometheus once every target is up and the learner has updated (a stack whose processes first compile
     their kernels, beside another test's on a small machine, may take a while to start training: the panels'
     own wait is for their data, not for that)."""
-    _wait_for(lambda: (t := _targets(prometheus)) and all(x["health"] == "up" for x in t), "every target up",
-              READY_TIMEOUT_S, stack=local_stack)
-    _wait_for(lambda: any(float(r["value"][1]) > 0 for r in prometheus.query("phylorl_learner_updates_total")),
-              "the learner's first update", READY_TIMEOUT_S, stack=local_stack)
+    _wait_for(
+        lambda: (t := _targets(prometheus)) and all(x["health"] == "up" for x in t),
+        "every target up",
+        READY_TIMEOUT_S,
+        stack=local_stack,
+    )
+    _wait_for(
+        lambda: any(float(r["value"][1]) > 0 for r in prometheus.query("phylorl_learner_updates_total")),
+        "the learner's first update",
+        READY_TIMEOUT_S,
+        stack=local_stack,
+    )
     return prometheus
 
 
@@ -218,7 +304,9 @@ def test_dashboards_use_the_provisioned_datasource():
             if panel["type"] == "row":
                 continue
             assert panel["datasource"]["uid"] == uid, (path.name, panel["title"])
-            assert panel["targets"] and all(t["datasource"]["uid"] == uid for t in panel["targets"]), panel["title"]
+            assert panel["targets"] and all(t["datasource"]["uid"] == uid for t in panel["targets"]), panel[
+                "title"
+            ]
             assert panel["description"], f"panel {panel['title']!r} does not say what it shows"
 
 
@@ -248,13 +336,17 @@ def test_every_panel_is_explained_in_docs():
         for panel in json.loads(path.read_text())["panels"]:
             if panel["type"] != "row":
                 title, description = (panel[k].replace("|", "\\|") for k in ("title", "description"))
-                assert f"| {title} | {description} |" in text, \
+                assert f"| {title} | {description} |" in text, (
                     f"docs/deploy.md lacks panel {panel['title']!r}: paste `dashboard.py --markdown` into it"
+                )
 
 
 def test_dashboard_json_matches_its_generator():
-    result = subprocess.run([sys.executable, str(REPO / "deploy" / "grafana" / "dashboard.py"), "--check"],
-                            capture_output=True, text=True)
+    result = subprocess.run(
+        [sys.executable, str(REPO / "deploy" / "grafana" / "dashboard.py"), "--check"],
+        capture_output=True,
+        text=True,
+    )
     assert result.returncode == 0, result.stderr
 
 
@@ -267,22 +359,33 @@ def test_every_target_is_up(scraped: Prometheus, local_stack: LocalStack):
 
 
 def test_healthcheck_script(scraped: Prometheus, local_stack: LocalStack):
-    """deploy/healthcheck.py, as compose runs it: 0 for SERVING services and a ready Prometheus, 1 otherwise."""
+    """deploy/healthcheck.py, as compose runs it: 0 for SERVING services and a ready Prometheus, 1
+    otherwise."""
+
     def check(target: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, str(REPO / "deploy" / "healthcheck.py"), target, "--timeout-s", "5"],
-                              capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
+        return subprocess.run(
+            [sys.executable, str(REPO / "deploy" / "healthcheck.py"), target, "--timeout-s", "5"],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "PYTHONPATH": str(REPO)},
+        )
 
     for service, address in local_stack.grpc.items():
-        _wait_for(lambda: check(address).returncode == 0, f"{service} SERVING", READY_TIMEOUT_S, stack=local_stack)
+        _wait_for(
+            lambda: check(address).returncode == 0, f"{service} SERVING", READY_TIMEOUT_S, stack=local_stack
+        )
     assert check(f"{scraped.url}/-/ready").returncode == 0
     closed = check(f"127.0.0.1:{free_port()}")
-    assert closed.returncode == 1 and closed.stderr.startswith("unhealthy: ") and "UNAVAILABLE" in closed.stderr
+    assert (
+        closed.returncode == 1 and closed.stderr.startswith("unhealthy: ") and "UNAVAILABLE" in closed.stderr
+    )
     missing = check(f"{scraped.url}/no-such-page")
     assert missing.returncode == 1 and "404" in missing.stderr
 
 
-@pytest.mark.parametrize("dashboard, panel, expr", dashboard_queries(),
-                         ids=[f"{d}:{p}" for d, p, _ in dashboard_queries()])
+@pytest.mark.parametrize(
+    "dashboard, panel, expr", dashboard_queries(), ids=[f"{d}:{p}" for d, p, _ in dashboard_queries()]
+)
 def test_dashboard_query_returns_data(scraped: Prometheus, local_stack: LocalStack, dashboard, panel, expr):
     assert services_of(expr) <= local_stack.services, f"{expr} reads services the stack does not run"
     query = expr.replace("$__rate_interval", RATE_INTERVAL)
@@ -294,5 +397,7 @@ def test_dashboard_query_returns_data(scraped: Prometheus, local_stack: LocalSta
     try:
         result = _wait_for(finite_result, f"{panel}: {query}", DATA_TIMEOUT_S, stack=local_stack)
     except TimeoutError:
-        pytest.fail(f"{dashboard} panel {panel!r}: no finite value from {query!r}; got {scraped.query(query)}")
+        pytest.fail(
+            f"{dashboard} panel {panel!r}: no finite value from {query!r}; got {scraped.query(query)}"
+        )
     assert result

@@ -1,8 +1,9 @@
-"""The learner's and the endpoint's network inputs made with numpy from the features written out (a test oracle).
+"""The learner's and the endpoint's network inputs made with numpy from the features written out (a test
+oracle).
 
-:mod:`phylorl.records.collate` makes these inputs from records in one compiled pass; this module makes them from
-:func:`oracles.features.observation_arrays` of the decoded observations, array by array, so that tests can check
-that pass bit for bit.
+:mod:`phylorl.records.collate` makes these inputs from records in one compiled pass; this module makes them
+from :func:`oracles.features.observation_arrays` of the decoded observations, array by array, so that tests
+can check that pass bit for bit.
 """
 
 from __future__ import annotations
@@ -25,7 +26,9 @@ def segments(sizes: np.ndarray) -> Segments:
     sizes = np.ascontiguousarray(sizes, dtype=np.int64)
     index = np.repeat(np.arange(sizes.size, dtype=np.int64), sizes)
     uniform = int(sizes[0]) if sizes.size and bool((sizes == sizes[0]).all()) else None
-    return Segments(index=torch.from_numpy(index), sizes=torch.from_numpy(sizes), count=int(sizes.size), size=uniform)
+    return Segments(
+        index=torch.from_numpy(index), sizes=torch.from_numpy(sizes), count=int(sizes.size), size=uniform
+    )
 
 
 def _neighbor_table(edge_index: np.ndarray, edge_attr: np.ndarray, n_nodes: int):
@@ -34,7 +37,9 @@ def _neighbor_table(edge_index: np.ndarray, edge_attr: np.ndarray, n_nodes: int)
     degree = np.bincount(dst, minlength=n_nodes)
     if degree.size and degree.max() > MAX_DEGREE:
         v = int(degree.argmax())
-        raise ValueError(f"node {v} (global id) has {int(degree[v])} incoming edges; a tree node has at most 3")
+        raise ValueError(
+            f"node {v} (global id) has {int(degree[v])} incoming edges; a tree node has at most 3"
+        )
     start = np.cumsum(degree) - degree
     slot = np.arange(dst.size) - start[dst[order]]
     neighbors = np.repeat(np.arange(n_nodes, dtype=np.int64)[:, None], MAX_DEGREE, axis=1)
@@ -47,7 +52,8 @@ def _neighbor_table(edge_index: np.ndarray, edge_attr: np.ndarray, n_nodes: int)
 
 
 def arrays(obs) -> SimpleNamespace:
-    """An observation's five arrays (:func:`oracles.features.observation_arrays`) as attributes, with ``n_nodes``."""
+    """An observation's five arrays (:func:`oracles.features.observation_arrays`) as attributes, with
+    ``n_nodes``."""
     return SimpleNamespace(**observation_arrays(obs), n_nodes=obs.n_nodes)
 
 
@@ -61,8 +67,10 @@ def collate_graphs(observations: Sequence[SimpleNamespace]) -> GraphBatch:
     for i, o in enumerate(observations):
         m = o.edge_index.shape[1] if o.edge_index.ndim == 2 else -1
         if o.edge_index.shape != (2, m) or o.edge_attr.shape[:1] != (m,) or o.edge_attr.ndim != 2:
-            raise ValueError(f"observation {i}: edge_index must be [2, M] and edge_attr [M, D]; "
-                             f"got {o.edge_index.shape} and {o.edge_attr.shape}")
+            raise ValueError(
+                f"observation {i}: edge_index must be [2, M] and edge_attr [M, D]; "
+                f"got {o.edge_index.shape} and {o.edge_attr.shape}"
+            )
         if m and (o.edge_index.min() < 0 or o.edge_index.max() >= o.n_nodes):
             raise ValueError(f"observation {i}: edge_index names a node outside 0..{o.n_nodes - 1}")
     x = np.concatenate([o.node_features for o in observations]).astype(np.float32, copy=False)
@@ -95,8 +103,9 @@ def collate_actions(
     sizes = np.array([a.shape[0] for a in actions], dtype=np.int64)
     for i, (a, m) in enumerate(zip(actions, meta)):
         if a.ndim != 2 or a.shape[1] != 4 or m.ndim != 2 or m.shape[0] != a.shape[0]:
-            raise ValueError(f"state {i}: actions must be [A, 4] and action_meta [A, K]; "
-                             f"got {a.shape} and {m.shape}")
+            raise ValueError(
+                f"state {i}: actions must be [A, 4] and action_meta [A, K]; got {a.shape} and {m.shape}"
+            )
         if a.size and (a.min() < 0 or a.max() >= n_nodes[i]):
             raise ValueError(f"state {i}: an action names a node outside 0..{n_nodes[i] - 1}")
     nodes = np.concatenate([a.astype(np.int64, copy=False) + off for a, off in zip(actions, node_offset)])
@@ -145,13 +154,15 @@ def collate(
     graphs = collate_graphs(obs)
     next_graphs = collate_graphs(nxt)
     actions = collate_actions(
-        [o.actions[t.action: t.action + 1] for o, t in zip(obs, transitions)],
-        [o.action_meta[t.action: t.action + 1] for o, t in zip(obs, transitions)],
+        [o.actions[t.action : t.action + 1] for o, t in zip(obs, transitions)],
+        [o.action_meta[t.action : t.action + 1] for o, t in zip(obs, transitions)],
         graphs.node_offset.numpy(),
         [o.n_nodes for o in obs],
     )
     next_actions = collate_actions(
-        [o.actions for o in nxt], [o.action_meta for o in nxt], next_graphs.node_offset.numpy(),
+        [o.actions for o in nxt],
+        [o.action_meta for o in nxt],
+        next_graphs.node_offset.numpy(),
         [o.n_nodes for o in nxt],
     )
     if weights is None:
@@ -184,9 +195,9 @@ def _labels(transitions: Sequence[Transition]) -> np.ndarray:
         if t.next_labels is None:
             parts.append(np.zeros(t.next_obs.n_actions, dtype=np.float32))
         elif np.shape(t.next_labels) != (t.next_obs.n_actions,):
-            raise ValueError(f"transition {i}: {np.shape(t.next_labels)} labels for {t.next_obs.n_actions} next moves")
+            raise ValueError(
+                f"transition {i}: {np.shape(t.next_labels)} labels for {t.next_obs.n_actions} next moves"
+            )
         else:
             parts.append(np.asarray(t.next_labels, dtype=np.float32))
     return np.concatenate(parts) if parts else np.zeros(0, dtype=np.float32)
-
-

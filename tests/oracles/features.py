@@ -1,9 +1,9 @@
 """The features of a tree state written out move by move, straight from their definition (a test oracle).
 
 The product computes the network's features in one place, the compiled record passes of :mod:`phylorl.records`
-(slot tables, each side of each node walked once, the parsimony columns read from the records' ranked arrays). This
-module computes the same columns per move from an :class:`~phylorl.types.Observation`, the way the environment
-once did, so that tests can check those passes bit for bit.
+(slot tables, each side of each node walked once, the parsimony columns read from the records' ranked arrays).
+This module computes the same columns per move from an :class:`~phylorl.types.Observation`, the way the
+environment once did, so that tests can check those passes bit for bit.
 """
 
 from __future__ import annotations
@@ -19,9 +19,10 @@ from phylorl.types import Observation
 
 
 def observation_arrays(obs: Observation) -> dict[str, np.ndarray]:
-    """The five arrays the network reads of ``obs``: ``node_features`` float32 ``[N, 1]`` (is_leaf), ``edge_index``
-    int64 ``[2, 2E]`` (both directions of every edge, edge ``e`` at columns ``2e`` and ``2e + 1``), ``edge_attr``
-    float32 ``[2E, D]``, ``actions`` int64 ``[A, 4]`` and ``action_meta`` float32 ``[A, K]``."""
+    """The five arrays the network reads of ``obs``: ``node_features`` float32 ``[N, 1]`` (is_leaf),
+    ``edge_index`` int64 ``[2, 2E]`` (both directions of every edge, edge ``e`` at columns ``2e`` and ``2e +
+    1``), ``edge_attr`` float32 ``[2E, D]``, ``actions`` int64 ``[A, 4]`` and ``action_meta`` float32 ``[A,
+    K]``."""
     neighbors = np.ascontiguousarray(obs.neighbors, np.int32)
     edges = np.ascontiguousarray(obs.edges, np.int32)
     node_edges, error = tree_tables(neighbors, edges, obs.n_leaves)
@@ -42,10 +43,23 @@ def observation_arrays(obs: Observation) -> dict[str, np.ndarray]:
         support = np.asarray(obs.rich.support, np.float32).astype(np.float64)
         edge_attr = np.empty((2 * n_edges, 3), np.float32)
         edge_features(edge_attr, lengths, support)
-        meta = rich_moves(neighbors, node_edges, lengths, obs.n_leaves, moves, support,
-                          np.asarray(obs.rich.deltas, np.float32).astype(np.float64), float(obs.rich.parsimony_length))
-    return {"node_features": node_features, "edge_index": edge_index, "edge_attr": edge_attr, "actions": moves,
-            "action_meta": meta}
+        meta = rich_moves(
+            neighbors,
+            node_edges,
+            lengths,
+            obs.n_leaves,
+            moves,
+            support,
+            np.asarray(obs.rich.deltas, np.float32).astype(np.float64),
+            float(obs.rich.parsimony_length),
+        )
+    return {
+        "node_features": node_features,
+        "edge_index": edge_index,
+        "edge_attr": edge_attr,
+        "actions": moves,
+        "action_meta": meta,
+    }
 
 
 @njit(cache=True, nogil=True)
@@ -60,8 +74,16 @@ def tree_constants(neighbors, node_edges, lengths, support, n_leaves, logs=None)
     """
     n_nodes = neighbors.shape[0]
     pruned, regraft = np.empty((3 * n_nodes, 6), np.float32), np.empty((3 * n_nodes, 4), np.float32)
-    length = slot_tables(pruned, regraft, neighbors, node_edges, lengths, support, n_leaves,
-                         log_lengths(lengths) if logs is None else logs)
+    length = slot_tables(
+        pruned,
+        regraft,
+        neighbors,
+        node_edges,
+        lengths,
+        support,
+        n_leaves,
+        log_lengths(lengths) if logs is None else logs,
+    )
     return pruned.reshape(n_nodes, 3, 6), regraft.reshape(n_nodes, 3, 4), length
 
 
@@ -70,8 +92,17 @@ def move_row(out, i, constants, lengths, node_edges, p, ks, x, kx, distance, pat
     """Columns 0-9, 13 and 14 of move ``(p, s, x, y)`` into ``out[i]``, with ``s = neighbors[p, ks]``,
     ``y = neighbors[x, kx]``, ``distance = d(p, x) + 1`` and ``path`` the branch length from ``p``
     to ``x``; ``constants`` from :func:`tree_constants`."""
-    slot_row(out, i, constants, p, ks, x, kx, np.float32(distance) / np.float32(10.0),
-             (path + 0.5 * lengths[node_edges[x, kx]]) / constants[2])
+    slot_row(
+        out,
+        i,
+        constants,
+        p,
+        ks,
+        x,
+        kx,
+        np.float32(distance) / np.float32(10.0),
+        (path + 0.5 * lengths[node_edges[x, kx]]) / constants[2],
+    )
 
 
 @njit(cache=True, nogil=True)
@@ -111,8 +142,19 @@ def rich_moves(neighbors, node_edges, lengths, n_leaves, moves, support, deltas,
                         stack[top] = w
                         top += 1
             last_p = p
-        move_row(out, i, constants, lengths, node_edges, p, slot_of(neighbors, p, s), x, slot_of(neighbors, x, y),
-                 steps[x] + 1, path[x])
+        move_row(
+            out,
+            i,
+            constants,
+            lengths,
+            node_edges,
+            p,
+            slot_of(neighbors, p, s),
+            x,
+            slot_of(neighbors, x, y),
+            steps[x] + 1,
+            path[x],
+        )
     parsimony_columns(out, deltas, parsimony_length)
     return out
 

@@ -1,7 +1,7 @@
-"""The Q network as first designed, run with PyG's own layers on a :class:`~phylorl.nets.qnet.QNetwork`'s parameters
-(a test oracle): ``GATConv`` over the edge list, PyG's pooling, the action encoder applied to each action's input and
-the head's first layer to ``[tree; action]``. The product's network computes the same function on a dense neighbour
-table with the first layer factored; tests hold the two equal."""
+"""The Q network as first designed, run with PyG's own layers on a :class:`~phylorl.nets.qnet.QNetwork`'s
+parameters (a test oracle): ``GATConv`` over the edge list, PyG's pooling, the action encoder applied to each
+action's input and the head's first layer to ``[tree; action]``. The product's network computes the same
+function on a dense neighbour table with the first layer factored; tests hold the two equal."""
 
 from __future__ import annotations
 
@@ -23,8 +23,14 @@ def gat_layer(conv, x: Tensor, edge_index: Tensor, edge_attr: Tensor) -> Tensor:
     key = (conv.in_channels, conv.out_channels, conv.heads, conv.edge_dim, conv.add_self_loops)
     if key not in _LAYERS:
         with torch.device("meta"):
-            _LAYERS[key] = GATConv(conv.in_channels, conv.out_channels, heads=conv.heads, concat=True,
-                                   edge_dim=conv.edge_dim, add_self_loops=conv.add_self_loops)
+            _LAYERS[key] = GATConv(
+                conv.in_channels,
+                conv.out_channels,
+                heads=conv.heads,
+                concat=True,
+                edge_dim=conv.edge_dim,
+                add_self_loops=conv.add_self_loops,
+            )
     return torch.func.functional_call(_LAYERS[key], dict(conv.named_parameters()), (x, edge_index, edge_attr))
 
 
@@ -36,13 +42,16 @@ def encode(net: QNetwork, graphs: GraphBatch) -> tuple[Tensor, Tensor]:
     for conv in net.convs:
         x = F.relu(gat_layer(conv, x, graphs.edge_index, graphs.edge_attr)) + x
     batch, size = graphs.nodes.index, graphs.nodes.count
-    tree = torch.cat([global_add_pool(x, batch, size), global_mean_pool(x, batch, size),
-                      global_max_pool(x, batch, size)], dim=1)
+    tree = torch.cat(
+        [global_add_pool(x, batch, size), global_mean_pool(x, batch, size), global_max_pool(x, batch, size)],
+        dim=1,
+    )
     return x, tree
 
 
-def q_values(net: QNetwork, graphs: GraphBatch, actions: ActionBatch,
-             generator: torch.Generator | None = None) -> Tensor:
+def q_values(
+    net: QNetwork, graphs: GraphBatch, actions: ActionBatch, generator: torch.Generator | None = None
+) -> Tensor:
     """``Q`` of every action, as first designed (``generator``: the dropout RNG in training mode)."""
     nodes, tree = encode(net, graphs)
     action = net.action_encoder(net.action_input(nodes, graphs, actions))

@@ -1,4 +1,5 @@
-"""Compiled kernels are cached by a digest of the whole source, so a change in a called module is never run stale."""
+"""Compiled kernels are cached by a digest of the whole source, so a change in a called module is never run
+stale."""
 
 from __future__ import annotations
 
@@ -47,8 +48,13 @@ def test_without_one_the_cache_is_named_by_the_source(monkeypatch, tmp_path):
 
 def test_the_services_package_sets_it_before_any_kernel_is_imported(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != ENV} | {"XDG_CACHE_HOME": str(tmp_path)}
-    code = "import services, os, sys; print(os.environ['NUMBA_CACHE_DIR']); print('phylorl.env' in str(sys.modules))"
-    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, check=True)
+    code = (
+        "import services, os, sys; print(os.environ['NUMBA_CACHE_DIR']); "
+        "print('phylorl.env' in str(sys.modules))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, check=True
+    )
     where, kernels_loaded = out.stdout.split()
     assert where == str(tmp_path / "phylorl" / "numba" / source_digest())
     assert kernels_loaded == "False"
@@ -58,24 +64,39 @@ def _package(root: Path, inner_value: int) -> None:
     """A kernel in one module calling a kernel in another, both cached (the record pass's shape)."""
     (root / "pkg").mkdir(exist_ok=True)
     (root / "pkg" / "__init__.py").write_text("")
-    (root / "pkg" / "outer.py").write_text(textwrap.dedent("""
+    (root / "pkg" / "outer.py").write_text(
+        textwrap.dedent("""
         from numba import njit
         from pkg.inner import inner
 
         @njit(cache=True)
         def outer():
             return inner() * 10
-    """))
-    (root / "pkg" / "inner.py").write_text(f"from numba import njit\n\n@njit(cache=True)\ndef inner():\n"
-                                           f"    return {inner_value}\n")
+    """)
+    )
+    (root / "pkg" / "inner.py").write_text(
+        f"from numba import njit\n\n@njit(cache=True)\ndef inner():\n    return {inner_value}\n"
+    )
 
 
 def _outer(root: Path, keyed: bool) -> int:
-    setup = (f"from phylorl.jit_cache import use_source_keyed_cache; "
-             f"use_source_keyed_cache(base={str(root / 'cache')!r}, root={str(root / 'pkg')!r}); ") if keyed else ""
+    setup = (
+        (
+            f"from phylorl.jit_cache import use_source_keyed_cache; "
+            f"use_source_keyed_cache(base={str(root / 'cache')!r}, root={str(root / 'pkg')!r}); "
+        )
+        if keyed
+        else ""
+    )
     env = {k: v for k, v in os.environ.items() if k != ENV} | {"PYTHONPATH": f"{root}{os.pathsep}{REPO}"}
-    out = subprocess.run([sys.executable, "-c", setup + "from pkg.outer import outer; print(outer())"], cwd=root,
-                         env=env, capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", setup + "from pkg.outer import outer; print(outer())"],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return int(out.stdout)
 
 

@@ -1,5 +1,5 @@
-"""``benchmarks/thread_profile.py`` with a real py-spy on a real process: a thread that spins in one function and one
-that sleeps are told apart, each thread group summed over its threads."""
+"""``benchmarks/thread_profile.py`` with a real py-spy on a real process: a thread that spins in one function
+and one that sleeps are told apart, each thread group summed over its threads."""
 
 from __future__ import annotations
 
@@ -53,16 +53,26 @@ def test_a_spinning_and_a_sleeping_thread_are_told_apart(tmp_path):
 
 
 def test_group_names_drop_the_thread_number():
-    assert [thread_profile.group_name(n) for n in ("batch-prefetcher-1", "ThreadPoolExecutor-0_12", "MainThread",
-                                                   "Thread-2 (_serve)", "priorities")] == \
-        ["batch-prefetcher", "ThreadPoolExecutor", "MainThread", "Thread-2 (_serve)", "priorities"]
+    assert [
+        thread_profile.group_name(n)
+        for n in (
+            "batch-prefetcher-1",
+            "ThreadPoolExecutor-0_12",
+            "MainThread",
+            "Thread-2 (_serve)",
+            "priorities",
+        )
+    ] == ["batch-prefetcher", "ThreadPoolExecutor", "MainThread", "Thread-2 (_serve)", "priorities"]
 
 
 def test_a_raw_file_with_odd_lines_is_read_for_what_it_holds(tmp_path):
     raw = tmp_path / "raw.txt"
-    raw.write_text("thread (0x1): worker-1;run (threading.py:1);work (job.py:7) 30\n"
-                   "garbage without a count\n"
-                   "thread (0x2): worker-2;run (threading.py:1);wait (job.py:9) 10\n")
+    raw.write_text(
+        "thread (0x1): worker-1;run (threading.py:1);work (job.py:7) 30\n"
+        "garbage without a count\n"
+        "thread (0x2): worker-2;run (threading.py:1);wait (job.py:9) 10\n"
+    )
     summary = thread_profile.summarize(raw, depth=1)
-    assert summary == {"worker": {"threads": 2, "samples": 40, "where": {"work (job.py:7)": 0.75,
-                                                                          "wait (job.py:9)": 0.25}}}
+    assert summary == {
+        "worker": {"threads": 2, "samples": 40, "where": {"work (job.py:7)": 0.75, "wait (job.py:9)": 0.25}}
+    }

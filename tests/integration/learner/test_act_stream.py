@@ -1,6 +1,6 @@
-"""``ActStream`` over real loopback: one answer per request, in order, each as a stream of its own would give it; a
-refused request ends the stream with its status; the calls-in-flight bound refuses rather than queues; the actor's
-client."""
+"""``ActStream`` over real loopback: one answer per request, in order, each as a stream of its own would give
+it; a refused request ends the stream with its status; the calls-in-flight bound refuses rather than queues;
+the actor's client."""
 
 from __future__ import annotations
 
@@ -50,8 +50,9 @@ def stub():
 
 
 def _answer(reply) -> tuple:
-    return tuple(codec.ndarray_from_proto(a).tolist() for a in (reply.actions, reply.q, reply.v)) + \
-        (reply.weights_version,)
+    return tuple(codec.ndarray_from_proto(a).tolist() for a in (reply.actions, reply.q, reply.v)) + (
+        reply.weights_version,
+    )
 
 
 def test_a_stream_answers_each_request_in_order_as_a_stream_of_its_own_does(stub):
@@ -87,7 +88,8 @@ def test_calls_beyond_max_calls_are_refused_at_once_while_streams_hold_them():
             assert _answer(stream.receive())[3] == 3  # open, and answered
         with pytest.raises(grpc.RpcError) as refused:
             _call(stub, _request(1, 8), timeout=20)
-        assert refused.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED  # refused (queued: DEADLINE_EXCEEDED)
+        # refused (queued: DEADLINE_EXCEEDED)
+        assert refused.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
         streams[0].cancel()
         deadline = time.monotonic() + 10
         while True:  # the server counts the cancelled stream out shortly after
@@ -106,8 +108,9 @@ def test_calls_beyond_max_calls_are_refused_at_once_while_streams_hold_them():
 
 
 def test_the_actors_stream_client_reopens_after_a_failure_and_times_out_a_missing_answer():
-    """:class:`ActStream`: a refused request raises its status and closes the stream, the next send opens a new one;
-    an answer that does not come within the timeout is DEADLINE_EXCEEDED (nothing published: the request waits)."""
+    """:class:`ActStream`: a refused request raises its status and closes the stream, the next send opens a
+    new one; an answer that does not come within the timeout is DEADLINE_EXCEEDED (nothing published: the
+    request waits)."""
     inference, server = _serve(publish=False)
     channel = grpc.insecure_channel(f"127.0.0.1:{server.port}")
     stub = inference_pb2_grpc.InferenceServiceStub(channel)
@@ -135,8 +138,8 @@ def test_the_actors_stream_client_reopens_after_a_failure_and_times_out_a_missin
 
 
 def test_a_stopping_server_answers_the_request_out_then_ends_its_stream_without_waiting_out_the_grace():
-    """A stream never ends by itself. A stopping server answers the requests it is answering within its grace (here
-    one waits for the batcher), then cancels the streams left, idle or not: its stop takes the time the
+    """A stream never ends by itself. A stopping server answers the requests it is answering within its grace
+    (here one waits for the batcher), then cancels the streams left, idle or not: its stop takes the time the
     answers take, not the 30 s grace, and the stream's next request fails UNAVAILABLE (which actors retry)."""
     inference, server = _serve(publish=False)
     channel = grpc.insecure_channel(f"127.0.0.1:{server.port}")

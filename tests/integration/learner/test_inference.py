@@ -91,8 +91,9 @@ def test_concurrent_requests_are_merged_into_fewer_network_calls(endpoint):
     # (the reply stage is recorded after the callers are woken: give the batching thread a moment)
     want = {"inputs": 16, "batch": network_calls, "network": network_calls, "reply": network_calls}
     deadline = time.monotonic() + 5.0
-    while (timed := {s: _count(metrics.INFERENCE_STAGE.labels(s)) - stages_before[s] for s in stages}) != want \
-            and time.monotonic() < deadline:
+    while (
+        timed := {s: _count(metrics.INFERENCE_STAGE.labels(s)) - stages_before[s] for s in stages}
+    ) != want and time.monotonic() < deadline:
         time.sleep(0.01)
     assert timed == want
     for reply, obs in zip(replies, observations):
@@ -123,7 +124,7 @@ def test_greedy_answers_are_the_argmax_and_values_are_consistent(endpoint):
     np.testing.assert_allclose(all_q, separate, rtol=1e-5, atol=1e-5)
     start = 0
     for i, obs in enumerate(observations):
-        mine = all_q[start:start + obs.n_actions]
+        mine = all_q[start : start + obs.n_actions]
         assert actions[i] == int(np.argmax(mine))
         assert q[i] == pytest.approx(float(mine.max()), rel=1e-5)
         alpha = inference.snapshot.alpha
@@ -178,8 +179,10 @@ def test_states_of_another_feature_set_are_refused_naming_the_columns(endpoint):
     with pytest.raises(grpc.RpcError) as raised:
         _act(stub, _observations(2, 9, seed=3, rich=False))
     assert raised.value.code() == grpc.StatusCode.INVALID_ARGUMENT
-    assert raised.value.details() == ("the states carry 1 edge feature columns, the network reads 3; "
-                                      "3 move feature columns, the network reads 15")
+    assert raised.value.details() == (
+        "the states carry 1 edge feature columns, the network reads 3; "
+        "3 move feature columns, the network reads 15"
+    )
     assert _act(stub, _observations(2, 9, seed=4)).actions.shape == [2]  # the endpoint goes on
 
 
@@ -202,7 +205,10 @@ def test_a_full_queue_is_resource_exhausted_over_grpc_and_the_waiting_call_is_an
             time.sleep(0.01)
         with pytest.raises(grpc.RpcError) as refused:
             _act(stub, observations)
-        assert refused.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED and "queue full" in refused.value.details()
+        assert (
+            refused.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+            and "queue full" in refused.value.details()
+        )
         inference.publish(learner.policy_weights(), learner.alpha, 3)
         first.join(30)
         assert [a.weights_version for a in answers] == [3]
@@ -224,7 +230,8 @@ def test_an_answer_after_the_server_stopped_leaves_the_batcher_serving():
     try:
         with grpc.insecure_channel(f"127.0.0.1:{server.port}") as channel:
             stub = inference_pb2_grpc.InferenceServiceStub(channel)
-            with pytest.raises(grpc.RpcError):  # nothing published: the call waits in the queue until its deadline
+            # nothing published: the call waits in the queue until its deadline
+            with pytest.raises(grpc.RpcError):
                 _call(stub, _request(observations), timeout=0.5)
         assert inference._queue.qsize() == 1
         server.stop(0.5)  # the event loop is closed; the queued call's answer has nowhere to go
@@ -260,19 +267,22 @@ def test_each_publication_answers_as_networks_built_from_its_weights(endpoint):
         assert reply.weights_version == version
         start = 0
         for i, obs in enumerate(observations):
-            assert codec.ndarray_from_proto(reply.q)[i] == pytest.approx(float(expected[start:start + obs.n_actions]
-                                                                                .max()), rel=1e-6)
+            assert codec.ndarray_from_proto(reply.q)[i] == pytest.approx(
+                float(expected[start : start + obs.n_actions].max()), rel=1e-6
+            )
             start += obs.n_actions
     assert all(torch.equal(a, b) for a, b in zip(kept, before.pair[0].parameters()))
 
 
 def test_the_padded_graph_path_answers_as_the_plain_one_and_counts_its_batches():
-    """``cuda_graphs`` on a CPU runs the graphed path eagerly (states padded to a bucket, one staged block, the
-    endpoint's own network pair loaded from each publication): its greedy answers equal the plain endpoint's."""
+    """``cuda_graphs`` on a CPU runs the graphed path eagerly (states padded to a bucket, one staged block,
+    the endpoint's own network pair loaded from each publication): its greedy answers equal the plain
+    endpoint's."""
     learner = Learner(SMALL, device="cpu", seed=4)
     plain = BatchingInference(SMALL, torch.device("cpu"), max_batch=8, max_delay_s=0.0, max_queue=8)
-    padded = BatchingInference(SMALL, torch.device("cpu"), max_batch=8, max_delay_s=0.0, max_queue=8,
-                               cuda_graphs=True)
+    padded = BatchingInference(
+        SMALL, torch.device("cpu"), max_batch=8, max_delay_s=0.0, max_queue=8, cuda_graphs=True
+    )
     eager = metrics.INFERENCE_BATCHES.labels("eager")
     try:
         for version, seed in ((1, 4), (2, 9)):
@@ -296,13 +306,15 @@ def test_the_padded_graph_path_answers_as_the_plain_one_and_counts_its_batches()
 def test_a_state_without_moves_fails_its_own_request_naming_it():
     """A 3-taxon tree has no SPR move: the request holding it is refused at once; the endpoint goes on."""
     learner = Learner(SMALL, device="cpu", seed=0)
-    inference = BatchingInference(SMALL, torch.device("cpu"), max_batch=8, max_delay_s=0.0, max_queue=8,
-                                  cuda_graphs=True)
+    inference = BatchingInference(
+        SMALL, torch.device("cpu"), max_batch=8, max_delay_s=0.0, max_queue=8, cuda_graphs=True
+    )
     inference.publish(learner.policy_weights(), learner.alpha, 1)
     try:
         with pytest.raises(ValueError, match="state 1 of 2: it has no move to choose from"):
-            inference.act(_records(_observations(1, 8, seed=1) + _observations(1, 3, seed=1)), greedy=True,
-                          timeout_s=30)
+            inference.act(
+                _records(_observations(1, 8, seed=1) + _observations(1, 3, seed=1)), greedy=True, timeout_s=30
+            )
         assert inference.act(_records(_observations(2, 8, seed=2)), greedy=True, timeout_s=30)[3] == 1
     finally:
         inference.close()

@@ -1,6 +1,6 @@
-"""Hostile input against the real inference endpoint (gRPC on loopback), property-based: states of wrong shapes
-or dtypes, NaN or infinite values, node ids out of range, a tree that is not binary, no move (:mod:`hostile`).
-Every one is answered INVALID_ARGUMENT naming the state, and the endpoint keeps serving."""
+"""Hostile input against the real inference endpoint (gRPC on loopback), property-based: states of wrong
+shapes or dtypes, NaN or infinite values, node ids out of range, a tree that is not binary, no move
+(:mod:`hostile`). Every one is answered INVALID_ARGUMENT naming the state, and the endpoint keeps serving."""
 
 from __future__ import annotations
 

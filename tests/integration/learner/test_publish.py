@@ -52,8 +52,8 @@ def test_weights_of_another_shape_are_refused_naming_the_keys(inference):
 
 @pytest.mark.parametrize("graphs", [False, True])
 def test_a_temperature_published_as_a_tensor_is_served_as_it_was_then(graphs):
-    """``Learner.policy_alpha`` (a tensor computed on the learner's stream, never read on its host) answers as the
-    number would, and a tensor that is not one 0-d value is refused."""
+    """``Learner.policy_alpha`` (a tensor computed on the learner's stream, never read on its host) answers as
+    the number would, and a tensor that is not one 0-d value is refused."""
     rng = np.random.default_rng(5)
     states = PackedRecords.from_records([encode_observation(random_observation(9, rng)) for _ in range(3)])
     learner = Learner(SMALL, device="cpu", seed=0)
@@ -61,8 +61,9 @@ def test_a_temperature_published_as_a_tensor_is_served_as_it_was_then(graphs):
         learner.log_alpha.fill_(np.log(0.3))  # a temperature the answers' soft values depend on
     answers = {}
     for kind in ("number", "tensor"):
-        endpoint = BatchingInference(SMALL, torch.device("cpu"), max_batch=8, max_delay_s=0.01, max_queue=8,
-                                     cuda_graphs=graphs)
+        endpoint = BatchingInference(
+            SMALL, torch.device("cpu"), max_batch=8, max_delay_s=0.01, max_queue=8, cuda_graphs=graphs
+        )
         try:
             alpha = learner.alpha if kind == "number" else learner.policy_alpha()
             snapshot = endpoint.publish(learner.policy_tensors(), alpha, 4)

@@ -35,9 +35,17 @@ NET = NetworkConfig(hidden=16, action_hidden=16, head_hidden=16)
 
 @pytest.fixture
 def replay(redis_client):
-    table = PrioritizedReplay(RedisStore(redis_client, "test:loop"), capacity=1000, alpha=0.6, beta=0.4,
-                              rate_limiter=RateLimiter(16, 0.0), seed=3)
-    server = ReplayServer(host="127.0.0.1", port=0, max_workers=8, max_message_bytes=64 << 20, default_timeout_s=5.0)
+    table = PrioritizedReplay(
+        RedisStore(redis_client, "test:loop"),
+        capacity=1000,
+        alpha=0.6,
+        beta=0.4,
+        rate_limiter=RateLimiter(16, 0.0),
+        seed=3,
+    )
+    server = ReplayServer(
+        host="127.0.0.1", port=0, max_workers=8, max_message_bytes=64 << 20, default_timeout_s=5.0
+    )
     server.start()
     server.serve(table)
     rng = np.random.default_rng(0)
@@ -50,11 +58,22 @@ def replay(redis_client):
     server.stop(grace_s=1.0)
 
 
-def test_the_loop_updates_from_replay_publishes_sends_priorities_and_checkpoints(replay, redis_client, tmp_path):
+def test_the_loop_updates_from_replay_publishes_sends_priorities_and_checkpoints(
+    replay, redis_client, tmp_path
+):
     table, client, address = replay
-    config = LearnerConfig(run_dir=str(tmp_path), batch_size=16, updates=12, publish_every=5, checkpoint_every=4,
-                           checkpoint_seconds=0, keep_checkpoints=2, prefetch_workers=1, weights_key="phylorl:w",
-                           replay_address=address)
+    config = LearnerConfig(
+        run_dir=str(tmp_path),
+        batch_size=16,
+        updates=12,
+        publish_every=5,
+        checkpoint_every=4,
+        checkpoint_seconds=0,
+        keep_checkpoints=2,
+        prefetch_workers=1,
+        weights_key="phylorl:w",
+        replay_address=address,
+    )
     learner = Learner(NET, AgentConfig(), device="cpu", seed=0)
     inference = BatchingInference(NET, torch.device("cpu"), max_batch=4, max_delay_s=0.001, max_queue=8)
     checkpoints = Checkpoints(tmp_path, config.keep_checkpoints)
@@ -65,10 +84,13 @@ def test_the_loop_updates_from_replay_publishes_sends_priorities_and_checkpoints
     finally:
         inference.close()
     assert learner.updates == loop.updates_done == 12 and learner.weights_version == 12
-    # each drawn transition of a known version observed its lag (the learner's version then, 0..12, less 0 or 1)
+    # each drawn transition of a known version observed its lag (the learner's version then, 0..12, less 0 or
+    # 1)
     count, total = (after - before for after, before in zip(_lags(), lags))
     assert 16 <= count <= 16 * (12 + PREFETCH_DEPTH + 2) and -count <= total <= 12 * count
-    assert (REGISTRY.get_sample_value("phylorl_learner_policy_lag_versions_bucket", {"le": "+Inf"}) or 0) >= count
+    assert (
+        REGISTRY.get_sample_value("phylorl_learner_policy_lag_versions_bucket", {"le": "+Inf"}) or 0
+    ) >= count
     rows = (tmp_path / "learner" / "updates.csv").read_text().splitlines()
     assert len(rows) == 13 and [int(r.split(",")[0]) for r in rows[1:]] == list(range(1, 13))
     assert inference.snapshot.version == 12 and int(redis_client.get("phylorl:w:version")) == 12
@@ -92,11 +114,14 @@ def _lags() -> tuple[float, float]:
 
 @pytest.mark.parametrize("features", ["basic", "rich"])
 def test_environment_records_train_and_a_corrupt_one_is_retired(redis_client, tmp_path, features):
-    """Records an actor makes train the learner; a batch that draws a corrupt record (damaged at rest) leaves it
-    out and retires it (priority 0)."""
+    """Records an actor makes train the learner; a batch that draws a corrupt record (damaged at rest) leaves
+    it out and retires it (priority 0)."""
     alignment = simulate_dataset(9, 300, np.random.default_rng(1)).alignment
-    env = TreeEnv([EnvAlignment.build(alignment, prepare_alignment(alignment, "JC"), "a")],
-                  EnvConfig(horizon=5, features=features), seed=0)
+    env = TreeEnv(
+        [EnvAlignment.build(alignment, prepare_alignment(alignment, "JC"), "a")],
+        EnvConfig(horizon=5, features=features),
+        seed=0,
+    )
     rng = np.random.default_rng(2)
     obs, _ = env.reset()
     records = []
@@ -106,22 +131,46 @@ def test_environment_records_train_and_a_corrupt_one_is_retired(redis_client, tm
         records.append(encode_transition(Transition(obs, action, reward, nxt, False, truncated, 0.99)))
         obs = env.reset()[0] if truncated else nxt
     records.append(records[0][:-3])  # truncated: does not decode
-    table = PrioritizedReplay(RedisStore(redis_client, f"test:paths:{features}"), capacity=100, alpha=0.6, beta=0.4,
-                              rate_limiter=RateLimiter(16, 0.0), seed=3)
-    server = ReplayServer(host="127.0.0.1", port=0, max_workers=8, max_message_bytes=64 << 20, default_timeout_s=5.0)
+    table = PrioritizedReplay(
+        RedisStore(redis_client, f"test:paths:{features}"),
+        capacity=100,
+        alpha=0.6,
+        beta=0.4,
+        rate_limiter=RateLimiter(16, 0.0),
+        seed=3,
+    )
+    server = ReplayServer(
+        host="127.0.0.1", port=0, max_workers=8, max_message_bytes=64 << 20, default_timeout_s=5.0
+    )
     server.start()
     server.serve(table)
     client = ReplayClient(f"127.0.0.1:{server.port}")
     client.insert_records(records[:-1], np.ones(len(records) - 1))
-    table.insert(records[-1:], np.array([1e6]))  # damaged at rest (the service checks what it is sent); drawn first
+    # damaged at rest (the service checks what it is sent); drawn first
+    table.insert(records[-1:], np.array([1e6]))
     net = NetworkConfig(features=features, hidden=16, action_hidden=16, head_hidden=16)
-    config = LearnerConfig(run_dir=str(tmp_path), batch_size=8, updates=6, publish_every=5, checkpoint_every=0,
-                           checkpoint_seconds=0, prefetch_workers=1, weights_key=f"phylorl:paths:{features}",
-                           replay_address=f"127.0.0.1:{server.port}")
+    config = LearnerConfig(
+        run_dir=str(tmp_path),
+        batch_size=8,
+        updates=6,
+        publish_every=5,
+        checkpoint_every=0,
+        checkpoint_seconds=0,
+        prefetch_workers=1,
+        weights_key=f"phylorl:paths:{features}",
+        replay_address=f"127.0.0.1:{server.port}",
+    )
     corrupt = REGISTRY.get_sample_value("phylorl_learner_corrupt_records_total") or 0.0
     inference = BatchingInference(net, torch.device("cpu"), max_batch=4, max_delay_s=0.001, max_queue=8)
-    loop = TrainingLoop(config, Learner(net, device="cpu", seed=0), client, inference, redis_client,
-                        Checkpoints(tmp_path, 1), threading.Event())
+    loop = TrainingLoop(
+        config,
+        Learner(net, device="cpu", seed=0),
+        client,
+        inference,
+        redis_client,
+        Checkpoints(tmp_path, 1),
+        threading.Event(),
+    )
     try:
         loop.run()
     finally:
@@ -141,8 +190,10 @@ def test_checkpoints_keep_the_newest_and_a_dangling_latest_means_none(tmp_path):
     for version in (3, 7, 11):
         learner.weights_version = version
         checkpoints.save(learner)
-    assert sorted(p.name for p in checkpoints.directory.glob("*.pt")) == ["learner-000000007.pt",
-                                                                          "learner-000000011.pt"]
+    assert sorted(p.name for p in checkpoints.directory.glob("*.pt")) == [
+        "learner-000000007.pt",
+        "learner-000000011.pt",
+    ]
     assert checkpoints.latest().name == "learner-000000011.pt"
     checkpoints.latest().unlink()
     assert checkpoints.latest() is None  # start afresh rather than fail

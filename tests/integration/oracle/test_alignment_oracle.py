@@ -41,7 +41,8 @@ def caterpillar(taxa) -> str:
 
 
 def run_iqtree(iqtree_fixed, alignment_path: Path, taxa) -> tuple[str, str]:
-    """iqtree2 (GTR+F, the caterpillar tree with fixed branch lengths, verbose); returns (stdout, the report)."""
+    """iqtree2 (GTR+F, the caterpillar tree with fixed branch lengths, verbose); returns (stdout, the
+    report)."""
     run = iqtree_fixed(alignment_path, caterpillar(taxa), "GTR+F", "-st", "DNA", "-v")
     return run.stdout, run.report
 
@@ -78,8 +79,9 @@ def test_frequencies_and_patterns_match_live_iqtree(tmp_path, iqtree_fixed, text
 
 def test_ds1_frequencies_and_patterns_match_live_iqtree(ds_dir, iqtree_fixed):
     alignment = load_alignment(ds_dir / "DS1.fasta")
-    (n_seq, n_col, n_pat), verbose, printed = iqtree_figures(*run_iqtree(iqtree_fixed, ds_dir / "DS1.fasta",
-                                                                         alignment.taxa))
+    (n_seq, n_col, n_pat), verbose, printed = iqtree_figures(
+        *run_iqtree(iqtree_fixed, ds_dir / "DS1.fasta", alignment.taxa)
+    )
     assert (n_seq, n_col, n_pat) == (27, 1949, alignment.patterns().n_patterns) == (27, 1949, 934)
     np.testing.assert_allclose(alignment.empirical_frequencies(), verbose, rtol=0, atol=5e-11)
     np.testing.assert_allclose(alignment.empirical_frequencies(), printed, rtol=0, atol=5e-5)

@@ -26,7 +26,9 @@ def _ambiguous_copy(path, tmp_path, rng):
     codes[hit] = rng.choice(choices, size=int(hit.sum()))
     letters = {v: k for k, v in STATE_MASKS.items() if k in "ACGTRYSWKMBDHVN"}
     out = tmp_path / "ambiguous.fasta"
-    out.write_text("".join(f">{t}\n{''.join(letters[int(c)] for c in row)}\n" for t, row in zip(aln.taxa, codes)))
+    out.write_text(
+        "".join(f">{t}\n{''.join(letters[int(c)] for c in row)}\n" for t, row in zip(aln.taxa, codes))
+    )
     return out
 
 

@@ -106,17 +106,25 @@ def _reference_loglik(model: SubstitutionModel, newick_path: Path, fasta_path: P
         names.append(head.strip())
         rows.append(list("".join(body).upper()))
     chars = np.array(rows)  # [taxa, sites]
-    tips = {name: np.stack([(chars[i] == b) | ~np.isin(chars[i], list("ACGT")) for b in "ACGT"], -1).astype(float)
-            for i, name in enumerate(names)}  # name -> [sites, 4]
+    tips = {
+        name: np.stack([(chars[i] == b) | ~np.isin(chars[i], list("ACGT")) for b in "ACGT"], -1).astype(float)
+        for i, name in enumerate(names)
+    }  # name -> [sites, 4]
     tree = dendropy.Tree.get(path=str(newick_path), schema="newick", preserve_underscores=True)
     partial = {}
     for node in tree.postorder_node_iter():
         if node.is_leaf():
-            partial[node] = np.broadcast_to(tips[node.taxon.label], (len(model.rates),) + tips[names[0]].shape)
+            partial[node] = np.broadcast_to(
+                tips[node.taxon.label], (len(model.rates),) + tips[names[0]].shape
+            )
             continue
         partial[node] = np.prod(
-            [np.einsum("cij,csj->csi", model.p_matrix(child.edge.length or 0.0), partial.pop(child))
-             for child in node.child_nodes()], axis=0)
+            [
+                np.einsum("cij,csj->csi", model.p_matrix(child.edge.length or 0.0), partial.pop(child))
+                for child in node.child_nodes()
+            ],
+            axis=0,
+        )
     site = np.einsum("c,csi,i->s", model.weights, partial[tree.seed_node], model.freqs)
     compatible = np.all(np.stack(list(tips.values())), axis=0)  # [sites, 4]
     return float(np.log(site + model.pinv * compatible @ model.freqs).sum())

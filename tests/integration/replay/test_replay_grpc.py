@@ -28,13 +28,32 @@ def serve(redis_client):
     """Start ReplayServers (port 0 = free port) on tables in the test Redis; all stopped afterwards."""
     running = []
 
-    def start(capacity=64, alpha=1.0, beta=0.4, min_size=1, spi=0.0, error_buffer=1.0, max_workers=8,
-              default_timeout_s=5.0):
-        table = PrioritizedReplay(RedisStore(redis_client, PREFIX), capacity=capacity, alpha=alpha, beta=beta,
-                                  rate_limiter=RateLimiter(min_size, spi, error_buffer), seed=7,
-                                  max_waiting=(max_workers - 1) // 2)
-        server = ReplayServer(host="127.0.0.1", port=0, max_workers=max_workers,
-                              max_message_bytes=64 * 1024 * 1024, default_timeout_s=default_timeout_s)
+    def start(
+        capacity=64,
+        alpha=1.0,
+        beta=0.4,
+        min_size=1,
+        spi=0.0,
+        error_buffer=1.0,
+        max_workers=8,
+        default_timeout_s=5.0,
+    ):
+        table = PrioritizedReplay(
+            RedisStore(redis_client, PREFIX),
+            capacity=capacity,
+            alpha=alpha,
+            beta=beta,
+            rate_limiter=RateLimiter(min_size, spi, error_buffer),
+            seed=7,
+            max_waiting=(max_workers - 1) // 2,
+        )
+        server = ReplayServer(
+            host="127.0.0.1",
+            port=0,
+            max_workers=max_workers,
+            max_message_bytes=64 * 1024 * 1024,
+            default_timeout_s=default_timeout_s,
+        )
         server.start()
         server.serve(table)
         client = ReplayClient(f"127.0.0.1:{server.port}")
@@ -109,10 +128,14 @@ def test_restart_serves_the_same_contents_and_priorities(serve):
 
     _, again = serve(capacity=5, alpha=0.5)
     after = again.stats()
-    assert (after.size, after.next_key, after.total_priority) == (before.size, before.next_key, before.total_priority)
+    assert (after.size, after.next_key, after.total_priority) == (
+        before.size,
+        before.next_key,
+        before.total_priority,
+    )
     assert after.size == 5
     raw = {2: 3.0, 3: 9.0, 4: 0.5, 5: 6.0, 6: 1.5}
-    total = sum(p ** 0.5 for p in raw.values())
+    total = sum(p**0.5 for p in raw.values())
     batch = again.sample(300)
     assert set(batch.keys) == set(raw)
     np.testing.assert_allclose(batch.probabilities, [raw[k] ** 0.5 / total for k in batch.keys], rtol=1e-12)
@@ -188,9 +211,9 @@ def test_blocked_inserts_cannot_starve_the_sample_that_frees_them(serve):
 
 
 def test_a_corrupt_record_is_retired_by_the_learner_and_training_goes_on(serve, redis_client, tmp_path):
-    """A record with a valid header but a broken body (damaged in Redis, read back by a service that reopened the
-    table) does not stop the learner's sampling: it is dropped from the batch, counted, and its priority set to 0
-    in the real replay service, so it is never drawn again."""
+    """A record with a valid header but a broken body (damaged in Redis, read back by a service that reopened
+    the table) does not stop the learner's sampling: it is dropped from the batch, counted, and its priority
+    set to 0 in the real replay service, so it is never drawn again."""
     import threading
 
     from phylorl.agent.learner import Learner
@@ -201,15 +224,25 @@ def test_a_corrupt_record_is_retired_by_the_learner_and_training_goes_on(serve, 
 
     _, first = serve(capacity=64)
     good = [encode_transition(t) for t in transitions(5, n_taxa=6)]
-    keys = np.concatenate([first.insert_records(good, np.ones(5)), first.insert_records(good[:1], np.ones(1))])
-    batch = f"{PREFIX}:b:{keys[5]}"  # the last record's batch: "<4sI" header, 1 priority, 2 offsets, the record
+    keys = np.concatenate(
+        [first.insert_records(good, np.ones(5)), first.insert_records(good[:1], np.ones(1))]
+    )
+    # the last record's batch: "<4sI" header, 1 priority, 2 offsets, the record
+    batch = f"{PREFIX}:b:{keys[5]}"
     start = 8 + 8 + 2 * 4
-    redis_client.setrange(batch, start + 40, b"\xff" * (redis_client.strlen(batch) - start - 40))  # body garbage
+    # body garbage
+    redis_client.setrange(batch, start + 40, b"\xff" * (redis_client.strlen(batch) - start - 40))
     _, client = serve(capacity=64)  # reads the table back from Redis
     config = LearnerConfig(batch_size=64, run_dir=str(tmp_path), redis_url="")
-    loop = TrainingLoop(config, Learner(NetworkConfig(hidden=16, action_hidden=16, head_hidden=16)), client,
-                        inference=None, redis_client=None, checkpoints=Checkpoints(tmp_path, 1),
-                        stop=threading.Event())
+    loop = TrainingLoop(
+        config,
+        Learner(NetworkConfig(hidden=16, action_hidden=16, head_hidden=16)),
+        client,
+        inference=None,
+        redis_client=None,
+        checkpoints=Checkpoints(tmp_path, 1),
+        stop=threading.Event(),
+    )
     before = metrics.CORRUPT_RECORDS._value.get()
     batch, drawn = loop._sample()
     assert batch.weights.shape[0] == len(drawn) and keys[5] not in drawn
@@ -234,7 +267,8 @@ def test_inserts_are_idempotent_per_producer_and_the_marks_survive_a_restart(ser
     assert len(client.insert_records(data[:4], np.ones(4), producer="actor-a", first_sequence=0)) == 0
     overlapping = client.insert_records(data[2:6], np.ones(4), producer="actor-a", first_sequence=2)
     np.testing.assert_array_equal(overlapping, [4, 5])  # numbers 4 and 5 are new, 2 and 3 were stored
-    assert len(client.insert_records(data[:2], np.ones(2), producer="actor-b", first_sequence=0)) == 2  # its own
+    # its own
+    assert len(client.insert_records(data[:2], np.ones(2), producer="actor-b", first_sequence=0)) == 2
     assert len(client.insert_records(data[:2], np.ones(2))) == 2  # no producer: no deduplication
     assert metrics.DUPLICATES._value.get() - before == 6
     assert redis_client.hgetall(f"{PREFIX}:seq") == {b"actor-a": b"5", b"actor-b": b"1"}
@@ -244,8 +278,8 @@ def test_inserts_are_idempotent_per_producer_and_the_marks_survive_a_restart(ser
 
 
 def test_environment_records_are_checked_and_a_bad_one_is_named(serve):
-    """Records as actors send them pass the service's compiled check; a batch with a bad one is refused, naming
-    it."""
+    """Records as actors send them pass the service's compiled check; a batch with a bad one is refused,
+    naming it."""
     from phylorl.env.config import EnvConfig
     from phylorl.env.prepare import prepare_alignment
     from phylorl.env.tree_env import EnvAlignment, TreeEnv
@@ -254,7 +288,9 @@ def test_environment_records_are_checked_and_a_bad_one_is_named(serve):
 
     _, client = serve(capacity=64)
     alignment = simulate_dataset(8, 200, np.random.default_rng(4)).alignment
-    env = TreeEnv([EnvAlignment.build(alignment, prepare_alignment(alignment, "JC"), "a")], EnvConfig(), seed=0)
+    env = TreeEnv(
+        [EnvAlignment.build(alignment, prepare_alignment(alignment, "JC"), "a")], EnvConfig(), seed=0
+    )
     obs, _ = env.reset()
     records = []
     for action in (0, 5, 9):

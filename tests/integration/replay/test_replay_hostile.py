@@ -32,15 +32,22 @@ MAX_MESSAGE_BYTES = 1 << 20
 def served(redis_server):
     client = redis_server.client()
     client.flushdb()
-    table = PrioritizedReplay(RedisStore(client, "test:hostile"), capacity=10_000, alpha=0.6, beta=0.4,
-                              rate_limiter=RateLimiter(1, 0.0))
-    server = ReplayServer(host="127.0.0.1", port=0, max_workers=4, max_message_bytes=MAX_MESSAGE_BYTES,
-                          default_timeout_s=5.0)
+    table = PrioritizedReplay(
+        RedisStore(client, "test:hostile"),
+        capacity=10_000,
+        alpha=0.6,
+        beta=0.4,
+        rate_limiter=RateLimiter(1, 0.0),
+    )
+    server = ReplayServer(
+        host="127.0.0.1", port=0, max_workers=4, max_message_bytes=MAX_MESSAGE_BYTES, default_timeout_s=5.0
+    )
     server.start()
     server.serve(table)
     channel = grpc.insecure_channel(f"127.0.0.1:{server.port}")
-    raw_insert = channel.unary_unary("/phylorl.v1.ReplayService/Insert", request_serializer=None,
-                                     response_deserializer=None)
+    raw_insert = channel.unary_unary(
+        "/phylorl.v1.ReplayService/Insert", request_serializer=None, response_deserializer=None
+    )
     replay = ReplayClient(f"127.0.0.1:{server.port}")
     yield table, raw_insert, replay
     replay.close()
@@ -49,12 +56,20 @@ def served(redis_server):
 
 
 def good_transition(seed: int = 0) -> Transition:
-    return Transition(obs=valid(seed, 6), action=1, reward=0.25, next_obs=valid(seed + 1, 6), terminal=False,
-                      truncated=False, discount=0.9)
+    return Transition(
+        obs=valid(seed, 6),
+        action=1,
+        reward=0.25,
+        next_obs=valid(seed + 1, 6),
+        terminal=False,
+        truncated=False,
+        discount=0.9,
+    )
 
 
 def refused(served, raw: bytes) -> str:
-    """Send ``raw`` as an Insert: it must be INVALID_ARGUMENT, store nothing, and a good insert must follow."""
+    """Send ``raw`` as an Insert: it must be INVALID_ARGUMENT, store nothing, and a good insert must
+    follow."""
     table, raw_insert, replay = served
     size = table.stats().size
     with pytest.raises(grpc.RpcError) as raised:
@@ -84,7 +99,7 @@ def test_garbage_bytes_are_invalid_argument(served, garbage):
 @given(seed=st.integers(0, 50), cut=st.floats(0.0, 0.999), position=st.integers(0, 2))
 def test_a_record_cut_short_is_invalid_argument(served, seed, cut, position):
     records = [encode_transition(good_transition(seed + i)) for i in range(3)]
-    records[position] = records[position][:int(cut * len(records[position]))]
+    records[position] = records[position][: int(cut * len(records[position]))]
     assert f"record {position}" in refused(served, insert_bytes(records))  # "[packed ]record <i>: why"
 
 
@@ -92,8 +107,15 @@ def test_hand_written_records_are_stored_when_nothing_is_broken(served):
     """The records the tests below break are accepted whole (so a refusal is the broken part's)."""
     table, raw_insert, _ = served
     size = table.stats().size
-    raw_insert(insert_bytes([transition_record(state_bytes(parts_of(valid(seed))), state_bytes(parts_of(valid(9))))
-                             for seed in range(3)]), timeout=30)
+    raw_insert(
+        insert_bytes(
+            [
+                transition_record(state_bytes(parts_of(valid(seed))), state_bytes(parts_of(valid(9))))
+                for seed in range(3)
+            ]
+        ),
+        timeout=30,
+    )
     assert table.stats().size == size + 3
 
 
@@ -107,11 +129,19 @@ def test_a_broken_state_is_invalid_argument(served, bad, which):
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(what=st.sampled_from(["reward", "discount", "action"]), bad_float=BAD_FLOATS,
-       out=st.sampled_from([-0.5, 1.5, 7.0]), action=st.sampled_from([-1, 10_000]))
+@given(
+    what=st.sampled_from(["reward", "discount", "action"]),
+    bad_float=BAD_FLOATS,
+    out=st.sampled_from([-0.5, 1.5, 7.0]),
+    action=st.sampled_from([-1, 10_000]),
+)
 def test_bad_scalars_are_invalid_argument(served, what, bad_float, out, action):
     states = state_bytes(parts_of(valid(5))), state_bytes(parts_of(valid(6)))
-    scalars = {"reward": dict(reward=bad_float), "discount": dict(discount=out), "action": dict(action=action)}[what]
+    scalars = {
+        "reward": dict(reward=bad_float),
+        "discount": dict(discount=out),
+        "action": dict(action=action),
+    }[what]
     details = refused(served, insert_bytes([transition_record(*states, **scalars)]))
     assert details == f"record 0: {REASONS[BAD_ACTION if what == 'action' else NOT_FINITE]}"
 
@@ -120,8 +150,12 @@ def test_bad_scalars_are_invalid_argument(served, what, bad_float, out, action):
 @given(how=st.sampled_from(["count", "nan", "inf", "negative"]))
 def test_bad_priorities_are_invalid_argument(served, how):
     records = [encode_transition(good_transition(i)) for i in range(2)]
-    priorities = {"count": np.ones(3), "nan": np.array([1.0, np.nan]), "inf": np.array([np.inf, 1.0]),
-                  "negative": np.array([1.0, -2.0])}[how]
+    priorities = {
+        "count": np.ones(3),
+        "nan": np.array([1.0, np.nan]),
+        "inf": np.array([np.inf, 1.0]),
+        "negative": np.array([1.0, -2.0]),
+    }[how]
     refused(served, insert_bytes(records, priorities))
 
 

@@ -110,8 +110,8 @@ class HoldingProxy:
 @pytest.fixture
 def proxied(redis_server):
     proxy = HoldingProxy(redis_server.port)
-    # no retries: redis-py would resend a timed-out pipeline on a fresh (unheld) connection; a stall that outlasts
-    # every retry is this case
+    # no retries: redis-py would resend a timed-out pipeline on a fresh (unheld) connection; a stall that
+    # outlasts every retry is this case
     client = redis.Redis(host="127.0.0.1", port=proxy.port, socket_timeout=0.5, retry=Retry(NoBackoff(), 0))
     redis_server.client().flushdb()
     yield proxy, client, redis_server.client()
@@ -120,8 +120,14 @@ def proxied(redis_server):
 
 
 def _table(client: redis.Redis, prefix: str, capacity: int = 1000, seed: int = 0) -> PrioritizedReplay:
-    return PrioritizedReplay(RedisStore(client, prefix), capacity=capacity, alpha=0.6, beta=0.4,
-                             rate_limiter=RateLimiter(1), seed=seed)
+    return PrioritizedReplay(
+        RedisStore(client, prefix),
+        capacity=capacity,
+        alpha=0.6,
+        beta=0.4,
+        rate_limiter=RateLimiter(1),
+        seed=seed,
+    )
 
 
 def _lost_after_first(proxy, table) -> tuple[list[bytes], list[bytes], list[_Link]]:
@@ -170,7 +176,7 @@ def test_a_late_write_landing_after_the_next_insert_is_refused(proxied):
     table = _table(client, "late")
     first, lost, held = _lost_after_first(proxy, table)
     after = _records(3, 2)
-    keys = table.insert(after, np.ones(3)).keys          # re-reads the table (without ``lost``), then writes
+    keys = table.insert(after, np.ones(3)).keys  # re-reads the table (without ``lost``), then writes
     assert keys.tolist() == [5, 6, 7]
     _land(held)
     expected = dict(enumerate(first + after))
@@ -187,7 +193,7 @@ def test_a_late_write_landing_between_the_reread_and_the_next_insert_is_kept(pro
     first, lost, held = _lost_after_first(proxy, table)
     after = _records(3, 2)
     table.update_priorities(np.zeros(0, dtype=np.int64), np.zeros(0))  # re-reads the table without ``lost``
-    _land(held)                                        # ``lost`` lands now, as keys 5..8
+    _land(held)  # ``lost`` lands now, as keys 5..8
     keys = table.insert(after, np.ones(3)).keys
     assert keys.tolist() == [9, 10, 11]
     _check_whole(direct, "late2", dict(enumerate(first + lost + after)))
@@ -201,7 +207,7 @@ def test_a_priority_update_after_a_late_write_landed_re_reads_and_is_kept(proxie
     first, lost, held = _lost_after_first(proxy, table)
     table.update_priorities(np.zeros(0, dtype=np.int64), np.zeros(0))  # re-reads the table without ``lost``
     _land(held)
-    assert table.update_priorities(np.array([1, 7]), np.array([5.0, 6.0])) == 2   # key 7 is held once re-read
+    assert table.update_priorities(np.array([1, 7]), np.array([5.0, 6.0])) == 2  # key 7 is held once re-read
     keys, priorities = table.priorities()
     assert keys.tolist() == list(range(9)) and priorities[1] == 5.0 and priorities[7] == 6.0
 
@@ -210,10 +216,11 @@ def test_no_staged_batch_is_left_behind_and_a_flushed_script_cache_is_refilled(p
     proxy, client, direct = proxied
     table = _table(client, "late3", 6, 0)
     first, lost, held = _lost_after_first(proxy, table)
-    direct.script_flush()                      # as after a Redis restart: the next write sends the script itself
+    # as after a Redis restart: the next write sends the script itself
+    direct.script_flush()
     after = _records(3, 2)
-    assert table.insert(after, np.ones(3)).keys.tolist() == [5, 6, 7]   # evicts keys 0 and 1
-    _land(held)                                # refused: its staged batch is dropped with it
+    assert table.insert(after, np.ones(3)).keys.tolist() == [5, 6, 7]  # evicts keys 0 and 1
+    _land(held)  # refused: its staged batch is dropped with it
     assert list(direct.scan_iter("late3:*staged*")) == []
     _check_whole(direct, "late3", {k: v for k, v in enumerate(first + after) if k >= 2})
 
@@ -223,16 +230,20 @@ def test_a_second_writer_on_the_same_prefix_is_refused_then_followed(redis_clien
     other = _table(redis_client, "two", 100, 0)
     a, b, c = _records(3, 0), _records(2, 1), _records(4, 2)
     assert one.insert(a, np.ones(3)).keys.tolist() == [0, 1, 2]
-    assert other.insert(b, np.ones(2)).keys.tolist() == [3, 4]   # its view (empty) was stale: it re-read
+    assert other.insert(b, np.ones(2)).keys.tolist() == [3, 4]  # its view (empty) was stale: it re-read
     assert one.insert(c, np.ones(4)).keys.tolist() == [5, 6, 7, 8]
     _check_whole(redis_client, "two", dict(enumerate(a + b + c)))
 
 
 def test_a_redis_user_who_may_not_run_the_script_is_named_when_the_table_opens(redis_server, redis_client):
-    redis_client.execute_command("ACL", "SETUSER", "noscript", "on", ">pw", "~*", "+@all", "-eval", "-evalsha")
+    redis_client.execute_command(
+        "ACL", "SETUSER", "noscript", "on", ">pw", "~*", "+@all", "-eval", "-evalsha"
+    )
     try:
         client = redis.Redis(host="127.0.0.1", port=redis_server.port, username="noscript", password="pw")
-        with pytest.raises(RuntimeError, match=r"may not run the replay store's guarded writes.*make_secrets"):
+        with pytest.raises(
+            RuntimeError, match=r"may not run the replay store's guarded writes.*make_secrets"
+        ):
             _table(client, "acl", 10, 0)
         client.close()
     finally:

@@ -1,4 +1,5 @@
-"""`python -m services.replay` as a real process: config from flags and env, health, metrics, SIGTERM drain."""
+"""`python -m services.replay` as a real process: config from flags and env, health, metrics, SIGTERM
+drain."""
 
 import os
 import signal
@@ -23,13 +24,35 @@ REPO = Path(__file__).resolve().parents[3]
 def replay_process(redis_server, redis_client, free_port_factory, tmp_path):
     port, metrics_port = free_port_factory(), free_port_factory()
     log_path = tmp_path / "replay.log"
-    env = dict(os.environ, PYTHONPATH=str(REPO), PHYLORL_REPLAY_ALPHA="0.5", PHYLORL_REPLAY_MIN_SIZE_TO_SAMPLE="5")
+    env = dict(
+        os.environ, PYTHONPATH=str(REPO), PHYLORL_REPLAY_ALPHA="0.5", PHYLORL_REPLAY_MIN_SIZE_TO_SAMPLE="5"
+    )
     with open(log_path, "wb") as log:
         process = subprocess.Popen(
-            [sys.executable, "-m", "services.replay", "--host", "127.0.0.1", "--port", str(port),
-             "--metrics-port", str(metrics_port), "--redis-url", redis_server.url, "--key-prefix", "test:proc",
-             "--capacity", "100", "--grace-s", "5"],
-            cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT)
+            [
+                sys.executable,
+                "-m",
+                "services.replay",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--metrics-port",
+                str(metrics_port),
+                "--redis-url",
+                redis_server.url,
+                "--key-prefix",
+                "test:proc",
+                "--capacity",
+                "100",
+                "--grace-s",
+                "5",
+            ],
+            cwd=REPO,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
     yield process, port, metrics_port, log_path
     if process.poll() is None:
         process.kill()
@@ -45,7 +68,9 @@ def test_serves_reports_metrics_and_drains_on_sigterm(replay_process):
         stats = client.stats()
         assert (stats.size, stats.alpha, stats.min_size_to_sample, stats.capacity) == (3, 0.5, 5, 100)
 
-        metrics = urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=5).read().decode()
+        metrics = (
+            urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=5).read().decode()
+        )
         assert "phylorl_replay_inserted_total 3.0" in metrics
         assert "phylorl_replay_size 3.0" in metrics
         assert 'phylorl_replay_insert_seconds_bucket{le="0.0001"}' in metrics

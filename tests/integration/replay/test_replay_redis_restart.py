@@ -10,8 +10,14 @@ from services.replay.store import RedisStore
 
 
 def open_table(server):
-    return PrioritizedReplay(RedisStore(server.client(), "aof"), capacity=8, alpha=0.6, beta=0.4,
-                             rate_limiter=RateLimiter(1), seed=0)
+    return PrioritizedReplay(
+        RedisStore(server.client(), "aof"),
+        capacity=8,
+        alpha=0.6,
+        beta=0.4,
+        rate_limiter=RateLimiter(1),
+        seed=0,
+    )
 
 
 def test_table_survives_a_redis_restart(redis_factory, tmp_path):
@@ -37,8 +43,8 @@ def test_table_survives_a_redis_restart(redis_factory, tmp_path):
 
 def test_redis_killed_with_signal_9_mid_inserts_keeps_every_acknowledged_insert(redis_factory, tmp_path):
     """kill -9 of Redis (appendfsync always, as every stack runs it) while a producer inserts through the real
-    gRPC service: calls fail UNAVAILABLE and are resent; Redis restarts on its AOF; in the end Redis holds every
-    acknowledged number of the producer exactly once, and the service's own view agrees."""
+    gRPC service: calls fail UNAVAILABLE and are resent; Redis restarts on its AOF; in the end Redis holds
+    every acknowledged number of the producer exactly once, and the service's own view agrees."""
     import threading
     import time
 
@@ -51,9 +57,12 @@ def test_redis_killed_with_signal_9_mid_inserts_keeps_every_acknowledged_insert(
     args = ("--appendfsync", "always")
     first = redis_factory(tmp_path / "data", extra_args=args)
     client = first.client()
-    table = PrioritizedReplay(RedisStore(client, "kill"), capacity=100_000, alpha=0.6, beta=0.4,
-                              rate_limiter=RateLimiter(1), seed=0)
-    server = ReplayServer(host="127.0.0.1", port=0, max_workers=4, max_message_bytes=64 << 20, default_timeout_s=5.0)
+    table = PrioritizedReplay(
+        RedisStore(client, "kill"), capacity=100_000, alpha=0.6, beta=0.4, rate_limiter=RateLimiter(1), seed=0
+    )
+    server = ReplayServer(
+        host="127.0.0.1", port=0, max_workers=4, max_message_bytes=64 << 20, default_timeout_s=5.0
+    )
     server.start()
     server.serve(table)
     records = [encode_transition(random_transition(8, np.random.default_rng(i))) for i in range(8)]
@@ -64,7 +73,9 @@ def test_redis_killed_with_signal_9_mid_inserts_keeps_every_acknowledged_insert(
             number = 0
             while not stop.is_set():
                 try:
-                    replay.insert_records(records, np.ones(8), timeout_s=2.0, producer="p", first_sequence=number)
+                    replay.insert_records(
+                        records, np.ones(8), timeout_s=2.0, producer="p", first_sequence=number
+                    )
                     acknowledged.extend(range(number, number + 8))
                     number += 8
                 except grpc.RpcError as e:

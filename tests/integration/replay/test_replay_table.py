@@ -31,11 +31,19 @@ def record_cache(request):
     CACHE["records"] = True
 
 
-def make_table(client, capacity=16, alpha=1.0, beta=0.5, min_size=1, spi=0.0, error_buffer=1.0,
-               max_waiting=None, seed=0):
-    return PrioritizedReplay(RedisStore(client, PREFIX), capacity=capacity, alpha=alpha, beta=beta,
-                             rate_limiter=RateLimiter(min_size, spi, error_buffer), seed=seed,
-                             max_waiting=max_waiting, cache_records=CACHE["records"])
+def make_table(
+    client, capacity=16, alpha=1.0, beta=0.5, min_size=1, spi=0.0, error_buffer=1.0, max_waiting=None, seed=0
+):
+    return PrioritizedReplay(
+        RedisStore(client, PREFIX),
+        capacity=capacity,
+        alpha=alpha,
+        beta=beta,
+        rate_limiter=RateLimiter(min_size, spi, error_buffer),
+        seed=seed,
+        max_waiting=max_waiting,
+        cache_records=CACHE["records"],
+    )
 
 
 def wait_until(condition, timeout_s=10.0):
@@ -148,15 +156,19 @@ def test_restart_comes_back_with_the_same_contents_and_priorities(redis_client):
 
     again = make_table(redis_client, capacity=6, alpha=0.6)
     after = again.stats()
-    assert (after.size, after.next_key, after.total_priority, after.max_priority) == \
-           (before.size, before.next_key, before.total_priority, 8.0)
+    assert (after.size, after.next_key, after.total_priority, after.max_priority) == (
+        before.size,
+        before.next_key,
+        before.total_priority,
+        8.0,
+    )
     keys2, priorities2 = again.priorities()
     np.testing.assert_array_equal(keys2, keys)
     np.testing.assert_array_equal(priorities2, priorities)
     batch = again.sample(500)
     for key, got in zip(batch.keys, batch.records):
         assert got == data[key]
-    weight = priorities2 ** 0.6
+    weight = priorities2**0.6
     np.testing.assert_allclose(batch.probabilities, weight[batch.keys - 3] / weight.sum(), rtol=1e-12)
     assert again.insert(records(1)).keys[0] == 9  # keys continue, never reused
 
@@ -197,8 +209,11 @@ def test_restart_with_smaller_capacity_evicts_the_oldest(redis_client):
 def test_sample_below_min_size_times_out_with_a_clear_message(redis_client):
     table = make_table(redis_client, min_size=5)
     table.insert(records(3))
-    with pytest.raises(RateLimited, match="sample of 4 not admitted within 0.05 s: the table holds 3 "
-                                          "transitions, fewer than min_size_to_sample=5"):
+    with pytest.raises(
+        RateLimited,
+        match="sample of 4 not admitted within 0.05 s: the table holds 3 "
+        "transitions, fewer than min_size_to_sample=5",
+    ):
         table.sample(4, timeout_s=0.05)
 
 
@@ -219,7 +234,7 @@ def test_inserts_wait_for_samples_under_a_samples_per_insert_ratio(redis_client)
     table.insert(records(4))  # diff 4 >= target 2 + 2: the next insert must wait
     with pytest.raises(RateLimited, match="inserting is ahead of sampling"):
         table.insert(records(1), timeout_s=0.05)
-    table.sample(1)           # diff 3 < 4: admitted
+    table.sample(1)  # diff 3 < 4: admitted
     table.insert(records(1))
 
 
@@ -311,9 +326,9 @@ def test_the_service_table_and_the_in_process_replay_draw_the_same_keys(redis_cl
     data = records(7)
     rng = np.random.default_rng(0)
     for start in (0, 3, 5):
-        priorities = rng.uniform(0.1, 2.0, size=len(data[start:start + 3]))
-        table.insert(data[start:start + 3], priorities)
-        memory.insert(data[start:start + 3], priorities)
+        priorities = rng.uniform(0.1, 2.0, size=len(data[start : start + 3]))
+        table.insert(data[start : start + 3], priorities)
+        memory.insert(data[start : start + 3], priorities)
     batch = table.sample(16)
     drawn, weights, keys = memory.sample(16)
     assert np.array_equal(batch.keys, keys) and np.allclose(batch.weights, weights)

@@ -69,7 +69,9 @@ for _ in range(10):
 print("ready", flush=True)
 sys.stdin.read()
 """
-    child = subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    child = subprocess.Popen(
+        [sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
     try:
         assert child.stdout.readline().strip() == "ready"
         assert claim_orphans(tmp_path) == []  # alive: its journal is locked
@@ -93,7 +95,7 @@ def test_a_torn_last_entry_is_ignored(tmp_path):
         box.append(b"abcdefgh", 1.0)
     box.commit(2)
     data = (tmp_path / "t.journal").read_bytes()
-    (tmp_path / "t.journal").write_bytes(data + data[-(21 + 8):-3])  # half of a further record
+    (tmp_path / "t.journal").write_bytes(data + data[-(21 + 8) : -3])  # half of a further record
     found = read_journal(tmp_path / "t.journal")
     assert found.produced == 5 and [n for _, _, n in found.pending] == [2, 3, 4]
 

@@ -1,5 +1,5 @@
-"""Acting: the twin networks' choice per state, and the endpoint's batches assembled in one pass (bit for bit the
-requests' states collated at once, the last one repeated, layout for layout)."""
+"""Acting: the twin networks' choice per state, and the endpoint's batches assembled in one pass (bit for bit
+the requests' states collated at once, the last one repeated, layout for layout)."""
 
 from __future__ import annotations
 
@@ -75,8 +75,11 @@ def test_select_actions_checks_its_inputs():
     nets[0].eval()
     graphs, actions = state_inputs([obs, obs])
     k = obs.n_actions  # the second state's moves taken away
-    first_only = ActionBatch(actions.nodes[:k], actions.meta[:k],
-                             Segments(torch.zeros(k, dtype=torch.int64), torch.tensor([k, 0]), 2, None))
+    first_only = ActionBatch(
+        actions.nodes[:k],
+        actions.meta[:k],
+        Segments(torch.zeros(k, dtype=torch.int64), torch.tensor([k, 0]), 2, None),
+    )
     with pytest.raises(ValueError, match="at least one action"):
         select_actions(nets, graphs, first_only, alpha=0.1, greedy=True)
 
@@ -87,7 +90,8 @@ def test_the_answers_of_a_padded_batch_come_to_the_host_in_one_compiled_call():
     for g, t in zip(got, (chosen, q, v)):
         assert g.device.type == "cpu" and g.dtype == t.dtype and torch.equal(g, t[:5])
     assert isinstance(_on_host(), torch.jit.ScriptFunction)  # one call, not six
-    kept = _on_host()(chosen, q, v, 5)[3]  # the arguments kept to the end of the call (phylorl/nets/one_call.py)
+    # the arguments kept to the end of the call (phylorl/nets/one_call.py)
+    kept = _on_host()(chosen, q, v, 5)[3]
     assert [t.data_ptr() for t in kept] == [t.data_ptr() for t in (chosen, q, v)]
 
 
@@ -103,13 +107,16 @@ def _flat(obj) -> list:
     return found
 
 
-@pytest.mark.parametrize("sizes, count", [
-    ([[9, 12], [7], [12, 12, 10]], 8),   # mixed sizes, padded with 2 copies
-    ([[20, 20, 20, 20], [20, 20, 20, 20]], 8),  # the design size, uniform, no padding
-    ([[20, 20, 20, 20]] * 3, 16),  # uniform, padded
-    ([[6]], 1),
-    ([[8, 11]], 5),
-])
+@pytest.mark.parametrize(
+    "sizes, count",
+    [
+        ([[9, 12], [7], [12, 12, 10]], 8),  # mixed sizes, padded with 2 copies
+        ([[20, 20, 20, 20], [20, 20, 20, 20]], 8),  # the design size, uniform, no padding
+        ([[20, 20, 20, 20]] * 3, 16),  # uniform, padded
+        ([[6]], 1),
+        ([[8, 11]], 5),
+    ],
+)
 def test_assembly_equals_collating_everything_at_once_with_the_last_state_repeated(sizes, count):
     requests = _requests(sizes)
     parts = [state_inputs(r) for r in requests]

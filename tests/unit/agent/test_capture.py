@@ -1,6 +1,6 @@
-"""CUDA graph capture (agent/capture.py) as far as a CPU shows it: buckets, padding, GraphedActing (eager on a CPU)
-answering as select_actions with the weights it loaded, the learner's graphs refusing what they cannot replay. The
-captured replays are compared on a GPU (tests/gpu/)."""
+"""CUDA graph capture (agent/capture.py) as far as a CPU shows it: buckets, padding, GraphedActing (eager on a
+CPU) answering as select_actions with the weights it loaded, the learner's graphs refusing what they cannot
+replay. The captured replays are compared on a GPU (tests/gpu/)."""
 
 from __future__ import annotations
 
@@ -37,8 +37,20 @@ def _padded(observations):
 
 
 def test_buckets_are_powers_of_two_then_multiples_of_sixteen_capped_at_the_batch_limit():
-    assert [bucket(c, 64) for c in (1, 2, 3, 5, 8, 9, 16, 17, 33, 48, 49, 64)] == \
-        [1, 2, 4, 8, 8, 16, 16, 32, 48, 48, 64, 64]
+    assert [bucket(c, 64) for c in (1, 2, 3, 5, 8, 9, 16, 17, 33, 48, 49, 64)] == [
+        1,
+        2,
+        4,
+        8,
+        8,
+        16,
+        16,
+        32,
+        48,
+        48,
+        64,
+        64,
+    ]
     assert bucket(40, 40) == 40 and bucket(70, 64) == 70 and bucket(12, 10) == 12
     with pytest.raises(ValueError, match="at least one state"):
         bucket(0, 64)
@@ -57,12 +69,15 @@ def test_graphed_acting_answers_as_select_actions_with_the_weights_it_loaded():
         chosen, q, v = (t[: len(observations)] for t in acting(stager.stage(padded), greedy=True))
         want = select_actions(twin_or_none(pair, frozen=True), *inputs, 0.3, greedy=True)
         assert torch.equal(chosen, want[0])
-        assert torch.allclose(q, want[1], rtol=1e-5, atol=1e-6) and torch.allclose(v, want[2], rtol=1e-5, atol=1e-6)
+        assert torch.allclose(q, want[1], rtol=1e-5, atol=1e-6) and torch.allclose(
+            v, want[2], rtol=1e-5, atol=1e-6
+        )
         generator = torch.Generator().manual_seed(3)
         sampled = acting(stager.stage(padded), greedy=False, generator=generator)[0][: len(observations)]
         generator.manual_seed(3)
-        padded_want = select_actions(twin_or_none(pair, frozen=True), *padded, 0.3, greedy=False,
-                                     generator=generator)[0][: len(observations)]
+        padded_want = select_actions(
+            twin_or_none(pair, frozen=True), *padded, 0.3, greedy=False, generator=generator
+        )[0][: len(observations)]
         assert torch.equal(sampled, padded_want)  # the same noise draws the same moves
     assert acting.version == 2 and acting.eager == 4 and acting.replays == 0  # a CPU never captures
     for alpha in (0.7, 0.7, 1.0):  # a new temperature for the same weights is written (and only then)
@@ -95,8 +110,9 @@ def test_a_shape_whose_capture_fails_is_answered_eagerly_and_never_captured_agai
         chosen, q, _ = acting(stager.stage(inputs), greedy=True)
         assert torch.equal(chosen, want[0]) and torch.allclose(q, want[1], rtol=1e-5, atol=1e-6)
     assert tries == [True]  # tried once, after the warm-up
-    assert list(acting.failed.values()) == ["RuntimeError: CUDA error: operation failed due to a previous error "
-                                            "during capture"]
+    assert list(acting.failed.values()) == [
+        "RuntimeError: CUDA error: operation failed due to a previous error during capture"
+    ]
     assert acting.eager == capture.ACTING_WARMUP + 3 and not acting.captured
 
 

@@ -46,11 +46,11 @@ def test_truncated_episodes_become_n_step_transitions_with_bootstrap_priorities(
     # the truncated episodes' last states rode along as extra observations in that call
     assert len(act.calls[horizon]) == 2 * k
     for env_index in range(k):
-        steps = last.transitions[env_index * horizon:(env_index + 1) * horizon]
-        priorities = last.priorities[env_index * horizon:(env_index + 1) * horizon]
+        steps = last.transitions[env_index * horizon : (env_index + 1) * horizon]
+        priorities = last.priorities[env_index * horizon : (env_index + 1) * horizon]
         for t, (transition, priority) in enumerate(zip(steps, priorities)):
             span = min(n_step, horizon - t)
-            assert transition.discount == pytest.approx(gamma ** span)
+            assert transition.discount == pytest.approx(gamma**span)
             assert transition.policy_version == t + 1  # the weights version of the call that chose it
             end = t + span
             if end < horizon:
@@ -90,9 +90,10 @@ def test_labelled_states_carry_every_moves_reward_on_the_transition_that_reaches
     transitions = []
     for _ in range(horizon + 1):
         transitions += collector.step(act).transitions
-    assert len(transitions) == k * horizon and collector.labelled_states == k * (horizon + 1)  # + the new starts
+    # + the new starts
+    assert len(transitions) == k * horizon and collector.labelled_states == k * (horizon + 1)
     for env_index in range(k):
-        episode = transitions[env_index * horizon:(env_index + 1) * horizon]
+        episode = transitions[env_index * horizon : (env_index + 1) * horizon]
         for t, transition in enumerate(episode):
             if t == horizon - 1:  # the last state is never acted on, so never labelled
                 assert transition.next_labels is None
@@ -114,8 +115,8 @@ def test_without_label_fraction_nothing_is_labelled(entry):
 
 
 def test_request_then_finish_is_step_and_a_cancelled_request_keeps_its_waiting_episodes(entry):
-    """The split an actor pipelines with: ``request`` (repeatable until answered), ``finish``; ``cancel`` drops
-    an unanswered request, and the truncated episodes it asked a value for are asked again next time."""
+    """The split an actor pipelines with: ``request`` (repeatable until answered), ``finish``; ``cancel``
+    drops an unanswered request, and the truncated episodes it asked a value for are asked again next time."""
     config = EnvConfig(horizon=2, features="basic")
     stepped = Collector(VecTreeEnv([entry], 2, config, seed=4), 0.9)
     split = Collector(VecTreeEnv([entry], 2, config, seed=4), 0.9)
@@ -132,7 +133,8 @@ def test_request_then_finish_is_step_and_a_cancelled_request_keeps_its_waiting_e
             split.cancel()
             assert split.request() == asked
         b = split.finish(act_b(asked))
-        assert [(t.action, t.reward, t.discount) for t in a.transitions] == \
-            [(t.action, t.reward, t.discount) for t in b.transitions]
+        assert [(t.action, t.reward, t.discount) for t in a.transitions] == [
+            (t.action, t.reward, t.discount) for t in b.transitions
+        ]
         assert np.array_equal(a.priorities, b.priorities) and len(a.episodes) == len(b.episodes)
     assert [len(c) for c in act_a.calls] == [len(c) for c in act_b.calls] == [2, 2, 4, 2, 4]

@@ -175,7 +175,9 @@ def _labelled_batch(seed=0, labelled=(True, True, False, True)):
     for t, on in zip(trs, labelled):
         # a learnable label: minus the move's regraft distance (basic move column 2), plus noise
         distance = observation_arrays(t.next_obs)["action_meta"][:, 2]
-        t.next_labels = ((-distance + rng.normal(0, 0.1, t.next_obs.n_actions)) / 10).astype(np.float32) if on else None
+        t.next_labels = (
+            ((-distance + rng.normal(0, 0.1, t.next_obs.n_actions)) / 10).astype(np.float32) if on else None
+        )
     return batch_of(trs)
 
 
@@ -192,7 +194,10 @@ def test_demonstration_term_fits_the_labels_and_reports_itself():
         learner.q1.eval()
         with torch.no_grad():
             q = learner.q1(batch.next_graphs, batch.next_actions)
-        corr = [np.corrcoef(q[states == s].numpy(), batch.next_labels[states == s].numpy())[0, 1] for s in (0, 1, 3)]
+        corr = [
+            np.corrcoef(q[states == s].numpy(), batch.next_labels[states == s].numpy())[0, 1]
+            for s in (0, 1, 3)
+        ]
         if weight:
             assert first["loss/demo"] > last["loss/demo"] > 0
             assert min(corr) > 0.8  # Q ranks each labelled state's moves as the labels do
@@ -207,7 +212,7 @@ def test_demonstration_term_changes_the_update_only_through_labelled_states():
     other = _labelled_batch()
     other.next_labels = batch.next_labels.clone()
     states = batch.next_actions.states
-    unlabelled = (states.index == 2)
+    unlabelled = states.index == 2
     other.next_labels[unlabelled] = 123.0  # labels of the unlabelled state are ignored
     a.step(batch)
     b.step(other)
@@ -223,7 +228,8 @@ def test_without_bootstrap_the_targets_skip_the_target_networks_and_agree():
     alpha = learner.log_alpha.detach().exp()
     y, entropy, target = learner._targets(batch, alpha)
     assert torch.equal(y, batch.reward)
-    tiny = dataclasses.replace(batch, discount=torch.full_like(batch.discount, 1e-30), bootstraps=True)  # full path
+    # full path
+    tiny = dataclasses.replace(batch, discount=torch.full_like(batch.discount, 1e-30), bootstraps=True)
     y_full, entropy_full, target_full = learner._targets(tiny, alpha)
     assert torch.allclose(y_full, batch.reward) and torch.allclose(entropy_full, entropy, atol=1e-5)
     assert torch.equal(target, target_full)
@@ -249,9 +255,9 @@ def test_a_batch_with_a_nan_reward_never_reaches_the_weights():
 
 
 def test_stacked_update_equals_two_network_passes():
-    # the learner runs the online networks' forward and backward as one stacked pass: the same
-    # gradients (Adam would blow rounding in near-zero ones up to a step of lr, so they are compared before it)
-    # and the same metrics over updates
+    # the learner runs the online networks' forward and backward as one stacked pass: the same gradients (Adam
+    # would blow rounding in near-zero ones up to a step of lr, so they are compared before it) and the same
+    # metrics over updates
     batches = toy_batches(3, seed=4)
     runs = []
     for stacked in (True, False):

@@ -30,7 +30,9 @@ def test_soft_value_by_hand():
 
 
 def test_soft_value_tends_to_max_as_alpha_falls():
-    assert soft_value(Q, STATES, 1e-4).tolist() == pytest.approx([0.5 * math.log(5), 0.5 * math.log(2)], abs=1e-3)
+    assert soft_value(Q, STATES, 1e-4).tolist() == pytest.approx(
+        [0.5 * math.log(5), 0.5 * math.log(2)], abs=1e-3
+    )
 
 
 def test_policy_entropy_by_hand():
@@ -46,7 +48,9 @@ def test_td_target_bootstraps_through_truncation_not_terminal():
     discount = torch.tensor([0.9, 0.9, 0.81])
     terminal = torch.tensor([False, True, False])  # the first is a truncated (time-limit) step
     v = torch.tensor([2.0, float("-inf"), 2.0])  # a terminal state without actions has V = -inf
-    assert td_target(reward, discount, terminal, v).tolist() == pytest.approx([1 + 0.9 * 2, 1.0, 1 + 0.81 * 2])
+    assert td_target(reward, discount, terminal, v).tolist() == pytest.approx(
+        [1 + 0.9 * 2, 1.0, 1 + 0.81 * 2]
+    )
 
 
 def test_critic_loss_weights_and_priorities():
@@ -97,8 +101,13 @@ def test_demonstration_loss_by_hand_and_ignores_unlabelled_states():
     loss, mse, ce = demonstration_loss(q, labels, states, labelled, t, w)
     rows = [(0, 3), (4, 6)]  # the labelled states' moves
     sq = sum(((q[a:b] - labels[a:b]) ** 2).sum() for a, b in rows) / 5
-    ces = sum(-(torch.softmax(labels[a:b] / t, 0) * torch.log_softmax(q[a:b] / t, 0)).sum() for a, b in rows) / 2
-    assert float(mse) == pytest.approx(float(sq), rel=1e-6) and float(ce) == pytest.approx(float(ces), rel=1e-6)
+    ces = (
+        sum(-(torch.softmax(labels[a:b] / t, 0) * torch.log_softmax(q[a:b] / t, 0)).sum() for a, b in rows)
+        / 2
+    )
+    assert float(mse) == pytest.approx(float(sq), rel=1e-6) and float(ce) == pytest.approx(
+        float(ces), rel=1e-6
+    )
     assert float(loss) == pytest.approx(float(sq + w * ces), rel=1e-6)
     loss.backward()
     assert float(q.grad[3]) == 0.0  # the unlabelled state's move gets no gradient

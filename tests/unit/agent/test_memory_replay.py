@@ -25,7 +25,7 @@ def test_sampling_frequencies_follow_priority_power_alpha():
         batch, _, keys = replay.sample(50)
         assert numbers(batch) == keys.tolist()  # each key names its own transition
         counts += np.bincount(keys, minlength=6)
-    expected = priorities ** 0.5 / (priorities ** 0.5).sum() * draws  # 1,2,3,4,0.5,1.5 out of 12
+    expected = priorities**0.5 / (priorities**0.5).sum() * draws  # 1,2,3,4,0.5,1.5 out of 12
     chi2 = stats.chisquare(counts, expected)
     assert chi2.pvalue > 0.001, (counts, expected)
 
@@ -54,7 +54,8 @@ def test_fifo_eviction_and_default_priority():
     assert set(numbers(batch)) == {1.0, 2.0, 3.0}
     np.testing.assert_array_equal(weights, 1.0)  # beta = 0
     counts = np.bincount(keys, minlength=4)
-    np.testing.assert_allclose(counts[1:] / 300, [1 / 11, 5 / 11, 5 / 11], atol=0.01)  # stratified: near exact
+    # stratified: near exact
+    np.testing.assert_allclose(counts[1:] / 300, [1 / 11, 5 / 11, 5 / 11], atol=0.01)
 
 
 def test_update_priorities_skips_evicted_keys_and_last_repeat_wins():

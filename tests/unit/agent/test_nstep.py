@@ -7,9 +7,18 @@ from phylorl.types import Transition
 def episode(rewards, gamma, terminal=False, truncated=False):
     """Observations are stand-in labels 's0', 's1', ...: n-step only passes them through."""
     T = len(rewards)
-    return [Transition(obs=f"s{t}", action=t, reward=r, next_obs=f"s{t + 1}",
-                       terminal=terminal and t == T - 1, truncated=truncated and t == T - 1, discount=gamma)
-            for t, r in enumerate(rewards)]
+    return [
+        Transition(
+            obs=f"s{t}",
+            action=t,
+            reward=r,
+            next_obs=f"s{t + 1}",
+            terminal=terminal and t == T - 1,
+            truncated=truncated and t == T - 1,
+            discount=gamma,
+        )
+        for t, r in enumerate(rewards)
+    ]
 
 
 def test_two_step_returns_by_hand_with_truncated_end():

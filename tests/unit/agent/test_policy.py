@@ -86,7 +86,9 @@ def test_policy_from_a_run_directory_uses_checkpoints_latest(tmp_path, entry, le
     env = TreeEnv([entry], EnvConfig(start="nj"), seed=0)
     env.reset()
     assert is_greedy(policy.choose(env), reference_q(learner, env))
-    assert not is_greedy(AgentPolicy.from_learner(Learner(SMALL, seed=9)).choose(env), reference_q(learner, env))
+    assert not is_greedy(
+        AgentPolicy.from_learner(Learner(SMALL, seed=9)).choose(env), reference_q(learner, env)
+    )
 
 
 def test_bad_checkpoints_fail_with_clear_messages(tmp_path):
@@ -109,8 +111,10 @@ def test_bad_checkpoints_fail_with_clear_messages(tmp_path):
 
 def test_every_policy_starts_from_the_same_trees(entry, learner):
     agent = AgentPolicy.from_learner(learner)
-    runs = {name: evaluate_episodes(policy, entry, episodes=3, steps=4, seed=7)
-            for name, policy in (("agent", agent), ("random", "random"), ("greedy", "greedy"))}
+    runs = {
+        name: evaluate_episodes(policy, entry, episodes=3, steps=4, seed=7)
+        for name, policy in (("agent", agent), ("random", "random"), ("greedy", "greedy"))
+    }
     starts = {name: [r.start_loglik for r in results] for name, results in runs.items()}
     assert starts["agent"] == starts["random"] == starts["greedy"]
     assert len(set(starts["agent"])) == 3  # three different start trees

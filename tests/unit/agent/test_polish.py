@@ -74,7 +74,9 @@ def test_lazy_margin_checks_the_other_moves_by_their_lazy_scores_first(entry, ag
     for margin in (None, np.inf, 10.0):
         env = TreeEnv([entry], EnvConfig(start="random"), seed=4)
         env.reset(0)
-        results[margin] = run_search(env, GuidedClimb(agent, top=0.0, min_top=1, lazy_margin=margin), steps=None)
+        results[margin] = run_search(
+            env, GuidedClimb(agent, top=0.0, min_top=1, lazy_margin=margin), steps=None
+        )
         if margin == np.inf:
             assert is_local_optimum(env)
     assert results[np.inf].best_loglik == pytest.approx(results[None].best_loglik, abs=1e-6)
@@ -86,14 +88,14 @@ def test_lazy_margin_checks_the_other_moves_by_their_lazy_scores_first(entry, ag
 
 
 def test_lazy_top_evaluates_fully_the_best_top_moves_by_lazy_score_first(entry, agent):
-    """With ``lazy_top`` a step evaluates fully only the best of the agent's top moves by lazy score, unless none
-    of those improves; without a margin the rest of the top is then evaluated, so an uncertified climb still
-    stops only where no top move improves."""
+    """With ``lazy_top`` a step evaluates fully only the best of the agent's top moves by lazy score, unless
+    none of those improves; without a margin the rest of the top is then evaluated, so an uncertified climb
+    still stops only where no top move improves."""
     env = TreeEnv([entry], EnvConfig(start="random"), seed=5)
     env.reset(0)
     climb = GuidedClimb(agent, top=0.25, min_top=8, certify=False, lazy_top=2)
     result = run_search(env, climb, steps=None)
     assert result.best_loglik > result.start_loglik
     env.reset(0, tree=result.best_tree)
-    top = np.argsort(-agent.q_values(env), kind="stable")[:max(8, int(np.ceil(0.25 * len(env.moves))))]
+    top = np.argsort(-agent.q_values(env), kind="stable")[: max(8, int(np.ceil(0.25 * len(env.moves))))]
     assert env.evaluate_moves(top).max() <= env.loglik + IMPROVEMENT_EPS + 1e-3

@@ -23,13 +23,13 @@ def test_prefetcher_hands_out_collated_batches_in_order():
         if i == 0:
             return None  # no data yet: the prefetcher waits and asks again
         j = (i - 1) % 3
-        return batch_of(pool[2 * j: 2 * j + 2], np.full(2, 0.5, np.float32), compact=True), ("keys", j)
+        return batch_of(pool[2 * j : 2 * j + 2], np.full(2, 0.5, np.float32), compact=True), ("keys", j)
 
     with Prefetcher(sample, depth=2, idle_wait_s=0.001) as pf:
         for j in range(3):
             batch, info = pf.get(timeout=30)
             assert info == ("keys", j)
-            want = batch_of(pool[2 * j: 2 * j + 2], weights=np.full(2, 0.5, np.float32))
+            want = batch_of(pool[2 * j : 2 * j + 2], weights=np.full(2, 0.5, np.float32))
             assert torch.equal(batch.next_actions.nodes, want.next_actions.nodes)
             assert torch.equal(batch.graphs.neighbors, want.graphs.neighbors)
             assert batch.weights.tolist() == [0.5, 0.5]

@@ -56,9 +56,12 @@ def test_counts_of_steps_episodes_transitions_and_updates(corpus):
 
 def test_n_step_transitions_carry_the_actor_initial_priority(corpus):
     # no updates: the networks stay as they acted, so every priority can be recomputed here
-    cfg = TrainerConfig(n_envs=2, gamma=0.8, n_step=2, batch_size=4, min_replay=8, updates_per_step=0.0,
-                        replay_alpha=1.0)
-    trainer = InProcessTrainer(corpus, EnvConfig(horizon=3), SMALL, AgentConfig(initial_alpha=0.3), cfg, seed=1)
+    cfg = TrainerConfig(
+        n_envs=2, gamma=0.8, n_step=2, batch_size=4, min_replay=8, updates_per_step=0.0, replay_alpha=1.0
+    )
+    trainer = InProcessTrainer(
+        corpus, EnvConfig(horizon=3), SMALL, AgentConfig(initial_alpha=0.3), cfg, seed=1
+    )
     trainer.train(7)
     assert trainer.learner.weights_version == 0
     records, priorities = trainer.replay.get(trainer.replay.keys)
@@ -67,11 +70,13 @@ def test_n_step_transitions_carry_the_actor_initial_priority(corpus):
     for i, t in enumerate(transitions):
         position = i % 3  # transitions are inserted per episode, in step order
         k = 2 if position < 2 else 1
-        assert t.discount == pytest.approx(0.8 ** k)
+        assert t.discount == pytest.approx(0.8**k)
         assert t.truncated == (position >= 1) and not t.terminal  # the windows reaching the horizon
         q, _ = q_and_v(trainer, t.obs)
         _, v_next = q_and_v(trainer, t.next_obs)
-        assert priorities[i] == pytest.approx(abs(t.reward + t.discount * v_next - q[t.action]), rel=1e-4, abs=1e-5)
+        assert priorities[i] == pytest.approx(
+            abs(t.reward + t.discount * v_next - q[t.action]), rel=1e-4, abs=1e-5
+        )
         if position == 0:  # a 2-step window ends where the third step starts
             assert _states(records[i])[1] == _states(records[i + 2])[0]
             assert t.policy_version == 0

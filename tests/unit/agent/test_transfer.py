@@ -1,6 +1,6 @@
 """A learner batch onto its device (agent/transfer.py): packed into one buffer and read back bit for bit, each
-element type in one run, brought to a device in one call with its moves expanded; an update's results back in one
-call."""
+element type in one run, brought to a device in one call with its moves expanded; an update's results back in
+one call."""
 
 from __future__ import annotations
 
@@ -54,11 +54,14 @@ def test_a_packed_batch_reads_back_the_same_bits(form):
 
 
 def test_bool_empty_scalar_and_strided_tensors_round_trip_and_a_small_buffer_is_refused():
-    obj = {"flags": (torch.tensor([True, False, True]), torch.zeros(0, 4, dtype=torch.int64)),
-           "scalar": torch.tensor(2.5, dtype=torch.float64), "plain": 7,
-           "strided": torch.arange(12, dtype=torch.int32).reshape(3, 4).t(),
-           "half": torch.linspace(-1, 1, 6, dtype=torch.float16),
-           "grad": torch.linspace(0, 1, 4, requires_grad=True)}
+    obj = {
+        "flags": (torch.tensor([True, False, True]), torch.zeros(0, 4, dtype=torch.int64)),
+        "scalar": torch.tensor(2.5, dtype=torch.float64),
+        "plain": 7,
+        "strided": torch.arange(12, dtype=torch.int32).reshape(3, 4).t(),
+        "half": torch.linspace(-1, 1, 6, dtype=torch.float16),
+        "grad": torch.linspace(0, 1, 4, requires_grad=True),
+    }
     _, _, nbytes = packed_size(obj)
     buffer = torch.empty(nbytes, dtype=torch.uint8)
     back = unpack(pack(obj, buffer), buffer)
@@ -130,8 +133,12 @@ def test_a_block_without_a_stager_arrives_the_same(compact, extra):
 
 
 def test_objects_without_compact_moves_arrive_as_they_unpack():
-    obj = {"a": torch.arange(9, dtype=torch.int64).reshape(3, 3), "b": (torch.rand(4), torch.tensor([True, False])),
-           "c": torch.zeros(0, 2, dtype=torch.int32), "n": 5}
+    obj = {
+        "a": torch.arange(9, dtype=torch.int64).reshape(3, 3),
+        "b": (torch.rand(4), torch.tensor([True, False])),
+        "c": torch.zeros(0, 2, dtype=torch.int32),
+        "n": 5,
+    }
     block = Stager().stage(obj)
     back = arrive(block, CPU)
     assert back["n"] == 5 and back["c"].shape == (0, 2)
@@ -146,8 +153,11 @@ def test_each_element_type_lies_in_one_run_of_the_buffer(compact):
     for k, kind in enumerate(plan.kinds):
         first, elements = plan.span[k]
         lo, hi = first * kind.itemsize, (first + elements) * kind.itemsize
-        members = [(at, at + np.prod(shape, dtype=np.int64) * kind.itemsize)
-                   for at, dtype, shape in block.packed.tensors if dtype == kind]
+        members = [
+            (at, at + np.prod(shape, dtype=np.int64) * kind.itemsize)
+            for at, dtype, shape in block.packed.tensors
+            if dtype == kind
+        ]
         assert lo == min(a for a, _ in members) and hi == max(b for _, b in members)
         runs.append((lo, hi))
     runs.sort()
@@ -156,27 +166,40 @@ def test_each_element_type_lies_in_one_run_of_the_buffer(compact):
 
 
 def test_the_compiled_functions_return_their_tensor_arguments(compact):
-    """Kept to the end of the call: the interpreter would drop each as it was last used, and each drop of a tensor
-    Python holds takes the interpreter lock (phylorl/nets/one_call.py)."""
+    """Kept to the end of the call: the interpreter would drop each as it was last used, and each drop of a
+    tensor Python holds takes the interpreter lock (phylorl/nets/one_call.py)."""
     block = Stager().stage(compact)
     plan = Plan.of(block.packed)
     host = block.typed_views(plan.kinds)
     for fn in (_arrival(), _expansion(), _views()):
         assert isinstance(fn, torch.jit.ScriptFunction)
-    kept = _arrival()(host, [f for f, _ in plan.span], [n for _, n in plan.span], plan.which, plan.in_run,
-                      plan.count, plan.shapes, [], 0, CPU, False, None)[2]
+    kept = _arrival()(
+        host,
+        [f for f, _ in plan.span],
+        [n for _, n in plan.span],
+        plan.which,
+        plan.in_run,
+        plan.count,
+        plan.shapes,
+        [],
+        0,
+        CPU,
+        False,
+        None,
+    )[2]
     assert [t.data_ptr() for t in kept] == [t.data_ptr() for t in host]
     c = compact.next_actions
     inputs = [getattr(c, name) for name in COMPACT_TENSORS]
     kept = _expansion()(*inputs, c.count)[3]
     assert [t.data_ptr() for t in kept] == [t.data_ptr() for t in inputs]
-    assert [t.data_ptr() for t in _views()(host, plan.which, plan.start, plan.count, plan.shapes)[1]] == \
-        [t.data_ptr() for t in host]
+    assert [t.data_ptr() for t in _views()(host, plan.which, plan.start, plan.count, plan.shapes)[1]] == [
+        t.data_ptr() for t in host
+    ]
 
 
 def test_the_consumers_stream_is_marked_inside_the_one_call(compact):
-    """A stream reaches the compiled function and every block of the result is marked for it there (on the host
-    torch has no ``record_stream``: the call fails at the marking, which shows it happens inside)."""
+    """A stream reaches the compiled function and every block of the result is marked for it there (on the
+    host torch has no ``record_stream``: the call fails at the marking, which shows it happens inside)."""
     block = Stager().stage(compact)
     with pytest.raises(RuntimeError, match="record_stream"):
         arrive(block, CPU, consumer=torch.Stream(device="cpu"))

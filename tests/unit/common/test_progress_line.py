@@ -12,10 +12,19 @@ from services.launcher.progress import Snapshot
 
 
 def record(time_s: float, updates: float, env_steps: float) -> dict:
-    """A progress record as ``run_local`` makes it, with the last second's rates (here: 1 update/s, 5 steps/s)."""
-    snapshot = Snapshot(time_s, updates=updates, update_seconds_sum=0.05 * updates, env_steps=env_steps, actors=2)
-    return {**asdict(snapshot), "updates_per_s": 1.0, "env_steps_per_s": 5.0, "mean_update_ms": 50.0,
-            "mean_episode_delta_loglik": float("nan"), "actor_inference_wait_fraction": 0.0}
+    """A progress record as ``run_local`` makes it, with the last second's rates (here: 1 update/s, 5
+    steps/s)."""
+    snapshot = Snapshot(
+        time_s, updates=updates, update_seconds_sum=0.05 * updates, env_steps=env_steps, actors=2
+    )
+    return {
+        **asdict(snapshot),
+        "updates_per_s": 1.0,
+        "env_steps_per_s": 5.0,
+        "mean_update_ms": 50.0,
+        "mean_episode_delta_loglik": float("nan"),
+        "actor_inference_wait_fraction": 0.0,
+    }
 
 
 def test_on_a_file_a_line_every_interval_with_the_rates_over_it_and_partial_stages_thinned():

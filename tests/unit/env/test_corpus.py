@@ -26,8 +26,12 @@ end;
 @pytest.fixture
 def corpus_dir(tmp_path: Path) -> Path:
     """a.fasta (5 taxa), b.phy (6 taxa), c.nex (4 taxa), plus files the loader must ignore."""
-    (tmp_path / "a.fasta").write_text(format_fasta(simulate_dataset(5, 40, np.random.default_rng(1)).alignment))
-    (tmp_path / "b.phy").write_text(format_phylip(simulate_dataset(6, 30, np.random.default_rng(2)).alignment))
+    (tmp_path / "a.fasta").write_text(
+        format_fasta(simulate_dataset(5, 40, np.random.default_rng(1)).alignment)
+    )
+    (tmp_path / "b.phy").write_text(
+        format_phylip(simulate_dataset(6, 30, np.random.default_rng(2)).alignment)
+    )
     (tmp_path / "c.nex").write_text(NEXUS)
     (tmp_path / "a.true.nwk").write_text("(t1,t2,(t3,t4));\n")
     (tmp_path / "manifest.json").write_text("{}")
@@ -57,7 +61,9 @@ def test_bad_files_are_all_named_and_fail_by_default(corpus_dir):
         load_corpus(corpus_dir)
     lines = str(info.value).splitlines()
     assert lines[0].startswith("2 of 5 corpus file(s) cannot be read")
-    assert lines[1].strip().startswith(str(corpus_dir / "bad.fasta")) and "has 3 sites, expected 4" in lines[1]
+    assert (
+        lines[1].strip().startswith(str(corpus_dir / "bad.fasta")) and "has 3 sites, expected 4" in lines[1]
+    )
     assert lines[2].strip() == f"{corpus_dir / 'empty.phy'}: empty file"
 
 
@@ -73,7 +79,10 @@ def test_bad_files_are_skipped_and_reported_on_request(corpus_dir):
 def test_min_taxa(corpus_dir):
     with pytest.raises(CorpusError, match="c.nex: only 4 taxa"):
         load_corpus(corpus_dir, min_taxa=5)
-    assert [e.path.name for e in load_corpus(corpus_dir, min_taxa=5, skip_unreadable=True)] == ["a.fasta", "b.phy"]
+    assert [e.path.name for e in load_corpus(corpus_dir, min_taxa=5, skip_unreadable=True)] == [
+        "a.fasta",
+        "b.phy",
+    ]
 
 
 def test_empty_and_missing_corpora(tmp_path):

@@ -112,8 +112,12 @@ class ByParsimony(RankedClimb):
 
     def scores(self, env):
         patterns = env.current.alignment.patterns()
-        deltas, _ = spr_parsimony_deltas(env.tree, env.moves, parsimony_tips(patterns.codes),
-                                         np.asarray(patterns.weights, dtype=np.float64))
+        deltas, _ = spr_parsimony_deltas(
+            env.tree,
+            env.moves,
+            parsimony_tips(patterns.codes),
+            np.asarray(patterns.weights, dtype=np.float64),
+        )
         return -deltas
 
 
@@ -138,8 +142,9 @@ def test_a_ranked_climb_evaluates_first_the_moves_it_ranks_highest(small_entry):
     env = TreeEnv([small_entry], EnvConfig(start="random"), seed=3)
     env.reset()
     patterns = small_entry.alignment.patterns()
-    deltas, _ = spr_parsimony_deltas(env.tree, env.moves, parsimony_tips(patterns.codes),
-                                     np.asarray(patterns.weights, dtype=np.float64))
+    deltas, _ = spr_parsimony_deltas(
+        env.tree, env.moves, parsimony_tips(patterns.codes), np.asarray(patterns.weights, dtype=np.float64)
+    )
     climb = ByParsimony()
     evaluated = []
     original = env.evaluate_moves
@@ -155,8 +160,8 @@ def test_a_ranked_climb_evaluates_first_the_moves_it_ranks_highest(small_entry):
 
 
 def test_a_certified_climb_escapes_its_optimum_by_optimising_every_branch_of_its_best_moves(real_dir):
-    """A move's evaluation optimises only the branches next to it; at the climb's optimum the few best moves get
-    every branch optimised, and the climb goes on from one that beats the current tree (a real 7-taxon
+    """A move's evaluation optimises only the branches next to it; at the climb's optimum the few best moves
+    get every branch optimised, and the climb goes on from one that beats the current tree (a real 7-taxon
     alignment where that happens from this random start)."""
     aln = load_alignment(real_dir / "train" / "TreeBASE_10767.phy")
     entry = EnvAlignment.build(aln, prepare_alignment(aln, "JC"), "TreeBASE_10767")
@@ -174,7 +179,8 @@ def test_a_certified_climb_escapes_its_optimum_by_optimising_every_branch_of_its
     fresh = LikelihoodEngine(aln, parse_model("JC"))
     better_loglik = fresh.optimize_branch_lengths(better.copy(), rounds=20, tol=1e-6)
     assert better_loglik > plain.final_loglik + 1e-3
-    assert topology_key(better) in {topology_key(spr_neighbor(env.tree, m)) for m in env.moves}  # one move away
+    # one move away
+    assert topology_key(better) in {topology_key(spr_neighbor(env.tree, m)) for m in env.moves}
     assert climb.escape(env) is None  # answered once per certified step
     env.reset(tree=start)
     escaped = run_search(env, Unranked(), steps=None)
@@ -183,8 +189,8 @@ def test_a_certified_climb_escapes_its_optimum_by_optimising_every_branch_of_its
 
 
 def test_climbs_search_the_distinct_sequences_and_put_the_copies_back():
-    """Identical sequences are searched once (as IQ-TREE does): the answer holds every taxon, each copy next to
-    its twin, and its log-likelihood is the full alignment's."""
+    """Identical sequences are searched once (as IQ-TREE does): the answer holds every taxon, each copy next
+    to its twin, and its log-likelihood is the full alignment's."""
     from phylorl.env.reduced import without_duplicates
     from phylorl.phylo.alignment import Alignment
     from phylorl.phylo.duplicates import find_duplicates, prune_tree
@@ -197,8 +203,9 @@ def test_climbs_search_the_distinct_sequences_and_put_the_copies_back():
     for distinct in (True, False):
         env = TreeEnv([entry], EnvConfig(start="random"), seed=1)
         env.reset()
-        results[distinct] = run_search(env, "hillclimb", steps=None, restarts=2, rng=np.random.default_rng(0),
-                                       distinct=distinct)
+        results[distinct] = run_search(
+            env, "hillclimb", steps=None, restarts=2, rng=np.random.default_rng(0), distinct=distinct
+        )
     answer = results[True].best_tree
     assert answer.taxa == alignment.taxa
     fresh = LikelihoodEngine(alignment, parse_model(entry.prepared.model))
@@ -207,20 +214,24 @@ def test_climbs_search_the_distinct_sequences_and_put_the_copies_back():
         assert answer.lengths[answer.node_edges[dropped, 0]] == MIN_BRANCH_LENGTH
         assert twin in answer.neighbors[answer.neighbors[dropped, 0]]
     assert results[True].best_loglik >= results[False].best_loglik - 0.1
-    env = TreeEnv([entry], EnvConfig(start="random"), seed=1)  # the same search by hand, on the reduced alignment
+    # the same search by hand, on the reduced alignment
+    env = TreeEnv([entry], EnvConfig(start="random"), seed=1)
     env.reset()
     reduced, _ = without_duplicates(env)
-    alone = run_search(reduced, "hillclimb", steps=None, restarts=2, rng=np.random.default_rng(0), distinct=False)
+    alone = run_search(
+        reduced, "hillclimb", steps=None, restarts=2, rng=np.random.default_rng(0), distinct=False
+    )
     shift = results[True].best_loglik - alone.best_loglik  # its trajectory, on the full alignment's scale
     assert results[True].trajectory == pytest.approx([value + shift for value in alone.trajectory], abs=1e-9)
     assert results[True].evaluations > alone.evaluations  # and the final scoring on the full alignment
-    assert topology_key(prune_tree(answer, find_duplicates(alignment))) == \
-        topology_key(prune_tree(results[False].best_tree, find_duplicates(alignment)))
+    assert topology_key(prune_tree(answer, find_duplicates(alignment))) == topology_key(
+        prune_tree(results[False].best_tree, find_duplicates(alignment))
+    )
 
 
 def test_a_climb_that_comes_back_to_a_topology_stops_there(small_entry):
-    """A climb that comes back to a topology it has left without beating it by RETURN_GAIN is going round a flat
-    ridge of equivalent trees (1e-5 a pass, thousands of evaluations for nothing): it stops there."""
+    """A climb that comes back to a topology it has left without beating it by RETURN_GAIN is going round a
+    flat ridge of equivalent trees (1e-5 a pass, thousands of evaluations for nothing): it stops there."""
     from phylorl.env.search import RETURN_GAIN, _returned
 
     env = TreeEnv([small_entry], EnvConfig(start="random"), seed=1)

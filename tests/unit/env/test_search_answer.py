@@ -46,7 +46,7 @@ def test_the_kept_copies_are_not_the_searchs_tree(entry):
     seen = SeenTrees(3)
     seen.add(tree, -1.0)
     tree.lengths[:] = 0.5
-    (value, kept), = seen._trees.values()
+    ((value, kept),) = seen._trees.values()
     assert kept is not tree and not np.allclose(kept.lengths, 0.5)
 
 
@@ -56,8 +56,14 @@ def test_a_finished_random_walk_answers_with_its_best_tree_after_branch_optimisa
     env = TreeEnv([entry], EnvConfig(start="random"), seed=seed)
     env.reset()
     visited = [env.tree.copy()]
-    result = run_search(env, "random", steps=20, rng=np.random.default_rng(seed), finish=True,
-                        on_step=lambda step, loglik: visited.append(env.tree.copy()))
+    result = run_search(
+        env,
+        "random",
+        steps=20,
+        rng=np.random.default_rng(seed),
+        finish=True,
+        on_step=lambda step, loglik: visited.append(env.tree.copy()),
+    )
     fresh = LikelihoodEngine(entry.alignment, parse_model(entry.prepared.model))
     optimised = [fresh.optimize_branch_lengths(tree.copy(), rounds=50, tol=1e-6) for tree in visited]
     assert result.best_loglik >= max(optimised) - 0.05
@@ -75,6 +81,8 @@ def test_rescoring_costs_evaluations_and_is_counted(entry):
     for rescore in (0, 64):
         env = TreeEnv([entry], EnvConfig(start="random"), seed=5)
         env.reset()
-        result = run_search(env, "random", steps=10, rng=np.random.default_rng(5), finish=True, rescore=rescore)
+        result = run_search(
+            env, "random", steps=10, rng=np.random.default_rng(5), finish=True, rescore=rescore
+        )
         counts[rescore] = result.evaluations
     assert counts[64] > counts[0]

@@ -50,7 +50,9 @@ def test_move_is_a_step_without_building_the_observation(ds1_entry):
     for action in (3, 17, 0):
         obs, _, _, _, info = stepped.step(action)
         delta = moved.move(action)
-        assert delta == info["delta_loglik"] and moved.loglik == stepped.loglik and moved.steps == stepped.steps
+        assert (
+            delta == info["delta_loglik"] and moved.loglik == stepped.loglik and moved.steps == stepped.steps
+        )
         assert np.array_equal(moved.moves, stepped.moves)
         assert moved._last is None  # no features computed
         again = moved.observation()  # built on demand, equal to step's
@@ -125,7 +127,9 @@ def test_greedy_never_lowers_the_loglik(ds1_entry):
     assert result.steps >= 1
     values = [result.start_loglik, *result.trajectory]
     assert all(b > a for a, b in zip(values, values[1:]))
-    assert result.final_loglik == pytest.approx(LikelihoodEngine(ds1_entry.alignment, "JC").loglik(result.tree), abs=1e-8)
+    assert result.final_loglik == pytest.approx(
+        LikelihoodEngine(ds1_entry.alignment, "JC").loglik(result.tree), abs=1e-8
+    )
 
 
 def test_vec_env_steps_and_auto_resets(ds1_entry):
@@ -175,7 +179,9 @@ def test_episode_transitions_are_stored_as_trees_and_read_back_exactly(ds1_entry
     for step in range(4):
         action = (7 * step) % obs.n_actions
         next_obs, reward, terminal, truncated, _ = env.step(action)
-        transitions.append(Transition(obs, action, reward, next_obs, terminal, truncated, policy_version=step))
+        transitions.append(
+            Transition(obs, action, reward, next_obs, terminal, truncated, policy_version=step)
+        )
         obs = next_obs
     # encoded after the whole episode: the env's tree has changed since the early observations
     for t in transitions:
@@ -186,8 +192,12 @@ def test_episode_transitions_are_stored_as_trees_and_read_back_exactly(ds1_entry
         back = decode_transition(data)
         for a, b in ((t.obs, back.obs), (t.next_obs, back.next_obs)):
             assert_same_state(a, b)
-        assert (back.action, back.reward, back.truncated, back.policy_version) == \
-               (t.action, t.reward, t.truncated, t.policy_version)
+        assert (back.action, back.reward, back.truncated, back.policy_version) == (
+            t.action,
+            t.reward,
+            t.truncated,
+            t.policy_version,
+        )
 
 
 def test_environments_on_one_alignment_keep_their_own_engine_state(ds1_entry):

@@ -50,7 +50,9 @@ def test_every_method_starts_from_the_same_trees_without_iqtree(entries):
                 assert r.final_loglik >= r.start_loglik  # the best tree seen includes the start
                 # the reported tree scores what the row says
                 fresh = LikelihoodEngine(entry.alignment, parse_model(entry.prepared.model))
-                assert fresh.loglik(read_newick(r.tree, entry.alignment)) == pytest.approx(r.final_loglik, abs=1e-3)
+                assert fresh.loglik(read_newick(r.tree, entry.alignment)) == pytest.approx(
+                    r.final_loglik, abs=1e-3
+                )
             by = {r.method: r for r in mine}
             assert by["agent"].steps == 4 and by["random"].steps == 4 and by["greedy"].steps <= 4
             assert by["agent+polish"].final_loglik >= by["agent"].final_loglik - 1e-6
@@ -98,6 +100,16 @@ def test_scores_against_iqtree(entries, need):
     assert summary["greedy"].mean_improvement >= summary["random"].mean_improvement
     for s in summary.values():
         assert 0.0 <= s.fraction_within_tolerance <= 1.0
-    assert np.isclose(summary["hillclimb"].mean_best_of_k_improvement,
-                      np.mean([max(r.improvement for r in evaluation.rows if r.method == "hillclimb"
-                                   and r.alignment == e.name) for e in entries]))
+    assert np.isclose(
+        summary["hillclimb"].mean_best_of_k_improvement,
+        np.mean(
+            [
+                max(
+                    r.improvement
+                    for r in evaluation.rows
+                    if r.method == "hillclimb" and r.alignment == e.name
+                )
+                for e in entries
+            ]
+        ),
+    )

@@ -21,19 +21,19 @@ def test_improvement_is_the_fraction_of_iqtree_gain():
     assert improvement(-110.0, -105.0, -100.0) == pytest.approx(0.5)
     assert improvement(-110.0, -110.0, -100.0) == 0.0
     assert improvement(-110.0, -100.0, -100.0) == 1.0
-    assert improvement(-110.0, -98.0, -100.0) == pytest.approx(1.2)   # beating IQ-TREE scores above 1
+    assert improvement(-110.0, -98.0, -100.0) == pytest.approx(1.2)  # beating IQ-TREE scores above 1
     assert improvement(-110.0, -112.0, -100.0) == pytest.approx(-0.2)
-    assert improvement(-110.0, -105.0, None) is None                  # no reference: undefined
+    assert improvement(-110.0, -105.0, None) is None  # no reference: undefined
 
 
 def test_improvement_when_iqtree_gains_less_than_one_unit_is_zero_or_one():
     assert MIN_GAIN == 1.0 and TOLERANCE == 0.1
     start, iq = -100.5, -100.0  # IQ-TREE gains 0.5 < 1: no ratio
-    assert improvement(start, -100.05, iq) == 1.0   # within 0.1
-    assert improvement(start, -100.1, iq) == 1.0    # exactly 0.1 below still counts
+    assert improvement(start, -100.05, iq) == 1.0  # within 0.1
+    assert improvement(start, -100.1, iq) == 1.0  # exactly 0.1 below still counts
     assert improvement(start, -100.2, iq) == 0.0
     assert improvement(start, start, iq) == 0.0
-    assert improvement(-99.0, -99.0, iq) == 1.0      # a start better than IQ-TREE (negative gain)
+    assert improvement(-99.0, -99.0, iq) == 1.0  # a start better than IQ-TREE (negative gain)
     assert improvement(-99.0, -101.0, iq) == 0.0
     # a gain of exactly 1 uses the ratio
     assert improvement(-101.0, -100.5, -100.0) == pytest.approx(0.5)
@@ -47,20 +47,33 @@ def test_within_tolerance():
 
 
 def row(alignment, n, start, method, s, f, ref, seconds=1.0, evaluations=10, trajectory=()):
-    return StartResult(alignment=alignment, n_taxa=n, start=start, method=method, start_loglik=s, final_loglik=f,
-                       iqtree_loglik=ref, improvement=improvement(s, f, ref), within_tolerance=within(f, ref),
-                       rf=None, rf_normalised=None, evaluations=evaluations, steps=len(trajectory), seconds=seconds,
-                       trajectory=list(trajectory))
+    return StartResult(
+        alignment=alignment,
+        n_taxa=n,
+        start=start,
+        method=method,
+        start_loglik=s,
+        final_loglik=f,
+        iqtree_loglik=ref,
+        improvement=improvement(s, f, ref),
+        within_tolerance=within(f, ref),
+        rf=None,
+        rf_normalised=None,
+        evaluations=evaluations,
+        steps=len(trajectory),
+        seconds=seconds,
+        trajectory=list(trajectory),
+    )
 
 
 def test_summary_aggregates_over_starts_and_alignments():
     rows = [
         # alignment a (7 taxa), IQ-TREE -100: starts at -110 and -120
-        row("a", 7, 0, "m", -110.0, -105.0, -100.0, seconds=1.0),      # 0.5
-        row("a", 7, 1, "m", -120.0, -100.0, -100.0, seconds=3.0),      # 1.0, within
+        row("a", 7, 0, "m", -110.0, -105.0, -100.0, seconds=1.0),  # 0.5
+        row("a", 7, 1, "m", -120.0, -100.0, -100.0, seconds=3.0),  # 1.0, within
         # alignment b (9 taxa), IQ-TREE -50
-        row("b", 9, 0, "m", -60.0, -58.0, -50.0, seconds=2.0),         # 0.2
-        row("b", 9, 1, "m", -50.5, -50.05, -50.0, seconds=2.0),        # gain 0.5 < 1, within: 1.0
+        row("b", 9, 0, "m", -60.0, -58.0, -50.0, seconds=2.0),  # 0.2
+        row("b", 9, 1, "m", -50.5, -50.05, -50.0, seconds=2.0),  # gain 0.5 < 1, within: 1.0
         row("a", 7, 0, "other", -110.0, -110.0, -100.0, evaluations=None),
     ]
     summary = summarise(rows, ["m", "other", "missing"], iqtree_seconds=[4.0, 0.0])

@@ -39,12 +39,13 @@ def test_compiled_encoder_equals_eager_values_and_gradients(capture_safe):
         graphs, actions = batch(sizes, seed=len(sizes), rich=False)
         q_eager, q_comp = eager(graphs, actions), comp(graphs, actions)
         assert_equal_paths(q_comp, q_eager)
-        (q_eager ** 2).sum().backward()
-        (q_comp ** 2).sum().backward()
+        (q_eager**2).sum().backward()
+        (q_comp**2).sum().backward()
         top = max(float(p.grad.abs().max()) for p in eager.parameters())
         for a, b in zip(eager.parameters(), comp.parameters()):
-            # relative 1e-5 of each gradient's own size, plus float32 rounding of the largest terms (a gradient
-            # that is zero up to rounding, as att_dst's can be when the softmax cancels it, is only bounded)
+            # relative 1e-5 of each gradient's own size, plus float32 rounding of the largest terms (a
+            # gradient that is zero up to rounding, as att_dst's can be when the softmax cancels it, is only
+            # bounded)
             scale = float(a.grad.abs().max())
             torch.testing.assert_close(b.grad, a.grad, rtol=1e-5, atol=1e-5 * scale + 1e-8 * top)
             a.grad = b.grad = None
@@ -68,8 +69,11 @@ def test_compiled_stacked_pass_equals_the_eager_one_with_gradients():
     q1, q2 = perturbed(CFG, seed=1), perturbed(CFG, seed=2)
     graphs, all_moves = batch([7, 12, 20], seed=3, rich=False)
     first = torch.cumsum(all_moves.states.sizes, 0) - all_moves.states.sizes
-    actions = ActionBatch(nodes=all_moves.nodes[first], meta=all_moves.meta[first],
-                          states=segments_from_sizes(torch.ones(3, dtype=torch.long), size=1))
+    actions = ActionBatch(
+        nodes=all_moves.nodes[first],
+        meta=all_moves.meta[first],
+        states=segments_from_sizes(torch.ones(3, dtype=torch.long), size=1),
+    )
     out = []
     for twin in (TwinQ(q1, q2, cache=False), TwinQ(q1, q2, cache=False, compiled=True)):
         q = twin.values(graphs, actions)
@@ -87,7 +91,18 @@ def test_compiled_learner_updates_equal_eager_ones_over_batches_of_every_shape()
     # trees of one size and of mixed sizes, in changing numbers: each changing dimension recompiles once as
     # dynamic, and the run never reaches dynamo's limit (which fullgraph=True would make an error)
     rng = np.random.default_rng(0)
-    plans = ([8] * 4, [8] * 4, [10] * 4, [12] * 6, [6, 9, 7], [14] * 3, [5, 19], [16] * 5, [11] * 2, [7, 7, 8])
+    plans = (
+        [8] * 4,
+        [8] * 4,
+        [10] * 4,
+        [12] * 6,
+        [6, 9, 7],
+        [14] * 3,
+        [5, 19],
+        [16] * 5,
+        [11] * 2,
+        [7, 7, 8],
+    )
     batches = [batch_of([random_transition(n, rng, rich=False) for n in sizes]) for sizes in plans]
     eager = Learner(CFG, AgentConfig(), "cpu", seed=0)
     comp = Learner(CFG, AgentConfig(compile_networks=True), "cpu", seed=0)
@@ -105,6 +120,7 @@ def test_compiled_learner_updates_equal_eager_ones_over_batches_of_every_shape()
 def test_without_a_compiler_the_learner_says_so_at_once(monkeypatch):
     from torch._inductor import config
 
-    monkeypatch.setattr(config.cpp, "cxx", (None, "/nonexistent/g++"))  # what CXX=/nonexistent/g++ at start-up sets
+    # what CXX=/nonexistent/g++ at start-up sets
+    monkeypatch.setattr(config.cpp, "cxx", (None, "/nonexistent/g++"))
     with pytest.raises(ValueError, match="compile_networks on the cpu needs a C\\+\\+ compiler"):
         Learner(CFG, AgentConfig(compile_networks=True), "cpu", seed=0)

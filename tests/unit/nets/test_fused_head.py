@@ -4,8 +4,8 @@ interpreter.
 
 Triton sets its interpreter up only when ``TRITON_INTERPRET=1`` is in the environment before it is first
 imported, so the comparisons run in a child process: this file run as a script prints one JSON line of
-relative errors, which the tests below read. (``tests/gpu/test_fused_head_gpu.py`` compares the compiled kernel
-on a GPU.)
+relative errors, which the tests below read. (``tests/gpu/test_fused_head_gpu.py`` compares the compiled
+kernel on a GPU.)
 """
 
 import json
@@ -37,8 +37,10 @@ def network_errors() -> dict:
     from test_qnet import batch, perturbed  # (same directory)
 
     out = {}
-    configs = {"design": NetworkConfig(features="basic"),
-               "rich": NetworkConfig(features="rich", hidden=64, action_hidden=32, head_hidden=64, gat_layers=2)}
+    configs = {
+        "design": NetworkConfig(features="basic"),
+        "rich": NetworkConfig(features="rich", hidden=64, action_hidden=32, head_hidden=64, gat_layers=2),
+    }
     for name, cfg in configs.items():
         q1, q2 = perturbed(cfg, seed=1).eval(), perturbed(cfg, seed=2).eval()
         for sizes in ([9], [5, 11, 7]):
@@ -52,8 +54,11 @@ def network_errors() -> dict:
                     both = torch.stack([q_values(q, graphs, actions) for q in (q1, q2)])
                 ref = both.amin(0) if reduce == "min" else both.mean(0)
                 key = f"{name}/{'+'.join(map(str, sizes))}/{reduce}"
-                out[key] = {"unfused": relative(fused, plain), "reference": relative(fused, ref),
-                            "moves": int(actions.nodes.shape[0])}
+                out[key] = {
+                    "unfused": relative(fused, plain),
+                    "reference": relative(fused, ref),
+                    "moves": int(actions.nodes.shape[0]),
+                }
     return out
 
 
@@ -69,7 +74,9 @@ def rich_batch(sizes):
     states = []
     for n in sizes:
         alignment = simulate_dataset(n, 200, rng).alignment
-        env = TreeEnv([EnvAlignment.build(alignment, prepare_alignment(alignment, "JC"), "sim")], EnvConfig(), seed=n)
+        env = TreeEnv(
+            [EnvAlignment.build(alignment, prepare_alignment(alignment, "JC"), "sim")], EnvConfig(), seed=n
+        )
         states.append(env.reset()[0])
     assert states[0].features == "rich"
     return state_inputs(states)
@@ -91,23 +98,37 @@ def learner_errors() -> dict:
     for i, b in enumerate(batches):
         m_plain, p_plain = plain.step(b)
         m_fused, p_fused = fused.step(b)
-        out[f"update{i}/target_mean"] = abs(m_fused["target/mean"] - m_plain["target/mean"]) / abs(m_plain["target/mean"])
-        out[f"update{i}/entropy"] = abs(m_fused["entropy/mean"] - m_plain["entropy/mean"]) / m_plain["entropy/mean"]
+        out[f"update{i}/target_mean"] = abs(m_fused["target/mean"] - m_plain["target/mean"]) / abs(
+            m_plain["target/mean"]
+        )
+        out[f"update{i}/entropy"] = (
+            abs(m_fused["entropy/mean"] - m_plain["entropy/mean"]) / m_plain["entropy/mean"]
+        )
         out[f"update{i}/priorities"] = relative(torch.from_numpy(p_fused), torch.from_numpy(p_plain))
         # the gradients, all in one vector (some, such as the attention's destination weights, are rounding
         # noise around 0: the softmax over a node's neighbours does not depend on them)
-        out[f"update{i}/gradients"] = relative(*(torch.cat([p.grad.flatten() for net in (learner.q1, learner.q2)
-                                                            for p in net.parameters()]) for learner in (fused, plain)))
+        out[f"update{i}/gradients"] = relative(
+            *(
+                torch.cat([p.grad.flatten() for net in (learner.q1, learner.q2) for p in net.parameters()])
+                for learner in (fused, plain)
+            )
+        )
     return out
 
 
 @pytest.fixture(scope="module")
 def interpreted(need_module):
     need_module("triton")
-    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": os.pathsep.join(
-        filter(None, [str(HERE), str(HERE.parents[1]), os.environ.get("PYTHONPATH")]))}
-    done = subprocess.run([sys.executable, str(Path(__file__))], env=env, capture_output=True, text=True,
-                          timeout=600, cwd=HERE)
+    env = {
+        **os.environ,
+        "TRITON_INTERPRET": "1",
+        "PYTHONPATH": os.pathsep.join(
+            filter(None, [str(HERE), str(HERE.parents[1]), os.environ.get("PYTHONPATH")])
+        ),
+    }
+    done = subprocess.run(
+        [sys.executable, str(Path(__file__))], env=env, capture_output=True, text=True, timeout=600, cwd=HERE
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -123,8 +144,9 @@ def test_fused_twin_equals_the_unfused_head_and_the_reference(interpreted):
 
 def test_learner_with_the_fused_head_updates_as_without(interpreted):
     errors = interpreted["learner"]
-    assert set(errors) == {f"update{i}/{name}" for i in (0, 1)
-                           for name in ("target_mean", "entropy", "priorities", "gradients")}
+    assert set(errors) == {
+        f"update{i}/{name}" for i in (0, 1) for name in ("target_mean", "entropy", "priorities", "gradients")
+    }
     for key, e in errors.items():
         assert e <= TOLERANCE, (key, e)
 
@@ -137,8 +159,13 @@ def test_fused_head_rejects_what_it_cannot_take(need_module):
     with pytest.raises(ValueError, match="power of two"):
         TwinQ(perturbed(cfg), perturbed(cfg), fused=True)
     table, nodes, meta = torch.zeros(2, 12, 64), torch.zeros(5, 4, dtype=torch.long), torch.ones(5, 3)
-    meta_rows, w2, b2, w3, b3 = torch.zeros(2, 3, 64), torch.zeros(2, 64, 64), torch.zeros(2, 64), torch.zeros(2, 64), \
-        torch.zeros(2)
+    meta_rows, w2, b2, w3, b3 = (
+        torch.zeros(2, 3, 64),
+        torch.zeros(2, 64, 64),
+        torch.zeros(2, 64),
+        torch.zeros(2, 64),
+        torch.zeros(2),
+    )
     with pytest.raises(ValueError, match="do not match"):
         fused_head.fused_twin_head(table, nodes, meta[:, :2], meta_rows, w2, b2, w3, b3)
     with pytest.raises(ValueError, match="float32"):

@@ -1,4 +1,5 @@
-"""TreeGATConv holds PyG's GATConv parameters without importing PyG; the oracle runs GATConv's own forward on them."""
+"""TreeGATConv holds PyG's GATConv parameters without importing PyG; the oracle runs GATConv's own forward on
+them."""
 
 import subprocess
 import sys
@@ -44,7 +45,9 @@ def test_the_oracles_layer_is_gatconvs_on_these_parameters_and_trains_them():
 
 
 def test_the_agents_processes_do_not_import_torch_geometric():
-    code = ("import sys, phylorl.agent.policy, phylorl.agent.warmstart, services.learner.training;"
-            "print(sorted(m for m in ('torch_geometric', 'torch._dynamo') if m in sys.modules))")
+    code = (
+        "import sys, phylorl.agent.policy, phylorl.agent.warmstart, services.learner.training;"
+        "print(sorted(m for m in ('torch_geometric', 'torch._dynamo') if m in sys.modules))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

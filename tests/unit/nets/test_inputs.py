@@ -1,4 +1,5 @@
-"""The network's inputs of tree states, as the records' compiled pass makes them: neighbour tables, offsets, segments."""
+"""The network's inputs of tree states, as the records' compiled pass makes them: neighbour tables, offsets,
+segments."""
 
 import numpy as np
 import pytest
@@ -13,14 +14,21 @@ from phylorl.records.collate import state_inputs
 
 def quartet():
     """Leaves 0..3, internal 4 (joins 0, 1) and 5 (joins 2, 3); edges e0..e4 with lengths 0.1..0.5."""
-    tree = Tree.from_edges(np.array([(0, 4), (1, 4), (4, 5), (2, 5), (3, 5)]),
-                           np.array([0.1, 0.2, 0.3, 0.4, 0.5]), ["a", "b", "c", "d"])
+    tree = Tree.from_edges(
+        np.array([(0, 4), (1, 4), (4, 5), (2, 5), (3, 5)]),
+        np.array([0.1, 0.2, 0.3, 0.4, 0.5]),
+        ["a", "b", "c", "d"],
+    )
     return observe(tree, enumerate_moves(tree), "basic")
 
 
 def test_neighbor_table_of_a_quartet():
     graphs, actions = state_inputs([quartet()])
-    nbr, attr, mask = graphs.neighbors.numpy(), graphs.neighbor_attr.numpy()[..., 0], graphs.neighbor_mask.numpy()
+    nbr, attr, mask = (
+        graphs.neighbors.numpy(),
+        graphs.neighbor_attr.numpy()[..., 0],
+        graphs.neighbor_mask.numpy(),
+    )
     assert mask.sum(1).tolist() == [1, 1, 1, 1, 3, 3]
     assert nbr[0].tolist() == [4, 0, 0]  # one real neighbour, padding repeats the node
     assert sorted(nbr[4].tolist()) == [0, 1, 5]
@@ -44,8 +52,12 @@ def test_offsets_and_segments_over_trees_of_different_sizes():
     assert bool(((actions.nodes >= lo) & (actions.nodes < hi)).all())
     # the table lists exactly the edges of edge_index
     ei = graphs.edge_index.numpy()
-    table = {(int(s), int(t)) for t in range(graphs.x.shape[0])
-             for s, m in zip(graphs.neighbors[t].tolist(), graphs.neighbor_mask[t].tolist()) if m}
+    table = {
+        (int(s), int(t))
+        for t in range(graphs.x.shape[0])
+        for s, m in zip(graphs.neighbors[t].tolist(), graphs.neighbor_mask[t].tolist())
+        if m
+    }
     assert table == set(zip(ei[0].tolist(), ei[1].tolist()))
 
 

@@ -13,12 +13,17 @@ from phylorl.nets.one_call import one_call
 
 
 def _plain_views(buffer, where):
-    return [buffer[at: at + n * dtype.itemsize].view(dtype).view(shape) for at, n, dtype, shape in where]
+    return [buffer[at : at + n * dtype.itemsize].view(dtype).view(shape) for at, n, dtype, shape in where]
 
 
 def test_a_block_unpacks_to_the_views_made_one_by_one():
-    obj = {"a": torch.arange(7, dtype=torch.int64), "b": torch.rand(3, 5), "c": torch.tensor([True, False]),
-           "d": torch.zeros(0, 4, dtype=torch.int32), "e": torch.tensor(1.5, dtype=torch.float64)}
+    obj = {
+        "a": torch.arange(7, dtype=torch.int64),
+        "b": torch.rand(3, 5),
+        "c": torch.tensor([True, False]),
+        "d": torch.zeros(0, 4, dtype=torch.int32),
+        "e": torch.tensor(1.5, dtype=torch.float64),
+    }
     block = Stager().stage(obj)
     back = block.unpack()
     where = [(at, int(torch.Size(shape).numel()), dtype, shape) for at, dtype, shape in block.packed.tensors]

@@ -32,8 +32,11 @@ def one_per_state(actions: ActionBatch, k: int) -> ActionBatch:
     """Move ``k`` of each state alone (fewer actions than nodes: the head's other branch)."""
     rows = torch.cumsum(actions.states.sizes, 0) - actions.states.sizes + k
     count = actions.states.count
-    return ActionBatch(actions.nodes[rows], actions.meta[rows],
-                       Segments(torch.arange(count), torch.ones(count, dtype=torch.int64), count, 1))
+    return ActionBatch(
+        actions.nodes[rows],
+        actions.meta[rows],
+        Segments(torch.arange(count), torch.ones(count, dtype=torch.int64), count, 1),
+    )
 
 
 def perturbed(cfg, seed=0):
@@ -135,8 +138,10 @@ def test_dropout_draws_from_the_given_generator_in_both_paths():
     q_other = net(graphs, actions, generator=torch.Generator().manual_seed(8))
     assert not torch.allclose(q_fast, q_other)
     net.eval()
-    torch.testing.assert_close(net(graphs, actions, generator=torch.Generator().manual_seed(7)),
-                               net(graphs, actions, generator=torch.Generator().manual_seed(8)))
+    torch.testing.assert_close(
+        net(graphs, actions, generator=torch.Generator().manual_seed(7)),
+        net(graphs, actions, generator=torch.Generator().manual_seed(8)),
+    )
 
 
 def test_gather_sees_where_a_move_is_and_indices_see_labels():
@@ -145,11 +150,13 @@ def test_gather_sees_where_a_move_is_and_indices_see_labels():
 
     rng = np.random.default_rng(6)
     obs = random_observation(8, rng, rich=True)
-    perm = np.concatenate([np.arange(8), 8 + rng.permutation(6)])  # the internal nodes renamed (leaves stay first)
+    # the internal nodes renamed (leaves stay first)
+    perm = np.concatenate([np.arange(8), 8 + rng.permutation(6)])
     neighbors = np.full_like(obs.neighbors, -1)
     neighbors[perm] = np.where(obs.neighbors >= 0, perm[obs.neighbors], -1)
-    relabelled = dataclasses.replace(obs, neighbors=neighbors, edges=perm[obs.edges].astype(np.int32),
-                                     moves=perm[obs.moves])
+    relabelled = dataclasses.replace(
+        obs, neighbors=neighbors, edges=perm[obs.edges].astype(np.int32), moves=perm[obs.moves]
+    )
     for features, same in (("gather", True), ("indices", False)):
         net = perturbed(NetworkConfig(hidden=32, heads=4, action_features=features))
         q = net(*collate_observations([obs]))

@@ -9,8 +9,10 @@ from phylorl.nets.inputs import ActionBatch
 from phylorl.nets.segment import segments_from_sizes
 from phylorl.nets.twin import TwinQ, twin_or_none
 
-CONFIGS = [NetworkConfig(), NetworkConfig(hidden=32, heads=4, action_hidden=16, head_hidden=24, gat_layers=2,
-                                          gat_self_loops=False)]
+CONFIGS = [
+    NetworkConfig(),
+    NetworkConfig(hidden=32, heads=4, action_hidden=16, head_hidden=24, gat_layers=2, gat_self_loops=False),
+]
 
 
 def separate(q1, q2, graphs, actions):
@@ -38,8 +40,11 @@ def test_twin_follows_new_weights_and_falls_back_for_few_actions():
     assert_equal_paths(after, separate(q1, q2, graphs, actions))
     # one action per state (fewer actions than nodes): the two networks are run as they are
     first = torch.cumsum(actions.states.sizes, 0) - actions.states.sizes
-    one = ActionBatch(nodes=actions.nodes[first], meta=actions.meta[first],
-                      states=segments_from_sizes(torch.ones(2, dtype=torch.long)))
+    one = ActionBatch(
+        nodes=actions.nodes[first],
+        meta=actions.meta[first],
+        states=segments_from_sizes(torch.ones(2, dtype=torch.long)),
+    )
     assert_equal_paths(twin(graphs, one), separate(q1, q2, graphs, one))
 
 

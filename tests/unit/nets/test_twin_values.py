@@ -11,8 +11,10 @@ from phylorl.nets.synthetic import random_observation
 from phylorl.nets.twin import TwinQ
 from phylorl.records.collate import state_inputs
 
-CONFIGS = [NetworkConfig(), NetworkConfig(hidden=32, heads=4, action_hidden=16, head_hidden=24, gat_layers=2,
-                                          gat_self_loops=False)]
+CONFIGS = [
+    NetworkConfig(),
+    NetworkConfig(hidden=32, heads=4, action_hidden=16, head_hidden=24, gat_layers=2, gat_self_loops=False),
+]
 
 
 def taken_moves(sizes, seed):
@@ -41,7 +43,9 @@ def test_stacked_pass_equals_the_two_networks_with_gradients(cfg, sizes, gathers
     twin = TwinQ(q1, q2, cache=False)
     assert twin.applies_with_grad(graphs, actions)
     stacked, stacked_grads = values_and_grads((q1, q2), lambda: twin.values(graphs, actions))
-    plain, plain_grads = values_and_grads((q1, q2), lambda: torch.stack([q1(graphs, actions), q2(graphs, actions)]))
+    plain, plain_grads = values_and_grads(
+        (q1, q2), lambda: torch.stack([q1(graphs, actions), q2(graphs, actions)])
+    )
     assert stacked.shape == (2, len(sizes))
     assert_equal_paths(stacked, plain)
     assert all(g.abs().sum() > 0 for g in plain_grads[:3])  # the loss reaches the encoders of both networks
@@ -60,5 +64,6 @@ def test_stacked_pass_declines_many_actions_and_dropout_in_training():
     q1.eval(), q2.eval()  # dropout is off in eval mode
     assert TwinQ(q1, q2).applies_with_grad(graphs, actions)
     rng = np.random.default_rng(1)
-    graphs, every = state_inputs([random_observation(6, rng, rich=True)])  # every move: more actions than nodes
+    # every move: more actions than nodes
+    graphs, every = state_inputs([random_observation(6, rng, rich=True)])
     assert not TwinQ(q1, q2).applies_with_grad(graphs, every)

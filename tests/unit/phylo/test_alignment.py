@@ -150,8 +150,16 @@ def test_strict_phylip_ten_character_names():
     text = "4 4\nHomo_sapieACGT\nPan_trogl AC-T\nGorilla   ACGA\nPongo_abelTTTT\n"
     alignment = parse_alignment(text)
     assert alignment.taxa == ("Homo_sapie", "Pan_trogl", "Gorilla", "Pongo_abel")
-    assert format_fasta(alignment).split() == [">Homo_sapie", "ACGT", ">Pan_trogl", "AC-T", ">Gorilla", "ACGA",
-                                               ">Pongo_abel", "TTTT"]
+    assert format_fasta(alignment).split() == [
+        ">Homo_sapie",
+        "ACGT",
+        ">Pan_trogl",
+        "AC-T",
+        ">Gorilla",
+        "ACGA",
+        ">Pongo_abel",
+        "TTTT",
+    ]
 
 
 def test_fasta_and_phylip_writers_round_trip():
@@ -189,7 +197,11 @@ FOUR = ">b\nACGT\n>c\nACGT\n>d\nACGT\n"
 @pytest.mark.parametrize(
     "name, text, expected",
     [
-        ("len.fa", ">a\nACGT\n>b\nACG\n>c\nACGT\n>d\nACGT\n", ["line 3", "taxon 'b' has 3 sites, expected 4"]),
+        (
+            "len.fa",
+            ">a\nACGT\n>b\nACG\n>c\nACGT\n>d\nACGT\n",
+            ["line 3", "taxon 'b' has 3 sites, expected 4"],
+        ),
         ("dup.fa", ">a\nACGT\n" + FOUR + ">a\nACGA\n", ["line 9", "duplicate taxon name 'a'", "line 1"]),
         ("char.fa", ">a\nACJT\n" + FOUR, ["taxon 'a'", "unknown character 'J' at site 3"]),
         ("utf.fa", ">a\nACGé\n" + FOUR, ["taxon 'a'", "unknown character 'é' at site 4"]),
@@ -200,20 +212,46 @@ FOUR = ">b\nACGT\n>c\nACGT\n>d\nACGT\n"
         ("zero.fa", ">a\n>b\n>c\n>d\n", ["0 sites"]),
         ("what.txt", "hello world\n", ["line 1", "cannot detect the format"]),
         ("ntax.phy", "5 4\na ACGT\nb ACGT\nc ACGT\nd ACGT\n", ["says 5 taxa", "only 4"]),
-        ("extra.phy", "4 4\na ACGT\nb ACGT\nc ACGT\nd ACGT\ne ACGT\n", ["line 6", "more data than the declared 4 taxa"]),
-        ("nchar.phy", "4 5\na ACGT\nb ACGT\nc ACGT\nd ACGT\n", ["taxon 'a' has 4 sites, expected 5", "PHYLIP header"]),
-        ("short.phy", "4 8\na ACGTACGT\nb ACGT\nc ACGTACGT\nd ACGTACGT\n", ["line 3", "taxon 'b' has 4 sites"]),
+        (
+            "extra.phy",
+            "4 4\na ACGT\nb ACGT\nc ACGT\nd ACGT\ne ACGT\n",
+            ["line 6", "more data than the declared 4 taxa"],
+        ),
+        (
+            "nchar.phy",
+            "4 5\na ACGT\nb ACGT\nc ACGT\nd ACGT\n",
+            ["taxon 'a' has 4 sites, expected 5", "PHYLIP header"],
+        ),
+        (
+            "short.phy",
+            "4 8\na ACGTACGT\nb ACGT\nc ACGTACGT\nd ACGTACGT\n",
+            ["line 3", "taxon 'b' has 4 sites"],
+        ),
         ("header.phy", "4 x\na ACGT\n", ["line 1", "PHYLIP header must be 'ntax nchar'"]),
         ("nexus.nex", NEXUS_DATA.replace("NTAX=4", "NTAX=5"), ["5 taxa declared but 4 found"]),
-        ("nexus2.nex", NEXUS_DATA.replace("NCHAR=10", "NCHAR=11"), ["line 7", "'Homo_sapiens' has 10 sites, expected 11"]),
-        ("nexus3.nex", NEXUS_DATA.replace("ACG-ACCGGT", "ACG-ACJGGT"), ["line 8", "taxon 'Pan'", "'J' at site 7"]),
+        (
+            "nexus2.nex",
+            NEXUS_DATA.replace("NCHAR=10", "NCHAR=11"),
+            ["line 7", "'Homo_sapiens' has 10 sites, expected 11"],
+        ),
+        (
+            "nexus3.nex",
+            NEXUS_DATA.replace("ACG-ACCGGT", "ACG-ACJGGT"),
+            ["line 8", "taxon 'Pan'", "'J' at site 7"],
+        ),
         ("nexus4.nex", NEXUS_DATA.replace("DATATYPE=DNA", "DATATYPE=PROTEIN"), ["DATATYPE=PROTEIN"]),
         ("nexus5.nex", NEXUS_DATA.replace("MATRIX", "MATRIS"), ["no MATRIX"]),
         ("nexus6.nex", NEXUS_DATA.replace("]]", "]"), ["unterminated [comment]"]),
-        ("inter.nex", NEXUS_CHARACTERS_INTERLEAVED.replace("Pan          .....", "Pin          ....."),
-         ["line 16", "'Pin' is not in the first MATRIX block"]),
-        ("match.nex", NEXUS_CHARACTERS_INTERLEAVED.replace("Homo_sapiens ACGTA", "Homo_sapiens AC.TA"),
-         ["line 10", "first taxon 'Homo_sapiens' uses MATCHCHAR '.'"]),
+        (
+            "inter.nex",
+            NEXUS_CHARACTERS_INTERLEAVED.replace("Pan          .....", "Pin          ....."),
+            ["line 16", "'Pin' is not in the first MATRIX block"],
+        ),
+        (
+            "match.nex",
+            NEXUS_CHARACTERS_INTERLEAVED.replace("Homo_sapiens ACGTA", "Homo_sapiens AC.TA"),
+            ["line 10", "first taxon 'Homo_sapiens' uses MATCHCHAR '.'"],
+        ),
     ],
 )
 def test_bad_input_names_file_and_culprit(tmp_path, name, text, expected):
@@ -259,7 +297,8 @@ def test_ds1_patterns_expand_back_to_the_alignment():
     alignment = load_alignment(DS1)
     patterns = alignment.patterns()
     assert (alignment.n_taxa, alignment.n_sites) == (27, 1949)
-    assert patterns.n_patterns == 934  # IQ-TREE 2.0.7: "27 sequences with 1949 columns, 934 distinct patterns"
+    # IQ-TREE 2.0.7: "27 sequences with 1949 columns, 934 distinct patterns"
+    assert patterns.n_patterns == 934
     assert patterns.weights.sum() == 1949
     assert np.array_equal(patterns.codes[:, patterns.site_pattern], alignment.codes)
     assert len({patterns.codes[:, k].tobytes() for k in range(patterns.n_patterns)}) == 934
@@ -270,7 +309,9 @@ def test_ds1_patterns_expand_back_to_the_alignment():
 
 def test_frequencies_without_ambiguity_are_plain_counts():
     alignment = parse_alignment(">a\nAAAC\n>b\nAACG\n>c\nACGT\n>d\nAAAA\n")
-    np.testing.assert_allclose(alignment.empirical_frequencies(), np.array([10, 3, 2, 1]) / 16, rtol=0, atol=1e-15)
+    np.testing.assert_allclose(
+        alignment.empirical_frequencies(), np.array([10, 3, 2, 1]) / 16, rtol=0, atol=1e-15
+    )
 
 
 def test_gaps_damp_the_eight_em_rounds_as_in_iqtree():

@@ -13,7 +13,9 @@ from phylorl.phylo.starts import jc_distances, weighted_jc_distances
 
 @pytest.fixture(scope="module")
 def alignment():
-    return simulate_dataset(10, 300, dataset_rng(11, 0), model=parse_model("HKY{3}+FQ+G4{0.4}"), gap_fraction=0.05).alignment
+    return simulate_dataset(
+        10, 300, dataset_rng(11, 0), model=parse_model("HKY{3}+FQ+G4{0.4}"), gap_fraction=0.05
+    ).alignment
 
 
 def slow_supports(alignment, replicates, seed):
@@ -32,8 +34,9 @@ def slow_supports(alignment, replicates, seed):
 
 def test_weighted_distances_equal_distances_of_the_alignment(alignment):
     patterns = alignment.patterns()
-    np.testing.assert_allclose(weighted_jc_distances(patterns.codes, patterns.weights), jc_distances(alignment),
-                               atol=1e-12)
+    np.testing.assert_allclose(
+        weighted_jc_distances(patterns.codes, patterns.weights), jc_distances(alignment), atol=1e-12
+    )
 
 
 def test_supports_equal_the_slow_reference(alignment):

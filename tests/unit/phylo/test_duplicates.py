@@ -35,7 +35,9 @@ def test_find_duplicates_names_each_copy_and_its_first_twin():
     assert found.kept == tuple(range(10))
     assert reduce_alignment(alignment, found).taxa == alignment.taxa[:10]
     assert find_duplicates(simulate_dataset(8, 200, np.random.default_rng(1)).alignment) is None
-    tiny = Alignment(("a", "b", "c", "d", "e"), np.array([[1, 2, 4], [1, 2, 4], [1, 2, 4], [2, 2, 4], [4, 2, 4]]))
+    tiny = Alignment(
+        ("a", "b", "c", "d", "e"), np.array([[1, 2, 4], [1, 2, 4], [1, 2, 4], [2, 2, 4], [4, 2, 4]])
+    )
     assert find_duplicates(tiny) is None  # three distinct sequences: nothing left to search
 
 
@@ -43,14 +45,22 @@ def test_pruning_and_restoring_keep_the_topology_and_the_log_likelihood():
     alignment = _with_copies()
     found = find_duplicates(alignment)
     full = LikelihoodEngine(alignment, parse_model(MODEL))
-    full.loglik(random_tree(alignment.taxa, np.random.default_rng(0)))  # the model's frequencies: the full alignment's
+    # the model's frequencies: the full alignment's
+    full.loglik(random_tree(alignment.taxa, np.random.default_rng(0)))
     reduced_alignment = reduce_alignment(alignment, found)
     reduced = LikelihoodEngine(reduced_alignment, parse_model(reduced_model(str(full.model.spec), alignment)))
     tree = random_tree(alignment.taxa, np.random.default_rng(3))
     pruned = prune_tree(tree, found)
     assert pruned.n_leaves == 10 and pruned.taxa == reduced_alignment.taxa
-    assert pruned.lengths.sum() == pytest.approx(tree.lengths.sum() - sum(
-        tree.lengths[tree.node_edges[leaf, 0]] for leaf in found.twin), abs=1e-9)  # only pendant branches left
+    assert pruned.lengths.sum() == pytest.approx(
+        tree.lengths.sum()
+        - sum(
+            # only pendant branches left
+            tree.lengths[tree.node_edges[leaf, 0]]
+            for leaf in found.twin
+        ),
+        abs=1e-9,
+    )
     searched = reduced.optimize_branch_lengths(pruned, rounds=20, tol=1e-8)
     restored = restore_tree(pruned, found, alignment.taxa)
     assert restored.taxa == alignment.taxa
@@ -67,7 +77,9 @@ def test_reduced_model_fixes_the_full_alignments_empirical_frequencies():
     assert parse_model(model).freqs == pytest.approx(tuple(alignment.empirical_frequencies()), abs=1e-12)
     assert reduced_model("JC", alignment) == "JC"
     assert reduced_model("GTR+FQ+G4", alignment) == "GTR+FQ+G4"
-    no_t = Alignment(tuple("abcde"), np.array([[1, 2, 4, 1], [1, 2, 4, 2], [1, 4, 4, 1], [2, 2, 4, 4], [4, 1, 1, 1]]))
+    no_t = Alignment(
+        tuple("abcde"), np.array([[1, 2, 4, 1], [1, 2, 4, 2], [1, 4, 4, 1], [2, 2, 4, 4], [4, 1, 1, 1]])
+    )
     assert reduced_model("HKY+F", no_t) is None  # a base absent: no fixed frequency can say it
 
 

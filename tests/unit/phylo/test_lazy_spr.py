@@ -1,6 +1,6 @@
 """Lazy SPR scores (:mod:`phylorl.phylo.lazy_spr`) against the move applied to a copy of the tree and the
-branches at its regraft point optimised one by one by the engine's own Newton, for every move, on models with and
-without rate categories and invariant sites, with tips on every side and scaling forced."""
+branches at its regraft point optimised one by one by the engine's own Newton, for every move, on models with
+and without rate categories and invariant sites, with tips on every side and scaling forced."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from phylorl.phylo.simulate import simulate_dataset
 
 
 def reference_scores(engine: LikelihoodEngine, tree, moves, branches: int) -> np.ndarray:
-    """Each move applied to a copy, then Newton on the pendant ``(p, s)`` and (``branches=3``) on ``(x, p)`` and
-    ``(p, y)``, one branch after the other."""
+    """Each move applied to a copy, then Newton on the pendant ``(p, s)`` and (``branches=3``) on ``(x, p)``
+    and ``(p, y)``, one branch after the other."""
     out = np.empty(len(moves))
     for i, move in enumerate(moves):
         after = tree.copy()
@@ -28,7 +28,9 @@ def reference_scores(engine: LikelihoodEngine, tree, moves, branches: int) -> np
 
 @pytest.mark.parametrize("branches", [1, 3])
 @pytest.mark.parametrize("model,taxa,seed", [("JC", 7, 0), ("GTR+F+G4", 12, 1), ("HKY+I+G4", 10, 2)])
-def test_lazy_scores_equal_the_move_with_the_branches_at_its_regraft_point_optimised(model, taxa, seed, branches):
+def test_lazy_scores_equal_the_move_with_the_branches_at_its_regraft_point_optimised(
+    model, taxa, seed, branches
+):
     rng = np.random.default_rng(seed)
     data = simulate_dataset(taxa, 300, rng)
     engine = LikelihoodEngine(data.alignment, model)
@@ -55,8 +57,12 @@ def test_lazy_scores_with_scaling_on_a_long_tree():
     moves = enumerate_moves(tree, radius=4)
     pick = np.sort(rng.choice(len(moves), size=150, replace=False))
     for branches in (1, 3):
-        np.testing.assert_allclose(engine.spr_scores(tree, moves[pick], branches=branches),
-                                   reference_scores(engine, tree, moves[pick], branches), rtol=0, atol=1e-6)
+        np.testing.assert_allclose(
+            engine.spr_scores(tree, moves[pick], branches=branches),
+            reference_scores(engine, tree, moves[pick], branches),
+            rtol=0,
+            atol=1e-6,
+        )
 
 
 def test_lazy_scores_take_moves_in_any_order_and_reject_bad_ones():
@@ -66,8 +72,9 @@ def test_lazy_scores_take_moves_in_any_order_and_reject_bad_ones():
     tree = random_tree(data.alignment.taxa, rng)
     moves = enumerate_moves(tree)
     shuffled = rng.permutation(len(moves))
-    np.testing.assert_allclose(engine.spr_scores(tree, moves[shuffled]), engine.spr_scores(tree, moves)[shuffled],
-                               rtol=0, atol=1e-9)
+    np.testing.assert_allclose(
+        engine.spr_scores(tree, moves[shuffled]), engine.spr_scores(tree, moves)[shuffled], rtol=0, atol=1e-9
+    )
     p, s, x, y = moves[0]
     # x the farther end of its edge; p a leaf; a regraft edge incident to p
     for bad in ([p, s, y, x], [0, int(tree.neighbors[0, 0]), x, y], [p, s, p, s]):
@@ -112,12 +119,14 @@ def test_subtree_scores_are_the_radius_band_of_every_move(dedupe):
     for p in range(tree.n_leaves, tree.n_nodes, 7):
         for s in tree.neighbors[p]:
             for lo, hi in ((1, 3), (2, 5), (4, 40)):
-                moves, scores = engine.subtree_scores(tree, int(p), int(s), hi, radius_min=lo, branches=0,
-                                                      dedupe=dedupe)
+                moves, scores = engine.subtree_scores(
+                    tree, int(p), int(s), hi, radius_min=lo, branches=0, dedupe=dedupe
+                )
                 want = (every[:, 0] == p) & (every[:, 1] == s) & (distance >= lo) & (distance <= hi)
                 assert sorted(map(tuple, moves.tolist())) == sorted(map(tuple, every[want].tolist()))
-                np.testing.assert_allclose(scores, [everything[tuple(m)] for m in moves.tolist()], rtol=0,
-                                           atol=1e-8)
+                np.testing.assert_allclose(
+                    scores, [everything[tuple(m)] for m in moves.tolist()], rtol=0, atol=1e-8
+                )
 
 
 @pytest.mark.parametrize("branches", [0, 1, 3])
@@ -146,7 +155,9 @@ def test_a_subtree_cutoff_only_leaves_out_regrafts_behind_poor_ones():
     for p in range(tree.n_leaves, tree.n_nodes, 3):
         for s in tree.neighbors[p]:
             moves, every = engine.subtree_scores(tree, p, int(s), 12, branches=0)
-            cut_moves, cut = engine.subtree_scores(tree, p, int(s), 12, branches=0, reference=loglik, cutoff=1.0)
+            cut_moves, cut = engine.subtree_scores(
+                tree, p, int(s), 12, branches=0, reference=loglik, cutoff=1.0
+            )
             assert np.array_equal(moves, cut_moves)
             kept = np.isfinite(cut)
             np.testing.assert_allclose(cut[kept], every[kept], rtol=0, atol=1e-9)

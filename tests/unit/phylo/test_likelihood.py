@@ -207,7 +207,9 @@ def test_free_parameters_are_estimated(ds_reference):
 
 def test_wrong_taxa_are_rejected():
     aln = parse_alignment(">a\nAC\n>b\nAG\n>c\nCG\n>d\nCT\n", "fasta")
-    other = Tree.from_edges(np.array([[4, 0], [4, 1], [4, 5], [5, 2], [5, 3]]), np.full(5, 0.1), ("a", "b", "c", "x"))
+    other = Tree.from_edges(
+        np.array([[4, 0], [4, 1], [4, 5], [5, 2], [5, 3]]), np.full(5, 0.1), ("a", "b", "c", "x")
+    )
     with pytest.raises(ValueError, match="alignment"):
         LikelihoodEngine(aln, "JC").loglik(other)
 
@@ -235,9 +237,14 @@ def test_partials_are_kept_for_internal_heads_only_one_row_each():
     engine.loglik(tree)
     assert engine._b.clv.shape[0] == engine._b.scale.shape[0] == 3 * (tree.n_leaves - 2)
     for _ in range(5):
-        rows = [clv_index(d, tree.neighbors, tree.edges, tree.n_leaves) for d in range(2 * tree.n_edges)
-                if tree.edges[d >> 1, 1 - (d & 1)] >= tree.n_leaves]
+        rows = [
+            clv_index(d, tree.neighbors, tree.edges, tree.n_leaves)
+            for d in range(2 * tree.n_edges)
+            if tree.edges[d >> 1, 1 - (d & 1)] >= tree.n_leaves
+        ]
         assert sorted(rows) == list(range(3 * (tree.n_leaves - 2)))
         moves = enumerate_moves(tree)
         apply_spr(tree, moves[rng.integers(len(moves))])
-        assert engine.loglik(tree) == pytest.approx(LikelihoodEngine(data.alignment, "JC").loglik(tree), abs=1e-8)
+        assert engine.loglik(tree) == pytest.approx(
+            LikelihoodEngine(data.alignment, "JC").loglik(tree), abs=1e-8
+        )

@@ -39,7 +39,10 @@ GTR_DS1 = "GTR{0.6472,1.0289,0.6175,1.8389,3.3278}+F{0.2341,0.2567,0.2799,0.2293
         ("GTR+F+G4", ModelSpec("GTR", None, "empirical", gamma_categories=4)),
         ("GTR{1,2,3,4,5}", ModelSpec("GTR", (1, 2, 3, 4, 5, 1), "empirical")),
         ("GTR{2,4,6,8,10,2}", ModelSpec("GTR", (1, 2, 3, 4, 5, 1), "empirical")),
-        ("GTR{1, 2, 3, 4, 5}+F{0.1, 0.2, 0.3, 0.4}", ModelSpec("GTR", (1, 2, 3, 4, 5, 1), (0.1, 0.2, 0.3, 0.4))),
+        (
+            "GTR{1, 2, 3, 4, 5}+F{0.1, 0.2, 0.3, 0.4}",
+            ModelSpec("GTR", (1, 2, 3, 4, 5, 1), (0.1, 0.2, 0.3, 0.4)),
+        ),
         ("GTR{1e+00,2,3,4,5E0}+FQ", ModelSpec("GTR", (1, 2, 3, 4, 5, 1), "equal")),
         ("JC+G", ModelSpec("JC", ONES, "equal", gamma_categories=4)),
         ("JC+G{0.5}", ModelSpec("JC", ONES, "equal", gamma_categories=4, alpha=0.5)),
@@ -132,7 +135,9 @@ def test_round_trip_of_normalised_values_is_exact():
     rng = np.random.default_rng(0)
     for _ in range(200):
         freqs = rng.dirichlet(np.ones(4)) * rng.uniform(0.995, 1.005)
-        spec = ModelSpec("GTR", tuple(rng.uniform(0.1, 5, 6)), tuple(freqs), 4, rng.uniform(0.05, 5), True, 0.3)
+        spec = ModelSpec(
+            "GTR", tuple(rng.uniform(0.1, 5, 6)), tuple(freqs), 4, rng.uniform(0.05, 5), True, 0.3
+        )
         assert parse_model(str(spec)) == spec
         assert parse_model(str(parse_model(str(spec)))) == spec
 
@@ -140,7 +145,9 @@ def test_round_trip_of_normalised_values_is_exact():
 def test_free_parameters_and_with_values():
     spec = parse_model("GTR+FO+I+G4")
     assert spec.free_parameters == ("exchangeabilities", "freqs", "alpha", "pinv")
-    filled = spec.with_values(exchangeabilities=(1, 2, 3, 4, 5), freqs=(0.1, 0.2, 0.3, 0.4), alpha=0.7, pinv=0.1)
+    filled = spec.with_values(
+        exchangeabilities=(1, 2, 3, 4, 5), freqs=(0.1, 0.2, 0.3, 0.4), alpha=0.7, pinv=0.1
+    )
     assert filled.free_parameters == ()
     assert filled == parse_model("GTR{1,2,3,4,5}+F{0.1,0.2,0.3,0.4}+I{0.1}+G4{0.7}")
     assert parse_model("GTR+F+G4").free_parameters == ("exchangeabilities", "alpha")
@@ -305,8 +312,9 @@ def test_gamma_rates_match_yang_1994():
 
 
 def test_gamma_rates_are_those_of_scipy_stats_quantiles_bit_for_bit():
-    """The cut points come from ``scipy.special.gammaincinv`` (``scipy.stats`` costs every process 0.8 s to import);
-    the rates are those the quantiles of ``scipy.stats.gamma`` give, to the last bit, over shapes 0.01–200."""
+    """The cut points come from ``scipy.special.gammaincinv`` (``scipy.stats`` costs every process 0.8 s to
+    import); the rates are those the quantiles of ``scipy.stats.gamma`` give, to the last bit, over shapes
+    0.01–200."""
     from scipy import special, stats
 
     def reference(alpha, k):
@@ -316,7 +324,9 @@ def test_gamma_rates_are_those_of_scipy_stats_quantiles_bit_for_bit():
 
     for alpha in np.exp(np.random.default_rng(0).uniform(np.log(0.01), np.log(200.0), 300)):
         for k in (2, 4, 8):
-            np.testing.assert_array_equal(gamma_rates(alpha, k).view(np.int64), reference(alpha, k).view(np.int64))
+            np.testing.assert_array_equal(
+                gamma_rates(alpha, k).view(np.int64), reference(alpha, k).view(np.int64)
+            )
 
 
 def test_build_model_errors():

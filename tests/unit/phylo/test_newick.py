@@ -64,8 +64,11 @@ def test_lengths_are_written_with_ten_significant_digits():
 
 
 def test_polytomy_is_an_error_by_default():
-    with pytest.raises(TreeError, match=r"polytomy \(a node with 4 neighbours, over leaves 'C', 'D', 'E'\).*"
-                                        r"resolve_polytomies=True"):
+    with pytest.raises(
+        TreeError,
+        match=r"polytomy \(a node with 4 neighbours, over leaves 'C', 'D', 'E'\).*"
+        r"resolve_polytomies=True",
+    ):
         read_newick("(A,B,(C,D,E));", ABCDE)
 
 
@@ -82,8 +85,16 @@ def test_polytomy_resolution_is_deterministic_and_binary():
 @pytest.mark.parametrize(
     "text, taxa, message",
     [
-        ("(A,B,(C,D));", ABCDE, r"in the tree but not the alignment \[\]; in the alignment but not the tree \['E'\]"),
-        ("(A,B,(C,F));", ["A", "B", "C", "D"], r"not the alignment \['F'\]; in the alignment but not the tree \['D'\]"),
+        (
+            "(A,B,(C,D));",
+            ABCDE,
+            r"in the tree but not the alignment \[\]; in the alignment but not the tree \['E'\]",
+        ),
+        (
+            "(A,B,(C,F));",
+            ["A", "B", "C", "D"],
+            r"not the alignment \['F'\]; in the alignment but not the tree \['D'\]",
+        ),
         ("(A,A,(C,D));", ["A", "C", "D"], r"duplicate leaf names in the tree: \['A'\]"),
         ("(A:-0.5,B,(C,D));", ["A", "B", "C", "D"], r"branch above 'A' has length -0.5"),
         ("(A,B,(C,D);", ["A", "B", "C", "D"], r"cannot parse Newick"),

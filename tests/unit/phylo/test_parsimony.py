@@ -11,6 +11,7 @@ from phylorl.phylo.simulate import dataset_rng, simulate_dataset
 
 def plain_fitch(tree, codes, weights, root):
     """Fitch length with a plain recursion from internal node ``root`` (three children there)."""
+
     def visit(v, parent):
         if v < tree.n_leaves:
             return codes[v].astype(np.int64), np.zeros(codes.shape[1])
@@ -24,16 +25,19 @@ def plain_fitch(tree, codes, weights, root):
                 sets = child
             else:
                 both = sets & child
-                cost += (both == 0)
+                cost += both == 0
                 sets = np.where(both != 0, both, sets | child)
         return sets, cost
+
     _, cost = visit(root, -1)
     return float(cost @ weights)
 
 
 @pytest.fixture(scope="module")
 def data():
-    sim = simulate_dataset(14, 400, dataset_rng(3, 0), model=parse_model("GTR{1,3,1,1,3}+FQ+G4{0.5}"), gap_fraction=0.05)
+    sim = simulate_dataset(
+        14, 400, dataset_rng(3, 0), model=parse_model("GTR{1,3,1,1,3}+FQ+G4{0.5}"), gap_fraction=0.05
+    )
     patterns = sim.alignment.patterns()
     return sim.alignment, parsimony_tips(patterns.codes), patterns.weights
 
@@ -78,8 +82,9 @@ def test_any_weights_count_as_the_plain_fitch_counts_them(data):
     rng = np.random.default_rng(5)
     weights = np.round(rng.uniform(0.1, 3.0, tips.shape[1]), 1)
     tree = random_tree(alignment.taxa, rng)
-    assert parsimony_length(tree, tips, weights) == pytest.approx(plain_fitch(tree, tips, weights, tree.n_leaves),
-                                                                  rel=1e-12)
+    assert parsimony_length(tree, tips, weights) == pytest.approx(
+        plain_fitch(tree, tips, weights, tree.n_leaves), rel=1e-12
+    )
     moves = enumerate_moves(tree)
     deltas, length = spr_parsimony_deltas(tree, moves, tips, weights)
     for i in rng.choice(len(moves), 25, replace=False):

@@ -14,8 +14,9 @@ from phylorl.phylo.splits import splits
 
 @pytest.fixture(scope="module")
 def data():
-    sim = simulate_dataset(16, 300, dataset_rng(7, 0), model=parse_model("GTR{1,3,1,1,3}+FQ+G4{0.5}"),
-                           gap_fraction=0.05)
+    sim = simulate_dataset(
+        16, 300, dataset_rng(7, 0), model=parse_model("GTR{1,3,1,1,3}+FQ+G4{0.5}"), gap_fraction=0.05
+    )
     patterns = sim.alignment.patterns()
     tips = parsimony_tips(patterns.codes)
     weights = np.asarray(patterns.weights, np.float64)
@@ -45,8 +46,10 @@ def test_stepwise_addition_inserts_each_taxon_where_it_adds_least(data, seed):
     a, b, c = (int(v) for v in order[:3])
     edge_list, node = [(1000, a), (1000, b), (1000, c)], 1001
     for leaf in order[3:].tolist():
-        tried = [edge_list[:i] + edge_list[i + 1:] + [(u, node), (node, v), (node, leaf)]
-                 for i, (u, v) in enumerate(edge_list)]
+        tried = [
+            edge_list[:i] + edge_list[i + 1 :] + [(u, node), (node, v), (node, leaf)]
+            for i, (u, v) in enumerate(edge_list)
+        ]
         edge_list = min(tried, key=lambda cand: _length(cand, tips, weights))
         node += 1
     assert _length(edge_list, tips, weights) == length
@@ -58,8 +61,9 @@ def test_parsimony_spr_reports_its_change_and_never_lengthens(data):
         order = np.random.default_rng(seed).permutation(alignment.n_taxa).astype(np.int64)
         edges, length = stepwise_addition(bits, *classes, order)
         tree = Tree.from_edges(edges.astype(np.int32), np.full(len(edges), 0.1), alignment.taxa)
-        moves, change = parsimony_spr(tree.neighbors, tree.node_edges, tree.edges, tree.lengths,
-                                      tree.n_leaves, bits, *classes, 4, 10)
+        moves, change = parsimony_spr(
+            tree.neighbors, tree.node_edges, tree.edges, tree.lengths, tree.n_leaves, bits, *classes, 4, 10
+        )
         tree.validate()
         assert change <= 0 and (moves > 0) == (change < 0)
         assert parsimony_length(tree, tips, weights) == length + change
@@ -73,6 +77,15 @@ def test_parsimony_tree_is_seeded_and_reaches_spr_optimum_within_its_radius(data
     assert np.all(one.lengths > 0)
     # no move of radius <= 3 shortens it further
     again = one.copy()
-    moves, change = parsimony_spr(again.neighbors, again.node_edges, again.edges, again.lengths,
-                                  again.n_leaves, planes[0], *planes[1], 3, 5)
+    moves, change = parsimony_spr(
+        again.neighbors,
+        again.node_edges,
+        again.edges,
+        again.lengths,
+        again.n_leaves,
+        planes[0],
+        *planes[1],
+        3,
+        5,
+    )
     assert moves == 0 and change == 0

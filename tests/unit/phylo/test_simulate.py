@@ -76,8 +76,12 @@ def test_small_alpha_and_pinv_give_more_constant_columns():
     """Constant-column fractions match their exact expectation and move the right way with alpha and pinv."""
     tree = quartet()
     fractions = {}
-    for label, model in {"alpha=0.1": GTR + "+G4{0.1}", "alpha=10": GTR + "+G4{10}",
-                         "pinv=0": GTR, "pinv=0.4": GTR + "+I{0.4}"}.items():
+    for label, model in {
+        "alpha=0.1": GTR + "+G4{0.1}",
+        "alpha=10": GTR + "+G4{10}",
+        "pinv=0": GTR,
+        "pinv=0.4": GTR + "+I{0.4}",
+    }.items():
         alignment = simulate_alignment(tree, parse_model(model), 20_000, np.random.default_rng(7))
         fractions[label] = constant_fraction(alignment)
         exact = pattern_probabilities(tree, model)[CONSTANT_PATTERNS].sum()
@@ -152,11 +156,14 @@ def test_gaps():
         add_gaps(data.alignment, 1.0, np.random.default_rng(2))
 
 
-@pytest.mark.parametrize("model, message", [
-    ("GTR+F+G4", "not fully specified: give numbers for exchangeabilities, alpha"),
-    ("HKY{2}+F", "empirical frequencies"),
-    ("HKY{2}", "empirical frequencies"),
-])
+@pytest.mark.parametrize(
+    "model, message",
+    [
+        ("GTR+F+G4", "not fully specified: give numbers for exchangeabilities, alpha"),
+        ("HKY{2}+F", "empirical frequencies"),
+        ("HKY{2}", "empirical frequencies"),
+    ],
+)
 def test_models_that_cannot_drive_a_simulation(model, message):
     with pytest.raises(ModelError, match=message):
         simulate_dataset(5, 10, np.random.default_rng(0), model=parse_model(model))

@@ -27,7 +27,13 @@ def test_splits_of_a_hand_tree():
 def test_split_lengths_keys_every_edge():
     tree = read_newick("((A:1,B:2):3,C:4,(D:5,E:6):7);", NAMES5)
     assert split_lengths(tree) == {
-        0b11110: 1.0, 0b00010: 2.0, 0b11100: 3.0, 0b00100: 4.0, 0b11000: 7.0, 0b01000: 5.0, 0b10000: 6.0
+        0b11110: 1.0,
+        0b00010: 2.0,
+        0b11100: 3.0,
+        0b00100: 4.0,
+        0b11000: 7.0,
+        0b01000: 5.0,
+        0b10000: 6.0,
     }
 
 

@@ -52,8 +52,8 @@ def test_order_is_deterministic_and_moves_are_well_formed():
 
 
 def _documented_order(tree, radius, dedupe):
-    """The moves in the order ``enumerate_moves`` documents, written plainly: by ``p``, ``s``'s slot, the regraft
-    side's slot, then a depth-first preorder walk away from ``p`` (children in slot order)."""
+    """The moves in the order ``enumerate_moves`` documents, written plainly: by ``p``, ``s``'s slot, the
+    regraft side's slot, then a depth-first preorder walk away from ``p`` (children in slot order)."""
     nb, n, out = tree.neighbors, tree.n_leaves, []
     for p in range(n, tree.n_nodes):
         for k in range(3):
@@ -81,8 +81,9 @@ def test_moves_come_in_the_documented_order(seed):
     tree = random_tree(names(18), np.random.default_rng(seed))
     for radius in (None, 1, 2, 4):
         for dedupe in (True, False):
-            assert np.array_equal(enumerate_moves(tree, radius=radius, dedupe=dedupe),
-                                  _documented_order(tree, radius, dedupe))
+            assert np.array_equal(
+                enumerate_moves(tree, radius=radius, dedupe=dedupe), _documented_order(tree, radius, dedupe)
+            )
 
 
 def _distance(tree, u, v):
@@ -206,7 +207,9 @@ def test_subtree_moves_are_every_move_of_that_subtree_within_the_radius_band():
         for s in tree.neighbors[p]:
             for lo, hi in ((1, 1), (1, 4), (3, 6), (2, -1)):
                 got = subtree_moves(tree.neighbors, tree.n_leaves, p, int(s), lo, hi, True)
-                want = (every[:, 0] == p) & (every[:, 1] == s) & (distance >= lo) & ((distance <= hi) | (hi < 0))
+                want = (
+                    (every[:, 0] == p) & (every[:, 1] == s) & (distance >= lo) & ((distance <= hi) | (hi < 0))
+                )
                 assert np.array_equal(got, every[want])  # same moves, same order
     radius = enumerate_moves(tree, radius=3)
     assert np.array_equal(radius, every[distance <= 3])

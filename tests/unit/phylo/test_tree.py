@@ -18,7 +18,11 @@ def test_taxon_names_from_alignment_like_and_sequence():
 
 @pytest.mark.parametrize(
     "bad, message",
-    [(["a", "b", "a"], "duplicate taxon names: \\['a'\\]"), ("abc", "sequence of taxon names"), ([1, 2, 3], "strings")],
+    [
+        (["a", "b", "a"], "duplicate taxon names: \\['a'\\]"),
+        ("abc", "sequence of taxon names"),
+        ([1, 2, 3], "strings"),
+    ],
 )
 def test_taxon_names_rejects(bad, message):
     with pytest.raises(ValueError, match=message):

@@ -31,7 +31,9 @@ def env_transition(n_taxa: int, seed: int, radius=None, features: str = "rich") 
     rng = np.random.default_rng(seed)
     action = int(rng.integers(obs.n_actions))
     nxt, reward, _, _, _ = env.step(action)
-    return Transition(obs, action, reward, nxt, terminal=False, truncated=True, discount=0.99, policy_version=7)
+    return Transition(
+        obs, action, reward, nxt, terminal=False, truncated=True, discount=0.99, policy_version=7
+    )
 
 
 @pytest.mark.parametrize("features", ["rich", "basic"])
@@ -97,13 +99,24 @@ def test_the_taken_row_is_checked_against_the_state():
 
 
 def test_header_layout_and_scalars():
-    t = dataclasses.replace(env_transition(6, seed=1), reward=0.1 + 0.2, discount=0.99**7, terminal=True,
-                            truncated=True, policy_version=42)
+    t = dataclasses.replace(
+        env_transition(6, seed=1),
+        reward=0.1 + 0.2,
+        discount=0.99**7,
+        terminal=True,
+        truncated=True,
+        policy_version=42,
+    )
     data = encode_transition(t)
     assert struct.unpack_from("<4sBBqddq", data) == (b"PRLT", 5, 1 | 2 | 8, t.action, 0.1 + 0.2, 0.99**7, 42)
     back = decode_transition(data)
-    assert (back.reward, back.discount, back.terminal, back.truncated, back.policy_version) == \
-           (0.1 + 0.2, 0.99**7, True, True, 42)
+    assert (back.reward, back.discount, back.terminal, back.truncated, back.policy_version) == (
+        0.1 + 0.2,
+        0.99**7,
+        True,
+        True,
+        42,
+    )
 
 
 def test_corrupt_records_raise_clear_errors():
@@ -127,7 +140,8 @@ def test_corrupt_records_raise_clear_errors():
 def test_a_stored_tree_that_is_not_a_binary_tree_is_named():
     t = env_transition(8, seed=5, features="basic")
     data = bytearray(encode_transition(t))
-    # the first state's neighbour table starts after header, form byte, tree header and array header with 2 axes
+    # the first state's neighbour table starts after header, form byte, tree header and array header with 2
+    # axes
     start = struct.calcsize("<4sBBqddq") + 1 + struct.calcsize("<IiB") + 4 + 2 * 4
     data[start + 3 * 8] = 0  # node 8 (the first internal node) now names node 0 as its first neighbour twice
     data[start + 3 * 8 + 1] = 0
@@ -152,20 +166,23 @@ def test_demonstration_labels_round_trip_and_are_checked():
         decode_transition(bytes(corrupt))
 
 
-@pytest.mark.parametrize("array", [
-    np.array([-3, 0, 127], dtype=np.int64),                   # signed narrowing to int8
-    np.array([0, 70_000], dtype=np.int64),                     # needs 32 bits
-    np.array([-(2**40), 2**40], dtype=np.int64),               # needs all 64 bits
-    np.arange(300, dtype=np.int32).reshape(3, 100),
-    np.array([2**63 + 5], dtype=np.uint64),
-    np.array([True, False, True]),
-    np.linspace(0, 1, 1000, dtype=np.float32).reshape(10, 100),   # 1000 distinct: uint16 dictionary
-    np.random.default_rng(2).normal(size=(70_000,)).astype(np.float32),  # too many distinct: stored raw
-    np.tile(np.array([0.1, -0.0, 0.0, np.nan, np.inf], dtype=np.float64), 100),
-    np.tile(np.array([0x7FC00001, 0x7FC00002, 0x80000000, 0], dtype=np.uint32).view(np.float32), 100),
-    np.ones((2, 3, 4, 5), dtype=np.float16),
-    np.float32(7.0) * np.ones((), np.float32),
-])
+@pytest.mark.parametrize(
+    "array",
+    [
+        np.array([-3, 0, 127], dtype=np.int64),  # signed narrowing to int8
+        np.array([0, 70_000], dtype=np.int64),  # needs 32 bits
+        np.array([-(2**40), 2**40], dtype=np.int64),  # needs all 64 bits
+        np.arange(300, dtype=np.int32).reshape(3, 100),
+        np.array([2**63 + 5], dtype=np.uint64),
+        np.array([True, False, True]),
+        np.linspace(0, 1, 1000, dtype=np.float32).reshape(10, 100),  # 1000 distinct: uint16 dictionary
+        np.random.default_rng(2).normal(size=(70_000,)).astype(np.float32),  # too many distinct: stored raw
+        np.tile(np.array([0.1, -0.0, 0.0, np.nan, np.inf], dtype=np.float64), 100),
+        np.tile(np.array([0x7FC00001, 0x7FC00002, 0x80000000, 0], dtype=np.uint32).view(np.float32), 100),
+        np.ones((2, 3, 4, 5), dtype=np.float16),
+        np.float32(7.0) * np.ones((), np.float32),
+    ],
+)
 def test_an_array_round_trips_bit_for_bit(array):
     parts = []
     encode_array(array, "array", parts)
@@ -179,11 +196,22 @@ def test_an_unsupported_dtype_is_named():
         encode_array(np.zeros((2, 4), np.complex64), "moves", [])
 
 
-@pytest.mark.parametrize("row", [
-    np.array([3, 0, 255, 17]), np.array([3, 0, 256, 17]), np.array([-1, 2]), np.array([], np.int64),
-    np.arange(4, dtype=np.int32), np.arange(15, dtype=np.float32) / 7, np.array([np.nan, -0.0], np.float32),
-    np.arange(4, dtype=">i8"), np.arange(3, dtype=">f4"), np.arange(300, dtype=np.float32), np.arange(8.0)[::2],
-])
+@pytest.mark.parametrize(
+    "row",
+    [
+        np.array([3, 0, 255, 17]),
+        np.array([3, 0, 256, 17]),
+        np.array([-1, 2]),
+        np.array([], np.int64),
+        np.arange(4, dtype=np.int32),
+        np.arange(15, dtype=np.float32) / 7,
+        np.array([np.nan, -0.0], np.float32),
+        np.arange(4, dtype=">i8"),
+        np.arange(3, dtype=">f4"),
+        np.arange(300, dtype=np.float32),
+        np.arange(8.0)[::2],
+    ],
+)
 def test_a_row_is_stored_as_any_array_is(row):
     fast, general = [], []
     encode_row(row, "row", fast)
@@ -200,8 +228,11 @@ def test_state_sections_encode_each_observation_once_and_give_the_same_records()
     from phylorl.records.codec import StateSections, encode_state
 
     alignment = simulate_dataset(9, 300, np.random.default_rng(4)).alignment
-    env = TreeEnv([EnvAlignment.build(alignment, prepare_alignment(alignment, "GTR+F+G4"), "sim")],
-                  EnvConfig(horizon=20), seed=2)
+    env = TreeEnv(
+        [EnvAlignment.build(alignment, prepare_alignment(alignment, "GTR+F+G4"), "sim")],
+        EnvConfig(horizon=20),
+        seed=2,
+    )
     obs, _ = env.reset()
     rng = np.random.default_rng(0)
     observations, made, transitions = [obs], [encode_state(obs)], []
@@ -220,6 +251,7 @@ def test_state_sections_encode_each_observation_once_and_give_the_same_records()
     assert len(sections) == 3
     kept = sections(observations[-1])
     assert sections(observations[-1]) is kept  # encoded once
-    assert sections(observations[0]) is not made[0] and sections(observations[0]) == made[0]  # dropped, made again
+    # dropped, made again
+    assert sections(observations[0]) is not made[0] and sections(observations[0]) == made[0]
     with pytest.raises(ValueError, match="capacity"):
         StateSections(0)

@@ -1,5 +1,5 @@
-"""Records into the network's inputs in one compiled pass: equal, bit for bit, to the features written out move by move
-and collated with numpy (the oracles), and every bad record named."""
+"""Records into the network's inputs in one compiled pass: equal, bit for bit, to the features written out
+move by move and collated with numpy (the oracles), and every bad record named."""
 
 from __future__ import annotations
 
@@ -29,7 +29,8 @@ def _check(records: list[bytes], batch_size: int, seed: int = 0) -> int:
     rng = np.random.default_rng(seed)
     checked = 0
     for start in range(0, len(records), batch_size):
-        chosen = [records[i] for i in rng.permutation(len(records))[:batch_size]]  # a sampled batch: any order
+        # a sampled batch: any order
+        chosen = [records[i] for i in rng.permutation(len(records))[:batch_size]]
         weights = rng.random(len(chosen)).astype(np.float32)
         compact, versions = collate_records(PackedRecords.from_records(chosen), weights)
         transitions = [decode_transition(r) for r in chosen]
@@ -38,9 +39,11 @@ def _check(records: list[bytes], batch_size: int, seed: int = 0) -> int:
         assert isinstance(compact.next_actions, CompactActions)
         moves = compact.next_actions
         assert moves.shared_row.dtype == moves.walk_slot.dtype == moves.blocks.dtype == torch.int32
-        assert moves.walk_slot.shape[0] <= moves.count // 2 + 6 * compact.next_graphs.x.shape[0]  # walks shared
+        # walks shared
+        assert moves.walk_slot.shape[0] <= moves.count // 2 + 6 * compact.next_graphs.x.shape[0]
         assert_same(on_device(compact, "cpu"), reference)  # expanded on the host, in one compiled pass
-        assert_same(expand_actions(compact.next_actions), reference.next_actions)  # tensor gathers, as on a GPU
+        # tensor gathers, as on a GPU
+        assert_same(expand_actions(compact.next_actions), reference.next_actions)
         verified, _ = collate_records(PackedRecords.from_records(chosen), weights, verify=True)
         assert_same(on_device(verified, "cpu"), reference)
         checked += len(chosen)
@@ -54,7 +57,9 @@ def simulated():
 
 def test_rich_records_of_real_episodes_equal_the_oracle(ds_reference, simulated):
     ds1 = load_alignment(ds_reference("DS1", "JC")["alignment"])
-    records = episodes(ds1, EnvConfig(horizon=12), 60, seed=1) + episodes(simulated, EnvConfig(horizon=20), 80, seed=2)
+    records = episodes(ds1, EnvConfig(horizon=12), 60, seed=1) + episodes(
+        simulated, EnvConfig(horizon=20), 80, seed=2
+    )
     assert _check(records, 32) == 5 * 32
     assert _check(records, 128, seed=3) == 2 * 128
 
@@ -69,8 +74,11 @@ def test_labels_radius_and_basic_features_equal_the_oracle(simulated):
 
 
 def test_labels_are_absent_when_no_next_state_is_labelled(simulated):
-    """No labelled record: no labels at all (nothing reads them); some: zeros for the unlabelled states' moves."""
-    batch, _ = collate_records(PackedRecords.from_records(episodes(simulated, EnvConfig(horizon=6), 8, seed=21)))
+    """No labelled record: no labels at all (nothing reads them); some: zeros for the unlabelled states'
+    moves."""
+    batch, _ = collate_records(
+        PackedRecords.from_records(episodes(simulated, EnvConfig(horizon=6), 8, seed=21))
+    )
     assert not batch.any_labelled and batch.next_labels.shape == (0,) and not batch.next_labelled.any()
     mixed = episodes(simulated, EnvConfig(horizon=6), 8, seed=22, labels=True)  # every third one labelled
     batch, _ = collate_records(PackedRecords.from_records(mixed))
@@ -85,7 +93,9 @@ def test_labels_are_absent_when_no_next_state_is_labelled(simulated):
 def test_segments_and_sizes_of_mixed_tree_sizes(ds_reference, simulated):
     """States of different alignments (27 and 20 taxa) in one batch: per-state segments, not uniform."""
     ds1 = load_alignment(ds_reference("DS1", "JC")["alignment"])
-    records = episodes(ds1, EnvConfig(horizon=5), 6, seed=8) + episodes(simulated, EnvConfig(horizon=5), 6, seed=9)
+    records = episodes(ds1, EnvConfig(horizon=5), 6, seed=8) + episodes(
+        simulated, EnvConfig(horizon=5), 6, seed=9
+    )
     batch, _ = collate_records(PackedRecords.from_records(records))
     assert isinstance(batch.next_graphs.nodes, Segments) and batch.next_graphs.nodes.size is None
     assert batch.next_graphs.nodes.sizes.tolist() == [52] * 6 + [38] * 6
@@ -148,15 +158,15 @@ def test_a_stored_taken_row_is_read_as_stored_and_verified_where_records_come_in
         with pytest.raises(ValueError, match="record 0: its arrays do not form an unrooted binary tree"):
             collate_records(PackedRecords.from_records([bytes(bad)] + records[1:]))
     crowded = bytearray(records[0])
-    crowded[first_edge: first_edge + 8] = bytes([5, 6] * 4)  # four edges at node 5
+    crowded[first_edge : first_edge + 8] = bytes([5, 6] * 4)  # four edges at node 5
     with pytest.raises(ValueError, match="record 0: its arrays do not form"):
         collate_records(PackedRecords.from_records([bytes(crowded)] + records[1:]))
 
 
 def test_damaged_records_give_the_oracle_batch_or_an_error(simulated):
-    """Random byte damage: the verified pass either names a record or equals the oracle on the decoded records. The
-    learner's (unverified) pass may read a record whose stored taken row no longer matches its state, and only such
-    a record: one the insert check refuses."""
+    """Random byte damage: the verified pass either names a record or equals the oracle on the decoded
+    records. The learner's (unverified) pass may read a record whose stored taken row no longer matches its
+    state, and only such a record: one the insert check refuses."""
     records = episodes(simulated, EnvConfig(horizon=6), 12, seed=13, labels=True)
     rng = np.random.default_rng(14)
     refused, trusted = 0, 0
@@ -199,11 +209,16 @@ def test_the_insert_check_refuses_non_finite_values_and_bad_discounts(simulated)
     lengths = first.next_obs.lengths.copy()
     lengths[2] = np.nan
     nan_tree = dataclasses.replace(first, next_obs=dataclasses.replace(first.next_obs, lengths=lengths))
-    bad = {"NaN or infinite": [encode_transition(nan_tree),
-                               encode_transition(dataclasses.replace(first, reward=float("inf"))),
-                               encode_transition(dataclasses.replace(
-                                   first, next_labels=np.full(first.next_obs.n_actions, np.nan, np.float32)))],
-           "discount outside": [encode_transition(dataclasses.replace(first, discount=1.5))]}
+    bad = {
+        "NaN or infinite": [
+            encode_transition(nan_tree),
+            encode_transition(dataclasses.replace(first, reward=float("inf"))),
+            encode_transition(
+                dataclasses.replace(first, next_labels=np.full(first.next_obs.n_actions, np.nan, np.float32))
+            ),
+        ],
+        "discount outside": [encode_transition(dataclasses.replace(first, discount=1.5))],
+    }
     for message, records in bad.items():
         for record in records:
             with pytest.raises(ValueError, match=f"record 3: .*{message}"):
@@ -211,12 +226,18 @@ def test_the_insert_check_refuses_non_finite_values_and_bad_discounts(simulated)
 
 
 def test_observation_records_equal_the_oracle(ds_reference, simulated):
-    """Inference requests carry observation records; the compiled pass gives what collating the features gives."""
+    """Inference requests carry observation records; the compiled pass gives what collating the features
+    gives."""
     ds1 = load_alignment(ds_reference("DS1", "JC")["alignment"])
-    for alignment, config in ((simulated, EnvConfig()), (ds1, EnvConfig(radius=4)),
-                              (simulated, EnvConfig(features="basic"))):
-        records = [encode_observation(decode_transition(r).next_obs)
-                   for r in episodes(alignment, dataclasses.replace(config, horizon=5), 9, seed=16)]
+    for alignment, config in (
+        (simulated, EnvConfig()),
+        (ds1, EnvConfig(radius=4)),
+        (simulated, EnvConfig(features="basic")),
+    ):
+        records = [
+            encode_observation(decode_transition(r).next_obs)
+            for r in episodes(alignment, dataclasses.replace(config, horizon=5), 9, seed=16)
+        ]
         assert all(r[5] in (1, 2) for r in records)
         graphs, actions, rich = collate_states(PackedRecords.from_records(records))
         assert rich == (config.features == "rich")
@@ -246,22 +267,22 @@ def test_compile_kernels_runs_every_record_pass_on_environment_records():
 
 
 def _damage_ranked_counts(record: bytes, at: int) -> bytes:
-    """``record`` with the ranked parsimony changes of the observation at byte ``at`` miscounted: one move moved
-    from the first value's count to the second's (the sum unchanged)."""
+    """``record`` with the ranked parsimony changes of the observation at byte ``at`` miscounted: one move
+    moved from the first value's count to the second's (the sum unchanged)."""
     buf, arrays = np.frombuffer(record, np.uint8), np.zeros(6, np.int64)
     assert observation_header(buf, at, len(buf), arrays)[0]
     deltas = array_header(buf, arrays[3], len(buf))
     payload = int(deltas[6])
     assert deltas[1] == 2 and buf[payload + 4] == 5  # ranked, with uint8 counts
-    counts_at = payload + 5 + 2 * int(buf[payload: payload + 4].view(np.uint32)[0])
+    counts_at = payload + 5 + 2 * int(buf[payload : payload + 4].view(np.uint32)[0])
     bad = bytearray(record)
     bad[counts_at], bad[counts_at + 1] = bad[counts_at] + 1, bad[counts_at + 1] - 1
     return bytes(bad)
 
 
 def test_ranked_counts_are_read_on_trust_only_where_the_insert_check_made_sure_of_them(simulated):
-    """A record whose stored counts do not hold: the learner's pass reads them as stored; the insert check, the
-    verified pass and the decoder refuse the record, and the endpoint refuses such a state."""
+    """A record whose stored counts do not hold: the learner's pass reads them as stored; the insert check,
+    the verified pass and the decoder refuse the record, and the endpoint refuses such a state."""
     records = episodes(simulated, EnvConfig(horizon=8), 8, seed=23)
     arrays = np.zeros(6, np.int64)
     second = observation_header(np.frombuffer(records[0], np.uint8), 38, len(records[0]), arrays)[5]
@@ -270,8 +291,13 @@ def test_ranked_counts_are_read_on_trust_only_where_the_insert_check_made_sure_o
     packed = PackedRecords.from_records([bad] + records[1:])
     read = collate_records(packed)[0]
     sizes = good.next_actions.sizes.tolist()
-    changed = [not torch.equal(a, b) for a, b in zip(on_device(read, "cpu").next_actions.meta.split(sizes),
-                                                      on_device(good, "cpu").next_actions.meta.split(sizes))]
+    changed = [
+        not torch.equal(a, b)
+        for a, b in zip(
+            on_device(read, "cpu").next_actions.meta.split(sizes),
+            on_device(good, "cpu").next_actions.meta.split(sizes),
+        )
+    ]
     assert changed == [True] + [False] * (len(records) - 1)
     with pytest.raises(ValueError, match="record 0: its parsimony changes"):
         collate_records(packed, verify=True)
@@ -295,18 +321,26 @@ def test_the_host_expansion_knows_the_rich_layout_and_reads_any_other():
 
     rng = np.random.default_rng(0)
     tables = [rng.normal(size=(30, w)).astype(np.float32) for w in (6, 4, 3)]
-    walk_slot, walk_own = rng.integers(0, 30, 40).astype(np.int32), rng.normal(size=(40, 2)).astype(np.float32)
-    lengths = np.array([3, 0, 7, 1, 20, 19])   # 50 moves; blocks overlap in the walk as a state's do
+    walk_slot, walk_own = (
+        rng.integers(0, 30, 40).astype(np.int32),
+        rng.normal(size=(40, 2)).astype(np.float32),
+    )
+    lengths = np.array([3, 0, 7, 1, 20, 19])  # 50 moves; blocks overlap in the walk as a state's do
     blocks = np.stack([rng.integers(0, 30, 6), rng.integers(0, 20, 6), lengths], 1).astype(np.int32)
     shared_row, slot_node = rng.integers(0, 30, 50).astype(np.int32), rng.integers(0, 10, 30)
     arrays = (slot_node, *tables, walk_slot, walk_own, blocks, shared_row)
     for columns in (RICH_LAYOUT, tuple(rng.permutation(15))):
-        compact = CompactActions(*map(torch.from_numpy, (*arrays, np.array(columns))), sizes=torch.tensor([20, 30]),
-                                 uniform=None)
+        compact = CompactActions(
+            *map(torch.from_numpy, (*arrays, np.array(columns))), sizes=torch.tensor([20, 30]), uniform=None
+        )
         nodes, meta = expand_moves(*arrays, np.array(columns))
         reference = expand_actions(compact)
         assert np.array_equal(nodes, reference.nodes.numpy())
         assert meta.tobytes() == reference.meta.numpy().tobytes()
-        first = np.repeat(blocks[:, 1], lengths) + np.arange(50) - np.repeat(np.cumsum(lengths) - lengths, lengths)
-        assert np.array_equal(nodes[:, 2], walk_slot[first] // 3)   # each block is a run of walk rows
+        first = (
+            np.repeat(blocks[:, 1], lengths)
+            + np.arange(50)
+            - np.repeat(np.cumsum(lengths) - lengths, lengths)
+        )
+        assert np.array_equal(nodes[:, 2], walk_slot[first] // 3)  # each block is a run of walk rows
         assert reference.states.index.tolist() == [0] * 20 + [1] * 30 and reference.states.count == 2

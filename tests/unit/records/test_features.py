@@ -1,5 +1,5 @@
-"""The feature sets against plain Python recomputations (through the oracle that writes them out move by move, which
-``test_collate.py`` holds equal to the compiled record passes), and the parsimony columns' table."""
+"""The feature sets against plain Python recomputations (through the oracle that writes them out move by move,
+which ``test_collate.py`` holds equal to the compiled record passes), and the parsimony columns' table."""
 
 import numpy as np
 import pytest
@@ -65,12 +65,24 @@ def test_rich_features_equal_plain_recomputation(signals_and_tree):
         pruned = side(tree, s, p)
         beyond = side(tree, y, x)
         regraft = tree.lengths[edge_of(x, y)]
-        expected = [np.log(tree.lengths[edge_of(p, s)]), np.log(regraft), np.log(joined), distance[i] / 10,
-                    (path_length(tree, p, x) + regraft / 2) / total, pruned[0] / n, beyond[0] / n,
-                    pruned[1] / total, beyond[1] / total, pruned[2] / total, deltas[i] * 100 / length,
-                    min(deltas[i] - deltas.min(), 20) / 5]
+        expected = [
+            np.log(tree.lengths[edge_of(p, s)]),
+            np.log(regraft),
+            np.log(joined),
+            distance[i] / 10,
+            (path_length(tree, p, x) + regraft / 2) / total,
+            pruned[0] / n,
+            beyond[0] / n,
+            pruned[1] / total,
+            beyond[1] / total,
+            pruned[2] / total,
+            deltas[i] * 100 / length,
+            min(deltas[i] - deltas.min(), 20) / 5,
+        ]
         np.testing.assert_allclose(f[:12], expected, rtol=1e-5, atol=1e-6)
-        assert f[13] == pytest.approx(support[edge_of(p, s)]) and f[14] == pytest.approx(support[edge_of(x, y)])
+        assert f[13] == pytest.approx(support[edge_of(p, s)]) and f[14] == pytest.approx(
+            support[edge_of(x, y)]
+        )
     # rank: mean position among the moves sorted by parsimony change, scaled to 0..1
     rank = obs["action_meta"][:, 12].astype(np.float64)
     position = np.argsort(np.argsort(deltas, kind="stable"), kind="stable")
@@ -103,11 +115,13 @@ def test_parsimony_columns_equal_the_sorting_formula_bit_for_bit(kind):
     from phylorl.records.parsimony import parsimony_table
 
     rng = np.random.default_rng(len(kind))
-    deltas = {"whole": rng.integers(-30, 90, 700).astype(np.float64),
-              "fractional": rng.integers(-30, 90, 700) + rng.choice([0.0, 0.5], 700),
-              "wide": rng.choice([-1e6, 0.0, 3.0, 1e6], 500),
-              "one": np.array([4.0]),
-              "equal": np.full(9, 2.0)}[kind]
+    deltas = {
+        "whole": rng.integers(-30, 90, 700).astype(np.float64),
+        "fractional": rng.integers(-30, 90, 700) + rng.choice([0.0, 0.5], 700),
+        "wide": rng.choice([-1e6, 0.0, 3.0, 1e6], 500),
+        "one": np.array([4.0]),
+        "equal": np.full(9, 2.0),
+    }[kind]
     table, rows = np.zeros((len(deltas) + 2, 3), np.float32), np.zeros(len(deltas), np.int32)
     parsimony_table(deltas, 731.0, table, rows, 2)
     out = np.zeros((len(deltas), 15), np.float32)
@@ -117,6 +131,12 @@ def test_parsimony_columns_equal_the_sorting_formula_bit_for_bit(kind):
     ranks[order] = np.arange(len(deltas))
     _, inverse = np.unique(deltas, return_inverse=True)
     mean_rank = np.bincount(inverse, weights=ranks) / np.bincount(inverse)
-    expected = np.stack([deltas * 100.0 / 731.0, np.minimum(deltas - deltas.min(), 20.0) / 5.0,
-                         mean_rank[inverse] / max(len(deltas) - 1, 1)], axis=1).astype(np.float32)
+    expected = np.stack(
+        [
+            deltas * 100.0 / 731.0,
+            np.minimum(deltas - deltas.min(), 20.0) / 5.0,
+            mean_rank[inverse] / max(len(deltas) - 1, 1),
+        ],
+        axis=1,
+    ).astype(np.float32)
     assert out[:, 10:13].tobytes() == expected.tobytes()

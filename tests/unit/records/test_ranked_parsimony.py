@@ -1,5 +1,5 @@
-"""Parsimony columns read in place from a record's ranked parsimony changes equal those of the changes written out,
-bit for bit; changes stored another way are left to the written-out path."""
+"""Parsimony columns read in place from a record's ranked parsimony changes equal those of the changes written
+out, bit for bit; changes stored another way are left to the written-out path."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from phylorl.records.reader import FLOAT32, array_header, ranked_index, read_flo
 
 
 def _stored(deltas: np.ndarray, ranked: bool = False) -> tuple[np.ndarray, tuple]:
-    """The record bytes of ``deltas`` as the encoder stores them (as a dictionary, or ranked as version 5 stores
-    parsimony changes), and their array header."""
+    """The record bytes of ``deltas`` as the encoder stores them (as a dictionary, or ranked as version 5
+    stores parsimony changes), and their array header."""
     parts: list[bytes] = []
     (encode_ranked if ranked else _encode_array)(np.asarray(deltas, np.float32), "deltas", parts)
     buf = np.frombuffer(b"".join(parts), np.uint8)
@@ -22,10 +22,12 @@ def _stored(deltas: np.ndarray, ranked: bool = False) -> tuple[np.ndarray, tuple
 
 
 def _changes(kind: str, rng) -> np.ndarray:
-    return {"actor-like": rng.integers(-12, 40, 1122),  # Fitch changes of one state: a few dozen values
-            "one value": np.full(400, 3.0),
-            "wide index": rng.permutation(np.arange(-200, 400)).repeat(4),  # 600 values: uint16 indices
-            "negative": -rng.integers(1, 9, 300).astype(np.float64)}[kind].astype(np.float32)
+    return {
+        "actor-like": rng.integers(-12, 40, 1122),  # Fitch changes of one state: a few dozen values
+        "one value": np.full(400, 3.0),
+        "wide index": rng.permutation(np.arange(-200, 400)).repeat(4),  # 600 values: uint16 indices
+        "negative": -rng.integers(1, 9, 300).astype(np.float64),
+    }[kind].astype(np.float32)
 
 
 @pytest.mark.parametrize("kind", ["actor-like", "one value", "wide index", "negative"])
@@ -40,24 +42,32 @@ def test_the_stored_table_equals_the_written_out_changes(kind):
     parsimony_table(deltas, 812.0, table, rows, 5)
     stored_table, stored_rows = np.zeros_like(table), np.zeros_like(rows)
     entries = len(np.unique(deltas))
-    assert stored_parsimony_table(buf, header, 812.0, stored_table, stored_rows, 5) == entries  # a row an entry
+    # a row an entry
+    assert stored_parsimony_table(buf, header, 812.0, stored_table, stored_rows, 5) == entries
     assert stored_rows.min() == 5 and stored_rows.max() == 5 + entries - 1
     assert stored_table[stored_rows].tobytes() == table[rows].tobytes()  # every move's columns
 
 
 @pytest.mark.parametrize("value", [0.5, -0.0, np.nan, np.inf])
 def test_changes_stored_another_way_are_left_to_the_written_out_path(value):
-    """Fractional changes, -0.0, NaN and infinities cannot be ranked exactly: stored as a dictionary, not read in
-    place; nor are arrays too small to rank."""
+    """Fractional changes, -0.0, NaN and infinities cannot be ranked exactly: stored as a dictionary, not read
+    in place; nor are arrays too small to rank."""
     deltas = _changes("actor-like", np.random.default_rng(3))
     deltas[17] = value
     buf, header = _stored(deltas, ranked=True)
     assert header[1] == 1
-    assert stored_parsimony_table(buf, header, 812.0, np.zeros((1200, 3), np.float32), np.zeros(1122, np.int32),
-                                  0) == -1
+    assert (
+        stored_parsimony_table(
+            buf, header, 812.0, np.zeros((1200, 3), np.float32), np.zeros(1122, np.int32), 0
+        )
+        == -1
+    )
     buf, header = _stored(np.arange(10, dtype=np.float32), ranked=True)
     assert header[1] == 0
-    assert stored_parsimony_table(buf, header, 1.0, np.zeros((10, 3), np.float32), np.zeros(10, np.int32), 0) == -1
+    assert (
+        stored_parsimony_table(buf, header, 1.0, np.zeros((10, 3), np.float32), np.zeros(10, np.int32), 0)
+        == -1
+    )
 
 
 @pytest.mark.parametrize("kind", ["actor-like", "one value", "wide index", "negative"])
@@ -78,14 +88,14 @@ def _damaged(kind: str) -> tuple[np.ndarray, tuple]:
     """Ranked ``actor-like`` changes damaged one way; each still decodes in the compiled readers' bounds."""
     buf, header = _stored(_changes("actor-like", np.random.default_rng(13)), ranked=True)
     buf, payload = buf.copy(), header[6]
-    count = int(buf[payload: payload + 4].view(np.uint32)[0])
+    count = int(buf[payload : payload + 4].view(np.uint32)[0])
     counts_at, index_at = payload + 5 + 2 * count, ranked_index(header, buf)
     if kind == "a count":
         buf[counts_at + 3] += 1
     elif kind == "two counts swapped":  # their sum unchanged
         buf[counts_at], buf[counts_at + 1] = buf[counts_at + 1] + 1, buf[counts_at] - 1
     elif kind == "values out of order":
-        buf[payload + 5: payload + 9] = buf[payload + 5: payload + 9].reshape(2, 2)[::-1].reshape(-1)
+        buf[payload + 5 : payload + 9] = buf[payload + 5 : payload + 9].reshape(2, 2)[::-1].reshape(-1)
     elif kind == "an index out of range":
         buf[index_at + 9] = 250
     elif kind == "64-bit indices":  # a dtype code the encoder never writes
@@ -93,8 +103,10 @@ def _damaged(kind: str) -> tuple[np.ndarray, tuple]:
     return buf, header
 
 
-@pytest.mark.parametrize("kind", ["a count", "two counts swapped", "values out of order", "an index out of range",
-                                  "64-bit indices"])
+@pytest.mark.parametrize(
+    "kind",
+    ["a count", "two counts swapped", "values out of order", "an index out of range", "64-bit indices"],
+)
 def test_damaged_ranked_arrays_are_refused_by_the_checks(kind):
     buf, header = _damaged(kind)
     if kind == "64-bit indices":
@@ -105,8 +117,12 @@ def test_damaged_ranked_arrays_are_refused_by_the_checks(kind):
         decode_array(memoryview(buf.tobytes()), 0)
     if kind == "an index out of range":  # never read, even on trust
         assert _ranked_counts(buf, header)[1].size == 0
-        assert stored_parsimony_table(buf, header, 1.0, np.zeros((1200, 3), np.float32), np.zeros(1122, np.int32),
-                                      0) == -1
+        assert (
+            stored_parsimony_table(
+                buf, header, 1.0, np.zeros((1200, 3), np.float32), np.zeros(1122, np.int32), 0
+            )
+            == -1
+        )
         assert not read_floats(buf, header, np.zeros(1122, np.float32), FLOAT32)
 
 

@@ -1,4 +1,5 @@
-"""The inference request's compiled pass refuses what the endpoint must not answer, and the finiteness check it uses.
+"""The inference request's compiled pass refuses what the endpoint must not answer, and the finiteness check
+it uses.
 
 (That it equals the oracle bit for bit: ``tests/unit/records/test_collate.py``.)
 """
@@ -22,8 +23,11 @@ from phylorl.records.reader import array_header, observation_header
 @pytest.fixture(scope="module")
 def states() -> list[bytes]:
     alignment = simulate_dataset(12, 300, np.random.default_rng(3)).alignment
-    env = TreeEnv([EnvAlignment.build(alignment, prepare_alignment(alignment, "GTR+F+G4"), "a")],
-                  EnvConfig(horizon=6), seed=3)
+    env = TreeEnv(
+        [EnvAlignment.build(alignment, prepare_alignment(alignment, "GTR+F+G4"), "a")],
+        EnvConfig(horizon=6),
+        seed=3,
+    )
     obs, _ = env.reset()
     out = [encode_observation(obs)]
     for action in (0, 5, 9):
@@ -33,15 +37,15 @@ def states() -> list[bytes]:
 
 
 def _with_float(record: bytes, array: int, element: int, value: float) -> bytes:
-    """``record`` (an observation record) with element ``element`` of its tree's array ``array`` (2: branch lengths,
-    5: split support; stored plain float32) set to ``value``."""
+    """``record`` (an observation record) with element ``element`` of its tree's array ``array`` (2: branch
+    lengths, 5: split support; stored plain float32) set to ``value``."""
     buf, arrays = np.frombuffer(record, np.uint8), np.zeros(6, np.int64)
     assert observation_header(buf, 5, len(buf), arrays)[0]
     header = array_header(buf, arrays[array], len(buf))
     assert header[0] == header[2] == 10 and header[1] == 0  # float32, stored as it is
     out = bytearray(record)
     at = int(header[6]) + 4 * element
-    out[at: at + 4] = np.float32(value).tobytes()
+    out[at : at + 4] = np.float32(value).tobytes()
     return bytes(out)
 
 

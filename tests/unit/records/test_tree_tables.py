@@ -1,4 +1,5 @@
-"""``tree_tables_into`` (the batch decoder's, on scratch reused from tree to tree) gives what ``tree_tables`` gives."""
+"""``tree_tables_into`` (the batch decoder's, on scratch reused from tree to tree) gives what ``tree_tables``
+gives."""
 
 import numpy as np
 
@@ -8,7 +9,9 @@ from phylorl.records.reader import tree_tables, tree_tables_into
 
 def _arrays(n_taxa: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     tree = random_tree([f"t{i}" for i in range(n_taxa)], np.random.default_rng(seed))
-    return np.ascontiguousarray(tree.neighbors, dtype=np.int32), np.ascontiguousarray(tree.edges, dtype=np.int32)
+    return np.ascontiguousarray(tree.neighbors, dtype=np.int32), np.ascontiguousarray(
+        tree.edges, dtype=np.int32
+    )
 
 
 def test_scratch_reused_across_trees_of_any_size_and_error_gives_the_same_tables():

@@ -12,9 +12,9 @@ def batch(*records: bytes) -> PackedRecords:
 
 def test_lookups_across_batches_and_drops():
     cache = RecordCache()
-    cache.append(5, batch(b"a", b"bb", b"ccc"))   # keys 5, 6, 7
-    cache.append(8, batch(b"d"))                  # key 8
-    cache.append(9, batch(b"ee", b"f"))           # keys 9, 10
+    cache.append(5, batch(b"a", b"bb", b"ccc"))  # keys 5, 6, 7
+    cache.append(8, batch(b"d"))  # key 8
+    cache.append(9, batch(b"ee", b"f"))  # keys 9, 10
     assert [bytes(r) for r in cache.get([10, 5, 8, 7, 7, 9])] == [b"f", b"a", b"d", b"ccc", b"ccc", b"ee"]
     cache.drop_below(7)  # keys 5, 6 gone but 7 still held: the first batch stays
     assert bytes(cache.get([7])[0]) == b"ccc"

@@ -16,11 +16,20 @@ def test_defaults():
 def test_precedence_file_env_flags(tmp_path):
     path = tmp_path / "replay.yaml"
     path.write_text("capacity: 5000\nalpha: 0.9\nbeta: 0.7\nkey_prefix: from-file\n")
-    environ = {"PHYLORL_REPLAY_CONFIG": str(path), "PHYLORL_REPLAY_ALPHA": "0.3", "PHYLORL_REPLAY_BETA": "1",
-               "OTHER_VARIABLE": "ignored"}
+    environ = {
+        "PHYLORL_REPLAY_CONFIG": str(path),
+        "PHYLORL_REPLAY_ALPHA": "0.3",
+        "PHYLORL_REPLAY_BETA": "1",
+        "OTHER_VARIABLE": "ignored",
+    }
     config = load_config(["--beta", "0.2", "--redis-url", "redis://r:6379/1"], environ)
-    assert (config.capacity, config.alpha, config.beta, config.key_prefix, config.redis_url) == \
-           (5000, 0.3, 0.2, "from-file", "redis://r:6379/1")
+    assert (config.capacity, config.alpha, config.beta, config.key_prefix, config.redis_url) == (
+        5000,
+        0.3,
+        0.2,
+        "from-file",
+        "redis://r:6379/1",
+    )
     assert isinstance(config.alpha, float) and isinstance(config.capacity, int)
 
 
@@ -37,14 +46,21 @@ def test_config_is_frozen():
         ReplayConfig().capacity = 3
 
 
-@pytest.mark.parametrize("argv, environ, message", [
-    (["--capacity", "ten"], {}, "capacity expects int, got 'ten'"),
-    ([], {"PHYLORL_REPLAY_CAPACTIY": "5"}, "unknown environment variable PHYLORL_REPLAY_CAPACTIY"),
-    (["--capacity", "10", "--min-size-to-sample", "20"], {}, "min_size_to_sample must lie in 1..capacity=10"),
-    (["--samples-per-insert", "2", "--error-buffer", "0"], {}, "error_buffer must be > 0"),
-    (["--alpha", "-1"], {}, "alpha and beta must be >= 0"),
-    (["--port", "70000"], {}, "ports must lie in 0..65535"),
-])
+@pytest.mark.parametrize(
+    "argv, environ, message",
+    [
+        (["--capacity", "ten"], {}, "capacity expects int, got 'ten'"),
+        ([], {"PHYLORL_REPLAY_CAPACTIY": "5"}, "unknown environment variable PHYLORL_REPLAY_CAPACTIY"),
+        (
+            ["--capacity", "10", "--min-size-to-sample", "20"],
+            {},
+            "min_size_to_sample must lie in 1..capacity=10",
+        ),
+        (["--samples-per-insert", "2", "--error-buffer", "0"], {}, "error_buffer must be > 0"),
+        (["--alpha", "-1"], {}, "alpha and beta must be >= 0"),
+        (["--port", "70000"], {}, "ports must lie in 0..65535"),
+    ],
+)
 def test_bad_values_name_the_field(argv, environ, message):
     with pytest.raises(ValueError, match=message):
         load_config(argv, environ)

@@ -17,21 +17,21 @@ def test_samples_per_insert_sequence_hand_computed():
     # spi 2, min size 4: target diff = 8, bounds 8 -/+ 3 -> sample while diff > 5, insert while diff < 11
     limiter = RateLimiter(min_size_to_sample=4, samples_per_insert=2.0, error_buffer=3.0)
     size = 0
-    for _ in range(4):                         # filling up: inserts always pass, samples wait
+    for _ in range(4):  # filling up: inserts always pass, samples wait
         assert limiter.can_insert(size) and not limiter.can_sample(size)
         limiter.record_insert(1)
         size += 1
     assert limiter.diff == 8.0 and limiter.can_sample(size)
     limiter.record_insert(1)
-    size += 1                                  # diff 10 < 11: one more insert allowed
+    size += 1  # diff 10 < 11: one more insert allowed
     assert limiter.can_insert(size)
     limiter.record_insert(1)
-    size += 1                                  # diff 12: inserts wait for samples
+    size += 1  # diff 12: inserts wait for samples
     assert limiter.diff == 12.0 and not limiter.can_insert(size)
     assert "balance 12 must stay below 11); about 2 more sampled" in limiter.why_no_insert(size)
-    limiter.record_sample(6)                   # diff 6 > 5: samples still allowed
+    limiter.record_sample(6)  # diff 6 > 5: samples still allowed
     assert limiter.can_sample(size) and limiter.can_insert(size)
-    limiter.record_sample(4)                   # diff 2: samples wait for inserts
+    limiter.record_sample(4)  # diff 2: samples wait for inserts
     assert not limiter.can_sample(size)
     assert "balance 2 must exceed 5); about 2 more inserted" in limiter.why_no_sample(size)
 

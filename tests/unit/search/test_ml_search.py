@@ -69,8 +69,14 @@ def test_a_fast_round_undoes_every_nni_away_from_the_optimum():
 def test_same_seed_same_answer_and_resume_equals_uninterrupted(simulated, tmp_path):
     config = SearchConfig(starts=2)
     progress, saved = [], []
-    whole = search(simulated, MODEL, config=config, seed=4, on_progress=progress.append,
-                   checkpoint=lambda data: saved.append(json.loads(json.dumps(data))))
+    whole = search(
+        simulated,
+        MODEL,
+        config=config,
+        seed=4,
+        on_progress=progress.append,
+        checkpoint=lambda data: saved.append(json.loads(json.dumps(data))),
+    )
     again = search(simulated, MODEL, config=config, seed=4)
     assert write_newick(whole.tree) == write_newick(again.tree) and whole.loglik == again.loglik
     assert whole.rounds == len(progress) == len(saved) >= 4
@@ -120,9 +126,16 @@ def test_a_checkpoint_file_is_rewritten_every_round_and_resumes(simulated, tmp_p
     config = SearchConfig(starts=2, max_rounds=5)
     path = tmp_path / "run" / "checkpoint.json"
     rounds = []
-    first = search(simulated, MODEL, config=config, seed=2, checkpoint=path,
-                   on_progress=lambda d: rounds.append(json.loads(path.read_text())["state"]["round"]
-                                                       if path.exists() else 0))
+    first = search(
+        simulated,
+        MODEL,
+        config=config,
+        seed=2,
+        checkpoint=path,
+        on_progress=lambda d: rounds.append(
+            json.loads(path.read_text())["state"]["round"] if path.exists() else 0
+        ),
+    )
     assert first.rounds == 5 and rounds == [0, 1, 2, 3, 4]  # written after each round's progress call
     assert json.loads(path.read_text())["state"]["round"] == 5
     finished = search(simulated, MODEL, config=SearchConfig(starts=2), seed=2)
@@ -150,8 +163,16 @@ def test_a_climb_stops_its_fast_and_its_slow_rounds_at_the_gains_it_is_given(sim
     engine = LikelihoodEngine(simulated, MODEL)
     tree = random_tree(simulated.taxa, np.random.default_rng(5))
     engine.optimize_branch_lengths(tree, rounds=3)
-    settings = dict(moves=6, radius=3, climb_radius=4, slow_branches=3, slow_near=1.0, max_rounds=10, cutoff=1.0,
-                    branch_rounds=2)
+    settings = dict(
+        moves=6,
+        radius=3,
+        climb_radius=4,
+        slow_branches=3,
+        slow_near=1.0,
+        max_rounds=10,
+        cutoff=1.0,
+        branch_rounds=2,
+    )
     once = climb(engine, tree, np.random.default_rng(7), **settings, fast_gain=np.inf, slow_gain=np.inf)
     by_hand = tree.copy()  # one fast round, one slow round
     loglik = optimise_near(engine, by_hand, perturb(by_hand, 6, 3, np.random.default_rng(7)))
@@ -168,8 +189,19 @@ def test_worker_processes_climb_as_this_process_does(simulated):
     engine = LikelihoodEngine(simulated, MODEL)
     tree = random_tree(simulated.taxa, np.random.default_rng(5))
     engine.optimize_branch_lengths(tree, rounds=3)
-    settings = dict(moves=4, radius=3, climb_radius=4, slow_branches=3, slow_near=1.0, max_rounds=3, cutoff=1.0,
-                    branch_rounds=2, fast_gain=1.0, slow_gain=0.1)
+    settings = dict(
+        moves=4,
+        radius=3,
+        climb_radius=4,
+        slow_branches=3,
+        slow_near=1.0,
+        max_rounds=3,
+        cutoff=1.0,
+        branch_rounds=2,
+        fast_gain=1.0,
+        slow_gain=0.1,
+    )
+
     def jobs():
         return [(tree, np.random.default_rng([7, k])) for k in range(3)]
 
@@ -187,9 +219,14 @@ def test_worker_processes_climb_as_this_process_does(simulated):
 def test_threads_climb_the_starts_at_once_to_the_same_state_and_resume(simulated):
     def first_slow(threads):
         saved, progress = [], []
-        result = search(simulated, MODEL, config=SearchConfig(starts=3, threads=threads), seed=6,
-                        on_progress=progress.append,
-                        checkpoint=lambda data: saved.append(json.loads(json.dumps(data))))
+        result = search(
+            simulated,
+            MODEL,
+            config=SearchConfig(starts=3, threads=threads),
+            seed=6,
+            on_progress=progress.append,
+            checkpoint=lambda data: saved.append(json.loads(json.dumps(data))),
+        )
         return result, saved, next(s for s in saved if s["state"]["phase"] == "slow"), progress
 
     one = first_slow(1)[2]
@@ -200,7 +237,9 @@ def test_threads_climb_the_starts_at_once_to_the_same_state_and_resume(simulated
     assert {k: two["state"][k] for k in same} == {k: one["state"][k] for k in same}
     iterations = [s["state"]["iteration"] for s in saved if s["state"]["iteration"]]
     assert iterations and all(i % 2 == 0 for i in iterations)  # perturbation rounds are batches of two
-    batch = next(k for k, s in enumerate(saved) if s["state"]["phase"] == "perturb" and s["state"]["iteration"])
+    batch = next(
+        k for k, s in enumerate(saved) if s["state"]["phase"] == "perturb" and s["state"]["iteration"]
+    )
     resumed = search(simulated, MODEL, config=SearchConfig(starts=3, threads=2), seed=6, resume=saved[batch])
     assert write_newick(resumed.tree) == write_newick(whole.tree) and resumed.loglik == whole.loglik
     with pytest.raises(ValueError, match="config"):

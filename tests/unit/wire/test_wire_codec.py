@@ -6,8 +6,20 @@ import pytest
 from phylorl.wire import codec
 from phylorl.wire.v1 import common_pb2
 
-ALL_DTYPES = ["bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
-              "float16", "float32", "float64"]
+ALL_DTYPES = [
+    "bool",
+    "int8",
+    "int16",
+    "int32",
+    "int64",
+    "uint8",
+    "uint16",
+    "uint32",
+    "uint64",
+    "float16",
+    "float32",
+    "float64",
+]
 
 
 def assert_same_array(a: np.ndarray, b: np.ndarray) -> None:
@@ -39,7 +51,8 @@ def test_ndarray_scalar_and_empty():
 
 
 def test_ndarray_special_floats_bit_exact():
-    bits = np.array([0x80000000, 0x7FC00001, 0x7F800000, 0xFF800000, 1], dtype=np.uint32)  # -0, NaN, ±inf, denormal
+    # -0, NaN, ±inf, denormal
+    bits = np.array([0x80000000, 0x7FC00001, 0x7F800000, 0xFF800000, 1], dtype=np.uint32)
     array = bits.view(np.float32)
     assert_same_array(codec.ndarray_from_proto(codec.ndarray_to_proto(array)), array)
 
@@ -52,8 +65,8 @@ def test_ndarray_rejects_object_dtype_and_inconsistent_messages():
     with pytest.raises(ValueError, match="unknown dtype 'complex64'"):
         codec.ndarray_from_proto(common_pb2.NDArray(data=b"", shape=[0], dtype="complex64"))
     # 2**62 * 4 * 8 bytes wraps to 0 in int64 arithmetic: the extent is counted exactly, and named
-    with pytest.raises(ValueError, match=f"needs {2 ** 67} bytes, has 0"):
-        codec.ndarray_from_proto(common_pb2.NDArray(data=b"", shape=[2 ** 62, 4], dtype="int64"))
+    with pytest.raises(ValueError, match=f"needs {2**67} bytes, has 0"):
+        codec.ndarray_from_proto(common_pb2.NDArray(data=b"", shape=[2**62, 4], dtype="int64"))
     with pytest.raises(ValueError, match="dtype >c8 cannot go on the wire"):
         codec.ndarray_to_proto(np.zeros(2, dtype=">c8"))
 

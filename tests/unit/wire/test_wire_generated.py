@@ -16,8 +16,12 @@ def test_generated_code_is_up_to_date():
     except ImportError:  # the CI policy: a missing tool fails under CI and skips elsewhere
         message = "grpcio-tools (a dev extra) regenerates the code"
         pytest.fail(message) if os.environ.get("CI") else pytest.skip(message)
-    result = subprocess.run([sys.executable, str(REPO / "scripts" / "gen_protos.py"), "--check"],
-                            capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, str(REPO / "scripts" / "gen_protos.py"), "--check"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 0, result.stderr
 
 
@@ -26,7 +30,13 @@ def test_generated_modules_import_under_phylorl_wire():
 
     assert replay_pb2.DESCRIPTOR.package == "phylorl.v1"
     assert set(replay_pb2.DESCRIPTOR.services_by_name["ReplayService"].methods_by_name) == {
-        "Insert", "Sample", "UpdatePriorities", "Stats"}
+        "Insert",
+        "Sample",
+        "UpdatePriorities",
+        "Stats",
+    }
     assert set(inference_pb2.DESCRIPTOR.services_by_name["InferenceService"].methods_by_name) == {"ActStream"}
-    assert hasattr(replay_pb2_grpc, "ReplayServiceStub") and hasattr(inference_pb2_grpc, "InferenceServiceStub")
+    assert hasattr(replay_pb2_grpc, "ReplayServiceStub") and hasattr(
+        inference_pb2_grpc, "InferenceServiceStub"
+    )
     assert replay_pb2.SampleRequest.__module__ == "phylorl.wire.v1.replay_pb2"
