@@ -12,10 +12,12 @@ time is used and the row says so).
 Prints one JSON line: the machine, per-alignment rows (log-likelihoods, gap to IQ-TREE, seconds on both sides,
 time ratio, RF distance, our peak memory: the main process's and the largest worker's) and per-band summaries
 (fraction within 0.1 of IQ-TREE, mean and median gap, total time ratio, median per-alignment ratio, mean RF;
-the same for IQ-TREE seed 2 with ``--noise``). Progress on stderr.
+the same for IQ-TREE seed 2 with ``--noise``; ``--noise-only`` gives those alone, from IQ-TREE's cached seed-1
+run and no search of ours). Progress on stderr.
 
     python benchmarks/bench_search_large.py [--alignments FILE_OR_DIR ...] [--bands 30-99,100-199]
-        [--limit-per-band K] [--noise] [--cached-iqtree] [--config '{"starts": 2}'] [--seed 1] [--threads T]
+        [--limit-per-band K] [--noise | --noise-only] [--cached-iqtree] [--config '{"starts": 2}'] [--seed 1]
+        [--threads T]
 """
 
 from __future__ import annotations
@@ -303,8 +305,13 @@ def run_case(path: Path, args) -> dict:
     alignment = load_alignment(path)
     model = fit_model_string(alignment)
     iq, fresh = cached_iqtree(
-        args.cache, path, model, IQTREE_SEED, args.threads, rerun=not args.cached_iqtree
+        args.cache, path, model, IQTREE_SEED, args.threads, rerun=not (args.cached_iqtree or args.noise_only)
     )
+    if args.noise_only:
+        iq_ll, iq_tree = rescore(alignment, model, iq["newick"])
+        row = {"file": path.name, "taxa": alignment.n_taxa, "sites": alignment.n_sites}
+        row.update({"band": band_of(alignment.n_taxa), "iqtree_loglik": round(iq_ll, 4)})
+        return {**row, **noise(alignment, path, model, iq_ll, iq_tree, args)}
     started = time.perf_counter()
     config = json.dumps({**json.loads(args.config), "threads": args.threads})
     proc = subprocess.run(
@@ -344,16 +351,21 @@ def run_case(path: Path, args) -> dict:
         "threads": args.threads,
     }
     if args.noise:
-        iq2, _ = cached_iqtree(args.cache, path, model, IQTREE_NOISE_SEED, args.threads, rerun=False)
-        iq2_ll, iq2_tree = rescore(alignment, model, iq2["newick"])
-        row.update(
-            {
-                "iqtree2_gap": round(iq2_ll - iq_ll, 4),
-                "iqtree2_seconds": round(iq2["seconds"], 2),
-                "iqtree2_rf": rf_distance(iq2_tree, iq_tree),
-            }
-        )
+        row.update(noise(alignment, path, model, iq_ll, iq_tree, args))
     return row
+
+
+def noise(alignment, path: Path, model: str, iq_ll: float, iq_tree, args) -> dict:
+    """IQ-TREE's seed-2 run against its seed-1 tree (log-likelihood ``iq_ll``): the noise floor."""
+    from phylorl.phylo import rf_distance
+
+    iq2, _ = cached_iqtree(args.cache, path, model, IQTREE_NOISE_SEED, args.threads, rerun=False)
+    iq2_ll, iq2_tree = rescore(alignment, model, iq2["newick"])
+    return {
+        "iqtree2_gap": round(iq2_ll - iq_ll, 4),
+        "iqtree2_seconds": round(iq2["seconds"], 2),
+        "iqtree2_rf": rf_distance(iq2_tree, iq_tree),
+    }
 
 
 def summarise(rows: list[dict]) -> dict:
@@ -362,18 +374,21 @@ def summarise(rows: list[dict]) -> dict:
         band = [r for r in rows if r["band"] == f"{lo}-{hi}"]
         if not band:
             continue
-        s = {
-            "alignments": len(band),
-            "within_0.1": round(sum(r["gap"] >= -TOLERANCE for r in band) / len(band), 3),
-            "mean_gap": round(statistics.mean(r["gap"] for r in band), 3),
-            "median_gap": round(statistics.median(r["gap"] for r in band), 3),
-            "time_ratio_total": round(
-                sum(r["seconds"] for r in band) / sum(r["iqtree_seconds"] for r in band), 3
-            ),
-            "time_ratio_median": round(statistics.median(r["time_ratio"] for r in band), 3),
-            "mean_rf": round(statistics.mean(r["rf"] for r in band), 2),
-            "peak_rss_bytes_max": max(r["peak_rss_bytes"] for r in band),
-        }
+        s = {"alignments": len(band)}
+        if all("gap" in r for r in band):
+            s.update(
+                {
+                    "within_0.1": round(sum(r["gap"] >= -TOLERANCE for r in band) / len(band), 3),
+                    "mean_gap": round(statistics.mean(r["gap"] for r in band), 3),
+                    "median_gap": round(statistics.median(r["gap"] for r in band), 3),
+                    "time_ratio_total": round(
+                        sum(r["seconds"] for r in band) / sum(r["iqtree_seconds"] for r in band), 3
+                    ),
+                    "time_ratio_median": round(statistics.median(r["time_ratio"] for r in band), 3),
+                    "mean_rf": round(statistics.mean(r["rf"] for r in band), 2),
+                    "peak_rss_bytes_max": max(r["peak_rss_bytes"] for r in band),
+                }
+            )
         if all("iqtree2_gap" in r for r in band):
             s["iqtree2_within_0.1"] = round(sum(r["iqtree2_gap"] >= -TOLERANCE for r in band) / len(band), 3)
             s["iqtree2_mean_gap"] = round(statistics.mean(r["iqtree2_gap"] for r in band), 3)
@@ -390,6 +405,11 @@ def main() -> None:
         "--noise",
         action="store_true",
         help=f"also IQ-TREE with seed {IQTREE_NOISE_SEED}, on --threads (cached runs are reused)",
+    )
+    p.add_argument(
+        "--noise-only",
+        action="store_true",
+        help="only IQ-TREE's seed 2 against its (cached) seed 1: the noise floor, no search of ours",
     )
     p.add_argument(
         "--cached-iqtree", action="store_true", help="use cached IQ-TREE times instead of re-timing"
@@ -434,7 +454,7 @@ def main() -> None:
             "bench": "search_large",
             "machine": machine(),
             "config": json.loads(args.config),
-            "seed": args.seed,
+            "seed": None if args.noise_only else args.seed,
             "iqtree_seed": IQTREE_SEED,
             "threads": args.threads,
             "rows": rows,
