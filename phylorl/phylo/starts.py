@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+from numba import njit
 
 from phylorl.phylo.tree import Tree, taxon_names
 
@@ -12,6 +13,10 @@ MIN_BRANCH_LENGTH = 1e-6
 MAX_JC_DISTANCE = 10.0
 """JC69 distance given to a pair whose sequences look saturated (proportion of differences at or
 above 3/4) or that share no unambiguous site; also the upper bound of every distance."""
+
+TIE = 1e-12
+"""Relative difference in Q below which two pairs tie (equal up to rounding, as with identical sequences):
+the first in row-major order is joined."""
 
 _UNAMBIGUOUS = np.array([1, 2, 4, 8], dtype=np.uint8)  # A, C, G, T masks
 
@@ -83,7 +88,8 @@ def nj_tree(alignment_or_distances, taxa=None) -> Tree:
     its ``.taxa``) or a symmetric float ``[n, n]`` distance matrix, in which case ``taxa`` (an
     alignment or a sequence of names) is required. Ties in the Q criterion go to the first
     pair in row-major order, so the result is deterministic. Negative branch lengths are raised
-    to :data:`MIN_BRANCH_LENGTH`. ``O(n^3)`` numpy work (one ``[r, r]`` pass per join).
+    to :data:`MIN_BRANCH_LENGTH`. A compiled ``O(n^3)`` kernel (:func:`_nj_joins`: one ``[r, r]`` scan per
+    join, no ``[r, r]`` temporaries).
     """
     if hasattr(alignment_or_distances, "codes"):
         names = taxon_names(alignment_or_distances if taxa is None else taxa)
@@ -101,30 +107,88 @@ def nj_tree(alignment_or_distances, taxa=None) -> Tree:
     if n < 3:
         raise ValueError(f"a tree needs at least 3 leaves, got {n}")
 
-    active = list(range(n))  # node id of each row of dist
-    next_node = n
-    edges, lengths = [], []
-    while len(active) > 3:
-        r = len(active)
-        row_sums = dist.sum(axis=1)
-        q = (r - 2) * dist - row_sums[:, None] - row_sums[None, :]
-        q[np.tril_indices(r)] = np.inf
-        i, j = np.unravel_index(int(np.argmin(q)), q.shape)
-        d_ij = dist[i, j]
-        l_i = 0.5 * d_ij + (row_sums[i] - row_sums[j]) / (2 * (r - 2))
-        edges += [(active[i], next_node), (active[j], next_node)]
-        lengths += [l_i, d_ij - l_i]
-        new_row = 0.5 * (dist[i] + dist[j] - d_ij)
-        new_row[i] = 0.0
-        dist[i] = new_row
-        dist[:, i] = new_row
-        active[i] = next_node
-        keep = np.arange(r) != j
-        dist = dist[keep][:, keep]
-        del active[j]
-        next_node += 1
-    d = dist
-    for k, (a, b) in enumerate(((1, 2), (0, 2), (0, 1))):
-        edges.append((active[k], next_node))
-        lengths.append(0.5 * (d[k, a] + d[k, b] - d[a, b]))
+    edges, lengths = _nj_joins(dist)
     return Tree.from_edges(edges, np.maximum(lengths, MIN_BRANCH_LENGTH), names)
+
+
+@njit(cache=True, nogil=True, fastmath={"reassoc", "nnan", "nsz"})
+def _row_minima(dist, sums, r, out):
+    """``out[a]``: the least Q of row ``a`` with a later row ``b < r``, ``(r - 2) d[a, b] - S[b] - S[a]``.
+    Returns the least of them. (Reassociation only lets the minimum vectorise; each Q is rounded as
+    written.)"""
+    c = r - 2
+    best = np.inf
+    for a in range(r - 1):
+        m = np.inf
+        for b in range(a + 1, r):
+            m = min(m, c * dist[a, b] - sums[b])
+        out[a] = m - sums[a]
+        best = min(best, out[a])
+    return best
+
+
+@njit(cache=True, nogil=True)
+def _nj_joins(dist):
+    """The ``2n - 3`` edges (child, parent) and lengths of the NJ tree of ``dist`` ``[n, n]`` (overwritten).
+    Internal nodes are numbered ``n, n + 1, ...`` in the order of their joins; the last one joins the final
+    three. The rows left stay packed in ``dist[:r, :r]`` (a joined row's slot takes the last row), and
+    ``first[s]`` keeps the order the textbook's matrix would hold slot ``s`` in (it deletes the second row of
+    each join and puts the new node in the first's), so the pair joined is the first in that row-major order
+    among those whose Q is least (within :data:`TIE`). Row sums are kept up to date in ``O(r)`` a join, so a
+    join costs one ``[r, r]`` scan."""
+    n = dist.shape[0]
+    first = np.arange(n)
+    node = np.arange(n)
+    sums = np.zeros(n)
+    for a in range(n):
+        for b in range(n):
+            sums[a] += dist[a, b]
+    minima = np.empty(n)
+    edges = np.empty((2 * n - 3, 2), np.int64)
+    lengths = np.empty(2 * n - 3)
+    k, next_node, r = 0, n, n
+    while r > 3:
+        best = _row_minima(dist, sums, r, minima)
+        limit = best + TIE * abs(best)
+        i, j = -1, -1
+        for a in range(r - 1):
+            if minima[a] > limit:
+                continue
+            for b in range(a + 1, r):
+                if (r - 2) * dist[a, b] - sums[b] - sums[a] <= limit:
+                    lo, hi = (a, b) if first[a] < first[b] else (b, a)
+                    if i < 0 or first[lo] < first[i] or (first[lo] == first[i] and first[hi] < first[j]):
+                        i, j = lo, hi
+        d_ij = dist[i, j]
+        l_i = 0.5 * d_ij + (sums[i] - sums[j]) / (2 * (r - 2))
+        edges[k, 0], edges[k, 1], lengths[k] = node[i], next_node, l_i
+        edges[k + 1, 0], edges[k + 1, 1], lengths[k + 1] = node[j], next_node, d_ij - l_i
+        k += 2
+        total = 0.0
+        for m in range(r):
+            if m in (i, j):
+                continue
+            value = 0.5 * (dist[i, m] + dist[j, m] - d_ij)
+            sums[m] += value - dist[i, m] - dist[j, m]
+            dist[i, m] = value
+            dist[m, i] = value
+            total += value
+        dist[i, i] = 0.0
+        sums[i] = total
+        node[i] = next_node
+        next_node += 1
+        r -= 1
+        if j != r:  # the last row takes the deleted row's slot
+            for m in range(r + 1):
+                dist[j, m] = dist[r, m]
+            for m in range(r + 1):
+                dist[m, j] = dist[m, r]
+            dist[j, j] = 0.0
+            sums[j], first[j], node[j] = sums[r], first[r], node[r]
+    order = np.argsort(first[:3])
+    for t in range(3):
+        x, y, z = order[t], order[(t + 1) % 3], order[(t + 2) % 3]
+        edges[k, 0], edges[k, 1] = node[x], next_node
+        lengths[k] = 0.5 * (dist[x, y] + dist[x, z] - dist[y, z])
+        k += 1
+    return edges, lengths

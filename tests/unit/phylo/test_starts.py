@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from phylorl.phylo.alignment import Alignment
+from phylorl.phylo.simulate import simulate_dataset
 from phylorl.phylo.splits import rf_distance, split_lengths, topology_hash
 from phylorl.phylo.starts import MAX_JC_DISTANCE, jc_distances, nj_tree, random_tree
 from phylorl.phylo.tree import Tree
@@ -111,3 +112,27 @@ def test_nj_on_an_alignment_is_deterministic_and_clamps_negative_lengths():
 def test_nj_rejects_bad_distances(dist, taxa, message):
     with pytest.raises(ValueError, match=message):
         nj_tree(dist, taxa=taxa)
+
+
+def test_nj_joins_give_the_textbook_numpy_tree():
+    from oracles.nj import nj_joins
+
+    from phylorl.phylo.starts import _nj_joins
+
+    rng = np.random.default_rng(11)
+    for n in (4, 5, 9, 40, 150):
+        sim = simulate_dataset(n, 3000, rng)
+        matrices = [_path_distances(sim.tree)]
+        if len(np.unique(sim.alignment.codes, axis=0)) == n:  # identical sequences tie in Q
+            matrices.append(jc_distances(sim.alignment))
+        for dist in matrices:
+            want_edges, want_lengths = nj_joins(dist)
+            edges, lengths = _nj_joins(dist.copy())
+            want = Tree.from_edges(want_edges, want_lengths, sim.tree.taxa)
+            got = Tree.from_edges(edges, lengths, sim.tree.taxa)
+            assert rf_distance(got, want) == 0
+            assert split_lengths(got) == pytest.approx(split_lengths(want), rel=1e-9, abs=1e-12)
+    # exact ties (every distance equal): the first pair in row-major order, then the new node and the next row
+    flat = np.ones((6, 6)) - np.eye(6)
+    edges, _ = _nj_joins(flat.copy())
+    assert edges[:6].tolist() == [[0, 6], [1, 6], [6, 7], [2, 7], [7, 8], [3, 8]]
