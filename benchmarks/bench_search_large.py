@@ -182,11 +182,13 @@ def child(path: str, seed: int, config: str) -> None:
 def costs(sizes: list[int], sites: int, seed: int) -> dict:
     """Per-state and per-alignment costs against the number of taxa, on alignments simulated on realistic
     trees (GTR+G4, ``sites`` sites): move enumeration (every subtree's regrafts within radius 5, and every
-    move), the parsimony pass (stepwise addition, one parsimony SPR round of radius 6), preparation (NJ, model
-    fit, Newton passes over every branch) and one fast lazy SPR round (radius 5)."""
+    move), the parsimony pass (stepwise addition, one parsimony SPR round of radius 6), preparation (NJ, the
+    environment's 100-replicate NJ bootstrap, model fit, Newton passes over every branch) and one fast lazy
+    SPR round (radius 5)."""
     import numpy as np
 
     from phylorl.phylo import LikelihoodEngine, enumerate_moves, nj_tree, parse_model
+    from phylorl.phylo.bootstrap import nj_bootstrap_supports
     from phylorl.phylo.parsimony import bit_planes, parsimony_tips
     from phylorl.phylo.parsimony_starts import parsimony_spr, stepwise_addition
     from phylorl.phylo.simulate import simulate_dataset
@@ -223,6 +225,7 @@ def costs(sizes: list[int], sites: int, seed: int) -> dict:
         )
         every, t_enum_all = timed(lambda: len(enumerate_moves(tree)))
         nj, t_nj = timed(lambda: nj_tree(alignment))
+        _, t_boot = timed(lambda: nj_bootstrap_supports(alignment, 100, seed))
         fitted, t_fit = timed(lambda: fit_model_string(alignment, "GTR+F+G4"))
         engine = LikelihoodEngine(alignment, fitted)
         loglik, t_branches = timed(
@@ -238,6 +241,7 @@ def costs(sizes: list[int], sites: int, seed: int) -> dict:
             "stepwise_addition_seconds": t_add,
             "parsimony_spr_round_seconds": t_pspr,
             "nj_seconds": t_nj,
+            "nj_bootstrap100_seconds": t_boot,
             "model_fit_seconds": t_fit,
             "branch_passes3_seconds": t_branches,
             "fast_round_seconds": t_round,
