@@ -313,9 +313,14 @@ def run_case(path: Path, args) -> dict:
     )
     if args.noise_only:
         iq_ll, iq_tree = rescore(alignment, model, iq["newick"])
-        row = {"file": path.name, "taxa": alignment.n_taxa, "sites": alignment.n_sites}
-        row.update({"band": band_of(alignment.n_taxa), "iqtree_loglik": round(iq_ll, 4)})
-        return {**row, **noise(alignment, path, model, iq_ll, iq_tree, args)}
+        return {
+            "file": path.name,
+            "taxa": alignment.n_taxa,
+            "sites": alignment.n_sites,
+            "band": band_of(alignment.n_taxa),
+            "iqtree_loglik": round(iq_ll, 4),
+            **noise(alignment, path, model, iq_ll, iq_tree, args),
+        }
     started = time.perf_counter()
     config = json.dumps({**json.loads(args.config), "threads": args.threads})
     proc = subprocess.run(
