@@ -1,10 +1,11 @@
 """``phylorl search --policy ml``: the maximum-likelihood search (:func:`phylorl.search.search`) as a command.
 
-Progress goes to stderr, one line per round (round, phase, radius window, the current and best log-likelihood
-over the distinct sequences searched, moves, elapsed). The checkpoint file (``--checkpoint-file``, by default
-``OUT.ckpt.json`` beside ``--out``) is rewritten atomically after every round; ``--resume`` reads it and goes
-on to the same answer an uninterrupted search gives. The answer is the best tree over every taxon, its
-branches optimised on the whole alignment.
+Progress goes to stderr: a line per step of the preparation (the NJ tree, each round of the model fit, the
+first start tree's branch lengths), then one line per round (round, phase, radius window, the current and best
+log-likelihood over the distinct sequences searched, moves, elapsed). The checkpoint file
+(``--checkpoint-file``, by default ``OUT.ckpt.json`` beside ``--out``) is rewritten atomically after every
+round; ``--resume`` reads it and goes on to the same answer an uninterrupted search gives. The answer is the
+best tree over every taxon, its branches optimised on the whole alignment.
 """
 
 from __future__ import annotations
@@ -66,6 +67,7 @@ def run_ml(args) -> int:
             config=config,
             seed=args.seed,
             on_progress=_progress,
+            on_prepare=lambda step: _prepared(step, args.start),
             checkpoint=checkpoint,
             resume=checkpoint if args.resume else None,
         )
@@ -106,6 +108,16 @@ def run_ml(args) -> int:
         )
         print(newick if not args.out else f"tree written to {args.out}")
     return 0
+
+
+def _prepared(step: dict, start: str) -> None:
+    if step["step"] == "nj":
+        what = "NJ tree built"
+    elif step["step"] == "model":
+        what = f"model fit round {step['round']}  logL {step['loglik']:.3f}"
+    else:
+        what = f"start tree 1 ({start}) branches optimised  logL {step['loglik']:.3f}"
+    status(f"preparing ({step['elapsed']:.1f} s): {what}")
 
 
 def _progress(p: dict) -> None:

@@ -9,6 +9,7 @@ the split supports the rich observation shows (:mod:`phylorl.phylo.bootstrap`).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import itertools
 import json
@@ -24,7 +25,18 @@ from phylorl.phylo.bootstrap import nj_bootstrap_supports
 
 BOOTSTRAP_REPLICATES = 100
 
-PREPARATION_VERSION = 2  # bump when the procedure changes: old cache entries are then ignored
+
+@functools.cache
+def preparation_code() -> str:
+    """A digest of the source that prepares an alignment (this module and every module of
+    :mod:`phylorl.phylo`: NJ, model fit, likelihood, bootstrap): part of the cache key, so that a cache filled
+    by other code is never served."""
+    here = Path(__file__).resolve()
+    root = here.parent.parent
+    digest = hashlib.sha256()
+    for path in [*sorted((root / "phylo").glob("*.py")), here]:
+        digest.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:16]
 
 
 @dataclass(frozen=True)
@@ -71,8 +83,8 @@ def prepare_alignment(alignment, model: str = "GTR+F+G4") -> PreparedAlignment:
 class PreparationCache:
     """Prepared alignments stored as JSON files in ``directory`` (created on first write).
 
-    The key is the alignment's content hash, the model string and :data:`PREPARATION_VERSION`, so a
-    renamed file hits the cache and an edited one does not.
+    The key is the alignment's content hash, the model string and :func:`preparation_code`, so a renamed
+    file hits the cache, and an edited one, or any change to the code that prepares, does not.
     """
 
     def __init__(self, directory: str | os.PathLike):
@@ -83,7 +95,7 @@ class PreparationCache:
         return self._path(alignment, model).exists()
 
     def _path(self, alignment, model: str) -> Path:
-        key = f"{alignment.content_hash()}|{model}|{PREPARATION_VERSION}"
+        key = f"{alignment.content_hash()}|{model}|{preparation_code()}"
         return self.directory / f"{hashlib.sha256(key.encode()).hexdigest()[:32]}.json"
 
     def get(self, alignment, model: str = "GTR+F+G4") -> PreparedAlignment:

@@ -149,11 +149,12 @@ class LikelihoodEngine:
         """``bool [n_patterns]``: patterns that one state can explain at every taxon."""
         return self._common != 0
 
-    def fit_model(self, tree: Tree) -> float:
-        """Estimate the free parameters of the model string on ``tree``; returns the log-likelihood."""
+    def fit_model(self, tree: Tree, on_round=None) -> float:
+        """Estimate the free parameters of the model string on ``tree``; returns the log-likelihood.
+        ``on_round(k, loglik)`` is told each round of the fit (:func:`~phylorl.phylo.model_fit.fit_model`)."""
         from .model_fit import fit_model
 
-        model, ll = fit_model(self, tree, self.spec)
+        model, ll = fit_model(self, tree, self.spec, on_round=on_round)
         self.set_model(model)
         return ll
 

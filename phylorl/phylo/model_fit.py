@@ -7,6 +7,8 @@ with full branch-length optimisation until a round gains less than ``tol`` log-l
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 from scipy.optimize import minimize
 
@@ -65,12 +67,21 @@ def _start_and_bounds(spec: ModelSpec):
     return np.array(x, dtype=np.float64), bounds
 
 
-def fit_model(engine, tree: Tree, spec: ModelSpec, *, max_rounds: int = 6, tol: float = 0.01):
+def fit_model(
+    engine,
+    tree: Tree,
+    spec: ModelSpec,
+    *,
+    max_rounds: int = 6,
+    tol: float = 0.01,
+    on_round: Callable[[int, float], None] | None = None,
+):
     """Estimate ``spec``'s free parameters on ``tree`` (its topology; lengths optimised on a copy).
 
     Returns ``(model, loglik)``: the fitted :class:`SubstitutionModel` and the log-likelihood of the
     copy with optimised branch lengths. ``engine`` is a :class:`LikelihoodEngine` for the alignment;
-    its model is replaced while fitting.
+    its model is replaced while fitting. ``on_round(k, loglik)`` is called after the starting branch
+    lengths (``k`` = 0) and after each round of parameters and branch lengths.
     """
     emp = engine.alignment.empirical_frequencies() if spec.freqs == "empirical" else None
     const_fraction = float(
@@ -86,12 +97,14 @@ def fit_model(engine, tree: Tree, spec: ModelSpec, *, max_rounds: int = 6, tol: 
     if x0.size == 0:
         return engine.model, engine.optimize_branch_lengths(work)
     best = engine.optimize_branch_lengths(work, rounds=3)
+    report = on_round or (lambda k, loglik: None)
+    report(0, best)
 
     def negative_loglik(x):
         engine.set_model(model_at(x))
         return -engine.loglik(work)
 
-    for _ in range(max_rounds):
+    for k in range(1, max_rounds + 1):
         res = minimize(
             negative_loglik,
             x0,
@@ -102,6 +115,7 @@ def fit_model(engine, tree: Tree, spec: ModelSpec, *, max_rounds: int = 6, tol: 
         x0 = res.x
         engine.set_model(model_at(x0))
         current = engine.optimize_branch_lengths(work)
+        report(k, current)
         if current - best < tol:
             best = max(best, current)
             break

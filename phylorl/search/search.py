@@ -70,6 +70,7 @@ def search(
     config: SearchConfig | None = None,
     seed: int = 0,
     on_progress: Callable[[dict], None] | None = None,
+    on_prepare: Callable[[dict], None] | None = None,
     checkpoint: str | os.PathLike | Callable[[dict], None] | None = None,
     resume: str | os.PathLike | dict | None = None,
     start: Tree | None = None,
@@ -85,6 +86,11 @@ def search(
             ``{"loglik", "best_loglik", "moves", "round", "elapsed", "phase", "radius", "start"}``
             (``loglik``: the current tree's, over the distinct sequences searched;
             ``best_loglik``: the best so far; ``start``: the start tree being climbed).
+        on_prepare: called during the preparation before the first round, each time with ``"step"`` and
+            ``"elapsed"`` (seconds since the call): ``{"step": "nj"}`` once the NJ tree the model is fitted
+            on is built; ``{"step": "model", "round", "loglik"}`` after each round of the model fit;
+            ``{"step": "start", "loglik"}`` once the first start tree's branches are optimised. A resumed
+            search prepares nothing.
         checkpoint: a path to write (atomically) after every round, or a callable given the checkpoint dict.
         resume: a checkpoint (path or dict) of a search of the same alignment, model, seed and config to go on
             from.
@@ -94,7 +100,12 @@ def search(
     started = time.perf_counter()
     config = config or SearchConfig()
     saved = read_checkpoint(resume) if resume is not None else None
-    model = saved["model"] if saved is not None else fit_model_string(alignment, model)
+
+    def prepared(step: dict) -> None:
+        if on_prepare is not None:
+            on_prepare({"elapsed": time.perf_counter() - started, **step})
+
+    model = saved["model"] if saved is not None else fit_model_string(alignment, model, prepared)
     duplicates = find_duplicates(alignment)
     searched_model = reduced_model(model, alignment) if duplicates is not None else None
     if searched_model is None:
@@ -121,6 +132,7 @@ def search(
         tree = start_tree(searched, config, int(seed), 0) if start is None else start
         state = initial_state(tree, optimise_all(engine, tree, config), config)
         start_loglik, prepare_seconds = state.loglik, time.perf_counter() - started
+        prepared({"step": "start", "loglik": start_loglik, "elapsed": prepare_seconds})
     resumed_at = time.perf_counter() - state.elapsed
     workers = Workers(engine, searched_model, config.threads)
     try:

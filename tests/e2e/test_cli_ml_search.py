@@ -33,6 +33,7 @@ def test_ml_search_writes_tree_and_checkpoint_and_resumes_to_the_same_answer(tmp
     assert first.returncode == 0, first.stderr[-2000:]
     summary = json.loads(first.stdout)
     assert "round" in first.stderr and "logL" in first.stderr  # progress lines
+    assert "preparing" in first.stderr and "model fit round 1" in first.stderr  # and of the preparation
     checkpoint = Path(f"{out}.ckpt.json")
     assert summary["checkpoint_file"] == str(checkpoint) and checkpoint.is_file()
     alignment = load_alignment(DS1)
@@ -46,6 +47,7 @@ def test_ml_search_writes_tree_and_checkpoint_and_resumes_to_the_same_answer(tmp
     )
     assert again.returncode == 0, again.stderr[-2000:]
     resumed = json.loads(again.stdout)
+    assert "preparing" not in again.stderr  # a resumed search goes straight on
     assert resumed["best_loglik"] == summary["best_loglik"] and resumed["tree"] == summary["tree"]
     other = phylorl_cli("search", "--alignment", DS1, "--out", out, "--starts", "2", "--resume")
     # a checkpoint of other settings (threads)

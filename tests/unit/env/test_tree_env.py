@@ -161,6 +161,18 @@ def test_preparation_is_cached_by_content(ds1, tmp_path):
     assert first.nj_loglik < 0 and first.model == "JC"
 
 
+def test_a_preparation_by_other_code_is_not_served(ds1, tmp_path, monkeypatch):
+    from phylorl.env import prepare
+
+    cache = PreparationCache(tmp_path / "prep")
+    cache.get(ds1, "JC")
+    assert cache.has(ds1, "JC") and len(prepare.preparation_code()) == 16
+    monkeypatch.setattr(prepare, "preparation_code", lambda: "code-of-another-version")
+    assert not cache.has(ds1, "JC")
+    cache.get(ds1, "JC")
+    assert cache.has(ds1, "JC") and len(list((tmp_path / "prep").glob("*.json"))) == 2
+
+
 def test_config_errors():
     with pytest.raises(ValueError, match="horizon"):
         EnvConfig(horizon=0)

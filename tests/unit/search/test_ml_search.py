@@ -106,10 +106,19 @@ def test_identical_sequences_are_searched_once_and_put_back(simulated):
     assert (1 << 2 | 1 << 24 | 1 << 25) in found and (1 << 7 | 1 << 26) in found
 
 
-def test_free_parameters_are_fitted_first(simulated):
-    result = search(simulated, "HKY+G4", seed=0)
+def test_free_parameters_are_fitted_first_and_each_step_is_reported(simulated):
+    steps = []
+    result = search(simulated, "HKY+G4", seed=0, on_prepare=steps.append)
     spec = parse_model(result.model)
     assert not spec.free_parameters and spec.kind == "HKY"
+    names = [s["step"] for s in steps]
+    assert names[0] == "nj" and names[-1] == "start" and set(names[1:-1]) == {"model"}
+    fit = steps[1:-1]
+    assert [s["round"] for s in fit] == list(range(len(fit))) and len(fit) >= 2
+    assert fit[-1]["loglik"] > fit[0]["loglik"]  # the fitted parameters beat the starting ones
+    assert steps[-1]["loglik"] == result.start_loglik
+    elapsed = [s["elapsed"] for s in steps]
+    assert elapsed == sorted(elapsed) and elapsed[-1] <= result.prepare_seconds
 
 
 def test_reaches_iqtree_on_ds1(ds_reference):
@@ -143,7 +152,11 @@ def test_a_checkpoint_file_is_rewritten_every_round_and_resumes(simulated, tmp_p
         search(simulated, MODEL, config=SearchConfig(starts=2), seed=2, resume=path)
     data = json.loads(path.read_text())
     data["config"] = SearchConfig(starts=2).to_dict()
-    resumed = search(simulated, MODEL, config=SearchConfig(starts=2), seed=2, resume=data)
+    steps = []
+    resumed = search(
+        simulated, MODEL, config=SearchConfig(starts=2), seed=2, resume=data, on_prepare=steps.append
+    )
+    assert steps == []  # a resumed search prepares nothing
     assert write_newick(resumed.tree) == write_newick(finished.tree) and resumed.loglik == finished.loglik
 
 
