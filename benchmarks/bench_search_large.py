@@ -7,7 +7,8 @@ as a child process from its default start, with as many perturb-and-climb proces
 interpreter, imports, alignment, model fit, start tree, search, final branch lengths). Both trees are
 re-scored by our engine with every branch optimised. IQ-TREE runs are cached in ``--cache`` (see
 :func:`cached_iqtree`); its wall time is re-measured in this run unless ``--cached-iqtree`` (then the cached
-time is used and the row says so).
+time is used and the row says so). ``--side-by-side`` runs IQ-TREE and our search at the same time, each on
+its own cores (``--threads`` each), so that both see the same machine (the row says so).
 
 Prints one JSON line: the machine, per-alignment rows (log-likelihoods, gap to IQ-TREE, seconds on both sides,
 time ratio, RF distance, our peak memory: the main process's and the largest worker's) and per-band summaries
@@ -16,8 +17,8 @@ the same for IQ-TREE seed 2 with ``--noise``; ``--noise-only`` gives those alone
 run and no search of ours). Progress on stderr.
 
     python benchmarks/bench_search_large.py [--alignments FILE_OR_DIR ...] [--bands 30-99,100-199]
-        [--limit-per-band K] [--noise | --noise-only] [--cached-iqtree] [--config '{"starts": 2}'] [--seed 1]
-        [--threads T]
+        [--limit-per-band K] [--noise | --noise-only] [--cached-iqtree | --side-by-side]
+        [--config '{"starts": 2}'] [--seed 1] [--threads T]
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 os.environ.setdefault("NUMBA_NUM_THREADS", "1")
@@ -308,9 +310,13 @@ def run_case(path: Path, args) -> dict:
 
     alignment = load_alignment(path)
     model = fit_model_string(alignment)
-    iq, fresh = cached_iqtree(
-        args.cache, path, model, IQTREE_SEED, args.threads, rerun=not (args.cached_iqtree or args.noise_only)
-    )
+    rerun = not (args.cached_iqtree or args.noise_only)
+    if args.side_by_side:
+        # IQ-TREE's run in a thread (it waits on its process) while our search runs: both at once
+        pool = ThreadPoolExecutor(1)
+        iq_future = pool.submit(cached_iqtree, args.cache, path, model, IQTREE_SEED, args.threads, True)
+    else:
+        iq, fresh = cached_iqtree(args.cache, path, model, IQTREE_SEED, args.threads, rerun=rerun)
     if args.noise_only:
         iq_ll, iq_tree = rescore(alignment, model, iq["newick"])
         return {
@@ -330,6 +336,9 @@ def run_case(path: Path, args) -> dict:
         env={**os.environ, "PYTHONPATH": str(REPO)},
     )
     ours_seconds = time.perf_counter() - started
+    if args.side_by_side:
+        iq, fresh = iq_future.result()
+        pool.shutdown()
     if proc.returncode != 0:
         raise RuntimeError(f"our search failed on {path}: {proc.stderr[-2000:]}")
     ours = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -358,6 +367,7 @@ def run_case(path: Path, args) -> dict:
         "worker_peak_rss_bytes": ours["worker_peak_rss_bytes"],
         "dropped": ours["dropped"],
         "threads": args.threads,
+        "side_by_side": bool(args.side_by_side),
     }
     if args.noise:
         row.update(noise(alignment, path, model, iq_ll, iq_tree, args))
@@ -422,6 +432,11 @@ def main() -> None:
     )
     p.add_argument(
         "--cached-iqtree", action="store_true", help="use cached IQ-TREE times instead of re-timing"
+    )
+    p.add_argument(
+        "--side-by-side",
+        action="store_true",
+        help="IQ-TREE (timed afresh) and our search at the same time, each on its own cores",
     )
     p.add_argument("--cache", default="/tmp/iqtree-cache")
     p.add_argument("--config", default="{}", help="SearchConfig fields as JSON")
