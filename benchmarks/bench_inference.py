@@ -270,25 +270,6 @@ def assembly_costs(observations: list, times: int = 30) -> dict:
     }
 
 
-def run(
-    streams: int,
-    max_batch: int,
-    seconds: float,
-    net_cfg,
-    device,
-    learner,
-    reqs,
-    fused_head: bool = False,
-    cuda_graphs: bool = False,
-    publish_every_s: float = 0.0,
-) -> dict:
-    before = endpoint_counters()
-    result = _run(
-        streams, max_batch, seconds, net_cfg, device, learner, reqs, fused_head, cuda_graphs, publish_every_s
-    )
-    return {**result, "endpoint": endpoint_summary(before, endpoint_counters())}
-
-
 def publisher(inference, learner, every_s: float, stop: threading.Event, spent: list) -> threading.Thread:
     """A thread publishing ``learner``'s weights every ``every_s`` until ``stop``, as the training loop does
     while the endpoint serves; each publication's seconds go to ``spent``."""
@@ -306,7 +287,7 @@ def publisher(inference, learner, every_s: float, stop: threading.Event, spent: 
     return thread
 
 
-def _run(
+def run(
     streams: int,
     max_batch: int,
     seconds: float,
@@ -318,6 +299,9 @@ def _run(
     cuda_graphs: bool = False,
     publish_every_s: float = 0.0,
 ) -> dict:
+    """The endpoint served to ``streams`` client processes for ``seconds``: latencies, its CPU per request,
+    the publications' time under load and the endpoint's own counters over the run."""
+    before = endpoint_counters()
     inference = BatchingInference(
         net_cfg,
         device,
@@ -353,7 +337,7 @@ def _run(
             "p90": round(float(np.percentile(ms, 90)), 2),
             "count": len(spent),
         }
-    return out
+    return {**out, "endpoint": endpoint_summary(before, endpoint_counters())}
 
 
 def summary(latencies: list[float], elapsed: float) -> dict:

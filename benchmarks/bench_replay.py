@@ -304,47 +304,20 @@ def main() -> None:
     redis_port, grpc_port = free_port(), free_port()
     processes = [
         subprocess.Popen(
-            [
-                binary,
-                "--port",
-                str(redis_port),
-                "--bind",
-                "127.0.0.1",
-                "--dir",
-                str(workdir),
-                "--save",
-                "",
-                "--appendonly",
-                "yes",
-            ],
+            [binary, "--port", str(redis_port), "--bind", "127.0.0.1", "--dir", str(workdir)]
+            + ["--save", "", "--appendonly", "yes"],
             stdout=subprocess.DEVNULL,
         )
     ]
+    command = [sys.executable, "-m", "services.replay", "--host", "127.0.0.1", "--metrics-port", "0"]
+    command += ["--port", str(grpc_port), "--capacity", str(args.capacity), "--min-size-to-sample", "1"]
+    command += ["--redis-url", f"redis://127.0.0.1:{redis_port}/0", "--key-prefix", "bench"]
+    command += ["--log-level", "WARNING"]
     try:
         wait_for_redis(redis_port)
         processes.append(
             subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "services.replay",
-                    "--host",
-                    "127.0.0.1",
-                    "--port",
-                    str(grpc_port),
-                    "--metrics-port",
-                    "0",
-                    "--redis-url",
-                    f"redis://127.0.0.1:{redis_port}/0",
-                    "--key-prefix",
-                    "bench",
-                    "--capacity",
-                    str(args.capacity),
-                    "--min-size-to-sample",
-                    "1",
-                    "--log-level",
-                    "WARNING",
-                ],
+                command,
                 cwd=REPO,
                 env=dict(
                     os.environ,

@@ -195,28 +195,12 @@ def main(argv=None) -> int:
         + agent_section(args)
     )
     minutes = (args.warmup_s + args.seconds) / 60 + 15
+    settings = (
+        f"--actors {args.actors} --envs-per-actor {args.envs_per_actor} --updates 0 --minutes {minutes:.2f}"
+    )
+    command = [sys.executable, "-m", "phylorl.cli", "train", *settings.split(), "--no-report"]
     train = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "phylorl.cli",
-            "train",
-            "--config",
-            str(config),
-            "--actors",
-            str(args.actors),
-            "--envs-per-actor",
-            str(args.envs_per_actor),
-            "--updates",
-            "0",
-            "--minutes",
-            f"{minutes:.2f}",
-            "--device",
-            args.device,
-            "--run-dir",
-            str(run_dir),
-            "--no-report",
-        ],
+        [*command, "--device", args.device, "--config", str(config), "--run-dir", str(run_dir)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,

@@ -243,23 +243,9 @@ class Soak:
             "learner: {checkpoint_every: 50, checkpoint_seconds: 20}\n"
             "actor: {send_batch: 8, rpc_timeout_s: 30}\n"
         )
-        command = [
-            sys.executable,
-            "-m",
-            "phylorl.cli",
-            "train",
-            "--config",
-            str(config),
-            "--actors",
-            str(args.actors),
-            "--updates",
-            "0",
-            "--minutes",
-            str(args.minutes + 5),
-            "--run-dir",
-            str(self.run_dir),
-            "--no-report",
-        ]
+        settings = f"--actors {args.actors} --updates 0 --minutes {args.minutes + 5} --no-report"
+        command = [sys.executable, "-m", "phylorl.cli", "train", *settings.split()]
+        command += ["--config", str(config), "--run-dir", str(self.run_dir)]
         env = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
         train = subprocess.Popen(
             command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env

@@ -4,6 +4,7 @@ as the learner makes it (from records), and bit-for-bit comparison of nested dat
 from __future__ import annotations
 
 import dataclasses
+import sys
 
 import numpy as np
 import torch
@@ -17,6 +18,53 @@ from phylorl.records.codec import encode_transition
 from phylorl.records.collate import collate_records
 from phylorl.records.format import PackedRecords
 from phylorl.types import Observation, Transition
+
+
+def phylorl_argv(words: str, *args) -> list[str]:
+    """``python -m phylorl.cli`` with ``words`` split at spaces, then ``args`` each whole (paths)."""
+    return [sys.executable, "-m", "phylorl.cli", *words.split(), *map(str, args)]
+
+
+def serve_replay(
+    redis_client,
+    prefix: str,
+    *,
+    port: int = 0,
+    capacity: int = 10_000,
+    limiter=None,
+    seed: int | None = None,
+    max_workers: int = 4,
+    max_message_bytes: int = 64 << 20,
+    timeout_s: float = 5.0,
+    security=None,
+):
+    """A real replay service on loopback ``port`` (0: any free one) over keys ``prefix`` of ``redis_client``,
+    started and serving: ``(table, server)``. ``limiter``: its rate limiter (a minimum size of 1 and no ratio
+    unless given)."""
+    from phylorl.replay import RateLimiter
+    from services.replay.buffer import PrioritizedReplay
+    from services.replay.server import ReplayServer
+    from services.replay.store import RedisStore
+
+    table = PrioritizedReplay(
+        RedisStore(redis_client, prefix),
+        capacity=capacity,
+        alpha=0.6,
+        beta=0.4,
+        rate_limiter=limiter or RateLimiter(1, 0.0),
+        seed=seed,
+    )
+    server = ReplayServer(
+        host="127.0.0.1",
+        port=port,
+        max_workers=max_workers,
+        max_message_bytes=max_message_bytes,
+        default_timeout_s=timeout_s,
+        security=security,
+    )
+    server.start()
+    server.serve(table)
+    return table, server
 
 
 def batch_of(

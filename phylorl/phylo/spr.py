@@ -110,29 +110,7 @@ def subtree_moves_into(neighbors, n_leaves, p, k, radius_min, radius, dedupe, ou
 
 @njit(cache=True, nogil=True)
 def _walk(neighbors, n_leaves, p, sides, radius, space):
-    (stack, depth, path, parent, distance), start, size, slot_length, regrafts, columns = space
-    walk_sides(
-        neighbors,
-        slot_length,
-        n_leaves,
-        radius,
-        p,
-        p + 1,
-        sides,
-        0,
-        1.0,
-        False,
-        stack,
-        depth,
-        path,
-        parent,
-        distance,
-        regrafts,
-        columns,
-        0,
-        start,
-        size,
-    )
+    walk_sides(neighbors, n_leaves, radius, p, p + 1, sides, 0, 1.0, False, space, space[4], space[5], 0)
 
 
 @njit(cache=True, nogil=True)
@@ -161,26 +139,7 @@ def _side_moves(neighbors, n_leaves, p, k, radius_min, dedupe, space, out, count
 
 @njit(cache=True, nogil=True, inline="always")
 def walk_sides(
-    neighbors,
-    slot_length,
-    n_leaves,
-    radius,
-    first_p,
-    last_p,
-    sides,
-    base,
-    tree_length,
-    rich,
-    stack,
-    depth,
-    path,
-    parent,
-    distance,
-    regrafts,
-    columns,
-    m,
-    start,
-    size,
+    neighbors, n_leaves, radius, first_p, last_p, sides, base, tree_length, rich, space, regrafts, columns, m
 ):
     """The regraft walk every move enumeration uses (compiled). Walks sides ``sides`` (a bit mask) of each
     node ``p`` in ``[first_p, last_p)``: the regrafts onto side ``side`` of ``p`` (the subtree on
@@ -189,9 +148,10 @@ def walk_sides(
     j`` (``base`` added) into ``regrafts`` and into ``columns``: column 0 ``distance[d(p, x)]``, and with
     ``rich`` column 1 the path length from ``p`` to the middle of ``(x, y)`` over ``tree_length``
     (``slot_length``: each slot's branch length), from row ``m`` on; that side's first row into ``start[p,
-    side]`` and its length into ``size[p, side]``. ``stack``, ``depth``, ``path`` and ``parent`` are scratch
-    of ``n_nodes``. A whole tree is walked in one call: numba counts references to every array passed at each
-    call. Returns the row after the last."""
+    side]`` and its length into ``size[p, side]``; ``space``: :func:`walk_space` (the scratch, ``start``,
+    ``size`` and ``slot_length`` are its). A whole tree is walked in one call: numba counts references to
+    every array passed at each call. Returns the row after the last."""
+    (stack, depth, path, parent, distance), start, size, slot_length, _, _ = space
     for p in range(first_p, last_p):
         for side in range(3):
             if not (sides >> side) & 1:

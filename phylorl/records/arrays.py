@@ -29,23 +29,10 @@ _SHAPES = tuple(struct.Struct(f"<{ndim}I") for ndim in range(256))
 _CAST, _DICTIONARY, _RANKED = 0, 1, 2
 _DICT_MIN_SIZE = 256  # smaller float arrays are stored as they are (a dictionary saves little there)
 
-_DTYPES = tuple(
-    np.dtype(name).newbyteorder("<")
-    for name in (
-        "bool",
-        "int8",
-        "int16",
-        "int32",
-        "int64",
-        "uint8",
-        "uint16",
-        "uint32",
-        "uint64",
-        "float16",
-        "float32",
-        "float64",
-    )
-)
+_INTEGERS = tuple(f"{kind}{bits}" for kind in ("int", "uint") for bits in (8, 16, 32, 64))
+DTYPE_NAMES = ("bool", *_INTEGERS, "float16", "float32", "float64")
+"""The dtypes a record (and an ``NDArray`` on the wire) holds; a record's dtype code is the index here."""
+_DTYPES = tuple(np.dtype(name).newbyteorder("<") for name in DTYPE_NAMES)
 _CODE = {dt.str: code for code, dt in enumerate(_DTYPES)}
 _INT64_AS_BYTES = _ARRAY_HEADER.pack(_CODE["<i8"], _CAST, _CODE["|u1"], 1)  # encode_row's two fast cases
 _FLOAT32_AS_IS = _ARRAY_HEADER.pack(_CODE["<f4"], _CAST, _CODE["<f4"], 1)

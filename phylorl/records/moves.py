@@ -76,7 +76,7 @@ def taken_move(tree, node_edges, logs, n_leaves, radius, dedupe, rich, stop, off
     none = np.zeros((0, 3))
     sums = slot_sums(neighbors, node_edges, lengths, n_leaves) if rich else (none, none, none)
     leaves = slot_leaves(neighbors, n_leaves) if radius < 0 and not rich else np.zeros((0, 3), np.int64)
-    (stack, depth, path, parent, distance), start, size, slot_length, regrafts, columns = work
+    _, start, size, slot_length, regrafts, columns = work
     _slot_lengths(neighbors, node_edges, lengths, slot_length)
     before = 0
     if radius == 0:
@@ -93,7 +93,6 @@ def taken_move(tree, node_edges, logs, n_leaves, radius, dedupe, rich, stop, off
                 elif not walked:
                     walk_sides(
                         neighbors,
-                        slot_length,
                         n_leaves,
                         radius,
                         p,
@@ -102,16 +101,10 @@ def taken_move(tree, node_edges, logs, n_leaves, radius, dedupe, rich, stop, off
                         0,
                         constants[2],
                         rich,
-                        stack,
-                        depth,
-                        path,
-                        parent,
-                        distance,
+                        work,
                         regrafts,
                         columns,
                         0,
-                        start,
-                        size,
                     )
                     walked = True
                 first = skipped_rows(neighbors, p, k, side, dedupe)
@@ -119,7 +112,6 @@ def taken_move(tree, node_edges, logs, n_leaves, radius, dedupe, rich, stop, off
                     if radius < 0:
                         walk_sides(
                             neighbors,
-                            slot_length,
                             n_leaves,
                             radius,
                             p,
@@ -128,16 +120,10 @@ def taken_move(tree, node_edges, logs, n_leaves, radius, dedupe, rich, stop, off
                             0,
                             constants[2],
                             rich,
-                            stack,
-                            depth,
-                            path,
-                            parent,
-                            distance,
+                            work,
                             regrafts,
                             columns,
                             0,
-                            start,
-                            size,
                         )
                     i = start[p, side] + stop - before + first
                     x, kx = regrafts[i] // 3, regrafts[i] % 3
@@ -211,39 +197,23 @@ def all_moves(
         for k in range(3):
             u = neighbors[v, k]
             slot_node[base + 3 * v + k] = offset + (u if u >= 0 else v)
-    if not rich:
+    if rich:
+        tree_length = slot_tables(
+            pruned[base : base + 3 * n_nodes],
+            regraft[base : base + 3 * n_nodes],
+            neighbors,
+            node_edges,
+            lengths,
+            support,
+            n_leaves,
+            logs,
+        )  # written in place
+    else:
+        tree_length = 1.0
         for v in range(n_nodes):
             for k in range(3):
                 length = lengths[node_edges[v, k]] if neighbors[v, k] >= 0 else 0.0
                 pruned[base + 3 * v + k, 0] = regraft[base + 3 * v + k, 0] = length
-        count, walked, written = _slot_walk(
-            neighbors,
-            node_edges,
-            lengths,
-            n_leaves,
-            radius,
-            dedupe,
-            base,
-            1.0,
-            rich,
-            walk_slot,
-            walk_own,
-            blocks,
-            walk_at,
-            work,
-        )
-        shared_row[:count] = 0
-        return count, walked, written, 0
-    tree_length = slot_tables(
-        pruned[base : base + 3 * n_nodes],
-        regraft[base : base + 3 * n_nodes],
-        neighbors,
-        node_edges,
-        lengths,
-        support,
-        n_leaves,
-        logs,
-    )  # written in place
     count, walked, written = _slot_walk(
         neighbors,
         node_edges,
@@ -260,6 +230,9 @@ def all_moves(
         walk_at,
         work,
     )
+    if not rich:
+        shared_row[:count] = 0
+        return count, walked, written, 0
     if stored_size(deltas) != count:
         return -1, 0, 0, 0
     rows = stored_parsimony_table(deltas[0], deltas[1], parsimony_length, shared, shared_row, shared_at)
@@ -297,14 +270,13 @@ def _slot_walk(
     ``tree_length``; basic, ``d(p, x) + 1``). Each ``(p, k, side)`` with a move is a block ``(pruned slot row,
     first walk row (``walk_at`` added), moves)`` of ``blocks``: its moves are that many consecutive walk rows.
     Returns ``(moves, walk rows, blocks)``."""
-    (stack, depth, path, parent, distance), start, size, slot_length, _, _ = work
+    _, start, size, slot_length, _, _ = work
     _slot_lengths(neighbors, node_edges, lengths, slot_length)
     if radius == 0:
         return 0, 0, 0
     n_nodes = neighbors.shape[0]
     walked = walk_sides(
         neighbors,
-        slot_length,
         n_leaves,
         radius,
         n_leaves,
@@ -313,16 +285,10 @@ def _slot_walk(
         base,
         tree_length,
         rich,
-        stack,
-        depth,
-        path,
-        parent,
-        distance,
+        work,
         walk_slot,
         walk_own,
         0,
-        start,
-        size,
     )
     count, written = 0, 0
     for p in range(n_leaves, n_nodes):

@@ -13,25 +13,11 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from phylorl.records.arrays import DTYPE_NAMES
 from phylorl.records.format import PackedRecords
 from phylorl.wire.v1 import common_pb2
 
-_WIRE_DTYPES = frozenset(
-    (
-        "bool",
-        "int8",
-        "int16",
-        "int32",
-        "int64",
-        "uint8",
-        "uint16",
-        "uint32",
-        "uint64",
-        "float16",
-        "float32",
-        "float64",
-    )
-)
+_WIRE_DTYPES = frozenset(DTYPE_NAMES)
 _LITTLE = {name: np.dtype(name).newbyteorder("<") for name in _WIRE_DTYPES}
 
 

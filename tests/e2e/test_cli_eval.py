@@ -37,6 +37,13 @@ def phylorl(*args):
     )
 
 
+def phylorl_on(setup, words: str, **values):
+    """``phylorl`` with ``words`` (split at spaces), then ``--key value`` for each keyword (``_`` as ``-``),
+    under :data:`MODEL` and the module's preparation cache."""
+    flags = [x for key, value in values.items() for x in (f"--{key.replace('_', '-')}", value)]
+    return phylorl(*words.split(), *flags, "--model", MODEL, "--cache-dir", setup["cache"])
+
+
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory):
     root = tmp_path_factory.mktemp("eval")
@@ -59,22 +66,13 @@ def setup(tmp_path_factory):
 def test_eval_compares_every_method_with_iqtree(setup, need, tmp_path):
     need("iqtree2")
     out, plots = tmp_path / "eval.json", tmp_path / "plots"
-    proc = phylorl(
-        "eval",
-        "--alignments",
-        setup["alignments"],
-        "--checkpoint",
-        setup["checkpoint"],
-        "--starts",
-        2,
-        "--model",
-        MODEL,
-        "--json",
-        out,
-        "--plots",
-        plots,
-        "--cache-dir",
-        setup["cache"],
+    proc = phylorl_on(
+        setup,
+        "eval --starts 2",
+        alignments=setup["alignments"],
+        checkpoint=setup["checkpoint"],
+        json=out,
+        plots=plots,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads(out.read_text())
@@ -120,29 +118,12 @@ def test_eval_compares_every_method_with_iqtree(setup, need, tmp_path):
 
 def test_evaluate_alias_without_iqtree_reports_deltas(setup, tmp_path):
     out = tmp_path / "eval.json"
-    proc = phylorl(
-        "evaluate",
-        "--alignments",
-        setup["alignments"] / "sim_0000.fasta",
-        "--checkpoint",
-        setup["run"],
-        "--starts",
-        1,
-        "--steps",
-        3,
-        "--methods",
-        "agent,random,greedy",
-        "--no-iqtree",
-        "--model",
-        MODEL,
-        "--tabu",
-        0,
-        "--rescore",
-        0,
-        "--json",
-        out,
-        "--cache-dir",
-        setup["cache"],
+    proc = phylorl_on(
+        setup,
+        "evaluate --starts 1 --steps 3 --methods agent,random,greedy --no-iqtree --tabu 0 --rescore 0",
+        alignments=setup["alignments"] / "sim_0000.fasta",
+        checkpoint=setup["run"],
+        json=out,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads(out.read_text())
@@ -221,27 +202,12 @@ def test_the_shipped_agent_loads_and_climbs(setup):
 def test_search_with_the_agent_reports_the_best_tree_and_matches_the_in_process_policy(setup, tmp_path):
     alignment = setup["alignments"] / "sim_0001.fasta"
     out = tmp_path / "best.nwk"
-    proc = phylorl(
-        "search",
-        "--alignment",
-        alignment,
-        "--model",
-        MODEL,
-        "--policy",
-        "agent",
-        "--checkpoint",
-        setup["run"],
-        "--steps",
-        6,
-        "--start",
-        "random",
-        "--seed",
-        3,
-        "--cache-dir",
-        setup["cache"],
-        "--out",
-        out,
-        "--json",
+    proc = phylorl_on(
+        setup,
+        "search --policy agent --steps 6 --start random --seed 3 --json",
+        alignment=alignment,
+        checkpoint=setup["run"],
+        out=out,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads(proc.stdout)
@@ -264,25 +230,9 @@ def test_search_with_the_agent_reports_the_best_tree_and_matches_the_in_process_
 
 def test_search_polish_hill_climbs_from_the_best_tree(setup):
     alignment = setup["alignments"] / "sim_0000.fasta"
-    common = [
-        "search",
-        "--alignment",
-        alignment,
-        "--model",
-        MODEL,
-        "--policy",
-        "random",
-        "--steps",
-        5,
-        "--start",
-        "random",
-        "--seed",
-        4,
-        "--cache-dir",
-        setup["cache"],
-        "--json",
-    ]
-    plain, polished = phylorl(*common), phylorl(*common, "--polish")
+    common = "search --policy random --steps 5 --start random --seed 4 --json"
+    plain = phylorl_on(setup, common, alignment=alignment)
+    polished = phylorl_on(setup, common + " --polish", alignment=alignment)
     assert plain.returncode == 0 and polished.returncode == 0, polished.stderr[-3000:]
     plain, polished = json.loads(plain.stdout), json.loads(polished.stdout)
     assert polished["polish"] and polished["search_best_loglik"] == pytest.approx(
@@ -300,25 +250,11 @@ def test_search_polish_hill_climbs_from_the_best_tree(setup):
 @pytest.mark.parametrize("policy,restarts", [("hillclimb", 0), ("hillclimb", 2)])
 def test_search_climbs_and_writes_its_best_tree(setup, tmp_path, policy, restarts):
     alignment, out = setup["alignments"] / "sim_0001.fasta", tmp_path / "best.nwk"
-    proc = phylorl(
-        "search",
-        "--alignment",
-        alignment,
-        "--model",
-        MODEL,
-        "--policy",
-        policy,
-        "--restarts",
-        restarts,
-        "--start",
-        "random",
-        "--seed",
-        1,
-        "--cache-dir",
-        setup["cache"],
-        "--out",
-        out,
-        "--json",
+    proc = phylorl_on(
+        setup,
+        f"search --policy {policy} --restarts {restarts} --start random --seed 1 --json",
+        alignment=alignment,
+        out=out,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads(proc.stdout)
@@ -337,22 +273,10 @@ def test_search_puts_identical_sequences_back_and_says_so(setup, tmp_path):
     path.write_text(format_fasta(copies))
     results = {}
     for flag in ([], ["--keep-identical"]):
-        proc = phylorl(
-            "search",
-            "--alignment",
-            path,
-            "--model",
-            MODEL,
-            "--policy",
-            "hillclimb",
-            "--start",
-            "random",
-            "--seed",
-            2,
-            "--cache-dir",
-            setup["cache"],
-            "--json",
-            *flag,
+        proc = phylorl_on(
+            setup,
+            " ".join(["search --policy hillclimb --start random --seed 2 --json", *flag]),
+            alignment=path,
         )
         assert proc.returncode == 0, proc.stderr[-3000:]
         results[bool(flag)] = json.loads(proc.stdout)
@@ -370,25 +294,12 @@ def test_eval_threads_gives_the_same_results_in_the_same_order(setup, tmp_path):
     rows = {}
     for threads in (1, 2):
         out = tmp_path / f"eval-{threads}.json"
-        proc = phylorl(
-            "eval",
-            "--alignments",
-            setup["alignments"],
-            "--checkpoint",
-            setup["checkpoint"],
-            "--starts",
-            2,
-            "--model",
-            MODEL,
-            "--methods",
-            "agent,random,greedy",
-            "--no-iqtree",
-            "--json",
-            out,
-            "--cache-dir",
-            setup["cache"],
-            "--threads",
-            threads,
+        proc = phylorl_on(
+            setup,
+            f"eval --starts 2 --methods agent,random,greedy --no-iqtree --threads {threads}",
+            alignments=setup["alignments"],
+            checkpoint=setup["checkpoint"],
+            json=out,
         )
         assert proc.returncode == 0, proc.stderr[-3000:]
         result = json.loads(out.read_text())
@@ -405,22 +316,11 @@ def test_eval_threads_gives_the_same_results_in_the_same_order(setup, tmp_path):
 
 
 def test_eval_json_without_a_file_prints_one_object_on_stdout(setup):
-    proc = phylorl(
-        "eval",
-        "--alignments",
-        setup["alignments"],
-        "--checkpoint",
-        setup["checkpoint"],
-        "--starts",
-        1,
-        "--model",
-        MODEL,
-        "--methods",
-        "agent,random",
-        "--no-iqtree",
-        "--json",
-        "--cache-dir",
-        setup["cache"],
+    proc = phylorl_on(
+        setup,
+        "eval --starts 1 --methods agent,random --no-iqtree --json",
+        alignments=setup["alignments"],
+        checkpoint=setup["checkpoint"],
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads(proc.stdout)  # nothing else on stdout: the tables went to stderr

@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
-import sys
 import time
+
+from helpers import phylorl_argv
 
 
 def test_train_runs_the_whole_system(tmp_path, need):
@@ -21,24 +22,10 @@ def test_train_runs_the_whole_system(tmp_path, need):
         "actor: {send_batch: 4}\n"
     )
     proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "phylorl.cli",
-            "train",
-            "--config",
-            str(config),
-            "--actors",
-            "2",
-            "--updates",
-            "20",
-            "--minutes",
-            "8",
-            "--run-dir",
-            str(run_dir),
-            "--json",
-            "--secure",
-        ],
+        phylorl_argv(
+            "train --actors 2 --updates 20 --minutes 8 --json --secure",
+            *("--config", config, "--run-dir", run_dir),
+        ),
         capture_output=True,
         text=True,
         timeout=900,
@@ -127,25 +114,10 @@ def test_train_prometheus_scrapes_the_local_run(tmp_path, need):
     # start, so Python installs no KeyboardInterrupt handler; the run must still stop cleanly on the SIGINT
     # below
     proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "phylorl.cli",
-            "train",
-            "--config",
-            str(config),
-            "--actors",
-            "2",
-            "--updates",
-            "0",
-            "--minutes",
-            "4",
-            "--run-dir",
-            str(run_dir),
-            "--no-report",
-            "--prometheus",
-            str(port),
-        ],
+        phylorl_argv(
+            "train --actors 2 --updates 0 --minutes 4 --no-report",
+            *("--config", config, "--run-dir", run_dir, "--prometheus", port),
+        ),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -204,23 +176,10 @@ def test_train_restarts_killed_services_and_goes_on(tmp_path, need):
         "learner: {checkpoint_every: 10}\nactor: {send_batch: 4}\n"
     )
     proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "phylorl.cli",
-            "train",
-            "--config",
-            str(config),
-            "--actors",
-            "2",
-            "--updates",
-            "120",
-            "--minutes",
-            "6",
-            "--run-dir",
-            str(run_dir),
-            "--no-report",
-        ],
+        phylorl_argv(
+            "train --actors 2 --updates 120 --minutes 6 --no-report",
+            *("--config", config, "--run-dir", run_dir),
+        ),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

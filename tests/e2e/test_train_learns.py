@@ -18,10 +18,10 @@ from __future__ import annotations
 import csv
 import json
 import subprocess
-import sys
 
 import numpy as np
 import pytest
+from helpers import phylorl_argv
 
 SEED, UPDATES, DEMO_UPDATES = 1, 300, 150
 EPISODES, MOVES, EVAL_SEED = 8, 8, 1000
@@ -33,24 +33,7 @@ def _train_and_measure(tmp_path, need, updates: int, extra: list[str]) -> tuple[
     need("redis-server")
     corpus = tmp_path / "corpus"
     subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "phylorl.cli",
-            "simulate",
-            "--out",
-            str(corpus),
-            "--count",
-            "4",
-            "--taxa",
-            "8:8",
-            "--sites",
-            "500:500",
-            "--seed",
-            "7",
-            "--model",
-            "JC",
-        ],
+        phylorl_argv("simulate --count 4 --taxa 8:8 --sites 500:500 --seed 7 --model JC", "--out", corpus),
         check=True,
         capture_output=True,
     )
@@ -62,30 +45,10 @@ def _train_and_measure(tmp_path, need, updates: int, extra: list[str]) -> tuple[
     )
     run_dir = tmp_path / "run"
     proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "phylorl.cli",
-            "train",
-            "--config",
-            str(config),
-            "--alignments",
-            str(corpus),
-            "--actors",
-            "2",
-            "--envs-per-actor",
-            "4",
-            "--updates",
-            str(updates),
-            "--minutes",
-            "10",
-            "--seed",
-            str(SEED),
-            "--run-dir",
-            str(run_dir),
-            "--no-report",
-            *extra,
-        ],
+        phylorl_argv(
+            f"train --actors 2 --envs-per-actor 4 --updates {updates} --minutes 10 --seed {SEED} --no-report",
+            *("--config", config, "--alignments", corpus, "--run-dir", run_dir, *extra),
+        ),
         capture_output=True,
         text=True,
         timeout=900,

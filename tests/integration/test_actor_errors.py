@@ -17,6 +17,7 @@ import time
 
 import grpc
 import pytest
+from helpers import serve_replay
 
 from phylorl.env.config import EnvConfig
 from phylorl.env.prepare import prepare_alignment
@@ -31,36 +32,44 @@ from services.actor.config import ActorConfig
 from services.replay.client import ReplayClient
 
 BASIC = NetworkConfig(features="basic", hidden=16, action_hidden=16, head_hidden=16)
+RICH = NetworkConfig(features="rich", hidden=16, action_hidden=16, head_hidden=16)
 
 
-def serve_replay(redis_client, prefix: str, port: int, limiter=None):
-    """A real replay service on ``port`` (where the actor has been sending all along) over the test Redis;
-    ``limiter``: its rate limiter (none but a minimum size of 1 unless given)."""
-    from phylorl.replay import RateLimiter
-    from services.replay.buffer import PrioritizedReplay
-    from services.replay.server import ReplayServer
-    from services.replay.store import RedisStore
+def jc_data(seed: int):
+    """A simulated 6-taxon, 100-site JC alignment."""
+    return simulate_dataset(6, 100, dataset_rng(seed, 0), model=parse_model("JC"))
 
-    table = PrioritizedReplay(
-        RedisStore(redis_client, prefix),
-        capacity=10_000,
-        alpha=0.6,
-        beta=0.4,
-        rate_limiter=limiter or RateLimiter(1, 0.0),
+
+def jc_envs(data, copies: int, horizon: int, seed: int = 0) -> VecTreeEnv:
+    entry = EnvAlignment.build(data.alignment, prepare_alignment(data.alignment, "JC"), "sim")
+    return VecTreeEnv([entry], copies, EnvConfig(horizon=horizon, features="rich"), seed=seed)
+
+
+def actor_process(
+    tmp_path, data, endpoint: str, replay_port: int, actor_id: str, rpc_timeout_s: float, *flags, stderr=None
+):
+    """``python -m services.actor`` on ``data`` (horizon 5, sends of 4, 8 held in memory, its spool in
+    ``tmp_path/spool``), stdout discarded, stderr to ``stderr`` (discarded unless given)."""
+    from phylorl.phylo.alignment import format_fasta
+
+    fasta = tmp_path / "sim.fasta"
+    fasta.write_text(format_fasta(data.alignment))
+    fixed = ["--model", "JC", "--metrics-port", "0", "--env.horizon", "5"]
+    fixed += ["--send-batch", "4", "--buffer-capacity", "8"]
+    paths = ["--alignments", fasta, "--cache-dir", tmp_path / "cache", "--spool-dir", tmp_path / "spool"]
+    addresses = ["--learner-address", endpoint, "--replay-address", f"127.0.0.1:{replay_port}"]
+    limits = ["--rpc-timeout-s", str(rpc_timeout_s), "--actor-id", actor_id]
+    return subprocess.Popen(
+        [sys.executable, "-m", "services.actor", *fixed, *map(str, paths), *addresses, *limits, *flags],
+        stdout=subprocess.DEVNULL,
+        stderr=stderr or subprocess.DEVNULL,
+        env={**os.environ, "PYTHONPATH": os.getcwd()},
     )
-    server = ReplayServer(
-        host="127.0.0.1", port=port, max_workers=4, max_message_bytes=64 << 20, default_timeout_s=5.0
-    )
-    server.start()
-    server.serve(table)
-    return table, server
 
 
 def test_a_non_transient_status_stops_the_actor_instead_of_retrying(inference_factory, free_port_factory):
     basic_endpoint = inference_factory(BASIC)
-    data = simulate_dataset(6, 100, dataset_rng(3, 0), model=parse_model("JC"))
-    entry = EnvAlignment.build(data.alignment, prepare_alignment(data.alignment, "JC"), "sim")
-    envs = VecTreeEnv([entry], 1, EnvConfig(horizon=4, features="rich"), seed=0)
+    envs = jc_envs(jc_data(3), 1, horizon=4)
     config = ActorConfig(
         learner_address=basic_endpoint,
         replay_address=f"127.0.0.1:{free_port_factory()}",
@@ -88,12 +97,8 @@ def test_transitions_wait_on_disk_while_replay_is_away_and_each_is_stored_once(
 ):
     """The actor steps with the replay service down: transitions wait in memory (8) and then in its spool
     file; the service comes up on that address and every transition is stored exactly once."""
-    from phylorl.env.tree_env import EnvAlignment as Entry
-
-    endpoint = inference_factory(NetworkConfig(features="rich", hidden=16, action_hidden=16, head_hidden=16))
-    data = simulate_dataset(6, 100, dataset_rng(4, 0), model=parse_model("JC"))
-    entry = Entry.build(data.alignment, prepare_alignment(data.alignment, "JC"), "sim")
-    envs = VecTreeEnv([entry], 2, EnvConfig(horizon=5, features="rich"), seed=0)
+    endpoint = inference_factory(RICH)
+    envs = jc_envs(jc_data(4), 2, horizon=5)
     replay_port = free_port_factory()
     config = ActorConfig(
         learner_address=endpoint,
@@ -117,7 +122,7 @@ def test_transitions_wait_on_disk_while_replay_is_away_and_each_is_stored_once(
         assert time.monotonic() < deadline and runner.is_alive()
         time.sleep(0.05)
     assert len(actor.outbox.memory) <= 8
-    table, server = serve_replay(redis_client, "test:outbox", replay_port)
+    table, server = serve_replay(redis_client, "test:outbox", port=replay_port)
     try:
         runner.join(timeout=120)
         assert not runner.is_alive()
@@ -140,49 +145,13 @@ def test_a_killed_actors_journal_is_sent_by_the_next_actor_and_each_transition_s
     """An actor process steps with the replay service away and is killed with signal 9; a new actor on the
     same journal directory sends what the dead one had made (under its producer name), then its own: the
     table holds exactly the two actors' transitions, each once."""
-    from phylorl.phylo.alignment import format_fasta
     from services.actor.outbox import read_journal
     from services.replay.audit import read_table
 
-    endpoint = inference_factory(NetworkConfig(features="rich", hidden=16, action_hidden=16, head_hidden=16))
-    data = simulate_dataset(6, 100, dataset_rng(5, 0), model=parse_model("JC"))
-    fasta = tmp_path / "sim.fasta"
-    fasta.write_text(format_fasta(data.alignment))
+    endpoint = inference_factory(RICH)
+    data = jc_data(5)
     spool, replay_port = tmp_path / "spool", free_port_factory()
-    flags = [
-        "--learner-address",
-        endpoint,
-        "--replay-address",
-        f"127.0.0.1:{replay_port}",
-        "--alignments",
-        str(fasta),
-        "--model",
-        "JC",
-        "--cache-dir",
-        str(tmp_path / "cache"),
-        "--metrics-port",
-        "0",
-        "--env.horizon",
-        "5",
-        "--send-batch",
-        "4",
-        "--buffer-capacity",
-        "8",
-        "--spool-dir",
-        str(spool),
-        "--backoff-max-s",
-        "0.2",
-        "--rpc-timeout-s",
-        "2",
-        "--actor-id",
-        "doomed",
-    ]
-    first = subprocess.Popen(
-        [sys.executable, "-m", "services.actor", *flags],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        env={**os.environ, "PYTHONPATH": os.getcwd()},
-    )
+    first = actor_process(tmp_path, data, endpoint, replay_port, "doomed", 2, "--backoff-max-s", "0.2")
     try:
         deadline = time.monotonic() + 120
         journals = []
@@ -197,13 +166,8 @@ def test_a_killed_actors_journal_is_sent_by_the_next_actor_and_each_transition_s
     dead = read_journal(journals[0])
     assert len(dead.pending) == dead.produced >= 30  # the replay service never answered: all of it waits
 
-    table, server = serve_replay(redis_client, "test:recover", replay_port)
-    envs = VecTreeEnv(
-        [EnvAlignment.build(data.alignment, prepare_alignment(data.alignment, "JC"), "sim")],
-        1,
-        EnvConfig(horizon=5, features="rich"),
-        seed=1,
-    )
+    table, server = serve_replay(redis_client, "test:recover", port=replay_port)
+    envs = jc_envs(data, 1, horizon=5, seed=1)
     config = ActorConfig(
         learner_address=endpoint,
         replay_address=f"127.0.0.1:{replay_port}",
@@ -249,49 +213,16 @@ def test_a_stopped_actor_whose_insert_the_rate_limiter_holds_exits_at_once_and_k
     rate limiter holds the actors' inserts. SIGTERM must end such an actor well before its call's timeout
     (300 s here), with exit status 0, and what the held insert
     carried must stay in the journal: stored and waiting add up to what it made."""
-    from phylorl.phylo.alignment import format_fasta
     from phylorl.replay import RateLimiter
     from services.actor.outbox import read_journal
 
-    endpoint = inference_factory(NetworkConfig(features="rich", hidden=16, action_hidden=16, head_hidden=16))
-    data = simulate_dataset(6, 100, dataset_rng(6, 0), model=parse_model("JC"))
-    fasta = tmp_path / "sim.fasta"
-    fasta.write_text(format_fasta(data.alignment))
+    endpoint = inference_factory(RICH)
     spool, replay_port = tmp_path / "spool", free_port_factory()
     # inserts admitted until 4 + 4 are held with nothing sampled; then each waits
-    table, server = serve_replay(redis_client, "test:held", replay_port, RateLimiter(4, 1.0, 4.0))
-    flags = [
-        "--learner-address",
-        endpoint,
-        "--replay-address",
-        f"127.0.0.1:{replay_port}",
-        "--alignments",
-        str(fasta),
-        "--model",
-        "JC",
-        "--cache-dir",
-        str(tmp_path / "cache"),
-        "--metrics-port",
-        "0",
-        "--env.horizon",
-        "5",
-        "--send-batch",
-        "4",
-        "--buffer-capacity",
-        "8",
-        "--spool-dir",
-        str(spool),
-        "--rpc-timeout-s",
-        "300",
-        "--actor-id",
-        "held",
-    ]
-    actor = subprocess.Popen(
-        [sys.executable, "-m", "services.actor", *flags],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        env={**os.environ, "PYTHONPATH": os.getcwd()},
+    table, server = serve_replay(
+        redis_client, "test:held", port=replay_port, limiter=RateLimiter(4, 1.0, 4.0)
     )
+    actor = actor_process(tmp_path, jc_data(6), endpoint, replay_port, "held", 300, stderr=subprocess.PIPE)
     try:
         deadline = time.monotonic() + 120
         while table.stats().waiting_inserts == 0:  # admitted up to the bound, then one call held

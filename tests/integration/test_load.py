@@ -17,6 +17,7 @@ from collections import Counter
 import grpc
 import numpy as np
 import pytest
+from helpers import serve_replay
 from hostile import valid
 
 from phylorl.nets.config import NetworkConfig
@@ -26,10 +27,7 @@ from phylorl.replay.rate_limiter import RateLimiter
 from phylorl.wire import codec
 from phylorl.wire.v1 import inference_pb2, inference_pb2_grpc
 from services.actor.act_stream import ActStream
-from services.replay.buffer import PrioritizedReplay
 from services.replay.client import ReplayClient
-from services.replay.server import ReplayServer
-from services.replay.store import RedisStore
 
 pytestmark = pytest.mark.slow
 STREAMS = 64
@@ -88,18 +86,14 @@ def test_64_streams_get_answers_or_the_overload_status_and_nothing_else(inferenc
 
 
 def test_sustained_inserts_and_samples_all_succeed(redis_client):
-    table = PrioritizedReplay(
-        RedisStore(redis_client, "test:load"),
+    table, server = serve_replay(
+        redis_client,
+        "test:load",
         capacity=100_000,
-        alpha=0.6,
-        beta=0.4,
-        rate_limiter=RateLimiter(64, 0.0),
+        limiter=RateLimiter(64, 0.0),
+        max_workers=16,
+        timeout_s=10.0,
     )
-    server = ReplayServer(
-        host="127.0.0.1", port=0, max_workers=16, max_message_bytes=64 << 20, default_timeout_s=10.0
-    )
-    server.start()
-    server.serve(table)
     target = f"127.0.0.1:{server.port}"
     rng = np.random.default_rng(0)
     records = [encode_transition(random_transition(12, rng)) for _ in range(64)]

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import redis
 from grpc_health.v1 import health_pb2, health_pb2_grpc
+from helpers import serve_replay
 
 from phylorl.nets.config import NetworkConfig
 from phylorl.nets.synthetic import random_observation, random_transition
@@ -22,7 +23,6 @@ from services.common.security import ClientCredentials, RedisAuth, ServerCredent
 from services.launcher.credentials import REDIS_USER, make_credentials
 from services.replay.buffer import PrioritizedReplay
 from services.replay.client import ReplayClient
-from services.replay.server import ReplayServer
 from services.replay.store import RedisStore
 
 
@@ -144,23 +144,9 @@ def test_inference_endpoint_wants_tls_and_the_token(inference_factory, secrets_d
 
 
 def test_replay_service_wants_the_token(redis_client, secrets_dir):
-    table = PrioritizedReplay(
-        RedisStore(redis_client, "test:secure"),
-        capacity=16,
-        alpha=0.6,
-        beta=0.4,
-        rate_limiter=RateLimiter(1, 0.0),
+    table, server = serve_replay(
+        redis_client, "test:secure", capacity=16, security=server_security(secrets_dir)
     )
-    server = ReplayServer(
-        host="127.0.0.1",
-        port=0,
-        max_workers=4,
-        max_message_bytes=64 << 20,
-        default_timeout_s=5.0,
-        security=server_security(secrets_dir),
-    )
-    server.start()
-    server.serve(table)
     record = encode_transition(random_transition(7, np.random.default_rng(2)))
     try:
         outsider = ReplayClient(

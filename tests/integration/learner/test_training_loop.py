@@ -9,6 +9,7 @@ import threading
 import numpy as np
 import pytest
 import torch
+from helpers import serve_replay
 from prometheus_client import REGISTRY
 
 from phylorl.agent.config import AgentConfig
@@ -25,29 +26,16 @@ from phylorl.types import Transition
 from services.learner.config import LearnerConfig
 from services.learner.inference import BatchingInference
 from services.learner.training import PREFETCH_DEPTH, Checkpoints, TrainingLoop, continue_published_version
-from services.replay.buffer import PrioritizedReplay
 from services.replay.client import ReplayClient
-from services.replay.server import ReplayServer
-from services.replay.store import RedisStore
 
 NET = NetworkConfig(hidden=16, action_hidden=16, head_hidden=16)
 
 
 @pytest.fixture
 def replay(redis_client):
-    table = PrioritizedReplay(
-        RedisStore(redis_client, "test:loop"),
-        capacity=1000,
-        alpha=0.6,
-        beta=0.4,
-        rate_limiter=RateLimiter(16, 0.0),
-        seed=3,
+    table, server = serve_replay(
+        redis_client, "test:loop", capacity=1000, limiter=RateLimiter(16, 0.0), seed=3, max_workers=8
     )
-    server = ReplayServer(
-        host="127.0.0.1", port=0, max_workers=8, max_message_bytes=64 << 20, default_timeout_s=5.0
-    )
-    server.start()
-    server.serve(table)
     rng = np.random.default_rng(0)
     client = ReplayClient(f"127.0.0.1:{server.port}")
     # acted by weights versions 0 and 1, or unknown (-1: no policy lag)
@@ -131,19 +119,14 @@ def test_environment_records_train_and_a_corrupt_one_is_retired(redis_client, tm
         records.append(encode_transition(Transition(obs, action, reward, nxt, False, truncated, 0.99)))
         obs = env.reset()[0] if truncated else nxt
     records.append(records[0][:-3])  # truncated: does not decode
-    table = PrioritizedReplay(
-        RedisStore(redis_client, f"test:paths:{features}"),
+    table, server = serve_replay(
+        redis_client,
+        f"test:paths:{features}",
         capacity=100,
-        alpha=0.6,
-        beta=0.4,
-        rate_limiter=RateLimiter(16, 0.0),
+        limiter=RateLimiter(16, 0.0),
         seed=3,
+        max_workers=8,
     )
-    server = ReplayServer(
-        host="127.0.0.1", port=0, max_workers=8, max_message_bytes=64 << 20, default_timeout_s=5.0
-    )
-    server.start()
-    server.serve(table)
     client = ReplayClient(f"127.0.0.1:{server.port}")
     client.insert_records(records[:-1], np.ones(len(records) - 1))
     # damaged at rest (the service checks what it is sent); drawn first

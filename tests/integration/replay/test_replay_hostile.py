@@ -10,20 +10,17 @@ from __future__ import annotations
 import grpc
 import numpy as np
 import pytest
+from helpers import serve_replay
 from hostile import BAD_FLOATS, broken, parts_of, state_bytes, transition_record, valid
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from phylorl.records.batch import BAD_ACTION, NOT_FINITE, REASONS
 from phylorl.records.codec import encode_transition
-from phylorl.replay.rate_limiter import RateLimiter
 from phylorl.types import Transition
 from phylorl.wire import codec
 from phylorl.wire.v1 import replay_pb2
-from services.replay.buffer import PrioritizedReplay
 from services.replay.client import ReplayClient
-from services.replay.server import ReplayServer
-from services.replay.store import RedisStore
 
 MAX_MESSAGE_BYTES = 1 << 20
 
@@ -32,18 +29,7 @@ MAX_MESSAGE_BYTES = 1 << 20
 def served(redis_server):
     client = redis_server.client()
     client.flushdb()
-    table = PrioritizedReplay(
-        RedisStore(client, "test:hostile"),
-        capacity=10_000,
-        alpha=0.6,
-        beta=0.4,
-        rate_limiter=RateLimiter(1, 0.0),
-    )
-    server = ReplayServer(
-        host="127.0.0.1", port=0, max_workers=4, max_message_bytes=MAX_MESSAGE_BYTES, default_timeout_s=5.0
-    )
-    server.start()
-    server.serve(table)
+    table, server = serve_replay(client, "test:hostile", max_message_bytes=MAX_MESSAGE_BYTES)
     channel = grpc.insecure_channel(f"127.0.0.1:{server.port}")
     raw_insert = channel.unary_unary(
         "/phylorl.v1.ReplayService/Insert", request_serializer=None, response_deserializer=None

@@ -27,32 +27,11 @@ def replay_process(redis_server, redis_client, free_port_factory, tmp_path):
     env = dict(
         os.environ, PYTHONPATH=str(REPO), PHYLORL_REPLAY_ALPHA="0.5", PHYLORL_REPLAY_MIN_SIZE_TO_SAMPLE="5"
     )
+    command = [sys.executable, "-m", "services.replay", "--host", "127.0.0.1", "--capacity", "100"]
+    command += ["--port", str(port), "--metrics-port", str(metrics_port), "--grace-s", "5"]
+    command += ["--redis-url", redis_server.url, "--key-prefix", "test:proc"]
     with open(log_path, "wb") as log:
-        process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "services.replay",
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(port),
-                "--metrics-port",
-                str(metrics_port),
-                "--redis-url",
-                redis_server.url,
-                "--key-prefix",
-                "test:proc",
-                "--capacity",
-                "100",
-                "--grace-s",
-                "5",
-            ],
-            cwd=REPO,
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
+        process = subprocess.Popen(command, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT)
     yield process, port, metrics_port, log_path
     if process.poll() is None:
         process.kill()

@@ -1,6 +1,7 @@
 """Redis itself restarts (AOF on, same data dir): the replay table comes back unchanged."""
 
 import numpy as np
+from helpers import serve_replay
 
 from phylorl.nets.synthetic import random_transition
 from phylorl.records.codec import encode_transition
@@ -52,19 +53,11 @@ def test_redis_killed_with_signal_9_mid_inserts_keeps_every_acknowledged_insert(
 
     from services.replay.audit import read_table
     from services.replay.client import ReplayClient
-    from services.replay.server import ReplayServer
 
     args = ("--appendfsync", "always")
     first = redis_factory(tmp_path / "data", extra_args=args)
     client = first.client()
-    table = PrioritizedReplay(
-        RedisStore(client, "kill"), capacity=100_000, alpha=0.6, beta=0.4, rate_limiter=RateLimiter(1), seed=0
-    )
-    server = ReplayServer(
-        host="127.0.0.1", port=0, max_workers=4, max_message_bytes=64 << 20, default_timeout_s=5.0
-    )
-    server.start()
-    server.serve(table)
+    table, server = serve_replay(client, "kill", capacity=100_000, limiter=RateLimiter(1), seed=0)
     records = [encode_transition(random_transition(8, np.random.default_rng(i))) for i in range(8)]
     acknowledged, failures, stop = [], [], threading.Event()
 

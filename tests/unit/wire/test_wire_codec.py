@@ -3,23 +3,11 @@
 import numpy as np
 import pytest
 
+from phylorl.records.arrays import DTYPE_NAMES
 from phylorl.wire import codec
 from phylorl.wire.v1 import common_pb2
 
-ALL_DTYPES = [
-    "bool",
-    "int8",
-    "int16",
-    "int32",
-    "int64",
-    "uint8",
-    "uint16",
-    "uint32",
-    "uint64",
-    "float16",
-    "float32",
-    "float64",
-]
+ALL_DTYPES = list(DTYPE_NAMES)
 
 
 def assert_same_array(a: np.ndarray, b: np.ndarray) -> None:
