@@ -9,8 +9,8 @@ import time
 import grpc
 import pytest
 import torch
+from helpers import serve_replay
 from prometheus_client import REGISTRY
-from test_actor_errors import serve_replay
 
 from phylorl.agent.learner import Learner
 from phylorl.env.config import EnvConfig
@@ -50,7 +50,7 @@ def test_a_pipelined_actors_calls_overlap_and_every_environment_steps(
     entry = EnvAlignment.build(data.alignment, prepare_alignment(data.alignment, "JC"), "sim")
     envs = VecTreeEnv([entry], 4, EnvConfig(horizon=3, features="rich"), seed=0)
     replay_port = free_port_factory()
-    table, server = serve_replay(redis_client, f"test:pipeline{pipeline}", replay_port)
+    table, server = serve_replay(redis_client, f"test:pipeline{pipeline}", port=replay_port)
     config = ActorConfig(
         learner_address=endpoint,
         replay_address=f"127.0.0.1:{replay_port}",
@@ -90,7 +90,7 @@ def _actor_against(redis_client, free_port_factory, prefix: str, seed: int, **op
     entry = EnvAlignment.build(data.alignment, prepare_alignment(data.alignment, "JC"), "sim")
     envs = VecTreeEnv([entry], 2, EnvConfig(horizon=2, features="rich"), seed=0)
     endpoint_port, replay_port = free_port_factory(), free_port_factory()
-    table, replay_server = serve_replay(redis_client, prefix, replay_port)
+    table, replay_server = serve_replay(redis_client, prefix, port=replay_port)
     config = ActorConfig(
         learner_address=f"127.0.0.1:{endpoint_port}",
         replay_address=f"127.0.0.1:{replay_port}",
