@@ -40,6 +40,19 @@ def jc_data(seed: int):
     return simulate_dataset(6, 100, dataset_rng(seed, 0), model=parse_model("JC"))
 
 
+def actor_config(endpoint: str, replay_port: int, rpc_timeout_s: float, **settings) -> ActorConfig:
+    """An in-process actor's settings: ``endpoint``, the replay service at ``replay_port``, short backoff."""
+    return ActorConfig(
+        learner_address=endpoint,
+        replay_address=f"127.0.0.1:{replay_port}",
+        alignments="unused",
+        metrics_port=0,
+        backoff_max_s=0.2,
+        rpc_timeout_s=rpc_timeout_s,
+        **settings,
+    )
+
+
 def jc_envs(data, copies: int, horizon: int, seed: int = 0) -> VecTreeEnv:
     entry = EnvAlignment.build(data.alignment, prepare_alignment(data.alignment, "JC"), "sim")
     return VecTreeEnv([entry], copies, EnvConfig(horizon=horizon, features="rich"), seed=seed)
@@ -70,14 +83,7 @@ def actor_process(
 def test_a_non_transient_status_stops_the_actor_instead_of_retrying(inference_factory, free_port_factory):
     basic_endpoint = inference_factory(BASIC)
     envs = jc_envs(jc_data(3), 1, horizon=4)
-    config = ActorConfig(
-        learner_address=basic_endpoint,
-        replay_address=f"127.0.0.1:{free_port_factory()}",
-        alignments="unused",
-        metrics_port=0,
-        backoff_max_s=0.2,
-        rpc_timeout_s=10.0,
-    )
+    config = actor_config(basic_endpoint, free_port_factory(), 10.0)
     reconnects = metrics.RECONNECTS.labels("inference")._value.get()
     stop = threading.Event()
     channel = grpc.insecure_channel(basic_endpoint)
@@ -100,13 +106,10 @@ def test_transitions_wait_on_disk_while_replay_is_away_and_each_is_stored_once(
     endpoint = inference_factory(RICH)
     envs = jc_envs(jc_data(4), 2, horizon=5)
     replay_port = free_port_factory()
-    config = ActorConfig(
-        learner_address=endpoint,
-        replay_address=f"127.0.0.1:{replay_port}",
-        alignments="unused",
-        metrics_port=0,
-        backoff_max_s=0.2,
-        rpc_timeout_s=2.0,
+    config = actor_config(
+        endpoint,
+        replay_port,
+        2.0,
         send_batch=4,
         buffer_capacity=8,
         spool_dir=str(tmp_path / "spool"),
@@ -168,19 +171,8 @@ def test_a_killed_actors_journal_is_sent_by_the_next_actor_and_each_transition_s
 
     table, server = serve_replay(redis_client, "test:recover", port=replay_port)
     envs = jc_envs(data, 1, horizon=5, seed=1)
-    config = ActorConfig(
-        learner_address=endpoint,
-        replay_address=f"127.0.0.1:{replay_port}",
-        alignments="unused",
-        metrics_port=0,
-        backoff_max_s=0.2,
-        rpc_timeout_s=2.0,
-        send_batch=4,
-        buffer_capacity=8,
-        spool_dir=str(spool),
-        max_steps=10,
-        actor_id="successor",
-    )
+    limits = {"send_batch": 4, "buffer_capacity": 8, "max_steps": 10, "actor_id": "successor"}
+    config = actor_config(endpoint, replay_port, 2.0, spool_dir=str(spool), **limits)
     stop = threading.Event()
     channel = grpc.insecure_channel(endpoint)
     try:
