@@ -310,12 +310,12 @@ def run_case(path: Path, args) -> dict:
 
     alignment = load_alignment(path)
     model = fit_model_string(alignment)
-    rerun = not (args.cached_iqtree or args.noise_only)
     if args.side_by_side:
         # IQ-TREE's run in a thread (it waits on its process) while our search runs: both at once
         pool = ThreadPoolExecutor(1)
         iq_future = pool.submit(cached_iqtree, args.cache, path, model, IQTREE_SEED, args.threads, True)
     else:
+        rerun = not (args.cached_iqtree or args.noise_only)
         iq, fresh = cached_iqtree(args.cache, path, model, IQTREE_SEED, args.threads, rerun=rerun)
     if args.noise_only:
         iq_ll, iq_tree = rescore(alignment, model, iq["newick"])
@@ -455,6 +455,8 @@ def main() -> None:
     p.add_argument("--sites", type=int, default=1000, help="sites of the --costs alignments")
     p.add_argument("--child", help=argparse.SUPPRESS)
     args = p.parse_args()
+    if args.side_by_side and (args.cached_iqtree or args.noise_only):
+        p.error("--side-by-side times IQ-TREE afresh: not with --cached-iqtree or --noise-only")
     if args.child:
         child(args.child, args.seed, args.config)
         return

@@ -4,6 +4,7 @@ as the learner makes it (from records), and bit-for-bit comparison of nested dat
 from __future__ import annotations
 
 import dataclasses
+import subprocess
 import sys
 
 import numpy as np
@@ -23,6 +24,12 @@ from phylorl.types import Observation, Transition
 def phylorl_argv(words: str, *args) -> list[str]:
     """``python -m phylorl.cli`` with ``words`` split at spaces, then ``args`` each whole (paths)."""
     return [sys.executable, "-m", "phylorl.cli", *words.split(), *map(str, args)]
+
+
+def phylorl_cli(*args, timeout: float = 600, **run) -> subprocess.CompletedProcess:
+    """``python -m phylorl.cli *args`` run to its end (``timeout``: a hang guard), output captured as text;
+    ``run``: more of :func:`subprocess.run`'s arguments (``env``, ``cwd``)."""
+    return subprocess.run(phylorl_argv("", *args), capture_output=True, text=True, timeout=timeout, **run)
 
 
 def serve_replay(

@@ -10,23 +10,13 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers import phylorl_cli
 
 import phylorl
 
 ALIGNMENT = (
     Path(__file__).resolve().parents[2].parent / "shared" / "data" / "real" / "valid" / "TreeBASE_10756.phy"
 )
-
-
-def phylorl_cli(*args, env=None, cwd=None) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "phylorl.cli", *map(str, args)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=env,
-        cwd=cwd,
-    )
 
 
 def assert_one_line_error(proc: subprocess.CompletedProcess, *expected: str) -> None:

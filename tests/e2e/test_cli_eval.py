@@ -9,11 +9,10 @@ from __future__ import annotations
 import json
 import math
 import re
-import subprocess
-import sys
 
 import numpy as np
 import pytest
+from helpers import phylorl_cli
 
 from phylorl.agent.checkpoints import DEFAULT_CHECKPOINT
 from phylorl.agent.config import AgentConfig
@@ -31,23 +30,17 @@ SMALL = NetworkConfig(features="rich", hidden=16, heads=4, action_hidden=16, hea
 MODEL = "HKY+G4"  # free parameters: IQ-TREE then gets our estimated ones as a fixed model string
 
 
-def phylorl(*args):
-    return subprocess.run(
-        [sys.executable, "-m", "phylorl.cli", *map(str, args)], capture_output=True, text=True, timeout=600
-    )
-
-
 def phylorl_on(setup, words: str, **values):
     """``phylorl`` with ``words`` (split at spaces), then ``--key value`` for each keyword (``_`` as ``-``),
     under :data:`MODEL` and the module's preparation cache."""
     flags = [x for key, value in values.items() for x in (f"--{key.replace('_', '-')}", value)]
-    return phylorl(*words.split(), *flags, "--model", MODEL, "--cache-dir", setup["cache"])
+    return phylorl_cli(*words.split(), *flags, "--model", MODEL, "--cache-dir", setup["cache"])
 
 
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory):
     root = tmp_path_factory.mktemp("eval")
-    proc = phylorl(
+    proc = phylorl_cli(
         "simulate", "--out", root / "sim", "--count", 2, "--taxa", "7:8", "--sites", "200:300", "--seed", 1
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -154,7 +147,7 @@ def test_eval_errors_are_one_line_before_any_work(setup, tmp_path, args, message
     if "--checkpoint" not in args:
         args += ["--checkpoint", str(setup["checkpoint"])]
     cache = tmp_path / "cache"
-    proc = phylorl("eval", "--alignments", setup["alignments"], "--cache-dir", cache, *args)
+    proc = phylorl_cli("eval", "--alignments", setup["alignments"], "--cache-dir", cache, *args)
     assert proc.returncode == 2
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("phylorl eval: error: "), proc.stderr

@@ -5,24 +5,14 @@ eval``'s ``ml`` method against IQ-TREE from the NJ start. Real child processes, 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
+
+from helpers import phylorl_cli
 
 from phylorl.phylo import LikelihoodEngine, load_alignment, read_newick, rf_distance
 
 REPO = Path(__file__).resolve().parents[2]
 DS1 = REPO / "examples" / "DS1.fasta"
-
-
-def phylorl_cli(*args, cwd=None) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "phylorl.cli", *map(str, args)],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        cwd=cwd,
-    )
 
 
 def test_ml_search_writes_tree_and_checkpoint_and_resumes_to_the_same_answer(tmp_path):

@@ -5,10 +5,9 @@ learner checkpoint that ``phylorl search --policy agent`` then reads."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import numpy as np
+from helpers import phylorl_cli
 
 from phylorl.phylo import format_fasta, parse_model
 from phylorl.phylo.simulate import simulate_dataset
@@ -16,12 +15,6 @@ from phylorl.phylo.simulate import simulate_dataset
 TAXA = 7
 # every SPR move of a 7-taxon tree (56): a random choice agrees 1 in 56
 MOVES = 2 * (TAXA - 3) * (2 * TAXA - 7)
-
-
-def phylorl_cli(*args) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "phylorl.cli", *map(str, args)], capture_output=True, text=True, timeout=600
-    )
 
 
 def test_warmstart_fits_an_agent_in_rounds_that_agrees_with_greedy_and_search_reads(tmp_path):
