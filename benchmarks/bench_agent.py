@@ -45,7 +45,7 @@ def main() -> None:
     torch.set_num_threads(1)
     policy = AgentPolicy.from_checkpoint(args.checkpoint, tabu=args.tabu)
     cache = PreparationCache(REPO / ".cache" / "bench-prepared")
-    by_size: dict[int, object] = {}
+    by_size = {}
     for path in sorted(VALID.iterdir()):
         alignment = load_alignment(path)
         by_size.setdefault(alignment.n_taxa, (path, alignment))
@@ -79,9 +79,8 @@ def main() -> None:
                 choose.append(t2 - t0)
                 env.step(action)
         result[f"n{n}_moves"] = len(env.moves)
-        result[f"n{n}_features_ms"] = round(1e3 * statistics.median(features), 3)
-        result[f"n{n}_network_ms"] = round(1e3 * statistics.median(network), 3)
-        result[f"n{n}_choose_ms"] = round(1e3 * statistics.median(choose), 3)
+        for part, times in (("features", features), ("network", network), ("choose", choose)):
+            result[f"n{n}_{part}_ms"] = round(1e3 * statistics.median(times), 3)
     emit(result)
 
 

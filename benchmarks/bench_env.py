@@ -26,7 +26,7 @@ import time
 os.environ.setdefault("NUMBA_NUM_THREADS", "1")
 
 import numpy as np  # noqa: E402
-from common import DS_DIR, emit, machine  # noqa: E402
+from common import DS_DIR, emit, machine, median_seconds  # noqa: E402
 
 from phylorl.env.config import EnvConfig  # noqa: E402
 from phylorl.env.observation import observe  # noqa: E402
@@ -73,26 +73,15 @@ def measure(entry: EnvAlignment, seed: int) -> dict:
             observe(env.tree, moves, "basic")
             env._moves = moves
             t4 = time.perf_counter()
-            for key, value in (
-                ("apply_move", t1 - t0),
-                ("branch_opt", t2 - t1),
-                ("reward", t3 - t2),
-                ("observation", t4 - t3),
-                ("step_total", t4 - t0),
-            ):
+            for key, value in zip(parts, (t1 - t0, t2 - t1, t3 - t2, t4 - t3, t4 - t0)):
                 acc[key] += value
             assert np.isfinite(reward)
         for key in parts:
             parts[key].append(acc[key] / STEPS_PER_BLOCK * 1e3)
     out = {f"{k}_ms": round(statistics.median(v[1:]), 4) for k, v in parts.items()}  # block 0 = warm-up
     # the real TreeEnv.step, end to end
-    times = []
-    for _ in range(BLOCKS):
-        t0 = time.perf_counter()
-        for _ in range(STEPS_PER_BLOCK):
-            env.step(int(rng.integers(len(env.moves))))
-        times.append((time.perf_counter() - t0) / STEPS_PER_BLOCK * 1e3)
-    out["env_step_ms"] = round(statistics.median(times), 4)
+    step = lambda: env.step(int(rng.integers(len(env.moves))))  # noqa: E731
+    out["env_step_ms"] = round(median_seconds(step, BLOCKS, STEPS_PER_BLOCK, warmup=0) * 1e3, 4)
     out["env_steps_per_s"] = round(1e3 / out["env_step_ms"], 1)
     out["n_moves"] = int(len(env.moves))
     return out
@@ -107,14 +96,13 @@ def measure_vec(entry: EnvAlignment, n_envs: int, seed: int, features: str = "ba
     vec = VecTreeEnv([entry], n_envs, EnvConfig(start="random", horizon=10**9, features=features), seed=seed)
     obs = vec.reset()
     rng = np.random.default_rng(seed)
-    blocks = []
-    for _ in range(BLOCKS):
-        started = time.perf_counter()
-        for _ in range(STEPS_PER_BLOCK):
-            actions = [int(rng.integers(o.n_actions)) for o in obs]
-            obs = vec.step(actions).obs
-        blocks.append((time.perf_counter() - started) / (STEPS_PER_BLOCK * n_envs) * 1e3)
-    return {"n_envs": n_envs, "features": features, "ms_per_env_step": round(statistics.median(blocks), 4)}
+
+    def step() -> None:
+        nonlocal obs
+        obs = vec.step([int(rng.integers(o.n_actions)) for o in obs]).obs
+
+    ms = median_seconds(step, BLOCKS, STEPS_PER_BLOCK, warmup=0) / n_envs * 1e3
+    return {"n_envs": n_envs, "features": features, "ms_per_env_step": round(ms, 4)}
 
 
 def parsimony_ms(alignment, seed: int) -> dict:
@@ -127,18 +115,11 @@ def parsimony_ms(alignment, seed: int) -> dict:
     tips, weights = parsimony_tips(patterns.codes), np.asarray(patterns.weights, np.float64)
     tree = random_tree(alignment.taxa, np.random.default_rng(seed))
     moves = enumerate_moves(tree)
-    spr_parsimony_deltas(tree, moves, tips, weights)
-    blocks = []
-    for _ in range(BLOCKS):
-        started = time.perf_counter()
-        for _ in range(STEPS_PER_BLOCK):
-            spr_parsimony_deltas(tree, moves, tips, weights)
-        blocks.append((time.perf_counter() - started) / STEPS_PER_BLOCK * 1e3)
-    return {
-        "patterns": int(tips.shape[1]),
-        "moves": int(len(moves)),
-        "ms": round(statistics.median(blocks), 4),
-    }
+    ms = (
+        median_seconds(lambda: spr_parsimony_deltas(tree, moves, tips, weights), BLOCKS, STEPS_PER_BLOCK)
+        * 1e3
+    )
+    return {"patterns": int(tips.shape[1]), "moves": int(len(moves)), "ms": round(ms, 4)}
 
 
 def main() -> None:

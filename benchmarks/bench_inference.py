@@ -19,9 +19,8 @@ tuning as the learner does (``SWITCH_INTERVAL_MS`` of :mod:`services.learner.con
 :data:`services.common.memory.KEEP_MB`): every torch call lets the interpreter lock go, and a thread taking it
 back waits for the threads running Python. Network: the designed sizes (hidden 256) on this machine's device.
 
-Usage: python benchmarks/bench_inference.py [--seconds S] [--hidden H] [--features rich|basic] [--streams
-1,8,64]
-                                           [--fused-head] [--cuda-graphs] [--tf32] [--publish-every-ms MS]
+Usage: python benchmarks/bench_inference.py [--seconds S] [--hidden H] [--features rich|basic]
+    [--streams 1,8,64] [--fused-head] [--cuda-graphs] [--tf32] [--publish-every-ms MS]
 """
 
 from __future__ import annotations
@@ -35,11 +34,10 @@ import sys
 import tempfile
 import threading
 import time
-from pathlib import Path
 
 import numpy as np
 import torch
-from common import emit, episode_transitions, machine, median_seconds
+from common import REPO, child_env, emit, episode_transitions, machine, median_seconds
 from prometheus_client import REGISTRY
 
 from phylorl.agent.learner import Learner
@@ -63,18 +61,11 @@ def states(count: int, features: str, seed: int) -> list:
     if features == "rich":
         return [t.next_obs for t in episode_transitions(count, 20, seed)[0]]
     rng = np.random.default_rng(seed)
-    out = []
-    for _ in range(count):
-        tree = random_tree([f"t{j}" for j in range(20)], rng)
-        out.append(observe(tree, enumerate_moves(tree), "basic"))
-    return out
+    trees = [random_tree([f"t{j}" for j in range(20)], rng) for _ in range(count)]
+    return [observe(tree, enumerate_moves(tree), "basic") for tree in trees]
 
 
-def requests(observations: list) -> list:
-    return _requests_of(observations, 1)
-
-
-def _requests_of(observations: list, size: int) -> list:
+def requests(observations: list, size: int = 1) -> list:
     """``observations`` as requests of ``size`` states each (the last may hold fewer), as an actor makes
     them."""
     out = []
@@ -105,7 +96,7 @@ def wire_costs(observations: list, repeats: int = 7) -> dict:
     # an actor's request holds one pipeline group's states: a few, where the call's fixed cost tells
     small = {}
     for size in (1, 4):
-        calls = [request.SerializeToString() for request in _requests_of(observations, size)]
+        calls = [request.SerializeToString() for request in requests(observations, size)]
         small[str(size)] = round(
             median_seconds(lambda: [decode(c) for c in calls], repeats) / len(calls) * 1e6, 1
         )
@@ -117,36 +108,20 @@ def wire_costs(observations: list, repeats: int = 7) -> dict:
     }
 
 
-HERE = Path(__file__).resolve().parent
-
-
-def client_processes(port: int, streams: int, seconds: float, reqs) -> tuple[list[float], float]:
+def client_processes(port: int, streams: int, seconds: float, reqs) -> list[float]:
     """Latencies of ``streams`` client processes (``inference_client.py``) sending for ``seconds`` from a
-    common start, and the window's length."""
+    common start."""
     with tempfile.NamedTemporaryFile(suffix=".requests", delete=False) as f:
         for request in reqs:
             payload = request.SerializeToString()
             f.write(len(payload).to_bytes(4, "little") + payload)
     # after every client has started and sent its warm-up request
     start_at = time.time() + 3.0 + 0.1 * streams
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(HERE.parent), os.environ.get("PYTHONPATH")])),
-    }
+    client = [sys.executable, str(REPO / "benchmarks" / "inference_client.py"), str(port), f.name]
     try:
         procs = [
             subprocess.Popen(
-                [
-                    sys.executable,
-                    str(HERE / "inference_client.py"),
-                    str(port),
-                    f.name,
-                    str(i),
-                    repr(start_at),
-                    str(seconds),
-                ],
-                stdout=subprocess.PIPE,
-                env=env,
+                [*client, str(i), repr(start_at), str(seconds)], stdout=subprocess.PIPE, env=child_env()
             )
             for i in range(streams)
         ]
@@ -158,7 +133,7 @@ def client_processes(port: int, streams: int, seconds: float, reqs) -> tuple[lis
             latencies.extend(json.loads(out))
     finally:
         os.unlink(f.name)
-    return latencies, seconds
+    return latencies
 
 
 STAGES = ("inputs", "batch", "network", "reply")
@@ -167,19 +142,14 @@ STAGES = ("inputs", "batch", "network", "reply")
 def endpoint_counters() -> dict:
     """The endpoint's own histograms (this process's registry): per stage and for batch sizes, sum and count;
     and its batches replayed as CUDA graphs."""
-    get = REGISTRY.get_sample_value
-    out = {
-        s: (
-            get("phylorl_inference_stage_seconds_sum", {"stage": s}) or 0.0,
-            get("phylorl_inference_stage_seconds_count", {"stage": s}) or 0.0,
-        )
-        for s in STAGES
-    }
-    out["batch_size"] = (
-        get("phylorl_inference_batch_size_sum") or 0.0,
-        get("phylorl_inference_batch_size_count") or 0.0,
-    )
-    out["graph_replays"] = get("phylorl_inference_batches_total", {"path": "graph"}) or 0.0
+
+    def get(name: str, **labels) -> float:
+        return REGISTRY.get_sample_value(name, labels) or 0.0
+
+    stage = "phylorl_inference_stage_seconds"
+    out = {s: (get(f"{stage}_sum", stage=s), get(f"{stage}_count", stage=s)) for s in STAGES}
+    out["batch_size"] = (get("phylorl_inference_batch_size_sum"), get("phylorl_inference_batch_size_count"))
+    out["graph_replays"] = get("phylorl_inference_batches_total", path="graph")
     return out
 
 
@@ -223,26 +193,14 @@ def assembly_costs(observations: list, times: int = 30) -> dict:
     from phylorl.agent.acting import assemble
     from phylorl.agent.transfer import Stager
 
+    groups = [observations[i : i + 4] for i in range(0, 28, 4)]
     parts = [
-        collate_states(PackedRecords.from_records([encode_observation(o) for o in observations[i : i + 4]]))[
-            :2
-        ]
-        for i in range(0, 28, 4)
+        collate_states(PackedRecords.from_records([encode_observation(o) for o in g]))[:2] for g in groups
     ]
     stager = Stager()
-    ways = {"assemble": lambda: assemble(parts, 32, stager)}
 
     def timed() -> dict:
-        out = {}
-        for name, way in ways.items():
-            way()
-            spent = []
-            for _ in range(times):
-                start = time.perf_counter()
-                way()
-                spent.append(time.perf_counter() - start)
-            out[name] = round(statistics.median(spent) * 1e3, 3)
-        return out
+        return {"assemble": round(median_seconds(lambda: assemble(parts, 32, stager), times) * 1e3, 3)}
 
     alone = timed()
     stop = threading.Event()
@@ -270,37 +228,12 @@ def assembly_costs(observations: list, times: int = 30) -> dict:
     }
 
 
-def publisher(inference, learner, every_s: float, stop: threading.Event, spent: list) -> threading.Thread:
-    """A thread publishing ``learner``'s weights every ``every_s`` until ``stop``, as the training loop does
-    while the endpoint serves; each publication's seconds go to ``spent``."""
-
-    def body() -> None:
-        version = 2
-        while not stop.wait(every_s):
-            started = time.perf_counter()
-            inference.publish(learner.policy_tensors(), learner.alpha, version)
-            spent.append(time.perf_counter() - started)
-            version += 1
-
-    thread = threading.Thread(target=body, name="publisher", daemon=True)
-    thread.start()
-    return thread
-
-
 def run(
-    streams: int,
-    max_batch: int,
-    seconds: float,
-    net_cfg,
-    device,
-    learner,
-    reqs,
-    fused_head: bool = False,
-    cuda_graphs: bool = False,
-    publish_every_s: float = 0.0,
+    streams, max_batch, seconds, net_cfg, device, learner, reqs, fused_head, cuda_graphs, publish_every_s
 ) -> dict:
-    """The endpoint served to ``streams`` client processes for ``seconds``: latencies, its CPU per request,
-    the publications' time under load and the endpoint's own counters over the run."""
+    """The endpoint (at most ``max_batch`` observations a batch) served to ``streams`` client processes for
+    ``seconds``: latencies, its CPU per request, the publications' time under load (one every
+    ``publish_every_s`` from a thread, 0: none) and the endpoint's own counters over the run."""
     before = endpoint_counters()
     inference = BatchingInference(
         net_cfg,
@@ -313,23 +246,40 @@ def run(
     )
     inference.publish(learner.policy_tensors(), learner.alpha, 1)
     server = InferenceServer(inference, "127.0.0.1", 0, max_calls=max(16, 2 * streams))
-    stop, spent, thread = threading.Event(), [], None
+    stop, spent = threading.Event(), []
+
+    def publisher() -> None:  # as the learner's training loop publishes while its endpoint serves
+        version = 2
+        while not stop.wait(publish_every_s):
+            started = time.perf_counter()
+            inference.publish(learner.policy_tensors(), learner.alpha, version)
+            spent.append(time.perf_counter() - started)
+            version += 1
+
+    thread = threading.Thread(target=publisher, name="publisher", daemon=True)
     try:
         server.start()
         server.set_serving()
-        thread = publisher(inference, learner, publish_every_s, stop, spent) if publish_every_s else None
+        if publish_every_s:
+            thread.start()
         cpu = time.process_time()
-        latencies, elapsed = client_processes(server.port, streams, seconds, reqs)
+        latencies = client_processes(server.port, streams, seconds, reqs)
         cpu = time.process_time() - cpu
     finally:
         stop.set()
-        if thread is not None:
+        if thread.is_alive():
             thread.join()
         server.stop(1.0)
         inference.close()
-    out = summary(latencies, elapsed)
-    # the endpoint's process (its every thread) per request, the clients' warm-up included
-    out["endpoint_cpu_us_per_request"] = round(cpu / max(len(latencies), 1) * 1e6, 1)
+    lat = np.array(latencies) * 1e3
+    out = {
+        "requests_per_s": round(len(latencies) / seconds, 1),
+        "p50_ms": round(float(np.percentile(lat, 50)), 2),
+        "p99_ms": round(float(np.percentile(lat, 99)), 2),
+        "requests": len(latencies),
+        # the endpoint's process (its every thread) per request, the clients' warm-up included
+        "endpoint_cpu_us_per_request": round(cpu / max(len(latencies), 1) * 1e6, 1),
+    }
     if spent:  # (including the clients' start-up and warm-up, when the endpoint is mostly idle)
         ms = np.array(spent) * 1e3
         out["publish_under_load_ms"] = {
@@ -338,16 +288,6 @@ def run(
             "count": len(spent),
         }
     return {**out, "endpoint": endpoint_summary(before, endpoint_counters())}
-
-
-def summary(latencies: list[float], elapsed: float) -> dict:
-    lat = np.array(latencies) * 1e3
-    return {
-        "requests_per_s": round(len(latencies) / elapsed, 1),
-        "p50_ms": round(float(np.percentile(lat, 50)), 2),
-        "p99_ms": round(float(np.percentile(lat, 99)), 2),
-        "requests": len(latencies),
-    }
 
 
 def main() -> None:
@@ -410,31 +350,9 @@ def main() -> None:
         "publish": publish_costs(net_cfg, device, learner, fused),
         "assembly": assembly_costs(observations),
     }
+    setting = (args.seconds, net_cfg, device, learner, reqs, fused, graphs, args.publish_every_ms / 1e3)
     for streams in map(int, args.streams.split(",")):
-        batched = run(
-            streams,
-            64,
-            args.seconds,
-            net_cfg,
-            device,
-            learner,
-            reqs,
-            fused,
-            graphs,
-            args.publish_every_ms / 1e3,
-        )
-        single = run(
-            streams,
-            1,
-            args.seconds,
-            net_cfg,
-            device,
-            learner,
-            reqs,
-            fused,
-            graphs,
-            args.publish_every_ms / 1e3,
-        )
+        batched, single = run(streams, 64, *setting), run(streams, 1, *setting)
         result[f"streams_{streams}"] = {
             "batched": batched,
             "batch_size_1": single,

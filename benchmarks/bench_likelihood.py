@@ -23,6 +23,7 @@ Usage: python benchmarks/bench_likelihood.py  (needs ../shared/data/ds)
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import re
@@ -53,13 +54,9 @@ from phylorl.phylo import (  # noqa: E402
 
 def main() -> None:
     aln = load_alignment(DS_DIR / "DS1.fasta")
-    result = {
-        "bench": "likelihood",
-        "dataset": "DS1",
-        "n_patterns": aln.patterns().n_patterns,
-        "machine": machine(),
-    }
-    for tag in ("JC", "GTR_G4"):
+    result = {"bench": "likelihood", "dataset": "DS1", "n_patterns": aln.patterns().n_patterns}
+    result["machine"] = machine()
+    for tag, name in (("JC", "jc"), ("GTR_G4", "gtr_f_g4")):
         ref = json.loads((DS_DIR / "reference" / f"DS1.{tag}.json").read_text())
         tree = read_newick(DS_DIR / "reference" / f"DS1.{tag}.treefile", aln)
         engine = LikelihoodEngine(aln, parse_model(ref["model"]))
@@ -70,18 +67,16 @@ def main() -> None:
             engine._loglik_at(tree, 0)
 
         t_full = median_seconds(full, repeats=31, calls=20)
-        name = "jc" if tag == "JC" else "gtr_f_g4"
         result[f"{name}_full_loglik_ms"] = round(t_full * 1e3, 4)
         result[f"{name}_full_logliks_per_s"] = round(1.0 / t_full, 1)
 
         rng = np.random.default_rng(0)
         moves = enumerate_moves(tree)
         picks = moves[rng.integers(len(moves), size=64)]
-        state = {"i": 0}
+        cycled = itertools.cycle(picks)
 
         def spr_move():
-            move = picks[state["i"] % len(picks)]
-            state["i"] += 1
+            move = next(cycled)
             candidate = tree.copy()
             apply_spr(candidate, move)
             local = edges_near(candidate, [int(move[0])], 1)
@@ -106,26 +101,10 @@ def iqtree_optimise(fasta, model: str, start: str) -> dict:
     with tempfile.TemporaryDirectory(prefix="iqtree-te-") as work:
         tree_file, prefix = Path(work) / "start.nwk", Path(work) / "te"
         tree_file.write_text(start + "\n")
+        command = ["iqtree2", "-s", str(fasta), "-m", model, "-te", str(tree_file), "-nt", "1", "-redo"]
+        command += ["-quiet", "-pre", str(prefix)]
         started = time.perf_counter()
-        proc = subprocess.run(
-            [
-                "iqtree2",
-                "-s",
-                str(fasta),
-                "-m",
-                model,
-                "-te",
-                str(tree_file),
-                "-nt",
-                "1",
-                "-redo",
-                "-quiet",
-                "-pre",
-                str(prefix),
-            ],
-            capture_output=True,
-            text=True,
-        )
+        proc = subprocess.run(command, capture_output=True, text=True)
         seconds = time.perf_counter() - started
         log = Path(f"{prefix}.log").read_text() if Path(f"{prefix}.log").exists() else ""
         took = re.search(r"Parameters optimization took (\d+) rounds \(([\d.]+) sec\)", log)
@@ -157,8 +136,7 @@ def versus_iqtree(paths: list[str], repeats: int) -> list[dict]:
             tree = start.copy()
             our_ll = engine.optimize_branch_lengths(tree, rounds=100, tol=0.01)
             ours.append((time.perf_counter() - began, engine.n_branch_optimisations))
-        scorer = LikelihoodEngine(alignment, model)
-        iq_ll = scorer.loglik(read_newick(iq_runs[0]["newick"], alignment))
+        iq_ll = LikelihoodEngine(alignment, model).loglik(read_newick(iq_runs[0]["newick"], alignment))
         our_seconds = statistics.median(t for t, _ in ours)
         iq_opt = statistics.median(r["optimisation_seconds"] for r in iq_runs)
         row = {
@@ -192,12 +170,7 @@ if __name__ == "__main__":
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
     if args.versus_iqtree:
-        emit(
-            {
-                "bench": "likelihood_vs_iqtree",
-                "machine": machine(),
-                "rows": versus_iqtree(args.versus_iqtree, args.repeats),
-            }
-        )
+        info = {"bench": "likelihood_vs_iqtree", "machine": machine()}  # (the load before the runs)
+        emit({**info, "rows": versus_iqtree(args.versus_iqtree, args.repeats)})
     else:
         main()

@@ -1,57 +1,48 @@
 """Replay service throughput: inserts/s and sampled transitions/s over gRPC, Redis on loopback.
 
-Starts a private ``redis-server`` (AOF on, as deployed) and ``python -m services.replay`` as a
-separate process, then drives it from this process with batches of real 20-taxon transitions
-(38 nodes, 74 directed edges, 1122 moves; ``--features rich``: random walks of the environment as
-actors record them, the default; ``basic``: random trees and one SPR neighbour each):
+Starts a private ``redis-server`` (AOF on, as deployed) and ``python -m services.replay`` as a separate
+process, then drives it from this process with batches of real 20-taxon transitions (38 nodes, 74 directed
+edges, 1122 moves; ``--features rich``: random walks of the environment as actors record them, the default;
+``basic``: random trees and one SPR neighbour each):
 
-* ``insert_per_s``        transitions/s of Insert calls carrying already-encoded records (actors
-                          encode before sending, so encoding is not the service's cost);
-* ``sample_per_s``        transitions/s of Sample calls, records received but not decoded (served
-                          from the service's record cache);
-* ``sample_decoded_per_s`` the same with every record decoded into a ``Transition``
-                          (:func:`phylorl.records.codec.decode_transition`);
-* ``redis_get_direct_per_s`` the same records read straight from Redis by one client (GET of the
-                          stored insert batches), for reference: what the machine gives without
-                          the service;
-* ``sample_to_batch_per_s`` sampled records (as a Sample call returns them) made into the learner's
-                          batch tensors by the compiled pass (:func:`phylorl.records.collate.collate_records`,
-                          next moves in compact form: what the learner copies to its device), one thread;
-                          ``sample_to_batch_ms`` per batch; ``sample_to_batch_<N>_threads_per_s`` with
-                          ``--batch-threads`` threads (the learner's prefetch workers);
-                          ``sample_to_batch_host_expanded_per_s``: the same with every next move's node ids
-                          and features then written on the host (a CPU learner's batch:
-                          :func:`phylorl.records.collate.expand_on_host`); with a CUDA device also
-                          ``sample_to_device_per_s`` (compact, packed into one pinned block, copied as one
-                          transfer and expanded on the GPU, as the learner's prefetcher does:
-                          :func:`phylorl.agent.transfer.on_device` with a ``Stager``),
-                          ``sample_to_device_per_tensor_per_s`` (each tensor pinned and copied on its own) and
-                          ``sample_to_device_host_expanded_per_s`` (every move written on the host, then
-                          copied);
-* ``encode_us`` / ``decode_us`` one transition through :mod:`phylorl.records.codec`, on one core;
-* ``actor_encode_us`` what an actor encodes a step (the next state's inference request and the transition
-  record),
-                          ``whole``: each record encoded whole; ``sections``: each state encoded once, as the
-                          actor does (:class:`phylorl.records.codec.StateSections`);
-* ``cpu_us_per_insert`` / ``cpu_us_per_sample`` CPU time (user + system) the replay service, Redis
-                          and this client spent per transition: on a shared or small machine the
-                          throughput is bounded by the cores left, and these show where time goes.
+* ``insert_per_s``: transitions/s of Insert calls carrying already-encoded records (actors encode before
+  sending, so encoding is not the service's cost);
+* ``sample_per_s``: transitions/s of Sample calls, records received but not decoded (served from the service's
+  record cache);
+* ``sample_decoded_per_s``: the same with every record decoded into a ``Transition``
+  (:func:`phylorl.records.codec.decode_transition`);
+* ``redis_get_direct_per_s``: the same records read straight from Redis by one client (GET of the stored
+  insert batches), for reference: what the machine gives without the service;
+* ``sample_to_batch_per_s``: sampled records (as a Sample call returns them) made into the learner's batch
+  tensors by the compiled pass (:func:`phylorl.records.collate.collate_records`, next moves in compact form:
+  what the learner copies to its device), one thread; ``sample_to_batch_ms`` per batch;
+  ``sample_to_batch_<N>_threads_per_s`` with ``--batch-threads`` threads (the learner's prefetch workers);
+  ``sample_to_batch_host_expanded_per_s``: the same with every next move's node ids and features then written
+  on the host (a CPU learner's batch: :func:`phylorl.records.collate.expand_on_host`); with a CUDA device also
+  ``sample_to_device_per_s`` (compact, packed into one pinned block, copied as one transfer and expanded on
+  the GPU, as the learner's prefetcher does: :func:`phylorl.agent.transfer.on_device` with a ``Stager``),
+  ``sample_to_device_per_tensor_per_s`` (each tensor pinned and copied on its own) and
+  ``sample_to_device_host_expanded_per_s`` (every move written on the host, then copied);
+* ``encode_us`` / ``decode_us``: one transition through :mod:`phylorl.records.codec`, on one core;
+* ``actor_encode_us``: what an actor encodes a step (the next state's inference request and the transition
+  record), ``whole``: each record encoded whole; ``sections``: each state encoded once, as the actor does
+  (:class:`phylorl.records.codec.StateSections`);
+* ``cpu_us_per_insert`` / ``cpu_us_per_sample``: CPU time (user + system) the replay service, Redis and this
+  client spent per transition: on a shared or small machine the throughput is bounded by the cores left, and
+  these show where time goes.
 
-Throughput is measured for each entry of ``--clients`` (concurrent client threads, each with its
-own channel, as several actors or learner prefetch streams would be): ``by_clients`` holds the
-figures per count. Each figure is the median over ``--repeats`` runs. Prints one JSON line on
-stdout; progress on stderr.
+Throughput is measured for each entry of ``--clients`` (concurrent client threads, each with its own channel,
+as several actors or learner prefetch streams would be): ``by_clients`` holds the figures per count. Each
+figure is the median over ``--repeats`` runs. Prints one JSON line on stdout; progress on stderr.
 
     python benchmarks/bench_replay.py [--repeats 5] [--batches 40] [--batch-size 128] [--clients 1,2,4]
-                                      [--taxa 20] [--pool 256] [--capacity 100000] [--features rich|basic]
-                                      [--batch-threads 2]
+        [--taxa 20] [--pool 256] [--capacity 100000] [--features rich|basic] [--batch-threads 2]
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import os
 import platform
 import shutil
@@ -65,11 +56,9 @@ from pathlib import Path
 
 import numpy as np
 import redis
+from common import REPO, child_env, cpu_model, cpu_seconds, emit, episode_transitions, median_seconds
 
-REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-
-from common import episode_transitions  # noqa: E402
 
 from phylorl.records.codec import decode_transition, encode_observation, encode_transition  # noqa: E402
 from phylorl.types import Transition  # noqa: E402
@@ -124,13 +113,11 @@ def actor_encoder():
 
 
 def per_item_us(fn, items, repeats: int) -> float:
-    runs = []
-    for _ in range(repeats):
-        start = time.perf_counter()
+    def each() -> None:
         for item in items:
             fn(item)
-        runs.append((time.perf_counter() - start) / len(items) * 1e6)
-    return statistics.median(runs)
+
+    return median_seconds(each, repeats, warmup=0) / len(items) * 1e6
 
 
 def wait_for_redis(port: int) -> None:
@@ -144,27 +131,11 @@ def wait_for_redis(port: int) -> None:
     raise RuntimeError("redis-server did not start")
 
 
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time a process has used so far (Linux /proc)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-class CpuMeter:
-    """CPU microseconds per item spent by each of some processes during a phase."""
-
-    def __init__(self, pids: dict[str, int]):
-        self.pids = pids
-
-    def __enter__(self):
-        self.start = {name: cpu_seconds(pid) for name, pid in self.pids.items()}
-        return self
-
-    def per_item_us(self, items: int) -> dict[str, float]:
-        return {name: (cpu_seconds(pid) - self.start[name]) / items * 1e6 for name, pid in self.pids.items()}
-
-    def __exit__(self, *exc):
-        return False
+def cpu_metered(pids: dict[str, int], items: int, work) -> tuple[float, dict[str, float]]:
+    """``work()``'s value and the CPU microseconds per item each of the processes ``pids`` spent meanwhile."""
+    start = {name: cpu_seconds(pid) for name, pid in pids.items()}
+    value = work()
+    return value, {name: (cpu_seconds(pid) - start[name]) / items * 1e6 for name, pid in pids.items()}
 
 
 def run_clients(target: str, clients: int, work) -> float:
@@ -289,12 +260,9 @@ def main() -> None:
     encode_us = per_item_us(encode_transition, transitions[:64], args.repeats)
     # consecutive steps of random walks: each next state is the next transition's state
     steps = transitions[:64]
-    actor_encode_us = {
-        "whole": per_item_us(
-            lambda t: (encode_observation(t.next_obs), encode_transition(t)), steps, args.repeats
-        ),
-        "sections": per_item_us(actor_encoder(), steps, args.repeats),
-    }
+    whole = lambda t: (encode_observation(t.next_obs), encode_transition(t))  # noqa: E731
+    actor_encode_us = {"whole": per_item_us(whole, steps, args.repeats)}
+    actor_encode_us["sections"] = per_item_us(actor_encoder(), steps, args.repeats)
     decode_us = per_item_us(decode_transition, records[:64], args.repeats)
 
     binary = shutil.which("redis-server")
@@ -302,29 +270,16 @@ def main() -> None:
         sys.exit("redis-server not found")
     workdir = Path(tempfile.mkdtemp(prefix="bench_replay_"))
     redis_port, grpc_port = free_port(), free_port()
-    processes = [
-        subprocess.Popen(
-            [binary, "--port", str(redis_port), "--bind", "127.0.0.1", "--dir", str(workdir)]
-            + ["--save", "", "--appendonly", "yes"],
-            stdout=subprocess.DEVNULL,
-        )
-    ]
+    redis_command = [binary, "--port", str(redis_port), "--bind", "127.0.0.1", "--dir", str(workdir)]
+    redis_command += ["--save", "", "--appendonly", "yes"]
+    processes = [subprocess.Popen(redis_command, stdout=subprocess.DEVNULL)]
     command = [sys.executable, "-m", "services.replay", "--host", "127.0.0.1", "--metrics-port", "0"]
     command += ["--port", str(grpc_port), "--capacity", str(args.capacity), "--min-size-to-sample", "1"]
     command += ["--redis-url", f"redis://127.0.0.1:{redis_port}/0", "--key-prefix", "bench"]
     command += ["--log-level", "WARNING"]
     try:
         wait_for_redis(redis_port)
-        processes.append(
-            subprocess.Popen(
-                command,
-                cwd=REPO,
-                env=dict(
-                    os.environ,
-                    PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
-                ),
-            )
-        )
+        processes.append(subprocess.Popen(command, cwd=REPO, env=child_env()))
         target = f"127.0.0.1:{grpc_port}"
         with ReplayClient(target) as client:
             client.wait_until_serving(timeout_s=60)
@@ -345,17 +300,19 @@ def main() -> None:
             return args.batches * args.batch_size
 
         pids = {"replay": processes[1].pid, "redis": processes[0].pid, "client": os.getpid()}
+        per_process = lambda runs: {k: round(statistics.median(run[k] for run in runs), 1) for k in pids}  # noqa: E731
         by_clients = {}
         for clients in [int(c) for c in args.clients.split(",")]:
             items = clients * args.batches * args.batch_size
             insert_runs, sample_runs, decoded_runs, insert_cpu, sample_cpu = [], [], [], [], []
             for r in range(args.repeats):
-                with CpuMeter(pids) as meter:
-                    insert_runs.append(run_clients(target, clients, insert_work))
-                insert_cpu.append(meter.per_item_us(items))
-                with CpuMeter(pids) as meter:
-                    sample_runs.append(run_clients(target, clients, sample_work))
-                sample_cpu.append(meter.per_item_us(items))
+                for runs, cpu, work in (
+                    (insert_runs, insert_cpu, insert_work),
+                    (sample_runs, sample_cpu, sample_work),
+                ):
+                    rate, spent_us = cpu_metered(pids, items, lambda: run_clients(target, clients, work))
+                    runs.append(rate)
+                    cpu.append(spent_us)
                 decoded_runs.append(run_clients(target, clients, lambda c: sample_work(c, decode=True)))
                 log(
                     f"{clients} client(s), run {r + 1}/{args.repeats}: insert {insert_runs[-1]:,.0f}/s, "
@@ -365,12 +322,8 @@ def main() -> None:
                 "insert_per_s": round(statistics.median(insert_runs)),
                 "sample_per_s": round(statistics.median(sample_runs)),
                 "sample_decoded_per_s": round(statistics.median(decoded_runs)),
-                "cpu_us_per_insert": {
-                    k: round(statistics.median(run[k] for run in insert_cpu), 1) for k in pids
-                },
-                "cpu_us_per_sample": {
-                    k: round(statistics.median(run[k] for run in sample_cpu), 1) for k in pids
-                },
+                "cpu_us_per_insert": per_process(insert_cpu),
+                "cpu_us_per_sample": per_process(sample_cpu),
             }
         with ReplayClient(target) as client:
             size = client.stats().size
@@ -396,38 +349,28 @@ def main() -> None:
             p.wait(timeout=30)
         shutil.rmtree(workdir, ignore_errors=True)
 
-    cpu = next(
-        (
-            line.split(":", 1)[1].strip()
-            for line in Path("/proc/cpuinfo").read_text().splitlines()
-            if line.startswith("model name")
-        ),
-        platform.processor(),
-    )
-    print(
-        json.dumps(
-            {
-                "benchmark": "replay",
-                "machine": f"{platform.node()}: {cpu}, {os.cpu_count()} cores",
-                "transitions": source,
-                "n_taxa": args.taxa,
-                "n_moves": int(transitions[0].obs.n_actions),
-                "record_bytes": int(np.median([len(r) for r in records])),
-                "encode_us": round(encode_us, 1),
-                "decode_us": round(decode_us, 1),
-                "actor_encode_us": {k: round(v, 1) for k, v in actor_encode_us.items()},
-                "batch_size": args.batch_size,
-                "repeats": args.repeats,
-                "malloc_keep_mb": KEEP_MB,
-                "by_clients": by_clients,
-                **to_batch,
-                "batch_threads": args.batch_threads,
-                "redis_get_direct_per_s": round(statistics.median(direct_runs)),
-                "load_average": os.getloadavg()[0],
-                "table_size": size,
-                "redis_used_bytes_per_transition": round(used / max(size, 1)),
-            }
-        )
+    emit(
+        {
+            "benchmark": "replay",
+            "machine": f"{platform.node()}: {cpu_model(numbers=False)}, {os.cpu_count()} cores",
+            "transitions": source,
+            "n_taxa": args.taxa,
+            "n_moves": int(transitions[0].obs.n_actions),
+            "record_bytes": int(np.median([len(r) for r in records])),
+            "encode_us": round(encode_us, 1),
+            "decode_us": round(decode_us, 1),
+            "actor_encode_us": {k: round(v, 1) for k, v in actor_encode_us.items()},
+            "batch_size": args.batch_size,
+            "repeats": args.repeats,
+            "malloc_keep_mb": KEEP_MB,
+            "by_clients": by_clients,
+            **to_batch,
+            "batch_threads": args.batch_threads,
+            "redis_get_direct_per_s": round(statistics.median(direct_runs)),
+            "load_average": os.getloadavg()[0],
+            "table_size": size,
+            "redis_used_bytes_per_transition": round(used / max(size, 1)),
+        }
     )
 
 

@@ -35,6 +35,7 @@ import sys
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
+from itertools import groupby, islice
 from pathlib import Path
 
 os.environ.setdefault("NUMBA_NUM_THREADS", "1")
@@ -72,17 +73,14 @@ def same_model(a: str, b: str, rtol: float = 1e-3) -> bool:
     )
 
 
-def cache_path(cache_dir, fasta, model: str, seed: int, threads: int = 1) -> Path:
-    """Where a run is kept: named by the alignment, seed, threads, the alignment's content and the model."""
-    content = hashlib.sha256(Path(fasta).read_bytes()).hexdigest()[:12]
-    key = hashlib.sha256(model.encode()).hexdigest()[:12]
-    return Path(cache_dir) / f"{Path(fasta).stem}.s{seed}.t{threads}.{content}.{key}.json"
+def digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()[:12]
 
 
-def find_cached(cache_dir, fasta, model: str, seed: int, threads: int = 1) -> dict | None:
+def find_cached(cache_dir, fasta, model: str, seed: int, threads: int) -> dict | None:
     """A cached run of this alignment, seed and threads under ``model`` or a model within
     :func:`same_model`."""
-    content = hashlib.sha256(Path(fasta).read_bytes()).hexdigest()[:12]
+    content = digest(Path(fasta).read_bytes())
     for path in sorted(Path(cache_dir).glob(f"{Path(fasta).stem}.s{seed}.t{threads}.*.json")):
         run = json.loads(path.read_text())
         if run.get("content", content) == content and same_model(run["model"], model):
@@ -90,29 +88,14 @@ def find_cached(cache_dir, fasta, model: str, seed: int, threads: int = 1) -> di
     return None
 
 
-def run_iqtree(
-    fasta: str | os.PathLike, model: str, seed: int, threads: int = 1, timeout: float | None = None
-) -> dict:
+def run_iqtree(fasta, model: str, seed: int, threads: int) -> dict:
     """One IQ-TREE search: ``{"newick", "seconds", "reported_loglik", "model", "seed", "threads"}``."""
     with tempfile.TemporaryDirectory(prefix="iqtree-") as work:
         prefix = Path(work) / "ml"
-        cmd = [
-            IQTREE,
-            "-s",
-            str(fasta),
-            "-m",
-            model,
-            "-nt",
-            str(threads),
-            "-seed",
-            str(seed),
-            "-redo",
-            "-quiet",
-            "-pre",
-            str(prefix),
-        ]
+        cmd = [IQTREE, "-s", str(fasta), "-m", model, "-nt", str(threads), "-seed", str(seed), "-redo"]
+        cmd += ["-quiet", "-pre", str(prefix)]
         started = time.perf_counter()
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        proc = subprocess.run(cmd, capture_output=True, text=True)
         seconds = time.perf_counter() - started
         treefile = Path(f"{prefix}.treefile")
         if proc.returncode != 0 or not treefile.exists():
@@ -130,22 +113,16 @@ def run_iqtree(
         }
 
 
-def cached_iqtree(
-    cache_dir,
-    fasta,
-    model: str,
-    seed: int,
-    threads: int = 1,
-    rerun: bool = False,
-    timeout: float | None = None,
-) -> tuple[dict, bool]:
-    """``(run, fresh)``: the cached run when there is one (and not ``rerun``), else a new run, stored."""
+def cached_iqtree(cache_dir, fasta, model: str, seed: int, threads: int, rerun=False) -> tuple[dict, bool]:
+    """``(run, fresh)``: the cached run when there is one (and not ``rerun``), else a new run, stored (named
+    by the alignment, seed, threads, the alignment's content and the model)."""
     cached = None if rerun else find_cached(cache_dir, fasta, model, seed, threads)
     if cached is not None:
         return cached, False
-    path = cache_path(cache_dir, fasta, model, seed, threads)
-    run = run_iqtree(fasta, model, seed, threads, timeout)
-    run["content"] = hashlib.sha256(Path(fasta).read_bytes()).hexdigest()[:12]
+    run = run_iqtree(fasta, model, seed, threads)
+    run["content"] = digest(Path(fasta).read_bytes())
+    name = f"{Path(fasta).stem}.s{seed}.t{threads}.{run['content']}.{digest(model.encode())}.json"
+    path = Path(cache_dir) / name
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
     with os.fdopen(fd, "w") as fh:
@@ -161,24 +138,13 @@ def child(path: str, seed: int, config: str) -> None:
 
     alignment = load_alignment(path)
     result = search(alignment, "GTR+F+G4", config=SearchConfig(**json.loads(config)), seed=seed)
-    print(
-        json.dumps(
-            {
-                "newick": write_newick(result.tree),
-                "loglik": result.loglik,
-                "model": result.model,
-                "search_seconds": result.seconds,
-                "prepare_seconds": result.prepare_seconds,
-                "start_loglik": result.start_loglik,
-                "rounds": result.rounds,
-                "moves": result.moves,
-                "scored": result.scored,
-                "dropped": result.dropped,
-                "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
-                "worker_peak_rss_bytes": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024,
-            }
-        )
-    )
+    out = {"newick": write_newick(result.tree), "loglik": result.loglik, "model": result.model}
+    out["search_seconds"] = result.seconds
+    for name in ("prepare_seconds", "start_loglik", "rounds", "moves", "scored", "dropped"):
+        out[name] = getattr(result, name)
+    out["peak_rss_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    out["worker_peak_rss_bytes"] = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
+    print(json.dumps(out))
 
 
 def costs(sizes: list[int], sites: int, seed: int) -> dict:
@@ -216,11 +182,8 @@ def costs(sizes: list[int], sites: int, seed: int) -> dict:
         stepwise_addition(bits[:8], *bit_planes(tips[:8], weights)[1], order[order < 8])
         (edges, _), t_add = timed(lambda: stepwise_addition(bits, *classes, order))
         tree = Tree.from_edges(edges.astype(np.int32), np.full(len(edges), 0.05), alignment.taxa)
-        _, t_pspr = timed(
-            lambda: parsimony_spr(
-                tree.neighbors, tree.node_edges, tree.edges, tree.lengths, n, bits, *classes, 6, 1
-            )
-        )
+        arrays = (tree.neighbors, tree.node_edges, tree.edges, tree.lengths)
+        _, t_pspr = timed(lambda: parsimony_spr(*arrays, n, bits, *classes, 6, 1))
         pairs = subtree_order(tree)
         radius5, t_enum5 = timed(
             lambda: sum(len(subtree_moves(tree.neighbors, n, p, s, 1, 5, True)) for p, s in pairs)
@@ -285,14 +248,9 @@ def alignments(args) -> list[tuple[Path, int, int]]:
         for r in sorted(rows, key=lambda r: (r[1], r[2]))
         if band_of(r[1]) and (wanted is None or band_of(r[1]) in wanted)
     ]
-    if args.limit_per_band:
-        kept, count = [], {}
-        for r in rows:
-            b = band_of(r[1])
-            if count.get(b, 0) < args.limit_per_band:
-                kept.append(r)
-                count[b] = count.get(b, 0) + 1
-        rows = kept
+    if args.limit_per_band:  # (sorted by taxa: each band's rows are together)
+        by_band = groupby(rows, key=lambda r: band_of(r[1]))
+        rows = [r for _, group in by_band for r in islice(group, args.limit_per_band)]
     return rows
 
 
@@ -317,13 +275,12 @@ def run_case(path: Path, args) -> dict:
     else:
         rerun = not (args.cached_iqtree or args.noise_only)
         iq, fresh = cached_iqtree(args.cache, path, model, IQTREE_SEED, args.threads, rerun=rerun)
+    n = alignment.n_taxa
+    head = {"file": path.name, "taxa": n, "sites": alignment.n_sites, "band": band_of(n)}
     if args.noise_only:
         iq_ll, iq_tree = rescore(alignment, model, iq["newick"])
         return {
-            "file": path.name,
-            "taxa": alignment.n_taxa,
-            "sites": alignment.n_sites,
-            "band": band_of(alignment.n_taxa),
+            **head,
             "iqtree_loglik": round(iq_ll, 4),
             **noise(alignment, path, model, iq_ll, iq_tree, args),
         }
@@ -347,10 +304,7 @@ def run_case(path: Path, args) -> dict:
     iq_ll, iq_tree = rescore(alignment, model, iq["newick"])
     our_ll, our_tree = rescore(alignment, model, ours["newick"])
     row = {
-        "file": path.name,
-        "taxa": alignment.n_taxa,
-        "sites": alignment.n_sites,
-        "band": band_of(alignment.n_taxa),
+        **head,
         "iqtree_loglik": round(iq_ll, 4),
         "iqtree_reported_loglik": iq["reported_loglik"],
         "iqtree_seconds": round(iq["seconds"], 2),
@@ -395,19 +349,15 @@ def summarise(rows: list[dict]) -> dict:
             continue
         s = {"alignments": len(band)}
         if all("gap" in r for r in band):
-            s.update(
-                {
-                    "within_0.1": round(sum(r["gap"] >= -TOLERANCE for r in band) / len(band), 3),
-                    "mean_gap": round(statistics.mean(r["gap"] for r in band), 3),
-                    "median_gap": round(statistics.median(r["gap"] for r in band), 3),
-                    "time_ratio_total": round(
-                        sum(r["seconds"] for r in band) / sum(r["iqtree_seconds"] for r in band), 3
-                    ),
-                    "time_ratio_median": round(statistics.median(r["time_ratio"] for r in band), 3),
-                    "mean_rf": round(statistics.mean(r["rf"] for r in band), 2),
-                    "peak_rss_bytes_max": max(r["peak_rss_bytes"] for r in band),
-                }
+            s["within_0.1"] = round(sum(r["gap"] >= -TOLERANCE for r in band) / len(band), 3)
+            s["mean_gap"] = round(statistics.mean(r["gap"] for r in band), 3)
+            s["median_gap"] = round(statistics.median(r["gap"] for r in band), 3)
+            s["time_ratio_total"] = round(
+                sum(r["seconds"] for r in band) / sum(r["iqtree_seconds"] for r in band), 3
             )
+            s["time_ratio_median"] = round(statistics.median(r["time_ratio"] for r in band), 3)
+            s["mean_rf"] = round(statistics.mean(r["rf"] for r in band), 2)
+            s["peak_rss_bytes_max"] = max(r["peak_rss_bytes"] for r in band)
         if all("iqtree2_gap" in r for r in band):
             s["iqtree2_within_0.1"] = round(sum(r["iqtree2_gap"] >= -TOLERANCE for r in band) / len(band), 3)
             s["iqtree2_mean_gap"] = round(statistics.mean(r["iqtree2_gap"] for r in band), 3)
@@ -461,14 +411,8 @@ def main() -> None:
         child(args.child, args.seed, args.config)
         return
     if args.costs:
-        emit(
-            {
-                "bench": "search_costs",
-                "machine": machine(),
-                "sites": args.sites,
-                "sizes": costs([int(n) for n in args.costs.split(",")], args.sites, args.seed),
-            }
-        )
+        info = {"bench": "search_costs", "machine": machine(), "sites": args.sites}  # machine: load before
+        emit({**info, "sizes": costs([int(n) for n in args.costs.split(",")], args.sites, args.seed)})
         return
     rows = []
     for path, taxa, sites in alignments(args):

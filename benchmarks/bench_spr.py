@@ -7,13 +7,10 @@ subtree within radius 5, one ``subtree_moves`` call per subtree). Usage: python 
 
 from __future__ import annotations
 
-import json
 import platform
-import statistics
-import time
 
 import numpy as np
-from common import cpu_model
+from common import cpu_model, emit, median_seconds
 
 from phylorl.phylo.spr import apply_spr, enumerate_moves, move_metadata, subtree_moves
 from phylorl.phylo.starts import random_tree
@@ -23,14 +20,7 @@ CALLS_PER_REPEAT = 200
 
 
 def median_us(fn) -> float:
-    fn()  # compile / warm up
-    times = []
-    for _ in range(REPEATS):
-        start = time.perf_counter()
-        for _ in range(CALLS_PER_REPEAT):
-            fn()
-        times.append((time.perf_counter() - start) / CALLS_PER_REPEAT * 1e6)
-    return round(statistics.median(times), 2)
+    return round(median_seconds(fn, REPEATS, CALLS_PER_REPEAT) * 1e6, 2)  # after one call (compile, warm up)
 
 
 def main() -> None:
@@ -56,7 +46,7 @@ def main() -> None:
     result["n300_subtree_moves_radius5_us"] = median_us(
         lambda: [subtree_moves(tree.neighbors, 300, p, s, 1, 5, True) for p, s in pairs]
     )
-    print(json.dumps(result))
+    emit(result)
 
 
 if __name__ == "__main__":

@@ -21,7 +21,6 @@ already in their cache):
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import subprocess
 import sys
@@ -29,9 +28,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from common import emit, machine
+from common import REPO, child_env, emit, machine
 
-REPO = Path(__file__).resolve().parents[1]
 MODULES = {"env": "phylorl.env.tree_env", "actor": "services.actor.actor", "agent": "phylorl.agent.policy"}
 DEFAULT_ALIGNMENT = REPO.parent / "shared" / "data" / "real" / "valid" / "TreeBASE_10756.phy"
 
@@ -71,65 +69,26 @@ def main() -> None:
     args = parser.parse_args()
     if not Path(args.alignment).is_file():
         sys.exit(f"bench_startup: no alignment at {args.alignment} (give --alignment)")
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
-    }
+    env, cli = child_env(), [sys.executable, "-m", "phylorl.cli", "search"]
+    first = [*cli, "--alignment", str(REPO / "examples" / "DS1.fasta"), "--policy", "agent", "--polish"]
     with tempfile.TemporaryDirectory(prefix="bench_startup_") as cache:
-        search = [
-            sys.executable,
-            "-m",
-            "phylorl.cli",
-            "search",
-            "--alignments",
-            args.alignment,
-            "--policy",
-            "hillclimb",
-            "--cache-dir",
-            cache,
-            "--json",
-        ]
-        policy = search.index("hillclimb")
-        commands = {
-            "python_s": [sys.executable, "-c", "pass"],
-            "search_s": search,
-            "search_agent_s": [*search[:policy], "agent", *search[policy + 1 :]],
-        }
+        commands = {"python_s": [sys.executable, "-c", "pass"]}
+        search = [*cli, "--alignments", args.alignment, "--policy"]
+        for name, policy in (("search_s", "hillclimb"), ("search_agent_s", "agent")):
+            commands[name] = [*search, policy, "--cache-dir", cache, "--json"]
         commands.update(
-            {
-                f"import_{name}_s": [sys.executable, "-c", f"import {module}"]
-                for name, module in MODULES.items()
-            }
+            {f"import_{name}_s": [sys.executable, "-c", f"import {m}"] for name, m in MODULES.items()}
         )
         # once each first: the preparation cached, the files in the page cache
         for command in commands.values():
             wall_s(command, env)
-        runs: dict[str, list[float]] = {name: [] for name in commands}
-        runs["first_move_s"] = []
+        runs: dict[str, list[float]] = {name: [] for name in [*commands, "first_move_s"]}
         # interleaved: a slow moment of the machine falls on every figure alike
         for repeat in range(args.repeats):
             for name, command in commands.items():
                 runs[name].append(wall_s(command, env))
             fresh = str(Path(cache) / f"first-{repeat}")  # an empty preparation cache: a user's first search
-            runs["first_move_s"].append(
-                first_move_s(
-                    [
-                        sys.executable,
-                        "-m",
-                        "phylorl.cli",
-                        "search",
-                        "--alignment",
-                        str(REPO / "examples" / "DS1.fasta"),
-                        "--policy",
-                        "agent",
-                        "--polish",
-                        "--cache-dir",
-                        fresh,
-                        "--json",
-                    ],
-                    env,
-                )
-            )
+            runs["first_move_s"].append(first_move_s([*first, "--cache-dir", fresh, "--json"], env))
     emit(
         {
             "benchmark": "bench_startup",

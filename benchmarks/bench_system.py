@@ -2,10 +2,9 @@
 processes) for a fixed time, measured from the services' own Prometheus endpoints and /proc.
 
     python benchmarks/bench_system.py [--actors N] [--envs-per-actor K] [--taxa 20] [--batch-size 128]
-                                      [--hidden 256] [--seconds 60] [--warmup-s 60] [--device auto]
-                                      [--cuda-graphs] [--run-dir DIR] [--tf32] [--fused-head]
-                                      [--compile-networks] [--actor-pipeline P] [--learner-threads T]
-                                      [--no-updates] [--py-spy]
+        [--hidden 256] [--seconds 60] [--warmup-s 60] [--device auto] [--cuda-graphs] [--run-dir DIR] [--tf32]
+        [--fused-head] [--compile-networks] [--actor-pipeline P] [--learner-threads T] [--no-updates]
+        [--py-spy]
 
 After the warm-up (preparation, compilation, replay filling to its minimum) it reads every endpoint, waits
 ``--seconds`` and reads them again. One JSON line: sustained updates/s and environment steps/s, the actors'
@@ -32,7 +31,6 @@ import argparse
 import json
 import os
 import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -44,7 +42,7 @@ from prometheus_client.parser import text_string_to_metric_families
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks import thread_profile  # noqa: E402
-from benchmarks.common import REPO, emit, machine  # noqa: E402
+from benchmarks.common import cpu_seconds, emit, machine, pid_of, service_patterns, start_train  # noqa: E402
 
 
 def read_metrics(port: int) -> dict:
@@ -62,8 +60,14 @@ def read_metrics(port: int) -> dict:
     return {"values": values, "buckets": buckets}
 
 
-def total(readings: list[dict], name: str) -> float:
-    return sum(v for r in readings for (n, _), v in r["values"].items() if n == name)
+def total(readings: list[dict], name: str, label: tuple | None = None) -> float:
+    """The sum of the series ``name`` over ``readings``: all of them, or those of the one label ``label``."""
+    return sum(
+        v
+        for r in readings
+        for (n, labels), v in r["values"].items()
+        if n == name and (label is None or labels == (label,))
+    )
 
 
 def histogram(readings: list[dict], name: str) -> dict[float, float]:
@@ -93,40 +97,16 @@ def quantile(before: dict[float, float], after: dict[float, float], q: float) ->
     return lower
 
 
-def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def pid_of(pattern: str) -> int | None:
-    out = subprocess.run(["pgrep", "-f", pattern], capture_output=True, text=True).stdout.split()
-    return int(out[0]) if out else None
-
-
-def actor_section(args) -> str:
-    """The actors' options of the run's config file (YAML), from the flags."""
-    fields = [f"pipeline: {args.actor_pipeline}"] if args.actor_pipeline else []
-    return "actor: {" + ", ".join(fields) + "}\n" if fields else ""
-
-
-def agent_section(args) -> str:
-    """The learner's options of the run's config file (YAML), from the flags."""
-    options = [
-        name
-        for name, on in (
-            ("cuda_graphs", args.cuda_graphs),
-            ("fused_head", args.fused_head),
-            ("compile_networks", args.compile_networks),
-        )
-        if on
-    ]
-    fields = (
-        (["tf32: true"] if args.tf32 else [])
-        + ([f"torch_threads: {args.learner_threads}"] if args.learner_threads else [])
-        + ([f"inference_cuda_graphs: {'true' if args.cuda_graphs else 'false'}"])
-        + (["agent: {" + ", ".join(f"{name}: true" for name in options) + "}"] if options else [])
-    )
-    return "learner: {" + ", ".join(fields) + "}\n" if fields else ""
+def config_sections(args) -> str:
+    """The actors' and the learner's options of the run's config file (YAML), from the flags."""
+    actor = f"actor: {{pipeline: {args.actor_pipeline}}}\n" if args.actor_pipeline else ""
+    fields = ["tf32: true"] if args.tf32 else []
+    fields += [f"torch_threads: {args.learner_threads}"] if args.learner_threads else []
+    fields.append(f"inference_cuda_graphs: {'true' if args.cuda_graphs else 'false'}")
+    options = [name for name in ("cuda_graphs", "fused_head", "compile_networks") if getattr(args, name)]
+    if options:
+        fields.append("agent: {" + ", ".join(f"{name}: true" for name in options) + "}")
+    return actor + "learner: {" + ", ".join(fields) + "}\n"
 
 
 def main(argv=None) -> int:
@@ -181,7 +161,7 @@ def main(argv=None) -> int:
     )
     args = p.parse_args(argv)
     run_dir = Path(args.run_dir or tempfile.mkdtemp(prefix="bench-system-")) / "run"
-    config = run_dir.parent / "bench.yaml"
+    config, spy_file = run_dir.parent / "bench.yaml", run_dir.parent / "learner-py-spy.txt"
     config.parent.mkdir(parents=True, exist_ok=True)
     config.write_text(
         f"simulate_count: 8\nsimulate_taxa: '{args.taxa}:{args.taxa}'\nsimulate_sites: '1000:1000'\n"
@@ -191,24 +171,13 @@ def main(argv=None) -> int:
             if args.no_updates
             else "min_replay: 1000\nsamples_per_insert: 8.0\n"
         )
-        + actor_section(args)
-        + agent_section(args)
+        + config_sections(args)
     )
     minutes = (args.warmup_s + args.seconds) / 60 + 15
     settings = (
         f"--actors {args.actors} --envs-per-actor {args.envs_per_actor} --updates 0 --minutes {minutes:.2f}"
     )
-    command = [sys.executable, "-m", "phylorl.cli", "train", *settings.split(), "--no-report"]
-    train = subprocess.Popen(
-        [*command, "--device", args.device, "--config", str(config), "--run-dir", str(run_dir)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={
-            **os.environ,
-            "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
-        },
-    )
+    train = start_train([*settings.split(), "--no-report", "--device", args.device], config, run_dir)
     try:
         started = time.monotonic()
         while not (run_dir / "ports.json").exists():
@@ -216,37 +185,24 @@ def main(argv=None) -> int:
                 raise RuntimeError(f"the run did not start: {train.stderr.read()[-2000:]}")
             time.sleep(1)
         ports = json.loads((run_dir / "ports.json").read_text())
-        endpoints = {
-            "replay": [ports["replay"]["metrics"]],
-            "learner": [ports["learner"]["metrics"]],
-            "actor": ports["actors"],
-        }
-        ready = (
-            ("phylorl_actor_env_steps_total", ports["actors"])
-            if args.no_updates
-            else ("phylorl_learner_updates_total", [ports["learner"]["metrics"]])
-        )
+        endpoints = {"replay": [ports["replay"]["metrics"]], "learner": [ports["learner"]["metrics"]]}
+        endpoints["actor"] = ports["actors"]
+        ready = ("learner", "phylorl_learner_updates_total")
+        if args.no_updates:  # acting alone: ready when the actors step
+            ready = ("actor", "phylorl_actor_env_steps_total")
 
-        def count(name: str, ports_: list[int]) -> float:  # 0 while a service is still starting
+        def count(kind: str, name: str) -> float:  # 0 while a service is still starting
             try:
-                return total([read_metrics(port) for port in ports_], name)
+                return total([read_metrics(port) for port in endpoints[kind]], name)
             except OSError:
                 return 0.0
 
         while count(*ready) < 1:
             if train.poll() is not None or time.monotonic() - started > 1800:
-                raise RuntimeError(f"no {ready[0]} yet: {train.stderr.read()[-2000:]}")
+                raise RuntimeError(f"no {ready[1]} yet: {train.stderr.read()[-2000:]}")
             time.sleep(2)
         time.sleep(args.warmup_s)
-        pids = {
-            "redis": pid_of(f"redis-server .*:{ports['redis']}"),
-            "replay": pid_of(f"services.replay .*--port {ports['replay']['grpc']}( |$)"),
-            "learner": pid_of(f"services.learner .*--port {ports['learner']['grpc']}( |$)"),
-            **{
-                f"actor-{i}": pid_of(f"services.actor .*--metrics-port {port}( |$)")
-                for i, port in enumerate(ports["actors"])
-            },
-        }
+        pids = {name: pid_of(pattern) for name, pattern in service_patterns(ports).items()}
 
         def reading():
             return (
@@ -255,11 +211,7 @@ def main(argv=None) -> int:
                 time.monotonic(),
             )
 
-        spy = (
-            thread_profile.record(pids["learner"], args.seconds, run_dir.parent / "learner-py-spy.txt")
-            if args.py_spy
-            else None
-        )
+        spy = thread_profile.record(pids["learner"], args.seconds, spy_file) if args.py_spy else None
         (first, cpu0, t0), _ = reading(), time.sleep(args.seconds)
         second, cpu1, t1 = reading()
         if spy is not None and spy.wait(60) != 0:
@@ -270,120 +222,81 @@ def main(argv=None) -> int:
         train.wait(300)
     elapsed = t1 - t0
 
-    def delta(kind: str, name: str) -> float:
-        return total(second[kind], name) - total(first[kind], name)
+    def delta(kind: str, name: str, label: tuple | None = None) -> float:  # a series' change over the window
+        return total(second[kind], name, label) - total(first[kind], name, label)
 
     def q(kind: str, name: str, quant: float) -> float | None:
         value = quantile(histogram(first[kind], name), histogram(second[kind], name), quant)
         return None if value is None else round(value, 5)
 
-    # change of a series with one label
-    def labelled(name: str, label: tuple, kind: str = "learner") -> float:
-        return sum(r["values"].get((name, (label,)), 0.0) for r in second[kind]) - sum(
-            r["values"].get((name, (label,)), 0.0) for r in first[kind]
-        )
+    def mean_ms(name: str, label: tuple | None = None) -> float | None:  # a learner histogram's mean
+        count = delta("learner", f"{name}_count", label)
+        return round(1e3 * delta("learner", f"{name}_sum", label) / count, 3) if count else None
 
-    def stage_mean_ms(stage: str) -> float | None:  # mean of one stage of the endpoint's work
-        count = labelled("phylorl_inference_stage_seconds_count", ("stage", stage))
-        seconds = labelled("phylorl_inference_stage_seconds_sum", ("stage", stage))
-        return round(1e3 * seconds / count, 3) if count else None
+    graphed = delta("learner", "phylorl_inference_batches_total", ("path", "graph"))
+    eager = delta("learner", "phylorl_inference_batches_total", ("path", "eager"))
 
-    graphed = labelled("phylorl_inference_batches_total", ("path", "graph"))
-    eager = labelled("phylorl_inference_batches_total", ("path", "eager"))
-
+    limited = lambda call: delta("replay", "phylorl_replay_rate_limited_seconds_total", ("call", call))  # noqa: E731
     updates = delta("learner", "phylorl_learner_updates_total")
     series = (
         (run_dir / "metrics.jsonl").read_text().splitlines() if (run_dir / "metrics.jsonl").exists() else []
     )
     restarts = json.loads(series[-1]).get("restarts") if series else None
-    actor_cpu = sum(cpu1[n] - cpu0[n] for n in cpu1 if n.startswith("actor") and n in cpu0)
-    emit(
-        {
-            "benchmark": "bench_system",
-            "machine": machine(),
-            "actors": args.actors,
-            "envs_per_actor": args.envs_per_actor,
-            "taxa": args.taxa,
-            "batch_size": args.batch_size,
-            "hidden": args.hidden,
-            "cuda_graphs": args.cuda_graphs,
-            "fused_head": args.fused_head,
-            "tf32": args.tf32,
-            "compile_networks": args.compile_networks,
-            "pipelined_updates": False,
-            "actor_pipeline": args.actor_pipeline or "default",
-            "actor_rpc": "stream",
-            "learner_threads": args.learner_threads or "default",
-            "inference_server": "asyncio",
-            "feed_processes": 0,
-            "no_updates": args.no_updates,
-            "switch_interval_ms": "default",
-            "seconds": round(elapsed, 1),
-            "updates_per_s": round(updates / elapsed, 3),
-            "env_steps_per_s": round(delta("actor", "phylorl_actor_env_steps_total") / elapsed, 2),
-            "transitions_per_s": round(delta("replay", "phylorl_replay_inserted_total") / elapsed, 2),
-            "inference_p50_s": q("actor", "phylorl_actor_inference_call_seconds", 0.5),
-            "inference_p99_s": q("actor", "phylorl_actor_inference_call_seconds", 0.99),
-            "inference_endpoint_p50_s": q("learner", "phylorl_inference_latency_seconds", 0.5),
-            "inference_batch_p50": q("learner", "phylorl_inference_batch_size", 0.5),
-            "inference_stage_mean_ms": {
-                stage: stage_mean_ms(stage) for stage in ("inputs", "batch", "network", "reply")
-            },
-            "update_p50_s": q("learner", "phylorl_learner_update_seconds", 0.5),
-            "update_mean_s": round(
-                delta("learner", "phylorl_learner_update_seconds_sum") / max(updates, 1), 5
-            ),
-            "publish_mean_ms": (
-                round(
-                    1e3
-                    * delta("learner", "phylorl_learner_publish_seconds_sum")
-                    / delta("learner", "phylorl_learner_publish_seconds_count"),
-                    3,
-                )
-                if delta("learner", "phylorl_learner_publish_seconds_count")
-                else None
-            ),
-            "graph_replay_fraction": round(
-                delta("learner", "phylorl_learner_graph_replays_total") / max(updates, 1), 3
-            ),
-            "inference_graph_fraction": round(graphed / (graphed + eager), 3) if graphed + eager else None,
-            "service_restarts": restarts,
-            "actor_inference_wait_fraction": round(
-                delta("actor", "phylorl_actor_inference_wait_seconds_total") / elapsed / args.actors, 4
-            ),
-            "feed_wait_fraction": round(
-                delta("learner", "phylorl_learner_batch_wait_seconds_sum") / elapsed, 4
-            ),
-            "actor_insert_limited_fraction": round(
-                labelled("phylorl_replay_rate_limited_seconds_total", ("call", "insert"), "replay")
-                / elapsed
-                / args.actors,
-                4,
-            ),
-            "sample_limited_per_s": round(
-                labelled("phylorl_replay_rate_limited_seconds_total", ("call", "sample"), "replay") / elapsed,
-                4,
-            ),
-            "policy_lag_p50_versions": q("learner", "phylorl_learner_policy_lag_versions", 0.5),
-            "cpu_cores": {
-                **{
-                    n: round((cpu1[n] - cpu0[n]) / elapsed, 3)
-                    for n in cpu1
-                    if n in cpu0 and not n.startswith("actor")
-                },
-                "actors (all)": round(actor_cpu / elapsed, 3),
-            },
-            **(
-                {
-                    "learner_thread_profile": thread_profile.summarize(
-                        run_dir.parent / "learner-py-spy.txt", top=6
-                    )
-                }
-                if args.py_spy
-                else {}
-            ),
-        }
-    )
+    used = {n: cpu1[n] - cpu0[n] for n in cpu1 if n in cpu0}
+    cores = {n: round(v / elapsed, 3) for n, v in used.items() if not n.startswith("actor")}
+    cores["actors (all)"] = round(sum(v for n, v in used.items() if n.startswith("actor")) / elapsed, 3)
+    result = {
+        "benchmark": "bench_system",
+        "machine": machine(),
+        "actors": args.actors,
+        "envs_per_actor": args.envs_per_actor,
+        "taxa": args.taxa,
+        "batch_size": args.batch_size,
+        "hidden": args.hidden,
+        "cuda_graphs": args.cuda_graphs,
+        "fused_head": args.fused_head,
+        "tf32": args.tf32,
+        "compile_networks": args.compile_networks,
+        "pipelined_updates": False,
+        "actor_pipeline": args.actor_pipeline or "default",
+        "actor_rpc": "stream",
+        "learner_threads": args.learner_threads or "default",
+        "inference_server": "asyncio",
+        "feed_processes": 0,
+        "no_updates": args.no_updates,
+        "switch_interval_ms": "default",
+        "seconds": round(elapsed, 1),
+        "updates_per_s": round(updates / elapsed, 3),
+        "env_steps_per_s": round(delta("actor", "phylorl_actor_env_steps_total") / elapsed, 2),
+        "transitions_per_s": round(delta("replay", "phylorl_replay_inserted_total") / elapsed, 2),
+        "inference_p50_s": q("actor", "phylorl_actor_inference_call_seconds", 0.5),
+        "inference_p99_s": q("actor", "phylorl_actor_inference_call_seconds", 0.99),
+        "inference_endpoint_p50_s": q("learner", "phylorl_inference_latency_seconds", 0.5),
+        "inference_batch_p50": q("learner", "phylorl_inference_batch_size", 0.5),
+        "inference_stage_mean_ms": {
+            s: mean_ms("phylorl_inference_stage_seconds", ("stage", s))
+            for s in ("inputs", "batch", "network", "reply")
+        },
+        "update_p50_s": q("learner", "phylorl_learner_update_seconds", 0.5),
+        "update_mean_s": round(delta("learner", "phylorl_learner_update_seconds_sum") / max(updates, 1), 5),
+        "publish_mean_ms": mean_ms("phylorl_learner_publish_seconds"),
+        "graph_replay_fraction": round(
+            delta("learner", "phylorl_learner_graph_replays_total") / max(updates, 1), 3
+        ),
+        "inference_graph_fraction": round(graphed / (graphed + eager), 3) if graphed + eager else None,
+        "service_restarts": restarts,
+        "actor_inference_wait_fraction": round(
+            delta("actor", "phylorl_actor_inference_wait_seconds_total") / elapsed / args.actors, 4
+        ),
+        "feed_wait_fraction": round(delta("learner", "phylorl_learner_batch_wait_seconds_sum") / elapsed, 4),
+        "actor_insert_limited_fraction": round(limited("insert") / elapsed / args.actors, 4),
+        "sample_limited_per_s": round(limited("sample") / elapsed, 4),
+        "policy_lag_p50_versions": q("learner", "phylorl_learner_policy_lag_versions", 0.5),
+        "cpu_cores": cores,
+    }
+    if args.py_spy:
+        result["learner_thread_profile"] = thread_profile.summarize(spy_file, top=6)
+    emit(result)
     return 0
 
 

@@ -17,9 +17,8 @@ labels on every move and the agent ``demo_weight=1``: the online networks then p
 gradients. ``--tf32`` lets float32 matrix products use TF32 (CUDA; the default is full float32).
 
     python benchmarks/bench_update.py [--batch 128] [--taxa 20] [--repeats 20] [--warmup 4]
-    [--distinct-batches 4]
-                                      [--threads 2] [--device cpu|cuda] [--paths fast,compiled,graphs,...]
-                                      [--tf32] [--labelled F] [--fused-blocks AxNxW]
+        [--distinct-batches 4] [--threads 2] [--device cpu|cuda] [--paths fast,compiled,graphs,...] [--tf32]
+        [--labelled F] [--fused-blocks AxNxW]
 """
 
 from __future__ import annotations
@@ -48,17 +47,12 @@ from phylorl.records.codec import encode_transition
 from phylorl.records.collate import collate_records
 from phylorl.records.format import PackedRecords
 
+PATHS = ("fast", "graphs", "fused", "graphs-fused", "compiled", "graphs-compiled", "graphs-fused-compiled")
+
 
 def sync(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
-
-
-def labelled(transition, rng: np.random.Generator):
-    """``transition`` with a demonstration label on every move of its next state."""
-    return dataclasses.replace(
-        transition, next_labels=rng.normal(size=transition.next_obs.n_actions).astype(np.float32)
-    )
 
 
 def time_path(path: str, batches, device, repeats: int, warmup: int, demo_weight: float = 0.0) -> dict:
@@ -70,8 +64,7 @@ def time_path(path: str, batches, device, repeats: int, warmup: int, demo_weight
     learner = Learner(NetworkConfig(), agent, device, seed=0)
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
-    times = []
-    first_update_s = None
+    times, first_update_s = [], None
     for i in range(warmup + repeats):
         batch = batches[i % len(batches)]
         sync(device)
@@ -133,16 +126,7 @@ def main() -> None:
     )
     args = parser.parse_args()
     paths = args.paths.split(",")
-    known = {
-        "fast",
-        "graphs",
-        "fused",
-        "graphs-fused",
-        "compiled",
-        "graphs-compiled",
-        "graphs-fused-compiled",
-    }
-    unknown = sorted({p for p in paths if p not in known})
+    unknown = sorted({p for p in paths if p not in PATHS})
     if unknown:
         parser.error(f"unknown path(s) {', '.join(unknown)}")
     if any(p.startswith("graphs") for p in paths) and (args.device != "cuda" or args.warmup <= WARMUP):
@@ -157,15 +141,15 @@ def main() -> None:
     device = torch.device(args.device)
     load_before = os.getloadavg()[0]
     rng = np.random.default_rng(0)
-    pool = [
-        [
-            labelled(random_transition(args.taxa, rng), rng)
-            if rng.random() < args.labelled
-            else random_transition(args.taxa, rng)
-            for _ in range(args.batch)
-        ]
-        for _ in range(args.distinct_batches)
-    ]
+
+    def transition():  # with a demonstration label on every move of its next state, in --labelled of them
+        with_labels = rng.random() < args.labelled
+        t = random_transition(args.taxa, rng)
+        if with_labels:
+            t = dataclasses.replace(t, next_labels=rng.normal(size=t.next_obs.n_actions).astype(np.float32))
+        return t
+
+    pool = [[transition() for _ in range(args.batch)] for _ in range(args.distinct_batches)]
     records = [PackedRecords.from_records([encode_transition(t) for t in trs]) for trs in pool]
     collate_records(records[0])  # warm-up
     collate_times = []
@@ -195,20 +179,16 @@ def main() -> None:
         "warmup": args.warmup,
         "collate_median_ms": round(1e3 * statistics.median(collate_times), 2),
     }
+    demo_weight = 1.0 if args.labelled else 0.0
     for path in paths:  # the first path's peak RSS is its own
-        result[path] = time_path(
-            path, batches, device, args.repeats, args.warmup, 1.0 if args.labelled else 0.0
-        )
-    if "fast" in result and "graphs" in result:
-        result["graphs_speedup"] = round(result["fast"]["median_ms"] / result["graphs"]["median_ms"], 2)
-    if "graphs" in result and "graphs-fused" in result:
-        result["fused_speedup"] = round(
-            result["graphs"]["median_ms"] / result["graphs-fused"]["median_ms"], 2
-        )
-    if "graphs-fused" in result and "graphs-fused-compiled" in result:
-        result["compiled_speedup"] = round(
-            result["graphs-fused"]["median_ms"] / result["graphs-fused-compiled"]["median_ms"], 2
-        )
+        result[path] = time_path(path, batches, device, args.repeats, args.warmup, demo_weight)
+    for name, before, after in (
+        ("graphs", "fast", "graphs"),
+        ("fused", "graphs", "graphs-fused"),
+        ("compiled", "graphs-fused", "graphs-fused-compiled"),
+    ):
+        if before in result and after in result:
+            result[f"{name}_speedup"] = round(result[before]["median_ms"] / result[after]["median_ms"], 2)
     result["load_average_1m_after"] = round(os.getloadavg()[0], 2)
     print(json.dumps(result))
 

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import platform
 import statistics
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -13,22 +16,19 @@ REPO = Path(__file__).resolve().parents[1]
 DS_DIR = REPO.parent / "shared" / "data" / "ds"
 
 
-def cpu_model() -> str:
-    """The CPU's model name with its family and model numbers (a virtual machine often names only the vendor's
-    line, as ``AMD EPYC``, while its generations differ in speed: family 25 model 1 is Zen 3, model 17 Zen
-    4)."""
+def cpu_model(numbers: bool = True) -> str:
+    """The CPU's model name with (``numbers``) its family and model numbers (a virtual machine often names
+    only the vendor's line, as ``AMD EPYC``, while its generations differ in speed: family 25 model 1 is Zen
+    3, model 17 Zen 4)."""
     fields = {}
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                key, _, value = line.partition(":")
-                if not key.strip():
-                    break
-                fields.setdefault(key.strip(), value.strip())
-    except OSError:
-        pass
+    with contextlib.suppress(OSError), open("/proc/cpuinfo") as f:
+        for line in f:
+            key, _, value = line.partition(":")
+            if not key.strip():
+                break
+            fields.setdefault(key.strip(), value.strip())
     name = fields.get("model name") or platform.processor() or platform.machine()
-    if "cpu family" in fields and "model" in fields:
+    if numbers and "cpu family" in fields and "model" in fields:
         return f"{name} (family {fields['cpu family']}, model {fields['model']})"
     return name
 
@@ -42,13 +42,11 @@ def machine() -> dict:
         "python": platform.python_version(),
         "system": f"{platform.system()} {platform.machine()}",
     }
-    try:
+    with contextlib.suppress(ImportError):
         import torch
 
         if torch.cuda.is_available():
             info["gpu"] = torch.cuda.get_device_name(0)
-    except ImportError:
-        pass
     return info
 
 
@@ -69,6 +67,50 @@ def emit(result: dict) -> None:
     print(json.dumps(result))
 
 
+def child_env() -> dict:
+    """This process's environment with the repository first on ``PYTHONPATH``: for the processes a benchmark
+    starts."""
+    return {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
+    }
+
+
+def start_train(options: list[str], config: Path, run_dir: Path) -> subprocess.Popen:
+    """``phylorl train OPTIONS --config CONFIG --run-dir RUN_DIR`` as a child process (stderr kept, to say why
+    it failed)."""
+    command = [sys.executable, "-m", "phylorl.cli", "train", *options, "--config", str(config)]
+    command += ["--run-dir", str(run_dir)]
+    return subprocess.Popen(
+        command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=child_env()
+    )
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time a process has used so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def service_patterns(ports: dict) -> dict[str, str]:
+    """``pgrep -f`` patterns of a ``phylorl train`` run's processes, by service, from its ``ports.json``."""
+    return {
+        "redis": f"redis-server .*:{ports['redis']}",
+        "replay": f"services.replay .*--port {ports['replay']['grpc']}( |$)",
+        "learner": f"services.learner .*--port {ports['learner']['grpc']}( |$)",
+        **{
+            f"actor-{i}": f"services.actor .*--metrics-port {port}( |$)"
+            for i, port in enumerate(ports["actors"])
+        },
+    }
+
+
+def pid_of(pattern: str) -> int | None:
+    """The first process whose command line matches ``pattern`` (``pgrep -f``)."""
+    out = subprocess.run(["pgrep", "-f", pattern], capture_output=True, text=True).stdout.split()
+    return int(out[0]) if out else None
+
+
 def episode_transitions(count: int, n_taxa: int, seed: int) -> tuple[list, str]:
     """Transitions of random walks of the real environment (rich observation, horizon 20) on an alignment
     simulated on a random tree (1,000 sites): what actors insert."""
@@ -82,11 +124,8 @@ def episode_transitions(count: int, n_taxa: int, seed: int) -> tuple[list, str]:
 
     rng = np.random.default_rng(seed)
     alignment = simulate_dataset(n_taxa, 1000, rng).alignment
-    env = TreeEnv(
-        [EnvAlignment.build(alignment, prepare_alignment(alignment, "GTR+F+G4"), "sim")],
-        EnvConfig(),
-        seed=seed,
-    )
+    entry = EnvAlignment.build(alignment, prepare_alignment(alignment, "GTR+F+G4"), "sim")
+    env = TreeEnv([entry], EnvConfig(), seed=seed)
     out = []
     obs, _ = env.reset()
     while len(out) < count:

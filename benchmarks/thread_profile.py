@@ -32,28 +32,9 @@ def record(pid: int, seconds: float, out: str | Path, rate: int = 100) -> subpro
     spy = shutil.which("py-spy")
     if spy is None:
         raise RuntimeError("py-spy is not on PATH (pip install py-spy)")
-    return subprocess.Popen(
-        [
-            spy,
-            "record",
-            "--pid",
-            str(pid),
-            "--duration",
-            str(max(1, int(seconds))),
-            "--rate",
-            str(rate),
-            "--threads",
-            "--idle",
-            "--nonblocking",
-            "--format",
-            "raw",
-            "--output",
-            str(out),
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    command = [spy, "record", "--pid", str(pid), "--duration", str(max(1, int(seconds))), "--rate", str(rate)]
+    command += ["--threads", "--idle", "--nonblocking", "--format", "raw", "--output", str(out)]
+    return subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
 
 
 def group_name(thread: str) -> str:

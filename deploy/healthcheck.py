@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import sys
 import urllib.request
+from pathlib import Path
 
 
 def check_grpc(target: str, timeout_s: float, ca: str = "", token_file: str = "") -> str | None:
@@ -19,15 +20,9 @@ def check_grpc(target: str, timeout_s: float, ca: str = "", token_file: str = ""
     import grpc
     from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-    if ca:
-        with open(ca, "rb") as f:
-            channel = grpc.secure_channel(target, grpc.ssl_channel_credentials(root_certificates=f.read()))
-    else:
-        channel = grpc.insecure_channel(target)
-    metadata = []
-    if token_file:
-        with open(token_file) as f:
-            metadata.append(("authorization", f"Bearer {f.read().strip()}"))
+    credentials = grpc.ssl_channel_credentials(root_certificates=Path(ca).read_bytes()) if ca else None
+    channel = grpc.secure_channel(target, credentials) if ca else grpc.insecure_channel(target)
+    metadata = [("authorization", f"Bearer {Path(token_file).read_text().strip()}")] if token_file else []
     with channel:
         try:
             response = health_pb2_grpc.HealthStub(channel).Check(

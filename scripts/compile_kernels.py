@@ -43,51 +43,23 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="phylorl-compile-") as work:
         work = Path(work)
         cache = str(work / "prepared")
-        run(
-            [
-                "simulate",
-                "--out-dir",
-                str(work / "corpus"),
-                "--count",
-                "1",
-                "--taxa",
-                "9",
-                "--sites",
-                "300",
-                "--seed",
-                "1",
-            ]
-        )
-        alignment = str(next((work / "corpus").glob("*.fasta")))
+        corpus = work / "corpus"
+        size = ["--count", "1", "--taxa", "9", "--sites", "300", "--seed", "1"]
+        run(["simulate", "--out-dir", str(corpus), *size])
+        alignment = str(next(corpus.glob("*.fasta")))
         common = ["--alignment", alignment, "--cache-dir", cache, "--json"]
-        for policy in ("random", "greedy", "hillclimb"):
-            run(
-                ["search", *common, "--policy", policy, "--steps", "4"]
-                if policy in ("random", "greedy")
-                else ["search", *common, "--policy", policy]
-            )
+        for policy in ("random", "greedy"):
+            run(["search", *common, "--policy", policy, "--steps", "4"])
+        run(["search", *common, "--policy", "hillclimb"])
         run(["search", *common, "--policy", "hillclimb", "--restarts", "1"])
         run(["search", *common, "--policy", "agent", "--polish", "--out", str(work / "agent.nwk")])
         run(["search", *common, "--policy", "agent", "--start", "random", "--steps", "4"])
         run(["search", "--alignment", alignment, "--out", str(work / "ml.nwk")])
         run(["search", "--alignment", alignment, "--start", "parsimony", "--starts", "2", "--json"])
         run(["loglik", "--alignment", alignment, "--tree", str(work / "agent.nwk"), "--json"])
-        run(
-            [
-                "eval",
-                "--alignments",
-                alignment,
-                "--cache-dir",
-                cache,
-                "--no-iqtree",
-                "--starts",
-                "1",
-                "--steps",
-                "4",
-                "--methods",
-                "agent,agent+polish,ml,random,greedy,hillclimb",
-            ]
-        )
+        methods = "agent,agent+polish,ml,random,greedy,hillclimb"
+        options = ["--no-iqtree", "--starts", "1", "--steps", "4", "--methods", methods]
+        run(["eval", "--alignments", alignment, "--cache-dir", cache, *options])
     _labelled_step()
     from phylorl.records.collate import compile_kernels
 
@@ -109,11 +81,8 @@ def _labelled_step() -> None:
     from phylorl.phylo.simulate import simulate_dataset
 
     alignment = simulate_dataset(8, 200, np.random.default_rng(2)).alignment
-    env = TreeEnv(
-        [EnvAlignment.build(alignment, prepare_alignment(alignment, "GTR+F+G4"), "compile")],
-        EnvConfig(horizon=4),
-        seed=0,
-    )
+    entry = EnvAlignment.build(alignment, prepare_alignment(alignment, "GTR+F+G4"), "compile")
+    env = TreeEnv([entry], EnvConfig(horizon=4), seed=0)
     env.reset()
     env.move_rewards()
     env.step(0)

@@ -38,14 +38,8 @@ def generate(out_dir: Path) -> list[Path]:
     if not protos:
         raise FileNotFoundError(f"no .proto files under {PROTO_DIR}")
     with tempfile.TemporaryDirectory() as raw:
-        args = [
-            "protoc",
-            f"-I{PROTO_ROOT}",
-            f"--python_out={raw}",
-            f"--pyi_out={raw}",
-            f"--grpc_python_out={raw}",
-            *(str(p.relative_to(PROTO_ROOT)) for p in protos),
-        ]
+        outs = [f"--{kind}_out={raw}" for kind in ("python", "pyi", "grpc_python")]
+        args = ["protoc", f"-I{PROTO_ROOT}", *outs, *(str(p.relative_to(PROTO_ROOT)) for p in protos)]
         if protoc.main(args) != 0:
             raise RuntimeError(f"protoc failed: {' '.join(args)}")
         out_dir.mkdir(parents=True, exist_ok=True)

@@ -1,9 +1,8 @@
 #!/usr/bin/env python3
 """Soak: ``phylorl train`` for a while under a schedule of faults, then count what was lost.
 
-    python scripts/soak.py --minutes 30 --json soak.json [--actors 2] [--fault-every 30] [--faults N] [--kinds
-    K,...]
-                           [--run-dir DIR]
+    python scripts/soak.py --minutes 30 --json soak.json [--actors 2] [--fault-every 30] [--faults N]
+        [--kinds K,...] [--run-dir DIR]
 
 The run is the embedded default (redis-server, replay, learner, actors as local processes, supervised). Every
 ``--fault-every`` seconds the next fault of the cycle (``--kinds``, default all, in this order) is injected:
@@ -40,7 +39,6 @@ import json
 import os
 import platform
 import signal
-import subprocess
 import sys
 import threading
 import time
@@ -50,15 +48,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-FAULTS = (
-    "kill-replay",
-    "kill-actor",
-    "kill-learner",
-    "kill-redis",
-    "restart-redis",
-    "stall-replay",
-    "stall-redis",
-)
+from benchmarks.common import pid_of, service_patterns, start_train  # noqa: E402
+
+FAULTS = ("kill-replay", "kill-actor", "kill-learner", "kill-redis", "restart-redis")
+FAULTS += ("stall-replay", "stall-redis")
 
 
 def parse(argv):
@@ -90,19 +83,12 @@ def parse(argv):
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args(argv)
     args.kinds = tuple(k.strip() for k in args.kinds.split(",") if k.strip())
-    unknown = [k for k in args.kinds if k not in FAULTS]
-    if unknown or not args.kinds:
-        p.error(
-            f"--kinds: unknown fault {unknown[0]!r} (known: {', '.join(FAULTS)})"
-            if unknown
-            else "--kinds names no fault"
-        )
+    for kind in args.kinds:
+        if kind not in FAULTS:
+            p.error(f"--kinds: unknown fault {kind!r} (known: {', '.join(FAULTS)})")
+    if not args.kinds:
+        p.error("--kinds names no fault")
     return args
-
-
-def pid_of(pattern: str) -> int | None:
-    out = subprocess.run(["pgrep", "-f", pattern], capture_output=True, text=True).stdout.split()
-    return int(out[0]) if out else None
 
 
 def progress(run_dir: Path) -> float:
@@ -139,11 +125,8 @@ class Probe(threading.Thread):
         features = actor["env"]["features"]
         entry = load_corpus([str(self.run_dir / "corpus")]).entries[0]
         prepared = PreparationCache(actor["cache_dir"]).get(entry.alignment, actor["model"])
-        env = TreeEnv(
-            [EnvAlignment.build(entry.alignment, prepared, str(entry.path))],
-            EnvConfig(features=features),
-            seed=1,
-        )
+        built = EnvAlignment.build(entry.alignment, prepared, str(entry.path))
+        env = TreeEnv([built], EnvConfig(features=features), seed=1)
         env.reset(0)
         request = inference_pb2.ActRequest(actor_id="soak-probe", greedy=True)
         codec.pack_records([encode_observation(env.observation(features))], request.states)
@@ -178,49 +161,22 @@ class Soak:
         self.ports: dict = {}
         self.faults: list[dict] = []
 
-    def targets(self) -> dict[str, str]:
-        p = self.ports
-        return {
-            "replay": f"services.replay .*--port {p['replay']['grpc']}( |$)",
-            "learner": f"services.learner .*--port {p['learner']['grpc']}( |$)",
-            "redis": f"redis-server .*:{p['redis']}",
-            **{
-                f"actor-{i}": f"services.actor .*--metrics-port {port}( |$)"
-                for i, port in enumerate(p["actors"])
-            },
-        }
-
     def inject(self, kind: str, index: int) -> None:
-        service = {
-            "kill-replay": "replay",
-            "kill-learner": "learner",
-            "restart-redis": "redis",
-            "kill-redis": "redis",
-            "stall-replay": "replay",
-            "stall-redis": "redis",
-        }.get(kind, f"actor-{index % len(self.ports['actors'])}")
-        pattern = self.targets()[service]
+        service = f"actor-{index % len(self.ports['actors'])}" if kind == "kill-actor" else kind.split("-")[1]
+        pattern = service_patterns(self.ports)[service]
         pid, before, at = pid_of(pattern), progress(self.run_dir), time.monotonic()
-        record = {
-            "kind": kind,
-            "service": service,
-            "at_s": round(at - self.started, 1),
-            "pid": pid,
-            "version_before": before,
-            "survived": False,
-        }
+        record = {"kind": kind, "service": service, "at_s": round(at - self.started, 1), "pid": pid}
+        record.update(version_before=before, survived=False)
         self.faults.append(record)
         if pid is None:
             record["error"] = "no such process"
             return
-        if kind.startswith("kill"):
-            os.kill(pid, signal.SIGKILL)
-        elif kind == "restart-redis":
-            os.kill(pid, signal.SIGTERM)
-        else:
+        if kind.startswith("stall"):
             os.kill(pid, signal.SIGSTOP)
             time.sleep(self.args.stall_s)
             os.kill(pid, signal.SIGCONT)
+        else:
+            os.kill(pid, signal.SIGTERM if kind == "restart-redis" else signal.SIGKILL)
         deadline = time.monotonic() + 240
         while time.monotonic() < deadline:
             now = pid_of(pattern)
@@ -244,12 +200,7 @@ class Soak:
             "actor: {send_batch: 8, rpc_timeout_s: 30}\n"
         )
         settings = f"--actors {args.actors} --updates 0 --minutes {args.minutes + 5} --no-report"
-        command = [sys.executable, "-m", "phylorl.cli", "train", *settings.split()]
-        command += ["--config", str(config), "--run-dir", str(self.run_dir)]
-        env = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-        train = subprocess.Popen(
-            command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env
-        )
+        train = start_train(settings.split(), config, self.run_dir)
         self.started = time.monotonic()
         try:
             while not (self.run_dir / "ports.json").exists() or progress(self.run_dir) < 1:
@@ -277,7 +228,7 @@ class Soak:
         finally:
             if train.poll() is None:
                 train.send_signal(signal.SIGINT)
-            _, err = train.communicate(timeout=300)
+            train.communicate(timeout=300)
         summary = json.loads((self.run_dir / "summary.json").read_text())
         latencies = sorted(probe.latencies)
         counts = count_transitions(self.run_dir)
@@ -327,11 +278,10 @@ def count_transitions(run_dir: Path) -> dict:
         waiting[found.producer].update(number for _, _, number in found.pending)
     # a fresh redis-server on the run's own AOF and ACL, started as the launcher starts it
     supervisor = Supervisor(run_dir)
-    auth = RedisAuth(
-        redis_username=REDIS_USER, redis_password_file=str(run_dir / "secrets" / "redis_password")
-    )
+    secrets = run_dir / "secrets"
+    auth = RedisAuth(redis_username=REDIS_USER, redis_password_file=str(secrets / "redis_password"))
     try:
-        redis_service = supervisor.start_redis(run_dir / "secrets" / "redis_users.acl", auth)
+        redis_service = supervisor.start_redis(secrets / "redis_users.acl", auth)
         held = read_table(redis_client(f"redis://127.0.0.1:{redis_service.port}/0", auth), "phylorl:replay")
     finally:
         supervisor.stop_all()
@@ -365,12 +315,8 @@ def main(argv=None) -> int:
         f"duplicated {t['duplicated']}; faults {report['faults']['survived']}/{report['faults']['injected']} "
         f"survived; worst inference {report['inference']['worst_s']} s; report in {args.json}"
     )
-    ok = (
-        t["lost"] == 0
-        and t["duplicated"] == 0
-        and report["faults"]["survived"] == report["faults"]["injected"]
-    )
-    return 0 if ok and not t["stored_but_not_produced"] else 1
+    clean = not (t["lost"] or t["duplicated"] or t["stored_but_not_produced"])
+    return 0 if clean and report["faults"]["survived"] == report["faults"]["injected"] else 1
 
 
 if __name__ == "__main__":

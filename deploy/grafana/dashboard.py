@@ -31,8 +31,8 @@ from grafana_foundation_sdk.models.common import (
 )
 from grafana_foundation_sdk.models.dashboard import DashboardCursorSync, DataSourceRef, GridPos
 
-DATASOURCE = {"type": "prometheus", "uid": "phylorl-prometheus"}  # provisioning/datasources/prometheus.yml
-DATASOURCE_REF = DataSourceRef(type_val=DATASOURCE["type"], uid=DATASOURCE["uid"])
+# the datasource of provisioning/datasources/prometheus.yml
+DATASOURCE_REF = DataSourceRef(type_val="prometheus", uid="phylorl-prometheus")
 OUT = Path(__file__).resolve().parent / "dashboards" / "phylorl.json"
 W = "[$__rate_interval]"
 
@@ -55,10 +55,12 @@ def mean(metric: str, legend: str = "mean", by: str = "") -> tuple:
     return (f"sum{b} (rate({metric}_sum{W})) / sum{b} (rate({metric}_count{W}))", legend)
 
 
-def rate(metric: str, legend: str, by: str = "", zero_if_absent: bool = False) -> tuple:
+def rate(metric: str, legend: str, by: str = "", zero: bool = False) -> tuple:
+    """Per-second rate of counter ``metric``, summed over instances or split ``by``; with ``zero``, 0 while
+    the counter has no series yet."""
     b = f" by ({by})" if by else ""
     expr = f"sum{b} (rate({metric}{W}))"
-    return (expr + " or on() vector(0)" if zero_if_absent else expr, legend)
+    return (expr + " or on() vector(0)" if zero else expr, legend)
 
 
 # (row, [(title, description, unit, [(expr, legend), ...]), ...])
@@ -193,9 +195,7 @@ PANELS = [
                 "none",
                 [
                     rate("phylorl_inference_batches_total", "{{path}}/s", by="path"),
-                    rate(
-                        "phylorl_inference_capture_failures_total", "capture failures/s", zero_if_absent=True
-                    ),
+                    rate("phylorl_inference_capture_failures_total", "capture failures/s", zero=True),
                 ],
             ),
         ],
@@ -291,11 +291,8 @@ PANELS = [
                     rate("phylorl_replay_sampled_total", "sampled/s"),
                     rate("phylorl_replay_priority_updates_total", "priority updates/s"),
                     (
-                        "sum(rate(phylorl_replay_sampled_total"
-                        + W
-                        + ")) / sum(rate(phylorl_replay_inserted_total"
-                        + W
-                        + "))",
+                        f"sum(rate(phylorl_replay_sampled_total{W})) / "
+                        f"sum(rate(phylorl_replay_inserted_total{W}))",
                         "samples per insert",
                     ),
                 ],
@@ -314,16 +311,13 @@ PANELS = [
                 "none",
                 [
                     rate(
-                        "phylorl_replay_rate_limited_seconds_total",
-                        "waiting {{call}}",
-                        by="call",
-                        zero_if_absent=True,
+                        "phylorl_replay_rate_limited_seconds_total", "waiting {{call}}", by="call", zero=True
                     ),
                     rate(
                         "phylorl_replay_rejected_total",
                         "rejected {{call}} {{code}}",
                         by="call, code",
-                        zero_if_absent=True,
+                        zero=True,
                     ),
                 ],
             ),
@@ -387,10 +381,8 @@ def dashboard() -> dict:
     for row, row_panels in PANELS:
         board = board.with_row(Row(row).id(pid).grid_pos(GridPos(h=1, w=24, x=0, y=y)))
         pid, y = pid + 1, y + 1
-        for i, (title, description, unit, queries) in enumerate(row_panels):
-            board = board.with_panel(
-                panel(pid, title, description, unit, queries, x=8 * (i % 3), y=y + 8 * (i // 3))
-            )
+        for i, spec in enumerate(row_panels):
+            board = board.with_panel(panel(pid, *spec, x=8 * (i % 3), y=y + 8 * (i // 3)))
             pid += 1
         y += 8 * ((len(row_panels) + 2) // 3)
     return json.loads(json.dumps(board.build(), cls=JSONEncoder))
@@ -405,8 +397,7 @@ def main(argv: list[str]) -> int:
         print("| row | panel | what it shows |\n| --- | --- | --- |")
         for row, row_panels in PANELS:
             for title, description, _, _ in row_panels:
-                cells = [row, title, description]
-                print("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+                print("| " + " | ".join(c.replace("|", "\\|") for c in (row, title, description)) + " |")
         return 0
     text = json.dumps(dashboard(), indent=2, ensure_ascii=False) + "\n"
     if args.check:
