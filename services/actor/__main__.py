@@ -1,15 +1,14 @@
 """Run an actor: ``python -m services.actor --alignments DIR --learner-address H:P --replay-address H:P``.
 
-Start-up: read the config (flags, ``PHYLORL_ACTOR_*``, file; logged as JSON), load and prepare the
-corpus (preparation cached by content), then step environments until stopped. The learner and the
-replay service may come and go: calls are retried with backoff. SIGTERM or SIGINT stops after the
-current step, sends what is buffered, and exits 0.
+Start-up: read the config (flags, ``PHYLORL_ACTOR_*``, file; logged as JSON), load and prepare the corpus
+(preparation cached by content), then step environments until stopped. The learner and the replay service may
+come and go: calls are retried with backoff. SIGTERM or SIGINT stops after the current step, sends what is
+buffered, and exits 0.
 """
 
 from __future__ import annotations
 
 import logging
-import os
 import sys
 import threading
 
@@ -20,40 +19,32 @@ from phylorl.env.prepare import PreparationCache
 from phylorl.env.tree_env import EnvAlignment
 from phylorl.env.vec_env import VecTreeEnv
 from services.actor.actor import STOP_GRACE_S, Actor
-from services.actor.config import ActorConfig, load
+from services.actor.config import PROG, ActorConfig, load
 from services.common import security
 from services.common.rpc import MAX_MESSAGE_BYTES, message_options
 from services.common.runtime import start_service, startup
 from services.replay.client import ReplayClient
 
-PROG = "python -m services.actor"
 log = logging.getLogger("phylorl.actor")
 
 
 def build_envs(config: ActorConfig) -> VecTreeEnv:
-    corpus = load_corpus(config.alignment_paths, skip_unreadable=config.skip_unreadable)
+    paths = [p for p in config.alignments.split(",") if p]
+    corpus = load_corpus(paths, skip_unreadable=config.skip_unreadable)
     for path, message in corpus.skipped:
         log.warning("skipped unreadable alignment %s: %s", path, message)
     cache = PreparationCache(config.cache_dir)
     entries = []
-    for i, entry in enumerate(corpus.entries):
+    for i, entry in enumerate(corpus.entries, 1):
         prepared = cache.get(entry.alignment, config.model)
-        log.info(
-            "prepared %s (%d/%d): %d taxa, model %s, NJ logL %.3f",
-            entry.path,
-            i + 1,
-            len(corpus),
-            entry.alignment.n_taxa,
-            prepared.model,
-            prepared.nj_loglik,
-        )
+        facts = (entry.path, i, len(corpus), entry.alignment.n_taxa, prepared.model, prepared.nj_loglik)
+        log.info("prepared %s (%d/%d): %d taxa, model %s, NJ logL %.3f", *facts)
         entries.append(EnvAlignment.build(entry.alignment, prepared, str(entry.path)))
     return VecTreeEnv(entries, config.envs, config.env, seed=config.seed)
 
 
 def main(argv: list[str] | None = None) -> int:
-    config = startup(PROG, load, sys.argv[1:] if argv is None else argv, os.environ)
-    stop = start_service(config, log)
+    config, stop = start_service(PROG, load, argv, log)
     envs = startup(PROG, build_envs, config)
     channel = security.channel(config.learner_address, config, message_options(MAX_MESSAGE_BYTES))
     replay = ReplayClient(config.replay_address, MAX_MESSAGE_BYTES, security=config)
@@ -65,14 +56,10 @@ def main(argv: list[str] | None = None) -> int:
     def loop() -> None:
         try:
             actor.run()
-        except grpc.RpcError as exc:
-            if stop.is_set() and exc.code() == grpc.StatusCode.CANCELLED:
+        except BaseException as exc:  # reported below; the process then exits non-zero
+            if isinstance(exc, grpc.RpcError) and stop.is_set() and exc.code() == grpc.StatusCode.CANCELLED:
                 log.info("stopped during a call (what waits stays in the journal for the next actor)")
                 return
-            log.exception("actor loop failed")
-            errors.append(exc)
-            stop.set()
-        except BaseException as exc:  # reported below; the process then exits non-zero
             log.exception("actor loop failed")
             errors.append(exc)
             stop.set()

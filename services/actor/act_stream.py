@@ -1,16 +1,7 @@
 """How one pipeline group's requests reach the inference endpoint: as the messages of one open ``ActStream``
-call.
-
-A message of an open stream costs the endpoint's gRPC machinery a fraction of what a unary call would, and the
-endpoint serves every actor from one process. So each group keeps one stream open and sends each step's
-request as its next message; the endpoint answers a stream's messages one after another, in order, and a group
-has at most one request out at a time.
-
-:class:`ActStream`: ``send`` starts a request without waiting, ``receive`` waits for its answer (at most
-``timeout_s``), ``cancel`` drops the request out, ``close`` ends for good. A failed request raises its status
-(``grpc.RpcError``; a wait past ``timeout_s`` is DEADLINE_EXCEEDED) and ends the stream; the next ``send``
-opens a new one, so the actor retries a failed request as it would a failed call.
-"""
+call, which costs the endpoint's gRPC machinery a fraction of what unary calls would. The endpoint answers a
+stream's messages in order; a group has at most one request out. A failed request ends the stream and the next
+one opens a new stream, so the actor retries it as it would a failed call."""
 
 from __future__ import annotations
 
@@ -29,12 +20,9 @@ _CLOSE = object()
 
 class ActStream:
     """One open ``ActStream`` call of ``stub`` (an ``InferenceServiceStub``) at a time, one request out at a
-    time.
-
-    The answers are read by the thread that waits for them (no reader thread: each hand-over between threads
-    is a wake-up, which on a busy core costs more than the message). gRPC's blocking read has no timeout, so a
-    watchdog thread looks at the request out every ``timeout_s / 4`` (at least every second) and cancels a
-    call whose answer is overdue; the wait then ends DEADLINE_EXCEEDED."""
+    time. The answers are read by the thread that waits for them (a reader thread would cost a wake-up per
+    message). gRPC's blocking read has no timeout, so a watchdog thread looks at the request out every
+    ``timeout_s / 4`` (at least every second) and cancels it when overdue: the wait ends DEADLINE_EXCEEDED."""
 
     def __init__(self, stub, timeout_s: float):
         self._stub = stub
@@ -62,8 +50,7 @@ class ActStream:
         call = self._call
         try:
             answer = next(call)
-            # (gRPC reads a stream's answer when asked: the time to here, where a unary call's is to its
-            # arrival)
+            # (gRPC reads a stream's answer when asked: the time to here, not to its arrival)
             metrics.INFERENCE_CALL_SECONDS.observe(time.perf_counter() - self._sent_at)
             return answer
         except StopIteration:
@@ -83,13 +70,8 @@ class ActStream:
     def cancel(self) -> None:
         """End the stream (a request out is not answered); the next :meth:`send` opens a new one."""
         with self._lock:
-            call, requests, self._call, self._requests, self._deadline = (
-                self._call,
-                self._requests,
-                None,
-                None,
-                None,
-            )
+            call, requests = self._call, self._requests
+            self._call = self._requests = self._deadline = None
         if call is not None:
             requests.put(_CLOSE)
             call.cancel()
@@ -127,8 +109,7 @@ class ActStream:
 
 
 class StreamError(grpc.RpcError):
-    """A stream that ended without a status of its own: past the wait for an answer, or closed by the server
-    between answers."""
+    """A stream that ended without a status of its own: overdue, or closed by the server between answers."""
 
     def __init__(self, code: grpc.StatusCode, details: str):
         super().__init__(details)

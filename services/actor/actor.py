@@ -1,18 +1,15 @@
-"""The actor loop: K environments in ``pipeline`` groups, one batched inference request per group and step,
-transitions to replay. Each group's requests go as messages of one open ``ActStream`` call
-(:mod:`services.actor.act_stream`).
+"""The actor loop: K environments in ``pipeline`` groups, one batched inference request per group and step
+(the messages of one open ``ActStream`` call, :mod:`services.actor.act_stream`), transitions to replay.
 
-Each group's step sends its current states to the learner's inference endpoint and gets back a move, its
-``Q(s, a)`` and ``V(s)`` per state; :class:`~phylorl.agent.collector.Collector` (the same code the
-in-process run uses) steps the environments and turns finished episodes into n-step transitions
-with their initial priorities.
-
-Transient failures of the learner or the replay service are retried with exponential backoff;
-transitions wait in the :class:`~services.actor.outbox.Outbox` (a journal on disk and memory) until
-the replay service has stored them, numbered so that a resend stores nothing twice. At start an actor
-with a ``spool_dir`` first sends what the journals of dead actors there still hold (a crashed
-predecessor's), under their producer names. ``<spool_dir>/ledger.jsonl`` gets one line per producer when
-it stops or is recovered: ``{"producer", "produced", "pending", "event"}`` (what a soak adds up).
+Each step gets back a move, its ``Q(s, a)`` and ``V(s)`` per state;
+:class:`~phylorl.agent.collector.Collector` (the in-process run's code) steps the environments and turns
+finished episodes into n-step transitions with their initial priorities. Transient failures of the learner or
+the replay service are retried with exponential backoff; transitions wait in the
+:class:`~services.actor.outbox.Outbox` (a journal on disk and memory) until the replay service has stored
+them, numbered so that a resend stores nothing twice. At start an actor with a ``spool_dir`` first sends what
+the journals of dead actors there still hold, under their producer names. ``<spool_dir>/ledger.jsonl`` gets
+one line per producer when it stops or is recovered: ``{"producer", "produced", "pending", "event"}`` (what a
+soak adds up).
 """
 
 from __future__ import annotations
@@ -48,8 +45,8 @@ RETRYABLE = {
 }
 """Transient statuses: a service away or restarting, overloaded, rate-limited, or a call to repeat. Anything
 else (INVALID_ARGUMENT, INTERNAL, UNKNOWN, ...) is a bug on one side, which retrying forever would turn into
-an endless warning loop: the actor stops with the error instead. CANCELLED too (:func:`transient`), unless the
-actor is stopping."""
+an endless warning loop: the actor stops with the error. CANCELLED too, unless stopping
+(:func:`transient`)."""
 STOP_GRACE_S = 5.0
 """Once stopped, how long the actor may still spend delivering what waits: sends retried, each bounded by
 what is left (the replay's rate limiter holds inserts while the learner samples too little, as it does not
@@ -67,12 +64,7 @@ class Actor:
     """Runs ``config.envs`` environments against an inference stub and a replay client."""
 
     def __init__(
-        self,
-        config: ActorConfig,
-        envs: VecTreeEnv,
-        inference_channel: grpc.Channel,
-        replay_client,
-        stop: threading.Event,
+        self, config: ActorConfig, envs: VecTreeEnv, inference_channel, replay_client, stop: threading.Event
     ):
         self.config = config
         self.envs = envs
@@ -84,20 +76,12 @@ class Actor:
         self._stopped_at: float | None = None  # when the actor first saw ``stop`` set
         self.run_id = uuid.uuid4().hex
         self.actor_id = config.actor_id or f"actor-{self.run_id[:8]}"
-        journal = (
-            Path(config.spool_dir) / f"{self.actor_id}-{self.run_id[:8]}.journal"
-            if config.spool_dir
-            else None
-        )
-        self.outbox = Outbox(
-            config.buffer_capacity, journal, int(config.spool_max_mb * 1024 * 1024), self.run_id
-        )
-        self._dropped_counted = 0
-        self.steps = 0
-        self.episodes = 0
+        name = f"{self.actor_id}-{self.run_id[:8]}.journal"
+        journal = Path(config.spool_dir) / name if config.spool_dir else None
+        self.outbox = Outbox(config.buffer_capacity, journal, int(config.spool_max_mb * 2**20), self.run_id)
+        self._dropped_counted = self.steps = self.episodes = 0
         self.weights_version = -1
 
-    # --------------------------------------------------------------- calls
     def _retrying(self, service: str, call):
         delay = 0.05
         while not self.stop.is_set():
@@ -107,28 +91,21 @@ class Actor:
                 if not transient(exc.code(), self.stop.is_set()):
                     raise
                 metrics.RECONNECTS.labels(service).inc()
-                log.warning(
-                    "%s call failed (%s: %s); retrying in %.2f s",
-                    service,
-                    exc.code().name,
-                    exc.details(),
-                    delay,
-                )
+                failure = (service, exc.code().name, exc.details(), delay)
+                log.warning("%s call failed (%s: %s); retrying in %.2f s", *failure)
                 self.stop.wait(delay)
                 delay = min(2 * delay, self.config.backoff_max_s)
         return None
 
     def _request(self, observations) -> inference_pb2.ActRequest:
         request = inference_pb2.ActRequest(actor_id=self.actor_id, greedy=self.config.greedy)
-        codec.pack_records(
-            [encode_observation(obs, self.sections(obs)) for obs in observations], request.states
-        )
+        states = [encode_observation(obs, self.sections(obs)) for obs in observations]
+        codec.pack_records(states, request.states)
         return request
 
-    def _receive(self, request, calls) -> inference_pb2.ActResponse | None:
-        """The answer to ``request``, which the group's ``calls``
-        (:func:`~services.actor.act_stream.group_calls`) sent; a transient failure is retried (with backoff)
-        by sending it again (on a stream: a new one). ``None`` when stopping first."""
+    def _receive(self, request, calls: ActStream) -> inference_pb2.ActResponse | None:
+        """The answer to ``request``, which the group's ``calls`` sent; a transient failure is retried (with
+        backoff) by sending it again (on a new stream). ``None`` when stopping first."""
         started = time.perf_counter()
         try:
             return calls.receive()
@@ -166,17 +143,9 @@ class Actor:
         return max(0.0, STOP_GRACE_S - (time.monotonic() - self._stopped_at))
 
     def _ledger(self, producer: str, produced: int, pending: int, event: str) -> None:
-        line = json.dumps(
-            {
-                "producer": producer,
-                "produced": produced,
-                "pending": pending,
-                "event": event,
-                "actor": self.actor_id,
-            }
-        )
+        entry = {"producer": producer, "produced": produced, "pending": pending, "event": event}
         with open(Path(self.config.spool_dir) / "ledger.jsonl", "a") as ledger:
-            ledger.write(line + "\n")
+            ledger.write(json.dumps({**entry, "actor": self.actor_id}) + "\n")
 
     def recover(self) -> int:
         """Send what the journals of dead actors in ``spool_dir`` still hold (under their producer names and
@@ -187,13 +156,8 @@ class Actor:
         for path, handle in claim_orphans(self.config.spool_dir):
             try:
                 found = read_journal(path)
-                log.info(
-                    "recovering %s: producer %s numbered %d transitions, %d not confirmed stored",
-                    path.name,
-                    found.producer,
-                    found.produced,
-                    len(found.pending),
-                )
+                what = "recovering %s: producer %s numbered %d transitions, %d not confirmed stored"
+                log.info(what, path.name, found.producer, found.produced, len(found.pending))
                 for i in range(0, len(found.pending), self.config.send_batch):
                     batch = found.pending[i : i + self.config.send_batch]
                     if not self._retrying("replay", lambda: self._insert(batch, found.producer)):
@@ -207,9 +171,8 @@ class Actor:
         return sent
 
     def _flush(self, force: bool = False) -> None:
-        """Send waiting transitions in batches of ``send_batch`` (all of them when ``force``, even while
-        stopping); a batch leaves the outbox only once the replay service has answered, and the first
-        failure ends the attempt."""
+        """Send waiting transitions in batches of ``send_batch`` (all when ``force``, even while stopping); a
+        batch leaves the outbox once the replay service has answered; the first failure ends the attempt."""
         while self.outbox and (
             force or (len(self.outbox) >= self.config.send_batch and not self.stop.is_set())
         ):
@@ -222,20 +185,14 @@ class Actor:
                 if not transient(exc.code(), self.stop.is_set()):
                     raise
                 metrics.RECONNECTS.labels("replay").inc()
-                log.warning(
-                    "replay insert failed (%s); %d transitions wait (%d of them on disk)",
-                    exc.code().name,
-                    len(self.outbox),
-                    self.outbox.spooled,
-                )
+                waiting = (exc.code().name, len(self.outbox), self.outbox.spooled)
+                log.warning("replay insert failed (%s); %d transitions wait (%d of them on disk)", *waiting)
                 break
         self._outbox_metrics()
 
     def _enqueue(self, transition: Transition, priority: float) -> None:
-        self.outbox.append(
-            encode_transition(transition, self.sections(transition.obs), self.sections(transition.next_obs)),
-            priority,
-        )
+        obs, next_obs = self.sections(transition.obs), self.sections(transition.next_obs)
+        self.outbox.append(encode_transition(transition, obs, next_obs), priority)
         metrics.TRANSITIONS_PRODUCED.inc()
         self._outbox_metrics()
 
@@ -245,21 +202,15 @@ class Actor:
         metrics.TRANSITIONS_DROPPED.inc(self.outbox.dropped - self._dropped_counted)
         self._dropped_counted = self.outbox.dropped
 
-    # ---------------------------------------------------------------- loop
     def _answer(self, response: inference_pb2.ActResponse) -> tuple:
         """A collector's answer from an Act response."""
         self.weights_version = int(response.weights_version)
         metrics.WEIGHTS_VERSION.set(self.weights_version)
-        return (
-            codec.ndarray_from_proto(response.actions),
-            codec.ndarray_from_proto(response.q),
-            codec.ndarray_from_proto(response.v),
-            self.weights_version,
-        )
+        arrays = map(codec.ndarray_from_proto, (response.actions, response.q, response.v))
+        return (*arrays, self.weights_version)
 
     def _ask(self, collector: Collector, calls) -> inference_pb2.ActRequest:
-        """Send ``collector``'s next request on ``calls`` without waiting (resetting its environments first,
-        on its first one); returns it."""
+        """Send ``collector``'s next request on ``calls``, not waiting (its environments reset first)."""
         first = collector.obs is None
         observations = collector.request()
         if first:
@@ -338,10 +289,9 @@ class Actor:
             delay = min(2 * delay, cfg.backoff_max_s)
             self._flush(force=True)
         if self.outbox:
+            where = " (left in the journal for the next actor)" if cfg.spool_dir else ""
             log.warning(
-                "stopping with %d transitions the replay service has not stored%s",
-                len(self.outbox),
-                " (left in the journal for the next actor)" if cfg.spool_dir else "",
+                "stopping with %d transitions the replay service has not stored%s", len(self.outbox), where
             )
         if cfg.spool_dir:
             self._ledger(self.run_id, self.outbox.next_number, len(self.outbox), "stopped")

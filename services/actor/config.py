@@ -10,6 +10,8 @@ from services.common import security
 from services.common.config import load_config
 
 ENV_PREFIX = "PHYLORL_ACTOR_"
+PROG = "python -m services.actor"
+DESCRIPTION = "phylorl actor: steps tree environments, asks the learner for moves, feeds replay."
 
 
 @dataclass(frozen=True)
@@ -95,20 +97,9 @@ class ActorConfig(security.ClientTLS, security.GrpcToken):
         if problems:
             raise ValueError("invalid actor config: " + "; ".join(problems))
 
-    @property
-    def alignment_paths(self) -> list[str]:
-        return [p for p in self.alignments.split(",") if p]
-
 
 def load(argv: Sequence[str], environ: Mapping[str, str]) -> ActorConfig:
-    config = load_config(
-        ActorConfig,
-        argv,
-        environ,
-        prefix=ENV_PREFIX,
-        prog="python -m services.actor",
-        description="phylorl actor: steps tree environments, asks the learner for moves, feeds replay.",
-    )
+    config = load_config(ActorConfig, argv, environ, prefix=ENV_PREFIX, prog=PROG, description=DESCRIPTION)
     if not config.alignments:
         raise ValueError(
             "invalid actor config: alignments is required (a directory or comma-separated files)"

@@ -1,25 +1,23 @@
 """The actor's outbox: every transition waits here, numbered, until the replay service has stored it.
 
-With a journal path, every record is written to an append-only journal file before :meth:`Outbox.append`
-returns (flushed to the operating system: a ``kill -9`` of the actor loses nothing, a power cut may), and
-every :meth:`Outbox.commit` appends a commit mark. Up to ``capacity`` waiting records are also held in
-memory; the rest are read back from the journal, in order, as memory frees up. So a replay service that is
-away for long costs disk, not memory, and nothing is dropped until the journal reaches its size limit
-(then the newest are dropped, counted, and get no number). Without a journal the oldest records in
-memory are dropped instead (counted) and a crash loses what waits.
+With a journal, every record is written to an append-only journal file before :meth:`Outbox.append` returns
+(flushed to the operating system: a ``kill -9`` of the actor loses nothing, a power cut may) and every
+:meth:`Outbox.commit` appends a commit mark; up to ``capacity`` waiting records are also held in memory, the
+rest read back from the journal as memory frees up. So a replay service away for long costs disk, not memory,
+and nothing is dropped until the journal reaches its size limit (then the newest are dropped, counted, and get
+no number). Without a journal the oldest records in memory are dropped instead (counted) and a crash loses
+what waits.
 
-The process holds an exclusive ``flock`` on its journal while it lives. After a crash another actor (the
-restarted one, or any actor sharing the directory) finds the journal unlocked, reads it with
-:func:`recover`, sends its waiting records under the dead producer's name and numbers and deletes it.
+The process holds an exclusive ``flock`` on its journal while it lives; after a crash another actor finds it
+unlocked, reads it with :func:`read_journal`, sends its waiting records under the dead producer's name and
+numbers and deletes it. Numbers increase by one per kept record, so a run of records from the front is
+consecutive: an insert names its producer and first number, and the replay service skips numbers it already
+stored (a resend after a lost answer or a crash stores nothing twice).
 
-Numbers increase by one per kept record, so any run of records taken from the front is consecutive: an
-insert names its producer and first number, and the replay service skips numbers it already stored (a
-resend after a lost answer, or after a crash, stores nothing twice).
-
-Journal: ``b"POB2"``, producer length ``<H``, the producer; then entries ``"<cQdI"`` kind (``R`` record,
-``C`` commit mark), number, priority, length, and for ``R`` the record bytes. A commit mark's number is
-the first number not yet stored. When the stored prefix is most of a large journal, the waiting entries
-are copied to a new file that replaces it (atomic rename).
+Journal: ``b"POB2"``, producer length ``<H``, the producer; then entries ``"<cQdI"`` kind (``R`` record, ``C``
+commit mark), number, priority, length, and for ``R`` the record bytes. A commit mark's number is the first
+number not yet stored. When the stored prefix is most of a large journal, the waiting entries are copied to a
+new file that replaces it (atomic rename).
 """
 
 from __future__ import annotations
@@ -51,11 +49,7 @@ class Outbox:
     """FIFO of ``(record, priority, number)`` (see module docstring)."""
 
     def __init__(
-        self,
-        capacity: int,
-        journal_path: str | os.PathLike | None = None,
-        journal_max_bytes: int = 1 << 30,
-        producer: str = "",
+        self, capacity: int, journal_path: Path | None = None, journal_max_bytes: int = 1 << 30, producer=""
     ):
         if capacity < 1:
             raise ValueError(f"capacity must be >= 1, got {capacity}")
@@ -153,15 +147,13 @@ class Outbox:
         self._file.close()
         self._file, self._read_at = new, read_at
 
-    def close(self, delete: bool = True) -> None:
-        """Close the journal; delete it (``delete``) when nothing waits in it, else leave it for
-        :func:`recover`."""
-        if self._file is None:
-            return
-        self._file.close()
-        self._file = None
-        if delete and not len(self):
-            os.unlink(self.journal_path)
+    def close(self) -> None:
+        """Close the journal; delete it when nothing waits in it, else leave it for recovery."""
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+            if not len(self):
+                os.unlink(self.journal_path)
 
 
 def _new_journal(path: Path, producer: str, lock: bool = True):

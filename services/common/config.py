@@ -26,8 +26,7 @@ from typing import Any
 
 import yaml
 
-_TRUE = {"1", "true", "yes", "on"}
-_FALSE = {"0", "false", "no", "off"}
+_BOOLS = dict.fromkeys(("1", "true", "yes", "on"), True) | dict.fromkeys(("0", "false", "no", "off"), False)
 
 
 def field_docs(cls) -> dict[str, str]:
@@ -59,8 +58,7 @@ def nested_types(cls) -> dict[str, type]:
 
 
 def leaves(config) -> list[tuple[tuple[str, ...], Any, Any, str, Mapping]]:
-    """``(path, type, value, doc, field metadata)`` of every plain field of ``config`` (an instance), sections
-    walked."""
+    """``(path, type, value, doc, field metadata)`` of every plain field of ``config``, sections walked."""
     cls = type(config)
     hints, docs, sections = typing.get_type_hints(cls), field_docs(cls), nested_types(cls)
     out = []
@@ -71,10 +69,6 @@ def leaves(config) -> list[tuple[tuple[str, ...], Any, Any, str, Mapping]]:
         else:
             out.append(((f.name,), hints[f.name], value, docs.get(f.name, ""), f.metadata))
     return out
-
-
-def flag_name(path: Sequence[str]) -> str:
-    return "--" + ".".join(part.replace("_", "-") for part in path)
 
 
 def env_name(prefix: str, path: Sequence[str]) -> str:
@@ -109,7 +103,7 @@ def add_flags(
             options.update(nargs="?", const=str(meta["const"]))
         elif meta.get("multiple"):
             options.update(nargs="+", action="extend", metavar="VALUE")
-        parser.add_argument(flag_name(path), **options)
+        parser.add_argument("--" + ".".join(path).replace("_", "-"), **options)
 
 
 def flag_values(namespace: argparse.Namespace, base) -> dict:
@@ -187,18 +181,10 @@ def build(cls, values: Mapping, base=None, where: str = ""):
 
 
 def load_config(
-    cls,
-    argv: Sequence[str],
-    environ: Mapping[str, str],
-    *,
-    prefix: str,
-    prog: str,
-    description: str,
-    base=None,
+    cls, argv: Sequence[str], environ: Mapping[str, str], *, prefix: str, prog: str, description: str
 ):
-    """Build ``cls`` from its sources (see the module docstring); ``base`` replaces ``cls()`` as the
-    defaults."""
-    base = cls() if base is None else base
+    """Build ``cls`` from its sources (see the module docstring)."""
+    base = cls()
     parser = argparse.ArgumentParser(prog=prog, description=description)
     parser.add_argument("--config", type=Path, help=f"YAML or JSON file of fields (or ${prefix}CONFIG)")
     add_flags(parser, base, prefix)
@@ -224,14 +210,7 @@ def convert(name: str, hint, value: Any) -> Any:
         raise ValueError(f"config field {name} must be one of {list(typing.get_args(hint))}, got {value!r}")
     try:
         if hint is bool:
-            if isinstance(value, bool):
-                return value
-            text = str(value).strip().lower()
-            if text in _TRUE:
-                return True
-            if text in _FALSE:
-                return False
-            raise ValueError
+            return value if isinstance(value, bool) else _BOOLS[str(value).strip().lower()]
         if hint is float and isinstance(value, (int, float)) and not isinstance(value, bool):
             return float(value)
         if hint in (int, float, str):
@@ -241,7 +220,7 @@ def convert(name: str, hint, value: Any) -> Any:
                 return hint(value)
             if hint is str and isinstance(value, Path):
                 return str(value)
-    except ValueError:
+    except (ValueError, KeyError):
         pass
     raise ValueError(f"config field {name} expects {getattr(hint, '__name__', hint)}, got {value!r}")
 

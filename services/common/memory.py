@@ -1,9 +1,8 @@
 """Process-wide allocator tuning for services that move megabyte messages.
 
-glibc returns freed memory to the OS eagerly (the trim threshold) and serves large blocks from
-fresh mmaps, so every megabyte buffer (a Redis reply, a gRPC message) is paged in again: on some
-virtual machines a page fault costs more than copying the page. Keeping freed memory for reuse removes
-those faults. Call once at start-up, from ``__main__`` only.
+glibc returns freed memory to the OS eagerly and serves large blocks from fresh mmaps, so every megabyte
+buffer (a Redis reply, a gRPC message) is paged in again: on some virtual machines a page fault costs more
+than copying the page. Call once at start-up, from ``__main__`` only.
 """
 
 from __future__ import annotations
@@ -20,14 +19,11 @@ pages instead of faulting them in anew."""
 
 
 def keep_freed_memory(megabytes: int = KEEP_MB) -> bool:
-    """Let glibc keep up to ``megabytes`` MiB of freed memory; False when not on glibc or ``megabytes ==
-    0``."""
+    """Let glibc keep up to ``megabytes`` MiB of freed memory; False when not on glibc or not asked."""
     if megabytes <= 0:
         return False
-    name = ctypes.util.find_library("c")
     try:
-        libc = ctypes.CDLL(name or "libc.so.6")
-        mallopt = libc.mallopt
+        mallopt = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").mallopt
     except (OSError, AttributeError):
         return False
     mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int

@@ -1,17 +1,24 @@
-"""Many observations of one Prometheus histogram in a few calls (``prometheus_client`` observes one value a
-call)."""
+"""Prometheus helpers shared by the services' metrics."""
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 import numpy as np
 from prometheus_client import Histogram
 
+from phylorl.telemetry import LATENCY_BUCKETS_S
+
+
+def seconds_histogram(name: str, documentation: str, labels: Sequence[str] = ()) -> Histogram:
+    """A histogram of durations (s) on the shared latency buckets."""
+    return Histogram(name, documentation, labels, buckets=LATENCY_BUCKETS_S)
+
 
 def observe_many(histogram: Histogram, values: np.ndarray) -> None:
-    """What ``histogram.observe(v)`` for each ``v`` of ``values`` records, with one increment per bucket that
+    """What ``histogram.observe(v)`` for each ``v`` of ``values`` records, in one increment per bucket that
     gets any and one of the sum: a learner observes each batch's 128 policy lags, and each ``observe`` is a
-    few microseconds of Python under the interpreter lock the update and the feed share. It reads the
-    histogram's bucket bounds and increments its values as ``observe`` does
+    few microseconds under the interpreter lock. It writes the histogram's values as ``observe`` does
     (``tests/unit/common/test_observe.py`` holds it to that)."""
     values = np.asarray(values, dtype=np.float64).ravel()
     if values.size == 0:

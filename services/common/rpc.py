@@ -21,35 +21,24 @@ def add_servicer(servicer, server, service) -> None:
     type is answered INVALID_ARGUMENT naming the type (gRPC's own deserializer answers INTERNAL)."""
     handlers = {}
     for method in service.methods:
-        request_type = message_factory.GetMessageClass(method.input_type)
         response_type = message_factory.GetMessageClass(method.output_type)
         handlers[method.name] = grpc.unary_unary_rpc_method_handler(
-            _checked(getattr(servicer, method.name)),
-            request_deserializer=_lenient(request_type),
+            _parsing(getattr(servicer, method.name), message_factory.GetMessageClass(method.input_type)),
             response_serializer=response_type.SerializeToString,
         )
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(service.full_name, handlers),))
 
 
-class _Unparsable:
-    def __init__(self, why: str):
-        self.why = why
+def _parsing(method, message_type):
+    """``method`` called with the request its bytes hold."""
 
-
-def _lenient(message_type):
-    def parse(data: bytes):
+    def call(data: bytes, context):
         try:
-            return message_type.FromString(data)
+            request = message_type.FromString(data)
         except DecodeError as exc:
-            return _Unparsable(f"not a {message_type.DESCRIPTOR.full_name} message ({exc})")
-
-    return parse
-
-
-def _checked(method):
-    def call(request, context):
-        if isinstance(request, _Unparsable):
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT, request.why)
+            context.abort(
+                grpc.StatusCode.INVALID_ARGUMENT, f"not a {message_type.DESCRIPTOR.full_name} message ({exc})"
+            )
         return method(request, context)
 
     return call

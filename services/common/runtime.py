@@ -1,14 +1,17 @@
-"""Start-up shared by the service entry points: logging, the logged config, signals, metrics."""
+"""Start-up shared by the service entry points: logging, the logged config, signals, metrics, Redis."""
 
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import sys
 import threading
+import time
 
 from prometheus_client import start_http_server
 
+from . import security
 from .config import config_json
 
 
@@ -22,9 +25,11 @@ def startup(prog: str, step, *args):
         raise SystemExit(2) from None
 
 
-def start_service(config, log: logging.Logger) -> threading.Event:
-    """Configure logging, log ``config`` as JSON, serve /metrics on ``config.metrics_port`` (0: off)
-    and return an event that SIGTERM or SIGINT sets."""
+def start_service(prog: str, load, argv: list[str] | None, log: logging.Logger):
+    """Read the config (``load(argv, os.environ)``, ``argv`` defaulting to the command line; bad input as
+    :func:`startup` reports it), configure logging, log the config as JSON, serve /metrics on
+    ``config.metrics_port`` (0: off); returns the config and an event that SIGTERM or SIGINT sets."""
+    config = startup(prog, load, sys.argv[1:] if argv is None else argv, os.environ)
     logging.basicConfig(
         level=config.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
@@ -35,27 +40,26 @@ def start_service(config, log: logging.Logger) -> threading.Event:
     if config.metrics_port:
         start_http_server(config.metrics_port)
         log.info("metrics on :%d/metrics", config.metrics_port)
-    return stop
+    return config, stop
 
 
-def wait_for_redis(ping, url: str, wait_s: float, stop: threading.Event, log: logging.Logger) -> bool:
-    """Call ``ping()`` (a Redis PING) once a second until it answers; ``False`` when ``stop`` is set first.
-
-    Raises ``redis.ConnectionError`` naming ``url`` after ``wait_s`` seconds without an answer (in a swarm or
-    compose stack, a service may start before Redis's name resolves).
-    """
-    import time
-
+def connect_redis(config, stop: threading.Event, log: logging.Logger):
+    """A client of ``config.redis_url`` (as ``config``'s Redis user) once Redis answers a PING, tried once a
+    second; None when ``stop`` is set first. Raises ``redis.ConnectionError`` naming the URL after
+    ``config.redis_wait_s`` seconds without an answer (in a swarm or compose stack, a service may start before
+    Redis's name resolves)."""
     import redis
 
+    url, wait_s = config.redis_url, config.redis_wait_s
+    client = security.redis_client(url, config)
     deadline = time.monotonic() + wait_s
     while True:
         try:
-            ping()
-            return True
+            client.ping()
+            return client
         except redis.ConnectionError as e:
             if time.monotonic() > deadline:
                 raise redis.ConnectionError(f"{url} did not answer within {wait_s:g} s: {e}") from None
             log.info("waiting for Redis at %s: %s", url, e)
             if stop.wait(1.0):
-                return False
+                return None

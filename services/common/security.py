@@ -1,16 +1,13 @@
 """TLS, the shared gRPC token and Redis authentication, for every service and client.
 
-Each service config inherits the fields it needs (:class:`ServerTLS`, :class:`ClientTLS`,
-:class:`GrpcToken`, :class:`RedisAuth`), so they are
-set like any other field (flag, ``PHYLORL_<SERVICE>_<FIELD>``, file). Secrets are read from the files
-those fields name, or from ``PHYLORL_GRPC_TOKEN`` / ``PHYLORL_REDIS_PASSWORD`` when no file is given;
-a config holds only the file names, so logging a config never logs a secret.
-
-- **TLS**: a server with ``tls_cert_file`` and ``tls_key_file`` listens with TLS only; a client with
-  ``tls_ca_file`` connects with TLS and checks the server's certificate against that CA.
-- **Token**: with a token, a server answers ``UNAUTHENTICATED`` to every call (health checks included)
-  that does not carry ``authorization: Bearer <token>``, and a client sends it with every call.
-- **Redis**: ``redis_username`` and its password (an ACL user, see services/launcher/credentials.py).
+Each service config inherits the fields it needs (:class:`ServerTLS`, :class:`ClientTLS`, :class:`GrpcToken`,
+:class:`RedisAuth`), set like any other field. Secrets are read from the files those fields name, or from
+``PHYLORL_GRPC_TOKEN`` / ``PHYLORL_REDIS_PASSWORD`` when no file is given: a config holds only file names, so
+logging a config never logs a secret. A server with ``tls_cert_file`` and ``tls_key_file`` listens with TLS
+only; a client with ``tls_ca_file`` checks the server's certificate against that CA. With a token, a server
+answers ``UNAUTHENTICATED`` to every call (health checks included) that does not carry ``authorization: Bearer
+<token>``, and a client sends it with every call. Redis: ``redis_username`` and its password (an ACL user, see
+services/launcher/credentials.py).
 """
 
 from __future__ import annotations
@@ -76,18 +73,15 @@ class RedisAuth:
     """File holding that user's password ('' = $PHYLORL_REDIS_PASSWORD if set, else no password)."""
 
 
-def read_secret(path: str, env_name: str, what: str, environ=os.environ) -> str | None:
-    """The secret in file ``path`` (stripped), else ``environ[env_name]``, else None. Raises ValueError
-    naming the file (never the secret) when it cannot be read or is empty."""
-    if path:
-        try:
-            value = Path(path).read_text().strip()
-        except OSError as e:
-            raise ValueError(f"cannot read the {what} file {path}: {e.strerror}") from None
-        if not value:
-            raise ValueError(f"the {what} file {path} is empty")
-        return value
-    return environ.get(env_name) or None
+def read_secret(path: str, env_name: str, what: str) -> str | None:
+    """The secret in file ``path`` (stripped), else ``$env_name``, else None. Raises ValueError naming the
+    file (never the secret) when it cannot be read or is empty."""
+    if not path:
+        return os.environ.get(env_name) or None
+    value = _read_bytes(path, what).decode().strip()
+    if not value:
+        raise ValueError(f"the {what} file {path} is empty")
+    return value
 
 
 def grpc_token(cfg: GrpcToken | None) -> str | None:
@@ -101,96 +95,68 @@ def check(cfg) -> list[str]:
     return []
 
 
-# ------------------------------------------------------------------ servers
-
-
 def add_port(server: grpc.Server, address: str, cfg: ServerTLS | None) -> int:
-    """Bind ``address`` with TLS when ``cfg`` has a certificate, else in plaintext; returns the port (0:
-    failed)."""
+    """Bind ``address``, with TLS when ``cfg`` has a certificate; returns the port (0: failed)."""
     if cfg is None or not cfg.tls_cert_file:
         return server.add_insecure_port(address)
-    key, cert = (
-        _read_bytes(p, what) for p, what in ((cfg.tls_key_file, "TLS key"), (cfg.tls_cert_file, "TLS cert"))
-    )
+    key, cert = _read_bytes(cfg.tls_key_file, "TLS key"), _read_bytes(cfg.tls_cert_file, "TLS cert")
     return server.add_secure_port(address, grpc.ssl_server_credentials([(key, cert)]))
 
 
-def server_interceptors(cfg: GrpcToken | None) -> list[grpc.ServerInterceptor]:
+def server_interceptors(cfg: GrpcToken | None, aio: bool = False) -> list:
+    """The interceptors requiring ``cfg``'s token of every call (none without one); ``aio``: for grpc.aio."""
     token = grpc_token(cfg)
-    return [TokenInterceptor(token)] if token else []
+    return [(AsyncTokenInterceptor if aio else TokenInterceptor)(token)] if token else []
 
 
 DENIED = "missing or wrong token (authorization metadata)"
 
 
-def _has_token(details, expected: bytes) -> bool:
-    """Whether a call's metadata holds ``authorization: <expected>`` (compared in constant time)."""
-    return any(
-        key == "authorization" and hmac.compare_digest(str(value).encode(), expected)
-        for key, value in details.invocation_metadata or ()
-    )
+class _TokenCheck:
+    def __init__(self, token: str):
+        self._expected = f"Bearer {token}".encode()
+
+    def _checked(self, handler, details):
+        """``handler`` when the call's metadata holds ``authorization: Bearer <token>`` (compared in constant
+        time), else a handler of its kind (unary or streaming request and response: a streaming call refused
+        by a unary handler would end INTERNAL) that refuses the call UNAUTHENTICATED."""
+        if any(
+            key == "authorization" and hmac.compare_digest(str(value).encode(), self._expected)
+            for key, value in details.invocation_metadata or ()
+        ):
+            return handler
+        streams = (handler and handler.request_streaming, handler and handler.response_streaming)
+        kind = "_".join("stream" if streaming else "unary" for streaming in streams)  # e.g. unary_stream
+        return getattr(grpc, f"{kind}_rpc_method_handler")(self._deny)
 
 
-def _denial(handler, deny):
-    """A handler of ``handler``'s kind (unary or streaming request and response) that runs ``deny``: a
-    streaming call refused by a unary handler would end INTERNAL, not UNAUTHENTICATED."""
-    streams = (bool(handler and handler.request_streaming), bool(handler and handler.response_streaming))
-    make = {
-        (False, False): grpc.unary_unary_rpc_method_handler,
-        (False, True): grpc.unary_stream_rpc_method_handler,
-        (True, False): grpc.stream_unary_rpc_method_handler,
-        (True, True): grpc.stream_stream_rpc_method_handler,
-    }
-    return make[streams](deny)
-
-
-class TokenInterceptor(grpc.ServerInterceptor):
+class TokenInterceptor(_TokenCheck, grpc.ServerInterceptor):
     """Lets a call through only with ``authorization: Bearer <token>`` (compared in constant time)."""
 
-    def __init__(self, token: str):
-        self._expected = f"Bearer {token}".encode()
-
-        def deny(request, context):
-            context.abort(grpc.StatusCode.UNAUTHENTICATED, DENIED)
-
-        self._deny = deny
-
     def intercept_service(self, continuation, handler_call_details):
-        handler = continuation(handler_call_details)
-        return handler if _has_token(handler_call_details, self._expected) else _denial(handler, self._deny)
+        return self._checked(continuation(handler_call_details), handler_call_details)
+
+    @staticmethod
+    def _deny(request, context):
+        context.abort(grpc.StatusCode.UNAUTHENTICATED, DENIED)
 
 
-def aio_server_interceptors(cfg: GrpcToken | None) -> list:
-    """:func:`server_interceptors` for a ``grpc.aio`` server."""
-    token = grpc_token(cfg)
-    return [AsyncTokenInterceptor(token)] if token else []
-
-
-class AsyncTokenInterceptor(grpc.aio.ServerInterceptor):
+class AsyncTokenInterceptor(_TokenCheck, grpc.aio.ServerInterceptor):
     """:class:`TokenInterceptor` for a ``grpc.aio`` server."""
 
-    def __init__(self, token: str):
-        self._expected = f"Bearer {token}".encode()
-
-        async def deny(request, context):
-            await context.abort(grpc.StatusCode.UNAUTHENTICATED, DENIED)
-
-        self._deny = deny
-
     async def intercept_service(self, continuation, handler_call_details):
-        handler = await continuation(handler_call_details)
-        return handler if _has_token(handler_call_details, self._expected) else _denial(handler, self._deny)
+        return self._checked(await continuation(handler_call_details), handler_call_details)
 
-
-# ------------------------------------------------------------------ clients
+    @staticmethod
+    async def _deny(request, context):
+        await context.abort(grpc.StatusCode.UNAUTHENTICATED, DENIED)
 
 
 def channel(target: str, cfg=None, options: list | None = None) -> grpc.Channel:
     """A channel to ``target``: TLS when ``cfg`` (a :class:`ClientTLS` and/or :class:`GrpcToken`) has a CA
     file, its token added to every call."""
     options = list(options or [])
-    ca_file = getattr(cfg, "tls_ca_file", "")
-    if ca_file:
+    if ca_file := getattr(cfg, "tls_ca_file", ""):
         credentials = grpc.ssl_channel_credentials(root_certificates=_read_bytes(ca_file, "TLS CA"))
         chan = grpc.secure_channel(target, credentials, options=options)
     else:
@@ -199,13 +165,11 @@ def channel(target: str, cfg=None, options: list | None = None) -> grpc.Channel:
     return grpc.intercept_channel(chan, _AddToken(token)) if token else chan
 
 
-class _Details(
-    collections.namedtuple(
-        "_Details", ("method", "timeout", "metadata", "credentials", "wait_for_ready", "compression")
-    ),
-    grpc.ClientCallDetails,
-):
-    pass
+_DETAILS = "method timeout metadata credentials wait_for_ready compression"
+
+
+class _Details(collections.namedtuple("_Details", _DETAILS), grpc.ClientCallDetails):
+    """A call's details (as :class:`_AddToken` passes them on)."""
 
 
 class _AddToken(
@@ -217,30 +181,14 @@ class _AddToken(
     def __init__(self, token: str):
         self._pair = ("authorization", f"Bearer {token}")
 
-    def _with_token(self, d):
-        return _Details(
-            d.method,
-            d.timeout,
-            [*(d.metadata or ()), self._pair],
-            d.credentials,
-            getattr(d, "wait_for_ready", None),
-            getattr(d, "compression", None),
-        )
+    def _intercept(self, continuation, d, request_or_requests):
+        metadata = [*(d.metadata or ()), self._pair]
+        details = _Details(d.method, d.timeout, metadata, d.credentials, d.wait_for_ready, d.compression)
+        return continuation(details, request_or_requests)
 
-    def intercept_unary_unary(self, continuation, details, request):
-        return continuation(self._with_token(details), request)
-
-    def intercept_unary_stream(self, continuation, details, request):
-        return continuation(self._with_token(details), request)
-
-    def intercept_stream_unary(self, continuation, details, requests):
-        return continuation(self._with_token(details), requests)
-
-    def intercept_stream_stream(self, continuation, details, requests):
-        return continuation(self._with_token(details), requests)
-
-
-# ------------------------------------------------------------------ Redis
+    intercept_unary_unary = intercept_unary_stream = intercept_stream_unary = intercept_stream_stream = (
+        _intercept
+    )
 
 
 def redis_client(url: str, cfg: RedisAuth):

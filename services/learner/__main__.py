@@ -1,31 +1,28 @@
 """Run the learner: ``python -m services.learner --replay-address H:P --run-dir DIR``.
 
-Start-up: read the config (flags, ``PHYLORL_LEARNER_*``, file; logged as JSON), restore the latest
-checkpoint of the run directory (or start fresh), open the inference endpoint (health NOT_SERVING),
-publish the weights, then report SERVING and train until ``--updates`` or SIGTERM/SIGINT, which
-write a final checkpoint, drain the endpoint and exit 0.
+Start-up: read the config (flags, ``PHYLORL_LEARNER_*``, file; logged as JSON), restore the latest checkpoint
+of the run directory (or start fresh), open the inference endpoint (health NOT_SERVING), publish the weights,
+then report SERVING and train until ``--updates`` or SIGTERM/SIGINT, which write a final checkpoint, drain the
+endpoint and exit 0.
 """
 
 from __future__ import annotations
 
 import logging
-import os
 import sys
 
 import torch
 
 from phylorl.agent.learner import Learner
-from services.common import security
 from services.common.memory import keep_freed_memory
-from services.common.runtime import start_service, startup, wait_for_redis
+from services.common.runtime import connect_redis, start_service
 from services.learner import metrics
-from services.learner.config import SWITCH_INTERVAL_MS, LearnerConfig, load
+from services.learner.config import PROG, SWITCH_INTERVAL_MS, LearnerConfig, load
 from services.learner.inference import BatchingInference
 from services.learner.server import InferenceServer
 from services.learner.training import Checkpoints, TrainingLoop, continue_published_version
 from services.replay.client import ReplayClient
 
-PROG = "python -m services.learner"
 log = logging.getLogger("phylorl.learner")
 
 
@@ -57,8 +54,7 @@ def build_learner(config: LearnerConfig, device: torch.device, checkpoints: Chec
 
 
 def main(argv: list[str] | None = None) -> int:
-    config = startup(PROG, load, sys.argv[1:] if argv is None else argv, os.environ)
-    stop = start_service(config, log)
+    config, stop = start_service(PROG, load, argv, log)
     if config.torch_threads:
         torch.set_num_threads(config.torch_threads)
     keep_freed_memory()
@@ -85,25 +81,21 @@ def main(argv: list[str] | None = None) -> int:
     server = InferenceServer(inference, config.host, config.port, security=config)
     server.start()
     log.info("inference endpoint on %s:%d", config.host, server.port)
-    redis_client = security.redis_client(config.redis_url, config) if config.redis_url else None
-    if redis_client is not None and not wait_for_redis(
-        redis_client.ping, config.redis_url, config.redis_wait_s, stop, log
-    ):
-        server.stop(0)
-        inference.close()
-        return 0
-    # a restart resumes from its last checkpoint, maybe older than what was served
-    if redis_client is not None:
+    redis_client = None
+    if config.redis_url:
+        redis_client = connect_redis(config, stop, log)
+        if redis_client is None:  # stopped while waiting for Redis
+            server.stop(0)
+            inference.close()
+            return 0
+        # a restart resumes from its last checkpoint, maybe older than what was served
         continue_published_version(learner, redis_client, config.weights_key)
     replay = ReplayClient(config.replay_address, security=config)
     loop = TrainingLoop(config, learner, replay, inference, redis_client, checkpoints, stop)
     loop.publish()
     server.set_serving()
-    log.info(
-        "serving inference with weights version %d; training from %s",
-        learner.weights_version,
-        config.replay_address,
-    )
+    what = "serving inference with weights version %d; training from %s"
+    log.info(what, learner.weights_version, config.replay_address)
     try:
         loop.run()
     finally:

@@ -11,6 +11,8 @@ from services.common import security
 from services.common.config import load_config
 
 ENV_PREFIX = "PHYLORL_LEARNER_"
+PROG = "python -m services.learner"
+DESCRIPTION = "phylorl learner: twin soft-Q updates from replay, batched inference endpoint."
 
 
 @dataclass(frozen=True)
@@ -104,20 +106,11 @@ class LearnerConfig(security.ServerTLS, security.ClientTLS, security.GrpcToken, 
 
 
 SWITCH_INTERVAL_MS = {"cuda": 0.5, "cpu": 5.0}
-"""The interpreter's switch interval in the learner's process by device type (``sys.setswitchinterval``). The
-update loop, the endpoint's batching thread, its gRPC threads and the prefetch threads share one interpreter
-lock, and each torch call lets it go: a thread coming back from one waits for a thread running Python until
-that one blocks or the interval forces a switch. On a GPU the update loop mostly waits on the device and then
-needs the lock at once, so a short interval pays; on a CPU it runs Python between long torch calls, and
-Python's 5 ms is faster (``benchmarks/bench_system.py``)."""
+"""The interpreter's switch interval in the learner's process by device type (``sys.setswitchinterval``). Its
+threads share one interpreter lock, which each torch call lets go: a thread coming back from one waits until
+the thread running Python blocks or the interval forces a switch. On a GPU the update loop mostly waits on the
+device, so a short interval pays; on a CPU, Python's 5 ms is faster (``benchmarks/bench_system.py``)."""
 
 
 def load(argv: Sequence[str], environ: Mapping[str, str]) -> LearnerConfig:
-    return load_config(
-        LearnerConfig,
-        argv,
-        environ,
-        prefix=ENV_PREFIX,
-        prog="python -m services.learner",
-        description="phylorl learner: twin soft-Q updates from replay, batched inference endpoint.",
-    )
+    return load_config(LearnerConfig, argv, environ, prefix=ENV_PREFIX, prog=PROG, description=DESCRIPTION)

@@ -1,18 +1,13 @@
 """The learner-hosted inference endpoint: dynamic batching of Act requests from many actors.
 
-Requests wait in a bounded queue (full: the caller gets :class:`Overloaded`, sent as
-RESOURCE_EXHAUSTED). One thread takes the first waiting request, gathers more until
-``max_batch`` states are collected or ``max_delay_s`` has passed, runs the twin Q networks
-once over all of them and answers each request with its own slice.
-
-States arrive as observation records (:func:`phylorl.records.codec.encode_observation`), the form replay
-records hold them in. Each request's records are made into network inputs when it arrives, on the caller's
-thread, in one compiled pass that releases the GIL (:func:`phylorl.records.collate.collate_states`: the trees
-and every move with its features, straight from the records' bytes). That also checks them (a state without
-moves included), so a bad state fails its own request (``ValueError`` naming it), never the batch; the
-batching thread only assembles the requests' inputs into one staging buffer
-(:func:`phylorl.agent.acting.assemble`, padded for a captured graph with ``cuda_graphs``). The networks used
-are the last published snapshot (:meth:`BatchingInference.publish`), and every answer carries its version.
+Requests wait in a bounded queue (full: the caller gets :class:`Overloaded`, sent as RESOURCE_EXHAUSTED). One
+thread takes the first waiting request, gathers more until ``max_batch`` states are collected or
+``max_delay_s`` has passed, runs the twin Q networks once over all of them and answers each request with its
+own slice. Each request's states (observation records) are made into network inputs as it arrives, on the
+caller's thread (:func:`phylorl.records.collate.collate_states`, one compiled pass that releases the GIL),
+which also checks them: a bad state fails its own request (``ValueError`` naming it), never the batch. The
+networks used are the last published snapshot (:meth:`BatchingInference.publish`); every answer carries its
+version.
 """
 
 from __future__ import annotations
@@ -60,9 +55,8 @@ class _Request:
 class Snapshot:
     """Published policy: the twin online networks (eval mode; ``nets``), the temperature and the weights
     version. ``written``: on a GPU, a CUDA event recorded on the publisher's stream after its copies into the
-    networks, which whoever reads them waits for first (the batching stream); ``None`` on a CPU. ``alpha`` is
-    a number, or a 0-d tensor on the endpoint's device that the publisher computed on its stream (read after
-    ``written``, like the networks: a GPU publisher then never waits for it)."""
+    networks, which the batching stream waits for before reading them; ``None`` on a CPU. ``alpha``: a number,
+    or a 0-d tensor on the endpoint's device, read after ``written`` like the networks."""
 
     nets: object
     pair: tuple
@@ -98,11 +92,9 @@ class BatchingInference:
         self._ready = threading.Event()
         self._stop = threading.Event()
         self._generator = torch.Generator(device=device).manual_seed(seed)
-        # on a GPU the answers run on a stream of their own, of high priority: not queued behind the learner's
-        # updates on the default stream
+        # on a GPU the answers run on a high-priority stream of their own, not behind the learner's updates
         self._stream = torch.cuda.Stream(device, priority=-1) if device.type == "cuda" else None
         # a batch's inputs go to the GPU as one pinned block (written again once the batch's answers are back)
-        # (one pass: :func:`~phylorl.agent.acting.assemble`)
         self._stager = Stager(pinned=device.type == "cuda")
         self._graphed = GraphedActing(net_cfg, device, self.fused_head) if cuda_graphs else None
         """Answers replayed as CUDA graphs (``LearnerConfig.inference_cuda_graphs``; on a CPU the same padded
@@ -110,16 +102,11 @@ class BatchingInference:
         self._thread = threading.Thread(target=self._run, name="inference-batcher", daemon=True)
         self._thread.start()
 
-    # --------------------------------------------------------------- weights
     def publish(self, weights: dict, alpha: float | torch.Tensor, version: int) -> Snapshot:
-        """Serve ``weights`` from now on; returns the snapshot. ``weights``: ``{"q1": state, "q2": state}``,
-        tensors on the host or on this endpoint's device: e.g. :meth:`Learner.policy_tensors`, the learner's
-        own live parameters, copied into new networks here before this returns (on a GPU: the copies are
-        queued on the caller's stream, so whatever the caller queues there later, e.g. its next update,
-        changes them only after they are taken; the batches after it wait for them there, a CUDA event).
-        ``alpha``: the temperature, a number or a 0-d tensor on this endpoint's device that stays as it is
-        (:meth:`Learner.policy_alpha`). A snapshot's networks never change: a batch running on the one it
-        replaces finishes on it."""
+        """Serve ``weights`` (``{"q1": state, "q2": state}``, tensors on the host or this endpoint's device,
+        e.g. :meth:`Learner.policy_tensors`) and ``alpha`` (a number or a 0-d tensor on this device, kept as
+        it is) from now on; returns the snapshot. The weights are copied into new networks that never change
+        (on a GPU the copies are queued on the caller's stream, which the batches after them wait for)."""
         if self.fused_head and self._snapshot is None:  # compile before the first request, not during it
             fused_head.warm_up(self.net_cfg.head_hidden, self.net_cfg.action_meta, self.device)
         pair = policy_networks(self.net_cfg, weights, self.device)
@@ -147,7 +134,6 @@ class BatchingInference:
     def snapshot(self) -> Snapshot | None:
         return self._snapshot
 
-    # -------------------------------------------------------------- requests
     def act(self, states: PackedRecords, greedy: bool, timeout_s: float | None = None):
         """``(actions, q, v, version)`` for ``states`` (observation records); blocks until answered.
         ``ValueError`` names a bad state."""
@@ -199,11 +185,9 @@ class BatchingInference:
         self._stop.set()
         self._thread.join(timeout=5.0)
 
-    # ----------------------------------------------------------------- batching
     def _gather(self) -> list[_Request]:
-        first = self._queue.get(timeout=0.1)
-        batch = [first]
-        count = first.count
+        batch = [self._queue.get(timeout=0.1)]
+        count = batch[0].count
         deadline = time.perf_counter() + self.max_delay_s
         while count < self.max_batch:
             remaining = deadline - time.perf_counter()
@@ -217,19 +201,15 @@ class BatchingInference:
         return batch
 
     def _answer_graphed(self, block, snapshot: Snapshot, greedy: bool, count: int) -> tuple:
-        """The answers of a padded batch from :class:`GraphedActing` (its first ``count`` states are the
-        batch's), with ``snapshot``'s weights."""
+        """The answers of a padded batch (its first ``count`` states the batch's) from ``self._graphed``."""
         self._graphed.load(snapshot.pair, snapshot.alpha, snapshot.version)
         replays, failures = self._graphed.replays, len(self._graphed.failed)
         chosen, q, v = self._graphed(block, greedy, self._generator)
         metrics.INFERENCE_BATCHES.labels("graph" if self._graphed.replays > replays else "eager").inc()
         if len(self._graphed.failed) > failures:
             metrics.INFERENCE_CAPTURE_FAILURES.inc()
-            log.warning(
-                "inference: capturing a batch shape (%d states) failed, it runs eagerly from now on: %s",
-                count,
-                list(self._graphed.failed.values())[-1],
-            )
+            what = "inference: capturing a batch shape (%d states) failed, it runs eagerly from now on: %s"
+            log.warning(what, count, list(self._graphed.failed.values())[-1])
         return chosen, q, v  # (the first ``count`` are the batch's: answers_on_host)
 
     def _run(self) -> None:
@@ -273,16 +253,10 @@ class BatchingInference:
             answered = time.perf_counter()
             metrics.INFERENCE_STAGE.labels("batch").observe(t1 - t0)
             metrics.INFERENCE_STAGE.labels("network").observe(answered - t1)
-            start = 0
+            start, typed = 0, ((chosen, np.int64), (q, np.float32), (v, np.float32))
             for r in group:
-                end = start + r.count
-                r.result = (
-                    chosen[start:end].astype(np.int64),
-                    q[start:end].astype(np.float32),
-                    v[start:end].astype(np.float32),
-                    snapshot.version,
-                )
-                start = end
+                r.result = (*(a[start : start + r.count].astype(t) for a, t in typed), snapshot.version)
+                start += r.count
         except BaseException as error:  # answered to every caller of the group
             for r in group:
                 r.error = error

@@ -1,9 +1,6 @@
 """One sampled batch from the replay service, collated on the host
-(:func:`phylorl.records.collate.collate_records`: the records' bytes straight into batch arrays in one
-compiled pass, the next states' moves in compact form, expanded where the update runs). A record that is not a
-valid transition is retired (its key handed to ``retire``, which sets its priority to 0) and the batch goes on
-without it.
-"""
+(:func:`phylorl.records.collate.collate_records`, one compiled pass). A record that is not a valid transition
+is retired (its key handed to ``retire``, which sets its priority to 0) and the batch goes on without it."""
 
 from __future__ import annotations
 
@@ -43,8 +40,7 @@ class Drawn:
 
 
 def draw(replay, batch_size: int, timeout_s: float, retire: Callable[[np.ndarray], None]) -> Drawn | None:
-    """Sample ``batch_size`` transitions from ``replay`` and collate them; ``None`` when replay has nothing to
-    give now (a transient error)."""
+    """Sample ``batch_size`` transitions from ``replay`` and collate them; None when replay has none now."""
     try:
         drawn = replay.sample(batch_size, timeout_s=timeout_s)
     except grpc.RpcError as exc:
@@ -67,15 +63,11 @@ def draw(replay, batch_size: int, timeout_s: float, retire: Callable[[np.ndarray
 
 
 def _valid(record, key) -> bool:
-    """Whether a sampled record is a valid transition (a corrupt one must not stop training: it is
-    retired)."""
+    """Whether a sampled record is a valid transition (a corrupt one is retired, not fatal)."""
     try:
         check_records(PackedRecords.from_records([record]))
         return True
     except ValueError as exc:
-        log.warning(
-            "replay key %d holds a record that is not a valid transition (%s); its priority is set to 0",
-            int(key),
-            exc,
-        )
+        what = "replay key %d holds a record that is not a valid transition (%s); its priority is set to 0"
+        log.warning(what, int(key), exc)
         return False

@@ -1,17 +1,15 @@
 """The inference endpoint's gRPC server: ``phylorl.v1.InferenceService`` (``ActStream``) plus grpc.health.v1,
-on ``grpc.aio``: one event-loop thread serves every call in flight.
-
-A request is a coroutine: it makes its states' inputs, queues them with :meth:`BatchingInference.submit` and
-awaits a future that the batching thread resolves through the loop (``call_soon_threadsafe``), so a batch's
-answers wake one thread, not one per caller, and that thread once (:class:`_Waker`: one scheduled drain
-resolves every answer handed over before it runs). A request's inputs are made on the loop thread (the
-compiled pass over its records).
+on ``grpc.aio``: one event-loop thread serves every call in flight. A request is a coroutine: it makes its
+states' inputs (on the loop thread), queues them with :meth:`BatchingInference.submit` and awaits a future
+that the batching thread resolves through the loop (:class:`_Waker`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import threading
+from types import SimpleNamespace
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
@@ -34,36 +32,16 @@ ERROR_STATUS = (
     (TimeoutError, grpc.StatusCode.DEADLINE_EXCEEDED),
 )
 """How the endpoint's errors reach the caller (the first matching class; anything else is UNKNOWN)."""
-ANSWERED_ERRORS = tuple(kind for kind, _ in ERROR_STATUS)
 
 STOPPING = "the inference endpoint is stopping"
 """Why an open ``ActStream`` ends UNAVAILABLE when its server stops. A stream never ends by itself (an actor
-held by the replay's rate limiter sends nothing), so a stopping server gives its grace to the requests being
-answered alone: a stream ends after its answer, and an idle one at once (its handler woken and ended).
-Otherwise the grace would always run out."""
-
-
-def status_of(error: BaseException) -> grpc.StatusCode | None:
-    return next((code for kind, code in ERROR_STATUS if isinstance(error, kind)), None)
-
-
-def check_request(request) -> None:
-    if not request.HasField("states"):
-        raise ValueError("an Act request carries its states in `states` (observation records)")
-
-
-def act_response(actions, q, v, version: int) -> inference_pb2.ActResponse:
-    response = inference_pb2.ActResponse(weights_version=version)
-    codec.ndarray_to_proto(actions, response.actions)
-    codec.ndarray_to_proto(q, response.q)
-    codec.ndarray_to_proto(v, response.v)
-    return response
+held by the replay's rate limiter sends nothing), so a stopping server ends a stream after its answer and an
+idle one at once: else its grace would always run out."""
 
 
 class _Waker:
-    """Resolves futures of one event loop from the batching thread, one loop wake-up for all the answers of a
-    batch: the first future handed over schedules a drain on the loop; those that come before it runs join
-    it."""
+    """Resolves futures of one event loop from the batching thread, a batch's answers in one wake-up: the
+    first future handed over schedules a drain on the loop; those that come before it runs join it."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop):
         self.loop = loop
@@ -90,17 +68,6 @@ class _Waker:
                 future.set_result(None)
 
 
-class _Wake:
-    """``done`` of a request (set by the batching thread): resolves ``future`` through its loop's
-    :class:`_Waker`."""
-
-    def __init__(self, waker: _Waker, future: asyncio.Future):
-        self.waker, self.future = waker, future
-
-    def set(self) -> None:
-        self.waker.wake(self.future)
-
-
 class InferenceServicer(inference_pb2_grpc.InferenceServiceServicer):
     def __init__(self, inference: BatchingInference, timeout_s: float = 60.0):
         """Made on the server's event loop, whose calls it serves."""
@@ -113,8 +80,7 @@ class InferenceServicer(inference_pb2_grpc.InferenceServiceServicer):
         self._streams: dict[asyncio.Task, bool] = {}
 
     async def ActStream(self, requests, context):
-        """Each request answered in turn: the chosen moves of its states, with their values and weights
-        version."""
+        """Each request answered in turn: its states' chosen moves, their values, the weights version."""
         task = asyncio.current_task()
         self._streams[task] = False
         try:
@@ -139,7 +105,7 @@ class InferenceServicer(inference_pb2_grpc.InferenceServiceServicer):
 
     def stop_streams(self) -> None:
         """The server is stopping (on its loop): a stream answering a request ends after its answer, the
-        others at once (their tasks cancelled), so that the server's grace waits only for answers
+        others at once (their tasks cancelled), so that the grace waits only for answers
         (:data:`STOPPING`)."""
         self.stopping = True
         for task, answering in list(self._streams.items()):
@@ -148,25 +114,29 @@ class InferenceServicer(inference_pb2_grpc.InferenceServiceServicer):
 
     async def _act(self, request, context):
         answered = self._waker.loop.create_future()
+        # the request's ``done``, set by the batching thread: resolves ``answered`` through the loop's waker
+        done = SimpleNamespace(set=functools.partial(self._waker.wake, answered))
         try:
-            check_request(request)
-            pending = self.inference.submit(
-                codec.unpack_records(request.states), request.greedy, _Wake(self._waker, answered)
-            )
+            if not request.HasField("states"):
+                raise ValueError("an Act request carries its states in `states` (observation records)")
+            pending = self.inference.submit(codec.unpack_records(request.states), request.greedy, done)
             try:
                 await asyncio.wait_for(answered, self.timeout_s)
             except TimeoutError:
                 raise TimeoutError(f"no answer within {self.timeout_s} s") from None
             answer = self.inference.result(pending)
-        except ANSWERED_ERRORS as exc:
-            await context.abort(status_of(exc), str(exc))
-        return act_response(*answer)
+        except tuple(kind for kind, _ in ERROR_STATUS) as exc:
+            await context.abort(next(code for kind, code in ERROR_STATUS if isinstance(exc, kind)), str(exc))
+        actions, q, v, version = answer
+        response = inference_pb2.ActResponse(weights_version=version)
+        for array, field in ((actions, response.actions), (q, response.q), (v, response.v)):
+            codec.ndarray_to_proto(array, field)
+        return response
 
 
 class InferenceServer:
     """The endpoint's server, its event loop in a thread of its own; health is NOT_SERVING until
-    :meth:`set_serving`. ``security``: a config with TLS and token fields (:mod:`services.common.security`);
-    None: plaintext."""
+    :meth:`set_serving`. ``security``: a config with TLS and token fields (None: plaintext)."""
 
     def __init__(
         self,
@@ -195,7 +165,7 @@ class InferenceServer:
     async def _build(inference, address: str, max_message_bytes: int, security, max_calls: int):
         server = grpc.aio.server(
             options=message_options(max_message_bytes),
-            interceptors=secure.aio_server_interceptors(security),
+            interceptors=secure.server_interceptors(security, aio=True),
             maximum_concurrent_rpcs=max_calls,
         )
         servicer = InferenceServicer(inference)

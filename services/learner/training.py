@@ -1,10 +1,9 @@
 """The learner's training loop: replay → prefetch → update → priorities, weights and checkpoints.
 
-Batches are sampled from the replay service and collated on the prefetch threads
-(:mod:`services.learner.sampling`), so an update never waits on collation when data is available. New
-priorities go back to replay from a separate thread. Every ``publish_every`` updates the online networks are
-published to the inference endpoint and their version to Redis (``<weights_key>:version``, which a restarted
-learner reads so that versions never go back); checkpoints are written every ``checkpoint_every`` updates or
+Batches are sampled and collated on the prefetch threads (:mod:`services.learner.sampling`); new priorities go
+back to replay from a separate thread. Every ``publish_every`` updates the online networks are published to
+the inference endpoint and their version to Redis (``<weights_key>:version``, which a restarted learner reads
+so that versions never go back); checkpoints are written every ``checkpoint_every`` updates or
 ``checkpoint_seconds`` seconds and at exit.
 """
 
@@ -16,6 +15,7 @@ import os
 import queue
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import grpc
@@ -35,20 +35,18 @@ from .sampling import draw
 log = logging.getLogger("phylorl.learner")
 PREFETCH_DEPTH = 2
 """Batches collated ahead of the update (one being made, one waiting, on a CPU or a GPU alike)."""
-UPDATE_COLUMNS = (
-    "version",
-    "time_s",
-    "update_seconds",
-    "batch_wait_seconds",
-    "loss_q1",
-    "loss_q2",
-    "loss_alpha",
-    "alpha",
-    "q_mean",
-    "td_abs_mean",
-    "entropy",
-    "loss_demo",
-)
+LOGGED_VALUES = {
+    "loss_q1": "loss/q1",
+    "loss_q2": "loss/q2",
+    "loss_alpha": "loss/alpha",
+    "alpha": "alpha",
+    "q_mean": "q/mean",
+    "td_abs_mean": "td/abs_mean",
+    "entropy": "entropy/mean",
+    "loss_demo": "loss/demo",
+}
+"""The columns of ``updates.csv`` after its first four, each with the update's value it holds."""
+UPDATE_COLUMNS = ("version", "time_s", "update_seconds", "batch_wait_seconds", *LOGGED_VALUES)
 
 
 class Checkpoints:
@@ -82,42 +80,29 @@ def continue_published_version(learner: Learner, redis_client, weights_key: str)
     in Redis), go on from the version after the published one, so that versions never go back."""
     published = redis_client.get(f"{weights_key}:version")
     if published is not None and int(published) >= learner.weights_version:
-        log.info(
-            "weights version %d was published before this start; going on from %d, not %d (versions never "
-            "go back)",
-            int(published),
-            int(published) + 1,
-            learner.weights_version,
-        )
-        learner.weights_version = int(published) + 1
+        version, what = int(published), "weights version %d was published before this start; going on from %d"
+        log.info(f"{what}, not %d (versions never go back)", version, version + 1, learner.weights_version)
+        learner.weights_version = version + 1
 
 
+@dataclass(eq=False)
 class TrainingLoop:
     """Updates from ``replay`` until ``config.updates`` or ``stop``; publishes to ``inference`` (and the
     version to ``redis_client`` when given), sends priorities back, checkpoints."""
 
-    def __init__(
-        self,
-        config: LearnerConfig,
-        learner: Learner,
-        replay: ReplaySource,
-        inference: WeightsSink,
-        redis_client,
-        checkpoints: Checkpoints,
-        stop: threading.Event,
-    ):
-        self.config = config
-        self.learner = learner
-        self.replay = replay
-        self.inference = inference
-        self.redis = redis_client
-        self.checkpoints = checkpoints
-        self.stop = stop
+    config: LearnerConfig
+    learner: Learner
+    replay: ReplaySource
+    inference: WeightsSink
+    redis_client: redis.Redis | None
+    checkpoints: Checkpoints
+    stop: threading.Event
+
+    def __post_init__(self):
         self._priorities: queue.Queue = queue.Queue(maxsize=64)
         self._priority_thread = threading.Thread(target=self._send_priorities, name="priorities", daemon=True)
         self.updates_done = 0
 
-    # ------------------------------------------------------------- publishing
     def publish(self) -> None:
         started = time.perf_counter()
         learner = self.learner
@@ -126,23 +111,18 @@ class TrainingLoop:
         snapshot = self.inference.publish(
             learner.policy_tensors(), learner.policy_alpha(), learner.weights_version
         )
-        if self.redis is not None:
-            prefix = self.config.weights_key
+        if self.redis_client is not None:
             try:
-                self.redis.set(f"{prefix}:version", snapshot.version)
+                self.redis_client.set(f"{self.config.weights_key}:version", snapshot.version)
             except (redis.ConnectionError, redis.TimeoutError, redis.BusyLoadingError) as exc:
                 # Redis away (restarting): the actors already have these weights from the inference endpoint;
                 # the next publication writes the version again
                 metrics.REDIS_FAILURES.inc()
-                log.warning(
-                    "weights version %d not written to Redis (%s); the next publication retries",
-                    snapshot.version,
-                    exc,
-                )
+                what = "weights version %d not written to Redis (%s); the next publication retries"
+                log.warning(what, snapshot.version, exc)
         metrics.PUBLISHED_VERSION.set(snapshot.version)
         metrics.PUBLISH_SECONDS.observe(time.perf_counter() - started)
 
-    # ----------------------------------------------------------------- replay
     def _sample(self):
         drawn = draw(self.replay, self.config.batch_size, self.config.sample_timeout_s, self._retire)
         if drawn is None:
@@ -150,7 +130,7 @@ class TrainingLoop:
         metrics.CORRUPT_RECORDS.inc(drawn.corrupt)
         if drawn.batch is None:  # every record drawn was corrupt (and is retired)
             return None
-        self._observe_lag(drawn.versions)
+        observe_many(metrics.POLICY_LAG, self.learner.weights_version - drawn.versions[drawn.versions >= 0])
         return drawn.batch, drawn.keys
 
     def _retire(self, keys: np.ndarray) -> None:
@@ -158,9 +138,6 @@ class TrainingLoop:
             self._priorities.put_nowait((keys, np.zeros(keys.size)))  # never drawn again
         except queue.Full:
             log.warning("priority queue full: %d corrupt records stay drawable for now", keys.size)
-
-    def _observe_lag(self, versions: np.ndarray) -> None:
-        observe_many(metrics.POLICY_LAG, self.learner.weights_version - versions[versions >= 0])
 
     def _send_priorities(self) -> None:
         while not (self.stop.is_set() and self._priorities.empty()):
@@ -173,7 +150,6 @@ class TrainingLoop:
             except grpc.RpcError as exc:  # replay restarting: these priorities are lost, sampling goes on
                 log.warning("priority update failed (%s)", exc.code().name)
 
-    # ------------------------------------------------------------------- loop
     def run(self) -> None:
         cfg = self.config
         snapshot = self.inference.snapshot
@@ -184,8 +160,7 @@ class TrainingLoop:
         log_path = Path(cfg.run_dir) / "learner" / "updates.csv"
         log_path.parent.mkdir(parents=True, exist_ok=True)
         new_file = not log_path.exists()
-        last_checkpoint = time.monotonic()
-        started = time.monotonic()
+        started = last_checkpoint = time.monotonic()
         with (
             open(log_path, "a", newline="") as fh,
             Prefetcher(
@@ -234,8 +209,7 @@ class TrainingLoop:
     def _finished(
         self, values: dict, priorities, keys, waited: float, elapsed: float, writer, started: float
     ) -> bool:
-        """An update's results to the metrics, the priority sender and the updates log; ``False`` for a
-        skipped one."""
+        """An update's results to the metrics, the priority sender and the updates log; False if skipped."""
         version = self.learner.weights_version
         if priorities is None:  # a non-finite loss or gradient: nothing reached the weights
             metrics.SKIPPED_BATCHES.inc()
@@ -251,26 +225,9 @@ class TrainingLoop:
             self._priorities.put_nowait((np.asarray(keys), np.asarray(priorities, dtype=np.float64)))
         except queue.Full:
             log.warning("priority queue full: dropping one batch of priority updates")
+        logged = [round(values.get(key, float("nan")), 6) for key in LOGGED_VALUES.values()]
         writer.writerow(
-            [
-                version,
-                round(time.monotonic() - started, 4),
-                round(elapsed, 6),
-                round(waited, 6),
-                *(
-                    round(values.get(k, float("nan")), 6)
-                    for k in (
-                        "loss/q1",
-                        "loss/q2",
-                        "loss/alpha",
-                        "alpha",
-                        "q/mean",
-                        "td/abs_mean",
-                        "entropy/mean",
-                        "loss/demo",
-                    )
-                ),
-            ]
+            [version, round(time.monotonic() - started, 4), round(elapsed, 6), round(waited, 6), *logged]
         )
         return True
 

@@ -1,14 +1,13 @@
 """Run the replay service: ``python -m services.replay --redis-url redis://HOST:6379/0 --port 50051``.
 
-Start-up: read the config (flags, ``PHYLORL_REPLAY_*``, file; logged as JSON), open the gRPC port
-with health NOT_SERVING, wait for Redis, rebuild the sum tree from it, then report SERVING.
-SIGTERM or SIGINT drains (no new calls, running ones finish within ``grace_s``) and exits 0.
+Start-up: read the config (flags, ``PHYLORL_REPLAY_*``, file; logged as JSON), open the gRPC port with health
+NOT_SERVING, wait for Redis, rebuild the sum tree from it, then report SERVING. SIGTERM or SIGINT drains (no
+new calls, running ones finish within ``grace_s``) and exits 0.
 """
 
 from __future__ import annotations
 
 import logging
-import os
 import sys
 import threading
 import time
@@ -16,23 +15,20 @@ import time
 import redis
 
 from phylorl.replay.rate_limiter import RateLimiter
-from services.common import security
 from services.common.memory import keep_freed_memory
 from services.common.rpc import MAX_MESSAGE_BYTES
-from services.common.runtime import start_service, startup, wait_for_redis
+from services.common.runtime import connect_redis, start_service
 from services.replay import metrics
 from services.replay.buffer import PrioritizedReplay
-from services.replay.config import ReplayConfig, load_config
+from services.replay.config import PROG, ReplayConfig, load_config
 from services.replay.server import ReplayServer
 from services.replay.store import RedisStore
 
-PROG = "python -m services.replay"
 log = logging.getLogger("phylorl.replay")
 
 
 def main(argv: list[str] | None = None) -> int:
-    config = startup(PROG, load_config, sys.argv[1:] if argv is None else argv, os.environ)
-    stop = start_service(config, log)
+    config, stop = start_service(PROG, load_config, argv, log)
     keep_freed_memory()  # every sample and insert is a message of megabytes
     server = ReplayServer(
         host=config.host,
@@ -69,10 +65,10 @@ def main(argv: list[str] | None = None) -> int:
 
 def _open_table(config: ReplayConfig, stop: threading.Event) -> PrioritizedReplay | None:
     """Wait for Redis (up to ``redis_wait_s``), then rebuild the table's index from it."""
-    client = security.redis_client(config.redis_url, config)
-    store = RedisStore(client, config.key_prefix)
-    if not wait_for_redis(store.ping, config.redis_url, config.redis_wait_s, stop, log):
+    client = connect_redis(config, stop, log)
+    if client is None:
         return None
+    store = RedisStore(client, config.key_prefix)
     started = time.monotonic()
     log.info("rebuilding the index from %s (prefix %s)", config.redis_url, config.key_prefix)
     table = PrioritizedReplay(

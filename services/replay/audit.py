@@ -1,9 +1,6 @@
-"""Read back what a replay table holds, straight from Redis, for checks that must not trust the service.
-
-:func:`read_table` follows the layout documented in :mod:`services.replay.store` with its own small
-parser (none of the service's index code), so a soak or a test compares the actors' own counts against
-what Redis really holds: every record, and for each the producer and sequence number it was sent with.
-"""
+"""Read back what a replay table holds, straight from Redis, for checks that must not trust the service:
+:func:`read_table` parses the layout of :mod:`services.replay.store` with its own small parser, so a soak or a
+test compares the actors' own counts against every record held, with its producer and sequence number."""
 
 from __future__ import annotations
 

@@ -9,7 +9,6 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TypeVar
 
 import numpy as np
 
@@ -23,7 +22,6 @@ from services.replay.redis_io import TableMoved
 MAX_SAMPLE_BATCH = 1 << 16
 _REFETCH_ATTEMPTS = 8
 _MOVED_ATTEMPTS = 3  # writes refused because the table moved (a late write landed) before giving up
-T = TypeVar("T")
 
 
 class RateLimited(TimeoutError):
@@ -78,23 +76,18 @@ class ReplayStats:
 class PrioritizedReplay:
     """Capacity-bounded FIFO table sampled with probability ``priority ** alpha / Σ priority ** alpha``.
 
-    Keys, eviction, sampling, importance weights and priority updates are
-    :class:`~phylorl.replay.priority_table.PriorityTable` (the tests' in-process ``MemoryReplay`` drives the
-    same object); this class adds durability, record caching, locks and the rate limiter. Every record and raw
-    priority is in Redis (``RedisStore``); the constructor rebuilds the sum tree from there, so a new instance
+    Keys, eviction, sampling, importance weights and priority updates are a
+    :class:`~phylorl.replay.priority_table.PriorityTable`'s (the tests' ``MemoryReplay`` drives the same
+    object); this class adds durability, record caching, locks and the rate limiter. Every record and raw
+    priority is in Redis (``store``) and the constructor rebuilds the sum tree from there, so a new instance
     on the same Redis and prefix continues where the last one stopped. Thread-safe: calls block (up to their
-    timeout) while the rate limiter refuses them. Redis writes happen in key order under one writer lock.
+    timeout) while the rate limiter refuses them; Redis writes happen in key order under one writer lock.
 
-    With ``cache_records`` (the default) the table also keeps every held record in its own memory
-    (zero-copy views of the received requests, about ``capacity`` x record size) and serves
-    samples from there: Redis stays the durable copy that every insert is committed to first and
-    that a restart rebuilds from, and sampling costs no Redis round trip. Without it, samples
-    read the records from Redis.
-
-    ``max_waiting`` bounds how many inserts, and separately how many samples, may wait at once;
-    a server with ``W`` handler threads passes ``(W - 1) // 2`` so that a thread is always left
-    for the call that would release the waiting ones (otherwise blocked inserts could occupy every
-    thread while the sample that frees them sits in the queue).
+    With ``cache_records`` the table also keeps every held record in memory (zero-copy views of the received
+    requests, about ``capacity`` x record size) and samples from there, with no Redis round trip; Redis stays
+    the durable copy. ``max_waiting`` bounds how many inserts, and separately how many samples, may wait at
+    once: a server with ``W`` handler threads passes ``(W - 1) // 2``, so that a thread is always left for the
+    call that would release the waiting ones.
     """
 
     def __init__(
@@ -116,7 +109,7 @@ class PrioritizedReplay:
             )
         self.capacity, self.alpha, self.beta = self._table.capacity, self._table.alpha, self._table.beta
         self._store = store
-        self._limiter = rate_limiter
+        self.rate_limiter = rate_limiter
         self._cache = RecordCache() if cache_records else None
         self._cond = threading.Condition()
         self._write_lock = threading.Lock()
@@ -128,8 +121,6 @@ class PrioritizedReplay:
         self._stale = True  # the sum tree does not reflect Redis yet
         self._refresh()
 
-    # ------------------------------------------------------------------ public API
-
     def insert(
         self,
         records: Sequence[bytes | memoryview],
@@ -139,56 +130,34 @@ class PrioritizedReplay:
         first_sequence: int = 0,
     ) -> InsertResult:
         """Append ``records`` with raw ``priorities`` ``[n]`` (default: the largest seen), evicting the
-        oldest.
-
-        With ``producer``, the records are that producer's transitions ``first_sequence, first_sequence + 1,
-        ...``: those numbered at or below the highest number already stored for it are skipped (a resend
-        after a lost answer), and the new highest number is committed with the batch.
-        """
+        oldest. With ``producer``, the records are that producer's transitions ``first_sequence,
+        first_sequence + 1, ...``: those numbered at or below the highest number already stored for it are
+        skipped (a resend after a lost answer), and the new highest number is committed with the batch."""
         records = PackedRecords.from_records(records)
         n = len(records)
-        table = self._table
-        priorities = table.insert_priorities(n, priorities)
+        priorities = self._table.insert_priorities(n, priorities)
         self._refresh()
         with self._cond:
-            waited = self._wait(
-                lambda: self._limiter.can_insert(self._size),
-                lambda: self._limiter.why_no_insert(self._size),
-                timeout_s,
-                "insert",
-                n,
-            )
-            self._limiter.record_insert(n)
+            limiter = self.rate_limiter
+            waited = self._wait(limiter.can_insert, limiter.why_no_insert, timeout_s, "insert", n)
+            limiter.record_insert(n)
         return self._written(
             lambda: self._write_insert(records, priorities, producer, first_sequence, waited)
         )
 
-    def _write_insert(
-        self,
-        records: PackedRecords,
-        priorities: np.ndarray,
-        producer: str,
-        first_sequence: int,
-        waited: float,
-    ) -> InsertResult:
+    def _write_insert(self, records: PackedRecords, priorities, producer: str, sequence: int, waited: float):
         """The write of an admitted insert (see :meth:`insert`)."""
         table, n = self._table, len(records)
         with self._write_lock:
-            mark = None
-            if producer:
-                skip = int(np.clip(self._marks.get(producer, -1) + 1 - first_sequence, 0, n))
-                if skip == n:
-                    with self._cond:
-                        return InsertResult(
-                            keys=np.zeros(0, dtype=np.int64), size=self._size, waited_s=waited, duplicates=n
-                        )
-                if skip:
-                    records = PackedRecords.from_records(list(records)[skip:])
-                    priorities = priorities[skip:]
-                mark = (producer, first_sequence + n - 1)
-                duplicates, n = skip, n - skip
-            else:
-                duplicates = 0
+            duplicates = int(np.clip(self._marks.get(producer, -1) + 1 - sequence, 0, n)) if producer else 0
+            if producer and duplicates == n:
+                with self._cond:
+                    return InsertResult(np.zeros(0, dtype=np.int64), self._size, waited, duplicates=n)
+            if duplicates:
+                records = PackedRecords.from_records(list(records)[duplicates:])
+                priorities = priorities[duplicates:]
+            mark = (producer, sequence + n - 1) if producer else None
+            n -= duplicates
             with self._cond:
                 head = table.head
                 first, new_head = table.plan_insert(n)
@@ -208,7 +177,7 @@ class PrioritizedReplay:
                 if mark is not None:
                     self._marks[mark[0]] = mark[1]
                 self._cond.notify_all()
-                return InsertResult(keys=keys, size=self._size, waited_s=waited, duplicates=duplicates)
+                return InsertResult(keys, self._size, waited, duplicates)
 
     def sample(self, batch_size: int, timeout_s: float = 0.0, beta: float | None = None) -> SampleBatch:
         """Draw ``batch_size`` transitions (with replacement) and their importance weights."""
@@ -218,16 +187,11 @@ class PrioritizedReplay:
             raise ValueError(f"beta must be >= 0, got {beta}")
         self._refresh()
         with self._cond:
-            waited = self._wait(
-                lambda: self._limiter.can_sample(self._size),
-                lambda: self._limiter.why_no_sample(self._size),
-                timeout_s,
-                "sample",
-                batch_size,
-            )
+            limiter = self.rate_limiter
+            waited = self._wait(limiter.can_sample, limiter.why_no_sample, timeout_s, "sample", batch_size)
             keys, probabilities = self._draw(batch_size)
             size = self._size
-            self._limiter.record_sample(batch_size)
+            limiter.record_sample(batch_size)
             self._sampled += batch_size
             self._cond.notify_all()
             cached = None if self._cache is None else self._cache.get(keys.tolist())
@@ -238,14 +202,7 @@ class PrioritizedReplay:
             if missing.any():
                 records = self._refetch(keys, probabilities, records, missing)
         weights = self._table.importance_weights(probabilities, size, beta)
-        return SampleBatch(
-            keys=keys,
-            weights=weights,
-            probabilities=probabilities,
-            records=records,
-            size=size,
-            waited_s=waited,
-        )
+        return SampleBatch(keys, weights, probabilities, records, size, waited)
 
     def update_priorities(self, keys: np.ndarray, priorities: np.ndarray) -> int:
         """Set raw ``priorities`` ``[n]`` of ``keys`` ``[n]``; returns how many keys were still held."""
@@ -268,10 +225,9 @@ class PrioritizedReplay:
                 self._cond.notify_all()
         return int(keys.size)
 
-    def _written(self, write: Callable[[], T]) -> T:
-        """``write()`` after re-reading the table if it may differ from Redis; again (re-read, planned anew)
-        when Redis refuses it because a write that timed out earlier has landed since
-        (:class:`TableMoved`)."""
+    def _written(self, write: Callable):
+        """``write()`` after re-reading the table if it may differ from Redis; again, planned anew, when Redis
+        refuses it because a write that timed out earlier has landed since (:class:`TableMoved`)."""
         for attempt in range(_MOVED_ATTEMPTS):
             self._refresh()
             try:
@@ -281,29 +237,15 @@ class PrioritizedReplay:
                     raise
         raise AssertionError("unreachable")
 
-    @property
-    def rate_limiter(self) -> RateLimiter:
-        return self._limiter
-
     def stats(self) -> ReplayStats:
         with self._cond:
-            return ReplayStats(
-                size=self._size,
-                capacity=self.capacity,
-                inserted_total=self._inserted,
-                sampled_total=self._sampled,
-                evicted_total=self._evicted,
-                next_key=self._table.next_key,
-                total_priority=self._table.tree.total,
-                max_priority=self._table.max_priority,
-                rate_limiter_diff=self._limiter.diff,
-                waiting_inserts=self._waiting["insert"],
-                waiting_samples=self._waiting["sample"],
-            )
+            t, waiting = self._table, self._waiting
+            counts = (self._size, self.capacity, self._inserted, self._sampled, self._evicted, t.next_key)
+            priorities = (t.tree.total, t.max_priority, self.rate_limiter.diff)
+            return ReplayStats(*counts, *priorities, waiting["insert"], waiting["sample"])
 
     def priorities(self) -> tuple[np.ndarray, np.ndarray]:
-        """``(keys, raw priorities)`` of every held transition, read back from Redis (for checks and
-        tools)."""
+        """``(keys, raw priorities)`` of every held transition, read back from Redis (for checks)."""
         with self._write_lock:
             with self._cond:
                 head, next_key = self._table.head, self._table.next_key
@@ -315,18 +257,14 @@ class PrioritizedReplay:
             self._closed = True
             self._cond.notify_all()
 
-    # ------------------------------------------------------------------ internals
-
     @property
     def _size(self) -> int:
         return self._table.size
 
     def _refresh(self) -> None:
-        """Rebuild the sum tree from Redis if it may differ (at start, after a failed write).
-
-        Evicts the oldest transitions when the table holds more than ``capacity`` (capacity shrank).
-        Raises whatever Redis raises when it cannot be read; the next call tries again.
-        """
+        """Rebuild the sum tree from Redis if it may differ (at start, after a failed write), evicting the
+        oldest beyond ``capacity``; raises whatever Redis raises when it cannot be read (the next call tries
+        again)."""
         if not self._stale:
             return
         with self._write_lock:
@@ -341,7 +279,7 @@ class PrioritizedReplay:
                     self._cache.clear()
                     for first, records in batches:
                         self._cache.append(first, records)
-                self._limiter.reset(next_key - head)
+                self.rate_limiter.reset(next_key - head)
                 self._stale = False
                 self._cond.notify_all()
 
@@ -372,18 +310,17 @@ class PrioritizedReplay:
             raise NothingToSample(f"all {self._size} held transitions have priority 0")
         return self._table.draw(count)
 
-    def _wait(
-        self, admitted: Callable[[], bool], reason: Callable[[], str], timeout_s: float, kind: str, count: int
-    ) -> float:
-        """Wait on the condition until ``admitted()``; raise after ``timeout_s`` (caller holds the lock)."""
+    def _wait(self, admitted: Callable, reason: Callable, timeout_s: float, kind: str, count: int) -> float:
+        """Wait on the condition until ``admitted(size)``; raise after ``timeout_s``, ``reason(size)`` saying
+        why (caller holds the lock)."""
         if self._closed:
             raise ReplayClosed("the replay service is shutting down")
-        if admitted():
+        if admitted(self._size):
             return 0.0
         if self._max_waiting is not None and self._waiting[kind] >= self._max_waiting:
             raise TooManyWaiting(
                 f"{kind} of {count} refused at once: {self._waiting[kind]} {kind} calls "
-                f"already wait for the rate limiter (at most {self._max_waiting}); {reason()}"
+                f"already wait for the rate limiter (at most {self._max_waiting}); {reason(self._size)}"
             )
         start = time.monotonic()
         deadline = start + max(0.0, timeout_s)
@@ -392,11 +329,13 @@ class PrioritizedReplay:
             while True:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
-                    raise RateLimited(f"{kind} of {count} not admitted within {timeout_s:g} s: {reason()}")
+                    raise RateLimited(
+                        f"{kind} of {count} not admitted within {timeout_s:g} s: {reason(self._size)}"
+                    )
                 self._cond.wait(remaining)
                 if self._closed:
                     raise ReplayClosed("the replay service is shutting down")
-                if admitted():
+                if admitted(self._size):
                     return time.monotonic() - start
         finally:
             self._waiting[kind] -= 1

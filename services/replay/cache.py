@@ -1,10 +1,6 @@
-"""The replay service's in-memory copy of the held records, kept per insert batch.
-
-Each insert adds one entry (its first key and its records as one
-:class:`~phylorl.records.format.PackedRecords`, views of the received request); eviction drops the
-oldest entries once all their keys are gone. Looking a key up is a bisection over the entries'
-first keys, so an insert costs the same whatever its size and a sample a few operations per record.
-"""
+"""The replay service's in-memory copy of the held records, kept per insert batch: each insert adds one entry
+(its first key and its records as one :class:`~phylorl.records.format.PackedRecords`, views of the received
+request); eviction drops the oldest entries once all their keys are gone. A key is found by bisection."""
 
 from __future__ import annotations
 
@@ -32,9 +28,7 @@ class RecordCache:
         count = 0
         while count < len(self._firsts) and self._stop(count) <= head:
             count += 1
-        if count:
-            del self._firsts[:count]
-            del self._batches[:count]
+        del self._firsts[:count], self._batches[:count]
 
     def clear(self) -> None:
         self._firsts.clear()

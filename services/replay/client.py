@@ -60,10 +60,7 @@ class ReplayClient:
         raise TimeoutError("health watch ended before the replay service was SERVING")
 
     def insert(
-        self,
-        transitions: Sequence[Transition],
-        priorities: np.ndarray | None = None,
-        timeout_s: float | None = None,
+        self, transitions, priorities: np.ndarray | None = None, timeout_s: float | None = None
     ) -> np.ndarray:
         """Encode and insert ``transitions``; returns their keys ``[n]``."""
         return self.insert_records([encode_transition(t) for t in transitions], priorities, timeout_s)
@@ -93,13 +90,8 @@ class ReplayClient:
         """Draw ``batch_size`` transitions; decode them with :meth:`SampledRecords.transitions`."""
         request = replay_pb2.SampleRequest(batch_size=batch_size, timeout_ms=_ms(timeout_s), beta=beta)
         response = self._stub.Sample(request, timeout=_deadline(timeout_s))
-        return SampledRecords(
-            keys=codec.ndarray_from_proto(response.keys),
-            weights=codec.ndarray_from_proto(response.weights),
-            probabilities=codec.ndarray_from_proto(response.probabilities),
-            records=codec.unpack_records(response.transitions),
-            size=response.size,
-        )
+        arrays = map(codec.ndarray_from_proto, (response.keys, response.weights, response.probabilities))
+        return SampledRecords(*arrays, codec.unpack_records(response.transitions), response.size)
 
     def update_priorities(self, keys: np.ndarray, priorities: np.ndarray) -> int:
         """Set raw priorities of ``keys``; returns how many were still held."""
@@ -114,9 +106,7 @@ class ReplayClient:
 
 
 def _ms(timeout_s: float | None) -> int:
-    if timeout_s is None:
-        return 0
-    return max(1, round(timeout_s * 1000))
+    return 0 if timeout_s is None else max(1, round(timeout_s * 1000))
 
 
 def _deadline(timeout_s: float | None) -> float | None:

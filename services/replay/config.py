@@ -1,9 +1,5 @@
-"""Configuration of the replay service: one frozen dataclass, read from a file, the environment and flags.
-
-Sources, later ones winning (see :mod:`services.common.config`): field defaults < a YAML/JSON file
-(``--config PATH`` or ``PHYLORL_REPLAY_CONFIG``) < environment variables ``PHYLORL_REPLAY_<FIELD>``
-(e.g. ``PHYLORL_REPLAY_REDIS_URL``) < command-line flags ``--<field-name>`` (e.g. ``--redis-url``).
-"""
+"""Configuration of the replay service (flags, ``PHYLORL_REPLAY_*`` environment variables or a file; see
+:mod:`services.common.config`)."""
 
 from __future__ import annotations
 
@@ -15,6 +11,8 @@ from services.common.config import config_json
 from services.common.config import load_config as _load_config
 
 ENV_PREFIX = "PHYLORL_REPLAY_"
+PROG = "python -m services.replay"
+DESCRIPTION = "phylorl prioritised replay service (gRPC, Redis-backed)."
 __all__ = ["ENV_PREFIX", "ReplayConfig", "config_json", "load_config"]
 
 
@@ -91,11 +89,4 @@ class ReplayConfig(security.ServerTLS, security.GrpcToken, security.RedisAuth):
 
 def load_config(argv: Sequence[str], environ: Mapping[str, str]) -> ReplayConfig:
     """Build a :class:`ReplayConfig` from flags ``argv``, environment ``environ`` and an optional file."""
-    return _load_config(
-        ReplayConfig,
-        argv,
-        environ,
-        prefix=ENV_PREFIX,
-        prog="python -m services.replay",
-        description="phylorl prioritised replay service (gRPC, Redis-backed).",
-    )
+    return _load_config(ReplayConfig, argv, environ, prefix=ENV_PREFIX, prog=PROG, description=DESCRIPTION)

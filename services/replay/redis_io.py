@@ -1,10 +1,6 @@
-"""Commands to Redis for the replay store: many commands in one round trip, and writes guarded by the key
-range.
-
-:func:`send` runs commands in one redis-py pipeline. :func:`guarded_write` runs commands as one Lua script,
-which is atomic as a MULTI/EXEC transaction is, and only if the table's key range in Redis is the one the
-caller expects (see :mod:`services.replay.store` for why).
-"""
+"""Commands to Redis for the replay store: :func:`send` runs many in one round trip (a redis-py pipeline),
+:func:`guarded_write` runs them as one Lua script, atomic as a MULTI/EXEC transaction is, and only if the
+table's key range in Redis is the one the caller expects (see :mod:`services.replay.store` for why)."""
 
 from __future__ import annotations
 
@@ -46,11 +42,7 @@ class TableMoved(redis.RedisError):
 
 
 def guarded_write(
-    client: redis.Redis,
-    meta: bytes,
-    expected: tuple[int, int] | None,
-    commands: list[tuple],
-    staged: tuple[bytes, bytes] | None = None,
+    client: redis.Redis, meta: bytes, expected: tuple[int, int] | None, commands: list[tuple], staged=None
 ) -> None:
     """Run ``commands`` atomically if the hash ``meta`` still holds the key range ``expected``
     ``(head, next_key)``; raise :class:`TableMoved` (nothing written) if not.
@@ -65,9 +57,7 @@ def guarded_write(
         (b"", b"") if staged is None else (b"%s:staged:%s" % (meta, os.urandom(8).hex().encode()), staged[0])
     )
     args = [b"%d" % expected[0], b"%d" % expected[1], temp, name]
-    for command in commands:
-        args.append(b"%d" % len(command))
-        args.extend(command)
+    args += [arg for command in commands for arg in (b"%d" % len(command), *command)]
     stage = [] if staged is None else [(b"SET", temp, staged[1], b"PX", _STAGED_TTL_MS)]
     for script in ((b"EVALSHA", _GUARDED_WRITE_SHA), (b"EVAL", _GUARDED_WRITE)):
         try:

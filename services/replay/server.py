@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable
 from concurrent import futures
-from typing import TypeVar
 
 import grpc
 import redis
@@ -27,31 +27,30 @@ from services.replay.buffer import (
 
 SERVICE_NAME = replay_pb2.DESCRIPTOR.services_by_name["ReplayService"].full_name
 _DEADLINE_MARGIN_S = 0.02  # answer this long before the caller's own deadline, with our message
-T = TypeVar("T")
+ERROR_STATUS = (
+    (ValueError, grpc.StatusCode.INVALID_ARGUMENT),
+    (TooManyWaiting, grpc.StatusCode.RESOURCE_EXHAUSTED),
+    (RateLimited, grpc.StatusCode.DEADLINE_EXCEEDED),
+    (NothingToSample, grpc.StatusCode.FAILED_PRECONDITION),
+    (ReplayClosed, grpc.StatusCode.UNAVAILABLE),
+    (redis.RedisError, grpc.StatusCode.UNAVAILABLE),
+)
+"""How the table's errors reach the caller (the first matching class), with their message."""
 
 
 class ReplayServicer(replay_pb2_grpc.ReplayServiceServicer):
-    """Translates messages to :class:`PrioritizedReplay` calls and its errors to status codes.
-
-    ``INVALID_ARGUMENT`` bad request (an inserted record that is not a valid transition is named:
-    :func:`~phylorl.records.decode.check_records`); ``DEADLINE_EXCEEDED`` the rate limiter did not admit the
-    call in time; ``RESOURCE_EXHAUSTED`` too many calls already wait; ``FAILED_PRECONDITION`` every priority
-    is 0; ``UNAVAILABLE`` starting, shutting down, or Redis unreachable.
-    """
+    """Translates messages to :class:`PrioritizedReplay` calls and its errors to status codes
+    (:data:`ERROR_STATUS`): ``INVALID_ARGUMENT`` a bad request (an inserted record that is not a valid
+    transition is named); ``DEADLINE_EXCEEDED`` the rate limiter did not admit the call in time;
+    ``RESOURCE_EXHAUSTED`` too many calls already wait; ``FAILED_PRECONDITION`` every priority is 0;
+    ``UNAVAILABLE`` starting, shutting down, or Redis unreachable."""
 
     def __init__(self, default_timeout_s: float):
-        self._table: PrioritizedReplay | None = None
+        self.table: PrioritizedReplay | None = None
+        """The table answering the calls (until set, every call is ``UNAVAILABLE``)."""
         self._default_timeout_s = default_timeout_s
 
-    def attach(self, table: PrioritizedReplay) -> None:
-        """Start answering with ``table`` (until then every call is ``UNAVAILABLE``)."""
-        self._table = table
-
-    def Insert(
-        self, request: replay_pb2.InsertRequest, context: grpc.ServicerContext
-    ) -> replay_pb2.InsertResponse:
-        start = time.perf_counter()
-
+    def Insert(self, request: replay_pb2.InsertRequest, context) -> replay_pb2.InsertResponse:
         def insert() -> replay_pb2.InsertResponse:
             if not request.HasField("packed"):
                 raise ValueError("InsertRequest carries no transitions (set `packed`)")
@@ -62,12 +61,9 @@ class ReplayServicer(replay_pb2_grpc.ReplayServiceServicer):
             priorities = (
                 codec.ndarray_from_proto(request.priorities) if request.HasField("priorities") else None
             )
+            timeout_s = self._timeout(request.timeout_ms, context)
             result = self._ready().insert(
-                records,
-                priorities,
-                self._timeout(request.timeout_ms, context),
-                request.producer,
-                request.first_sequence,
+                records, priorities, timeout_s, request.producer, request.first_sequence
             )
             metrics.RATE_LIMITED_SECONDS.labels("insert").inc(result.waited_s)
             metrics.INSERTED.inc(len(result.keys))
@@ -77,15 +73,9 @@ class ReplayServicer(replay_pb2_grpc.ReplayServiceServicer):
                 keys=codec.ndarray_to_proto(result.keys), size=result.size, duplicates=result.duplicates
             )
 
-        response = _answer(context, "insert", insert)
-        metrics.INSERT_SECONDS.observe(time.perf_counter() - start)
-        return response
+        return _answer(context, "insert", insert, metrics.INSERT_SECONDS)
 
-    def Sample(
-        self, request: replay_pb2.SampleRequest, context: grpc.ServicerContext
-    ) -> replay_pb2.SampleResponse:
-        start = time.perf_counter()
-
+    def Sample(self, request: replay_pb2.SampleRequest, context) -> replay_pb2.SampleResponse:
         def sample() -> replay_pb2.SampleResponse:
             beta = request.beta if request.HasField("beta") else None
             batch = self._ready().sample(request.batch_size, self._timeout(request.timeout_ms, context), beta)
@@ -98,13 +88,9 @@ class ReplayServicer(replay_pb2_grpc.ReplayServiceServicer):
             codec.pack_records(batch.records, response.transitions)
             return response
 
-        response = _answer(context, "sample", sample)
-        metrics.SAMPLE_SECONDS.observe(time.perf_counter() - start)
-        return response
+        return _answer(context, "sample", sample, metrics.SAMPLE_SECONDS)
 
-    def UpdatePriorities(
-        self, request: replay_pb2.UpdatePrioritiesRequest, context: grpc.ServicerContext
-    ) -> replay_pb2.UpdatePrioritiesResponse:
+    def UpdatePriorities(self, request: replay_pb2.UpdatePrioritiesRequest, context):
         def update() -> replay_pb2.UpdatePrioritiesResponse:
             keys = codec.ndarray_from_proto(request.keys)
             if keys.dtype.kind not in "iu":
@@ -115,37 +101,24 @@ class ReplayServicer(replay_pb2_grpc.ReplayServiceServicer):
 
         return _answer(context, "update_priorities", update)
 
-    def Stats(
-        self, request: replay_pb2.StatsRequest, context: grpc.ServicerContext
-    ) -> replay_pb2.StatsResponse:
+    def Stats(self, request: replay_pb2.StatsRequest, context) -> replay_pb2.StatsResponse:
         def stats() -> replay_pb2.StatsResponse:
             table = self._ready()
-            s = table.stats()
             limiter = table.rate_limiter
             return replay_pb2.StatsResponse(
-                size=s.size,
-                capacity=s.capacity,
-                inserted_total=s.inserted_total,
-                sampled_total=s.sampled_total,
-                evicted_total=s.evicted_total,
-                next_key=s.next_key,
-                total_priority=s.total_priority,
-                max_priority=s.max_priority,
+                **dataclasses.asdict(table.stats()),
                 alpha=table.alpha,
                 beta=table.beta,
                 min_size_to_sample=limiter.min_size_to_sample,
                 samples_per_insert=limiter.samples_per_insert,
-                rate_limiter_diff=s.rate_limiter_diff,
-                waiting_inserts=s.waiting_inserts,
-                waiting_samples=s.waiting_samples,
             )
 
         return _answer(context, "stats", stats)
 
     def _ready(self) -> PrioritizedReplay:
-        if self._table is None:
+        if self.table is None:
             raise ReplayClosed("the replay service is still rebuilding its index from Redis")
-        return self._table
+        return self.table
 
     def _timeout(self, timeout_ms: int, context: grpc.ServicerContext) -> float:
         if timeout_ms < 0:
@@ -158,20 +131,12 @@ class ReplayServicer(replay_pb2_grpc.ReplayServiceServicer):
 
 
 class ReplayServer:
-    """A gRPC server with ReplayService and health, bound to ``host:port`` (``port=0``: any free port)."""
+    """A gRPC server with ReplayService and health, bound to ``host:port`` (``port=0``: any free port).
+    ``security``: a config with TLS and token fields (:mod:`services.common.security`); None: plaintext."""
 
     def __init__(
-        self,
-        *,
-        host: str,
-        port: int,
-        max_workers: int,
-        max_message_bytes: int,
-        default_timeout_s: float,
-        security=None,
+        self, *, host: str, port: int, max_workers: int, max_message_bytes, default_timeout_s, security=None
     ):
-        """``security``: a config with TLS and token fields (:mod:`services.common.security`); None:
-        plaintext."""
         self._server = grpc.server(
             futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="replay-rpc"),
             options=message_options(max_message_bytes),
@@ -185,7 +150,6 @@ class ReplayServer:
         self.port = secure.add_port(self._server, f"{host}:{port}", security)
         if self.port == 0:
             raise OSError(f"cannot bind the replay gRPC server to {host}:{port}")
-        self._table: PrioritizedReplay | None = None
 
     def start(self) -> None:
         """Accept connections; health stays NOT_SERVING until :meth:`serve`."""
@@ -193,20 +157,17 @@ class ReplayServer:
 
     def serve(self, table: PrioritizedReplay) -> None:
         """Answer calls with ``table`` and report SERVING."""
-        self._table = table
-        self.servicer.attach(table)
+        self.servicer.table = table
         self._set_health(health_pb2.HealthCheckResponse.SERVING)
 
     def stop(self, grace_s: float) -> None:
-        """Drain: report NOT_SERVING, refuse new calls, let running ones finish (at most ``grace_s``).
-
-        Calls waiting for the rate limiter cannot finish without further traffic, so they are woken
-        and answered UNAVAILABLE at once.
-        """
+        """Drain: report NOT_SERVING, refuse new calls, let running ones finish (at most ``grace_s``); calls
+        waiting for the rate limiter, which need further traffic to finish, are answered UNAVAILABLE at
+        once."""
         self.health.enter_graceful_shutdown()
         done = self._server.stop(grace_s)
-        if self._table is not None:
-            self._table.close()
+        if self.servicer.table is not None:
+            self.servicer.table.close()
         done.wait()
 
     def _set_health(self, status: int) -> None:
@@ -214,22 +175,19 @@ class ReplayServer:
             self.health.set(name, status)
 
 
-def _answer(context: grpc.ServicerContext, call: str, handler: Callable[[], T]) -> T:
-    """Run ``handler``; turn the table's exceptions into gRPC statuses with their message."""
+def _answer(context: grpc.ServicerContext, call: str, handler: Callable, seconds=None):
+    """Run ``handler`` (its time to the histogram ``seconds`` when it answers); the errors of
+    :data:`ERROR_STATUS` become gRPC statuses with their message."""
+    start = time.perf_counter()
     try:
-        return handler()
-    except ValueError as e:
-        code, message = grpc.StatusCode.INVALID_ARGUMENT, str(e)
-    except TooManyWaiting as e:
-        code, message = grpc.StatusCode.RESOURCE_EXHAUSTED, str(e)
-    except RateLimited as e:
-        code, message = grpc.StatusCode.DEADLINE_EXCEEDED, str(e)
-    except NothingToSample as e:
-        code, message = grpc.StatusCode.FAILED_PRECONDITION, str(e)
-    except ReplayClosed as e:
-        code, message = grpc.StatusCode.UNAVAILABLE, str(e)
-    except redis.RedisError as e:
-        code, message = grpc.StatusCode.UNAVAILABLE, f"Redis error: {e}"
+        response = handler()
+    except tuple(kind for kind, _ in ERROR_STATUS) as e:
+        code = next(code for kind, code in ERROR_STATUS if isinstance(e, kind))
+        message = f"Redis error: {e}" if isinstance(e, redis.RedisError) else str(e)
+    else:
+        if seconds is not None:
+            seconds.observe(time.perf_counter() - start)
+        return response
     metrics.REJECTED.labels(call, code.name).inc()
     context.abort(code, message)
     raise AssertionError("unreachable: context.abort raises")

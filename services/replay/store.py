@@ -18,26 +18,23 @@ For a key prefix ``P`` (e.g. ``phylorl:replay``), layout 2::
 
 Every write (an insert: the batch, its list entry, the deletion of batches whose keys are all evicted and the
 new key range; an eviction; a priority update) is one Lua script, atomic as a MULTI/EXEC transaction is, so a
-reader never sees a half-written batch and Redis' AOF replays whole batches. The script first checks that
-``P:meta`` still holds the key range this store last wrote or read, and writes nothing when it does not
-(:class:`~services.replay.redis_io.TableMoved`). That guard matters after a stall: a write whose answer the
-client gave up waiting for is still on its way, and Redis may run it after the service has re-read the table
-and written on. Unguarded, it would overwrite the batch written since at the same key and leave the batch
-index with a repeated entry; guarded, whichever of the two writes runs second is refused, and the service
-re-reads the table and tries again. The batch string itself is sent in a plain SET under a name of its own and
-renamed into place by the script (see :func:`services.replay.redis_io.guarded_write`).
+reader never sees a half-written batch and Redis' AOF replays whole batches. The script writes only if
+``P:meta`` still holds the key range this store last wrote or read (else
+:class:`~services.replay.redis_io.TableMoved`): a write whose answer the client gave up waiting for may land
+after the service has re-read the table and written on, and would otherwise overwrite the batch written since
+at the same key; guarded, whichever of the two runs second is refused, and the service re-reads the table and
+tries again. The batch string is sent in a plain SET under a name of its own and renamed into place by the
+script (:func:`services.replay.redis_io.guarded_write`).
 
-A batch is deleted when its last key is evicted, so Redis holds at most one batch beyond ``capacity``.
-Keys increase forever and are never reused, so a late priority update for an evicted transition cannot
-land on its successor.
-
-One string per insert instead of one key per transition costs Redis a few microseconds per
-transition rather than ten, and the service builds a handful of command arguments per insert.
-A table of any other layout is refused at open, naming the layout found.
+A batch is deleted when its last key is evicted, so Redis holds at most one batch beyond ``capacity``. Keys
+increase forever and are never reused, so a late priority update for an evicted transition cannot land on its
+successor. One string per insert, not one key per transition, costs Redis a few microseconds per transition
+rather than ten. A table of any other layout is refused at open, naming the layout found.
 """
 
 from __future__ import annotations
 
+import itertools
 import struct
 import threading
 from bisect import bisect_right
@@ -83,22 +80,16 @@ class _Batch:
 
 
 class RedisStore:
-    """Reads and writes one replay table in Redis (see the module docstring for the layout).
-
-    Keeps an index of the stored batches (first key and record offsets) mirroring Redis, so that
-    records can be read by key; :meth:`open` rebuilds it. Writes must be serialised by the caller.
-    """
+    """Reads and writes one replay table in Redis (see the module docstring for the layout). Keeps an index of
+    the stored batches (first key and record offsets) mirroring Redis, so that records can be read by key;
+    :meth:`open` rebuilds it. Writes must be serialised by the caller."""
 
     def __init__(self, client: redis.Redis, prefix: str):
         if not prefix:
             raise ValueError("the Redis key prefix must not be empty")
         self._client = client
-        self._prefix = prefix
-        self._meta = f"{prefix}:meta".encode()
-        self._priorities = f"{prefix}:p".encode()
-        self._index_key = f"{prefix}:bi".encode()
-        self._marks = f"{prefix}:seq".encode()
-        self._origins = f"{prefix}:o".encode()
+        names = (f"{prefix}:{suffix}".encode() for suffix in ("meta", "p", "bi", "seq", "o"))
+        self._meta, self._priorities, self._index_key, self._marks, self._origins = names
         self._batch_format = (prefix.replace("%", "%%") + ":b:%d").encode()  # bytes % first key
         self._batches: deque[_Batch] = deque()
         self._firsts: list[int] = []  # first keys of self._batches, for bisect (rebuilt when they change)
@@ -109,12 +100,11 @@ class RedisStore:
         """Raise ``redis.ConnectionError`` when Redis cannot be reached."""
         self._client.ping()
 
-    # ------------------------------------------------------------------ opening
-
     def open(self, capacity: int, with_records: bool) -> StoredTable:
         """Read the stored table and index it; evicts the oldest keys beyond ``capacity``."""
         head, next_key, batches, blobs = self._read_table(with_records)
-        self._set_index(batches)
+        with self._index_lock:
+            self._batches, self._firsts = deque(batches), [b.first for b in batches]
         self._range = (head, next_key)
         # an empty guarded write: a user who may not run the store's script is named now, not at each insert
         try:
@@ -150,23 +140,17 @@ class RedisStore:
         return self._contents(batches, blobs, head, next_key, with_records=False)[0]
 
     def _read_batches(self, head: int, next_key: int, with_records: bool) -> tuple[list[_Batch], list[bytes]]:
-        """Every stored batch (whole, or only its header) and its index entry, checked to cover the keys
-        held."""
+        """Every stored batch (whole, or its header) and its index entry, checked to cover the keys held."""
         entries = self._client.lrange(self._index_key, 0, -1)
         batches, blobs = [], []
         for lo in range(0, len(entries), _CHUNK):
             chunk = [_parse_entry(e, self._index_key) for e in entries[lo : lo + _CHUNK]]
             if with_records:
-                replies = send(self._client, [(b"GET", self._batch_name(first)) for first, _ in chunk])
+                reads = [(b"GET", self._batch_name(first)) for first, _ in chunk]
             else:
-                replies = send(
-                    self._client,
-                    [(b"GETRANGE", self._batch_name(first), 0, _header_size(n) - 1) for first, n in chunk],
-                )
-            for (first, n), blob in zip(chunk, replies):
-                batches.append(
-                    _parse_batch(blob, first, n, self._batch_name(first), header_only=not with_records)
-                )
+                reads = [(b"GETRANGE", self._batch_name(first), 0, _header_size(n) - 1) for first, n in chunk]
+            for (first, n), blob in zip(chunk, send(self._client, reads)):
+                batches.append(_parse_batch(blob, first, n, self._batch_name(first), not with_records))
                 blobs.append(blob)
         contiguous = all(a.stop == b.first for a, b in zip(batches, batches[1:]))
         if batches:
@@ -226,8 +210,6 @@ class RedisStore:
             )
         return head, next_key
 
-    # ------------------------------------------------------------------ writing
-
     def commit_insert(
         self,
         first_key: int,
@@ -236,59 +218,54 @@ class RedisStore:
         new_head: int,
         mark: tuple[str, int] | None = None,
     ) -> None:
-        """Store ``records`` as keys ``first_key..`` with raw ``priorities``; keys below ``new_head`` are
-        evicted. ``mark``: ``(producer, highest sequence number now stored)``, recorded in the same
+        """Store ``records`` as keys ``first_key..`` with raw ``priorities``, evicting keys below
+        ``new_head``, and ``mark`` (``(producer, highest sequence number now stored)``) in the same
         transaction."""
         packed = PackedRecords.from_records(records)
+        n = len(packed)
         if self._batches and self._batches[-1].stop != first_key:
             raise RuntimeError(
                 f"insert at key {first_key} does not follow the stored batches "
                 f"(next is {self._batches[-1].stop})"
             )
         blob, offsets = _batch_blob(packed, priorities)
-        commands = [(b"RPUSH", self._index_key, b"%d:%d" % (first_key, len(packed)))]
         dropped = self._dropped(new_head)
-        commands += self._deletions(dropped)
-        commands.append(
-            (
-                b"HSET",
-                self._meta,
-                b"head",
-                new_head,
-                b"next_key",
-                first_key + len(packed),
-                b"layout",
-                LAYOUT_VERSION,
-            )
-        )
+        commands = [
+            (b"RPUSH", self._index_key, b"%d:%d" % (first_key, n)),
+            *self._deletions(dropped),
+            self._range_command(new_head, first_key + n),
+        ]
         if mark is not None:
+            producer = mark[0].encode()
             commands += [
-                (b"HSET", self._marks, mark[0].encode(), mark[1]),
-                (b"HSET", self._origins, first_key, b"%s %d" % (mark[0].encode(), mark[1] + 1 - len(packed))),
+                (b"HSET", self._marks, producer, mark[1]),
+                (b"HSET", self._origins, first_key, b"%s %d" % (producer, mark[1] + 1 - n)),
             ]
-        guarded_write(
-            self._client, self._meta, self._range, commands, staged=(self._batch_name(first_key), blob)
-        )
-        self._range = (new_head, first_key + len(packed))
-        with self._index_lock:
-            for _ in range(len(dropped)):
-                self._batches.popleft()
-            self._batches.append(_Batch(first_key, offsets))
-            self._firsts = [b.first for b in self._batches]
+        staged = (self._batch_name(first_key), blob)
+        self._write(commands, (new_head, first_key + n), dropped, _Batch(first_key, offsets), staged)
 
     def evict(self, new_head: int, next_key: int) -> None:
         """Record the key range ``new_head..next_key-1``, deleting the batches left without a held key."""
         dropped = self._dropped(new_head)
-        commands = self._deletions(dropped)
-        commands.append(
-            (b"HSET", self._meta, b"head", new_head, b"next_key", next_key, b"layout", LAYOUT_VERSION)
-        )
-        guarded_write(self._client, self._meta, self._range, commands)
-        self._range = (new_head, next_key)
+        commands = [*self._deletions(dropped), self._range_command(new_head, next_key)]
+        self._write(commands, (new_head, next_key), dropped)
+
+    def _write(
+        self, commands: list, new_range: tuple[int, int], dropped: list, added=None, staged=None
+    ) -> None:
+        """Run ``commands`` (a guarded write), then mirror them: the key range is ``new_range``, the
+        ``dropped`` batches are gone and the batch ``added`` (if any) follows the others."""
+        guarded_write(self._client, self._meta, self._range, commands, staged)
+        self._range = new_range
         with self._index_lock:
-            for _ in range(len(dropped)):
+            for _ in dropped:
                 self._batches.popleft()
+            if added is not None:
+                self._batches.append(added)
             self._firsts = [b.first for b in self._batches]
+
+    def _range_command(self, head: int, next_key: int) -> tuple:
+        return (b"HSET", self._meta, b"head", head, b"next_key", next_key, b"layout", LAYOUT_VERSION)
 
     def set_priorities(self, keys: np.ndarray, priorities: np.ndarray) -> None:
         """Overwrite the raw priorities of ``keys`` (which the caller knows to be held)."""
@@ -296,16 +273,11 @@ class RedisStore:
         if keys:
             packed = np.asarray(priorities, dtype="<f8").tobytes()
             values = [packed[i : i + 8] for i in range(0, len(packed), 8)]
-            command = (b"HSET", self._priorities, *_interleave(_fields(keys), values))
+            command = (b"HSET", self._priorities, *(x for pair in zip(_fields(keys), values) for x in pair))
             guarded_write(self._client, self._meta, self._range, [command])
 
-    # ------------------------------------------------------------------ reading
-
     def fetch(self, keys: np.ndarray) -> tuple[PackedRecords, np.ndarray]:
-        """Records of ``keys`` (repeats allowed) and a mask ``[n]`` of the keys no longer stored.
-
-        The records found come back concatenated in key order (missing ones are left out).
-        """
+        """Records of ``keys`` (repeats allowed; those found, in key order) and a mask of the keys gone."""
         keys = np.asarray(keys).tolist()
         commands, missing = [], np.zeros(len(keys), dtype=bool)
         with self._index_lock:
@@ -315,16 +287,9 @@ class RedisStore:
                 if b < 0 or key >= batches[b].stop:
                     missing[i] = True
                     continue
-                batch = batches[b]
-                k = key - batch.first
-                commands.append(
-                    (
-                        b"GETRANGE",
-                        self._batch_name(batch.first),
-                        int(batch.offsets[k]),
-                        int(batch.offsets[k + 1]) - 1,
-                    )
-                )
+                batch, k = batches[b], key - batches[b].first
+                lo, hi = int(batch.offsets[k]), int(batch.offsets[k + 1])
+                commands.append((b"GETRANGE", self._batch_name(batch.first), lo, hi - 1))
         values = send(self._client, commands) if commands else []
         found = []
         for i, value in zip(np.flatnonzero(~missing).tolist(), values):
@@ -334,21 +299,12 @@ class RedisStore:
                 missing[i] = True
         return PackedRecords.from_records(found), missing
 
-    # ------------------------------------------------------------------ internals
-
     def _dropped(self, new_head: int) -> list[_Batch]:
         """The oldest batches whose keys all lie below ``new_head``."""
-        dropped = []
-        for batch in self._batches:
-            if batch.stop > new_head:
-                break
-            dropped.append(batch)
-        return dropped
+        return list(itertools.takewhile(lambda batch: batch.stop <= new_head, self._batches))
 
     def _deletions(self, batches: list[_Batch]) -> list[tuple]:
-        commands = []
-        if batches:
-            commands.append((b"LTRIM", self._index_key, len(batches), -1))
+        commands = [(b"LTRIM", self._index_key, len(batches), -1)] if batches else []
         for lo in range(0, len(batches), _CHUNK):
             chunk = batches[lo : lo + _CHUNK]
             commands.append((b"DEL", *[self._batch_name(b.first) for b in chunk]))
@@ -357,11 +313,6 @@ class RedisStore:
             for start in range(0, len(fields), _CHUNK):
                 commands.append((b"HDEL", self._priorities, *fields[start : start + _CHUNK]))
         return commands
-
-    def _set_index(self, batches: list[_Batch]) -> None:
-        with self._index_lock:
-            self._batches = deque(batches)
-            self._firsts = [b.first for b in batches]
 
     def _batch_name(self, first: int) -> bytes:
         return self._batch_format % first
@@ -381,25 +332,18 @@ def _batch_blob(packed: PackedRecords, priorities: np.ndarray) -> tuple[bytes, n
     if header + packed.offsets[-1] >= 2**32:
         raise ValueError(f"an insert of {packed.offsets[-1]} bytes exceeds the 4 GiB batch limit")
     offsets = packed.offsets + header
-    blob = b"".join(
-        [
-            _BATCH_HEAD.pack(_BATCH_MAGIC, n),
-            priorities.tobytes(),
-            offsets.astype("<u4").tobytes(),
-            packed.data,
-        ]
-    )
-    return blob, offsets
+    head = _BATCH_HEAD.pack(_BATCH_MAGIC, n)
+    return b"".join([head, priorities.tobytes(), offsets.astype("<u4").tobytes(), packed.data]), offsets
 
 
 def _parse_entry(entry: bytes, name: bytes) -> tuple[int, int]:
     try:
         first, n = (int(x) for x in entry.split(b":"))
+        return first, n
     except ValueError:
         raise RuntimeError(
             f"{name.decode()} holds a malformed entry {entry!r}: the table is corrupt"
         ) from None
-    return first, n
 
 
 def _parse_batch(blob: bytes | None, first: int, n: int, name: bytes, header_only: bool) -> _Batch:
@@ -422,11 +366,3 @@ def _parse_batch(blob: bytes | None, first: int, n: int, name: bytes, header_onl
 
 def _fields(keys) -> list[bytes]:
     return [b"%d" % k for k in keys]
-
-
-def _interleave(names: list, values) -> list:
-    """``[names[0], values[0], names[1], values[1], ...]`` (the argument order of MSET and HSET)."""
-    out = [None] * (2 * len(names))
-    out[0::2] = names
-    out[1::2] = values
-    return out
