@@ -10,19 +10,11 @@ import argparse
 import importlib
 import sys
 
-# sub-command -> module in this package; each module has ``add_arguments(parser)`` and ``run(args)``
-COMMANDS = {
-    "loglik": "loglik",
-    "search": "search",
-    "simulate": "simulate",
-    "train": "train",
-    "report": "report",
-    "eval": "evaluate",
-    "warmstart": "warmstart",
-}
-
-# other names of a sub-command (same module, same flags)
-ALIASES = {"eval": ["evaluate"]}
+# the sub-commands, each a module of this package (named as the command but for MODULES) with ``HELP``,
+# ``add_arguments(parser)`` and ``run(args)``
+COMMANDS = ("loglik", "search", "simulate", "train", "report", "eval", "warmstart")
+MODULES = {"eval": "evaluate"}
+ALIASES = {"eval": ["evaluate"]}  # other names of a sub-command (same module, same flags)
 
 
 class CliError(Exception):
@@ -35,8 +27,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="phylorl", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="version", version=f"phylorl {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for name, module_name in COMMANDS.items():
-        module = importlib.import_module(f"{__name__}.{module_name}")
+    for name in COMMANDS:
+        module = importlib.import_module(f"{__name__}.{MODULES.get(name, name)}")
         p = sub.add_parser(name, aliases=ALIASES.get(name, []), help=module.HELP, description=module.__doc__)
         module.add_arguments(p)
         p.set_defaults(_run=module.run)
@@ -81,7 +73,3 @@ def run_command(name: str, run, args) -> int:
     except (CliError, ValueError, OSError) as exc:  # input errors carry their own clear messages
         print(f"phylorl {name}: error: {exc}", file=sys.stderr)
         return 2
-
-
-if __name__ == "__main__":
-    sys.exit(main())

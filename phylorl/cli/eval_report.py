@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-import sys
+import contextlib
+
+from phylorl.cli.common import status
 
 
 def _fmt(value, spec: str = ".3f", missing: str = "n/a") -> str:
@@ -22,9 +24,8 @@ def print_tables(evaluation, console=None) -> None:
     settings, ref = evaluation.settings, evaluation.has_reference
     steps = settings["steps"] if settings["steps"] is not None else "2n"
     title = (
-        f"{len(evaluation.alignments)} alignment(s) x {settings['starts']} "
-        f"{settings.get('start', 'random')} start(s), "
-        f"{steps} moves (seed {settings['seed']}); final = best tree seen"
+        f"{len(evaluation.alignments)} alignment(s) x {settings['starts']} {settings.get('start', 'random')} "
+        f"start(s), {steps} moves (seed {settings['seed']}); final = best tree seen"
     )
     tol = f"{settings['tolerance']:g}"
     caption = (
@@ -33,35 +34,28 @@ def print_tables(evaluation, console=None) -> None:
         if ref
         else "no IQ-TREE reference (--no-iqtree): improvement is undefined; ΔlogL = final − start"
     )
-    table = Table(title=title)
-    columns = (
-        ["method", "runs"]
-        + (["improvement", "best of K", f"within {tol}", "RF (norm.)"] if ref else [])
-        + ["ΔlogL", "evaluations", "seconds"]
-        + (["/ IQ-TREE time"] if ref else [])
-    )
-    for column in columns:
-        table.add_column(
-            column, justify="left" if column == "method" else "right", no_wrap=column == "method"
-        )
-    for s in evaluation.summary:
-        cells = [s.method, str(s.runs)]
-        if ref:
-            within = None if s.fraction_within_tolerance is None else 100 * s.fraction_within_tolerance
-            cells += [
-                _fmt(s.mean_improvement),
-                _fmt(s.mean_best_of_k_improvement),
-                "n/a" if within is None else f"{within:.0f}%",
-                _fmt(s.mean_rf_normalised, ".2f"),
-            ]
-        cells += [
-            _fmt(s.mean_delta_loglik, ".2f"),
-            _fmt(s.mean_evaluations, ".0f", "-"),
-            _fmt(s.mean_seconds, ".2f"),
+    # each column after method and runs: its header, the summary's field and its format
+    metrics = [("ΔlogL", "mean_delta_loglik", ".2f"), ("evaluations", "mean_evaluations", ".0f")]
+    metrics += [("seconds", "mean_seconds", ".2f")]
+    if ref:
+        metrics = [
+            ("improvement", "mean_improvement", ".3f"),
+            ("best of K", "mean_best_of_k_improvement", ".3f"),
+            (f"within {tol}", "fraction_within_tolerance", ".0%"),
+            ("RF (norm.)", "mean_rf_normalised", ".2f"),
+            *metrics,
+            ("/ IQ-TREE time", "seconds_ratio_to_iqtree", ".2f"),
         ]
-        if ref:
-            cells.append(_fmt(s.seconds_ratio_to_iqtree, ".2f"))
-        table.add_row(*cells)
+    table = Table(title=title)
+    table.add_column("method", no_wrap=True)
+    for header in ["runs"] + [header for header, _, _ in metrics]:
+        table.add_column(header, justify="right")
+    for s in evaluation.summary:
+        cells = [
+            _fmt(getattr(s, name), spec, "-" if name == "mean_evaluations" else "n/a")
+            for _, name, spec in metrics
+        ]
+        table.add_row(s.method, str(s.runs), *cells)
     console.print(table)
     console.print(caption, soft_wrap=True)
 
@@ -94,40 +88,25 @@ def _band_cell(summary) -> str:
     return f"{within} · {ratio}"
 
 
-class Progress:
-    """A rich progress bar on stderr; ``advance(label)`` starts the next of ``total`` units."""
+@contextlib.contextmanager
+def progress(total: int):
+    """A rich progress bar on stderr; yields ``advance(label)``, which starts the next of ``total`` units."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    def __init__(self, total: int):
-        from rich.console import Console
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    columns = [TextColumn("[bold]eval"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.description}")]
+    bar = Progress(*columns, TimeElapsedColumn(), console=Console(stderr=True))
+    task, started = bar.add_task("", total=total), False
 
-        self._bar = Progress(
-            TextColumn("[bold]eval"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TextColumn("{task.description}"),
-            TimeElapsedColumn(),
-            console=Console(stderr=True),
-        )
-        self._task = self._bar.add_task("", total=total)
-        self._started = False
+    def advance(label: str) -> None:
+        nonlocal started
+        bar.update(task, advance=1 if started else 0, description=label)
+        started = True
+        if not bar.console.is_terminal:  # no live bar (a log, CI): one plain line per unit
+            done = bar.tasks[0]
+            status(f"eval {int(done.completed) + 1}/{int(done.total)} {done.elapsed or 0.0:.0f}s {label}")
 
-    def __enter__(self):
-        self._bar.__enter__()
-        return self.advance
-
-    def advance(self, label: str) -> None:
-        self._bar.update(self._task, advance=1 if self._started else 0, description=label)
-        self._started = True
-        if not self._bar.console.is_terminal:  # no live bar (a log, CI): one plain line per unit
-            task = self._bar.tasks[0]
-            print(
-                f"eval {int(task.completed) + 1}/{int(task.total)} {task.elapsed or 0.0:.0f}s {label}",
-                file=sys.stderr,
-                flush=True,
-            )
-
-    def __exit__(self, *exc):
-        if exc[0] is None and self._started:
-            self._bar.update(self._task, advance=1)
-        self._bar.__exit__(*exc)
+    with bar:
+        yield advance
+        if started:
+            bar.update(task, advance=1)

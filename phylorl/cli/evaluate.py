@@ -19,7 +19,8 @@ import json
 import time
 from pathlib import Path
 
-from phylorl.cli.common import add_alignments, add_rescore, rescore_value
+from phylorl.cli import CliError, common
+from phylorl.cli.common import add_alignments
 
 HELP = "evaluate the agent and classical searches against IQ-TREE"
 
@@ -28,21 +29,7 @@ def add_arguments(p) -> None:
     from phylorl.evaluation.metrics import DEFAULT_METHODS, METHODS  # light: no engine, no torch
 
     add_alignments(p, "alignment files and/or directories of alignments (FASTA, PHYLIP, NEXUS); repeatable")
-    p.add_argument(
-        "--checkpoint",
-        default=None,
-        help="learner checkpoint file or training run directory "
-        "(default: models/agent.pt, the shipped agent)",
-    )
-    p.add_argument(
-        "--tabu",
-        type=int,
-        default=None,
-        metavar="K",
-        help="the agent passes over at most K of its best moves to avoid a tree it already visited "
-        "in the same search; 0: plain greedy (default: 20)",
-    )
-    add_rescore(p)
+    common.add_agent(p)
     p.add_argument(
         "--starts", type=int, default=4, metavar="K", help="start trees per alignment (default: 4)"
     )
@@ -55,19 +42,15 @@ def add_arguments(p) -> None:
     p.add_argument(
         "--steps",
         type=int,
-        default=None,
         metavar="S",
         help="moves of the agent, random and greedy methods (default: 2n for n taxa)",
     )
     p.add_argument(
         "--methods",
-        default=None,
         metavar="LIST",
         help=f"comma-separated methods, of {','.join(METHODS)} (default: {','.join(DEFAULT_METHODS)})",
     )
-    p.add_argument(
-        "--model", default="GTR+F+G4", help="model string; free parameters are estimated on the NJ tree"
-    )
+    common.add_model(p)
     p.add_argument(
         "--seed", type=int, default=0, help="start tree k uses seed + k; IQ-TREE uses seed (default: 0)"
     )
@@ -79,12 +62,11 @@ def add_arguments(p) -> None:
         metavar="OUT",
         nargs="?",
         const="-",
-        default=None,
         help="every result as one JSON object: into the file OUT, or on stdout without OUT (the tables "
         "then go to stderr)",
     )
-    p.add_argument("--plots", metavar="DIR", default=None, help="write PNG plots into this directory")
-    p.add_argument("--cache-dir", default=None, help="preparation cache (default: as phylorl search)")
+    p.add_argument("--plots", metavar="DIR", help="write PNG plots into this directory")
+    p.add_argument("--cache-dir", help="preparation cache (default: as phylorl search)")
     p.add_argument(
         "--threads",
         type=int,
@@ -96,9 +78,7 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
-    from phylorl.cli import CliError
-    from phylorl.cli.eval_report import Progress, print_tables
-    from phylorl.cli.search import default_cache_dir
+    from phylorl.cli.eval_report import print_tables, progress
     from phylorl.env.config import EnvConfig
     from phylorl.env.corpus import load_corpus
     from phylorl.env.prepare import PreparationCache
@@ -124,12 +104,11 @@ def run(args) -> int:
     if args.methods is None:
         methods = [m for m in METHODS if not (args.no_iqtree and m == "iqtree")]
     else:
-        methods = check_methods(
-            [m.strip() for m in args.methods.split(",") if m.strip()], has_policy=True, has_iqtree=True
-        )
+        names = [m.strip() for m in args.methods.split(",") if m.strip()]
+        methods = check_methods(names, has_policy=True, has_iqtree=True)
         if args.no_iqtree and "iqtree" in methods:
             raise CliError("--methods names iqtree but --no-iqtree is given")
-    rescore = rescore_value(args.rescore)
+    rescore = common.rescore_value(args.rescore)
     parse_model(args.model)
     to_stdout = args.json == "-"
     if args.json and not to_stdout and not Path(args.json).resolve().parent.is_dir():
@@ -139,19 +118,21 @@ def run(args) -> int:
     runner = None if args.no_iqtree else IqtreeRunner(find_iqtree(), args.seed)
     policy, checkpoint = None, None
     if any(m in AGENT_METHODS for m in methods):
-        policy, checkpoint = _load_policy(args.checkpoint, args.tabu)
+        from phylorl.agent.policy import resolve_checkpoint
+
+        path = common.agent_checkpoint(args.checkpoint, ", or leave the agent methods out with --methods")
+        policy, checkpoint = common.load_agent(path, args.tabu), str(resolve_checkpoint(path).resolve())
     corpus = load_corpus(args.alignments)
 
-    cache = PreparationCache(args.cache_dir or default_cache_dir())
+    cache = PreparationCache(args.cache_dir or common.default_cache_dir())
     started = time.perf_counter()
     per_alignment = (1 if runner else 0) + args.starts * len([m for m in methods if m != "iqtree"])
     entries = []
-    with Progress(len(corpus) * (1 + per_alignment)) as advance:
+    with progress(len(corpus) * (1 + per_alignment)) as advance:
         for item in corpus:
             advance(f"{item.path.name}: preparing")
-            entries.append(
-                EnvAlignment.build(item.alignment, cache.get(item.alignment, args.model), str(item.path))
-            )
+            prepared = cache.get(item.alignment, args.model)
+            entries.append(EnvAlignment.build(item.alignment, prepared, str(item.path)))
         results = evaluate_methods(
             entries,
             policy,
@@ -165,16 +146,15 @@ def run(args) -> int:
             rescore=rescore,
             env_config=EnvConfig(start=args.start),
         )
-    settings = {
-        "alignments": [str(p) for p in args.alignments],
-        "start": args.start,
-        "model": args.model,
-        "checkpoint": checkpoint,
-        "tabu": None if policy is None else policy.tabu,
-        "cache_dir": str(cache.directory),
-        "seconds": time.perf_counter() - started,
-    }
-    results.settings.update(settings)
+    results.settings.update(
+        alignments=[str(p) for p in args.alignments],
+        start=args.start,
+        model=args.model,
+        checkpoint=checkpoint,
+        tabu=None if policy is None else policy.tabu,
+        cache_dir=str(cache.directory),
+        seconds=time.perf_counter() - started,
+    )
     if to_stdout:
         from rich.console import Console
 
@@ -195,22 +175,3 @@ def _short(label: str) -> str:
     """A progress label with the alignment's file name instead of its path."""
     path, _, rest = label.rpartition(": ")
     return f"{Path(path).name}: {rest}" if path else label
-
-
-def _load_policy(path: str | None, tabu: int | None = None):
-    """``(policy, checkpoint file)``; a missing default checkpoint is a one-line error."""
-    from phylorl.agent.checkpoints import DEFAULT_CHECKPOINT
-    from phylorl.agent.policy import DEFAULT_TABU, AgentPolicy, resolve_checkpoint
-    from phylorl.cli import CliError
-
-    if path is None:
-        if not Path(DEFAULT_CHECKPOINT).exists():
-            raise CliError(
-                f"no agent checkpoint at {DEFAULT_CHECKPOINT} (the default): pass --checkpoint PATH, "
-                "or leave the agent methods out with --methods"
-            )
-        path = DEFAULT_CHECKPOINT
-    return (
-        AgentPolicy.from_checkpoint(path, tabu=DEFAULT_TABU if tabu is None else tabu),
-        str(resolve_checkpoint(path).resolve()),
-    )

@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 import time
 
-from phylorl.cli.common import add_alignments, single_alignment
+from phylorl.cli import CliError
+from phylorl.cli.common import add_alignments, add_model, single_alignment
 
 HELP = "log-likelihood of a tree for an alignment"
 
@@ -13,11 +14,7 @@ HELP = "log-likelihood of a tree for an alignment"
 def add_arguments(p) -> None:
     add_alignments(p, "the alignment (FASTA, PHYLIP or NEXUS); one file, or a directory holding one")
     p.add_argument("--tree", required=True, help="Newick file (or a Newick string)")
-    p.add_argument(
-        "--model",
-        default="GTR+F+G4",
-        help="IQ-TREE-style model string; parameters without numbers are estimated (default: GTR+F+G4)",
-    )
+    add_model(p, "IQ-TREE-style model string; parameters without numbers are estimated (default: GTR+F+G4)")
     p.add_argument("--optimize-branches", action="store_true", help="optimise all branch lengths first")
     p.add_argument(
         "--resolve-polytomies",
@@ -28,7 +25,6 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
-    from phylorl.cli import CliError
     from phylorl.phylo import LikelihoodEngine, load_alignment, parse_model, read_newick, write_newick
 
     start = time.perf_counter()

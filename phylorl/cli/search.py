@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import json
 import multiprocessing
-import os
-import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
 from functools import partial
@@ -22,25 +20,19 @@ from pathlib import Path
 
 import numpy as np
 
-from phylorl.cli.common import add_alignments, add_rescore, rescore_value, single_alignment
+from phylorl.cli import CliError, common
+from phylorl.cli.common import status
 
 HELP = "search tree space for an alignment with a policy"
 POLICIES = ("ml", "random", "greedy", "hillclimb", "agent")
 CLIMBS = ("hillclimb",)
 
 
-def default_cache_dir() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "phylorl" / "prepared"
-
-
 def add_arguments(p) -> None:
-    add_alignments(
+    common.add_alignments(
         p, "the alignment to search (FASTA, PHYLIP or NEXUS); one file, or a directory holding one"
     )
-    p.add_argument(
-        "--model", default="GTR+F+G4", help="model string; free parameters are estimated on the NJ tree"
-    )
+    common.add_model(p)
     p.add_argument(
         "--policy",
         default="ml",
@@ -48,19 +40,7 @@ def add_arguments(p) -> None:
         help="ml: the maximum-likelihood search for alignments of any size (default); agent: a trained "
         "network; hillclimb: the classical SPR hill-climb; random, greedy: baselines",
     )
-    p.add_argument(
-        "--checkpoint",
-        help="learner checkpoint file or run directory for --policy agent (default: models/agent.pt)",
-    )
-    p.add_argument(
-        "--tabu",
-        type=int,
-        default=None,
-        metavar="K",
-        help="--policy agent: pass over at most K of the agent's best moves to avoid a tree already "
-        "visited in this search; 0: plain greedy (default: 20)",
-    )
-    add_rescore(p)
+    common.add_agent(p, "--policy agent: ")
     p.add_argument(
         "--polish",
         action="store_true",
@@ -77,7 +57,6 @@ def add_arguments(p) -> None:
     p.add_argument(
         "--starts",
         type=int,
-        default=None,
         metavar="K",
         help="--policy ml: start trees climbed (the first as --start says, the others parsimony trees; "
         "default: 8)",
@@ -85,14 +64,12 @@ def add_arguments(p) -> None:
     p.add_argument(
         "--threads",
         type=int,
-        default=None,
         metavar="T",
         help="--policy ml: processes: the start trees climbed at once, then batches of T perturb-and-climb "
         "iterations (default: 1; the answer depends on T: the same seed and T give the same tree)",
     )
     p.add_argument(
         "--checkpoint-file",
-        default=None,
         metavar="FILE",
         help="--policy ml: checkpoint written after every round (default: OUT.ckpt.json beside --out; none "
         "without --out)",
@@ -123,14 +100,12 @@ def add_arguments(p) -> None:
     p.add_argument("--out", help="write the best tree seen (Newick) here")
     p.add_argument(
         "--cache-dir",
-        default=None,
-        help=f"preparation cache of the policies other than ml (default: {default_cache_dir()})",
+        help=f"preparation cache of the policies other than ml (default: {common.default_cache_dir()})",
     )
     p.add_argument("--json", action="store_true", help="print one JSON object with the results")
 
 
 def run(args) -> int:
-    from phylorl.cli import CliError
     from phylorl.env.config import EnvConfig
     from phylorl.env.prepare import PreparationCache
     from phylorl.env.reduced import distinct_sequences
@@ -139,55 +114,45 @@ def run(args) -> int:
     from phylorl.phylo import load_alignment, parse_model, write_newick
 
     if args.policy == "ml":
-        from phylorl.cli.ml_search import run_ml
-
         return run_ml(args)
     for flag in ("starts", "threads", "checkpoint_file", "resume"):
         if getattr(args, flag) not in (None, False):
             raise CliError(f"--{flag.replace('_', '-')} applies to --policy ml only")
-    if args.start == "parsimony":
-        raise CliError("--start parsimony applies to --policy ml only")
-    if args.steps is not None and args.steps < 1:
-        raise CliError(f"--steps must be >= 1, got {args.steps}")
-    if args.restarts and args.policy not in CLIMBS:
-        raise CliError("--restarts applies to --policy hillclimb only")
-    if args.restarts < 0:
-        raise CliError(f"--restarts must be >= 0, got {args.restarts}")
-    if args.radius is not None and args.radius < 1:
-        raise CliError(f"--radius must be >= 1, got {args.radius}")
-    if args.tabu is not None and (args.tabu < 0 or args.policy != "agent"):
-        raise CliError(
-            f"--tabu must be >= 0, got {args.tabu}"
-            if args.tabu < 0
-            else "--tabu applies to --policy agent only"
-        )
-    if args.rescore is not None and args.policy in CLIMBS:
-        raise CliError(
-            "--rescore applies to --policy random, greedy or agent only (a climb ends on its best tree)"
-        )
-    rescore = rescore_value(args.rescore)
+    common.check(
+        (args.start == "parsimony", "--start parsimony applies to --policy ml only"),
+        (args.steps is not None and args.steps < 1, f"--steps must be >= 1, got {args.steps}"),
+        (args.restarts and args.policy not in CLIMBS, "--restarts applies to --policy hillclimb only"),
+        (args.restarts < 0, f"--restarts must be >= 0, got {args.restarts}"),
+        (args.radius is not None and args.radius < 1, f"--radius must be >= 1, got {args.radius}"),
+        (args.tabu is not None and args.tabu < 0, f"--tabu must be >= 0, got {args.tabu}"),
+        (args.tabu is not None and args.policy != "agent", "--tabu applies to --policy agent only"),
+        (
+            args.rescore is not None and args.policy in CLIMBS,
+            "--rescore applies to --policy random, greedy or agent only (a climb ends on its best tree)",
+        ),
+    )
+    rescore = common.rescore_value(args.rescore)
     parse_model(args.model)  # fail fast on a bad model string
-    path = single_alignment(args.alignments)
+    path = common.single_alignment(args.alignments)
     started = time.perf_counter()
-    checkpoint = _checkpoint(args.checkpoint) if args.policy == "agent" else None
+    checkpoint = common.agent_checkpoint(args.checkpoint) if args.policy == "agent" else None
     alignment = load_alignment(path)
     steps = (
         args.steps if args.steps is not None else (None if args.policy in CLIMBS else 2 * alignment.n_taxa)
     )
-    cache = PreparationCache(args.cache_dir or default_cache_dir())
+    cache = PreparationCache(args.cache_dir or common.default_cache_dir())
     status(f"preparing {path} ({alignment.n_taxa} taxa, {alignment.n_sites} sites) under {args.model}")
     if checkpoint is not None and not cache.has(alignment, args.model):
         # a new alignment is prepared in a process of its own while this one loads torch and the agent
         with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("fork")) as pool:
             preparing = pool.submit(cache.get, alignment, args.model)
-            policy = _agent(checkpoint, args.tabu)
+            policy = common.load_agent(checkpoint, args.tabu)
             prepared = preparing.result()
     else:
-        policy = args.policy if checkpoint is None else _agent(checkpoint, args.tabu)
+        policy = args.policy if checkpoint is None else common.load_agent(checkpoint, args.tabu)
         prepared = cache.get(alignment, args.model)
     entry = EnvAlignment.build(alignment, prepared, path.name)
-    config = EnvConfig(start=args.start, horizon=10**9, radius=args.radius)
-    env = TreeEnv([entry], config, seed=args.seed)
+    env = TreeEnv([entry], EnvConfig(start=args.start, horizon=10**9, radius=args.radius), seed=args.seed)
     env.reset()
     # a polish without agent climbs
     climbs = args.policy in CLIMBS or (args.polish and args.policy != "agent")
@@ -213,17 +178,16 @@ def run(args) -> int:
         from phylorl.agent.policy import polish as polish_search
 
         status("polishing: agent-guided perturb-and-climb rounds, then a certified climb")
+        agent = policy if args.policy == "agent" else None
         polish = polish_search(
-            env,
-            policy if args.policy == "agent" else None,
-            rng=np.random.default_rng(args.seed),
-            distinct=not args.keep_identical,
+            env, agent, rng=np.random.default_rng(args.seed), distinct=not args.keep_identical
         )
         if polish.best_loglik >= best:
             best, best_tree = polish.best_loglik, polish.best_tree
     newick = write_newick(best_tree)
     if args.out:
         Path(args.out).write_text(newick + "\n")
+    parts = [result] + ([polish] if polish else [])  # totals over the search and the polish
     summary = {
         "alignment": str(path),
         "policy": args.policy,
@@ -238,11 +202,11 @@ def run(args) -> int:
         "identical_dropped": duplicates.dropped if duplicates is not None else 0,
         "polish": args.polish,
         "polish_loglik": polish.best_loglik if polish else None,
-        "steps": result.steps + (polish.steps if polish else 0),
-        "evaluations": result.evaluations + (polish.evaluations if polish else 0),
-        "branch_optimisations": result.branch_optimisations + (polish.branch_optimisations if polish else 0),
+        "steps": sum(part.steps for part in parts),
+        "evaluations": sum(part.evaluations for part in parts),
+        "branch_optimisations": sum(part.branch_optimisations for part in parts),
         "seconds": time.perf_counter() - started,
-        "search_seconds": result.seconds + (polish.seconds if polish else 0.0),
+        "search_seconds": sum(part.seconds for part in parts),
         "tree": newick,
     }
     if args.json:
@@ -252,59 +216,135 @@ def run(args) -> int:
         print(f"final log-likelihood: {result.final_loglik:.4f} after {result.steps} moves")
         if polish:
             print(f"polished:             {polish.best_loglik:.4f} after {polish.steps} more moves")
+        evaluations, seconds = summary["evaluations"], summary["seconds"]
+        print(f"best log-likelihood:  {best:.4f} ({evaluations} evaluations, {seconds:.1f} s)")
+        print(newick if not args.out else f"tree written to {args.out}")
+    return 0
+
+
+def _search_with_progress(env, policy, steps, rng, run_search):
+    """``run_search`` with a rich progress bar on stderr (moves, out of ``steps`` when there is a limit)."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    moves = MofNCompleteColumn() if steps else TextColumn("{task.completed} moves")
+    columns = [TextColumn("[bold]search"), BarColumn(), moves, TextColumn("logL {task.fields[loglik]:.3f}")]
+    with Progress(*columns, TimeElapsedColumn(), console=Console(stderr=True)) as progress:
+        task = progress.add_task("search", total=steps, loglik=env.loglik)
+
+        def update(i: int, loglik: float) -> None:
+            progress.update(task, completed=i, loglik=loglik)
+
+        return run_search(env, policy, steps=steps, rng=rng, on_step=update)
+
+
+IGNORED = ("checkpoint", "tabu", "rescore", "polish", "steps", "radius", "keep_identical")
+"""Flags of the other policies that the ml search does not take."""
+
+
+def run_ml(args) -> int:
+    """The ``ml`` policy, :func:`phylorl.search.search`. Progress goes to stderr: a line per step of the
+    preparation (the NJ tree, each round of the model fit, the first start tree's branch lengths), then
+    one line per round (round, phase, radius window, the current and best log-likelihood over the distinct
+    sequences searched, moves, elapsed). The checkpoint file is rewritten atomically after every round;
+    ``--resume`` reads it and goes on to the same answer an uninterrupted search gives. The answer is the
+    best tree over every taxon, its branches optimised on the whole alignment."""
+    from phylorl.phylo import load_alignment, parse_model, write_newick
+    from phylorl.search import SearchConfig, search
+
+    given = [f"--{flag.replace('_', '-')}" for flag in IGNORED if getattr(args, flag) not in (None, False)]
+    if given or args.restarts:
+        raise CliError(
+            f"{' '.join(given or ['--restarts'])}: not taken by --policy ml (name another --policy)"
+        )
+    common.check(
+        (args.start == "random", "--policy ml starts from nj or parsimony, not random"),
+        (args.starts is not None and args.starts < 1, f"--starts must be >= 1, got {args.starts}"),
+        (args.threads is not None and args.threads < 1, f"--threads must be >= 1, got {args.threads}"),
+    )
+    parse_model(args.model)
+    if args.out and not Path(args.out).resolve().parent.is_dir():
+        raise CliError(f"--out {args.out}: directory {Path(args.out).resolve().parent} does not exist")
+    checkpoint = args.checkpoint_file or (f"{args.out}.ckpt.json" if args.out else None)
+    if args.resume and checkpoint is None:
+        raise CliError("--resume needs the checkpoint file: give --checkpoint-file or --out")
+    if args.resume and not Path(checkpoint).is_file():
+        raise CliError(f"--resume: no checkpoint file at {checkpoint}")
+    path = common.single_alignment(args.alignments)
+    alignment = load_alignment(path)
+    if alignment.n_taxa < 4:
+        raise CliError(f"{path}: {alignment.n_taxa} taxa; a tree search needs at least 4")
+    given = {"starts": args.starts, "threads": args.threads}
+    config = SearchConfig(start=args.start, **{k: v for k, v in given.items() if v is not None})
+    started = time.perf_counter()
+    status(
+        f"{path}: {alignment.n_taxa} taxa, {alignment.n_sites} sites; fitting {args.model} on the NJ tree, "
+        f"then {config.starts} start tree(s) ({args.start} first)"
+        + (f"; {config.threads} processes" if config.threads > 1 else "")
+        + (f"; resuming from {checkpoint}" if args.resume else "")
+    )
+    try:
+        result = search(
+            alignment,
+            args.model,
+            config=config,
+            seed=args.seed,
+            on_progress=_progress,
+            on_prepare=lambda step: _prepared(step, args.start),
+            checkpoint=checkpoint,
+            resume=checkpoint if args.resume else None,
+        )
+    except KeyboardInterrupt:
+        if checkpoint is not None and Path(checkpoint).is_file():
+            status(f"interrupted; go on with the same command and --resume (checkpoint: {checkpoint})")
+        raise
+    newick = write_newick(result.tree)
+    if args.out:
+        Path(args.out).write_text(newick + "\n")
+    summary = {
+        "alignment": str(path),
+        "policy": "ml",
+        "model": result.model,
+        "start": args.start,
+        "starts": config.starts,
+        "threads": config.threads,
+        "seed": args.seed,
+        "start_loglik": result.start_loglik,
+        "best_loglik": result.loglik,
+        "rounds": result.rounds,
+        "moves": result.moves,
+        "scored": result.scored,
+        "identical_dropped": result.dropped,
+        "prepare_seconds": result.prepare_seconds,
+        "search_seconds": result.seconds,
+        "seconds": time.perf_counter() - started,
+        "checkpoint_file": checkpoint,
+        "tree": newick,
+    }
+    if args.json:
+        print(json.dumps(summary))
+    else:
+        print(f"start log-likelihood: {result.start_loglik:.4f}")
         print(
-            f"best log-likelihood:  {best:.4f} "
-            f"({summary['evaluations']} evaluations, {summary['seconds']:.1f} s)"
+            f"best log-likelihood:  {result.loglik:.4f} after {result.rounds} rounds, {result.moves} moves "
+            f"({summary['seconds']:.1f} s)"
         )
         print(newick if not args.out else f"tree written to {args.out}")
     return 0
 
 
-def _checkpoint(checkpoint: str | None) -> str:
-    """``checkpoint``, or the shipped agent's when none is given (its absence is a one-line error)."""
-    from phylorl.agent.checkpoints import DEFAULT_CHECKPOINT
-    from phylorl.cli import CliError
-
-    if checkpoint is None:
-        if not Path(DEFAULT_CHECKPOINT).exists():
-            raise CliError(
-                f"no agent checkpoint at {DEFAULT_CHECKPOINT} (the default): pass --checkpoint PATH"
-            )
-        checkpoint = DEFAULT_CHECKPOINT
-    elif not Path(checkpoint).exists():
-        raise CliError(f"checkpoint '{checkpoint}' does not exist")
-    return checkpoint
+def _prepared(step: dict, start: str) -> None:
+    if step["step"] == "nj":
+        what = "NJ tree built"
+    elif step["step"] == "model":
+        what = f"model fit round {step['round']}  logL {step['loglik']:.3f}"
+    else:
+        what = f"start tree 1 ({start}) branches optimised  logL {step['loglik']:.3f}"
+    status(f"preparing ({step['elapsed']:.1f} s): {what}")
 
 
-def _agent(checkpoint: str, tabu: int | None = None):
-    """The agent policy of ``checkpoint``."""
-    from phylorl.agent.policy import DEFAULT_TABU, AgentPolicy
-
-    return AgentPolicy.from_checkpoint(checkpoint, tabu=DEFAULT_TABU if tabu is None else tabu)
-
-
-def status(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
-
-
-def _search_with_progress(env, policy, steps, rng, run_search, label: str = "search"):
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    console = Console(stderr=True)
-    columns = [
-        TextColumn(f"[bold]{label}"),
-        BarColumn(),
-        MofNCompleteColumn() if steps else TextColumn("{task.completed} moves"),
-        TextColumn("logL {task.fields[loglik]:.3f}"),
-        TimeElapsedColumn(),
-    ]
-    with Progress(*columns, console=console, transient=False) as progress:
-        task = progress.add_task(label, total=steps, loglik=env.loglik)
-        return run_search(
-            env,
-            policy,
-            steps=steps,
-            rng=rng,
-            on_step=lambda i, ll: progress.update(task, completed=i, loglik=ll),
-        )
+def _progress(p: dict) -> None:
+    status(
+        f"round {p['round']:4d}  {p['phase']:<8} r<={p['radius']:<3d} start {p['start'] + 1}  "
+        f"logL {p['loglik']:.3f}  best {p['best_loglik']:.3f}  moves {p['moves']}  {p['elapsed']:.1f} s"
+    )

@@ -1,16 +1,18 @@
 """Simulate a corpus of alignments under GTR+G(+I) on random trees with realistic branch lengths.
 
-For each data set i this writes ``sim_{i:04d}.fasta`` (taxa t1..tN), ``sim_{i:04d}.true.nwk`` (the
-true tree with its branch lengths) and ``sim_{i:04d}.model.txt`` (the fully specified IQ-TREE model
-string), then ``manifest.json`` (seed, arguments, and per data set: taxa, sites, model). The same
-arguments and seed give byte-identical files; data set i does not depend on --count. Model and
-branch-length distributions: see phylorl.phylo.simulate.
+For each data set i this writes ``sim_{i:04d}.fasta`` (taxa t1..tN), ``sim_{i:04d}.true.nwk`` (the true tree
+with its branch lengths) and ``sim_{i:04d}.model.txt`` (the fully specified IQ-TREE model string), then
+``manifest.json`` (seed, arguments, and per data set: taxa, sites, model). The same arguments and seed give
+byte-identical files; data set i does not depend on --count. Model and branch-length distributions: see
+phylorl.phylo.simulate.
 """
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
+
+from phylorl.cli import CliError
 
 HELP = "simulate alignments with their true trees and models (training corpora)"
 
@@ -37,7 +39,6 @@ def add_arguments(p) -> None:
     p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     p.add_argument(
         "--model",
-        default=None,
         help="fixed, fully specified model string, e.g. 'GTR{1,3,0.8,0.8,3}+F{0.3,0.2,0.2,0.3}+G4{0.5}' "
         "(default: a random GTR+G4(+I) model per data set)",
     )
@@ -56,13 +57,10 @@ def add_arguments(p) -> None:
 
 def parse_range(text: str, option: str, minimum: int) -> tuple[int, int]:
     """``"A:B"`` -> ``(A, B)``, ``"N"`` -> ``(N, N)``; both ends integers, ``minimum <= A <= B``."""
-    from phylorl.cli import CliError
 
-    parts = text.split(":")
+    low, colon, high = text.partition(":")
     try:
-        if len(parts) not in (1, 2):
-            raise ValueError
-        low, high = int(parts[0]), int(parts[-1])
+        low, high = int(low), int(high if colon else low)
     except ValueError:
         raise CliError(f"{option} must be an integer N or a range A:B, got {text!r}") from None
     if low > high:
@@ -77,7 +75,6 @@ def run(args) -> int:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-    from phylorl.cli import CliError
     from phylorl.phylo import format_fasta, parse_model, write_newick
     from phylorl.phylo.simulate import check_simulation_model, dataset_rng, simulate_dataset
 
@@ -89,18 +86,16 @@ def run(args) -> int:
         raise CliError(f"--gaps must be a fraction in [0, 1), got {args.gaps}")
     taxa = parse_range(args.taxa, "--taxa", MIN_TAXA)
     sites = parse_range(args.sites, "--sites", 1)
-    spec = None
-    if args.model is not None:
-        spec = parse_model(args.model)
+    spec = None if args.model is None else parse_model(args.model)
+    if spec is not None:
         check_simulation_model(spec)
 
     out = Path(args.out)
     if out.exists() and not out.is_dir():
         raise CliError(f"--out-dir {str(out)!r} exists and is not a directory")
     names = [f"sim_{i:04d}" for i in range(args.count)]
-    targets = [out / MANIFEST] + [
-        out / f"{name}{suffix}" for name in names for suffix in (".fasta", ".true.nwk", ".model.txt")
-    ]
+    suffixes = (".fasta", ".true.nwk", ".model.txt")
+    targets = [out / MANIFEST] + [out / f"{name}{suffix}" for name in names for suffix in suffixes]
     existing = [path.name for path in targets if path.exists()]
     if existing and not args.force:
         shown = ", ".join(existing[:3]) + (f" and {len(existing) - 3} more" if len(existing) > 3 else "")
@@ -116,15 +111,14 @@ def run(args) -> int:
             n_taxa = int(rng.integers(taxa[0], taxa[1] + 1))
             n_sites = int(rng.integers(sites[0], sites[1] + 1))
             data = simulate_dataset(n_taxa, n_sites, rng, model=spec, gap_fraction=args.gaps)
-            (out / f"{name}.fasta").write_text(format_fasta(data.alignment, width=80))
-            (out / f"{name}.true.nwk").write_text(write_newick(data.tree) + "\n")
-            (out / f"{name}.model.txt").write_text(data.model + "\n")
+            files = {"fasta": f"{name}.fasta", "tree": f"{name}.true.nwk", "model_file": f"{name}.model.txt"}
+            (out / files["fasta"]).write_text(format_fasta(data.alignment, width=80))
+            (out / files["tree"]).write_text(write_newick(data.tree) + "\n")
+            (out / files["model_file"]).write_text(data.model + "\n")
             datasets.append(
                 {
                     "name": name,
-                    "fasta": f"{name}.fasta",
-                    "tree": f"{name}.true.nwk",
-                    "model_file": f"{name}.model.txt",
+                    **files,
                     "n_taxa": n_taxa,
                     "n_sites": n_sites,
                     "model": data.model,
@@ -135,13 +129,7 @@ def run(args) -> int:
     manifest = {
         "format": "phylorl.simulate.v1",
         "seed": args.seed,
-        "args": {
-            "count": args.count,
-            "taxa": list(taxa),
-            "sites": list(sites),
-            "model": args.model,
-            "gaps": args.gaps,
-        },
+        "args": dict(count=args.count, taxa=list(taxa), sites=list(sites), model=args.model, gaps=args.gaps),
         "datasets": datasets,
     }
     (out / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")

@@ -1,12 +1,11 @@
 """Train an agent with the whole system running as local processes (the embedded default).
 
-Starts redis-server, the replay service, the learner and N actors; shows one live progress line;
-stops everything cleanly on Ctrl-C, at --updates or after --minutes; leaves a run directory with
-the config, logs, checkpoints, metrics, a summary and (unless --no-report) PNG plots.
+Starts redis-server, the replay service, the learner and N actors; shows one live progress line; stops
+everything cleanly on Ctrl-C, at --updates or after --minutes; leaves a run directory with the config, logs,
+checkpoints, metrics, a summary and (unless --no-report) PNG plots.
 
-The run and its flags are ``python -m services.launcher`` (``services/launcher/cli.py``, flags derived from
-its TrainConfig), started as a child process with every argument, ``--help`` included, so that the library
-never imports the services.
+The run and its flags are ``python -m services.launcher`` (``services/launcher/cli.py``), started as a child
+process with every argument, ``--help`` included, so that the library never imports the services.
 """
 
 from __future__ import annotations
@@ -15,8 +14,6 @@ HELP = "train an agent: redis, replay, learner and actors as local processes"
 
 
 def add_arguments(p) -> None:
-    """No flags of its own: every argument goes to ``python -m services.launcher``, whose flags are derived
-    from its TrainConfig (``phylorl train --help`` lists them)."""
     p.add_argument("args", nargs="*", help="the run's flags (phylorl train --help lists them)")
 
 
@@ -29,11 +26,10 @@ def run(args) -> int:
     import sys
 
     child = subprocess.Popen([sys.executable, "-m", "services.launcher", *args.argv], process_group=0)
-
-    def forward(signum, _frame) -> None:
-        child.send_signal(signum)
-
-    previous = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM)}
+    previous = {
+        s: signal.signal(s, lambda signum, _: child.send_signal(signum))
+        for s in (signal.SIGINT, signal.SIGTERM)
+    }
     try:
         return child.wait()
     finally:

@@ -1,10 +1,10 @@
-"""Supervised warm start of an agent: label the moves of visited states with their one-step reward
-in parallel worker processes, fit the twin Q networks to them, and write a learner checkpoint.
+"""Supervised warm start of an agent: label the moves of visited states with their one-step reward in parallel
+worker processes, fit the twin Q networks to them, and write a learner checkpoint.
 
-The checkpoint is a normal learner checkpoint: ``phylorl eval``/``search --policy agent`` read it,
-and ``phylorl train --init-checkpoint`` continues from it with reinforcement learning. With
-``--behaviour CKPT`` the states are those that agent visits (a DAgger round) instead of those of
-likelihood-greedy search. See :mod:`phylorl.agent.warmstart`.
+The checkpoint is a normal learner checkpoint: ``phylorl eval``/``search --policy agent`` read it, and
+``phylorl train --init-checkpoint`` continues from it with reinforcement learning. With ``--behaviour CKPT``
+the states are those that agent visits (a DAgger round) instead of those of likelihood-greedy search. See
+:mod:`phylorl.agent.warmstart`.
 """
 
 from __future__ import annotations
@@ -17,7 +17,8 @@ import time
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from pathlib import Path
 
-from phylorl.cli.common import add_alignments
+from phylorl.cli import CliError
+from phylorl.cli.common import add_alignments, add_model, default_cache_dir, load_agent, status
 
 HELP = "supervised warm start: fit an agent to the one-step reward of every move"
 
@@ -46,7 +47,7 @@ def add_arguments(p) -> None:
     p.add_argument(
         "--threads", type=int, default=os.cpu_count() or 1, help="labelling processes (default: all cores)"
     )
-    p.add_argument("--model", default="GTR+F+G4", help="model string (default: GTR+F+G4)")
+    add_model(p, "model string (default: GTR+F+G4)")
     p.add_argument("--features", choices=("rich", "basic"), default="rich", help="observation feature set")
     p.add_argument("--hidden", type=int, default=64, help="network width (default: 64)")
     p.add_argument("--gat-layers", type=int, default=3, help="GAT layers (default: 3)")
@@ -54,11 +55,9 @@ def add_arguments(p) -> None:
     p.add_argument("--lr", type=float, default=1e-3, help="Adam learning rate (default: 1e-3)")
     p.add_argument("--batch-states", type=int, default=16, help="states per gradient step (default: 16)")
     p.add_argument("--explore", type=float, default=0.25, help="probability of a random behaviour move")
-    p.add_argument(
-        "--behaviour", default=None, help="checkpoint whose greedy moves drive the episodes (DAgger)"
-    )
+    p.add_argument("--behaviour", help="checkpoint whose greedy moves drive the episodes (DAgger)")
     p.add_argument("--device", default="auto", help="cpu, cuda or auto (default)")
-    p.add_argument("--cache-dir", default=None, help="preparation cache (default: as phylorl search)")
+    p.add_argument("--cache-dir", help="preparation cache (default: as phylorl search)")
     p.add_argument("--seed", type=int, default=0, help="seed of start trees, exploration and the network")
     p.add_argument("--json", action="store_true", help="print one JSON object with the results")
 
@@ -67,11 +66,8 @@ def _init_worker(model: str, features: str, cache_dir: str, behaviour: str | Non
     import torch
 
     torch.set_num_threads(1)
-    _WORKER.update(model=model, features=features, cache_dir=cache_dir, entries={}, policy=None)
-    if behaviour:
-        from phylorl.agent.policy import AgentPolicy
-
-        _WORKER["policy"] = AgentPolicy.from_checkpoint(behaviour)
+    policy = load_agent(behaviour, None) if behaviour else None
+    _WORKER.update(model=model, features=features, cache_dir=cache_dir, entries={}, policy=policy)
 
 
 def _episode(path: str, seed: int, cfg, deadline: float | None = None) -> list:
@@ -98,10 +94,9 @@ def _collect(args, paths, cfg, cache_dir, behaviour, task, have):
     started = time.perf_counter()
     deadline = started + 60 * args.minutes
     wall_deadline = time.time() + 60 * args.minutes  # episodes still running then stop early
-    context = multiprocessing.get_context("fork")
     with ProcessPoolExecutor(
         args.threads,
-        mp_context=context,
+        mp_context=multiprocessing.get_context("fork"),
         initializer=_init_worker,
         initargs=(args.model, args.features, cache_dir, behaviour),
     ) as pool:
@@ -125,12 +120,13 @@ def _collect(args, paths, cfg, cache_dir, behaviour, task, have):
             if time.perf_counter() < deadline and not full:
                 while len(pending) < 2 * args.threads:
                     submit()
-            shown = _show(
-                f"warmstart: {have + len(states)} labelled states, {time.perf_counter() - started:.0f} s",
-                shown,
-                final=not pending,
-            )
+            line = f"warmstart: {have + len(states)} labelled states, {time.perf_counter() - started:.0f} s"
+            shown = _show(line, shown, final=not pending)
     return states, task
+
+
+def _epoch(r: dict) -> None:
+    status(f"warmstart: epoch {r['epoch']} loss {r['loss']:.4f} (mse {r['mse']:.5f}, ce {r['ce']:.4f})")
 
 
 def _show(line: str, shown: float, final: bool) -> float:
@@ -145,8 +141,6 @@ def _show(line: str, shown: float, final: bool) -> float:
 
 
 def run(args) -> int:
-    from phylorl.cli import CliError
-    from phylorl.cli.search import default_cache_dir
     from phylorl.env.corpus import load_corpus
     from phylorl.phylo import parse_model
 
@@ -164,16 +158,9 @@ def run(args) -> int:
     from phylorl.nets.config import NetworkConfig
 
     if args.behaviour:
-        from phylorl.agent.policy import AgentPolicy
-
-        AgentPolicy.from_checkpoint(args.behaviour)  # fails fast on a bad checkpoint
-    device = (
-        "cuda"
-        if args.device == "auto" and torch.cuda.is_available()
-        else ("cpu" if args.device == "auto" else args.device)
-    )
-    corpus = load_corpus(args.alignments)
-    paths = [str(e.path) for e in corpus.entries]
+        load_agent(args.behaviour, None)  # fails fast on a bad checkpoint
+    device = args.device if args.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
+    paths = [str(e.path) for e in load_corpus(args.alignments).entries]
     cfg = WarmStartConfig(
         epochs=args.epochs, lr=args.lr, explore=args.explore, batch_states=args.batch_states
     )
@@ -184,13 +171,8 @@ def run(args) -> int:
     _episode(paths[0], 10**9, WarmStartConfig(steps_factor=0.01))
     torch.set_num_threads(threads)
     torch.manual_seed(args.seed)
-    net_cfg = NetworkConfig(
-        features=args.features,
-        hidden=args.hidden,
-        action_hidden=args.hidden,
-        head_hidden=args.hidden,
-        gat_layers=args.gat_layers,
-    )
+    widths = dict.fromkeys(("hidden", "action_hidden", "head_hidden"), args.hidden)
+    net_cfg = NetworkConfig(features=args.features, gat_layers=args.gat_layers, **widths)
     learner = Learner(net_cfg, AgentConfig(), device, seed=args.seed)
     states: list = []
     rounds, behaviour, task = [], args.behaviour, 0
@@ -204,16 +186,7 @@ def run(args) -> int:
         holdout = states[::20]
         train = [s for i, s in enumerate(states) if i % 20]
         fit_started = time.perf_counter()
-        history = fit(
-            learner,
-            train,
-            cfg,
-            seed=args.seed + round_index,
-            on_epoch=lambda r: print(
-                f"warmstart: epoch {r['epoch']} loss {r['loss']:.4f} (mse {r['mse']:.5f}, ce {r['ce']:.4f})",
-                file=sys.stderr,
-            ),
-        )
+        history = fit(learner, train, cfg, seed=args.seed + round_index, on_epoch=_epoch)
         learner.save(out)
         behaviour = str(out)  # the next round follows this agent (DAgger)
         rounds.append(
@@ -227,10 +200,9 @@ def run(args) -> int:
                 "history": history,
             }
         )
-        print(
+        status(
             f"warmstart: round {round_index + 1}: {len(states)} states, held-out top-1 agreement with "
-            f"likelihood-greedy {rounds[-1]['holdout_top1']:.3f}",
-            file=sys.stderr,
+            f"likelihood-greedy {rounds[-1]['holdout_top1']:.3f}"
         )
     result = {
         "checkpoint": str(out),

@@ -1,17 +1,12 @@
-"""``phylorl train``: the embedded default run, as ``python -m services.launcher`` (which the ``phylorl``
-command starts, so that the library never imports the services).
-
-Starts redis-server, the replay service, the learner and N actors; shows one live progress line;
-stops everything cleanly on Ctrl-C, at --updates or after --minutes; leaves a run directory with
-the config, logs, checkpoints, metrics, a summary and (unless --no-report) PNG plots. The flags are
-``phylorl.cli.train.add_arguments``: one definition for ``phylorl train --help`` and for this entry point.
-"""
+"""``phylorl train``: the embedded default run (:mod:`phylorl.cli.train`), as ``python -m services.launcher``
+(which the ``phylorl`` command starts, so that the library never imports the services)."""
 
 from __future__ import annotations
 
 import argparse
 import contextlib
 import json
+import os
 import shutil
 import signal
 import sys
@@ -21,6 +16,7 @@ from pathlib import Path
 
 from phylorl.cli import CliError, run_command
 from phylorl.cli import main as cli_main
+from phylorl.cli.common import load_agent
 from phylorl.cli.train import HELP
 from services.common.config import add_flags, build, env_values, file_values, flag_values, merge, paths
 
@@ -48,13 +44,8 @@ def build_parser(advanced: bool = False) -> argparse.ArgumentParser:
         "--config", help="YAML or JSON file of TrainConfig fields (sections replay:, learner:, actor:)"
     )
     parser.add_argument("--advanced", action="store_true", help="with --help: list the sections' fields too")
-    add_flags(
-        parser,
-        TrainConfig(),
-        ENV_PREFIX,
-        exclude=SET_BY_LAUNCHER,
-        listed=lambda path: advanced or len(path) == 1,
-    )
+    listed = (lambda path: True) if advanced else (lambda path: len(path) == 1)
+    add_flags(parser, TrainConfig(), ENV_PREFIX, exclude=SET_BY_LAUNCHER, listed=listed)
     parser.add_argument("--no-report", action="store_true", help="the same as --report false")
     parser.add_argument(
         "--json",
@@ -67,17 +58,13 @@ def build_parser(advanced: bool = False) -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    parser = build_parser(advanced="--advanced" in argv)
-    return run_command("train", run, parser.parse_args(argv))
+    return run_command("train", run, build_parser(advanced="--advanced" in argv).parse_args(argv))
 
 
 def build_config(args, environ=None) -> TrainConfig:
-    import os
-
-    environ = os.environ if environ is None else environ
     values = merge(
         file_values(args.config) if args.config else {},
-        env_values(TrainConfig(), environ, ENV_PREFIX),
+        env_values(TrainConfig(), os.environ if environ is None else environ, ENV_PREFIX),
         flag_values(args, TrainConfig()),
     )
     if args.no_report:
@@ -100,9 +87,7 @@ def run(args) -> int:
     if config.prometheus and shutil.which("prometheus") is None:
         raise CliError("--prometheus: prometheus is not installed (scripts/install.sh installs it)")
     if config.init_checkpoint:
-        from phylorl.agent.policy import AgentPolicy
-
-        AgentPolicy.from_checkpoint(config.init_checkpoint)  # fail fast on a missing or foreign file
+        load_agent(config.init_checkpoint, None)  # fail fast on a missing or foreign file
     run_dir = Path(config.run_dir)
     if config.alignments:
         from phylorl.env.corpus import load_corpus
@@ -124,7 +109,6 @@ def run(args) -> int:
                 f"{run_dir / 'ports.json'})"
             )
 
-    failed = None
     with ProgressLine(console, "preparing the corpus ...") as line:
         try:
             summary = run_local(config, run_dir, line.show, stop, on_started=started, on_stage=line.stage)
@@ -132,12 +116,9 @@ def run(args) -> int:
             stop.set()
             raise
         except LaunchError as exc:
-            failed = exc
-            line.end("every service stopped")
-        else:
-            line.end(totals(summary))  # the run's totals, not the rates of a stopped system
-    if failed is not None:
-        raise CliError(f"{failed} (run directory {run_dir})")
+            line.end("every service stopped")  # shown as the line ends, before the error
+            raise CliError(f"{exc} (run directory {run_dir})") from None
+        line.end(totals(summary))  # the run's totals, not the rates of a stopped system
     console.print(
         f"stopped: {summary['reason']} after {summary['seconds']:.0f} s; "
         f"summary in {run_dir / 'summary.json'}"
@@ -147,14 +128,6 @@ def run(args) -> int:
     if config.report and (run_dir / "metrics.jsonl").exists():
         with contextlib.redirect_stdout(sys.stderr):  # stdout carries the one JSON object below
             cli_main(["report", str(run_dir)])
-    shown = (
-        summary
-        if args.json
-        else {
-            k: summary[k]
-            for k in ("run_dir", "reason", "updates", "weights_version", "env_steps", "episodes")
-            if k in summary
-        }
-    )
-    print(json.dumps(shown))
+    keys = ("run_dir", "reason", "updates", "weights_version", "env_steps", "episodes")
+    print(json.dumps(summary if args.json else {k: summary[k] for k in keys if k in summary}))
     return 0 if summary["reason"] in ("updates done", "time limit", "interrupted") else 1

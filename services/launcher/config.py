@@ -4,10 +4,10 @@ configs as typed sections.
 Loaded by :func:`services.common.config.load_config` like every service's config: ``--config FILE`` (YAML or
 JSON, sections as nested mappings), ``PHYLORL_TRAIN_<FIELD>`` (``PHYLORL_TRAIN_LEARNER__AGENT__LR``) and
 flags (``--learner.agent.lr``), every one listed by ``phylorl train --help``. The sections default to the
-services' own defaults except where a short local run on a small machine wants others (``local_*`` below);
-the launcher sets what connects the services (addresses, ports, Redis, secrets, directories, seeds). The
-short fields (``--hidden``, ``--horizon``, ...) set their section fields, as their docs say; left unset
-(None) they leave the sections as they are.
+services' own defaults except where a short local run on a small machine wants others (see the fields
+below); the launcher sets what connects the services (addresses, ports, Redis, secrets, directories,
+seeds). The short fields (``--hidden``, ``--horizon``, ...) set their section fields, as their docs say;
+left unset (None) they leave the sections as they are.
 """
 
 from __future__ import annotations
@@ -22,53 +22,15 @@ from services.actor.config import ActorConfig
 from services.learner.config import LearnerConfig
 from services.replay.config import ReplayConfig
 
-_CONNECTION = (
-    "host",
-    "port",
-    "metrics_port",
-    "redis_url",
-    "redis_username",
-    "redis_password_file",
-    "tls_cert_file",
-    "tls_key_file",
-    "tls_ca_file",
-    "token_file",
-)
-SET_BY_LAUNCHER = frozenset(
-    [f"replay.{name}" for name in (*_CONNECTION, "seed")]
-    + [f"learner.{name}" for name in (*_CONNECTION, "replay_address", "run_dir", "updates", "seed")]
-    + [
-        f"actor.{name}"
-        for name in (
-            "learner_address",
-            "replay_address",
-            "metrics_port",
-            "alignments",
-            "cache_dir",
-            "seed",
-            "actor_id",
-            "spool_dir",
-            "tls_ca_file",
-            "token_file",
-        )
-    ]
-)
-"""Section fields the launcher sets itself (addresses, ports, Redis, secrets, directories, seeds): not
-flags."""
-
-
-def local_replay() -> ReplayConfig:
-    return ReplayConfig(min_size_to_sample=128, samples_per_insert=8.0)
-
-
-def local_learner() -> LearnerConfig:
-    return LearnerConfig(
-        batch_size=32, net=NetworkConfig(features="rich", hidden=64, action_hidden=64, head_hidden=64)
-    )
-
-
-def local_actor() -> ActorConfig:
-    return ActorConfig(envs=2, env=EnvConfig(horizon=10))
+_CONNECTION = "host port metrics_port redis_url redis_username redis_password_file tls_cert_file tls_key_file"
+_SET = {
+    "replay": f"{_CONNECTION} tls_ca_file token_file seed",
+    "learner": f"{_CONNECTION} tls_ca_file token_file replay_address run_dir updates seed",
+    "actor": "learner_address replay_address metrics_port alignments cache_dir seed actor_id spool_dir "
+    "tls_ca_file token_file",
+}
+SET_BY_LAUNCHER = frozenset(f"{section}.{name}" for section, names in _SET.items() for name in names.split())
+"""Section fields the launcher sets (addresses, ports, Redis, secrets, directories, seeds): not flags."""
 
 
 @dataclass(frozen=True)
@@ -145,11 +107,17 @@ class TrainConfig:
     samples_per_insert: float | None = None
     """Sets replay.samples_per_insert: the sampled-to-inserted ratio of the rate limiter (0: none)."""
 
-    replay: ReplayConfig = field(default_factory=local_replay)
+    replay: ReplayConfig = field(
+        default_factory=lambda: ReplayConfig(min_size_to_sample=128, samples_per_insert=8.0)
+    )
     """The replay service (its address, ports and Redis are the launcher's)."""
-    learner: LearnerConfig = field(default_factory=local_learner)
+    learner: LearnerConfig = field(
+        default_factory=lambda: LearnerConfig(
+            batch_size=32, net=NetworkConfig(features="rich", hidden=64, action_hidden=64, head_hidden=64)
+        )
+    )
     """The learner (its addresses, ports, run directory and Redis are the launcher's)."""
-    actor: ActorConfig = field(default_factory=local_actor)
+    actor: ActorConfig = field(default_factory=lambda: ActorConfig(envs=2, env=EnvConfig(horizon=10)))
     """Every actor (addresses, ports, ids, seeds, corpus, cache and journal directory are the launcher's)."""
 
     def __post_init__(self):
@@ -175,7 +143,7 @@ class TrainConfig:
         resolved against the working directory once, where the run starts: the services and Redis are started
         in other directories (Redis changes into its data directory), so no child may depend on this one's."""
 
-        def absolute(path: str) -> str:
+        def absolute(path: str | None) -> str | None:
             return str(Path(path).expanduser().resolve()) if path else path
 
         return dataclasses.replace(
@@ -183,7 +151,7 @@ class TrainConfig:
             run_dir=absolute(self.run_dir or run_dir_default),
             cache_dir=absolute(self.cache_dir),
             alignments=",".join(absolute(a) for a in self.alignments.split(",") if a),
-            init_checkpoint=absolute(self.init_checkpoint) if self.init_checkpoint else self.init_checkpoint,
+            init_checkpoint=absolute(self.init_checkpoint),
             learner=dataclasses.replace(self.learner, init_checkpoint=absolute(self.learner.init_checkpoint)),
         )
 
@@ -195,13 +163,8 @@ class TrainConfig:
             min_size_to_sample=self.min_replay,
             samples_per_insert=self.samples_per_insert,
         )
-        net = _set(
-            self.learner.net,
-            features=self.features,
-            hidden=self.hidden,
-            action_hidden=self.hidden,
-            head_hidden=self.hidden,
-        )
+        widths = dict.fromkeys(("hidden", "action_hidden", "head_hidden"), self.hidden)
+        net = _set(self.learner.net, features=self.features, **widths)
         learner = _set(
             self.learner,
             net=net,

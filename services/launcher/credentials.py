@@ -27,40 +27,20 @@ from pathlib import Path
 
 REDIS_USER = "phylorl"
 REDIS_COMMANDS = (
-    "ping",
-    "info",
-    "select",
-    "multi",
-    "exec",
-    "discard",
-    "get",
-    "set",
-    "getrange",
-    "del",
-    "hset",
-    "hget",
-    "hmget",
-    "hgetall",
-    "hdel",
-    "rpush",
-    "lrange",
-    "ltrim",
-    "eval",
-    "evalsha",
-    "rename",
-    "persist",
+    "ping info select multi exec discard get set getrange del hset hget hmget hgetall hdel rpush lrange "
+    "ltrim eval evalsha rename persist"
 )
-"""What the replay service and the learner send (MULTI/EXEC transactions, the replay store's guarded writes:
-one Lua script that checks the key range, renames the staged batch string into place and writes the index
-list, the priority, mark and origin hashes; the published weights); anything else is refused. Redis checks the
-commands a script runs against these rules too."""
+"""What the replay service and the learner send (space-separated; MULTI/EXEC transactions, the replay store's
+guarded writes: one Lua script that checks the key range, renames the staged batch string into place and
+writes the index list, the priority, mark and origin hashes; the published weights); anything else is
+refused. Redis checks the commands a script runs against these rules too."""
 KEY_PATTERN = "phylorl:*"
 DEFAULT_HOSTS = ("localhost", "127.0.0.1", "replay", "learner")
 
 
 def redis_acl(password: str) -> str:
     digest = hashlib.sha256(password.encode()).hexdigest()
-    commands = " ".join(f"+{c}" for c in REDIS_COMMANDS)
+    commands = " ".join(f"+{c}" for c in REDIS_COMMANDS.split())
     # The default user is off (nobody can log in as it) and has no "nopass", so protected mode stays on. It
     # keeps every permission because Redis 7.0 checks the transactions it replays from the AOF at start
     # against the default user's rules: without them a restart would drop every MULTI/EXEC insert.
@@ -82,51 +62,42 @@ def make_credentials(
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     now = datetime.datetime.now(datetime.UTC)
-    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca_key, key = ec.generate_private_key(ec.SECP256R1()), ec.generate_private_key(ec.SECP256R1())
     ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "phylorl CA")])
-    ca = (
-        x509.CertificateBuilder()
-        .subject_name(ca_name)
-        .issuer_name(ca_name)
-        .public_key(ca_key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=days))
-        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=True,
-                key_cert_sign=True,
-                crl_sign=True,
-                content_commitment=False,
-                key_encipherment=False,
-                data_encipherment=False,
-                key_agreement=False,
-                encipher_only=False,
-                decipher_only=False,
-            ),
-            critical=True,
+
+    def certificate(subject, public_key, *extensions):
+        """A certificate for ``public_key`` signed by the CA, valid from 5 minutes ago for ``days`` days."""
+        builder = (
+            x509.CertificateBuilder()
+            .subject_name(subject)
+            .issuer_name(ca_name)
+            .public_key(public_key)
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(minutes=5))
+            .not_valid_after(now + datetime.timedelta(days=days))
         )
-        .sign(ca_key, hashes.SHA256())
+        for extension, critical in extensions:
+            builder = builder.add_extension(extension, critical=critical)
+        return builder.sign(ca_key, hashes.SHA256())
+
+    unused = "content_commitment key_encipherment data_encipherment key_agreement encipher_only decipher_only"
+    usage = x509.KeyUsage(
+        digital_signature=True, key_cert_sign=True, crl_sign=True, **dict.fromkeys(unused.split(), False)
     )
-    key = ec.generate_private_key(ec.SECP256R1())
+    ca = certificate(
+        ca_name, ca_key.public_key(), (x509.BasicConstraints(ca=True, path_length=0), True), (usage, True)
+    )
     names = []
     for host in hosts:
         try:
             names.append(x509.IPAddress(ipaddress.ip_address(host)))
         except ValueError:
             names.append(x509.DNSName(host))
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "phylorl services")]))
-        .issuer_name(ca_name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=days))
-        .add_extension(x509.SubjectAlternativeName(names), critical=False)
-        .add_extension(x509.ExtendedKeyUsage([x509.oid.ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-        .sign(ca_key, hashes.SHA256())
+    cert = certificate(
+        x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "phylorl services")]),
+        key.public_key(),
+        (x509.SubjectAlternativeName(names), False),
+        (x509.ExtendedKeyUsage([x509.oid.ExtendedKeyUsageOID.SERVER_AUTH]), False),
     )
     password = secrets.token_urlsafe(32)
     contents = {
@@ -139,17 +110,14 @@ def make_credentials(
         "redis_password": password.encode() + b"\n",
         "redis_users.acl": redis_acl(password).encode(),
     }
-    paths = {}
     for name, data in contents.items():
         path = directory / name
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "wb") as handle:
+        with open(path, "wb", opener=lambda file, flags: os.open(file, flags, 0o600)) as handle:
             handle.write(data)
         os.chmod(path, 0o600)
         if owner is not None:
             os.chown(path, owner, owner)
-        paths[name] = path
-    return paths
+    return {name: directory / name for name in contents}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -165,7 +133,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--owner",
         type=int,
-        default=None,
         help="uid (and gid) to own the files, e.g. 10001, the containers' user (needs root)",
     )
     args = parser.parse_args(argv)

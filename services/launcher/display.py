@@ -58,11 +58,7 @@ class ProgressLine:
         from rich.text import Text
 
         self._console, self._text = console, Text(first)
-        self._live = (
-            Live(self._text, console=console, refresh_per_second=2, transient=False)
-            if console.is_terminal
-            else None
-        )
+        self._live = Live(self._text, console=console, refresh_per_second=2) if console.is_terminal else None
         self._printed_at, self._record = time.monotonic(), None
         if self._live is None:
             self._print()

@@ -83,23 +83,21 @@ def snapshot(time_s: float, learner_port: int, replay_port: int, actor_ports: li
 def rates(previous: Snapshot, current: Snapshot) -> dict[str, float]:
     """Per-second rates and windowed means between two snapshots."""
     dt = max(current.time_s - previous.time_s, 1e-9)
-    episodes = current.episodes - previous.episodes
     updates = current.updates - previous.updates
+
+    def change(name: str) -> float:
+        return getattr(current, name) - getattr(previous, name)
+
+    def mean(total: float, count: float) -> float:  # nan over none
+        return total / count if count else float("nan")
+
     return {
         "updates_per_s": updates / dt,
-        "env_steps_per_s": (current.env_steps - previous.env_steps) / dt,
-        "mean_update_ms": 1e3 * (current.update_seconds_sum - previous.update_seconds_sum) / updates
-        if updates
-        else float("nan"),
-        "mean_episode_delta_loglik": (current.episode_delta_sum - previous.episode_delta_sum) / episodes
-        if episodes
-        else float("nan"),
+        "env_steps_per_s": change("env_steps") / dt,
+        "mean_update_ms": mean(1e3 * change("update_seconds_sum"), updates),
+        "mean_episode_delta_loglik": mean(change("episode_delta_sum"), change("episodes")),
         # of the actors' time, the share their loops stood waiting for an inference answer (1:
         # inference-bound); a wait counts when it ends, so a window after a long one (the learner starting)
         # can show more than 1
-        "actor_inference_wait_fraction": (current.actor_inference_wait_s - previous.actor_inference_wait_s)
-        / dt
-        / current.actors
-        if current.actors
-        else float("nan"),
+        "actor_inference_wait_fraction": mean(change("actor_inference_wait_s") / dt, current.actors),
     }

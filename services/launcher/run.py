@@ -1,18 +1,17 @@
 """The embedded default: the whole system as local processes in one run directory.
 
-``run_local(config, run_dir, on_progress, stop)`` starts redis-server (data in the run directory,
-AOF on), the replay service, the learner and ``config.actors`` actors, waits for each to be healthy,
-then watches them: every second it reads their metrics endpoints, hands a progress record to
-``on_progress`` and appends it to ``metrics.jsonl``. It ends when the learner has done
-``config.updates`` updates, when ``config.minutes`` have passed, when ``stop`` is set (Ctrl-C) or
-when a service dies; then it stops everything cleanly and writes ``summary.json``.
+``run_local(config, run_dir, on_progress, stop)`` starts redis-server (data in the run directory, AOF on), the
+replay service, the learner and ``config.actors`` actors, waits for each to be healthy, then watches them:
+every second it reads their metrics endpoints, hands a progress record to ``on_progress`` and appends it to
+``metrics.jsonl``. It ends when the learner has done ``config.updates`` updates, when ``config.minutes`` have
+passed, when ``stop`` is set (Ctrl-C) or when a service dies; then it stops everything cleanly and writes
+``summary.json``.
 
 Run directory: ``config.json`` (the whole TrainConfig), ``config/<service>.json`` (each service's config as it
-reads it), ``logs/<service>.log``, ``redis/`` (AOF), ``checkpoints/``,
-``learner/updates.csv``, ``corpus/`` (if simulated),
-``metrics.jsonl``, ``summary.json``, ``ports.json`` (every service's gRPC and metrics port, also in the
-summary), ``secrets/`` (mode 0600: Redis' ACL file and the password of its one user, which replay and the
-learner log in as; with ``config.secure`` the TLS certificates and gRPC token too), ``spool/`` (the
+reads it), ``logs/<service>.log``, ``redis/`` (AOF), ``checkpoints/``, ``learner/updates.csv``, ``corpus/``
+(if simulated), ``metrics.jsonl``, ``summary.json``, ``ports.json`` (every service's gRPC and metrics port,
+also in the summary), ``secrets/`` (mode 0600: Redis' ACL file and the password of its one user, which replay
+and the learner log in as; with ``config.secure`` the TLS certificates and gRPC token too), ``spool/`` (the
 actors' outbox journals and ``ledger.jsonl``) and, with ``config.prometheus``, ``prometheus/`` (its config and
 data: the installed Prometheus scraping the run under the compose stack's job names;
 ``services/launcher/prometheus.py``).
@@ -38,7 +37,7 @@ from .config import TrainConfig
 from .credentials import REDIS_USER, make_credentials
 from .progress import rates, snapshot
 from .prometheus import start_prometheus
-from .supervisor import LaunchError, Service, StartInterrupted, Supervisor, free_port
+from .supervisor import LaunchError, Service, StartInterrupted, Supervisor, flags, free_port
 
 
 def simulate_corpus(config: TrainConfig, run_dir: Path) -> str:
@@ -46,50 +45,12 @@ def simulate_corpus(config: TrainConfig, run_dir: Path) -> str:
     from phylorl.cli import main as cli_main
 
     out = run_dir / "corpus"
+    corpus = dict(count=config.simulate_count, taxa=config.simulate_taxa, sites=config.simulate_sites)
+    argv = ["simulate", *flags({"out_dir": out, **corpus, "seed": config.seed}), "--force"]
     with contextlib.redirect_stdout(sys.stderr):  # stdout is the run's one JSON line
-        status = cli_main(
-            [
-                "simulate",
-                "--out-dir",
-                str(out),
-                "--count",
-                str(config.simulate_count),
-                "--taxa",
-                config.simulate_taxa,
-                "--sites",
-                config.simulate_sites,
-                "--seed",
-                str(config.seed),
-                "--force",
-            ]
-        )
-    if status != 0:
-        raise LaunchError("simulating the default corpus failed (see the lines above)")
+        if cli_main(argv) != 0:
+            raise LaunchError("simulating the default corpus failed (see the lines above)")
     return str(out)
-
-
-def cache_dir(config: TrainConfig) -> Path:
-    """The preparation cache: ``config.cache_dir``, else the one ``phylorl search`` and ``eval`` use (keyed by
-    each alignment's content and the model, so a corpus prepared once is read back by every later run)."""
-    from phylorl.cli.search import default_cache_dir
-
-    return Path(config.cache_dir) if config.cache_dir else default_cache_dir()
-
-
-def start_service(sup: Supervisor, name: str, service_config, run_dir: Path, port: int = 0) -> Service:
-    """``python -m services.<kind> --config run_dir/config/<name>.json``: the whole section as the service
-    reads it (ports also as flags, so that ``ps`` shows which process is which)."""
-    path = write_config(service_config, run_dir / "config" / f"{name}.json")
-    flags = {"config": path, "metrics_port": service_config.metrics_port, **({"port": port} if port else {})}
-    return sup.add(
-        Service(
-            name,
-            sup.python(f"services.{name.split('-')[0]}", flags),
-            run_dir / "logs" / f"{name}.log",
-            service_config.metrics_port,
-            port,
-        )
-    )
 
 
 def prepare_shared_cache(
@@ -101,32 +62,24 @@ def prepare_shared_cache(
     stop: threading.Event | None = None,
 ) -> bool:
     """Prepare the corpus once, in parallel, into the cache every actor reads; ``on_stage`` hears how far it
-    is (a line, and whether more follow). Returns whether it is all prepared (not when ``stop`` was set
-    first)."""
+    is (a line, and whether more follow). Whether it is all prepared (not when ``stop`` was set first)."""
     from phylorl.env.corpus import corpus_files
     from phylorl.env.prepare import prepare_corpus
 
     log_path = run_dir / "logs" / "prepare.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    with open(log_path, "a") as log:
+    files = corpus_files(alignments.split(","))
+    with open(log_path, "a", buffering=1) as log:
 
         def done(path, count, total):
             log.write(f"prepared {path} ({count}/{total})\n")
-            log.flush()
             if on_stage is not None:
                 on_stage(
                     f"preparing the corpus under {model}: {count}/{total} alignments (log: {log_path})",
                     count < total,
                 )
 
-        return prepare_corpus(
-            corpus_files(alignments.split(",")),
-            model,
-            cache,
-            threads=os.cpu_count() or 1,
-            on_done=done,
-            stop=stop,
-        )
+        return prepare_corpus(files, model, cache, threads=os.cpu_count() or 1, on_done=done, stop=stop)
 
 
 def run_local(
@@ -140,6 +93,8 @@ def run_local(
     """The run (module docstring); ``on_stage`` hears a line for each step before the services run (the
     corpus' preparation, alignment by alignment, then their start) and whether more of that step's lines
     follow."""
+    from phylorl.cli.common import default_cache_dir
+
     stop = stop or threading.Event()
     config = config.absolute(str(run_dir))
     run_dir = Path(config.run_dir)
@@ -147,11 +102,21 @@ def run_local(
     (run_dir / "config.json").write_text(json.dumps(asdict(config), indent=2) + "\n")
     replay_cfg, learner_cfg, actor_cfg = config.sections()
     alignments = config.alignments or simulate_corpus(config, run_dir)
-    cache = cache_dir(config)
+    # phylorl search's and eval's cache by default: keyed by content and model, a corpus is prepared once
+    cache = Path(config.cache_dir) if config.cache_dir else default_cache_dir()
     sup = Supervisor(run_dir, stop)
-    started = time.monotonic()
-    reason = "unknown"
+    started, reason = time.monotonic(), "unknown"  # the run's clock and why it ended, for the summary
     summary: dict = {"run_dir": str(run_dir), "cache_dir": str(cache)}
+
+    def start(name: str, section, **values) -> Service:
+        """``python -m services.<kind> --config run_dir/config/<name>.json``: ``section`` with ``values``, as
+        the service reads it (ports also as flags, so that ``ps`` shows which process is which)."""
+        section, port = replace(section, **values), values.get("port", 0)
+        path = write_config(section, run_dir / "config" / f"{name}.json")
+        flags = {"config": path, "metrics_port": section.metrics_port, **({"port": port} if port else {})}
+        argv = sup.python(f"services.{name.split('-')[0]}", flags)
+        return sup.add(Service(name, argv, run_dir / "logs" / f"{name}.log", section.metrics_port, port))
+
     try:
         if not prepare_shared_cache(actor_cfg.model, cache, alignments, run_dir, on_stage, stop):
             raise StartInterrupted("stopped while preparing the corpus")
@@ -159,74 +124,45 @@ def run_local(
             on_stage("starting redis, replay, learner and actors ...", False)
         started = time.monotonic()  # the run's clock counts from the services' start
         made = make_credentials(run_dir / "secrets", hosts=("localhost", "127.0.0.1"))
-        redis_auth = {"redis_username": REDIS_USER, "redis_password_file": str(made["redis_password"])}
+        made = {name: str(path) for name, path in made.items()}
+        redis_auth = {"redis_username": REDIS_USER, "redis_password_file": made["redis_password"]}
         grpc_server, grpc_client = {}, {}
         if config.secure:
-            grpc_client = {"tls_ca_file": str(made["ca.crt"]), "token_file": str(made["grpc_token"])}
-            grpc_server = {
-                "tls_cert_file": str(made["server.crt"]),
-                "tls_key_file": str(made["server.key"]),
-                "token_file": str(made["grpc_token"]),
-            }
+            grpc_client = {"tls_ca_file": made["ca.crt"], "token_file": made["grpc_token"]}
+            grpc_server = {"tls_cert_file": made["server.crt"], "tls_key_file": made["server.key"]}
+            grpc_server["token_file"] = made["grpc_token"]
         client = ClientCredentials(**grpc_client)
         redis = sup.start_redis(made["redis_users.acl"], RedisAuth(**redis_auth))
         redis_url = f"redis://127.0.0.1:{redis.port}/0"
+        server = {"host": "127.0.0.1", "redis_url": redis_url, **redis_auth, **grpc_server}
         replay_port, replay_metrics = free_port(), free_port()
-        replay = start_service(
-            sup,
-            "replay",
-            replace(
-                replay_cfg,
-                host="127.0.0.1",
-                port=replay_port,
-                metrics_port=replay_metrics,
-                redis_url=redis_url,
-                **redis_auth,
-                **grpc_server,
-            ),
-            run_dir,
-            replay_port,
-        )
+        replay = start("replay", replay_cfg, port=replay_port, metrics_port=replay_metrics, **server)
         sup.wait_serving(replay, client)
-        learner_port, learner_metrics = free_port(), free_port()
-        learner = start_service(
-            sup,
+        replay_address, learner_port, learner_metrics = f"127.0.0.1:{replay_port}", free_port(), free_port()
+        learner = start(
             "learner",
-            replace(
-                learner_cfg,
-                host="127.0.0.1",
-                port=learner_port,
-                metrics_port=learner_metrics,
-                replay_address=f"127.0.0.1:{replay_port}",
-                redis_url=redis_url,
-                run_dir=str(run_dir),
-                **redis_auth,
-                **{**grpc_server, **grpc_client},
-            ),
-            run_dir,
-            learner_port,
+            learner_cfg,
+            port=learner_port,
+            metrics_port=learner_metrics,
+            replay_address=replay_address,
+            run_dir=str(run_dir),
+            **{**server, **grpc_client},
         )
         sup.wait_serving(learner, client)
-        actor_ports = []
-        for i in range(config.actors):
-            port = free_port()
-            actor_ports.append(port)
-            start_service(
-                sup,
+        actor_ports = [free_port() for _ in range(config.actors)]
+        for i, port in enumerate(actor_ports):
+            start(
                 f"actor-{i}",
-                replace(
-                    actor_cfg,
-                    learner_address=f"127.0.0.1:{learner_port}",
-                    replay_address=f"127.0.0.1:{replay_port}",
-                    metrics_port=port,
-                    alignments=alignments,
-                    cache_dir=str(cache),
-                    seed=config.seed + 1000 * i,
-                    actor_id=f"actor-{i}",
-                    spool_dir=str(run_dir / "spool"),
-                    **grpc_client,
-                ),
-                run_dir,
+                actor_cfg,
+                learner_address=f"127.0.0.1:{learner_port}",
+                replay_address=replay_address,
+                metrics_port=port,
+                alignments=alignments,
+                cache_dir=str(cache),
+                seed=config.seed + 1000 * i,
+                actor_id=f"actor-{i}",
+                spool_dir=str(run_dir / "spool"),
+                **grpc_client,
             )
         ports = {
             "redis": redis.port,
@@ -236,24 +172,18 @@ def run_local(
             "prometheus": config.prometheus or None,
         }
         if config.prometheus:
-            start_prometheus(
-                sup,
-                run_dir / "prometheus",
-                config.prometheus,
-                {
-                    "replay": [f"127.0.0.1:{replay_metrics}"],
-                    "learner": [f"127.0.0.1:{learner_metrics}"],
-                    "actor": [f"127.0.0.1:{p}" for p in actor_ports],
-                },
-            )
+            jobs = {"replay": [replay_metrics], "learner": [learner_metrics], "actor": actor_ports}
+            targets = {job: [f"127.0.0.1:{port}" for port in job_ports] for job, job_ports in jobs.items()}
+            start_prometheus(sup, run_dir / "prometheus", config.prometheus, targets)
         summary["ports"] = ports
         (run_dir / "ports.json").write_text(json.dumps(ports, indent=2) + "\n")
         if on_started is not None:
             on_started(ports)
         previous = snapshot(time.monotonic() - started, learner_metrics, replay_metrics, actor_ports)
+        # metrics.jsonl and logs/supervisor.log (a line per restart event), each line written as it comes
         with (
-            open(run_dir / "metrics.jsonl", "a") as series,
-            _EventLog(run_dir / "logs" / "supervisor.log") as events,
+            open(run_dir / "metrics.jsonl", "a", buffering=1) as series,
+            open(run_dir / "logs" / "supervisor.log", "a", buffering=1) as events,
         ):
             while True:
                 try:
@@ -268,17 +198,20 @@ def run_local(
                 record = {
                     **asdict(current),
                     **rates(previous, current),
-                    "restarts": sum(service.restarts for service in sup.services),
+                    "restarts": sum(s.restarts for s in sup.services),
                 }
                 series.write(json.dumps(record) + "\n")
-                series.flush()
                 if on_progress is not None:
                     on_progress(record)
                 previous = current
                 if not learner.alive and learner.process.returncode == 0:
                     reason = "updates done"
                     break
-                given_up = sup.revive(config.max_restarts, config.restart_backoff_s, events.write_line)
+                given_up = sup.revive(
+                    config.max_restarts,
+                    config.restart_backoff_s,
+                    lambda message: events.write(f"{time.strftime('%Y-%m-%d %H:%M:%S')} {message}\n"),
+                )
                 if given_up:
                     reason = f"{given_up[0].name} failed"
                     summary["failure_log"] = given_up[0].log_tail()
@@ -286,9 +219,8 @@ def run_local(
                 if config.minutes and now >= 60 * config.minutes:
                     reason = "time limit"
                     break
-        summary.update(
-            asdict(snapshot(time.monotonic() - started, learner_metrics, replay_metrics, actor_ports))
-        )
+        last = snapshot(time.monotonic() - started, learner_metrics, replay_metrics, actor_ports)
+        summary.update(asdict(last))
     except StartInterrupted:
         reason = "interrupted"
     except LaunchError as exc:
@@ -300,45 +232,15 @@ def run_local(
         summary["restarts"] = {service.name: service.restarts for service in sup.services if service.restarts}
         summary["reason"] = reason
         summary["seconds"] = time.monotonic() - started
-        _learner_totals(run_dir, summary)
-        try:
-            latest = latest_checkpoint(run_dir / "checkpoints")
-        except FileNotFoundError:
-            latest = None
-        if latest is not None:
-            summary["checkpoint"] = str(latest)
+        # the learner's own record of its updates: exact even when it exited before a last scrape (it stops at
+        # its update count between two), and counting the updates before a restart (its metrics restart at 0)
+        updates_csv = run_dir / "learner" / "updates.csv"
+        rows = updates_csv.read_text().splitlines() if updates_csv.exists() else []
+        if len(rows) > 1:
+            last = dict(zip(rows[0].split(","), rows[-1].split(",")))
+            summary.update(weights_version=float(last["version"]), updates=float(len(rows) - 1))
+        with contextlib.suppress(FileNotFoundError):
+            if (latest := latest_checkpoint(run_dir / "checkpoints")) is not None:
+                summary["checkpoint"] = str(latest)
         (run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     return summary
-
-
-class _EventLog:
-    """``logs/supervisor.log``: one timestamped line per restart event."""
-
-    def __init__(self, path: Path):
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self._file = open(path, "a")
-
-    def write_line(self, message: str) -> None:
-        self._file.write(f"{time.strftime('%Y-%m-%d %H:%M:%S')} {message}\n")
-        self._file.flush()
-
-    def __enter__(self) -> _EventLog:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._file.close()
-
-
-def _learner_totals(run_dir: Path, summary: dict) -> None:
-    """The learner's own record of its updates: exact even when it exited before a last scrape (it stops at
-    its update count between two), and counting the updates before a restart, which its metrics start again
-    from 0."""
-    path = run_dir / "learner" / "updates.csv"
-    if not path.exists():
-        return
-    rows = path.read_text().splitlines()
-    if len(rows) > 1:
-        header = rows[0].split(",")
-        last = dict(zip(header, rows[-1].split(",")))
-        summary["weights_version"] = float(last["version"])
-        summary["updates"] = float(len(rows) - 1)

@@ -33,10 +33,8 @@ def free_port() -> int:
 
 
 def flags(values: dict) -> list[str]:
-    out = []
-    for key, value in values.items():
-        out += [f"--{key.replace('_', '-')}", str(value)]
-    return out
+    """``--key value`` for each item, underscores in a key as dashes."""
+    return [part for key, value in values.items() for part in (f"--{key.replace('_', '-')}", str(value))]
 
 
 @dataclass
@@ -87,10 +85,8 @@ class Supervisor:
         self.run_dir = Path(run_dir).resolve()  # every path a child is given is absolute
         self.stop = stop  # a threading.Event: set, waiting for a service to start gives up (StartInterrupted)
         self.services: list[Service] = []
-        self.env = dict(os.environ)
-        repo = str(Path(__file__).resolve().parents[2])
-        self.env["PYTHONPATH"] = repo + os.pathsep + self.env.get("PYTHONPATH", "")
-        self.env.setdefault("PYTHONUNBUFFERED", "1")
+        path = os.pathsep.join([str(Path(__file__).resolve().parents[2]), os.environ.get("PYTHONPATH", "")])
+        self.env = {"PYTHONUNBUFFERED": "1", **os.environ, "PYTHONPATH": path}  # the repository first
 
     def add(self, service: Service) -> Service:
         self.services.append(service)
@@ -113,9 +109,8 @@ class Supervisor:
                 delay = min(30.0, backoff_s * 2**service.restarts)
                 service.restart_due = now + delay
                 log(
-                    f"{service.name} exited with status {service.process.returncode}; "
-                    f"restarting in {delay:.1f} s "
-                    f"(restart {service.restarts + 1} of at most {max_restarts})"
+                    f"{service.name} exited with status {service.process.returncode}; restarting in "
+                    f"{delay:.1f} s (restart {service.restarts + 1} of at most {max_restarts})"
                 )
             elif now >= service.restart_due:
                 service.restart_due = None
@@ -138,25 +133,9 @@ class Supervisor:
         data.mkdir(parents=True, exist_ok=True)
         # appendfsync always: an insert is on disk before replay acknowledges it, so even kill -9 of Redis
         # loses no acknowledged transition (one fsync per insert batch)
-        argv = [
-            exe,
-            "--port",
-            str(port),
-            "--bind",
-            "127.0.0.1",
-            "--dir",
-            str(data),
-            "--appendonly",
-            "yes",
-            "--appendfsync",
-            "always",
-            "--save",
-            "",
-            "--protected-mode",
-            "yes",
-            "--aclfile",
-            str(Path(acl_file).resolve()),
-        ]
+        argv = [exe, "--port", str(port), "--bind", "127.0.0.1", "--dir", str(data), "--appendonly", "yes"]
+        argv += ["--appendfsync", "always", "--save", "", "--protected-mode", "yes"]
+        argv += ["--aclfile", str(Path(acl_file).resolve())]
         service = self.add(Service("redis", argv, self.run_dir / "logs" / "redis.log", port=port))
         self.wait_for(service, lambda: _redis_ping(f"redis://127.0.0.1:{port}/0", auth), "answer PING")
         return service
@@ -177,27 +156,22 @@ class Supervisor:
         raise LaunchError(f"{service.name} did not {what} within {timeout_s:.0f} s; see {service.log_path}")
 
     def wait_serving(self, service: Service, credentials=None, timeout_s: float = 300.0) -> None:
+        address = f"127.0.0.1:{service.port}"
         self.wait_for(
-            service,
-            lambda: grpc_serving(f"127.0.0.1:{service.port}", credentials=credentials),
-            "report SERVING",
-            timeout_s,
+            service, lambda: grpc_serving(address, credentials=credentials), "report SERVING", timeout_s
         )
 
     def stop_all(self, timeout_s: float = 30.0) -> dict[str, int | None]:
         """SIGTERM actors first, then learner, replay, Redis and Prometheus (which sees the others stop);
         SIGKILL what is left of a group after ``timeout_s``."""
         groups = ("actor", "learner", "replay", "redis", "prometheus")
-        for group in groups:
-            members = [
-                s
-                for s in self.services
-                if s.alive
-                and (
-                    s.name.split("-")[0] == group
-                    or (group == groups[-1] and s.name.split("-")[0] not in groups)
-                )
-            ]
+
+        def group(service: Service) -> str:  # any other service goes with the last group
+            kind = service.name.split("-")[0]
+            return kind if kind in groups else groups[-1]
+
+        for name in groups:
+            members = [s for s in self.services if s.alive and group(s) == name]
             for s in members:
                 s.process.send_signal(signal.SIGTERM)
             deadline = time.monotonic() + timeout_s
