@@ -16,20 +16,56 @@ IMPROVEMENT_EPS = 1e-6  # a move must raise logL by more than this to count as a
 
 THOROUGH = 4
 """How many of the best moves of a certified local optimum a climb optimises thoroughly (every branch) before
-it stops (:meth:`ThoroughEscape.escape`)."""
+it stops (:meth:`RankedClimb.escape`)."""
 
 
-class ThoroughEscape:
-    """What a certified climb does at its local optimum: a move's full evaluation optimises only the branches
-    next to it, which can rank a better tree several units low (DS3, JC: −5.9 for a move worth +0.3 once every
-    branch is optimised). :meth:`escape` optimises every branch of the :attr:`thorough` moves that evaluated
-    best in the last certified step and answers with the best tree if it beats the current one (the lazy
-    subtree rearrangement's "thorough optimisation of the few best")."""
+class RankedClimb:
+    """Hill-climbing that scores the moves a ranking puts first before the others (a ``climbs`` policy
+    for :func:`run_search`: at a local optimum it optimises every branch and goes on).
 
+    Each step evaluates (SPR + local branch optimisation) the ``top`` fraction of moves (at least
+    ``min_top``) with the highest :meth:`scores` and takes the best of them if it raises the
+    log-likelihood; only when none does are the other moves evaluated (``certify``), so the climb still
+    stops only at a true SPR local optimum, at a fraction of the evaluations while the ranking is right.
+    Without ``certify`` it stops when none of the top moves improves. With ``lazy_margin`` the other moves
+    are first given lazy SPR scores (:meth:`~phylorl.phylo.LikelihoodEngine.spr_scores`, a fraction of a
+    full evaluation's cost) and only those within ``lazy_margin`` of the current log-likelihood are
+    evaluated fully. With ``lazy_top`` the top moves are ordered by their lazy scores too and only the
+    ``lazy_top`` best of them evaluated fully, the others of the top only when none of those improves (and,
+    with ``lazy_margin``, only when their lazy score is within it).
+
+    A certified climb tries :meth:`escape` at its optimum: a move's full evaluation optimises only the
+    branches next to it, which can rank a better tree several units low (DS3, JC: −5.9 for a move worth +0.3
+    once every branch is optimised), so :meth:`escape` optimises every branch of the :attr:`thorough` moves
+    that evaluated best in the last certified step (the lazy subtree rearrangement's "thorough optimisation
+    of the few best").
+    """
+
+    climbs = True
     thorough = THOROUGH
-    certify = True
     _near: tuple | None = None  # (the moves array they index, moves evaluated, their values)
     _seen: list
+
+    def __init__(
+        self,
+        top: float = 0.05,
+        min_top: int = 8,
+        certify: bool = True,
+        lazy_margin: float | None = None,
+        lazy_top: int | None = None,
+    ):
+        if not 0.0 <= top <= 1.0 or min_top < 1:
+            raise ValueError(f"top must be in [0, 1] and min_top >= 1, got {top}, {min_top}")
+        if lazy_margin is not None and not lazy_margin >= 0:
+            raise ValueError(f"lazy_margin must be None or >= 0, got {lazy_margin}")
+        if lazy_top is not None and lazy_top < 1:
+            raise ValueError(f"lazy_top must be None or >= 1, got {lazy_top}")
+        self.top, self.min_top, self.certify = top, min_top, certify
+        self.lazy_margin, self.lazy_top = lazy_margin, lazy_top
+
+    def scores(self, env: TreeEnv) -> np.ndarray:
+        """Higher first: one score per move of ``env.moves``."""
+        raise NotImplementedError
 
     def choose(self, env: TreeEnv) -> int | None:
         self._seen = []
@@ -42,9 +78,6 @@ class ThoroughEscape:
                 np.concatenate([v for _, v in self._seen]),
             )
         return found
-
-    def _choose(self, env: TreeEnv) -> int | None:
-        raise NotImplementedError
 
     def _best(self, env: TreeEnv, part: np.ndarray) -> int | None:
         """The move of ``part`` (indices into ``env.moves``) that reaches the highest log-likelihood when
@@ -74,50 +107,6 @@ class ThoroughEscape:
             if loglik > best:
                 best, answer = loglik, tree
         return answer
-
-
-class RankedClimb(ThoroughEscape):
-    """Hill-climbing that scores the moves a ranking puts first before the others (a ``climbs`` policy
-    for :func:`run_search`: at a local optimum it optimises every branch and goes on).
-
-    Each step evaluates (SPR + local branch optimisation) the ``top`` fraction of moves (at least
-    ``min_top``) with the highest :meth:`scores` and takes the best of them if it raises the
-    log-likelihood; only when none does are the other moves evaluated (``certify``), so the climb still
-    stops only at a true SPR local optimum, at a fraction of the evaluations while the ranking is right.
-    Without ``certify`` it stops when none of the top moves improves. With ``lazy_margin`` the other moves
-    are first given lazy SPR scores (:meth:`~phylorl.phylo.LikelihoodEngine.spr_scores`, a fraction of a
-    full evaluation's cost) and only those within ``lazy_margin`` of the current log-likelihood are
-    evaluated fully. With ``lazy_top`` the top moves are ordered by their
-    lazy scores too and only the ``lazy_top`` best of them evaluated fully, the others of the top only when
-    none of those improves (and, with ``lazy_margin``, only when their lazy score is within it). A certified
-    climb tries :meth:`~ThoroughEscape.escape` at its optimum.
-    """
-
-    climbs = True
-
-    def __init__(
-        self,
-        top: float = 0.05,
-        min_top: int = 8,
-        certify: bool = True,
-        lazy_margin: float | None = None,
-        lazy_top: int | None = None,
-    ):
-        if not 0.0 <= top <= 1.0 or min_top < 1:
-            raise ValueError(f"top must be in [0, 1] and min_top >= 1, got {top}, {min_top}")
-        if lazy_margin is not None and not lazy_margin >= 0:
-            raise ValueError(f"lazy_margin must be None or >= 0, got {lazy_margin}")
-        if lazy_top is not None and lazy_top < 1:
-            raise ValueError(f"lazy_top must be None or >= 1, got {lazy_top}")
-        self.lazy_top = lazy_top
-        self.top = top
-        self.min_top = min_top
-        self.certify = certify
-        self.lazy_margin = lazy_margin
-
-    def scores(self, env: TreeEnv) -> np.ndarray:
-        """Higher first: one score per move of ``env.moves``."""
-        raise NotImplementedError
 
     def _choose(self, env: TreeEnv) -> int | None:
         if not len(env.moves):

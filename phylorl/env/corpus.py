@@ -74,14 +74,10 @@ def corpus_files(paths: str | PathLike | list) -> list[Path]:
             files.append(path)
         else:
             raise CorpusError(f"corpus path {str(path)!r} does not exist")
-    seen: set[Path] = set()
-    unique = []
+    unique: dict[Path, Path] = {}  # each file once, where it first appears
     for path in files:
-        key = path.resolve()
-        if key not in seen:
-            seen.add(key)
-            unique.append(path)
-    return unique
+        unique.setdefault(path.resolve(), path)
+    return list(unique.values())
 
 
 def load_corpus(paths: str | PathLike | list, *, skip_unreadable: bool = False, min_taxa: int = 4) -> Corpus:

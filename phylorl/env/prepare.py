@@ -20,7 +20,7 @@ from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from phylorl.phylo import LikelihoodEngine, nj_tree, parse_model, write_newick
+from phylorl.phylo import LikelihoodEngine, load_alignment, nj_tree, parse_model, write_newick
 from phylorl.phylo.bootstrap import nj_bootstrap_supports
 
 BOOTSTRAP_REPLICATES = 100
@@ -115,8 +115,6 @@ class PreparationCache:
 
 
 def _prepare_one(job: tuple[str, str, str]) -> str:
-    from phylorl.phylo import load_alignment
-
     path, model, directory = job
     PreparationCache(directory).get(load_alignment(path), model)
     return path
@@ -134,20 +132,17 @@ def prepare_corpus(
     """
     paths = [str(p) for p in paths]
     cache = PreparationCache(directory)
-    from phylorl.phylo import load_alignment
-
     todo = [p for p in paths if not cache.has(load_alignment(p), model)]
     done = len(paths) - len(todo)
     jobs = [(p, model, str(directory)) for p in todo]
     stopped = stop.is_set if stop is not None else lambda: False
+    report = on_done or (lambda path, done, total: None)
     if threads <= 1 or len(jobs) <= 1:
         for job in jobs:
             if stopped():
                 return False
-            path = _prepare_one(job)
             done += 1
-            if on_done is not None:
-                on_done(path, done, len(paths))
+            report(_prepare_one(job), done, len(paths))
         return True
     waiting = iter(jobs)  # handed out one per free process, so that a stop or a failure leaves them unstarted
     with ProcessPoolExecutor(threads, mp_context=multiprocessing.get_context("fork")) as pool:
@@ -156,8 +151,7 @@ def prepare_corpus(
             finished, running = wait(running, return_when=FIRST_COMPLETED)
             for future in finished:
                 done += 1
-                if on_done is not None:
-                    on_done(future.result(), done, len(paths))
+                report(future.result(), done, len(paths))
             if stopped():  # those running finish as the pool closes
                 return done == len(paths)
             running |= {pool.submit(_prepare_one, job) for job in itertools.islice(waiting, len(finished))}

@@ -9,7 +9,7 @@ plus local branch-length optimisation) and their results are comparable.
 ``hillclimb``  greedy until no move improves, then full branch-length optimisation; repeats while
                that full optimisation changes the log-likelihood (the classical SPR hill-climb).
                A guided climb (the agent's polish) also optimises every branch of the few best moves and
-               goes on from the best if it improves (``ThoroughEscape.escape``).
+               goes on from the best if it improves (``RankedClimb.escape``).
                With ``restarts > 0`` it then perturbs the best tree so far with a few random short
                SPR moves and climbs again, keeping the best (iterated local search, as IQ-TREE
                escapes local optima by perturbation).
@@ -151,8 +151,6 @@ def run_search(
     rng: np.random.Generator | None = None,
     on_step: Callable[[int, float], None] | None = None,
     restarts: int = 0,
-    perturbation_moves: int | None = None,
-    perturbation_radius: int | None = None,
     finish: bool = False,
     rescore: int = RESCORE,
     distinct: bool = True,
@@ -165,9 +163,7 @@ def run_search(
         steps: most moves to make; ``None`` only for the climbs (until a local optimum).
         rng: random generator for the random policy and the perturbations (default: unseeded).
         on_step: called with ``(step, loglik)`` after every move (progress display).
-        restarts: hill-climbing only: perturb-and-climb rounds after the first climb.
-        perturbation_moves: random SPR moves of a perturbation (default: :data:`PERTURBATION`).
-        perturbation_radius: largest radius of those moves (default as ``perturbation_moves``).
+        restarts: hill-climbing only: perturb-and-climb rounds (:data:`PERTURBATION`) after the first climb.
         finish: at the end, optimise every branch length of the best tree seen (Newton rounds until
             the log-likelihood settles, as hill-climbing ends) and answer with that tree. Moves only
             optimise the branches near them, so a tree reached by many moves has stale lengths
@@ -190,27 +186,12 @@ def run_search(
     if distinct and policy in CLIMBS:
         started, start = time.perf_counter(), env.loglik
         if (reduced := without_duplicates(env)) is not None:
-            return _search_distinct(
-                env,
-                *reduced,
-                started,
-                start,
-                policy=policy,
-                steps=steps,
-                rng=rng,
-                on_step=on_step,
-                restarts=restarts,
-                perturbation_moves=perturbation_moves,
-                perturbation_radius=perturbation_radius,
-                finish=finish,
-                rescore=rescore,
+            options = dict(
+                steps=steps, rng=rng, on_step=on_step, restarts=restarts, finish=finish, rescore=rescore
             )
+            return _search_distinct(env, *reduced, started, start, policy, **options)
     hill = policy in CLIMBS or getattr(policy, "climbs", False)
     rng = rng if rng is not None else np.random.default_rng()
-    perturbation = (
-        PERTURBATION[0] if perturbation_moves is None else perturbation_moves,
-        PERTURBATION[1] if perturbation_radius is None else perturbation_radius,
-    )
     if isinstance(policy, str):
         if policy == "random":
             policy = RandomPolicy(rng)
@@ -252,7 +233,9 @@ def run_search(
 
     for round_ in range(restarts + 1):
         if round_:
-            env.reset(env.alignments.index(env.current), _perturbed(best_tree, *perturbation, rng))
+            tree = best_tree.copy()
+            perturb(tree, *PERTURBATION, rng)
+            env.reset(env.alignments.index(env.current), tree)
             note_best()
         # this climb's topologies: the best log-likelihood of each
         visited = {topology_key(env.tree): env.loglik}
@@ -309,13 +292,13 @@ def _returned(visited: dict[int, float], env: TreeEnv) -> bool:
 
 
 def _search_distinct(
-    env: TreeEnv, reduced: TreeEnv, duplicates, started: float, start: float, **search
+    env: TreeEnv, reduced: TreeEnv, duplicates, started: float, start: float, policy, **search
 ) -> SearchResult:
     """:func:`run_search` on ``reduced`` (``env``'s distinct sequences), its answer with the dropped taxa put
     back and every branch optimised on the full alignment (``started``, ``start``: the clock and ``env``'s
     log-likelihood when the search began)."""
     evals0, branches0 = env.engine.n_evaluations, env.engine.n_branch_optimisations
-    result = run_search(reduced, distinct=False, **search)
+    result = run_search(reduced, policy, distinct=False, **search)
     env.reset(env.alignments.index(env.current), restore_tree(result.best_tree, duplicates, env.tree.taxa))
     env.optimize_all_branches()
     shift = env.loglik - result.best_loglik  # the dropped taxa's near-zero pendant branches: about constant
@@ -334,47 +317,26 @@ def _search_distinct(
 
 
 def ranked_climb_with_restarts(
-    env: TreeEnv,
-    make: Callable[[bool], RankedClimb],
-    restarts: int,
-    rng: np.random.Generator,
-    on_step: Callable[[int, float], None] | None = None,
-    perturbation: tuple[int, int] | None = None,
+    env: TreeEnv, make: Callable[[bool], RankedClimb], restarts: int, rng: np.random.Generator
 ) -> SearchResult:
     """Iterated local search with a ranked climb: climbs that stop when none of the top-ranked moves
     improves (``make(False)``), with ``restarts`` perturb-and-climb rounds from the best tree, then one
     certified climb (``make(True)``) from the best tree, so the answer is a true SPR local optimum with
-    every branch optimised. ``perturbation``: ``(moves, radius)`` of each perturbation (default
-    :data:`PERTURBATION`). One :class:`SearchResult` covers both phases."""
-    moves, radius = perturbation or PERTURBATION
-    rounds = run_search(
-        env,
-        make(False),
-        steps=None,
-        restarts=restarts,
-        rng=rng,
-        on_step=on_step,
-        perturbation_moves=moves,
-        perturbation_radius=radius,
-    )
+    every branch optimised. One :class:`SearchResult` covers both phases (:func:`chained`)."""
+    rounds = run_search(env, make(False), steps=None, restarts=restarts, rng=rng)
     env.reset(env.alignments.index(env.current), rounds.best_tree)
-    final = run_search(env, make(True), steps=None, on_step=on_step)
-    better = final if final.best_loglik >= rounds.best_loglik else rounds
+    return chained(rounds, run_search(env, make(True), steps=None))
+
+
+def chained(first: SearchResult, then: SearchResult) -> SearchResult:
+    """``then`` (a search from ``first``'s answer) and ``first`` as one search: ``then``'s end, ``first``'s
+    start, the best tree of both (``then``'s when equal), their counts, times and trajectories added."""
+    better = then if then.best_loglik >= first.best_loglik else first
+    added = ("steps", "evaluations", "branch_optimisations", "seconds", "trajectory", "lazy_scores")
     return dataclasses.replace(
-        final,
-        start_loglik=rounds.start_loglik,
+        then,
+        start_loglik=first.start_loglik,
         best_loglik=better.best_loglik,
         best_tree=better.best_tree,
-        steps=rounds.steps + final.steps,
-        evaluations=rounds.evaluations + final.evaluations,
-        branch_optimisations=rounds.branch_optimisations + final.branch_optimisations,
-        seconds=rounds.seconds + final.seconds,
-        trajectory=rounds.trajectory + final.trajectory,
-        lazy_scores=rounds.lazy_scores + final.lazy_scores,
+        **{name: getattr(first, name) + getattr(then, name) for name in added},
     )
-
-
-def _perturbed(tree: Tree, moves: int, radius: int, rng: np.random.Generator) -> Tree:
-    out = tree.copy()
-    perturb(out, moves, radius, rng)
-    return out

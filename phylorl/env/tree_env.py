@@ -73,13 +73,9 @@ class TreeEnv:
         """This environment's likelihood engine for the current alignment: its own, so that environments
         stepping on the same alignment do not overwrite each other's cached partials (the engine keeps
         the last tree it saw). Made when an episode starts on another alignment (same model)."""
-        if self._engine is None or self._engine[0] is not self.current:
-            self._engine = (
-                self.current,
-                LikelihoodEngine(
-                    self.current.alignment, self.current.engine.model or self.current.engine.spec
-                ),
-            )
+        entry = self.current
+        if self._engine is None or self._engine[0] is not entry:
+            self._engine = (entry, LikelihoodEngine(entry.alignment, entry.engine.model or entry.engine.spec))
         return self._engine[1]
 
     # ------------------------------------------------------------- episodes
@@ -101,8 +97,9 @@ class TreeEnv:
         self.loglik = self.engine.optimize_branch_lengths(start, rounds=self.config.start_rounds, tol=1e-3)
         self.start_loglik = self.loglik
         self.steps = 0
-        obs = self._observe()
-        return obs, self._info(0.0)
+        self._moves = enumerate_moves(self.tree, radius=self.config.radius)
+        self._last = None
+        return self.observation(self.config.features), self._info(0.0)
 
     def step(self, action: int) -> tuple[Observation, float, bool, bool, dict]:
         """Apply move ``action`` (an index into the last observation's actions)."""
@@ -122,25 +119,10 @@ class TreeEnv:
             raise IndexError(f"action {action} out of range: this state has {len(self._moves)} moves")
         new_loglik = self._apply(self.tree, self._moves[action])
         delta = new_loglik - self.loglik
-        self._advance(new_loglik)
-        return delta
-
-    def replace(self, tree: Tree, loglik: float) -> None:
-        """Go on from ``tree``, a change of the current tree that a search made itself (several moves at
-        once), whose log-likelihood under this environment's engine is ``loglik``: counted as one step, no
-        observation built (as :meth:`move`)."""
-        if self.tree is None:
-            raise RuntimeError("call reset() before replace()")
-        self.tree = tree
-        self._advance(float(loglik))
-
-    def _advance(self, loglik: float) -> None:
-        """One step taken: the new tree's log-likelihood, the step count, its moves; the observation is
-        stale."""
-        self.loglik = loglik
-        self.steps += 1
+        self.loglik, self.steps = new_loglik, self.steps + 1
         self._moves = enumerate_moves(self.tree, radius=self.config.radius)
-        self._last = None
+        self._last = None  # the observation is stale
+        return delta
 
     # -------------------------------------------------------------- helpers
     def _apply(self, tree: Tree, move) -> float:
@@ -149,11 +131,6 @@ class TreeEnv:
         return self.engine.optimize_branch_lengths(
             tree, edges, rounds=self.config.local_rounds, tol=1e-3, newton_tol=self.config.local_newton_tol
         )
-
-    def _observe(self) -> Observation:
-        self._moves = enumerate_moves(self.tree, radius=self.config.radius)
-        self._last = None
-        return self.observation(self.config.features)
 
     def observation(self, features: str | None = None) -> Observation:
         """The current state under a feature set (default: the environment's own); the last one

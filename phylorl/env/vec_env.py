@@ -42,21 +42,15 @@ class VecTreeEnv:
             raise ValueError(f"n_envs must be >= 1, got {n_envs}")
         self.envs = [TreeEnv(alignments, config, seed=seed + i) for i in range(n_envs)]
 
-    @classmethod
-    def of(cls, envs: Sequence[TreeEnv]) -> VecTreeEnv:
-        """A vector over existing environments (shared, not copied)."""
-        if not envs:
-            raise ValueError("a VecTreeEnv needs at least one environment")
-        vec = cls.__new__(cls)
-        vec.envs = list(envs)
-        return vec
-
     def split(self, parts: int) -> list[VecTreeEnv]:
         """These environments in ``parts`` groups of near-equal size (in order; the groups share them)."""
         if not 1 <= parts <= len(self.envs):
             raise ValueError(f"cannot split {len(self.envs)} environments into {parts} groups")
         bounds = [round(i * len(self.envs) / parts) for i in range(parts + 1)]
-        return [VecTreeEnv.of(self.envs[a:b]) for a, b in zip(bounds, bounds[1:])]
+        groups = [VecTreeEnv.__new__(VecTreeEnv) for _ in range(parts)]
+        for group, a, b in zip(groups, bounds, bounds[1:]):
+            group.envs = self.envs[a:b]
+        return groups
 
     def __len__(self) -> int:
         return len(self.envs)

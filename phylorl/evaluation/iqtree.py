@@ -65,33 +65,18 @@ class IqtreeRunner:
     def search(self, entry) -> IqtreeResult:
         """IQ-TREE's ML search for ``entry`` (an :class:`~phylorl.env.tree_env.EnvAlignment`) under
         ``entry``'s prepared model, re-scored with ``entry.engine``."""
-        alignment, model = entry.alignment, entry.prepared.model
+        alignment, model, name = entry.alignment, entry.prepared.model, entry.name or "an alignment"
         with tempfile.TemporaryDirectory(prefix="phylorl-iqtree-") as work:
             fasta = Path(work) / "alignment.fasta"
             fasta.write_text(format_fasta(alignment))
             prefix = Path(work) / "ml"
-            cmd = [
-                self.exe,
-                "-s",
-                str(fasta),
-                "-m",
-                model,
-                "-nt",
-                "1",
-                "-seed",
-                str(self.seed),
-                "-redo",
-                "-quiet",
-                "-pre",
-                str(prefix),
-            ]
+            cmd = [self.exe, "-s", str(fasta), "-m", model, "-nt", "1", "-seed", str(self.seed), "-redo"]
+            cmd += ["-quiet", "-pre", str(prefix)]
             started = time.perf_counter()
             try:
                 proc = subprocess.run(cmd, capture_output=True, text=True, timeout=self.timeout)
             except subprocess.TimeoutExpired:
-                raise IqtreeError(
-                    f"{self.exe} did not finish on {entry.name or 'an alignment'} within {self.timeout} s"
-                ) from None
+                raise IqtreeError(f"{self.exe} did not finish on {name} within {self.timeout} s") from None
             seconds = time.perf_counter() - started
             treefile = Path(f"{prefix}.treefile")
             if proc.returncode != 0 or not treefile.exists():
@@ -99,7 +84,7 @@ class IqtreeRunner:
                 text = (log.read_text() if log.exists() else "") + (proc.stderr or "")
                 lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
                 reason = lines[-1] if lines else f"exit status {proc.returncode}"
-                raise IqtreeError(f"{self.exe} failed on {entry.name or 'an alignment'}: {reason}")
+                raise IqtreeError(f"{self.exe} failed on {name}: {reason}")
             text = "".join(
                 p.read_text() for p in (Path(f"{prefix}.iqtree"), Path(f"{prefix}.log")) if p.exists()
             )
@@ -110,8 +95,6 @@ class IqtreeRunner:
         try:
             tree = read_newick(newick, alignment, resolve_polytomies=True)
         except ValueError as exc:
-            raise IqtreeError(
-                f"cannot read IQ-TREE's tree for {entry.name or 'an alignment'}: {exc}"
-            ) from None
+            raise IqtreeError(f"cannot read IQ-TREE's tree for {name}: {exc}") from None
         loglik = entry.engine.optimize_branch_lengths(tree, rounds=20, tol=1e-4)
         return IqtreeResult(tree, float(loglik), float(found.group(1)) if found else None, seconds)

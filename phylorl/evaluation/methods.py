@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from phylorl.env.config import EnvConfig
-from phylorl.env.search import RESCORE, Policy, run_search
+from phylorl.env.search import RESCORE, Policy, chained, run_search
 from phylorl.env.tree_env import EnvAlignment, TreeEnv
 from phylorl.phylo import rf_distance, write_newick
 
@@ -258,94 +258,44 @@ def _one_start(entry, k, job: _Job, steps, reference, progress) -> list[StartRes
 
     for method in job.methods:
         if method == "iqtree":
+            r = reference
             out.append(
-                _row(
-                    entry,
-                    k,
-                    method,
-                    start,
-                    reference.loglik,
-                    reference.tree,
-                    reference,
-                    None,
-                    None,
-                    reference.seconds,
-                    [],
-                )
+                _row(entry, k, method, reference, start, r.loglik, r.tree, r.seconds, None, None, None)
             )
             continue
         progress(f"{entry.name}: start {k + 1}, {method}")
+        if method == "ml":
+            out.append(_row(entry, k, method, reference, *_ml(entry, env(), seed + k)))
+            continue
         if method in AGENT_METHODS:
             if agent is None:
                 agent = run_search(env(), policy, steps=steps, finish=True, rescore=rescore)
             result = agent
             if method == "agent+polish":
-                from phylorl.agent.policy import polish as polish_search
+                from phylorl.agent.policy import polish
 
-                polish = polish_search(
-                    _fresh_env(entry, config, seed + k, tree=agent.best_tree),
-                    policy if hasattr(policy, "q_values") else None,
-                    rng=np.random.default_rng([seed, k, 1]),
-                )
-                better = polish if polish.best_loglik >= agent.best_loglik else agent
-                final, tree = better.best_loglik, better.best_tree
-                trajectory = _best_so_far(agent.start_loglik, agent.trajectory + polish.trajectory, final)
-                out.append(
-                    _row(
-                        entry,
-                        k,
-                        method,
-                        agent.start_loglik,
-                        final,
-                        tree,
-                        reference,
-                        agent.evaluations + polish.evaluations,
-                        agent.steps + polish.steps,
-                        agent.seconds + polish.seconds,
-                        trajectory,
-                    )
-                )
-                continue
-        elif method == "ml":
-            out.append(_ml_row(entry, k, env(), seed + k, reference))
-            continue
+                q_policy = policy if hasattr(policy, "q_values") else None
+                after = _fresh_env(entry, config, seed + k, tree=agent.best_tree)
+                result = chained(agent, polish(after, q_policy, rng=np.random.default_rng([seed, k, 1])))
         elif method == "random":
-            result = run_search(
-                env(),
-                "random",
-                steps=steps,
-                rng=np.random.default_rng([seed, k]),
-                finish=True,
-                rescore=rescore,
-            )
+            rng = np.random.default_rng([seed, k])
+            result = run_search(env(), "random", steps=steps, rng=rng, finish=True, rescore=rescore)
         elif method == "greedy":
             result = run_search(env(), "greedy", steps=steps, finish=True, rescore=rescore)
         else:  # hillclimb
             result = run_search(env(), method, steps=None)
-        out.append(
-            _row(
-                entry,
-                k,
-                method,
-                result.start_loglik,
-                result.best_loglik,
-                result.best_tree,
-                reference,
-                result.evaluations,
-                result.steps,
-                result.seconds,
-                _best_so_far(result.start_loglik, result.trajectory, result.best_loglik),
-            )
-        )
+        r = result
+        answer = (r.start_loglik, r.best_loglik, r.best_tree, r.seconds, r.trajectory, r.evaluations, r.steps)
+        out.append(_row(entry, k, method, reference, *answer))
     return out
 
 
-def _ml_row(entry, k, env: TreeEnv, seed: int, reference) -> StartResult:
-    """The ML search's row from start tree ``env.tree`` (its seconds: the whole call, model string given)."""
+def _ml(entry, env: TreeEnv, seed: int) -> tuple:
+    """The ML search's part of a row from start tree ``env.tree`` (its seconds: the whole call, model string
+    given)."""
     from phylorl.search import search
 
-    start = env.loglik
-    trajectory = []
+    start, trajectory = env.loglik, []
     result = search(
         entry.alignment,
         entry.prepared.model,
@@ -353,19 +303,7 @@ def _ml_row(entry, k, env: TreeEnv, seed: int, reference) -> StartResult:
         start=env.tree.copy(),
         on_progress=lambda p: trajectory.append(p["best_loglik"]),
     )
-    return _row(
-        entry,
-        k,
-        "ml",
-        start,
-        result.loglik,
-        result.tree,
-        reference,
-        None,
-        result.moves,
-        result.seconds,
-        _best_so_far(start, trajectory, result.loglik),
-    )
+    return start, result.loglik, result.tree, result.seconds, trajectory, None, result.moves
 
 
 def _best_so_far(start: float, trajectory: Sequence[float], best: float) -> list[float]:
@@ -380,11 +318,11 @@ def _best_so_far(start: float, trajectory: Sequence[float], best: float) -> list
 
 
 def _row(
-    entry, k, method, start, final, tree, reference, evaluations, steps, seconds, trajectory
+    entry, k, method, reference, start, final, tree, seconds, trajectory, evaluations, steps
 ) -> StartResult:
+    """``trajectory``: the log-likelihood after each move (``None`` for IQ-TREE, which has none)."""
     ref = reference.loglik if reference is not None else None
     rf = rf_distance(tree, reference.tree) if reference is not None else None
-    max_rf = 2 * (entry.alignment.n_taxa - 3)
     return StartResult(
         alignment=entry.name,
         n_taxa=entry.alignment.n_taxa,
@@ -396,10 +334,10 @@ def _row(
         improvement=improvement(start, final, ref),
         within_tolerance=within(final, ref),
         rf=rf,
-        rf_normalised=None if rf is None else rf / max_rf,
+        rf_normalised=None if rf is None else rf / (2 * (entry.alignment.n_taxa - 3)),
         evaluations=evaluations,
         steps=steps,
         seconds=float(seconds),
-        trajectory=trajectory,
+        trajectory=[] if trajectory is None else _best_so_far(start, trajectory, final),
         tree=write_newick(tree),
     )

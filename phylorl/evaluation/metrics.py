@@ -27,27 +27,20 @@ AGENT_METHODS = ("agent", "agent+polish")
 """The methods that need a policy."""
 
 
-def improvement(
-    start: float,
-    final: float,
-    reference: float | None,
-    *,
-    min_gain: float = MIN_GAIN,
-    tolerance: float = TOLERANCE,
-) -> float | None:
-    """``(final − start) / (reference − start)``, or the 0/1 rule when ``reference − start < min_gain``
+def improvement(start: float, final: float, reference: float | None) -> float | None:
+    """``(final − start) / (reference − start)``, or the 0/1 rule when ``reference − start < MIN_GAIN``
     (see module docstring); ``None`` without a reference."""
     if reference is None:
         return None
     gain = reference - start
-    if gain < min_gain:
-        return 1.0 if final >= reference - tolerance else 0.0
+    if gain < MIN_GAIN:
+        return 1.0 if final >= reference - TOLERANCE else 0.0
     return (final - start) / gain
 
 
-def within(final: float, reference: float | None, tolerance: float = TOLERANCE) -> bool | None:
-    """Whether ``final`` is at least ``reference − tolerance`` (``None`` without a reference)."""
-    return None if reference is None else bool(final >= reference - tolerance)
+def within(final: float, reference: float | None) -> bool | None:
+    """Whether ``final`` is at least ``reference − TOLERANCE`` (``None`` without a reference)."""
+    return None if reference is None else bool(final >= reference - TOLERANCE)
 
 
 @dataclass
@@ -159,11 +152,6 @@ BANDS = ((4, 29), (30, 99), (100, 199), (200, 499), (500, 999), (1000, None))
 """Taxa bands of :func:`by_band` (``None``: no upper bound)."""
 
 
-def band_label(band: tuple[int, int | None]) -> str:
-    low, high = band
-    return f"{low}+" if high is None else f"{low}-{high}"
-
-
 def by_band(rows: Sequence[StartResult], methods: Sequence[str]) -> dict[str, dict[str, MethodSummary]]:
     """:func:`summarise` of each taxa band of :data:`BANDS` that holds rows: ``{band: {method: summary}}``,
     IQ-TREE's seconds those of the band's alignments."""
@@ -172,7 +160,9 @@ def by_band(rows: Sequence[StartResult], methods: Sequence[str]) -> dict[str, di
         mine = [r for r in rows if r.n_taxa >= low and (high is None or r.n_taxa <= high)]
         if mine:
             iq_seconds = [r.seconds for r in mine if r.method == "iqtree" and r.start == 0]
-            table[band_label((low, high))] = {s.method: s for s in summarise(mine, methods, iq_seconds)}
+            table[f"{low}+" if high is None else f"{low}-{high}"] = {
+                s.method: s for s in summarise(mine, methods, iq_seconds)
+            }
     return table
 
 

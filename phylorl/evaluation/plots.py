@@ -35,12 +35,8 @@ def write_plots(evaluation: Evaluation, directory: str | PathLike) -> list[Path]
     x = np.arange(len(taxa))
     for i, method in enumerate(methods):
         values = [evaluation.by_taxa[n].get(method) for n in taxa]
-        ax.bar(
-            x + (i - (len(methods) - 1) / 2) * width,
-            [np.nan if v is None else v for v in values],
-            width,
-            label=method,
-        )
+        heights = [np.nan if v is None else v for v in values]
+        ax.bar(x + (i - (len(methods) - 1) / 2) * width, heights, width, label=method)
     ax.set_xticks(x, [str(n) for n in taxa])
     ax.set(xlabel="taxa", ylabel=label, title="Mean score by method and taxon count")
     if evaluation.has_reference:

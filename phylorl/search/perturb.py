@@ -19,7 +19,8 @@ import numpy as np
 from phylorl.phylo import Tree
 from phylorl.phylo.spr import perturb
 
-from .rounds import optimise_near, spr_round
+from .config import SearchConfig
+from .rounds import optimise_all, optimise_near, spr_round
 
 
 @dataclass
@@ -33,43 +34,25 @@ class Climb:
 
 
 def climb(
-    engine,
-    best: Tree,
-    rng: np.random.Generator,
-    *,
-    moves: int,
-    radius: int,
-    climb_radius: int,
-    slow_branches: int,
-    slow_near: float,
-    max_rounds: int,
-    cutoff: float,
-    branch_rounds: int,
-    fast_gain: float,
-    slow_gain: float,
+    engine, best: Tree, rng: np.random.Generator, moves: int, climb_radius: int, config: SearchConfig
 ) -> Climb:
     """One iteration from ``best`` (left unchanged): perturb a copy with ``moves`` random SPR moves of
-    distance at most ``radius``, climb back with at most ``max_rounds`` fast rounds of radius
-    ``climb_radius`` (stopping after one that gains ``fast_gain`` or less), then as many slow ones (stopping
-    after one that gains ``slow_gain`` or less), and optimise every branch (from edge 0)."""
-    tree = best.copy()
-    touched = perturb(tree, moves, radius, rng)
-    loglik = optimise_near(engine, tree, touched)
-    applied = scored = 0
-    for branches, enough in ((0, fast_gain), (slow_branches, slow_gain)):
-        for _ in range(max_rounds):
+    distance at most ``config.perturb_radius``, climb back with at most ``config.climb_rounds`` fast rounds of
+    radius ``climb_radius`` (stopping after one that gains ``config.fast_gain`` or less), then as many slow
+    ones (stopping after one that gains ``config.slow_gain`` or less), and optimise every branch (from edge
+    0)."""
+    tree, applied, scored = best.copy(), 0, 0
+    loglik = optimise_near(engine, tree, perturb(tree, moves, config.perturb_radius, rng))
+    cutoff = config.subtree_cutoff
+    for branches, enough in ((0, config.fast_gain), (config.slow_branches, config.slow_gain)):
+        near = config.slow_near if branches else 0.0
+        for _ in range(config.climb_rounds):
             result = spr_round(
-                engine,
-                tree,
-                loglik,
-                climb_radius,
-                branches=branches,
-                near=slow_near if branches else 0.0,
-                cutoff=cutoff,
+                engine, tree, loglik, climb_radius, branches=branches, near=near, cutoff=cutoff
             )
             gain = result.loglik - loglik
             loglik, applied, scored = result.loglik, applied + result.moves, scored + result.scored
             if gain <= enough:
                 break
-    loglik = engine.optimize_branch_lengths(tree, np.arange(tree.n_edges), rounds=branch_rounds, tol=1e-3)
+    loglik = optimise_all(engine, tree, config)
     return Climb(tree, float(loglik), applied, scored)

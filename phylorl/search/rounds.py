@@ -22,6 +22,8 @@ import numpy as np
 from phylorl.phylo import Tree, apply_spr, move_metadata
 from phylorl.phylo.traversal import edges_near
 
+from .config import SearchConfig
+
 IMPROVEMENT = 1e-3
 """A move must raise the log-likelihood by more than this to be applied."""
 
@@ -70,6 +72,12 @@ def optimise_near(engine, tree: Tree, nodes, joined: int | None = None) -> float
     return engine.optimize_branch_lengths(tree, edges, rounds=LOCAL_ROUNDS, tol=1e-3, newton_tol=1e-4)
 
 
+def optimise_all(engine, tree: Tree, config: SearchConfig) -> float:
+    """Newton passes over every branch from edge 0; returns the log-likelihood."""
+    edges = np.arange(tree.n_edges)
+    return engine.optimize_branch_lengths(tree, edges, rounds=config.branch_rounds, tol=1e-3)
+
+
 def spr_round(
     engine,
     tree: Tree,
@@ -80,16 +88,12 @@ def spr_round(
     branches: int = 0,
     near: float = 0.0,
     cutoff: float = 0.0,
-    order: list[tuple[int, int]] | None = None,
 ) -> RoundResult:
-    """One SPR round on ``tree`` (in place) from its log-likelihood ``loglik`` (see the module docstring).
+    """One SPR round on ``tree`` (in place) from its log-likelihood ``loglik`` (see the module docstring),
+    with ``engine`` (the alignment's :class:`~phylorl.phylo.LikelihoodEngine`), regrafts at distances
+    ``d(p, x)`` in ``[radius_min, radius]``, visiting the subtrees in :func:`subtree_order`.
 
     Args:
-        engine: the :class:`~phylorl.phylo.LikelihoodEngine` of the alignment.
-        tree: the tree, changed in place.
-        loglik: its current log-likelihood.
-        radius: largest distance ``d(p, x)`` of a regraft.
-        radius_min: smallest one.
         branches: branches optimised in a lazy score (0, 1 or 3; with 1 or 3 only for the regrafts within
             :data:`SLOW_MARGIN` of the current tree).
         near: a subtree's best regraft whose lazy score falls short of the current tree by less than this is
@@ -97,10 +101,9 @@ def spr_round(
             tree: a lazy score optimises three branches once, a move can need a few more (an NNI across a
             short branch).
         cutoff: the walks' subtree cutoff (:meth:`~phylorl.phylo.LikelihoodEngine.subtree_scores`; 0: none).
-        order: the subtrees to prune, in order (default :func:`subtree_order`).
     """
     moves_done = scored = farthest = 0
-    for p, s in subtree_order(tree) if order is None else order:
+    for p, s in subtree_order(tree):
         if not _adjacent(tree, p, s):  # an earlier move of the round rewired p
             continue
         moves, scores = engine.subtree_scores(

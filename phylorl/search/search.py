@@ -30,8 +30,9 @@ from phylorl.phylo.duplicates import (
 
 from .config import SearchConfig
 from .prepare import fit_model_string
+from .rounds import optimise_all
 from .state import SearchState, checkpoint_data, read_checkpoint, write_checkpoint
-from .strategy import FAST, climb_starts, initial_state, next_round, optimise_all, start_tree
+from .strategy import FAST, climb_starts, initial_state, next_round, start_tree
 from .workers import Workers
 
 FINAL_BRANCH_ROUNDS = 20
@@ -98,7 +99,7 @@ def search(
             names; the other starts are parsimony trees as usual.
     """
     started = time.perf_counter()
-    config = config or SearchConfig()
+    config, seed = config or SearchConfig(), int(seed)
     saved = read_checkpoint(resume) if resume is not None else None
 
     def prepared(step: dict) -> None:
@@ -116,42 +117,56 @@ def search(
     if start is not None and duplicates is not None:
         start = prune_tree(start, duplicates)
     identity = {
-        "alignment_hash": alignment.content_hash(),
+        "alignment": alignment.content_hash(),
         "model": model,
-        "seed": int(seed),
+        "seed": seed,
         "config": config.to_dict(),
         "start_tree": None if start is None else write_newick(start),
     }
     if saved is not None:
         for key, value in identity.items():
-            if saved.get(key.replace("_hash", "")) != value:
+            if saved.get(key) != value:
                 raise ValueError(f"the checkpoint is of another search ({key} differs)")
         state = SearchState.from_dict(saved["state"])
         start_loglik, prepare_seconds = saved["start_loglik"], saved["prepare_seconds"]
     else:
-        tree = start_tree(searched, config, int(seed), 0) if start is None else start
+        tree = start_tree(searched, config, seed, 0) if start is None else start
         state = initial_state(tree, optimise_all(engine, tree, config), config)
         start_loglik, prepare_seconds = state.loglik, time.perf_counter() - started
         prepared({"step": "start", "loglik": start_loglik, "elapsed": prepare_seconds})
     resumed_at = time.perf_counter() - state.elapsed
     workers = Workers(engine, searched_model, config.threads)
-    try:
-        _run(
-            engine,
-            state,
-            config,
-            int(seed),
-            workers,
-            resumed_at,
-            on_progress,
-            checkpoint,
-            identity,
-            start_loglik,
-            prepare_seconds,
-        )
+
+    def report():
+        state.elapsed = time.perf_counter() - resumed_at
+        if on_progress is not None:
+            on_progress(
+                {
+                    "loglik": state.loglik,
+                    "best_loglik": max(state.loglik, state.best_loglik),
+                    "moves": state.moves,
+                    "round": state.round,
+                    "elapsed": state.elapsed,
+                    "phase": state.phase,
+                    "radius": state.radius_max,
+                    "start": state.start,
+                }
+            )
+
+    try:  # every round reported and checkpointed (the starts climbed at once: reported as each is taken in)
+        while state.phase != "done" and (config.max_rounds is None or state.round < config.max_rounds):
+            if workers.parallel and state.phase in FAST:
+                for _ in climb_starts(state, config, seed, workers):
+                    report()
+            else:
+                next_round(engine, state, config, seed, workers)
+            report()
+            if checkpoint is not None:
+                data = checkpoint_data(state, identity, start_loglik, prepare_seconds)
+                checkpoint(data) if callable(checkpoint) else write_checkpoint(checkpoint, data)
     finally:
         workers.close()
-    tree, loglik = state.tree, state.loglik
+    tree = state.tree
     if duplicates is not None:
         tree = restore_tree(tree, duplicates, alignment.taxa)
         engine = LikelihoodEngine(alignment, model)
@@ -170,49 +185,3 @@ def search(
         prepare_seconds=prepare_seconds,
         dropped=0 if duplicates is None else duplicates.dropped,
     )
-
-
-def _run(
-    engine,
-    state: SearchState,
-    config: SearchConfig,
-    seed: int,
-    workers: Workers,
-    resumed_at: float,
-    on_progress,
-    checkpoint,
-    identity: dict,
-    start_loglik: float,
-    prepare_seconds: float,
-) -> None:
-    """The rounds from ``state`` on, each reported and checkpointed (the start trees climbed at once by
-    parallel ``workers``: reported as each is taken in, checkpointed once all are)."""
-
-    def report():
-        state.elapsed = time.perf_counter() - resumed_at
-        if on_progress is not None:
-            on_progress(
-                {
-                    "loglik": state.loglik,
-                    "best_loglik": max(state.loglik, state.best_loglik),
-                    "moves": state.moves,
-                    "round": state.round,
-                    "elapsed": state.elapsed,
-                    "phase": state.phase,
-                    "radius": state.radius_max,
-                    "start": state.start,
-                }
-            )
-
-    while state.phase != "done" and (config.max_rounds is None or state.round < config.max_rounds):
-        if workers.parallel and state.phase in FAST:
-            for _ in climb_starts(state, config, seed, workers):
-                report()
-        else:
-            next_round(engine, state, config, seed, workers)
-        report()
-        if checkpoint is not None:
-            data = checkpoint_data(
-                state, **identity, start_loglik=start_loglik, prepare_seconds=prepare_seconds
-            )
-            checkpoint(data) if callable(checkpoint) else write_checkpoint(checkpoint, data)

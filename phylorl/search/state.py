@@ -80,47 +80,26 @@ class SearchState:
         )
 
 
+_ARRAYS = {"neighbors": np.int32, "node_edges": np.int32, "edges": np.int32, "lengths": np.float64}
+"""A tree's arrays in a checkpoint and their types, in the order :class:`~phylorl.phylo.Tree` takes them."""
+
+
 def _tree_dict(t: Tree) -> dict:
-    return {
-        "taxa": list(t.taxa),
-        "neighbors": t.neighbors.tolist(),
-        "node_edges": t.node_edges.tolist(),
-        "edges": t.edges.tolist(),
-        "lengths": t.lengths.tolist(),
-    }
+    return {"taxa": list(t.taxa), **{name: getattr(t, name).tolist() for name in _ARRAYS}}
 
 
 def _tree(t: dict) -> Tree:
-    tree = Tree(
-        np.array(t["neighbors"], np.int32),
-        np.array(t["node_edges"], np.int32),
-        np.array(t["edges"], np.int32),
-        np.array(t["lengths"], np.float64),
-        tuple(t["taxa"]),
-    )
+    tree = Tree(*(np.array(t[name], dtype) for name, dtype in _ARRAYS.items()), tuple(t["taxa"]))
     tree.validate()
     return tree
 
 
-def checkpoint_data(
-    state: SearchState,
-    *,
-    alignment_hash: str,
-    model: str,
-    seed: int,
-    config: dict,
-    start_tree: str | None,
-    start_loglik: float,
-    prepare_seconds: float,
-) -> dict:
-    """What a checkpoint holds: the state and what it is a state of (checked on resume)."""
+def checkpoint_data(state: SearchState, identity: dict, start_loglik: float, prepare_seconds: float) -> dict:
+    """What a checkpoint holds: the state and what it is a state of (``identity``: the alignment's hash, the
+    model, seed, config and start tree; checked on resume)."""
     return {
         "version": CHECKPOINT_VERSION,
-        "alignment": alignment_hash,
-        "model": model,
-        "seed": seed,
-        "config": config,
-        "start_tree": start_tree,
+        **identity,
         "start_loglik": start_loglik,
         "prepare_seconds": prepare_seconds,
         "state": state.to_dict(),

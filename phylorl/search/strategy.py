@@ -32,7 +32,7 @@ from phylorl.phylo.parsimony_starts import parsimony_tree
 
 from .config import SearchConfig
 from .perturb import climb
-from .rounds import IMPROVEMENT, spr_round
+from .rounds import IMPROVEMENT, optimise_all, spr_round
 from .state import SearchState
 
 FAST = ("fast_auto", "fast")
@@ -49,12 +49,6 @@ def initial_state(tree, loglik: float, config: SearchConfig) -> SearchState:
         best_radius=config.radius_step,
         reference=loglik,
     )
-
-
-def optimise_all(engine, tree, config: SearchConfig) -> float:
-    """Newton passes over every branch from edge 0; returns the log-likelihood."""
-    edges = np.arange(tree.n_edges)
-    return engine.optimize_branch_lengths(tree, edges, rounds=config.branch_rounds, tol=1e-3)
 
 
 def start_tree(alignment, config: SearchConfig, seed: int, index: int) -> Tree:
@@ -176,22 +170,8 @@ def _perturb(engine, state: SearchState, config: SearchConfig, seed: int, worker
     n = state.tree.n_leaves
     moves = max(config.perturb_min_moves, int(round(config.perturb_moves * n)))
     jobs = [(state.tree, np.random.default_rng([seed, state.iteration + k])) for k in range(config.threads)]
-    results = list(
-        workers.map(
-            climb,
-            jobs,
-            moves=moves,
-            radius=config.perturb_radius,
-            climb_radius=min(state.best_radius, config.climb_radius),
-            slow_branches=config.slow_branches,
-            slow_near=config.slow_near,
-            max_rounds=config.climb_rounds,
-            cutoff=config.subtree_cutoff,
-            branch_rounds=config.branch_rounds,
-            fast_gain=config.fast_gain,
-            slow_gain=config.slow_gain,
-        )
-    )
+    climb_radius = min(state.best_radius, config.climb_radius)
+    results = list(workers.map(climb, jobs, moves=moves, climb_radius=climb_radius, config=config))
     state.round += 1
     state.iteration += len(results)
     state.moves += sum(r.moves for r in results)

@@ -3,6 +3,7 @@ same answer for the same seed, a resumed search equal to an uninterrupted one, i
 and IQ-TREE's tree reached on a benchmark alignment."""
 
 import json
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -176,17 +177,12 @@ def test_a_climb_stops_its_fast_and_its_slow_rounds_at_the_gains_it_is_given(sim
     engine = LikelihoodEngine(simulated, MODEL)
     tree = random_tree(simulated.taxa, np.random.default_rng(5))
     engine.optimize_branch_lengths(tree, rounds=3)
-    settings = dict(
-        moves=6,
-        radius=3,
-        climb_radius=4,
-        slow_branches=3,
-        slow_near=1.0,
-        max_rounds=10,
-        cutoff=1.0,
-        branch_rounds=2,
+    config = SearchConfig(
+        perturb_radius=3, slow_branches=3, slow_near=1.0, climb_rounds=10, subtree_cutoff=1.0, branch_rounds=2
     )
-    once = climb(engine, tree, np.random.default_rng(7), **settings, fast_gain=np.inf, slow_gain=np.inf)
+    once = climb(
+        engine, tree, np.random.default_rng(7), 6, 4, replace(config, fast_gain=np.inf, slow_gain=np.inf)
+    )
     by_hand = tree.copy()  # one fast round, one slow round
     loglik = optimise_near(engine, by_hand, perturb(by_hand, 6, 3, np.random.default_rng(7)))
     fast = spr_round(engine, by_hand, loglik, 4, branches=0, cutoff=1.0)
@@ -194,7 +190,9 @@ def test_a_climb_stops_its_fast_and_its_slow_rounds_at_the_gains_it_is_given(sim
     loglik = engine.optimize_branch_lengths(by_hand, np.arange(by_hand.n_edges), rounds=2, tol=1e-3)
     assert write_newick(once.tree) == write_newick(by_hand) and once.loglik == pytest.approx(loglik, abs=1e-6)
     assert once.moves == fast.moves + slow.moves > 0
-    until_still = climb(engine, tree, np.random.default_rng(7), **settings, fast_gain=0.0, slow_gain=0.0)
+    until_still = climb(
+        engine, tree, np.random.default_rng(7), 6, 4, replace(config, fast_gain=0.0, slow_gain=0.0)
+    )
     assert until_still.moves > once.moves  # further rounds while any moved
 
 
@@ -202,18 +200,10 @@ def test_worker_processes_climb_as_this_process_does(simulated):
     engine = LikelihoodEngine(simulated, MODEL)
     tree = random_tree(simulated.taxa, np.random.default_rng(5))
     engine.optimize_branch_lengths(tree, rounds=3)
-    settings = dict(
-        moves=4,
-        radius=3,
-        climb_radius=4,
-        slow_branches=3,
-        slow_near=1.0,
-        max_rounds=3,
-        cutoff=1.0,
-        branch_rounds=2,
-        fast_gain=1.0,
-        slow_gain=0.1,
-    )
+    config = SearchConfig(
+        perturb_radius=3, slow_branches=3, slow_near=1.0, climb_rounds=3, subtree_cutoff=1.0, branch_rounds=2
+    )  # fast_gain=1.0, slow_gain=0.1 by default
+    settings = dict(moves=4, climb_radius=4, config=config)
 
     def jobs():
         return [(tree, np.random.default_rng([7, k])) for k in range(3)]
