@@ -1,24 +1,21 @@
 """CUDA graphs: the learner's update (``AgentConfig.cuda_graphs``) and the inference endpoint's answers
 (``LearnerConfig.inference_cuda_graphs``), each replayed with one launch per batch shape.
 
-**The update.** An eager update launches a few hundred small kernels (four network passes over every next
-move, their backward, clipping, two optimisers, the target update); at the design size the GPU finishes each
-sooner than Python launches the next. :class:`CudaGraphs` gives each batch shape two captured graphs:
+**The update.** An eager update launches a few hundred small kernels, which at the design size the GPU
+finishes sooner than Python launches them. :class:`CudaGraphs` gives each batch shape two captured graphs:
 ``compute`` (forward, backward with the gradients *assigned*, clipping, alpha's gradient, the metrics and the
 finite flag, on static copies of the batch's tensors) and ``apply`` (capturable Adam steps and, when the
-targets follow every update, the target update). The learner reads the metrics between the two (its one sync
-per update) and replays ``apply`` only for a finite update. A shape is captured after :data:`WARMUP` eager
-updates of it (on a side stream, as capture requires), at most :data:`MAX_SHAPES` of them, each with its own
-memory pool.
+targets follow every update, the target update). The learner reads the metrics between the two (its one sync)
+and replays ``apply`` only for a finite update. A shape is captured after :data:`WARMUP` eager updates of it
+(on a side stream), at most :data:`MAX_SHAPES` of them, each with its own memory pool.
 
-**The answers.** An eager answer of the twin networks is some hundred small kernels. :class:`GraphedActing`
-captures the whole answer (``min(Q1, Q2)`` of every move, the Gumbel-max or greedy choice, the chosen move's Q
-and the soft value) per batch shape: :func:`bucket` rounds a batch's state count up (the endpoint fills it
-with copies of its last state, whose answers are dropped); a batch arrives as a
-:class:`~phylorl.agent.transfer.Block` (one pinned buffer) that a replay copies in one piece; the graphs run
-the class's own network pair, into which :meth:`GraphedActing.load` copies each published version once; the
-temperature is a device scalar. A shape whose capture fails stays eager. On a CPU the same answers run
-eagerly; tests compare the two (``tests/gpu/``).
+**The answers.** :class:`GraphedActing` captures a whole answer (``min(Q1, Q2)`` of every move, the Gumbel-max
+or greedy choice, the chosen move's Q and the soft value) per batch shape: :func:`bucket` rounds a batch's
+state count up (the endpoint pads with copies of its last state); a batch arrives as one pinned
+:class:`~phylorl.agent.transfer.Block` that a replay copies in one piece; the graphs run the class's own
+network pair, into which :meth:`GraphedActing.load` copies each published version once; the temperature is a
+device scalar. A shape whose capture fails stays eager. On a CPU the same answers run eagerly; ``tests/gpu/``
+compares the two.
 """
 
 from __future__ import annotations
@@ -47,9 +44,8 @@ WARMUP = 2
 """Eager updates of a batch shape before it is captured."""
 
 CAPTURE_LOCK = threading.Lock()
-"""Held through every capture in this process (the learner's updates, the inference endpoint's answers,
-:class:`GraphedActing`) and the device-wide synchronize before it: such a synchronize while another
-thread's capture is under way fails and invalidates that capture."""
+"""Held through every capture in this process and the device-wide synchronize before it: such a synchronize
+during another thread's capture fails and invalidates that capture."""
 
 MAX_SHAPES = 8
 """Batch shapes captured at most (each holds its own activations: about 1 GB at the design size)."""
@@ -96,8 +92,7 @@ class CapturedUpdate:
                 learner.update_targets()
 
     def compute(self, batch: Batch) -> tuple[Tensor, Tensor]:
-        # one call for the batch's ~25 tensors: each call lets the interpreter lock go to the learner
-        # service's other threads (the endpoint's, the prefetchers'), and waits to take it back
+        # one call for the batch's ~25 tensors (each call lets the interpreter lock go, then waits for it)
         torch._foreach_copy_(self._inputs, _tensors(batch), non_blocking=True)
         # (an eager update set them to None)
         if any(p.grad is not g for p, g in zip(self.params, self.grads)):
@@ -167,8 +162,8 @@ STEP = 16
 
 def bucket(count: int, max_batch: int) -> int:
     """The state count a batch of ``count`` states is padded to: the next power of two up to :data:`STEP`, the
-    next multiple of :data:`STEP` above it, at most ``max_batch`` (never below ``count``). With ``max_batch``
-    64: 1, 2, 4, 8, 16, 32, 48, 64: at most a third of a large batch is padding."""
+    next multiple of :data:`STEP` above it, at most ``max_batch`` (never below ``count``); with ``max_batch``
+    64: 1, 2, 4, 8, 16, 32, 48, 64."""
     if count < 1:
         raise ValueError(f"a batch needs at least one state, got {count}")
     padded = 1 << (count - 1).bit_length() if count <= STEP else -(-count // STEP) * STEP
@@ -188,8 +183,7 @@ class _Captured:
         graphs, actions = unpack(block.packed, self.inputs)
         self.noise = None if greedy else torch.rand(actions.nodes.shape[0], device=owner.device)
         self.graph = torch.cuda.CUDAGraph()
-        # no other capture of this process is under way (nor begins) meanwhile: torch.cuda.graph starts with a
-        # device-wide synchronize
+        # no other capture of this process meanwhile: torch.cuda.graph starts with a device-wide synchronize
         with (
             CAPTURE_LOCK,
             torch.cuda.graph(self.graph, stream=owner.capture_stream, capture_error_mode="thread_local"),
@@ -210,12 +204,9 @@ class GraphedActing:
 
     def __init__(self, net_cfg: NetworkConfig, device: torch.device, fused: bool = False):
         self.device = device
-        pair = []
-        for _ in range(2):
-            net = QNetwork(net_cfg).to(device).eval()
+        self.pair = pair = tuple(QNetwork(net_cfg).to(device).eval() for _ in range(2))
+        for net in pair:
             net.cache_derived = False  # derived weights recomputed inside the graph, never baked in
-            pair.append(net)
-        self.pair = tuple(pair)
         # stacked weights cached while the parameters are unchanged
         self.eager_twin = TwinQ(*pair, fused=fused)
         self.graphed = TwinQ(*pair, fused=fused, cache=False)  # stacked anew in every replay
@@ -227,8 +218,8 @@ class GraphedActing:
         self.seen: Counter = Counter()
         self.captured: dict[tuple, _Captured] = {}
         self.failed: dict[tuple, str] = {}
-        """Shapes whose capture failed (the error, as text): answered eagerly from then on, never captured
-        again. The endpoint logs each failure and counts it (``phylorl_inference_capture_failures_total``)."""
+        """Shapes whose capture failed (the error, as text): answered eagerly from then on (the endpoint logs
+        and counts each: ``phylorl_inference_capture_failures_total``)."""
         self.replays = 0
         self.eager = 0
 
@@ -238,9 +229,7 @@ class GraphedActing:
         if version != self.version:
             write_policy(self.pair, pair_tensors(pair))
             self.version = version
-        # written when it changes: a fill per batch would let the interpreter lock go each time, and wait to
-        # take it back. A tensor (on this device, computed by the publisher) is copied on the device, never
-        # read on the host
+        # written when it changes (each torch call lets the interpreter lock go); a tensor is copied on device
         if isinstance(alpha, torch.Tensor):
             if alpha is not self._alpha_value:
                 self.alpha.copy_(alpha)

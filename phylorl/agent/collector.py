@@ -1,19 +1,16 @@
 """Experience collection, shared by the actor service and the in-process run.
 
-:class:`Collector` steps ``K`` environments with one batched action choice per step (``act``: the
-inference endpoint in an actor, the learner's own networks in-process) and turns finished episodes
-into ``n``-step transitions with the initial priority ``|R + γ^k V(s_{t+k}) − Q(s_t, a_t)|``.
+:class:`Collector` steps ``K`` environments with one batched action choice per step (``act``: the inference
+endpoint in an actor, the learner's own networks in-process) and turns finished episodes into ``n``-step
+transitions with the initial priority ``|R + γ^k V(s_{t+k}) − Q(s_t, a_t)|``. ``V(s)`` comes from the call
+that acts on ``s``; a truncated episode's last state is never acted on, so it rides along in the next call as
+an extra observation whose chosen move is ignored. Transitions keep the weights version that chose their
+action.
 
-``V(s)`` comes from the call that acts on ``s``. A truncated episode's last state is never acted on
-(the environment has started a new episode), so it rides along in the next call as an extra
-observation whose chosen move is ignored; a terminal one needs no value. Transitions keep the
-weights version that chose their action (the learner reports the policy lag from it).
-
-Demonstrations: with ``label_fraction > 0`` each state acted on is, with that probability, labelled
-with the environment's own reward of every one of its moves (:meth:`TreeEnv.move_rewards`, one
-local branch optimisation per move: the costly part, done where the tree is). The labels ride on the
-transition whose *next* state that is (``Transition.next_labels``), since a batch already carries all
-moves of its next states; the learner adds a supervised term on them (``AgentConfig.demo_weight``).
+Demonstrations: with ``label_fraction > 0`` each state acted on is, with that probability, labelled with the
+environment's reward of every one of its moves (:meth:`TreeEnv.move_rewards`: the costly part, done where the
+tree is). The labels ride on the transition whose *next* state that is (``Transition.next_labels``), since a
+batch carries all moves of its next states (``AgentConfig.demo_weight``).
 """
 
 from __future__ import annotations
@@ -46,8 +43,8 @@ class Collected:
     priorities: np.ndarray
     """Initial priority of each transition."""
     episodes: list[dict]
-    """Step info of every episode that ended in this step (``episode_delta_loglik``, ``episode_return``,
-    ``reset_seconds``, ...)."""
+    """Step info of every episode that ended in this step (``episode_delta_loglik``, ``episode_return``, ...).
+    """
     env_steps: int
     """Environment steps taken (one per environment)."""
     step_seconds: float
@@ -89,7 +86,7 @@ class Collector:
     def request(self) -> list[Observation]:
         """The states the next :meth:`finish` needs an answer for: the ``K`` current ones (resetting the
         environments on first use), then the last state of each truncated episode waiting for its value. Split
-        from :meth:`finish` so that an actor can step other environments while the answer is on its way."""
+        from :meth:`finish` so that an actor can step other environments meanwhile."""
         if self.obs is None:
             started = time.perf_counter()
             self.obs = list(self.envs.reset())

@@ -27,10 +27,9 @@ class AgentConfig:
     """Target policy entropy per state as a fraction of the maximum ``log |A_s|`` (nats)."""
 
     entropy_networks: Literal["online", "target"] = "online"
-    """Whose policy's entropy on the next states drives ``alpha``: the online networks' (the current
-    policy, two extra forward passes over every next action) or the target networks' (reuses the
-    Q-values already computed for ``V(s')``: half the next-state work, a policy lagging by ``~1/tau``
-    updates)."""
+    """Whose policy's entropy on the next states drives ``alpha``: the online networks' (the current policy;
+    two extra forward passes over every next action) or the target networks' (reuses ``V(s')``'s Q-values:
+    half the next-state work, a policy lagging by ``~1/tau`` updates)."""
 
     tau: float = 0.005
     """Soft target update ``theta' <- tau theta + (1 - tau) theta'``."""
@@ -42,32 +41,29 @@ class AgentConfig:
     """Clip each Q network's gradient to this L2 norm (``None``: no clipping)."""
 
     cuda_graphs: bool = False
-    """On a CUDA device, replay each update as two captured CUDA graphs (forward and backward; optimiser and
-    target step) instead of launching its few hundred kernels one by one. A batch shape is captured after
-    its first 2 eager updates, for at most 8 shapes (batches of one tree size, as at the design size, share
-    one); other batches run eagerly. Needs the fast path and no dropout. Equal to eager updates up to
-    float32 rounding (tests/gpu/test_cuda_graphs.py)."""
+    """On a CUDA device, replay each update as two captured CUDA graphs (:mod:`phylorl.agent.capture`) instead
+    of launching its few hundred kernels one by one: a batch shape is captured after 2 eager updates, at most
+    8 shapes; others run eagerly. Needs no dropout. Equal to eager updates up to float32 rounding
+    (tests/gpu/test_cuda_graphs.py)."""
 
     fused_head: bool = False
-    """On a CUDA device, evaluate the no-grad passes over every next move (the target networks' ``V(s')``, the
-    online policy's entropy) as twin pairs whose head layers run as one Triton kernel per pair
-    (:mod:`phylorl.nets.fused_head`): the ``[moves, head_hidden]`` activations are never written. Needs Triton
-    (CUDA builds of torch ship it) and a power-of-two ``head_hidden``; the same values up to float32 rounding
-    (TF32 where ``torch.backends.cuda.matmul.allow_tf32`` is set). The inference endpoint on a GPU uses it
-    too. Ignored on the CPU."""
+    """On a CUDA device, evaluate the no-grad passes over every next move (the targets' ``V(s')``, the online
+    policy's entropy) as twin pairs whose head layers run as one Triton kernel
+    (:mod:`phylorl.nets.fused_head`). Needs Triton and a power-of-two ``head_hidden``; the same values up to
+    float32 rounding (TF32 where ``torch.backends.cuda.matmul.allow_tf32``). The inference endpoint on a GPU
+    uses it too. Ignored on the CPU."""
 
     compile_networks: bool = False
-    """Run the learner's tree encoders (each network's node encoder, GAT layers and pooling, with and without
-    gradients, and the stacked twin pairs of ``fused_head``) as ``torch.compile``-d functions, whose few dozen
-    small kernels per pass fuse into a handful (:func:`phylorl.nets.qnet.compiled`). The first update of each
-    batch shape compiles (tens of seconds; a second shape recompiles once with dynamic shapes). Meant for a
-    GPU with ``cuda_graphs``, where the update is made of such small kernels; on a CPU it needs a C++
-    compiler. The same values up to float32 rounding."""
+    """Run the learner's tree encoders (with and without gradients, and ``fused_head``'s twin pairs) as
+    ``torch.compile``-d functions (:func:`phylorl.nets.qnet.compiled`), fusing their small kernels. The first
+    update of each batch shape compiles (tens of seconds; a changing shape recompiles once, dynamic). Meant
+    for a GPU with ``cuda_graphs``; on a CPU it needs a C++ compiler. The same values up to float32 rounding.
+    """
 
     demo_weight: float = 0.0
-    """Weight of the supervised term on demonstration labels (transitions whose next state carries the
-    reward of every move, ``Transition.next_labels``): squared error plus a listwise cross-entropy of
-    each online network on those states' moves. 0 ignores labels."""
+    """Weight of the supervised term on demonstration labels (``Transition.next_labels``: the reward of every
+    move of a next state): squared error plus a listwise cross-entropy of each online network on those moves.
+    0 ignores labels."""
 
     demo_temperature: float = 0.02
     """Softmax temperature of the demonstrations' listwise cross-entropy, in reward units."""
@@ -84,19 +80,13 @@ class AgentConfig:
             value = getattr(self, name)
             if not (value > 0 and math.isfinite(value)):
                 raise ValueError(f"AgentConfig.{name} must be positive and finite, got {value}")
-        if not 0.0 <= self.target_entropy_fraction <= 1.0:
-            raise ValueError(
-                f"AgentConfig.target_entropy_fraction must be in [0, 1], got {self.target_entropy_fraction}"
-            )
-        if not 0.0 < self.tau <= 1.0:
-            raise ValueError(f"AgentConfig.tau must be in (0, 1], got {self.tau}")
-        if self.target_update_period < 1:
-            raise ValueError(
-                f"AgentConfig.target_update_period must be >= 1, got {self.target_update_period}"
-            )
-        if self.max_grad_norm is not None and not self.max_grad_norm > 0:
-            raise ValueError(f"AgentConfig.max_grad_norm must be positive or None, got {self.max_grad_norm}")
-        if self.entropy_networks not in ("online", "target"):
-            raise ValueError(
-                f"AgentConfig.entropy_networks must be 'online' or 'target', got {self.entropy_networks!r}"
-            )
+        rules = (
+            ("target_entropy_fraction", 0.0 <= self.target_entropy_fraction <= 1.0, "in [0, 1]"),
+            ("tau", 0.0 < self.tau <= 1.0, "in (0, 1]"),
+            ("target_update_period", not self.target_update_period < 1, ">= 1"),
+            ("max_grad_norm", self.max_grad_norm is None or self.max_grad_norm > 0, "positive or None"),
+            ("entropy_networks", self.entropy_networks in ("online", "target"), "'online' or 'target'"),
+        )
+        for name, ok, rule in rules:
+            if not ok:
+                raise ValueError(f"AgentConfig.{name} must be {rule}, got {getattr(self, name)!r}")

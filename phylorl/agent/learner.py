@@ -1,14 +1,12 @@
 """The learner core: twin soft-Q update, temperature update, target update, checkpoints.
 
-``Learner.step(batch)`` runs one update and returns ``(metrics, priorities)``; it holds no I/O
-besides :meth:`Learner.save` / :meth:`Learner.restore`, which write and read one checkpoint file
-(tensors and plain containers only, loadable with ``torch.load(..., weights_only=True)``).
+``Learner.step(batch)`` runs one update and returns ``(metrics, priorities)``; its only I/O is
+:meth:`Learner.save` / :meth:`Learner.restore` (one checkpoint file, loadable with ``weights_only=True``).
 
-Two counters, both saved with the checkpoint: ``updates`` is the number of updates done (what
-``--updates`` limits; the checkpoint key is ``"steps"``), and ``weights_version`` labels the online
-networks: it increases by one per :meth:`step`, and a restarted learner may move it forward past a
-version published before its last checkpoint (versions never go back), so it can exceed ``updates``.
-Anything cached from network outputs must be keyed by the version.
+Two counters, both saved: ``updates`` counts updates done (what ``--updates`` limits; checkpoint key
+``"steps"``); ``weights_version`` labels the online networks: +1 per :meth:`step`, and a restarted learner may
+move it past a version published before its last checkpoint (versions never go back), so it can exceed
+``updates``. Anything cached from network outputs must be keyed by the version.
 """
 
 from __future__ import annotations
@@ -52,8 +50,7 @@ CHECKPOINT_FORMAT = 1
 ADAM_EPS = 1e-8
 """Adam's epsilon (the Q networks' optimiser and alpha's)."""
 CPU_ACTION_CHUNK = 4096
-"""On a CPU the no-grad passes over the next states' moves run this many moves at a time (cache-sized buffers;
-the same values)."""
+"""On a CPU the no-grad passes over the next states' moves run this many moves at a time (the same values)."""
 
 METRIC_NAMES = (
     "loss/q1",
@@ -91,11 +88,8 @@ def _eval_mode(*nets: nn.Module):
 
 
 class Learner:
-    """Two online Q networks, their targets, ``log alpha`` and the optimisers, on one device.
-
-    ``seed`` fixes the initial parameters (drawn without touching the global RNG) and the learner's
-    own dropout RNG.
-    """
+    """Two online Q networks, their targets, ``log alpha`` and the optimisers, on one device. ``seed`` fixes
+    the initial parameters (drawn without touching the global RNG) and the learner's own dropout RNG."""
 
     def __init__(
         self,
@@ -119,8 +113,7 @@ class Learner:
             {"fused": self.device.type == "cuda", "capturable": graphs},
             {"fused": False, "capturable": graphs},
         )
-        """The optimisers' ``fused`` and ``capturable`` (kept when a checkpoint's optimiser state is
-        loaded)."""
+        """The optimisers' ``fused`` and ``capturable`` (kept when a checkpoint's state is loaded)."""
         self.q_optimizer = torch.optim.Adam(
             [*self.q1.parameters(), *self.q2.parameters()], lr=agent_cfg.lr, eps=ADAM_EPS, **self._options[0]
         )
@@ -148,10 +141,8 @@ class Learner:
             if net_cfg.action_features == "gather"
             else None
         )
-        """The online networks as one stacked pair, for the forward and backward of an update
-        (:meth:`~phylorl.nets.twin.TwinQ.values`: each operation launched once for the pair, on weights
-        stacked along a leading axis; the same values and gradients up to float32 rounding, used where it
-        applies: the gathered action features, no dropout while training), else ``None``."""
+        """The online networks as one stacked pair for an update's forward and backward
+        (:meth:`~phylorl.nets.twin.TwinQ.values`, where it applies), else ``None``."""
         if agent_cfg.compile_networks:
             require_compiler(self.device)
         for net in (self.q1, self.q2, self.target1, self.target2):
@@ -164,9 +155,8 @@ class Learner:
         return float(self.log_alpha.detach().exp())
 
     def policy_alpha(self) -> torch.Tensor:
-        """The temperature as a new 0-d tensor on the learner's device, computed on its stream: what a
-        publication hands the inference endpoint with :meth:`policy_tensors` (:attr:`alpha` would wait for the
-        GPU)."""
+        """The temperature as a new 0-d tensor on the learner's device (:attr:`alpha` would wait for the GPU):
+        what a publication hands the inference endpoint with :meth:`policy_tensors`."""
         return self.log_alpha.detach().exp()
 
     def step(self, batch: Batch) -> tuple[dict[str, float], np.ndarray | None]:
@@ -179,61 +169,41 @@ class Learner:
         weights: nothing is updated (networks, optimiser state, alpha, targets, version), the metrics
         are NaN but ``skipped`` = 1, and ``priorities`` is ``None``.
         """
-        batch, captured = self._prepared(batch)
+        if batch.reward.device != self.device or isinstance(batch.next_actions, CompactActions):
+            batch = on_device(batch, self.device)
+        captured = self.graphs.prepare(batch) if self.graphs is not None else None  # None: eager
         with self.graphs.eager() if self.graphs is not None and captured is None else nullcontext():
-            values, priorities = self._computed(batch, captured)
-            # the one device sync of an update, for the metrics and the priorities together (the priorities
-            # are this update's, from before its step: the step's kernels then run on while the caller goes
-            # on)
+            if captured is not None:
+                values, priorities = captured.compute(batch)
+            else:
+                self.q_optimizer.zero_grad(set_to_none=True)
+                self.log_alpha.grad = None
+                values, priorities = self.compute(batch)
+            # the update's one device sync, for the metrics and priorities (from before its step, whose
+            # kernels run on while the caller goes on)
             host, priorities = split(to_host(values, priorities), values.shape[0])
             if not host[-1]:
                 if captured is None:  # (a captured update's gradients live in its graph and are reassigned)
                     self.q_optimizer.zero_grad(set_to_none=True)
                 self.skipped += 1
-                return self._metrics(None), None
-            self._applied(captured)
-        return self._metrics(host), priorities
-
-    @staticmethod
-    def _metrics(host: list | None) -> dict[str, float]:
-        """:meth:`step`'s metrics from the host copy of an update's values (``None``: a skipped update)."""
-        if host is None:
-            return {**{name: math.nan for name in METRIC_NAMES}, "skipped": 1.0}
-        return dict(zip(METRIC_NAMES, host[:-1]))
-
-    def _prepared(self, batch: Batch):
-        """``batch`` on the device with expanded moves, and its captured update (``None``: eager)."""
-        if batch.reward.device != self.device or isinstance(batch.next_actions, CompactActions):
-            batch = on_device(batch, self.device)
-        return batch, self.graphs.prepare(batch) if self.graphs is not None else None
-
-    def _computed(self, batch: Batch, captured):
-        if captured is not None:
-            return captured.compute(batch)
-        self.q_optimizer.zero_grad(set_to_none=True)
-        self.log_alpha.grad = None
-        return self.compute(batch)
-
-    def _applied(self, captured) -> None:
-        """The optimiser and target steps of a finite update; the counters."""
-        if captured is not None:
-            captured.apply()
-        else:
-            self.apply()
-        self.updates += 1
-        self.weights_version += 1
-        if self.updates % self.agent_cfg.target_update_period == 0 and not (
-            captured and captured.updates_targets
-        ):
-            self.update_targets()
+                return {**{name: math.nan for name in METRIC_NAMES}, "skipped": 1.0}, None
+            if captured is not None:
+                captured.apply()
+            else:
+                self.apply()
+            self.updates += 1
+            self.weights_version += 1
+            if self.updates % self.agent_cfg.target_update_period == 0 and not (
+                captured and captured.updates_targets
+            ):
+                self.update_targets()
+        return dict(zip(METRIC_NAMES, host[:-1])), priorities
 
     def compute(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
-        """Forward and backward of one update, no parameter changed: the Q networks' gradients (clipped)
-        and ``log alpha``'s are *assigned* (call with them ``None``, as CUDA graph capture needs).
-
-        Returns device tensors ``(values, priorities)``: ``values`` holds :data:`METRIC_NAMES`'s values
-        then 1 if the loss, both gradient norms and alpha's loss are finite (else 0); ``priorities``
-        ``[B]``. No host sync: :attr:`graphs` captures this as it is."""
+        """Forward and backward of one update, no parameter changed: the Q networks' gradients (clipped) and
+        ``log alpha``'s are *assigned* (call with them ``None``, as CUDA graph capture needs). Returns device
+        tensors ``(values, priorities)``: ``values`` holds :data:`METRIC_NAMES`'s values then 1 if the loss,
+        both gradient norms and alpha's loss are finite (else 0); ``priorities`` ``[B]``. No host sync."""
         cfg = self.agent_cfg
         alpha = self.log_alpha.detach().exp()
         self.q1.train()
@@ -252,16 +222,9 @@ class Learner:
         zero = torch.zeros((), device=self.device)
         demo = zero
         if q_next is not None:
+            labels = (batch.next_labels, batch.next_actions.states, batch.next_labelled)
             demo = sum(
-                demonstration_loss(
-                    q,
-                    batch.next_labels,
-                    batch.next_actions.states,
-                    batch.next_labelled,
-                    cfg.demo_temperature,
-                    cfg.demo_rank_weight,
-                )[0]
-                for q in q_next
+                demonstration_loss(q, *labels, cfg.demo_temperature, cfg.demo_rank_weight)[0] for q in q_next
             )
             loss = loss + cfg.demo_weight * demo
         loss.backward()
@@ -311,10 +274,9 @@ class Learner:
     def _targets(self, batch: Batch, alpha: torch.Tensor, online_next=None):
         """TD targets ``[B]``, policy entropy on ``s'`` ``[B]`` and its target ``[B]``.
 
-        ``online_next``: the online networks' Q on the next moves when the caller has computed them
-        (the demonstrations need them); they then stand in for the online policy's (same values when
-        there is no dropout). When no transition bootstraps (every discount 0, e.g. ``gamma = 0``),
-        the target networks are not run and the policy's entropy comes from the online networks."""
+        ``online_next``: the online networks' Q on the next moves when the caller has them (the
+        demonstrations); without dropout they stand in for the online policy's. When no transition
+        bootstraps, the target networks are not run and the entropy comes from the online networks."""
         cfg = self.agent_cfg
         states = batch.next_actions.states
         chunk = CPU_ACTION_CHUNK if self.device.type == "cpu" else None
@@ -339,15 +301,12 @@ class Learner:
 
         if not batch.bootstraps:
             y = batch.reward.clone()
-            return (
-                y,
-                policy_entropy(online_policy(), states, alpha),
-                target_entropy(states, cfg.target_entropy_fraction),
-            )
-        q_target = twin_min((self.target1, self.target2), self.twins and self.twins[0])
-        y = td_target(batch.reward, batch.discount, batch.terminal, soft_value(q_target, states, alpha))
-        q_policy = online_policy() if cfg.entropy_networks == "online" else q_target
-        entropy = policy_entropy(q_policy, states, alpha)
+            entropy = policy_entropy(online_policy(), states, alpha)
+        else:
+            q_target = twin_min((self.target1, self.target2), self.twins and self.twins[0])
+            y = td_target(batch.reward, batch.discount, batch.terminal, soft_value(q_target, states, alpha))
+            q_policy = online_policy() if cfg.entropy_networks == "online" else q_target
+            entropy = policy_entropy(q_policy, states, alpha)
         return y, entropy, target_entropy(states, cfg.target_entropy_fraction)
 
     # -- weights and checkpoints ----------------------------------------------------------------
@@ -361,9 +320,8 @@ class Learner:
         }
 
     def policy_tensors(self) -> dict[str, dict[str, torch.Tensor]]:
-        """The online networks' own parameters, ``{"q1": {name: tensor}, "q2": ...}`` as
-        :meth:`policy_weights` names them, not copies: they change with the next update (for a reader that
-        copies them first, as the inference endpoint's ``publish`` does; getting them makes no torch call)."""
+        """The online networks' own parameters (not copies: they change with the next update), named as
+        :meth:`policy_weights` names them; getting them makes no torch call."""
         return pair_tensors((self.q1, self.q2))
 
     def state_dict(self) -> dict:
@@ -390,10 +348,7 @@ class Learner:
             raise ValueError(f"checkpoint format {state.get('format')!r} is not {CHECKPOINT_FORMAT}")
         if state["net_cfg"] != dataclasses.asdict(self.net_cfg):
             raise ValueError("checkpoint was written for a different NetworkConfig")
-        for name in ("q1", "q2", "target1", "target2"):
-            getattr(self, name).load_state_dict(state[name])
-        with torch.no_grad():
-            self.log_alpha.copy_(state["log_alpha"])
+        self._load_networks(state)
         for optimizer, options, name in zip(
             (self.q_optimizer, self.alpha_optimizer), self._options, ("q_optimizer", "alpha_optimizer")
         ):
@@ -404,6 +359,13 @@ class Learner:
         self.rng.set_state(state["rng"].cpu())
         self.updates = int(state["steps"])
         self.weights_version = int(state["weights_version"])
+
+    def _load_networks(self, state: dict) -> None:
+        """The online and target networks and ``log alpha`` of a :meth:`state_dict`."""
+        for name in ("q1", "q2", "target1", "target2"):
+            getattr(self, name).load_state_dict(state[name])
+        with torch.no_grad():
+            self.log_alpha.copy_(state["log_alpha"])
 
     def save(self, path: str | os.PathLike) -> None:
         """Write a checkpoint atomically (temporary file in the same directory, then rename)."""
@@ -435,10 +397,7 @@ class Learner:
         if not isinstance(state, dict) or state.get("format") != CHECKPOINT_FORMAT:
             raise ValueError(f"{path}: not a learner checkpoint of format {CHECKPOINT_FORMAT}")
         learner = cls(NetworkConfig(**state["net_cfg"]), agent_cfg, device, seed=seed)
-        for name in ("q1", "q2", "target1", "target2"):
-            getattr(learner, name).load_state_dict(state[name])
-        with torch.no_grad():
-            learner.log_alpha.copy_(state["log_alpha"])
+        learner._load_networks(state)
         return learner
 
     @classmethod

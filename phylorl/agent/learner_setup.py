@@ -1,6 +1,6 @@
-"""How a :class:`~phylorl.agent.learner.Learner` sets itself up on a device: the device named with its index,
-the compiler ``AgentConfig.compile_networks`` needs, the optimisers' implementation options kept across a
-loaded state."""
+"""How a :class:`~phylorl.agent.learner.Learner` sets itself up on a device: the device's index, the compiler
+``AgentConfig.compile_networks`` needs, the optimisers' options kept across a loaded state.
+"""
 
 from __future__ import annotations
 
@@ -8,18 +8,17 @@ import torch
 
 
 def with_index(device: torch.device) -> torch.device:
-    """``device`` with its index (``cuda`` -> ``cuda:0``, the current one): a tensor's device always names it,
-    and ``torch.device("cuda") != torch.device("cuda:0")``. Without it :meth:`Learner.step` would take every
-    batch already on the GPU for one elsewhere and move it again: a no-op call per tensor, each letting the
-    interpreter lock go."""
+    """``device`` with its index (``cuda`` -> ``cuda:0``, the current one), as a tensor's device names it:
+    ``torch.device("cuda") != torch.device("cuda:0")``, and :meth:`Learner.step` would move every batch
+    already on the GPU again."""
     if device.type == "cuda" and device.index is None:
         return torch.device("cuda", torch.cuda.current_device())
     return device
 
 
 def require_compiler(device: torch.device) -> None:
-    """``AgentConfig.compile_networks`` needs inductor's code generator for ``device``: Triton on a GPU, a C++
-    compiler on a CPU. Say so at once, not as a traceback at the first update."""
+    """Fail at once, not at the first update, when inductor lacks its code generator for ``device`` (Triton on
+    a GPU, a C++ compiler on a CPU), which ``AgentConfig.compile_networks`` needs."""
     if device.type == "cuda":
         from torch.utils._triton import has_triton
 
@@ -40,9 +39,8 @@ def require_compiler(device: torch.device) -> None:
 
 
 def keep_options(optimizer: torch.optim.Optimizer, options: dict) -> None:
-    """A loaded optimiser state takes the saved param groups' ``fused`` and ``capturable``: set this learner's
-    again, with each step count where those implementations keep it (a float32 tensor on the parameter's
-    device)."""
+    """Set ``options`` (``fused``, ``capturable``) again after a loaded state replaced them, with each step
+    count where those implementations keep it (float32 on the parameter's device)."""
     for group in optimizer.param_groups:
         group.update(options)
         for param in group["params"]:

@@ -6,17 +6,13 @@ The policy is implicit: :math:`\pi(a|s) \propto \exp(Q(s,a)/\alpha)` over the ac
     V(s) = \alpha \log \sum_{a \in A_s} \exp(Q(s,a)/\alpha), \qquad
     y = r + \gamma_k (1 - \mathrm{terminal})\, V_{\bar\theta}(s'),
 
-with :math:`Q = \min(Q_{\bar\theta_1}, Q_{\bar\theta_2})` of the target networks in ``V``. Action
-sets differ in size between states; every sum over actions is a segment reduction. A truncated
-transition (time limit) bootstraps like any other; only a true terminal does not.
+with :math:`Q = \min(Q_{\bar\theta_1}, Q_{\bar\theta_2})` of the target networks in ``V``; every sum over
+actions is a segment reduction. A truncated transition (time limit) bootstraps; only a true terminal does not.
 
 The temperature follows :math:`\min_{\log\alpha}\ \log\alpha\,(\mathcal H(\pi(\cdot|s')) - \bar{\mathcal
-H}_{s'})` with target :math:`\bar{\mathcal H}_{s'} = f \log|A_{s'}|`: when the policy is more random than the
-target, ``alpha`` falls (and the policy sharpens), and vice versa. The entropy is that of the *online*
-networks' policy on the batch's next states, whose full action sets the batch already holds (the current
-states carry only their chosen action); it is detached, so only ``alpha`` moves.
-(``AgentConfig.entropy_networks="target"`` uses the target networks' Q-values instead, which the value
-``V(s')`` has computed already.)
+H}_{s'})` with target :math:`\bar{\mathcal H}_{s'} = f \log|A_{s'}|`: ``alpha`` falls when the policy is more
+random than the target, and rises otherwise. The entropy is the online networks' policy's on the batch's next
+states (``AgentConfig.entropy_networks="target"``: the target networks'), detached, so only ``alpha`` moves.
 """
 
 from __future__ import annotations
@@ -30,10 +26,8 @@ from phylorl.nets.segment import Segments, segment_log_softmax, segment_logsumex
 
 
 def soft_value(q: Tensor, states: Segments, alpha: Tensor | float) -> Tensor:
-    """``V(s) = alpha * logsumexp(Q(s, .) / alpha)`` per state: ``q [A] -> [G]``.
-
-    A state without actions gets ``-inf`` (only valid for terminal next states, see :func:`td_target`).
-    """
+    """``V(s) = alpha * logsumexp(Q(s, .) / alpha)`` per state: ``q [A] -> [G]`` (``-inf`` for a state without
+    actions)."""
     return alpha * segment_logsumexp(q / alpha, states)
 
 
@@ -50,22 +44,17 @@ def target_entropy(states: Segments, fraction: float) -> Tensor:
 
 
 def td_target(reward: Tensor, discount: Tensor, terminal: Tensor, next_value: Tensor) -> Tensor:
-    """``y = r + discount * V(s')`` where ``s'`` is not terminal, ``y = r`` where it is: all ``[B]``.
-
-    ``terminal`` is bool; truncated transitions are *not* terminal and bootstrap. ``next_value`` may be
-    ``-inf`` or NaN at terminal states (no actions); it is ignored there.
-    """
+    """``y = r + discount * V(s')`` where ``s'`` is not terminal, ``y = r`` where it is (``[B]``; ``terminal``
+    bool, truncation is not terminal). ``next_value`` may be ``-inf`` or NaN at terminal states; it is ignored
+    there."""
     bootstrap = torch.where(terminal, torch.zeros_like(next_value), discount * next_value)
     return reward + bootstrap
 
 
 def critic_loss(q1: Tensor, q2: Tensor, target: Tensor, weights: Tensor) -> tuple[Tensor, dict[str, Tensor]]:
-    """Importance-weighted squared TD errors of both Q networks, summed.
-
-    ``q1, q2, target, weights``: ``[B]``. Returns ``(loss, extra)`` with ``extra`` holding
-    ``td1``, ``td2`` (``target - q``), ``priorities`` (``|td1| + |td2|``), ``loss1``, ``loss2``
-    (all detached). ``loss = mean(w * td1^2) + mean(w * td2^2)``.
-    """
+    """Importance-weighted squared TD errors of both Q networks (``q1, q2, target, weights``: ``[B]``):
+    ``(loss, extra)``, ``loss = mean(w * td1^2) + mean(w * td2^2)``, ``extra`` holding ``td1``, ``td2``
+    (``target - q``), ``priorities`` (``|td1| + |td2|``), ``loss1``, ``loss2`` (all detached)."""
     target = target.detach()
     td1, td2 = target - q1, target - q2
     loss1 = (weights * td1.square()).mean()
@@ -84,14 +73,11 @@ def critic_loss(q1: Tensor, q2: Tensor, target: Tensor, weights: Tensor) -> tupl
 def demonstration_loss(
     q: Tensor, labels: Tensor, states: Segments, labelled: Tensor, temperature: float, rank_weight: float
 ) -> tuple[Tensor, Tensor, Tensor]:
-    """Supervised loss of ``Q`` against every move's label on the labelled states.
-
-    ``q, labels [A]``; ``states`` groups them into ``G`` states; ``labelled [G]`` bool. Returns
-    ``(loss, mse, ce)``: the squared error averaged over the labelled states' moves, plus
-    ``rank_weight`` times the listwise cross-entropy between ``softmax(labels / T)`` and
-    ``softmax(Q / T)`` (``T = temperature``, in reward units) averaged over labelled states. Zero (with
-    a gradient path) when no state is labelled.
-    """
+    """Supervised loss of ``Q`` against every move's label on the labelled states: ``q, labels [A]`` grouped
+    into ``G`` states by ``states``, ``labelled [G]`` bool. Returns ``(loss, mse, ce)``: the squared error
+    averaged over the labelled states' moves, plus ``rank_weight`` times the listwise cross-entropy between
+    ``softmax(labels / T)`` and ``softmax(Q / T)`` (``T = temperature``) averaged over labelled states; zero
+    (with a gradient path) when none is labelled."""
     mask = labelled[states.index].to(q.dtype)
     n_moves = mask.sum().clamp(min=1.0)
     n_states = labelled.sum().clamp(min=1).to(q.dtype)

@@ -10,19 +10,15 @@ from phylorl.types import Transition
 def n_step_transitions(episode: Sequence[Transition], n: int) -> list[Transition]:
     r"""The ``n``-step transition starting at every step of ``episode``.
 
-    ``episode`` holds consecutive one-step transitions of one episode (``episode[t].next_obs`` is
-    ``episode[t + 1].obs``); only the last may be terminal or truncated. The transition from step
-    ``t`` spans ``k = min(n, T - t)`` steps:
+    ``episode`` holds consecutive one-step transitions of one episode; only the last may be terminal or
+    truncated. The transition from step ``t`` spans ``k = min(n, T - t)`` steps:
 
     .. math::
         R = \sum_{i<k} \Big(\prod_{j<i} d_{t+j}\Big) r_{t+i}, \qquad
         \mathrm{discount} = \prod_{j<k} d_{t+j},
 
-    where ``d`` is each step's own ``discount`` (``gamma`` for one-step transitions, so
-    ``discount = gamma**k``). ``next_obs`` is the observation after those ``k`` steps; ``terminal`` and
-    ``truncated`` are those of the last step spanned (so a window ending on a truncated last step still
-    bootstraps from it, and one ending on a terminal does not).
-    """
+    with ``d`` each step's own ``discount``. ``next_obs``, ``terminal`` and ``truncated`` are those of the
+    last step spanned (a window ending on a truncated step still bootstraps)."""
     if n < 1:
         raise ValueError(f"n must be >= 1, got {n}")
     for i, step in enumerate(episode[:-1]):
@@ -36,15 +32,10 @@ def n_step_transitions(episode: Sequence[Transition], n: int) -> list[Transition
             reward += discount * step.reward
             discount *= step.discount
         last = window[-1]
+        first = episode[t]
         out.append(
             Transition(
-                obs=episode[t].obs,
-                action=episode[t].action,
-                reward=reward,
-                next_obs=last.next_obs,
-                terminal=last.terminal,
-                truncated=last.truncated,
-                discount=discount,
+                first.obs, first.action, reward, last.next_obs, last.terminal, last.truncated, discount
             )
         )
     return out

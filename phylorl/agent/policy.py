@@ -1,9 +1,6 @@
-"""A trained agent as a search policy, and the evaluation of policies on common start trees.
-
-:class:`AgentPolicy` plays the :class:`~phylorl.env.search.Policy` protocol: at each step it takes
-the move of highest ``min(Q1, Q2)`` of the twin online networks of a learner checkpoint (as the inference
-endpoint's greedy answer). :func:`evaluate_policy` runs any policy from the same seeded
-start trees, so policies are compared on equal terms.
+"""A trained agent as a search policy (:class:`AgentPolicy`: the move of highest ``min(Q1, Q2)`` of a learner
+checkpoint's twin online networks, as the inference endpoint's greedy answer), and the evaluation of policies
+from the same seeded start trees (:func:`evaluate_policy`).
 """
 
 from __future__ import annotations
@@ -30,8 +27,8 @@ from phylorl.records.collate import state_inputs
 
 
 def resolve_checkpoint(path: str | os.PathLike) -> Path:
-    """The checkpoint file ``path`` names: the file itself, or for a run directory (or its
-    ``checkpoints`` directory) the file named by ``checkpoints/latest``."""
+    """The checkpoint file ``path`` names: the file itself, or for a run directory (or its ``checkpoints``
+    directory) the file named by ``checkpoints/latest``."""
     path = Path(path)
     if path.is_file():
         return path
@@ -48,25 +45,16 @@ def resolve_checkpoint(path: str | os.PathLike) -> Path:
 
 
 DEFAULT_TABU = 20
-"""How many of its best-ranked moves the agent may pass over to avoid a tree it has already visited in
-the same search (``phylorl search``/``eval`` ``--tabu``; 0: plain greedy). Chosen on ``train/``: see
-models/README.md."""
+"""How many of its best-ranked moves the agent may pass over to avoid a tree already visited in the same
+search (``--tabu``; 0: plain greedy). Chosen on ``train/``: see models/README.md."""
 
 
 class AgentPolicy:
-    """Greedy policy of twin Q networks: the move of highest ``min(Q1(s, a), Q2(s, a))`` (see ``reduce``).
-
-    Args:
-        nets: the twin online networks (put in eval mode here).
-        alpha: the temperature (only enters the soft value, not the greedy choice).
-        tabu: how many of the highest moves may be passed over to avoid a tree already visited in the
-            same search (default :data:`DEFAULT_TABU`; 0: plain greedy). Only the topology counts
-            (compiled 64-bit keys of the split sets, :mod:`phylorl.phylo.topology_key`); no likelihood
-            is evaluated to choose.
-        reduce: how the twin networks' values combine to rank moves: ``min`` (default, the learner's
-            pessimistic target) or ``mean`` (better on training alignments, equal on ``valid/``: see
-            models/README.md).
-    """
+    """Greedy policy of twin Q networks (put in eval mode here): the move of highest ``min(Q1(s, a), Q2(s,
+    a))``, or with ``reduce="mean"`` their mean (better on training alignments, equal on ``valid/``:
+    models/README.md). ``alpha`` only enters the soft value. ``tabu``: how many of the highest moves may be
+    passed over to avoid a tree already visited in the same search (by topology alone: compiled 64-bit keys of
+    the split sets, :mod:`phylorl.phylo.topology_key`)."""
 
     def __init__(
         self,
@@ -123,8 +111,8 @@ class AgentPolicy:
 
     @torch.inference_mode()
     def q_values(self, env: TreeEnv) -> np.ndarray:
-        """The twin networks' values (their min, or their mean with ``reduce="mean"``) of every move of
-        ``env``'s current state, float ``[A]``."""
+        """The twin networks' values (min, or mean with ``reduce="mean"``) of every move of ``env``'s state,
+        ``[A]``."""
         graphs, actions = self._inputs(env)
         if self._twin is not None:
             return self._twin(graphs, actions, reduce=self.reduce).cpu().numpy()
@@ -155,8 +143,8 @@ class AgentPolicy:
 
 
 class GuidedClimb(RankedClimb):
-    """Hill-climbing whose candidate moves are ordered by an agent (:class:`~phylorl.env.search.RankedClimb`
-    on ``min(Q1, Q2)``): the top 5% of moves (at least 8) by the agent's values are scored first."""
+    """Hill-climbing whose candidate moves are ordered by an agent's values
+    (:class:`~phylorl.env.search.RankedClimb`): the top 5% of moves (at least 8) are scored first."""
 
     def __init__(
         self,
@@ -179,12 +167,11 @@ POLISH_RESTARTS = 5
 
 POLISH_LAZY_TOP = 4
 """Of the agent's top moves in a step of :func:`polish`, the 4 best by lazy SPR score are evaluated fully
-first (``RankedClimb.lazy_top``)."""
+first."""
 
 POLISH_LAZY_MARGIN = 10.0
-"""When none of the agent's top moves improves in the last climb of :func:`polish`, the other moves get lazy
-SPR scores and only those within this many log-likelihood units are evaluated fully
-(``RankedClimb.lazy_margin``)."""
+"""When none of the agent's top moves improves in the last climb of :func:`polish`, the other moves within
+this many log-likelihood units by lazy SPR score are evaluated fully."""
 
 
 def polish(
@@ -194,14 +181,11 @@ def polish(
     rng: np.random.Generator | None = None,
     distinct: bool = True,
 ):
-    """Finish a search from ``env``'s current tree (an agent's answer): agent-guided climbs with
-    ``restarts`` perturb-and-climb rounds (each climb stops when none of the agent's top moves
-    improves), then one certified climb from the best tree, so the answer is an SPR local optimum
-    with every branch optimised (:func:`~phylorl.env.search.ranked_climb_with_restarts`). Of the agent's top
-    moves, the :data:`POLISH_LAZY_TOP` best by lazy SPR score are evaluated fully first; every move the agent
-    does not rank first is checked by its lazy SPR score and, within :data:`POLISH_LAZY_MARGIN`, fully.
-    Without an agent: plain hill-climbing with the same restarts (over the distinct sequences unless not
-    ``distinct``: see :func:`~phylorl.env.search.run_search`). Returns one
+    """Finish a search from ``env``'s current tree (an agent's answer): agent-guided climbs with ``restarts``
+    perturb-and-climb rounds, then one certified climb from the best tree, so the answer is an SPR local
+    optimum with every branch optimised (:func:`~phylorl.env.search.ranked_climb_with_restarts`, with
+    :data:`POLISH_LAZY_TOP` and :data:`POLISH_LAZY_MARGIN`). Without an agent: plain hill-climbing with the
+    same restarts (``distinct``: see :func:`~phylorl.env.search.run_search`). Returns one
     :class:`~phylorl.env.search.SearchResult` covering both phases."""
     rng = rng if rng is not None else np.random.default_rng(0)
     if agent is None:
@@ -224,14 +208,10 @@ def evaluate_episodes(
     seed: int = 0,
     env_cfg: EnvConfig | None = None,
 ) -> list[SearchResult]:
-    """Run ``policy`` for ``steps`` moves from ``episodes`` start trees of ``entry``.
-
-    Episode ``e`` starts in ``TreeEnv([entry], env_cfg, seed=seed + e)`` (start trees and their
-    branch lengths depend only on ``seed`` and ``env_cfg``, so every policy sees the same ones); the
-    random policy draws its moves from ``default_rng([seed, e])``. ``policy`` is ``"random"``,
-    ``"greedy"`` (stops early at a local optimum) or a :class:`Policy`. ``env_cfg`` defaults to
-    random start trees; its horizon is ignored.
-    """
+    """Run ``policy`` (``"random"``, ``"greedy"``, stopping at a local optimum, or a :class:`Policy`) for
+    ``steps`` moves from ``episodes`` start trees of ``entry``: episode ``e`` starts in ``TreeEnv([entry],
+    env_cfg, seed=seed + e)``, the same for every policy, and the random policy draws from
+    ``default_rng([seed, e])``. ``env_cfg`` defaults to random start trees; its horizon is ignored."""
     if episodes < 1 or steps < 1:
         raise ValueError(f"episodes and steps must be >= 1, got episodes={episodes}, steps={steps}")
     env_cfg = env_cfg if env_cfg is not None else EnvConfig(start="random")

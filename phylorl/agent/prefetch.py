@@ -1,8 +1,5 @@
-"""A background prefetcher that keeps the learner's batches ready on its device.
-
-:class:`Prefetcher` samples and collates on threads and brings each batch to the device
-(:func:`~phylorl.agent. transfer.on_device`: pinned memory and asynchronous copies on a GPU), so that the
-learner's update only ever waits for data that is not yet sampled.
+"""A background prefetcher that keeps the learner's batches ready on its device, so that an update only ever
+waits for data not yet sampled.
 """
 
 from __future__ import annotations
@@ -19,23 +16,18 @@ from phylorl.agent.transfer import Block, Stager, mark_for, on_device
 from phylorl.nets.inputs import Batch
 
 Sample = tuple["Batch | Block", Any]
-"""What a prefetcher's source returns: a batch collated on the host
-(:func:`phylorl.records.collate.collate_records`), maybe packed in one buffer, and opaque info (e.g. replay
-keys) handed back with the batch."""
+"""What a prefetcher's source returns: a batch collated on the host (maybe packed in one buffer) and opaque
+info (e.g. replay keys) handed back with it."""
 
 
 class Prefetcher:
-    """Samples batches on background threads, brings them to the device and queues them.
+    """Samples batches on background threads, brings them to the device and queues them (up to ``depth``).
 
-    ``sample()`` returns a :data:`Sample` or ``None`` when no data is available yet (the thread then
-    waits ``idle_wait_s`` and asks again). Up to ``depth`` batches wait in a bounded queue.
-    ``workers`` threads sample and collate at once (``sample`` must then be thread-safe): one
-    thread is bound by the latency of each sample call and by decoding, several overlap them. On a CUDA
-    device the host tensors are pinned and copied on a side stream, so a batch handed out is already
-    on the device. An exception raised by ``sample`` is re-raised by :meth:`get`.
-
-    Use as a context manager or call :meth:`close`.
-    """
+    ``sample()`` returns a :data:`Sample`, or ``None`` when no data is available yet (the thread then waits
+    ``idle_wait_s``). ``workers`` threads sample and collate at once (``sample`` must then be thread-safe),
+    overlapping the latency of sample calls and decoding. On a CUDA device a batch is pinned and copied on a
+    side stream (:func:`~phylorl.agent.transfer.on_device`), so it is handed out on the device. An exception
+    raised by ``sample`` is re-raised by :meth:`get`. Use as a context manager or call :meth:`close`."""
 
     def __init__(
         self,
@@ -67,8 +59,7 @@ class Prefetcher:
     def _run(self) -> None:
         cuda = self._device.type == "cuda"
         stream = torch.cuda.Stream(self._device) if cuda else None
-        # this thread's: reused once its copy is done (synchronize)
-        stager = Stager(pinned=True) if cuda else None
+        stager = Stager(pinned=True) if cuda else None  # this thread's: reused once its copy is done
         try:
             while not self._stop.is_set():
                 drawn = self._sample()
@@ -76,9 +67,7 @@ class Prefetcher:
                     self._stop.wait(self._idle_wait_s)
                     continue
                 items, info = drawn
-                # marked for the consumer's stream here, not on the consumer's thread (each torch call
-                if cuda:
-                    # there waits for the lock): a staged batch in its one call to the device
+                if cuda:  # staged, moved and marked for the consumer's stream here, in one call
                     with torch.cuda.stream(stream):
                         batch = on_device(items, self._device, True, stager, self._consumer)
                     stream.synchronize()
@@ -111,7 +100,6 @@ class Prefetcher:
             raise RuntimeError("the prefetcher's sampling thread failed") from item
         batch, info = item
         if self._consumer is not None and torch.cuda.current_stream(self._device) != self._consumer:
-            # used on another stream than its maker's
             mark_for(batch, torch.cuda.current_stream(self._device))
         return batch, info
 

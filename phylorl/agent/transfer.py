@@ -1,13 +1,11 @@
 """A learner batch onto its device: packed into one host buffer, moved in one transfer, its moves expanded
 there; and an update's results back to the host in one call.
 
-:func:`on_device` brings a batch made from records (:func:`phylorl.records.collate.collate_records`) to the
-update's device. On a GPU a :class:`Stager` packs the batch's tensors into one pinned buffer (a
-:class:`Block`: one transfer instead of one per tensor), and :func:`arrive` makes the device copy, its
-tensors' views and the expansion of its compact moves in one compiled call. Each torch call made from Python
-lets the interpreter lock go and waits to take it back from the learner's other threads (the inference
-endpoint's, the prefetch threads), so the host work here is byte copies through memoryviews and one-call
-functions (:mod:`phylorl.nets.one_call`).
+On a GPU a :class:`Stager` packs a batch's tensors into one pinned buffer (a :class:`Block`), and
+:func:`arrive` makes the device copy, its tensors' views and the expansion of its compact moves in one
+compiled call. Each torch call made from Python lets the interpreter lock go and waits to take it back from
+the learner's other threads, so the host work here is byte copies through memoryviews and one-call functions
+(:mod:`phylorl.nets.one_call`).
 """
 
 from __future__ import annotations
@@ -17,6 +15,7 @@ import functools
 import io
 import math
 import pickle
+import sys
 from dataclasses import dataclass
 
 import numpy as np
@@ -45,24 +44,18 @@ def on_device(
         batch = stager.stage(batch)
     if isinstance(batch, Block) and device.type == "cuda":  # one call, its moves expanded there (arrive)
         return batch.to(device, non_blocking=batch.pinned, consumer=consumer)
-    if isinstance(batch, Block):
-        batch = move_to(batch.unpack(), device)
-    else:
-        batch = move_to(batch, device, pin_memory)
+    batch = (
+        move_to(batch.unpack(), device) if isinstance(batch, Block) else move_to(batch, device, pin_memory)
+    )
     if isinstance(batch.next_actions, CompactActions):
-        batch = dataclasses.replace(
-            batch,
-            next_actions=expand_on_host(batch.next_actions)
-            if batch.reward.device.type == "cpu"
-            else expand_actions(batch.next_actions),
-        )
+        expand = expand_on_host if batch.reward.device.type == "cpu" else expand_actions
+        batch = dataclasses.replace(batch, next_actions=expand(batch.next_actions))
     return mark_for(batch, consumer)
 
 
 def mark_for(batch, consumer: torch.Stream | None):
-    """``batch``, its memory marked for use on the ``consumer`` stream (``record_stream``, one call per memory
-    block: :func:`storages`) when one is given: the allocator then waits for that stream's work before it
-    reuses the memory."""
+    """``batch``, its memory marked for use on the ``consumer`` stream when one is given (``record_stream``,
+    once per memory block: :func:`storages`)."""
     if consumer is not None:
         for tensor in storages(batch):
             tensor.record_stream(consumer)
@@ -117,9 +110,8 @@ class _Rebuilder(pickle.Unpickler):  # the object back, its tensors the views gi
 
 @dataclass(frozen=True)
 class Block:
-    """A packed object in a host buffer ``data`` (where :func:`pack` wrote it; ``pinned`` when that buffer is,
-    for a fast transfer). ``typed``: the buffer's views per element type, kept by the :class:`Stager` that
-    wrote it (made once per buffer instead of once per block)."""
+    """A packed object in a host buffer ``data`` (``pinned`` for a fast transfer). ``typed``: the buffer's
+    views per element type, kept by the :class:`Stager` that wrote it (made once per buffer)."""
 
     packed: Packed
     data: Tensor
@@ -143,9 +135,8 @@ class Block:
 
 
 class Stager:
-    """Packs host objects into one buffer of its own (grown as needed) as :class:`Block` s, pinned for a fast
-    transfer to a GPU. One per thread: a block must have been used before the next :meth:`stage` writes the
-    buffer again."""
+    """Packs host objects as :class:`Block` s into one buffer of its own (grown as needed; ``pinned``). One
+    per thread: a block must have been used before the next :meth:`stage` writes the buffer again."""
 
     def __init__(self, pinned: bool = False):
         self.pinned = pinned
@@ -159,10 +150,10 @@ class Stager:
         return Block(pack(obj, buffer, sized), buffer, self.pinned, self._typed)
 
     def reserve(self, skeleton, sized: tuple[bytes, list[Tensor], int] | None = None) -> tuple[Block, list]:
-        """A block laid out for ``skeleton`` (an object whose tensors only give shapes and dtypes: e.g. on the
-        ``meta`` device), nothing written: ``(block, arrays)``, ``arrays`` the numpy views of the buffer where
-        its tensors lie, in field order, for the caller to fill. ``sized``: :func:`packed_size` of
-        ``skeleton`` when the caller keeps it. The views of a layout are made once per buffer."""
+        """A block laid out for ``skeleton`` (whose tensors only give shapes and dtypes, e.g. on ``meta``),
+        nothing written: ``(block, arrays)``, ``arrays`` the numpy views where its tensors lie, in field
+        order, for the caller to fill (made once per buffer and layout). ``sized``: :func:`packed_size` of
+        ``skeleton`` when the caller keeps it."""
         structure, tensors, nbytes = sized if sized is not None else packed_size(skeleton)
         buffer = self._fit(nbytes)
         where = tuple(_layout(tensors)[0])
@@ -196,9 +187,8 @@ def packed_size(obj) -> tuple[bytes, list[Tensor], int]:
 
 
 def pack(obj, buffer: Tensor, sized: tuple[bytes, list[Tensor], int] | None = None) -> Packed:
-    """Write every tensor of ``obj`` (CPU tensors) into ``buffer`` (a flat ``uint8`` CPU tensor) through
-    memoryviews (:func:`byte_view`); returns where they are. ``sized``: :func:`packed_size` of ``obj`` when
-    the caller has it. ``ValueError`` when ``buffer`` is too small."""
+    """Write every (CPU) tensor of ``obj`` into ``buffer`` (a flat ``uint8`` CPU tensor; ``ValueError`` when
+    too small) through memoryviews; returns where they are. ``sized``: :func:`packed_size` of ``obj``."""
     structure, tensors, nbytes = sized if sized is not None else packed_size(obj)
     if buffer.dtype != torch.uint8 or buffer.dim() != 1:
         raise ValueError(f"the buffer must be a flat uint8 tensor, got {buffer.dtype} {tuple(buffer.shape)}")
@@ -216,16 +206,14 @@ def pack(obj, buffer: Tensor, sized: tuple[bytes, list[Tensor], int] | None = No
 
 
 def byte_view(array: np.ndarray) -> memoryview:
-    """``array``'s bytes (C order) as a flat memoryview: assigning it into another memoryview is one
-    ``memcpy`` that keeps the interpreter lock (numpy's and torch's copies let it go, and then wait to take it
-    back)."""
+    """``array``'s bytes (C order) as a flat memoryview: assigned into another, one ``memcpy`` that keeps the
+    interpreter lock (numpy's and torch's copies let it go, then wait to take it back)."""
     return memoryview(np.ascontiguousarray(array).reshape(-1).view(np.uint8))
 
 
 def _layout(tensors: list[Tensor]) -> tuple[list[tuple[int, torch.dtype, tuple[int, ...]]], int]:
-    """``(offset, dtype, shape)`` of each tensor (in their order) and the bytes used: laid out from offset 0,
-    each aligned, those of one element type together (types in order of first use), so that each type's
-    tensors are one span of the buffer (:class:`Plan`)."""
+    """``(offset, dtype, shape)`` of each tensor and the bytes used: each aligned, those of one element type
+    together (types in order of first use), so each type's tensors are one span of the buffer."""
     kinds: dict[torch.dtype, list[int]] = {}
     for i, t in enumerate(tensors):
         kinds.setdefault(t.dtype, []).append(i)
@@ -241,24 +229,22 @@ def _layout(tensors: list[Tensor]) -> tuple[list[tuple[int, torch.dtype, tuple[i
 
 
 def unpack(packed: Packed, buffer: Tensor, structure: bool = True):
-    """The object :func:`pack` wrote, its tensors views of ``buffer`` (valid while the buffer is not written
-    again), made in one call (:func:`_views`); ``structure=False``: only the list of views."""
+    """The object :func:`pack` wrote, its tensors views of ``buffer`` made in one call (valid until the buffer
+    is written again); ``structure=False``: only the list of views."""
     p = Plan.of(packed)
     views, _ = _views()([_typed(buffer, k) for k in p.kinds], p.which, p.start, p.count, p.shapes)
     return rebuild(packed.structure, views) if structure else views
 
 
 def rebuild(structure: bytes, views: list):
-    """The object pickled as ``structure`` (:func:`pack`), its tensors ``views[i]`` (anything, for each
-    ``i``)."""
+    """The object pickled as ``structure`` (:func:`pack`), its tensor ``i`` replaced by ``views[i]``."""
     return _Rebuilder(io.BytesIO(structure), views).load()
 
 
 @dataclass(frozen=True)
 class Plan:
     """A packed object's tensors as views per element type: ``kinds`` (in order of first use); per tensor its
-    kind, start (in elements), count, shape and start within its kind's ``span`` (the one run of the buffer it
-    lies in)."""
+    kind, start (in elements), count, shape and start within its kind's ``span`` (its run of the buffer)."""
 
     kinds: list[torch.dtype]
     which: list[int]
@@ -286,15 +272,8 @@ class Plan:
             )
             for k in range(len(kinds))
         ]
-        return Plan(
-            kinds,
-            which,
-            start,
-            count,
-            shapes,
-            [(lo, hi - lo) for lo, hi in ends],
-            [s - ends[w][0] for s, w in zip(start, which)],
-        )
+        span = [(lo, hi - lo) for lo, hi in ends]
+        return Plan(kinds, which, start, count, shapes, span, [s - ends[w][0] for s, w in zip(start, which)])
 
 
 def _typed(buffer: Tensor, kind: torch.dtype) -> Tensor:
@@ -306,8 +285,7 @@ def _typed(buffer: Tensor, kind: torch.dtype) -> Tensor:
 def tensor_views(
     typed: list[Tensor], which: list[int], start: list[int], count: list[int], shapes: list[list[int]]
 ) -> list[Tensor]:
-    """Per tensor ``typed[which].narrow(0, start, count)`` viewed as ``shape`` (TorchScript: called inside the
-    one-call functions)."""
+    """Per tensor ``typed[which].narrow(0, start, count)`` viewed as ``shape`` (TorchScript)."""
     out: list[Tensor] = []
     for i in range(len(which)):
         out.append(typed[which[i]].narrow(0, start[i], count[i]).view(shapes[i]))
@@ -341,10 +319,9 @@ def arrive(
     block: Block, device: torch.device, non_blocking: bool = False, consumer: torch.Stream | None = None
 ):
     """The object packed in ``block`` on ``device`` in one call: its tensors views of one copy per element
-    type, a top-level field holding :class:`CompactActions` replaced by its expansion. ``non_blocking``:
-    asynchronous copies (``block.data`` pinned, and not written again before the stream has done them);
-    ``consumer``: a CUDA stream that will use the result, its memory marked for it. On the host device the
-    views alias ``block.data``."""
+    type, a top-level field holding :class:`CompactActions` replaced by its expansion (on the host device the
+    views alias ``block.data``). ``non_blocking``: asynchronous copies (``block.data`` pinned and not written
+    again before they are done); ``consumer``: a CUDA stream that will use the result."""
     p = Plan.of(block.packed)
     found = _compact_fields(block.packed.structure)
     moves = 0
@@ -376,10 +353,9 @@ def arrive(
 
 @functools.lru_cache(maxsize=64)
 def _compact_fields(structure: bytes) -> tuple[str, list[int], int | None] | None:
-    """``(field, indices, uniform)`` of the object pickled as ``structure`` when a top-level dataclass field
-    of it holds :class:`CompactActions` (its name, its tensors' numbers in :data:`COMPACT_TENSORS` order, its
-    ``uniform``); else ``None``. Read once per structure."""
-    skeleton = rebuild(structure, _Numbers())
+    """``(field name, its tensors' numbers in :data:`COMPACT_TENSORS` order, its uniform)`` of the top-level
+    dataclass field holding :class:`CompactActions` of the object pickled as ``structure``, else ``None``."""
+    skeleton = rebuild(structure, range(sys.maxsize))  # tensor i stands as the number i
     if not dataclasses.is_dataclass(skeleton):
         return None
     for field in dataclasses.fields(skeleton):
@@ -387,13 +363,6 @@ def _compact_fields(structure: bytes) -> tuple[str, list[int], int | None] | Non
         if isinstance(value, CompactActions):
             return field.name, [getattr(value, name) for name in COMPACT_TENSORS], value.uniform
     return None
-
-
-class _Numbers:
-    """Stands for a list of views: the view of tensor ``i`` is ``i``."""
-
-    def __getitem__(self, i: int) -> int:
-        return i
 
 
 def _arrive(
@@ -410,10 +379,10 @@ def _arrive(
     non_blocking: bool,
     consumer: torch.Stream | None,
 ) -> tuple[list[Tensor], list[Tensor], list[Tensor]]:
-    """``(views, expanded, host)``: per element type its run of ``host`` copied to ``device``; per tensor its
-    view of its type's copy (``in_run``: its start there); the ``(nodes, meta, index)`` of the compact moves
-    whose tensors are ``compact`` (none when empty); the copies marked for ``consumer`` when given. ``host``
-    is returned to keep it to the end of the call (:mod:`~phylorl.nets.one_call`)."""
+    """``(views, expanded, host)``: per tensor its view of its type's run of ``host`` copied to ``device``
+    (``in_run``: its start there); the ``(nodes, meta, index)`` of the compact moves whose tensors are
+    ``compact`` (none when empty); ``host``, kept to the end of the call (:mod:`~phylorl.nets.one_call`). The
+    copies are marked for ``consumer`` when given."""
     copies: list[Tensor] = []
     for k in range(len(host)):
         copies.append(host[k].narrow(0, first[k], elements[k]).to(device, non_blocking=non_blocking))
@@ -448,8 +417,7 @@ def _arrival():
 
 
 def to_host(values: Tensor, priorities: Tensor) -> Tensor:
-    """``values`` then ``priorities`` (as ``values``' dtype) in one host tensor, in one call (the update's one
-    sync)."""
+    """``values`` then ``priorities`` (as ``values``' dtype) in one host tensor, in one call (one sync)."""
     both, _ = _gathered()(values, priorities)
     return both
 
@@ -461,7 +429,7 @@ def split(both: Tensor, n_values: int) -> tuple[list, np.ndarray]:
 
 
 def _gather(values: Tensor, priorities: Tensor) -> tuple[Tensor, list[Tensor]]:
-    """The host tensor, and the arguments (kept to the end of the call: :mod:`~phylorl.nets.one_call`)."""
+    """The host tensor, and the arguments (kept to the end of the call)."""
     both = torch.cat([values, priorities.to(values.dtype)])
     return both.to(torch.device("cpu")), [values, priorities]
 

@@ -1,17 +1,15 @@
 """Supervised warm start: teach the Q networks the environment's own one-step reward of every move.
 
-A soft-Q agent acts greedily on ``Q(s, a) = r(s, a) + γ V(s')``; its first term is the reward of
-the move itself, which the environment can compute for every move of a state (one SPR plus local
-branch optimisation each, :meth:`TreeEnv.evaluate_moves`). Before reinforcement learning the
-networks are fitted to these labels on states that searches actually visit:
+A soft-Q agent acts greedily on ``Q(s, a) = r(s, a) + γ V(s')``, whose first term the environment can compute
+for every move of a state (:meth:`TreeEnv.evaluate_moves`). Before reinforcement learning the networks are
+fitted to these labels on states that searches visit:
 
-* :func:`label_episode` runs one episode from a random start tree. At each state it labels every
-  move, then moves by a behaviour policy: with probability ``explore`` a uniformly random move,
-  otherwise the best move by its label (likelihood-greedy: the states a good searcher sees) or,
-  when a network is given, the network's greedy move (DAgger: the states *it* sees).
-* :func:`fit` minimises, per state, the squared error of both networks on every move's label plus
-  a listwise cross-entropy between the soft policies ``softmax(Q / T)`` and ``softmax(label / T)``
-  (``T`` = ``temperature``, in reward units), which puts the ranking at the top right.
+* :func:`label_episode` runs one episode from a random start tree, labelling every move of each state, and
+  moves with probability ``explore`` at random, otherwise by the best label (likelihood-greedy) or, given a
+  network, by its greedy move (DAgger).
+* :func:`fit` minimises, per state, both networks' squared error on every move's label plus a listwise
+  cross-entropy between ``softmax(Q / T)`` and ``softmax(label / T)`` (``T`` = ``temperature``, in reward
+  units), which gets the top of the ranking right.
 
 Nothing here does I/O: collecting in parallel and saving belong to the caller (``phylorl warmstart``).
 """
@@ -48,8 +46,8 @@ class WarmStartConfig:
     lr: float = 1e-3
     """Adam learning rate."""
     temperature: float = 0.02
-    """Softmax temperature of the listwise loss, in reward units (0.02 ≈ 1 log-likelihood unit for a
-    tree of log-likelihood −5000 at reward scale 100)."""
+    """Softmax temperature of the listwise loss, in reward units (0.02 ≈ 1 log-likelihood unit at
+    log-likelihood −5000 and reward scale 100)."""
     rank_weight: float = 1.0
     """Weight of the listwise cross-entropy against the squared error."""
 
@@ -77,8 +75,8 @@ def label_episode(
     policy=None,
     deadline: float | None = None,
 ) -> list[LabelledState]:
-    """Labelled states of one episode from a random start (see module docstring); the episode
-    ends early once ``time.time()`` passes ``deadline``."""
+    """Labelled states of one episode from a random start (see module docstring), ended early once
+    ``time.time()`` passes ``deadline``."""
     env = TreeEnv([entry], env_cfg, seed=seed)
     obs, _ = env.reset(0)
     rng = np.random.default_rng([seed, 7])

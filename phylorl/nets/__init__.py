@@ -6,6 +6,5 @@
     graphs, actions, _ = collate_states(records)             # observation records (phylorl.records.codec)
     q = QNetwork(NetworkConfig())(graphs, actions)          # [total actions]
 
-The package imports none of its modules, so that the configuration (:mod:`phylorl.nets.config`) is read
-without torch.
+The package imports none of its modules, so that :mod:`phylorl.nets.config` is read without torch.
 """

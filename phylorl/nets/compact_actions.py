@@ -1,21 +1,16 @@
 """Every move of many states in compact form: slot tables and a few numbers per move, expanded where the
 network runs.
 
-A move ``(p, s, x, y)`` prunes the subtree on ``s``'s side of edge ``(p, s)`` and regrafts it onto edge
-``(x, y)``. Most of its features depend on one side only: the pruned slot ``(p, k)`` with
-``s = neighbors[p, k]``, or the regraft slot ``(x, j)`` with ``y = neighbors[x, j]``; the parsimony
-columns take few distinct values per state. So a batch keeps, per tree node slot, the columns that
-depend on that slot (``pruned``, ``regraft``: ``3 N`` rows for ``N`` nodes), one row per distinct
-parsimony value (``shared``), and per move one int32 ``shared`` row number. The moves pruning ``(p, k)``
-onto the side of ``p`` away from ``k`` regraft onto that side's subtree in the order of one walk, which
-both pruned slots ``k`` other than that side share; so each walk is kept once (``walk_slot``: each regraft's
-slot; ``walk_own``: its own columns, the prune–regraft distances), and the moves as blocks, each a pruned
-slot and a run of walk rows; each move's state is made where the moves are expanded, from the states' move
-counts. That is about 10 bytes a rich move instead of 100 (4 node ids, 15 features and the state's index),
-and what the host writes per move is only its parsimony row. The learner's sampled batch crosses to the GPU
+A move ``(p, s, x, y)`` prunes the subtree on ``s``'s side of edge ``(p, s)`` and regrafts it onto edge ``(x,
+y)``. Most of its features depend on one side only: the pruned slot ``(p, k)`` with ``s = neighbors[p, k]``,
+or the regraft slot ``(x, j)`` with ``y = neighbors[x, j]``; the parsimony columns take few distinct values
+per state. So a batch keeps, per tree node slot, the columns of that slot (``pruned``, ``regraft``), one row
+per distinct parsimony value (``shared``) and per move one int32 ``shared`` row number. The moves pruning
+``(p, k)`` regraft in the order of one walk of the far side, shared by both other pruned slots, so each walk
+is kept once (``walk_slot``, ``walk_own``: the prune–regraft distances) and the moves as blocks of a pruned
+slot and a run of walk rows. About 10 bytes a rich move instead of 100. The learner's batch crosses to the GPU
 in this form and :func:`expand_actions` makes the :class:`~phylorl.nets.inputs.ActionBatch` there, the same
-bits as writing it on the host (:func:`phylorl.records.moves.expand_moves`;
-``tests/unit/records/test_collate.py``).
+bits as :func:`phylorl.records.moves.expand_moves` on the host (``tests/unit/records/test_collate.py``).
 """
 
 from __future__ import annotations
@@ -77,12 +72,9 @@ class CompactActions:
 
 
 def expand_actions(compact: CompactActions) -> ActionBatch:
-    """The :class:`ActionBatch` of ``compact``, on its device, by tensor operations without a host sync: node
-    ids ``(p, s, x, y)`` and every column (what a GPU runs; on the host
-    :func:`phylorl.agent.transfer.on_device` uses one compiled pass,
-    :func:`phylorl.records.moves.expand_moves`, which gives the same values). Its some twenty operations run
-    in one call of a TorchScript function: called one by one from Python, each would let the interpreter lock
-    go and then wait to take it back from the learner's other threads."""
+    """The :class:`ActionBatch` of ``compact`` on its device, without a host sync (the same values as
+    :func:`phylorl.records.moves.expand_moves` on the host), its some twenty operations in one TorchScript
+    call (:mod:`~phylorl.nets.one_call`)."""
     c = compact
     nodes, meta, index, _ = _expansion()(
         c.slot_node,

@@ -12,12 +12,10 @@ ActionFeatures = Literal["indices", "gather"]
 
 @dataclass(frozen=True)
 class NetworkConfig:
-    """Shape of one Q network: GAT tree encoder, action encoder, Q head.
-
-    With ``features="basic"`` and ``action_features="indices"`` this is the network as first designed (531,457
-    parameters per Q network). The default ``action_features="gather"`` replaces the 7-number action input by
-    the GNN embeddings of the move's four nodes, and the rich features add 12 move and 2 edge columns.
-    """
+    """Shape of one Q network: GAT tree encoder, action encoder, Q head. With ``features="basic"`` and
+    ``action_features="indices"`` this is the network as first designed (531,457 parameters); the default
+    ``"gather"`` feeds the GNN embeddings of the move's four nodes instead of their ids, and the rich features
+    add 12 move and 2 edge columns."""
 
     hidden: int = 256
     """Width of node embeddings; the tree embedding is ``3 * hidden`` (sum, mean, max pooling)."""
@@ -29,19 +27,16 @@ class NetworkConfig:
     """Attention heads per GAT layer; each head has ``hidden // heads`` channels (concatenated)."""
 
     gat_self_loops: bool = True
-    """Add a self loop per node as PyG's ``GATConv`` does by default (its edge feature is the
-    mean of the node's incoming edge features, PyG's ``fill_value='mean'``)."""
+    """Add a self loop per node as PyG's ``GATConv`` does by default (edge feature: the mean of the node's
+    incoming ones, ``fill_value='mean'``)."""
 
     action_hidden: int = 256
     """Width of the action embedding."""
 
     action_features: ActionFeatures = "gather"
-    """What the action encoder sees besides ``action_meta``.
-
-    ``"gather"`` (default): the GNN embeddings of the move's nodes ``p, s, x, y``, so the network
-    sees *where* in the tree a move prunes and regrafts. ``"indices"``: the four node ids fed as
-    numbers, as first designed; ids are arbitrary labels (relabelling the nodes changes the input
-    but not the tree), so this is kept only for comparison (DESIGN.md, Pitfalls)."""
+    """What the action encoder sees besides ``action_meta``: ``"gather"``, the GNN embeddings of the move's
+    nodes ``p, s, x, y`` (*where* in the tree a move prunes and regrafts); ``"indices"``, the four node ids as
+    numbers, as first designed, kept only for comparison (ids are arbitrary labels: DESIGN.md, Pitfalls)."""
 
     head_hidden: int = 256
     """Width of the two hidden layers of the Q head ``[tree; action] -> hidden -> hidden -> 1``."""
@@ -50,8 +45,8 @@ class NetworkConfig:
     """Dropout probability after the Q head's first layer (training only)."""
 
     features: str = "rich"
-    """The feature set the network reads (:mod:`phylorl.records.features`): ``rich`` or ``basic``, the
-    observation as first designed."""
+    """The feature set the network reads (:mod:`phylorl.records.features`): ``rich`` or ``basic`` (as first
+    designed)."""
 
     def __post_init__(self) -> None:
         feature_sizes(self.features)  # a known feature set (ValueError naming it otherwise)

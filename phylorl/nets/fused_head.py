@@ -7,23 +7,16 @@ Without autograd, :class:`~phylorl.nets.twin.TwinQ` evaluates for each network `
     T_t[i_{a,r}]) + b_{2,t}\big) + b_{3,t}
 
 where the first layer is a weighted gather-sum of table rows (the ``embedding_bag`` of :meth:`QNetwork.plan
-<phylorl.nets.qnet.QNetwork.plan>`: the move's four node rows, its tree's row, its metadata rows). Unfused
-that is five kernels, each writing or reading ``[A, head_hidden]`` float32 activations (147 MB per network at
-the design size: 143,616 next moves × 256). Here one program takes ``BLOCK_A`` moves of one network: it
-gathers and sums their four node rows into registers (the tree's row is added to the role-0 node rows
-beforehand: a move's nodes all belong to its tree) and adds its ``K`` metadata values times the ``K`` metadata
-rows, applies the ReLU, the second layer (``tl.dot`` over ``BLOCK_N`` output columns at a time), its ReLU and
-the last layer's dot product, and writes one float per move: the activations never reach memory, and a move
-costs four row reads per network whatever its feature set (the ``embedding_bag`` reads 8 rows with the basic
-features, 20 with the rich).
+<phylorl.nets.qnet.QNetwork.plan>`). Unfused that is five kernels, each writing or reading ``[A,
+head_hidden]`` float32 activations (147 MB per network at the design size). Here one program takes ``BLOCK_A``
+moves of one network: it sums their four node rows (the tree's row is added to the role-0 node rows
+beforehand) and ``K`` metadata rows in registers, applies the ReLU, the second layer (``tl.dot`` over
+``BLOCK_N`` output columns at a time), its ReLU and the last layer, and writes one float per move.
 
-Precision: the second layer's product uses TF32 tensor cores when
-``torch.backends.cuda.matmul.allow_tf32`` is set (as the rest of the network then does) and full float32
-otherwise. Tests (``tests/unit/nets/test_fused_head.py`` on the CPU through Triton's interpreter,
-``tests/gpu``) compare it with the unfused head: relative 1e-5 in float32, 1e-2 with TF32.
-
-Triton is imported when the kernel is first needed, so the library runs without it (the CPU build of
-torch does not ship it); :func:`require` names what is missing.
+Precision: the second layer's product uses TF32 when ``torch.backends.cuda.matmul.allow_tf32`` is set, full
+float32 otherwise. Tests (``tests/unit/nets/test_fused_head.py`` through Triton's interpreter, ``tests/gpu``)
+compare it with the unfused head. Triton is imported when the kernel is first needed (the CPU build of torch
+does not ship it); :func:`require` names what is missing.
 """
 
 from __future__ import annotations
@@ -55,8 +48,8 @@ def require() -> None:
 
 
 def _kernel(device: torch.device):
-    """The kernel compiled for a CUDA device; on the CPU, Triton's interpreter (numpy, slow: for tests), which
-    Triton sets up only when ``TRITON_INTERPRET=1`` is in the environment before it is first imported."""
+    """The kernel compiled for a CUDA device; on the CPU, Triton's interpreter (for tests: needs
+    ``TRITON_INTERPRET=1`` before Triton is first imported)."""
     kind = "cuda" if device.type == "cuda" else "interpret"
     if kind not in _KERNELS:
         import triton
@@ -76,8 +69,8 @@ def _kernel(device: torch.device):
 
 
 def warm_up(head_hidden: int, action_meta: int, device: torch.device) -> None:
-    """Compile the kernel for this width, metadata width and the current TF32 setting now (a few seconds),
-    so that the first real batch does not wait for it."""
+    """Compile the kernel for this width, metadata width and TF32 setting now, so the first real batch does
+    not wait."""
     k, hh = action_meta, head_hidden
     zeros = torch.zeros
     fused_twin_head(

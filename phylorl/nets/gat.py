@@ -1,21 +1,18 @@
 r"""GAT layer on a dense neighbour table (the fast path of PyG's ``GATConv`` on trees).
 
-For node :math:`i` with neighbours :math:`j \in \mathcal{N}(i)` (plus :math:`i` itself when self
-loops are on), PyG's ``GATConv`` with ``H`` heads of ``C`` channels, edge features
-:math:`e_{ij}` and ``concat=True`` computes, per head :math:`h`,
+For node :math:`i` with neighbours :math:`j \in \mathcal{N}(i)` (plus :math:`i` itself when self loops are
+on), PyG's ``GATConv`` with ``H`` heads of ``C`` channels, edge features :math:`e_{ij}` and ``concat=True``
+computes, per head :math:`h`,
 
 .. math::
     \alpha_{ij} = \mathrm{softmax}_j\big(\mathrm{LeakyReLU}_{0.2}(
         a_s^\top W x_j + a_d^\top W x_i + a_e^\top W_e e_{ij})\big), \qquad
     x_i' = \big\Vert_h \sum_j \alpha_{ij} W x_j + b.
 
-A self loop's edge feature is the mean of the node's incoming edge features (``fill_value='mean'``).
-Tree nodes have at most 3 neighbours, so the softmax runs over at most 4 slots of a dense table
-instead of scattering over an edge list: same parameters, same maths, static shapes.
-
-The layer's parameters live in :class:`TreeGATConv`, which holds exactly ``GATConv``'s (same names, shapes,
-order and initialisation) without importing PyG (``torch_geometric`` imports ``torch._dynamo``, seconds of a
-process's start-up); ``tests/oracles/network.py`` runs PyG's own ``GATConv`` on them.
+A self loop's edge feature is the mean of the node's incoming edge features (``fill_value='mean'``). Tree
+nodes have at most 3 neighbours, so the softmax runs over at most 4 slots of a dense table: same parameters,
+same maths, static shapes. :class:`TreeGATConv` holds exactly ``GATConv``'s parameters without importing PyG
+(seconds of start-up); ``tests/oracles/network.py`` runs PyG's own ``GATConv`` on them.
 """
 
 from __future__ import annotations
@@ -49,9 +46,8 @@ def _glorot(value: Tensor) -> None:
 
 class TreeGATConv(nn.Module):
     """The parameters of PyG's ``GATConv(in_channels, out_channels, heads, concat=True, edge_dim=edge_dim,
-    add_self_loops=self_loops)`` (``att_src``, ``att_dst``, ``att_edge``, ``bias``, ``lin.weight``,
-    ``lin_edge.weight``, in that order), initialised as ``GATConv`` does, drawing the same random numbers, so
-    a seed gives the same network and checkpoints of either load into the other. :func:`dense_gat` reads
+    add_self_loops=self_loops)`` (same names, shapes and order), initialised drawing the same random numbers,
+    so a seed gives the same network and checkpoints of either load into the other. :func:`dense_gat` reads
     them."""
 
     negative_slope = 0.2
@@ -70,15 +66,8 @@ class TreeGATConv(nn.Module):
         self.lin_edge = _Weight(edge_dim, heads * out_channels)
         # GATConv's order of draws: each Linear initialises itself when made, then reset_parameters() draws
         # again
-        for weight in (
-            self.lin.weight,
-            self.lin_edge.weight,
-            self.lin.weight,
-            self.lin_edge.weight,
-            self.att_src,
-            self.att_dst,
-            self.att_edge,
-        ):
+        lin, edge = self.lin.weight, self.lin_edge.weight
+        for weight in (lin, edge, lin, edge, self.att_src, self.att_dst, self.att_edge):
             _glorot(weight)
         with torch.no_grad():
             self.bias.zero_()
@@ -88,12 +77,10 @@ class TreeGATConv(nn.Module):
 class DenseSlots:
     """Attention slots of every node, shared by all GAT layers of one forward.
 
-    ``nodes`` int64 ``[N, S]``: the node read by each slot (3 neighbour slots, then the node itself
-    when self loops are on); ``attr`` float ``[N, S, D]``: edge feature of each slot; ``mask`` bool
-    ``[N, S]``: which slots are real; ``heads``: attention heads the ``rows`` were built for;
-    ``rows`` int64 ``[N * heads, S]``: row ``v * heads + h`` of a ``[N * heads, C]`` view of the
-    transformed features, i.e. head ``h`` of the slot's node.
-    """
+    ``nodes`` int64 ``[N, S]``: the node each slot reads (3 neighbour slots, then the node itself with self
+    loops); ``attr`` float ``[N, S, D]``: each slot's edge feature; ``mask`` bool ``[N, S]``: the real slots;
+    ``rows`` int64 ``[N * heads, S]``: row ``v * heads + h`` (head ``h`` of the slot's node) of a ``[N *
+    heads, C]`` view of the transformed features, built for ``heads``."""
 
     nodes: Tensor
     attr: Tensor
@@ -125,17 +112,8 @@ def gat_weights(conv: TreeGATConv) -> tuple[Tensor, Tensor]:
     w = conv.lin.weight  # [H*C, in]
     w_heads = w.view(heads, channels, -1)
     # a_s^T W x and a_d^T W x per head fold into one [2H, in] product; likewise a_e^T W_e e -> [D, H]
-    w_all = (
-        torch.cat(
-            [
-                w,
-                (w_heads * conv.att_src.view(heads, channels, 1)).sum(1),
-                (w_heads * conv.att_dst.view(heads, channels, 1)).sum(1),
-            ]
-        )
-        .t()
-        .contiguous()
-    )
+    att = [(w_heads * a.view(heads, channels, 1)).sum(1) for a in (conv.att_src, conv.att_dst)]
+    w_all = torch.cat([w, *att]).t().contiguous()
     w_edge = conv.lin_edge.weight.view(heads, channels, -1)
     edge_coef = (w_edge * conv.att_edge.view(heads, channels, 1)).sum(1).t().contiguous()  # [D, H]
     return w_all, edge_coef
@@ -148,14 +126,11 @@ def dense_gat(
     weights: tuple[Tensor, Tensor] | None = None,
     capture_safe: bool = False,
 ) -> Tensor:
-    """Apply ``conv`` (GATConv's function: ``concat=True``, ``edge_dim`` set, no residual) to ``x``.
-
-    Shapes: ``x`` float ``[N, in]`` -> ``[N, heads * out_channels]``. The slots must have been built
-    with the conv's ``heads`` and ``add_self_loops``. ``weights``: :func:`gat_weights` of ``conv``
-    when the caller has them already (inference reuses them between calls). ``capture_safe``: gather and
-    sum instead of ``embedding_bag``, whose CUDA backward syncs with the host and so cannot be captured in
-    a CUDA graph (same values up to rounding).
-    """
+    """Apply ``conv`` (GATConv's function: ``concat=True``, ``edge_dim`` set, no residual) to ``x`` ``[N,
+    in]`` -> ``[N, heads * out_channels]``, the slots built with the conv's ``heads`` and ``add_self_loops``.
+    ``weights``: :func:`gat_weights` of ``conv``, when the caller has them. ``capture_safe``: gather and sum
+    instead of ``embedding_bag``, whose CUDA backward syncs with the host and so cannot be captured in a CUDA
+    graph (same values up to rounding)."""
     heads, channels = conv.heads, conv.out_channels
     if slots.heads != heads:
         raise ValueError(f"slots were built for {slots.heads} heads, the layer has {heads}")

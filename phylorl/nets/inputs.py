@@ -1,10 +1,9 @@
 """Network inputs: many trees and their moves as flat tensors, and the learner's batch of transitions.
 
 ``G`` trees are one disconnected graph of ``N`` nodes (node ids offset per tree, as PyG batches graphs) plus a
-dense neighbour table: every tree node has at most 3 neighbours, so ``neighbors[v]`` lists them in 3 slots
-(padding repeats ``v`` itself and is masked out). The moves of all states are stacked with their node ids
-offset the same way and a segment id naming the state they belong to. :mod:`phylorl.records.collate` makes
-them from records.
+dense neighbour table of 3 slots per node (padding repeats the node itself, masked out). The moves of all
+states are stacked with their node ids offset the same way and the state each belongs to.
+:mod:`phylorl.records.collate` makes them from records.
 """
 
 from __future__ import annotations
@@ -113,7 +112,7 @@ class Batch:
     next_labels: Tensor
     next_labelled: Tensor
     any_labelled: bool = True
-    """Whether any next state carries labels (known on the host: no device sync to ask)."""
+    """Whether any next state carries labels (known on the host)."""
     bootstraps: bool = True
     """Whether any transition's target bootstraps (a discount other than 0; known on the host)."""
 

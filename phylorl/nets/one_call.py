@@ -1,22 +1,16 @@
 """A chain of small torch operations run as one call (TorchScript), for threads that share the interpreter
 lock.
 
-Every torch call made from Python lets the interpreter lock go and then takes it back; in a process whose
-other threads run Python (the learner's: its update loop, the inference endpoint's threads, the prefetch
-threads), taking it back waits for them, up to the switch interval each time. A function compiled by
-TorchScript runs all of its operations in one call. ``torch.jit.script`` is deprecated (it warns so), and is
-still the one way here to do that for any shapes without compiling per shape; where it cannot compile a
-function (a Python it does not support, say) the function runs as written, with a warning, and gives the same
-results.
+Every torch call made from Python lets the interpreter lock go and then takes it back, which waits for the
+process's other Python threads (the learner's update loop, inference endpoint and prefetch threads). A
+function compiled by TorchScript (deprecated, but the one way to do this for any shapes without compiling per
+shape) runs all of its operations in one call; where it cannot compile a function, the function runs as
+written, with a warning, and gives the same results.
 
-**A compiled function returns its tensor arguments too.** A tensor that Python holds has a Python object, and
-torch keeps that object alive while C++ also holds the tensor; when the last C++ reference goes, torch drops
-the object's reference, and that takes the interpreter lock. A compiled function runs with the lock let go,
-and its interpreter drops each argument after its last use: so it would take the lock back once per tensor
-argument, mid-run, each time waiting for the process's busy threads (py-spy ``--native``:
-``TensorImpl::decref_pyobject`` under ``InterpreterStateImpl::runTemplate``). Returned, the arguments live to
-the end of the call, and are let go after it has taken the lock back: one wait a call instead of one per
-argument.
+**A compiled function returns its tensor arguments too.** Dropping the last C++ reference to a tensor that
+Python holds takes the interpreter lock; a compiled function drops each argument after its last use, mid-run
+(py-spy ``--native``: ``TensorImpl::decref_pyobject`` under ``InterpreterStateImpl::runTemplate``). Returned,
+the arguments are let go after the call has taken the lock back: one wait a call instead of one per argument.
 """
 
 from __future__ import annotations

@@ -10,16 +10,12 @@ action input: ``[h_p; h_s; h_x; h_y; meta]`` (the move's node embeddings, ``"gat
 as first designed (the original diagram gives the node encoder a ReLU, the action encoder none).
 
 The forward runs :func:`~phylorl.nets.gat.dense_gat` over the dense neighbour table, pools by reshape when all
-trees have the same size, and factors the head's first layer:
-  ``W_1 [t; W_enc u + b_enc] = (W_t t + b_1 + W_a b_enc) + C u`` with ``C = W_a W_enc``. The first
-  term is computed once per tree. With many actions per tree and ``"gather"``, ``C u`` is
-  ``sum_r C_r h_{node_r} + C_m meta`` and ``C_r h_v`` is computed once per node and role, so each
-  action costs one weighted gather-sum of 8 rows (``embedding_bag``) instead of a ``1027 x 256``
-  product; the only per-action matrix product left is the head's second layer.
-
-It computes the function as first designed (PyG ``GATConv`` over the edge list, PyG pooling, the action
-encoder applied to each action's input and the head's first layer to ``[tree; action]``), which
-``tests/oracles/network.py`` runs on the same parameters; the tests hold the two equal.
+trees have the same size, and factors the head's first layer: ``W_1 [t; W_enc u + b_enc] = (W_t t + b_1 + W_a
+b_enc) + C u`` with ``C = W_a W_enc``, the first term once per tree. With many actions and ``"gather"``, ``C
+u`` is ``sum_r C_r h_{node_r} + C_m meta`` with ``C_r h_v`` once per node and role, so an action costs one
+weighted gather-sum of rows (``embedding_bag``) instead of a ``1027 x 256`` product.
+``tests/oracles/network.py`` runs the function as first designed (PyG ``GATConv``, PyG pooling, unfactored
+layers) on the same parameters; the tests hold the two equal.
 """
 
 from __future__ import annotations
@@ -40,9 +36,9 @@ MOVE_NODES = 4
 
 @dataclass
 class InputPlan:
-    """Tensors of the fast forward that depend on the inputs alone, so networks of one config reading
-    the same batch (the twin Q networks) build them once: the GAT's attention slots and, with many
-    actions, each action's ``embedding_bag`` rows and weights in the head's first layer."""
+    """Tensors of the fast forward that depend on the inputs alone, built once for networks of one config
+    reading the same batch: the GAT's attention slots and, with many actions, each action's ``embedding_bag``
+    rows and weights in the head's first layer."""
 
     slots: DenseSlots
     rows: Tensor | None = None
@@ -58,14 +54,8 @@ def dropout(x: Tensor, p: float, training: bool, generator: torch.Generator | No
 
 
 class QNetwork(nn.Module):
-    """``Q(s, a)`` for every action of every state in a batch.
-
-    Args:
-        cfg: sizes and options (:class:`~phylorl.nets.config.NetworkConfig`).
-
-    Shapes:
-        graphs ``G`` trees with ``N`` nodes in all; actions ``A`` moves in all -> ``[A]``.
-    """
+    """``Q(s, a)`` for every action of every state in a batch: ``G`` trees with ``N`` nodes in all and ``A``
+    moves in all -> ``[A]``."""
 
     def __init__(self, cfg: NetworkConfig = NetworkConfig()):
         super().__init__()
@@ -85,25 +75,23 @@ class QNetwork(nn.Module):
         self.head3 = nn.Linear(cfg.head_hidden, 1)
         self._derived: tuple | None = None  # (parameter versions, derived weights) while no grad is recorded
         self.cache_derived = True
-        """Reuse the derived weights between calls without autograd (off where the calls are captured in a
-        CUDA graph: a cached tensor would be baked into the graph)."""
+        """Reuse the derived weights between calls without autograd (off where calls are captured in a CUDA
+        graph, which would bake a cached tensor in)."""
         self.capture_safe = False
         """Where autograd records, gather-and-sum instead of ``embedding_bag`` (whose CUDA backward cannot be
-        captured in a CUDA graph; its forward can); same function up to rounding, more memory."""
+        captured in a CUDA graph); same function up to rounding."""
         self.compiled = False
         """Run the fast tree encoder (node encoder, GAT layers, pooling, the GAT's derived weights) as one
-        ``torch.compile``-d function (:func:`compiled`): its few dozen small kernels fuse into a handful. The
-        first call of each grad mode and input shape compiles (tens of seconds); networks of one config share
-        the compiled code. Same function up to float32 rounding."""
+        ``torch.compile``-d function (:func:`compiled`); the first call of each grad mode and input shape
+        compiles (tens of seconds). Same function up to float32 rounding."""
 
     def _gathers(self) -> bool:
         return self.capture_safe and torch.is_grad_enabled()
 
     def derived_weights(self) -> dict:
-        """Tensors of the fast forward that depend on the parameters alone (the GAT layers' folded
-        attention weights, the factored first layer of the head). Without autograd they are computed
-        once and reused until a parameter changes (its version counter moves) or is replaced, which
-        takes about a quarter of the small operations out of a single-state inference call."""
+        """Tensors of the fast forward that depend on the parameters alone (the GAT layers' folded attention
+        weights, the factored first layer of the head). Without autograd they are reused until a parameter
+        changes (its version counter) or is replaced."""
         if torch.is_grad_enabled() or not self.cache_derived:
             return self._derive()
         params = list(self.parameters())
@@ -184,8 +172,8 @@ class QNetwork(nn.Module):
     def _first_layer(
         self, nodes, tree, graphs, actions, plan: InputPlan | None = None
     ) -> Tensor | tuple[Tensor, Tensor, Tensor]:
-        """The first layer's pre-activation ``[A, head_hidden]``, or with many actions the
-        ``(table, rows, weights)`` of an ``embedding_bag`` that computes it (so it can run in chunks)."""
+        """The first layer's pre-activation ``[A, head_hidden]``, or with many actions the ``(table, rows,
+        weights)`` of an ``embedding_bag`` that computes it (so it can run in chunks)."""
         # head1([t; enc(u)]) = W_t t + b_1 + W_a b_enc + (W_a W_enc) u: a per-tree part plus C u
         cfg = self.cfg
         derived = self.derived_weights()
@@ -237,10 +225,8 @@ class QNetwork(nn.Module):
         plan: InputPlan | None = None,
     ) -> Tensor:
         """``Q`` per action ``[A]`` from node embeddings ``[N, h]`` and tree embeddings ``[G, 3h]``.
-
         ``chunk``: without autograd and in eval mode, run the per-action layers this many actions at a time
-        (same values; smaller buffers that stay in cache, which helps on a CPU).
-        """
+        (same values, cache-sized buffers)."""
         if actions.meta.shape[1] != self.cfg.action_meta:
             raise ValueError(
                 f"actions have {actions.meta.shape[1]} metadata columns, the network "
@@ -273,11 +259,9 @@ class QNetwork(nn.Module):
         chunk: int | None = None,
         plan: InputPlan | None = None,
     ) -> Tensor:
-        """``Q`` of every action in ``actions`` (on the trees in ``graphs``), float ``[A]``.
-
-        ``generator``: dropout RNG; ``chunk``: see :meth:`head`; ``plan``: :meth:`plan` of this batch, when
-        the caller shares it between networks.
-        """
+        """``Q`` of every action in ``actions`` (on the trees in ``graphs``), float ``[A]``. ``generator``:
+        dropout RNG; ``chunk``: see :meth:`head`; ``plan``: :meth:`plan` of this batch, when the caller shares
+        it."""
         if actions.states.count != graphs.num_graphs:
             raise ValueError(
                 f"actions are grouped into {actions.states.count} states but there are "
@@ -305,9 +289,8 @@ def _encode(
 
 def pool_by_index(x: Tensor, index: Tensor, sizes: Tensor) -> Tensor:
     """Sum, mean and max of ``x``'s rows per segment, ``[L, D] -> [G, 3 D]``, from the rows' segment ``index``
-    and the segments' ``sizes`` alone: the segment functions' general path without their Python ints (the
-    number of segments, a uniform size), on which compiled code would otherwise specialise and recompile for
-    every batch shape."""
+    and the segments' ``sizes`` alone: without Python ints (segment count, uniform size) on which compiled
+    code would specialise and recompile for every batch shape."""
     count, width = sizes.shape[0], x.shape[1]
     total = x.new_zeros((count, width)).index_add(0, index, x)
     mean = total / sizes.clamp(min=1).to(x.dtype).unsqueeze(1)
@@ -319,17 +302,15 @@ def pool_by_index(x: Tensor, index: Tensor, sizes: Tensor) -> Tensor:
 
 _COMPILED: dict = {}
 RECOMPILE_LIMIT = 24
-"""Compilations allowed per compiled function. A learner calls each in three variants (with gradients; without
-them for the online and for the target networks, whose parameters do not require them), and each variant is
-compiled with static shapes first and again, dynamic, when a dimension changes (the nodes of a batch, then its
-trees, then its moves): at most about 12 in all; dynamo's default limit, 8, would end a run that trains on
-trees of mixed sizes."""
+"""Compilations allowed per compiled function: a learner calls each in three variants (with gradients;
+without, for the online and the target networks), each compiled static first, then dynamic per changing
+dimension (nodes, trees, moves): about 12 in all, over dynamo's default of 8."""
 
 
 def compiled(fn):
-    """``torch.compile(fn, fullgraph=True)``, made once per function (so every network shares its code and
-    guards) and called with :data:`RECOMPILE_LIMIT`. Shapes start static, so a batch size that never changes
-    keeps static kernels; a dimension that changes is recompiled as dynamic."""
+    """``torch.compile(fn, fullgraph=True)``, made once per function (every network shares its code and
+    guards) and called with :data:`RECOMPILE_LIMIT`; shapes start static, a dimension that changes is
+    recompiled as dynamic."""
     if fn not in _COMPILED:
         inner = torch.compile(fn, fullgraph=True)
 
@@ -342,5 +323,4 @@ def compiled(fn):
 
 
 def count_parameters(module: nn.Module) -> int:
-    """Number of scalar parameters of ``module``."""
     return sum(p.numel() for p in module.parameters())

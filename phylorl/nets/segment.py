@@ -1,10 +1,8 @@
 """Reductions over variable-size segments (the nodes of each tree, the actions of each state).
 
-Rows of a flat tensor belong to consecutive segments: ``Segments.index[i]`` is the segment of
-row ``i``, rows of one segment are contiguous and segments appear in order. When every segment has
-the same size (the common case: trees of one alignment), ``Segments.size`` is that size and the
-reductions reshape to ``[count, size, ...]`` instead of scattering, which is faster and has static
-shapes.
+Rows of a flat tensor belong to consecutive segments, in order. When every segment has the same size (trees of
+one alignment), ``Segments.size`` is that size and the reductions reshape to ``[count, size, ...]`` instead of
+scattering (faster, static shapes).
 """
 
 from __future__ import annotations
@@ -62,10 +60,8 @@ def segment_max(x: Tensor, seg: Segments) -> Tensor:
 
 
 def segment_logsumexp(x: Tensor, seg: Segments) -> Tensor:
-    """``log sum exp`` of a 1-D tensor per segment, stable: ``[L] -> [count]``.
-
-    Subtracts each segment's maximum before exponentiating. An empty segment gives ``-inf``.
-    """
+    """``log sum exp`` of a 1-D tensor per segment, stable (max subtracted first): ``[L] -> [count]``
+    (``-inf`` for an empty segment)."""
     if seg.uniform:
         return torch.logsumexp(x.reshape(seg.count, seg.size), dim=1)
     m = segment_max(x, seg).detach()
@@ -82,10 +78,7 @@ def segment_log_softmax(x: Tensor, seg: Segments) -> Tensor:
 
 
 def segment_argmax(x: Tensor, seg: Segments) -> Tensor:
-    """Position of the maximum *within* each segment (first one on ties): ``[L] -> [count]``.
-
-    Every segment must be non-empty.
-    """
+    """Position of the maximum *within* each (non-empty) segment, the first on ties: ``[L] -> [count]``."""
     if seg.uniform:
         return x.reshape(seg.count, seg.size).argmax(1)
     starts = torch.cumsum(seg.sizes, 0) - seg.sizes
@@ -99,9 +92,9 @@ def segment_argmax(x: Tensor, seg: Segments) -> Tensor:
 
 
 def take(x: Tensor, index: Tensor) -> Tensor:
-    """``x[index]`` for an integer ``index`` of any shape, as ``index_select``: its backward is an
-    ``index_add`` (no sort, no host sync, so it can be captured in a CUDA graph), where advanced
-    indexing's backward sorts. ``[R, *D]``, ``[*I] -> [*I, *D]``."""
+    """``x[index]`` for an integer ``index`` of any shape (``[R, *D]``, ``[*I] -> [*I, *D]``), as
+    ``index_select``, whose backward (an ``index_add``: no sort, no host sync) can be captured in a CUDA
+    graph."""
     return x.index_select(0, index.reshape(-1)).reshape(*index.shape, *x.shape[1:])
 
 

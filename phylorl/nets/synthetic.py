@@ -1,7 +1,5 @@
-"""Random tree states and transitions for tests and benchmarks (no alignment, no likelihood).
-
-A state is a random tree (:func:`phylorl.phylo.starts.random_tree`) with all its SPR moves; a rich one carries
-random parsimony changes (whole numbers) and split supports in place of an alignment's.
+"""Random tree states and transitions for tests and benchmarks (no alignment, no likelihood): a random tree
+with all its SPR moves; a rich one with random parsimony changes and split supports.
 """
 
 from __future__ import annotations

@@ -1,24 +1,17 @@
 r"""``min(Q1, Q2)`` of the twin Q networks in one pass: the acting path, where a call is small.
 
-Acting asks for ``min(Q1(s, .), Q2(s, .))`` over every move of one or a few trees. Run as two networks, that
-is two sequences of some hundred small tensor operations, whose fixed cost per operation dominates on a CPU (a
-20-taxon tree has 38 nodes). :class:`TwinQ` stacks the two networks' weights along a leading axis of size 2
-and runs each operation once for both: the node encoder and the GAT layers as batched products over ``[2, N,
-hidden]``, one ``embedding_bag`` for both networks' attention sums and both first head layers (the second
-network's rows offset past the first's table), and the last two head layers as batched products. Same
-parameters and maths as :meth:`QNetwork.forward`'s fast path (tests compare them); calling it is inference
-only (no autograd), and only for ``action_features="gather"`` with at least as many actions as nodes, else it
-calls the two networks.
+Run as two networks, ``min(Q1(s, .), Q2(s, .))`` over the moves of a few trees is two sequences of some
+hundred small tensor operations, whose fixed cost dominates on a CPU. :class:`TwinQ` stacks the two networks'
+weights along a leading axis of size 2 and runs each operation once for both (batched products; one
+``embedding_bag`` for both networks' attention sums and first head layers, the second network's rows offset
+past the first's). Same parameters and maths as :meth:`QNetwork.forward`'s fast path (tests compare them);
+inference only, and only for ``action_features="gather"`` with at least as many actions as nodes, else it
+calls the two networks. :meth:`TwinQ.values` is the learner's side: both networks' ``Q`` of an update's taken
+moves, with autograd.
 
-:meth:`TwinQ.values` is the learner's side: both networks' ``Q`` of an update's taken moves (fewer actions
-than nodes), with autograd, the same stacked encoder then the head's few-action path as batched products. Its
-forward and backward launch each operation once for the pair (``docs/benchmarks.md``: the update's time).
-
-The stacked weights are rebuilt when a parameter of either network changes (its version counter)
-or is replaced, so a ``TwinQ`` stays valid across ``load_state_dict``; with ``cache=False`` they are
-rebuilt on every call (inside a captured CUDA graph, where a cached copy would be baked in). With
-``fused=True`` the last three head layers of both networks run as one Triton kernel
-(:mod:`phylorl.nets.fused_head`) that never writes the ``[A, head_hidden]`` activations.
+The stacked weights are rebuilt when a parameter of either network changes (its version counter) or is
+replaced; with ``cache=False`` on every call (inside a captured CUDA graph). With ``fused=True`` the last
+three head layers of both networks run as one Triton kernel (:mod:`phylorl.nets.fused_head`).
 """
 
 from __future__ import annotations
@@ -58,10 +51,10 @@ class TwinQ:
         self.cache = cache
         self.compiled = compiled
         """Stack the weights and run the encoder as one ``torch.compile``-d function (:func:`qnet.compiled`),
-        the stacked weights recomputed in it on every call (``cache`` then plays no part)."""
+        restacked on every call."""
         self.frozen = frozen
-        """The networks' parameters never change (a published snapshot): stack them once and skip the check of
-        every parameter's version on each call."""
+        """The networks' parameters never change (a published snapshot): stack them once, never check
+        versions."""
         self._stacked: tuple | None = None
 
     def _weights(self) -> dict:
@@ -76,9 +69,8 @@ class TwinQ:
         return self._stacked[1]
 
     def _stack(self, few: bool = False) -> dict:
-        """Both networks' weights, stacked (with autograd when it records: gradients reach each network's
-        parameters); ``few``: the head's first layer for few actions (factored, ``[2, 4h + K, hh]``) instead
-        of its per-node and metadata rows for many."""
+        """Both networks' weights, stacked (with autograd when it records); ``few``: the head's first layer
+        for few actions (factored, ``[2, 4h + K, hh]``) instead of its per-node and metadata rows."""
         a, b = self.nets
         if self.compiled:  # derived inside the compiled code (no cache: it reads parameter versions)
             da, db = a._derive(), b._derive()
@@ -150,10 +142,9 @@ class TwinQ:
 
     def values(self, graphs: GraphBatch, actions: ActionBatch, plan: InputPlan | None = None) -> Tensor:
         """``Q`` of both networks, ``[2, A]``, for fewer actions than nodes (an update's taken moves), with
-        autograd: the online networks' forward of an update as one stacked pass, so it and its backward launch
-        each operation once for both networks instead of twice. Same function as two :meth:`QNetwork.forward`
-        calls on the fast path, up to float32 rounding (``tests/unit/nets/test_twin_values.py``); networks in
-        either mode, but without dropout (:meth:`applies_with_grad`)."""
+        autograd: the online networks' forward of an update as one stacked pass (and so its backward). Same
+        function as two :meth:`QNetwork.forward` calls on the fast path up to float32 rounding; without
+        dropout (:meth:`applies_with_grad`)."""
         if not self.applies_with_grad(graphs, actions):
             raise ValueError("TwinQ.values takes fewer actions than nodes, a gather config and no dropout")
         a = self.nets[0]
@@ -176,7 +167,7 @@ class TwinQ:
 
     def applies_with_grad(self, graphs: GraphBatch, actions: ActionBatch) -> bool:
         """Whether :meth:`values` takes this batch: fewer actions than nodes, the networks' input widths, and
-        no dropout in training mode (its masks come from each network's own draws)."""
+        no dropout in training mode."""
         a, b = self.nets
         return (
             actions.nodes.shape[0] < graphs.x.shape[0]
@@ -262,8 +253,8 @@ def _stacked_grad_encode(twin: TwinQ, graphs: GraphBatch, plan: InputPlan, gathe
 
 
 def twin_or_none(nets, fused: bool = False, frozen: bool = False) -> TwinQ | None:
-    """A :class:`TwinQ` for ``nets`` when it applies (two networks of one ``gather`` config), else ``None``;
-    ``fused``: with the fused head; ``frozen``: the networks never change (see :class:`TwinQ`)."""
+    """A :class:`TwinQ` (``fused``, ``frozen``: see it) for ``nets`` when it applies (two networks of one
+    ``gather`` config), else ``None``."""
     if len(nets) != 2 or nets[0].cfg != nets[1].cfg or nets[0].cfg.action_features != "gather":
         return None
     return TwinQ(nets[0], nets[1], fused=fused, frozen=frozen)
