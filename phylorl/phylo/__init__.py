@@ -7,28 +7,19 @@ The public API used by tools outside the package::
     LikelihoodEngine(aln, parse_model("GTR+F+G4")).loglik(read_newick("tree.nwk", aln))
 """
 
-from .alignment import (
-    Alignment,
-    AlignmentError,
-    SitePatterns,
-    format_fasta,
-    format_phylip,
-    load_alignment,
-    parse_alignment,
-)
+from .alignment import Alignment, AlignmentError, format_fasta, format_phylip, load_alignment, parse_alignment
 from .likelihood import LikelihoodEngine
-from .models import ModelError, ModelSpec, SubstitutionModel, build_model, gamma_rates, parse_model
+from .models import ModelError, ModelSpec, build_model, parse_model
 from .newick import TreeError, read_newick, write_newick
-from .splits import rf_distance, splits, topology_hash
+from .splits import rf_distance, topology_hash
 from .spr import apply_spr, enumerate_moves, move_metadata, spr_neighbor
-from .starts import jc_distances, nj_tree, random_tree
-from .traversal import edge_walk, edges_near
+from .starts import nj_tree, random_tree
+from .traversal import edges_near
 from .tree import Tree
 
 __all__ = [
     "Alignment",
     "AlignmentError",
-    "SitePatterns",
     "format_fasta",
     "format_phylip",
     "load_alignment",
@@ -36,24 +27,19 @@ __all__ = [
     "LikelihoodEngine",
     "ModelError",
     "ModelSpec",
-    "SubstitutionModel",
     "build_model",
-    "gamma_rates",
     "parse_model",
     "TreeError",
     "read_newick",
     "write_newick",
     "rf_distance",
-    "splits",
     "topology_hash",
     "apply_spr",
     "enumerate_moves",
     "move_metadata",
     "spr_neighbor",
-    "jc_distances",
     "nj_tree",
     "random_tree",
-    "edge_walk",
     "edges_near",
     "Tree",
 ]

@@ -19,15 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from phylorl.phylo.alignment_readers import (
-    MASK_SYMBOLS,
-    STATE_MASKS,
-    AlignmentError,
-    Record,
-    read_fasta,
-    read_nexus,
-    read_phylip,
-)
+from .alignment_readers import MASK_SYMBOLS, STATE_MASKS, AlignmentError, read_fasta, read_nexus, read_phylip
 
 MIN_TAXA = 4
 _LUT = np.zeros(256, dtype=np.uint8)
@@ -45,18 +37,11 @@ _EXTENSIONS = {
 
 @dataclass(frozen=True, eq=False)
 class SitePatterns:
-    """Distinct alignment columns, in order of first occurrence.
+    """Distinct alignment columns, in order of first occurrence."""
 
-    Attributes:
-        codes: uint8 ``[n_taxa, n_patterns]`` state masks, C-contiguous, read-only.
-        weights: float64 ``[n_patterns]``: number of sites showing each pattern (sums to n_sites).
-        site_pattern: int64 ``[n_sites]``: pattern index of each site, so
-            ``codes[:, site_pattern]`` reproduces the alignment.
-    """
-
-    codes: np.ndarray
-    weights: np.ndarray
-    site_pattern: np.ndarray
+    codes: np.ndarray  # uint8 [n_taxa, n_patterns] state masks, C-contiguous, read-only
+    weights: np.ndarray  # float64 [n_patterns]: the number of sites showing each pattern (sums to n_sites)
+    site_pattern: np.ndarray  # int64 [n_sites]: each site's pattern (codes[:, site_pattern] is the alignment)
 
     @property
     def n_patterns(self) -> int:
@@ -65,19 +50,11 @@ class SitePatterns:
 
 @dataclass(frozen=True, eq=False, repr=False)
 class Alignment:
-    """An aligned set of DNA sequences as state masks.
+    """An aligned set of DNA sequences as state masks; two are equal when their taxa and codes are."""
 
-    Attributes:
-        taxa: taxon names, unique, in file order (tree leaves 0..n-1 follow this order).
-        codes: uint8 ``[n_taxa, n_sites]`` state masks in 1..15; stored as a read-only C-contiguous copy.
-        source: where the alignment came from (file path or ``"<string>"``); not part of identity.
-
-    Two alignments are equal when taxa and codes are equal; ``source`` is ignored.
-    """
-
-    taxa: tuple[str, ...]
-    codes: np.ndarray
-    source: str | None = None
+    taxa: tuple[str, ...]  # unique names in file order (tree leaves 0..n-1 follow this order)
+    codes: np.ndarray  # uint8 [n_taxa, n_sites] state masks in 1..15, stored as a read-only C-contiguous copy
+    source: str | None = None  # where it came from (a file path or "<string>"); not part of identity
     _cache: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -123,14 +100,12 @@ class Alignment:
 
     def empirical_frequencies(self) -> np.ndarray:
         """Base frequencies (A, C, G, T), float64 ``[4]``, exactly as IQ-TREE 2.0.7 computes them for ``+F``.
-
         IQ-TREE's ``Alignment::computeStateFreq``: start from 1/4 each and run 8 EM rounds over all
-        characters; each character spreads one count over the bases its mask allows, in proportion to
-        the current frequencies. Gaps and unknowns (mask 15) take part too (spread by the current
-        frequencies), which damps the iteration, so after 8 rounds they still shift the result a little.
-        No flooring is applied: an absent base gets frequency 0 (IQ-TREE then drops that state from
-        its Markov process). Returns a fresh array each call.
-        """
+        characters; each character spreads one count over the bases its mask allows, in proportion to the
+        current frequencies. Gaps and unknowns (mask 15) take part too (spread by the current frequencies),
+        which damps the iteration, so after 8 rounds they still shift the result a little. No flooring is
+        applied: an absent base gets frequency 0 (IQ-TREE then drops that state from its Markov process).
+        Returns a fresh array each call."""
         if "freqs" not in self._cache:
             counts = np.bincount(self.codes.ravel(), minlength=16)
             freq = [0.25, 0.25, 0.25, 0.25]
@@ -202,9 +177,7 @@ def parse_alignment(
     text: str, fmt: str | None = None, source: str = "<string>", *, min_taxa: int = MIN_TAXA
 ) -> Alignment:
     """Parse alignment text in ``fmt`` ("fasta", "phylip", "nexus"; None = detect from the content).
-
-    ``min_taxa`` (default 4, the smallest tree with an SPR move) may be lowered for tiny test cases.
-    """
+    ``min_taxa`` (default 4, the smallest tree with an SPR move) may be lowered for tiny test cases."""
     if "\0" in text:
         raise AlignmentError(f"{source}: binary data (contains NUL characters), not an alignment")
     lines = [(number, line.strip()) for number, line in enumerate(text.splitlines(), 1)]
@@ -237,9 +210,8 @@ def _detect_format(lines: list[tuple[int, str]], source: str) -> str:
     )
 
 
-# A record is (taxon name, sequence text, line number of the name).
-def _build(records: list[Record], expected: tuple[int, str] | None, source: str, min_taxa: int) -> Alignment:
-    """Check names and lengths, encode; ``expected`` = (n_sites, where that number comes from)."""
+def _build(records: list, expected: tuple[int, str] | None, source: str, min_taxa: int) -> Alignment:
+    """Check the (name, text, line) records' names and lengths, encode; ``expected``: (n_sites, origin)."""
     if not records:
         raise AlignmentError(f"{source}: no sequences found")
     first_line: dict[str, int] = {}
@@ -280,25 +252,21 @@ def _encode(name: str, seq: str, number: int, source: str) -> np.ndarray:
     return codes
 
 
-def _sequence_text(alignment: Alignment) -> list[str]:
-    lut = np.frombuffer(MASK_SYMBOLS.encode(), dtype=np.uint8)
-    rows = lut[alignment.codes]
-    return [row.tobytes().decode("ascii") for row in rows]
-
-
-def _check_writable(alignment: Alignment, what: str) -> None:
+def _sequence_text(alignment: Alignment, what: str) -> list[str]:
+    """Each taxon's sequence as text, after checking that every name can be written to ``what``."""
     for name in alignment.taxa:
         if not name or any(ch.isspace() for ch in name):
             raise AlignmentError(
                 f"{alignment.source}: taxon {name!r} cannot be written to {what}: name has whitespace"
             )
+    lut = np.frombuffer(MASK_SYMBOLS.encode(), dtype=np.uint8)
+    return [row.tobytes().decode("ascii") for row in lut[alignment.codes]]
 
 
 def format_fasta(alignment: Alignment, width: int = 0) -> str:
     """FASTA text; ``width`` > 0 wraps sequences at that many characters. Mask 15 is written '-'."""
-    _check_writable(alignment, "FASTA")
     parts = []
-    for name, seq in zip(alignment.taxa, _sequence_text(alignment)):
+    for name, seq in zip(alignment.taxa, _sequence_text(alignment, "FASTA")):
         lines = [seq[i : i + width] for i in range(0, len(seq), width)] if width > 0 else [seq]
         parts.append(f">{name}\n" + "\n".join(lines) + "\n")
     return "".join(parts)
@@ -306,8 +274,8 @@ def format_fasta(alignment: Alignment, width: int = 0) -> str:
 
 def format_phylip(alignment: Alignment) -> str:
     """Relaxed sequential PHYLIP: 'ntax nchar' header, then one 'name  sequence' line per taxon."""
-    _check_writable(alignment, "PHYLIP")
+    text = _sequence_text(alignment, "PHYLIP")
     pad = max(len(name) for name in alignment.taxa) + 2
     lines = [f"{alignment.n_taxa} {alignment.n_sites}"]
-    lines += [name.ljust(pad) + seq for name, seq in zip(alignment.taxa, _sequence_text(alignment))]
+    lines += [name.ljust(pad) + seq for name, seq in zip(alignment.taxa, text)]
     return "\n".join(lines) + "\n"

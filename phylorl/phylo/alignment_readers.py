@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import re
 
-STATE_MASKS: dict[str, int] = {
+STATE_MASKS: dict[str, int] = {  # upper-case symbol -> 4-bit state mask; lookups are case-insensitive
     "A": 1, "C": 2, "G": 4, "T": 8, "U": 8,
     "R": 5, "Y": 10, "S": 6, "W": 9, "K": 12, "M": 3, "B": 14, "D": 13, "H": 11, "V": 7,
     "N": 15, "X": 15, "?": 15, "-": 15, ".": 15, "~": 15,
 }  # fmt: skip
-"""Upper-case symbol -> 4-bit state mask; lookups are case-insensitive."""
 
 MASK_SYMBOLS = "?ACMGRSVTWYHKDB-"  # mask -> symbol written by format_fasta / format_phylip (0 unused)
 
@@ -24,8 +23,7 @@ class AlignmentError(ValueError):
     """Malformed or unusable alignment input; the message names the file and the taxon or line."""
 
 
-Record = tuple[str, str, int]
-"""One sequence as read: its name, its text, the line it starts on."""
+Record = tuple[str, str, int]  # one sequence as read: its name, its text, the line it starts on
 
 
 def read_fasta(lines: list[tuple[int, str]], source: str) -> list[Record]:
@@ -50,9 +48,7 @@ def _no_space(text: str) -> str:
 def _split_phylip_name(line: str) -> tuple[str, str]:
     """Relaxed PHYLIP: name, whitespace, sequence; a line without whitespace has a strict 10-char name."""
     parts = line.split(maxsplit=1)
-    if len(parts) == 2:
-        return parts[0], parts[1]
-    return line[:10], line[10:]
+    return (parts[0], parts[1]) if len(parts) == 2 else (line[:10], line[10:])
 
 
 def read_phylip(lines: list[tuple[int, str]], source: str) -> tuple[list[Record], tuple[int, str]]:
@@ -83,26 +79,20 @@ def read_phylip(lines: list[tuple[int, str]], source: str) -> tuple[list[Record]
 
 def _phylip_interleaved(body: list[tuple[int, str]], ntax: int) -> list[Record]:
     """Names in the first block only; later lines go round-robin to the taxa."""
-    names, chunks, numbers = [], [], []
-    for number, line in body[:ntax]:
-        name, rest = _split_phylip_name(line)
-        names.append(name)
-        chunks.append([_no_space(rest)])
-        numbers.append(number)
+    first = [(*_split_phylip_name(line), number) for number, line in body[:ntax]]
+    chunks = [[_no_space(rest)] for _, rest, _ in first]
     for i, (_, line) in enumerate(body[ntax:]):
         chunks[i % ntax].append(_no_space(line))
-    return [(name, "".join(parts), number) for name, parts, number in zip(names, chunks, numbers)]
+    return [(name, "".join(parts), number) for (name, _, number), parts in zip(first, chunks)]
 
 
 def _gather_sequential(
     body: list[tuple[int, str]], split_name, clean, nchar: int, ntax: int | None, source: str
 ) -> list[Record]:
     """Each taxon: a line starting with its name, then continuation lines until it has ``nchar`` sites.
-
-    ``split_name(line) -> (name, rest)``; ``clean(text) -> sequence`` (whitespace removed). A line that
-    would overflow the current taxon and holds several words starts the next taxon, so a short
-    sequence is reported as short rather than swallowing its neighbour's line.
-    """
+    ``split_name(line) -> (name, rest)``; ``clean(text) -> sequence`` (whitespace removed). A line that would
+    overflow the current taxon and holds several words starts the next taxon, so a short sequence is reported
+    as short rather than swallowing its neighbour's line."""
     records: list[tuple[str, list[str], int]] = []
     length = nchar
     for number, line in body:
@@ -267,15 +257,10 @@ def _apply_matchchar(records: list[Record], matchchar: str, source: str) -> list
         raise AlignmentError(
             f"{source}: line {number0}: the first taxon {name0!r} uses MATCHCHAR {matchchar!r}"
         )
-    out = [records[0]]
-    for name, seq, number in records[1:]:
-        if matchchar in seq:
-            seq = (
-                "".join(ref if ch == matchchar else ch for ch, ref in zip(seq, reference))
-                + seq[len(reference) :]
-            )
-        out.append((name, seq, number))
-    return out
 
+    def matched(seq: str) -> str:
+        return (
+            "".join(ref if ch == matchchar else ch for ch, ref in zip(seq, reference)) + seq[len(reference) :]
+        )
 
-# ---------------------------------------------------------------------------------------------- writing
+    return [records[0]] + [(name, matched(seq), number) for name, seq, number in records[1:]]

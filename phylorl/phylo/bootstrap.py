@@ -8,6 +8,8 @@ per alignment (with its preparation) and cached; a tree's edges then look their 
 
 from __future__ import annotations
 
+from collections import Counter
+
 import numpy as np
 
 from phylorl.phylo.splits import edge_splits, splits
@@ -15,23 +17,19 @@ from phylorl.phylo.starts import nj_tree, weighted_jc_distances
 
 
 def nj_bootstrap_supports(alignment, replicates: int = 100, seed: int = 0) -> dict[int, float]:
-    """``{split: support}`` over the non-trivial splits seen in ``replicates`` NJ bootstrap trees.
-
-    Splits are bitmasks as in :mod:`phylorl.phylo.splits` (leaf 0 never set); a split absent
-    from the dict has support 0. Deterministic for a given ``seed``.
-    """
+    """``{split: support}`` over the non-trivial splits seen in ``replicates`` NJ bootstrap trees. Splits are
+    bitmasks as in :mod:`phylorl.phylo.splits` (leaf 0 never set); a split absent from the dict has support 0.
+    Deterministic for a given ``seed``."""
     if replicates < 1:
         raise ValueError(f"replicates must be >= 1, got {replicates}")
     patterns = alignment.patterns()
     codes, weights = patterns.codes, patterns.weights
     n_sites = int(round(weights.sum()))
     rng = np.random.default_rng(seed)
-    counts: dict[int, int] = {}
+    counts: Counter[int] = Counter()
     for _ in range(replicates):
         drawn = rng.multinomial(n_sites, weights / weights.sum()).astype(np.float64)
-        tree = nj_tree(weighted_jc_distances(codes, drawn), alignment.taxa)
-        for split in splits(tree):
-            counts[split] = counts.get(split, 0) + 1
+        counts.update(splits(nj_tree(weighted_jc_distances(codes, drawn), alignment.taxa)))
     return {split: count / replicates for split, count in counts.items()}
 
 

@@ -41,11 +41,9 @@ def find_duplicates(alignment: Alignment, min_taxa: int = 4) -> Duplicates | Non
     first: dict[bytes, int] = {}
     twin = {}
     for i, row in enumerate(alignment.codes):
-        key = row.tobytes()
-        if key in first:
-            twin[i] = first[key]
-        else:
-            first[key] = i
+        kept = first.setdefault(row.tobytes(), i)
+        if kept != i:
+            twin[i] = kept
     if not twin or len(first) < min_taxa:
         return None
     return Duplicates(tuple(sorted(first.values())), twin)
@@ -89,15 +87,12 @@ def restore_tree(tree: Tree, duplicates: Duplicates, taxa) -> Tree:
     :data:`MIN_BRANCH_LENGTH` and the cherry's stem the twin's old pendant branch. ``taxa``: the full
     alignment's names."""
     taxa = tuple(taxa)
-    adjacency = _adjacency(tree)
-    n_kept = tree.n_leaves
-    full = {new: old for new, old in enumerate(duplicates.kept)}  # kept leaves back to full ids
-    internal = {v: len(taxa) + i for i, v in enumerate(range(n_kept, tree.n_nodes))}
-    relabel = {**full, **internal}
+    shift = len(taxa) - tree.n_leaves  # kept leaves back to their full ids, internal nodes after all taxa
+    relabel = dict(enumerate(duplicates.kept)) | {v: v + shift for v in range(tree.n_leaves, tree.n_nodes)}
     adjacency = {
-        relabel[v]: {relabel[u]: length for u, length in row.items()} for v, row in adjacency.items()
+        relabel[v]: {relabel[u]: length for u, length in row.items()} for v, row in _adjacency(tree).items()
     }
-    node = len(taxa) + len(internal)
+    node = tree.n_nodes + shift
     for dropped, kept in duplicates.twin.items():
         ((parent, stem),) = adjacency[kept].items()
         del adjacency[parent][kept]
@@ -121,8 +116,7 @@ def _tree(adjacency: dict[int, dict[int, float]], leaves: dict[int, int], taxa: 
     them."""
     ids = dict(leaves)
     for v in adjacency:
-        if v not in ids:
-            ids[v] = len(ids)
+        ids.setdefault(v, len(ids))
     edges, lengths = [], []
     for v, row in adjacency.items():
         for u, length in row.items():

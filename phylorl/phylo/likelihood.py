@@ -81,8 +81,7 @@ class LikelihoodEngine:
             in the same order.
         model: a model string (``"GTR{...}+F+G4{0.5}"``), a parsed :class:`ModelSpec` or a built
             :class:`SubstitutionModel`. Free parameters are estimated on the first tree evaluated.
-        brlen_min: lower bound of optimised branch lengths.
-        brlen_max: upper bound of optimised branch lengths.
+        brlen_min, brlen_max: bounds of optimised branch lengths.
 
     Counters: ``n_evaluations`` (log-likelihood evaluations asked for), ``n_partial_updates``
     (node partials recomputed), ``n_branch_optimisations`` (single-branch Newton runs), ``n_lazy_scores``
@@ -96,14 +95,9 @@ class LikelihoodEngine:
         self.pattern_weights = np.ascontiguousarray(patterns.weights, dtype=np.float64)
         self.n_patterns = int(self.pattern_weights.shape[0])
         self._common = np.bitwise_and.reduce(self.tip_codes, axis=0)
-        self.brlen_min = float(brlen_min)
-        self.brlen_max = float(brlen_max)
-        self.n_evaluations = 0
-        self.n_partial_updates = 0
-        self.n_branch_optimisations = 0
-        self.n_lazy_scores = 0
-        self._snap_edges: np.ndarray | None = None
-        self._snap_lengths: np.ndarray | None = None
+        self.brlen_min, self.brlen_max = float(brlen_min), float(brlen_max)
+        self.n_evaluations = self.n_partial_updates = self.n_branch_optimisations = self.n_lazy_scores = 0
+        self._snap_edges = self._snap_lengths = None  # the last tree's edges and lengths (np.ndarray)
         self._root_edge = 0
         self._lazy_work: lazy_spr.LazyWork | None = None  # lazy scores' work space, kept between calls
         self._seen_taxa: tuple | None = None
@@ -116,33 +110,22 @@ class LikelihoodEngine:
         elif isinstance(model, ModelSpec):
             self.spec = model
             if not model.free_parameters:
-                self.set_model(build_model(model, self._empirical_freqs(model)))
+                emp = self.alignment.empirical_frequencies() if model.freqs == "empirical" else None
+                self.set_model(build_model(model, emp))
         else:
             raise TypeError(
                 f"model must be a string, ModelSpec or SubstitutionModel, got {type(model).__name__}"
             )
 
     # ------------------------------------------------------------------ model
-    def _empirical_freqs(self, spec: ModelSpec):
-        return self.alignment.empirical_frequencies() if spec.freqs == "empirical" else None
-
     def set_model(self, model: SubstitutionModel) -> None:
         """Use ``model`` from now on (every cached partial becomes stale)."""
         self.model = model
-        C = int(model.rates.shape[0])
-        freqs = np.ascontiguousarray(model.freqs, dtype=np.float64)
-        self._m = ModelArrays(
-            freqs,
-            np.ascontiguousarray(model.weights, dtype=np.float64),
-            np.ascontiguousarray(model.eigvals, dtype=np.float64),
-            np.ascontiguousarray(model.U, dtype=np.float64),
-            np.ascontiguousarray(model.U_inv, dtype=np.float64),
-            np.ascontiguousarray(model.rates, dtype=np.float64),
-            # likelihood of each pattern if the site is invariant: sum_i pi_i * [state i fits every taxon]
-            kn.MASK_VECTORS[self._common] @ freqs,
-            float(model.pinv),
-        )
-        self._n_cats = C
+        arrays = [model.freqs, model.weights, model.eigvals, model.U, model.U_inv, model.rates]
+        arrays = [np.ascontiguousarray(a, dtype=np.float64) for a in arrays]
+        # likelihood of each pattern if the site is invariant: sum_i pi_i * [state i fits every taxon]
+        self._m = ModelArrays(*arrays, kn.MASK_VECTORS[self._common] @ arrays[0], float(model.pinv))
+        self._n_cats = int(model.rates.shape[0])
         self._snap_edges = None  # forces a full recomputation
 
     def constant_patterns(self) -> np.ndarray:
@@ -159,10 +142,6 @@ class LikelihoodEngine:
         return ll
 
     # ------------------------------------------------------------ bookkeeping
-    def _allocate(self, tree: Tree) -> None:
-        self._b = Buffers.allocate(tree.n_edges, self._n_cats, self.n_patterns)
-        self._n_edges = tree.n_edges
-
     def _check_tree(self, tree: Tree) -> None:
         if tree.n_leaves != self.tip_codes.shape[0]:
             raise ValueError(
@@ -182,10 +161,14 @@ class LikelihoodEngine:
         if self._snap_edges is None or getattr(self, "_n_edges", -1) != tree.n_edges:
             self._check_tree(tree)
             if getattr(self, "_n_edges", -1) != tree.n_edges or self._b.clv.shape[1] != self._n_cats:
-                self._allocate(tree)
-            self._b.valid[:] = False
+                self._b = Buffers.allocate(tree.n_edges, self._n_cats, self.n_patterns)
+                self._n_edges = tree.n_edges
+            b, m = self._b, self._m
+            b.valid[:] = False
             all_edges = np.arange(tree.n_edges, dtype=np.int64)
-            self._update_pmats(tree, all_edges)
+            kn.compute_pmats(
+                all_edges, tree.lengths, m.eigvals, m.U, m.U_inv, m.rates, b.pmat, b.tip_pmat, kn.MASK_VECTORS
+            )
             self._snap_edges = tree.edges.copy()
             self._snap_lengths = tree.lengths.copy()
             return
@@ -209,12 +192,6 @@ class LikelihoodEngine:
         )
         if first >= 0:
             self._root_edge = int(first)
-
-    def _update_pmats(self, tree: Tree, edge_ids: np.ndarray) -> None:
-        b, m = self._b, self._m
-        kn.compute_pmats(
-            edge_ids, tree.lengths, m.eigvals, m.U, m.U_inv, m.rates, b.pmat, b.tip_pmat, kn.MASK_VECTORS
-        )
 
     def _ensure_edge(self, tree: Tree, e: int) -> None:
         b = self._b
@@ -297,24 +274,10 @@ class LikelihoodEngine:
         order = edge_walk(tree, edges, start=self._root_edge if edges is None else None)
         if order.size == 0:
             return self.loglik(tree)
+        newton = (rounds, tol, newton_iterations, newton_tol, self.brlen_min, self.brlen_max)
+        arrays = (tree.neighbors, tree.node_edges, tree.edges, tree.lengths, self._snap_lengths)
         loglik, n_updates, n_branches, last = bk.optimize_edges(
-            order,
-            rounds,
-            tol,
-            newton_iterations,
-            newton_tol,
-            self.brlen_min,
-            self.brlen_max,
-            tree.neighbors,
-            tree.node_edges,
-            tree.edges,
-            tree.lengths,
-            self._snap_lengths,
-            tree.n_leaves,
-            self.tip_codes,
-            self.pattern_weights,
-            self._b,
-            self._m,
+            order, *newton, *arrays, tree.n_leaves, self.tip_codes, self.pattern_weights, self._b, self._m
         )
         self.n_partial_updates += n_updates
         self.n_branch_optimisations += n_branches
@@ -375,30 +338,18 @@ class LikelihoodEngine:
             return moves, np.empty(0)
         self._sync(tree)
         return moves, self._lazy(
-            tree,
-            moves,
-            branches,
-            newton_iterations,
-            newton_tol,
-            depth=radius + 2,
-            reference=reference,
-            cutoff=cutoff,
+            tree, moves, branches, newton_iterations, newton_tol, radius + 2, reference, cutoff
         )
 
     def _lazy(
-        self,
-        tree: Tree,
-        moves: np.ndarray,
-        branches: int,
-        newton_iterations: int,
-        newton_tol: float,
-        depth: int | None = None,
-        reference: float = 0.0,
-        cutoff: float = 0.0,
-    ) -> np.ndarray:
+        self, tree, moves, branches, newton_iterations, newton_tol, depth=16, reference=0.0, cutoff=0.0
+    ):
         b = self._b
+        arrays = (tree.neighbors, tree.node_edges, tree.edges, tree.lengths, tree.n_leaves, self.tip_codes)
+        buffers = (b.clv, b.scale, b.valid, b.stack, b.pmat, b.tip_pmat, self._m, self.pattern_weights)
+        newton = (self.brlen_min, self.brlen_max, newton_iterations, newton_tol, branches)
         out = np.full(moves.shape[0], -np.inf if cutoff > 0 else np.nan)
-        want = max(4, min(depth if depth is not None else 16, tree.n_nodes))
+        want = max(4, min(depth, tree.n_nodes))
         while True:
             work = self._lazy_work
             if (
@@ -411,30 +362,7 @@ class LikelihoodEngine:
                     want, tree.n_nodes, tree.n_edges, self._n_cats, self.n_patterns
                 )
             status, n_updates = lazy_spr.lazy_spr_scores(
-                moves,
-                tree.neighbors,
-                tree.node_edges,
-                tree.edges,
-                tree.lengths,
-                tree.n_leaves,
-                self.tip_codes,
-                b.clv,
-                b.scale,
-                b.valid,
-                b.stack,
-                b.pmat,
-                b.tip_pmat,
-                self._m,
-                self.pattern_weights,
-                self.brlen_min,
-                self.brlen_max,
-                newton_iterations,
-                newton_tol,
-                branches,
-                float(reference),
-                float(cutoff),
-                work,
-                out,
+                moves, *arrays, *buffers, *newton, float(reference), float(cutoff), work, out
             )
             self.n_partial_updates += n_updates
             if status != -2:

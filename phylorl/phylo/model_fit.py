@@ -7,8 +7,6 @@ with full branch-length optimisation until a round gains less than ``tol`` log-l
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import numpy as np
 from scipy.optimize import minimize
 
@@ -18,6 +16,7 @@ from .tree import Tree
 ALPHA_BOUNDS = (0.02, 100.0)  # IQ-TREE's range for the gamma shape
 RATE_BOUNDS = (1e-3, 100.0)
 PINV_MAX = 0.99
+_LBFGS_OPTIONS = {"eps": 1e-5, "ftol": 1e-10, "maxiter": 200}
 
 
 def _unpack(spec: ModelSpec, x: np.ndarray, const_fraction: float) -> dict:
@@ -67,22 +66,12 @@ def _start_and_bounds(spec: ModelSpec):
     return np.array(x, dtype=np.float64), bounds
 
 
-def fit_model(
-    engine,
-    tree: Tree,
-    spec: ModelSpec,
-    *,
-    max_rounds: int = 6,
-    tol: float = 0.01,
-    on_round: Callable[[int, float], None] | None = None,
-):
-    """Estimate ``spec``'s free parameters on ``tree`` (its topology; lengths optimised on a copy).
-
-    Returns ``(model, loglik)``: the fitted :class:`SubstitutionModel` and the log-likelihood of the
-    copy with optimised branch lengths. ``engine`` is a :class:`LikelihoodEngine` for the alignment;
-    its model is replaced while fitting. ``on_round(k, loglik)`` is called after the starting branch
-    lengths (``k`` = 0) and after each round of parameters and branch lengths.
-    """
+def fit_model(engine, tree: Tree, spec: ModelSpec, *, max_rounds: int = 6, tol: float = 0.01, on_round=None):
+    """Estimate ``spec``'s free parameters on ``tree`` (its topology; lengths optimised on a copy). Returns
+    ``(model, loglik)``: the fitted :class:`SubstitutionModel` and the log-likelihood of the copy with
+    optimised branch lengths. ``engine`` is a :class:`LikelihoodEngine` for the alignment; its model is
+    replaced while fitting. ``on_round(k, loglik)`` is called after the starting branch lengths (``k`` = 0)
+    and after each round of parameters and branch lengths."""
     emp = engine.alignment.empirical_frequencies() if spec.freqs == "empirical" else None
     const_fraction = float(
         engine.pattern_weights[engine.constant_patterns()].sum() / engine.pattern_weights.sum()
@@ -105,14 +94,7 @@ def fit_model(
         return -engine.loglik(work)
 
     for k in range(1, max_rounds + 1):
-        res = minimize(
-            negative_loglik,
-            x0,
-            method="L-BFGS-B",
-            bounds=bounds,
-            options={"eps": 1e-5, "ftol": 1e-10, "maxiter": 200},
-        )
-        x0 = res.x
+        x0 = minimize(negative_loglik, x0, method="L-BFGS-B", bounds=bounds, options=_LBFGS_OPTIONS).x
         engine.set_model(model_at(x0))
         current = engine.optimize_branch_lengths(work)
         report(k, current)

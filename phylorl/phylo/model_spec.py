@@ -52,26 +52,17 @@ class ModelError(ValueError):
 
 @dataclass(frozen=True)
 class ModelSpec:
-    """A nucleotide model: substitution kind, frequencies and rate heterogeneity.
+    """A nucleotide model: substitution kind, frequencies and rate heterogeneity. Fields left ``None`` (or
+    ``freqs == "estimate"``) are free parameters. Construction validates and normalises: exchangeabilities are
+    divided by GT, fixed frequencies by their sum."""
 
-    Fields left ``None`` (or ``freqs == "estimate"``) are free parameters. Construction validates and
-    normalises: exchangeabilities are divided by GT, fixed frequencies by their sum.
-    """
-
-    kind: str
-    """One of ``JC``, ``K80``, ``F81``, ``HKY``, ``GTR``."""
-    exchangeabilities: tuple[float, ...] | None
-    """Six exchangeabilities AC, AG, AT, CG, CT, GT with GT = 1; ``None`` = free (K80, HKY, GTR)."""
-    freqs: str | tuple[float, float, float, float]
-    """``"equal"``, ``"empirical"``, ``"estimate"`` (free) or fixed (pA, pC, pG, pT) summing to 1."""
-    gamma_categories: int = 0
-    """Number of discrete gamma categories; 0 = no rate heterogeneity."""
-    alpha: float | None = None
-    """Gamma shape; ``None`` = free. Must be ``None`` when ``gamma_categories == 0``."""
-    invariant: bool = False
-    """Whether a proportion of sites is invariable (+I)."""
-    pinv: float | None = None
-    """Proportion of invariable sites in [0, 1); ``None`` = free. Must be ``None`` without +I."""
+    kind: str  # JC, K80, F81, HKY or GTR
+    exchangeabilities: tuple[float, ...] | None  # AC, AG, AT, CG, CT, GT (GT = 1); None: free (K80, HKY, GTR)
+    freqs: str | tuple[float, float, float, float]  # "equal", "empirical", "estimate" (free) or fixed, sum 1
+    gamma_categories: int = 0  # discrete gamma categories; 0: no rate heterogeneity
+    alpha: float | None = None  # gamma shape; None: free (and must be None without +G)
+    invariant: bool = False  # whether a proportion of sites is invariable (+I)
+    pinv: float | None = None  # proportion of invariable sites in [0, 1); None: free (and None without +I)
 
     def __post_init__(self) -> None:
         kind = self.kind
@@ -87,29 +78,36 @@ class ModelSpec:
         if self.alpha is not None:
             if k == 0:
                 raise ModelError(f"alpha={self.alpha!r} given but the model has no +G component")
-            object.__setattr__(self, "alpha", _checked_alpha(self.alpha))
+            alpha = _as_float(self.alpha, "alpha")
+            if not alpha >= MIN_GAMMA_SHAPE:
+                raise ModelError(
+                    f"gamma shape alpha must be >= {MIN_GAMMA_SHAPE} (IQ-TREE's minimum; it silently raises "
+                    f"smaller values), got {self.alpha!r}"
+                )
+            object.__setattr__(self, "alpha", alpha)
         if not isinstance(self.invariant, bool):
             raise ModelError(f"invariant must be a bool, got {self.invariant!r}")
         if self.pinv is not None:
             if not self.invariant:
                 raise ModelError(f"pinv={self.pinv!r} given but the model has no +I component")
-            object.__setattr__(self, "pinv", _checked_pinv(self.pinv))
+            pinv = _as_float(self.pinv, "pinv")
+            if not 0 <= pinv < 1:
+                raise ModelError(f"pinv must be in [0, 1), got {self.pinv!r}")
+            object.__setattr__(self, "pinv", pinv)
 
     def __str__(self) -> str:
-        out = self.kind
-        if self.exchangeabilities is not None and self.kind in ("K80", "HKY"):
-            out += "{" + _fmt(self.exchangeabilities[1]) + "}"
-        elif self.exchangeabilities is not None and self.kind == "GTR":
-            out += "{" + ",".join(_fmt(r) for r in self.exchangeabilities[:5]) + "}"
+        out, rates = self.kind, self.exchangeabilities
+        if rates is not None and self.kind in ("K80", "HKY", "GTR"):
+            out += _braces(rates[:5] if self.kind == "GTR" else rates[1:2])
         if self.kind not in _EQUAL_FREQ_KINDS:
             if isinstance(self.freqs, tuple):
-                out += "+F{" + ",".join(_fmt(p) for p in self.freqs) + "}"
+                out += "+F" + _braces(self.freqs)
             else:
                 out += {"empirical": "+F", "equal": "+FQ", "estimate": "+FO"}[self.freqs]
         if self.invariant:
-            out += "+I" + ("" if self.pinv is None else "{" + _fmt(self.pinv) + "}")
+            out += "+I" + ("" if self.pinv is None else _braces([self.pinv]))
         if self.gamma_categories:
-            out += f"+G{self.gamma_categories}" + ("" if self.alpha is None else "{" + _fmt(self.alpha) + "}")
+            out += f"+G{self.gamma_categories}" + ("" if self.alpha is None else _braces([self.alpha]))
         return out
 
     @property
@@ -128,11 +126,9 @@ class ModelSpec:
         return tuple(free)
 
     def with_values(self, **values) -> ModelSpec:
-        """A copy with parameters filled or replaced.
-
-        Keywords: ``exchangeabilities`` (5 or 6 values, see class doc), ``kappa`` (K80/HKY shorthand
-        for ``(1, kappa, 1, 1, kappa, 1)``), ``freqs`` (a mode string or 4 numbers), ``alpha``, ``pinv``.
-        """
+        """A copy with parameters filled or replaced. Keywords: ``exchangeabilities`` (5 or 6 values, see
+        class doc), ``kappa`` (K80/HKY shorthand for ``(1, kappa, 1, 1, kappa, 1)``), ``freqs`` (a mode string
+        or 4 numbers), ``alpha``, ``pinv``."""
         allowed = ("exchangeabilities", "kappa", "freqs", "alpha", "pinv")
         unknown = sorted(set(values) - set(allowed))
         if unknown:
@@ -148,10 +144,8 @@ class ModelSpec:
 
 
 def parse_model(s: str) -> ModelSpec:
-    """Parse an IQ-TREE model string (see module doc) into a :class:`ModelSpec`.
-
-    Raises :class:`ModelError` naming the offending token and what was expected.
-    """
+    """Parse an IQ-TREE model string (see module doc) into a :class:`ModelSpec`. Raises :class:`ModelError`
+    naming the offending token and what was expected."""
     if not isinstance(s, str) or not s.strip():
         raise ModelError(f"empty model string {s!r}: expected e.g. 'GTR+F+G4'")
     tokens = _split_top_level(s.strip())
@@ -173,7 +167,9 @@ def parse_model(s: str) -> ModelSpec:
             slot, invariant = "invariant", True
             pinv = None if args is None else _one_number(args, token, "pinv")
         elif re.fullmatch(r"G\d*", name):
-            slot, gamma_categories = "gamma", _gamma_categories(name, token)
+            slot, gamma_categories = "gamma", int(name[1:]) if len(name) > 1 else 4
+            if gamma_categories < 1:
+                raise ModelError(f"'+{token}': the number of gamma categories must be >= 1")
             alpha = None if args is None else _one_number(args, token, "alpha")
         else:
             raise ModelError(f"unknown component '+{token}' in {s!r}: expected one of {_EXPECTED_COMPONENTS}")
@@ -269,21 +265,12 @@ def _freq_component(name: str, args: list[float] | None, token: str, kind: str):
     return tuple(args)
 
 
-def _gamma_categories(name: str, token: str) -> int:
-    k = int(name[1:]) if len(name) > 1 else 4
-    if k < 1:
-        raise ModelError(f"'+{token}': the number of gamma categories must be >= 1")
-    return k
-
-
 # --- validation (shared by parse_model, ModelSpec construction and with_values) ---------------
 
 
 def _checked_exchangeabilities(kind: str, rates) -> tuple[float, ...] | None:
     if rates is None:
-        if kind in ("JC", "F81"):
-            return (1.0,) * 6
-        return None
+        return (1.0,) * 6 if kind in ("JC", "F81") else None
     try:
         rates = tuple(float(r) for r in rates)
     except (TypeError, ValueError):
@@ -332,23 +319,6 @@ def _checked_freqs(kind: str, freqs):
     return values
 
 
-def _checked_alpha(alpha) -> float:
-    value = _as_float(alpha, "alpha")
-    if not value >= MIN_GAMMA_SHAPE:
-        raise ModelError(
-            f"gamma shape alpha must be >= {MIN_GAMMA_SHAPE} (IQ-TREE's minimum; it silently raises "
-            f"smaller values), got {alpha!r}"
-        )
-    return value
-
-
-def _checked_pinv(pinv) -> float:
-    value = _as_float(pinv, "pinv")
-    if not 0 <= value < 1:
-        raise ModelError(f"pinv must be in [0, 1), got {pinv!r}")
-    return value
-
-
 def _as_float(value, what: str) -> float:
     try:
         out = float(value)
@@ -359,6 +329,7 @@ def _as_float(value, what: str) -> float:
     return out
 
 
-def _fmt(x: float) -> str:
-    text = repr(float(x))
-    return text[:-2] if text.endswith(".0") else text
+def _braces(values) -> str:
+    """``{x,y,..}``, each number as Python's shortest round-trip repr without a trailing ``.0``."""
+    texts = [repr(float(x)) for x in values]
+    return "{" + ",".join(text[:-2] if text.endswith(".0") else text for text in texts) + "}"

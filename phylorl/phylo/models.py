@@ -21,17 +21,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import special
 
-from phylorl.phylo.model_spec import MIN_GAMMA_SHAPE, ModelError, ModelSpec, parse_model
-
-__all__ = [
-    "MIN_GAMMA_SHAPE",
-    "ModelError",
-    "ModelSpec",
-    "SubstitutionModel",
-    "build_model",
-    "gamma_rates",
-    "parse_model",
-]
+from phylorl.phylo.model_spec import ModelError, ModelSpec
+from phylorl.phylo.model_spec import parse_model as parse_model  # re-exported: models are parsed from here
 
 _PAIR_INDEX = ((0, 1), (0, 2), (0, 3), (1, 2), (1, 3), (2, 3))  # AC, AG, AT, CG, CT, GT
 
@@ -39,38 +30,25 @@ _PAIR_INDEX = ((0, 1), (0, 2), (0, 3), (1, 2), (1, 3), (2, 3))  # AC, AG, AT, CG
 @dataclass(frozen=True, eq=False)
 class SubstitutionModel:
     """Everything numeric a likelihood engine needs; all arrays float64 and read-only.
-
     ``Q = U @ diag(eigvals) @ U_inv`` with ``eigvals[0] == 0.0`` exactly, ``U[:, 0] == 1`` and
-    ``U_inv[0] == freqs`` (the stationary eigenvector); the other eigenvalues are negative, ascending.
-    """
+    ``U_inv[0] == freqs`` (the stationary eigenvector); the other eigenvalues are negative, ascending."""
 
     spec: ModelSpec
-    freqs: np.ndarray
-    """[4] stationary base frequencies (A, C, G, T), summing to 1."""
-    Q: np.ndarray
-    """[4, 4] rate matrix, rows sum to 0, ``-sum_i freqs[i] * Q[i, i] == 1``."""
-    eigvals: np.ndarray
-    """[4] eigenvalues of Q (per unit time)."""
-    U: np.ndarray
-    """[4, 4] right eigenvectors (columns)."""
-    U_inv: np.ndarray
-    """[4, 4] inverse of ``U`` (left eigenvectors as rows)."""
-    rates: np.ndarray
-    """[C] rate multiplier of each variable-site category, C = max(1, gamma_categories)."""
-    weights: np.ndarray
-    """[C] probability of each category; ``weights.sum() == 1 - pinv``."""
-    pinv: float
-    """Proportion of invariable sites; 0.0 without +I."""
+    freqs: np.ndarray  # [4] stationary base frequencies (A, C, G, T), summing to 1
+    Q: np.ndarray  # [4, 4] rate matrix, rows sum to 0, -sum_i freqs[i] * Q[i, i] == 1
+    eigvals: np.ndarray  # [4] eigenvalues of Q (per unit time)
+    U: np.ndarray  # [4, 4] right eigenvectors (columns)
+    U_inv: np.ndarray  # [4, 4] inverse of U (left eigenvectors as rows)
+    rates: np.ndarray  # [C] rate multiplier of each variable-site category, C = max(1, gamma_categories)
+    weights: np.ndarray  # [C] probability of each category; weights.sum() == 1 - pinv
+    pinv: float  # proportion of invariable sites; 0.0 without +I
 
     def p_matrix(self, t) -> np.ndarray:
-        """Transition probabilities ``P[c, i, j] = P(j at the end | i at the start)`` over a branch.
-
-        ``t``: branch length (expected substitutions per site, >= 0), a float giving ``[C, 4, 4]``,
-        or an array of shape ``S`` giving ``S + [C, 4, 4]``. Computed as
-        ``I + U diag(expm1(rate_c * eigvals * t)) U_inv`` so that off-diagonal entries of short
-        branches keep their relative accuracy; entries are not clipped (rounding may leave values
-        of order -1e-17 where the exact value is ~0).
-        """
+        """Transition probabilities ``P[c, i, j] = P(j at the end | i at the start)`` over a branch. ``t``:
+        branch length (expected substitutions per site, >= 0), a float giving ``[C, 4, 4]``, or an array of
+        shape ``S`` giving ``S + [C, 4, 4]``. Computed as ``I + U diag(expm1(rate_c * eigvals * t)) U_inv`` so
+        that off-diagonal entries of short branches keep their relative accuracy; entries are not clipped
+        (rounding may leave values of order -1e-17 where the exact value is ~0)."""
         return self._spectral(t, 0)
 
     def p_matrix_derivs(self, t) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -90,13 +68,11 @@ class SubstitutionModel:
 
 
 def gamma_rates(alpha: float, k: int) -> np.ndarray:
-    """Mean rates of ``k`` equal-probability categories of a Gamma(alpha, rate=alpha) distribution.
-
-    Yang (1994) "mean" discretisation, IQ-TREE's default: the cut points are the ``i/k`` quantiles,
-    the rate of a category is k times the integral of ``x f(x)`` over it, computed with the regularised
-    incomplete gamma function ``P(alpha + 1, alpha x)``. Returns float64 ``[k]``, ascending, rescaled so
-    the mean is 1 to rounding (as IQ-TREE does).
-    """
+    """Mean rates of ``k`` equal-probability categories of a Gamma(alpha, rate=alpha) distribution. Yang
+    (1994) "mean" discretisation, IQ-TREE's default: the cut points are the ``i/k`` quantiles, the rate of a
+    category is k times the integral of ``x f(x)`` over it, computed with the regularised incomplete gamma
+    function ``P(alpha + 1, alpha x)``. Returns float64 ``[k]``, ascending, rescaled so the mean is 1 to
+    rounding (as IQ-TREE does)."""
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
         raise ModelError(f"number of gamma categories must be an integer >= 1, got {k!r}")
     if not (np.isfinite(alpha) and alpha > 0):
@@ -112,12 +88,10 @@ def gamma_rates(alpha: float, k: int) -> np.ndarray:
 
 
 def build_model(spec: ModelSpec, empirical_freqs: np.ndarray | None = None) -> SubstitutionModel:
-    """Numeric model for a fully specified ``spec``.
-
-    ``empirical_freqs``: [4] base frequencies (or counts; normalised here) of the alignment, required
-    when ``spec.freqs == "empirical"`` and ignored otherwise. Raises :class:`ModelError` when a
-    parameter is still free (naming it) or when empirical frequencies are needed but missing/invalid.
-    """
+    """Numeric model for a fully specified ``spec``. ``empirical_freqs``: [4] base frequencies (or counts;
+    normalised here) of the alignment, required when ``spec.freqs == "empirical"`` and ignored otherwise.
+    Raises :class:`ModelError` when a parameter is still free (naming it) or when empirical frequencies are
+    needed but missing/invalid."""
     if not isinstance(spec, ModelSpec):
         raise ModelError(f"build_model needs a ModelSpec (see parse_model), got {type(spec).__name__}")
     if spec.free_parameters:
@@ -165,11 +139,9 @@ def _rate_matrix(exchangeabilities: tuple[float, ...], freqs: np.ndarray) -> np.
 
 
 def _eigen_reversible(Q: np.ndarray, freqs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Eigen-decomposition through the symmetric ``B = D^1/2 Q D^-1/2`` (``D = diag(freqs)``).
-
-    ``B = V diag(w) V^T`` with orthonormal ``V`` gives ``U = D^-1/2 V`` and ``U_inv = V^T D^1/2``.
-    The eigenvalue nearest 0 is set to exactly 0 with its eigenvector ``sqrt(freqs)``, and moved first.
-    """
+    """Eigen-decomposition through the symmetric ``B = D^1/2 Q D^-1/2`` (``D = diag(freqs)``):
+    ``B = V diag(w) V^T`` with orthonormal ``V`` gives ``U = D^-1/2 V`` and ``U_inv = V^T D^1/2``. The
+    eigenvalue nearest 0 is set to exactly 0 with its eigenvector ``sqrt(freqs)``, and moved first."""
     sqrt_pi = np.sqrt(freqs)
     B = sqrt_pi[:, None] * Q / sqrt_pi[None, :]
     w, V = np.linalg.eigh((B + B.T) / 2)

@@ -10,17 +10,15 @@ from __future__ import annotations
 
 import math
 import re
+from collections import Counter
 from pathlib import Path
 
 import dendropy
 
 from phylorl.phylo.tree import Tree, taxon_names
 
-DEFAULT_BRANCH_LENGTH = 0.1
-"""Length given to a branch whose length the Newick text leaves out."""
-
-POLYTOMY_BRANCH_LENGTH = 1e-6
-"""Length of each branch added when resolving a polytomy."""
+DEFAULT_BRANCH_LENGTH = 0.1  # length given to a branch whose length the Newick text leaves out
+POLYTOMY_BRANCH_LENGTH = 1e-6  # length of each branch added when resolving a polytomy
 
 _NEEDS_QUOTES = re.compile(r"[\s()\[\]':;,]")
 
@@ -43,15 +41,10 @@ def _load(source) -> dendropy.Tree:
         if not path.is_file():
             raise TreeError(f"no Newick file at {str(path)!r} (and the text does not start with '(')")
         text = path.read_text()
+    # node names stay plain labels (leaf names are checked here), underscores stay underscores
+    flags = dict(preserve_underscores=True, suppress_leaf_node_taxa=True, suppress_internal_node_taxa=True)
     try:
-        tree = dendropy.Tree.get(
-            data=text,
-            schema="newick",
-            preserve_underscores=True,
-            rooting="force-unrooted",
-            suppress_leaf_node_taxa=True,  # leaf names stay plain labels: we check them ourselves
-            suppress_internal_node_taxa=True,
-        )
+        tree = dendropy.Tree.get(data=text, schema="newick", rooting="force-unrooted", **flags)
     except Exception as err:  # dendropy raises several parser error types
         raise TreeError(f"cannot parse Newick: {err}") from err
     if tree is None:
@@ -60,27 +53,21 @@ def _load(source) -> dendropy.Tree:
 
 
 def read_newick(source, taxa, resolve_polytomies: bool = False) -> Tree:
-    """Read an unrooted binary tree from a Newick string or file.
-
-    ``source``: Newick text (starts with ``(`` after whitespace) or a path to a Newick file (its
-    first tree is read). ``taxa``: an alignment (its ``.taxa``) or a sequence of names, giving
-    leaf ids. Missing branch lengths become :data:`DEFAULT_BRANCH_LENGTH` (where edges merge,
-    the known lengths are summed and the default is used only if none is known). Polytomies
-    raise :class:`TreeError` unless ``resolve_polytomies`` is true, in which case each is
-    resolved deterministically into a caterpillar with new branches of
-    :data:`POLYTOMY_BRANCH_LENGTH`. Raises :class:`TreeError` for names that do not match the
-    taxa, duplicate leaf names, negative lengths and unparsable text.
-    """
+    """Read an unrooted binary tree from a Newick string or file. ``source``: Newick text (starts with ``(``
+    after whitespace) or a path to a Newick file (its first tree is read). ``taxa``: an alignment (its
+    ``.taxa``) or a sequence of names, giving leaf ids. Missing branch lengths become
+    :data:`DEFAULT_BRANCH_LENGTH` (where edges merge, the known lengths are summed and the default is used
+    only if none is known). Polytomies raise :class:`TreeError` unless ``resolve_polytomies`` is true, in
+    which case each is resolved deterministically into a caterpillar with new branches of
+    :data:`POLYTOMY_BRANCH_LENGTH`. Raises :class:`TreeError` for names that do not match the taxa, duplicate
+    leaf names, negative lengths and unparsable text."""
     names = taxon_names(taxa)
     nodes = list(_load(source).preorder_node_iter())
     adjacency = _adjacency(nodes)
     index = {name: i for i, name in enumerate(names)}
-    tree_names = []
-    for node in nodes:
-        if node.is_leaf():
-            if not node.label:
-                raise TreeError("the tree has a leaf without a name")
-            tree_names.append(node.label)
+    tree_names = [node.label for node in nodes if node.is_leaf()]
+    if not all(tree_names):
+        raise TreeError("the tree has a leaf without a name")
     _check_names(tree_names, names)
     leaf_of = {v: index[node.label] for v, node in enumerate(nodes) if node.is_leaf()}
 
@@ -97,8 +84,7 @@ def read_newick(source, taxa, resolve_polytomies: bool = False) -> Tree:
 
     # leaves take their alignment index; the remaining nodes n, n+1, ... in preorder
     internal = [v for v in range(len(adjacency)) if v not in leaf_of and adjacency[v]]
-    node_id = dict(leaf_of)
-    node_id.update({v: len(names) + k for k, v in enumerate(internal)})
+    node_id = leaf_of | {v: len(names) + k for k, v in enumerate(internal)}
     edges, lengths = [], []
     for v in sorted(node_id):
         for u, length in adjacency[v].items():
@@ -145,8 +131,7 @@ def _make_binary(adjacency: list[dict], leaves: set[int]) -> None:
 
 
 def _check_names(tree_names: list[str], names: tuple[str, ...]) -> None:
-    seen: set[str] = set()
-    duplicates = sorted({name for name in tree_names if name in seen or seen.add(name)})
+    duplicates = sorted(name for name, count in Counter(tree_names).items() if count > 1)
     if duplicates:
         raise TreeError(f"duplicate leaf names in the tree: {duplicates}")
     missing_from_alignment = sorted(set(tree_names) - set(names))
@@ -180,11 +165,9 @@ def _quote(name: str) -> str:
 
 
 def write_newick(tree: Tree) -> str:
-    """Newick text of ``tree``: unrooted (a trifurcation at the node next to leaf 0).
-
-    Names are quoted when they hold whitespace or Newick punctuation (underscores are written
-    as they are); lengths use ``%.10g``; the text ends with ``;``.
-    """
+    """Newick text of ``tree``: unrooted (a trifurcation at the node next to leaf 0). Names are quoted when
+    they hold whitespace or Newick punctuation (underscores are written as they are); lengths use ``%.10g``;
+    the text ends with ``;``."""
     root = int(tree.neighbors[0, 0])
     order, parent = tree.preorder(root)
     parent = parent.tolist()

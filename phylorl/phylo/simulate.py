@@ -1,15 +1,14 @@
 """Simulating DNA alignments along trees: the training corpora and the tests' ground truth.
 
-``simulate_dataset(n_taxa, n_sites, rng)`` draws a realistic model (:func:`random_model`), a random
-tree with realistic branch lengths (:func:`realistic_tree`) and an alignment evolved along it
-(:func:`simulate_alignment`). Everything here is pure: all randomness comes from the ``rng``
-argument, so one seed gives the same data on every machine (numpy's ``Generator`` streams are
-stable across platforms).
+``simulate_dataset(n_taxa, n_sites, rng)`` draws a realistic model (:func:`random_model`), a random tree with
+realistic branch lengths (:func:`realistic_tree`) and an alignment evolved along it
+(:func:`simulate_alignment`). Everything here is pure: all randomness comes from the ``rng`` argument, so one
+seed gives the same data on every machine (numpy's ``Generator`` streams are stable across platforms).
 
-Parameter distributions (chosen to resemble GTR+G(+I) fits of real nucleotide alignments: in
-published fits transitions AG and CT run 2–6 times faster than transversions, base frequencies lie
-in roughly 0.15–0.35, gamma shapes in 0.2–2, pinv in 0–0.3, and most branches are 0.005–0.3
-substitutions per site, internal ones shorter than terminal ones):
+Parameter distributions (chosen to resemble GTR+G(+I) fits of real nucleotide alignments: in published fits
+transitions AG and CT run 2–6 times faster than transversions, base frequencies lie in roughly 0.15–0.35,
+gamma shapes in 0.2–2, pinv in 0–0.3, and most branches are 0.005–0.3 substitutions per site, internal ones
+shorter than terminal ones):
 
 * exchangeabilities ``AC, AG, AT, CG, CT, GT = typical * exp(N(0, 0.4^2))`` with typical values
   ``(1, 3, 0.8, 0.8, 3, 1)`` (:data:`TYPICAL_EXCHANGEABILITIES`), then divided by GT (so each
@@ -22,8 +21,8 @@ substitutions per site, internal ones shorter than terminal ones):
   branches, ``s ~ LogUniform(0.5, 2)`` drawn once per tree so that a corpus holds both shallow
   (near-identical sequences) and deep (saturated) trees.
 
-Numbers are rounded (4 significant digits; frequencies and pinv to 4 decimals) so that the model
-strings stay short and ``parse_model(str(spec)) == spec`` holds exactly.
+Numbers are rounded (4 significant digits; frequencies and pinv to 4 decimals) so that the model strings stay
+short and ``parse_model(str(spec)) == spec`` holds exactly.
 """
 
 from __future__ import annotations
@@ -38,23 +37,17 @@ from phylorl.phylo.models import ModelError, ModelSpec, SubstitutionModel, build
 from phylorl.phylo.starts import MIN_BRANCH_LENGTH, random_tree
 from phylorl.phylo.tree import Tree
 
-TYPICAL_EXCHANGEABILITIES = (1.0, 3.0, 0.8, 0.8, 3.0, 1.0)
-"""Centre of the log-normal exchangeability draws: AC, AG, AT, CG, CT, GT."""
+TYPICAL_EXCHANGEABILITIES = (1.0, 3.0, 0.8, 0.8, 3.0, 1.0)  # centre of the log-normal draws: AC, AG, ..., GT
 EXCHANGEABILITY_LOG_SD = 0.4
 FREQ_CONCENTRATION = (10.0, 20.0)
 ALPHA_RANGE = (0.2, 2.0)
 PINV_PROBABILITY = 0.5
 PINV_MAX = 0.3
 GAMMA_CATEGORIES = 4
-EXTERNAL_MEAN = 0.08
-"""Mean terminal branch length (substitutions per site) before the per-tree scale."""
-INTERNAL_MEAN = 0.04
-"""Mean internal branch length (substitutions per site) before the per-tree scale."""
-BRANCH_SHAPE = 1.5
-"""Gamma shape of the branch-length distribution (1 would be exponential; 1.5 has fewer near-zero
-branches)."""
-TREE_SCALE_RANGE = (0.5, 2.0)
-"""Per-tree multiplier of both means, log-uniform in this range."""
+EXTERNAL_MEAN = 0.08  # mean terminal branch length (substitutions per site) before the per-tree scale
+INTERNAL_MEAN = 0.04  # mean internal branch length, likewise
+BRANCH_SHAPE = 1.5  # gamma shape of the branch lengths (1 would be exponential, with more near-zero branches)
+TREE_SCALE_RANGE = (0.5, 2.0)  # the per-tree multiplier of both means is log-uniform in this range
 
 _GAP = 15  # state mask for '-'
 
@@ -63,12 +56,9 @@ _GAP = 15  # state mask for '-'
 class SimulatedDataset:
     """One simulated data set: what was generated and the truth it was generated from."""
 
-    alignment: Alignment
-    """The simulated sequences, taxa ``t1..tN``."""
-    tree: Tree
-    """The true tree with its branch lengths (expected substitutions per site)."""
-    model: str
-    """The fully specified IQ-TREE model string, e.g. ``GTR{..}+F{..}+I{..}+G4{..}``."""
+    alignment: Alignment  # the simulated sequences, taxa t1..tN
+    tree: Tree  # the true tree with its branch lengths (expected substitutions per site)
+    model: str  # the fully specified IQ-TREE model string, e.g. GTR{..}+F{..}+I{..}+G4{..}
 
 
 def random_model(rng: np.random.Generator) -> ModelSpec:
@@ -76,8 +66,7 @@ def random_model(rng: np.random.Generator) -> ModelSpec:
     noise = np.exp(rng.normal(0.0, EXCHANGEABILITY_LOG_SD, size=6))
     rates = np.asarray(TYPICAL_EXCHANGEABILITIES) * noise
     rates = tuple(_round_sig(r / rates[5]) for r in rates[:5]) + (1.0,)
-    freqs = rng.dirichlet(np.full(4, rng.uniform(*FREQ_CONCENTRATION)))
-    freqs = _round_freqs(freqs)
+    freqs = _round_freqs(rng.dirichlet(np.full(4, rng.uniform(*FREQ_CONCENTRATION))))
     alpha = _round_sig(math.exp(rng.uniform(math.log(ALPHA_RANGE[0]), math.log(ALPHA_RANGE[1]))))
     invariant = bool(rng.random() < PINV_PROBABILITY)
     pinv = max(round(float(rng.uniform(0.0, PINV_MAX)), 4), 1e-4) if invariant else None
@@ -85,11 +74,9 @@ def random_model(rng: np.random.Generator) -> ModelSpec:
 
 
 def realistic_tree(taxa, rng: np.random.Generator) -> Tree:
-    """A uniformly random unrooted topology with realistic branch lengths (see module docstring).
-
-    ``taxa``: a sequence of names (at least 3) or anything with ``.taxa``. Lengths are raised to at
-    least :data:`~phylorl.phylo.starts.MIN_BRANCH_LENGTH`.
-    """
+    """A uniformly random unrooted topology with realistic branch lengths (see module docstring). ``taxa``: a
+    sequence of names (at least 3) or anything with ``.taxa``. Lengths are raised to at least
+    :data:`~phylorl.phylo.starts.MIN_BRANCH_LENGTH`."""
     tree = random_tree(taxa, rng)  # uniform topology; its exponential lengths are replaced below
     scale = math.exp(rng.uniform(math.log(TREE_SCALE_RANGE[0]), math.log(TREE_SCALE_RANGE[1])))
     internal = (tree.edges >= tree.n_leaves).all(axis=1)
@@ -102,15 +89,12 @@ def realistic_tree(taxa, rng: np.random.Generator) -> Tree:
 def simulate_alignment(
     tree: Tree, model: SubstitutionModel | ModelSpec, n_sites: int, rng: np.random.Generator
 ) -> Alignment:
-    """Evolve ``n_sites`` independent sites down ``tree`` under ``model``.
-
-    The tree is rooted at its first internal node (any node gives the same distribution, the
-    models being reversible). Root states are drawn from ``model.freqs``; each site draws its rate
-    class from the invariable class (probability ``pinv``, rate 0) and the gamma categories
-    (``model.weights``, rates ``model.rates``); each edge then draws the child's states from
-    ``P(t)[class, parent state]``, vectorised over sites. Returns an :class:`Alignment` over
-    ``tree.taxa`` with unambiguous bases only (state masks 1, 2, 4, 8).
-    """
+    """Evolve ``n_sites`` independent sites down ``tree`` under ``model``. The tree is rooted at its first
+    internal node (any node gives the same distribution, the models being reversible). Root states are drawn
+    from ``model.freqs``; each site draws its rate class from the invariable class (probability ``pinv``, rate
+    0) and the gamma categories (``model.weights``, rates ``model.rates``); each edge then draws the child's
+    states from ``P(t)[class, parent state]``, vectorised over sites. Returns an :class:`Alignment` over
+    ``tree.taxa`` with unambiguous bases only (state masks 1, 2, 4, 8)."""
     if isinstance(model, ModelSpec):
         model = _build_fixed(model)
     if isinstance(n_sites, bool) or not isinstance(n_sites, (int, np.integer)) or n_sites < 1:
@@ -162,12 +146,7 @@ def dataset_rng(seed: int, index: int) -> np.random.Generator:
 
 
 def simulate_dataset(
-    n_taxa: int,
-    n_sites: int,
-    rng: np.random.Generator,
-    *,
-    model: ModelSpec | None = None,
-    gap_fraction: float = 0.0,
+    n_taxa: int, n_sites: int, rng: np.random.Generator, *, model: ModelSpec | None = None, gap_fraction=0.0
 ) -> SimulatedDataset:
     """Draw a model (unless ``model`` is given), a realistic tree over taxa ``t1..t{n_taxa}``, an
     alignment of ``n_sites`` sites along it, and gaps (``gap_fraction``), in that order from ``rng``.
@@ -180,8 +159,7 @@ def simulate_dataset(
     spec = random_model(rng) if model is None else model
     substitution_model = _build_fixed(spec)
     tree = realistic_tree([f"t{i}" for i in range(1, int(n_taxa) + 1)], rng)
-    alignment = simulate_alignment(tree, substitution_model, n_sites, rng)
-    alignment = add_gaps(alignment, gap_fraction, rng)
+    alignment = add_gaps(simulate_alignment(tree, substitution_model, n_sites, rng), gap_fraction, rng)
     return SimulatedDataset(alignment=alignment, tree=tree, model=str(spec))
 
 

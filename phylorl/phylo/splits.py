@@ -1,10 +1,9 @@
 """Splits (bipartitions) of unrooted trees, Robinson–Foulds distance and topology hashes.
 
-A split is the bipartition of the leaves made by cutting one internal edge. It is held as a
-Python-int bitmask over leaf ids (bit ``i`` is leaf ``i``, i.e. ``tree.taxa[i]``), normalised so
-that leaf 0 is never in the mask: each split has exactly one representation. Trivial splits (one
-leaf against the rest) are left out, so a binary tree over ``n`` leaves has ``n - 3`` splits and
-its split set identifies its topology.
+A split is the bipartition of the leaves made by cutting one internal edge. It is held as a Python-int bitmask
+over leaf ids (bit ``i`` is leaf ``i``, i.e. ``tree.taxa[i]``), normalised so that leaf 0 is never in the
+mask: each split has exactly one representation. Trivial splits (one leaf against the rest) are left out, so a
+binary tree over ``n`` leaves has ``n - 3`` splits and its split set identifies its topology.
 """
 
 from __future__ import annotations
@@ -15,11 +14,9 @@ from phylorl.phylo.tree import Tree
 
 
 def _subtree_masks(tree: Tree, leaf_bits: list[int]) -> tuple[list[int], list[int], list[int]]:
-    """Rooted at leaf 0: preorder, parents, and for each node the mask of the leaves below it.
-
-    Leaf ``i`` is written as bit ``leaf_bits[i]``; leaf 0 is the root, so it is never below
-    any node and every mask is already normalised.
-    """
+    """Rooted at leaf 0: preorder, parents, and for each node the mask of the leaves below it. Leaf ``i`` is
+    written as bit ``leaf_bits[i]``; leaf 0 is the root, so it is never below any node and every mask is
+    already normalised."""
     order, parent = tree.preorder(root=0)
     order, parent = order.tolist(), parent.tolist()
     masks = [0] * tree.n_nodes
@@ -31,10 +28,8 @@ def _subtree_masks(tree: Tree, leaf_bits: list[int]) -> tuple[list[int], list[in
 
 
 def _split_masks(tree: Tree, leaf_bits: list[int]) -> frozenset[int]:
-    """Non-trivial splits with leaf ``i`` written as bit ``leaf_bits[i]``.
-
-    The internal node next to leaf 0 (``order[1]``) holds every other leaf, a trivial split.
-    """
+    """Non-trivial splits with leaf ``i`` written as bit ``leaf_bits[i]``. The internal node next to leaf 0
+    (``order[1]``) holds every other leaf, a trivial split."""
     order, _, masks = _subtree_masks(tree, leaf_bits)
     return frozenset(masks[v] for v in range(tree.n_leaves, tree.n_nodes) if v != order[1])
 
@@ -45,16 +40,10 @@ def splits(tree: Tree) -> frozenset[int]:
 
 
 def split_lengths(tree: Tree) -> dict[int, float]:
-    """Branch length of every edge keyed by its split (trivial splits included, leaf 0 never set).
-
-    Two trees over the same leaf ids have the same topology and branch lengths exactly when
-    these dicts are equal, whatever their node numbering.
-    """
-    order, parent, masks = _subtree_masks(tree, list(range(tree.n_leaves)))
-    lengths = {}
-    for v in order[1:]:
-        lengths[masks[v]] = float(tree.lengths[tree.edge_between(v, parent[v])])
-    return lengths
+    """Branch length of every edge keyed by its split (trivial splits included, leaf 0 never set). Two trees
+    over the same leaf ids have the same topology and branch lengths exactly when these dicts are equal,
+    whatever their node numbering."""
+    return dict(zip(edge_splits(tree), tree.lengths.tolist()))
 
 
 def edge_splits(tree: Tree) -> list[int]:
@@ -68,11 +57,9 @@ def edge_splits(tree: Tree) -> list[int]:
 
 
 def rf_distance(a: Tree, b: Tree) -> int:
-    """Robinson–Foulds distance: the number of splits in one tree but not the other.
-
-    The trees must have the same taxon set; if the leaf orders differ, ``b``'s leaves are
-    mapped onto ``a``'s by name. For binary trees the result is even, at most ``2(n - 3)``.
-    """
+    """Robinson–Foulds distance: the number of splits in one tree but not the other. The trees must have the
+    same taxon set; if the leaf orders differ, ``b``'s leaves are mapped onto ``a``'s by name. For binary
+    trees the result is even, at most ``2(n - 3)``."""
     if a.taxa == b.taxa:
         return len(splits(a) ^ splits(b))
     if set(a.taxa) != set(b.taxa) or len(a.taxa) != len(b.taxa):
@@ -88,12 +75,9 @@ def rf_distance(a: Tree, b: Tree) -> int:
 
 
 def topology_hash(tree: Tree) -> str:
-    """Stable hex digest (BLAKE2b, 16 bytes) of the unrooted topology over leaf ids.
-
-    Equal for two trees exactly when their split sets (and leaf counts) are equal; branch
-    lengths and taxon names do not enter it, so compare hashes only between trees whose leaf
-    ids mean the same taxa.
-    """
+    """Stable hex digest (BLAKE2b, 16 bytes) of the unrooted topology over leaf ids. Equal for two trees
+    exactly when their split sets (and leaf counts) are equal; branch lengths and taxon names do not enter it,
+    so compare hashes only between trees whose leaf ids mean the same taxa."""
     width = (tree.n_leaves + 7) // 8
     digest = hashlib.blake2b(tree.n_leaves.to_bytes(4, "little"), digest_size=16)
     for mask in sorted(splits(tree)):

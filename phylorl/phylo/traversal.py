@@ -30,17 +30,12 @@ def edges_near(tree: Tree, nodes, depth: int = 1) -> np.ndarray:
 
 
 def edge_walk(tree: Tree, edge_ids=None, start: int | None = None) -> np.ndarray:
-    """Order edges depth-first (pre-order from ``start``), restricted to ``edge_ids`` if given.
-
-    Within a connected set each edge is visited right after an edge it shares a node with, or after
-    finishing a subtree that hangs next to it, so a branch optimiser recomputes about two partials
-    per edge and pass. With ``edge_ids=None`` all edges are visited.
-    """
-    if edge_ids is None:
-        wanted = np.ones(tree.n_edges, dtype=bool)
-    else:
-        wanted = np.zeros(tree.n_edges, dtype=bool)
-        wanted[np.asarray(edge_ids, dtype=np.int64)] = True
+    """Order edges depth-first (pre-order from ``start``), restricted to ``edge_ids`` if given. Within a
+    connected set each edge is visited right after an edge it shares a node with, or after finishing a subtree
+    that hangs next to it, so a branch optimiser recomputes about two partials per edge and pass. With
+    ``edge_ids=None`` all edges are visited."""
+    wanted = np.zeros(tree.n_edges, dtype=bool)
+    wanted[slice(None) if edge_ids is None else np.asarray(edge_ids, dtype=np.int64)] = True
     visited = np.zeros(tree.n_edges, dtype=bool)
     neighbors, node_edges, edges = tree.neighbors, tree.node_edges, tree.edges
     order: list[int] = []

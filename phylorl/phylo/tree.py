@@ -19,6 +19,7 @@ rewires (see :mod:`phylorl.phylo.spr`), so a likelihood engine can tell what cha
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -26,10 +27,8 @@ import numpy as np
 
 
 def taxon_names(taxa) -> tuple[str, ...]:
-    """Taxon names from an alignment-like object (its ``.taxa``) or a sequence of names.
-
-    Raises ``ValueError`` for duplicate or non-string names.
-    """
+    """Taxon names from an alignment-like object (its ``.taxa``) or a sequence of names. Raises ``ValueError``
+    for duplicate or non-string names."""
     names = getattr(taxa, "taxa", taxa)
     if isinstance(names, str) or not isinstance(names, Sequence):
         raise ValueError(f"expected an alignment or a sequence of taxon names, got {type(taxa).__name__}")
@@ -37,9 +36,7 @@ def taxon_names(taxa) -> tuple[str, ...]:
     if not all(isinstance(name, str) for name in names):
         raise ValueError("taxon names must be strings")
     if len(set(names)) != len(names):
-        seen: set[str] = set()
-        dup = sorted({name for name in names if name in seen or seen.add(name)})
-        raise ValueError(f"duplicate taxon names: {dup}")
+        raise ValueError(f"duplicate taxon names: {sorted(n for n, k in Counter(names).items() if k > 1)}")
     return names
 
 
@@ -99,10 +96,6 @@ class Tree:
         tree.validate()
         return tree
 
-    def neighbors_of(self, v: int) -> np.ndarray:
-        row = self.neighbors[v]
-        return row[row >= 0]
-
     def edge_between(self, u: int, v: int) -> int:
         """Id of the edge joining ``u`` and ``v``; ``ValueError`` if they are not adjacent."""
         row = self.neighbors[u]
@@ -112,11 +105,9 @@ class Tree:
         raise ValueError(f"nodes {u} and {v} are not adjacent")
 
     def preorder(self, root: int = 0) -> tuple[np.ndarray, np.ndarray]:
-        """Nodes in preorder from ``root``, and each node's parent (``-1`` for the root).
-
-        Iterative (no recursion limit); children are visited in neighbour-slot order.
-        Returns ``order`` int64 ``[2n-2]`` and ``parent`` int64 ``[2n-2]`` indexed by node id.
-        """
+        """Nodes in preorder from ``root``, and each node's parent (``-1`` for the root). Iterative (no
+        recursion limit); children are visited in neighbour-slot order. Returns ``order`` int64 ``[2n-2]`` and
+        ``parent`` int64 ``[2n-2]`` indexed by node id."""
         neighbors = self.neighbors.tolist()
         parent = [-1] * self.n_nodes
         order = []
@@ -143,8 +134,7 @@ class Tree:
             if have != want or (self.neighbors[v, :want] < 0).any():
                 raise ValueError(f"node {v} has {have} neighbours, expected {want}")
             for k in range(want):
-                e = self.node_edges[v, k]
-                u = self.neighbors[v, k]
+                e, u = self.node_edges[v, k], self.neighbors[v, k]
                 if e < 0 or set(self.edges[e].tolist()) != {v, int(u)}:
                     raise ValueError(f"node {v}: edge id {e} does not join it to {u}")
         if not np.all(np.isfinite(self.lengths)) or (self.lengths < 0).any():
@@ -155,8 +145,8 @@ class Tree:
         seen[0] = True
         while stack:
             v = stack.pop()
-            for u in self.neighbors_of(v):
-                if not seen[u]:
+            for u in self.neighbors[v]:
+                if u >= 0 and not seen[u]:
                     seen[u] = True
                     stack.append(int(u))
         if not seen.all():

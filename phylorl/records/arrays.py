@@ -30,8 +30,8 @@ _CAST, _DICTIONARY, _RANKED = 0, 1, 2
 _DICT_MIN_SIZE = 256  # smaller float arrays are stored as they are (a dictionary saves little there)
 
 _INTEGERS = tuple(f"{kind}{bits}" for kind in ("int", "uint") for bits in (8, 16, 32, 64))
+# the dtypes a record (and an NDArray on the wire) holds; a record's dtype code is the index here
 DTYPE_NAMES = ("bool", *_INTEGERS, "float16", "float32", "float64")
-"""The dtypes a record (and an ``NDArray`` on the wire) holds; a record's dtype code is the index here."""
 _DTYPES = tuple(np.dtype(name).newbyteorder("<") for name in DTYPE_NAMES)
 _CODE = {dt.str: code for code, dt in enumerate(_DTYPES)}
 _INT64_AS_BYTES = _ARRAY_HEADER.pack(_CODE["<i8"], _CAST, _CODE["|u1"], 1)  # encode_row's two fast cases
@@ -48,33 +48,21 @@ def encode_array(value: np.ndarray, name: str, parts: list[bytes]) -> None:
     code = _CODE.get(dtype.str)
     if code is None:
         raise ValueError(f"{name}: dtype {array.dtype} cannot be stored; use bool, (u)int8-64 or float16-64")
-    if array.ndim > 255 or any(d >= 2**32 for d in array.shape):
+    if any(d >= 2**32 for d in array.shape):  # (numpy's ndim is at most 64: "<B" holds it)
         raise ValueError(f"{name}: shape {array.shape} too large for a record")
-    shape = _SHAPES[array.ndim].pack(*array.shape)
     array = np.asarray(array, dtype=dtype, order="C")
     if dtype.kind == "f" and array.size >= _DICT_MIN_SIZE:
         bits = array.reshape(-1).view(_BITS[dtype.itemsize])
         table = _distinct(bits)
         index_dtype = np.dtype("<u1") if len(table) <= 256 else np.dtype("<u2")
-        if (
-            len(table) <= 65536
-            and len(table) * dtype.itemsize + array.size * index_dtype.itemsize < array.nbytes
-        ):
+        stored_size = len(table) * dtype.itemsize + array.size * index_dtype.itemsize
+        if len(table) <= 65536 and stored_size < array.nbytes:
             index = np.searchsorted(table, bits).astype(index_dtype)
-            parts += [
-                _ARRAY_HEADER.pack(code, _DICTIONARY, _CODE[index_dtype.str], array.ndim),
-                shape,
-                _COUNT.pack(len(table)),
-                table.tobytes(),
-                index.tobytes(),
-            ]
+            parts += [_head(code, _DICTIONARY, index_dtype, array), _COUNT.pack(len(table))]
+            parts += [table.tobytes(), index.tobytes()]
             return
     stored = _narrowest_int(array) if dtype.kind in "iu" else dtype
-    parts += [
-        _ARRAY_HEADER.pack(code, _CAST, _CODE[stored.str], array.ndim),
-        shape,
-        array.astype(stored, copy=False).tobytes(),
-    ]
+    parts += [_head(code, _CAST, stored, array), array.astype(stored, copy=False).tobytes()]
 
 
 def encode_ranked(value: np.ndarray, name: str, parts: list[bytes]) -> None:
@@ -83,12 +71,7 @@ def encode_ranked(value: np.ndarray, name: str, parts: list[bytes]) -> None:
     stores it."""
     array = np.asarray(value)
     code = _CODE.get(array.dtype.newbyteorder("<").str) if array.dtype.kind == "f" else None
-    if (
-        code is None
-        or array.size < _DICT_MIN_SIZE
-        or array.ndim > 255
-        or any(d >= 2**32 for d in array.shape)
-    ):
+    if code is None or array.size < _DICT_MIN_SIZE or any(d >= 2**32 for d in array.shape):
         return encode_array(value, name, parts)
     flat = array.reshape(-1)
     lo, hi = flat.min(), flat.max()
@@ -106,15 +89,9 @@ def encode_ranked(value: np.ndarray, name: str, parts: list[bytes]) -> None:
     index = rank[offset]
     index_dtype = np.dtype("<u1") if len(values) <= 256 else np.dtype("<u2")
     count_dtype = next(d for d, _, largest in _UNSIGNED if counts.max() <= largest)
-    parts += [
-        _ARRAY_HEADER.pack(code, _RANKED, _CODE[index_dtype.str], array.ndim),
-        _SHAPES[array.ndim].pack(*array.shape),
-        _COUNT.pack(len(values)),
-        bytes([_CODE[count_dtype.str]]),
-        values.astype("<i2").tobytes(),
-        counts.astype(count_dtype).tobytes(),
-        index.astype(index_dtype).tobytes(),
-    ]
+    parts += [_head(code, _RANKED, index_dtype, array), _COUNT.pack(len(values))]
+    parts += [bytes([_CODE[count_dtype.str]]), values.astype("<i2").tobytes()]
+    parts += [counts.astype(count_dtype).tobytes(), index.astype(index_dtype).tobytes()]
 
 
 def encode_row(value: np.ndarray, name: str, parts: list[bytes]) -> None:
@@ -130,6 +107,12 @@ def encode_row(value: np.ndarray, name: str, parts: list[bytes]) -> None:
             parts += [_FLOAT32_AS_IS, _SHAPES[1].pack(value.size), value.tobytes()]
             return
     encode_array(value, name, parts)
+
+
+def _head(code: int, encoding: int, stored: np.dtype, array: np.ndarray) -> bytes:
+    """An array's header and shape: its dtype ``code``, ``encoding`` and ``stored`` element type."""
+    shape = _SHAPES[array.ndim].pack(*array.shape)
+    return _ARRAY_HEADER.pack(code, encoding, _CODE[stored.str], array.ndim) + shape
 
 
 def _distinct(values: np.ndarray) -> np.ndarray:

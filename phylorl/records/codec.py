@@ -44,36 +44,23 @@ def encode_transition(
     """One transition record (with the taken row, and the labels when there are some). ``state`` and
     ``next_state``: the two states' sections as :func:`encode_state` gave them, when the caller has them
     already."""
-    obs, action, labels = transition.obs, int(transition.action), transition.next_labels
+    t = transition
+    obs, action, labels = t.obs, int(t.action), t.next_labels
     if not 0 <= action < obs.n_actions:
         raise ValueError(f"action {action} is not one of the state's {obs.n_actions} moves")
     if labels is not None:
         labels = np.asarray(labels)
-        if labels.dtype != np.float32 or labels.shape != (transition.next_obs.n_actions,):
+        if labels.dtype != np.float32 or labels.shape != (t.next_obs.n_actions,):
             raise ValueError(
-                f"next_labels must be float32 of shape ({transition.next_obs.n_actions},) "
+                f"next_labels must be float32 of shape ({t.next_obs.n_actions},) "
                 f"(one per move of next_obs), got {labels.dtype} {labels.shape}"
             )
-    flags = (
-        (TERMINAL if transition.terminal else 0)
-        | (TRUNCATED if transition.truncated else 0)
-        | (LABELLED if labels is not None else 0)
-        | TAKEN
-    )
+    flags = TAKEN | (TERMINAL if t.terminal else 0) | (TRUNCATED if t.truncated else 0)
+    flags |= LABELLED if labels is not None else 0
     parts = [
-        HEADER.pack(
-            MAGIC,
-            VERSION,
-            flags,
-            action,
-            float(transition.reward),
-            float(transition.discount),
-            int(transition.policy_version),
-        )
-    ]
-    parts += [
+        HEADER.pack(MAGIC, VERSION, flags, action, float(t.reward), float(t.discount), int(t.policy_version)),
         encode_state(obs) if state is None else state,
-        encode_state(transition.next_obs) if next_state is None else next_state,
+        encode_state(t.next_obs) if next_state is None else next_state,
     ]
     nodes, meta = taken_row(obs, action)
     encode_row(nodes, "taken move", parts)
@@ -86,18 +73,16 @@ def encode_transition(
 def encode_observation(obs: Observation, state: bytes | None = None) -> bytes:
     """One observation record: an inference request's state (``state``: its section from :func:`encode_state`,
     when the caller has it already)."""
-    return OBSERVATION_HEADER.pack(OBSERVATION_MAGIC, VERSION) + (
-        encode_state(obs) if state is None else state
-    )
+    section = encode_state(obs) if state is None else state
+    return OBSERVATION_HEADER.pack(OBSERVATION_MAGIC, VERSION) + section
 
 
 def encode_state(obs: Observation) -> bytes:
     """A state's section of a record: the same bytes in an observation record and in either place of a
     transition record, so one encoding can serve all three."""
-    parts: list[bytes] = []
     rich = obs.rich
     flags = (DEDUPE if obs.dedupe else 0) | LEAF_FEATURES
-    parts += [FORM.pack(TREE_FORM if rich is None else RICH_FORM), TREE.pack(obs.n_leaves, obs.radius, flags)]
+    parts = [FORM.pack(TREE_FORM if rich is None else RICH_FORM), TREE.pack(obs.n_leaves, obs.radius, flags)]
     encode_array(np.asarray(obs.neighbors, np.int32), "neighbors", parts)
     encode_array(np.asarray(obs.edges, np.int32), "edges", parts)
     encode_array(np.asarray(obs.lengths, np.float32), "lengths", parts)
@@ -151,6 +136,7 @@ def taken_row(obs: Observation, action: int) -> tuple[np.ndarray, np.ndarray]:
     if error:
         raise ValueError("the state's arrays do not form an unrooted binary tree")
     rich = obs.rich
+    is_rich = rich is not None
     lengths = np.asarray(obs.lengths, np.float32).astype(np.float64)
     tree = (
         neighbors,
@@ -161,20 +147,10 @@ def taken_row(obs: Observation, action: int) -> tuple[np.ndarray, np.ndarray]:
         np.zeros_like(lengths) if rich is None else np.asarray(rich.support, np.float32).astype(np.float64),
     )
     nodes = np.empty(4, np.int64)
-    meta = np.empty((1, 15 if rich is not None else 3), np.float32)
+    meta = np.empty((1, 15 if is_rich else 3), np.float32)
+    logs, work = log_lengths(lengths) if is_rich else np.empty(0), walk_work(obs.n_nodes, is_rich)
     count = taken_move(
-        tree,
-        node_edges,
-        log_lengths(lengths) if rich is not None else np.empty(0),
-        obs.n_leaves,
-        obs.radius,
-        obs.dedupe,
-        rich is not None,
-        action,
-        0,
-        nodes,
-        meta,
-        walk_work(obs.n_nodes, rich is not None),
+        tree, node_edges, logs, obs.n_leaves, obs.radius, obs.dedupe, is_rich, action, 0, nodes, meta, work
     )
     if count <= action:
         raise ValueError(f"action {action} is not one of the state's moves")
@@ -224,17 +200,8 @@ def decode_transition(record: bytes | bytearray | memoryview) -> Transition:
         raise ValueError(f"corrupt transition record: {e}") from None
     if offset != len(buf):
         raise ValueError(f"transition record has {len(buf) - offset} trailing bytes")
-    return Transition(
-        obs,
-        action,
-        reward,
-        next_obs,
-        bool(flags & TERMINAL),
-        bool(flags & TRUNCATED),
-        discount,
-        policy_version,
-        labels,
-    )
+    terminal, truncated = bool(flags & TERMINAL), bool(flags & TRUNCATED)
+    return Transition(obs, action, reward, next_obs, terminal, truncated, discount, policy_version, labels)
 
 
 def _check_taken_row(obs: Observation, action: int, nodes: np.ndarray, meta: np.ndarray) -> None:
@@ -244,12 +211,8 @@ def _check_taken_row(obs: Observation, action: int, nodes: np.ndarray, meta: np.
             f"corrupt transition record: action {action} is not one of the state's {obs.n_actions} moves"
         )
     want_nodes, want_meta = taken_row(obs, action)
-    for name, stored, rebuilt in (("node ids", nodes, want_nodes), ("features", meta, want_meta)):
-        if (
-            stored.dtype != rebuilt.dtype
-            or stored.shape != rebuilt.shape
-            or stored.tobytes() != rebuilt.tobytes()
-        ):
+    for name, a, b in (("node ids", nodes, want_nodes), ("features", meta, want_meta)):
+        if a.dtype != b.dtype or a.shape != b.shape or a.tobytes() != b.tobytes():
             raise ValueError(
                 f"corrupt transition record: the stored taken move's {name} are not those of move "
                 f"{action} of its state"
@@ -280,14 +243,8 @@ def _decode_state(buf: memoryview, offset: int) -> tuple[Observation, int]:
         array, offset = decode_array(buf, offset)
         arrays.append(array)
     neighbors, edges, lengths = arrays[:3]
-    if (
-        neighbors.dtype != np.int32
-        or edges.dtype != np.int32
-        or lengths.dtype != np.float32
-        or neighbors.ndim != 2
-        or edges.ndim != 2
-        or lengths.shape != (edges.shape[0],)
-    ):
+    wrong = (neighbors.dtype, edges.dtype, lengths.dtype) != (np.int32, np.int32, np.float32)
+    if wrong or neighbors.ndim != 2 or edges.ndim != 2 or lengths.shape != (edges.shape[0],):
         raise ValueError("corrupt record: tree arrays of the wrong dtype or shape")
     if tree_tables(np.ascontiguousarray(neighbors), np.ascontiguousarray(edges), n_leaves)[1]:
         raise ValueError("corrupt record: the stored tree is not an unrooted binary tree")
@@ -295,18 +252,12 @@ def _decode_state(buf: memoryview, offset: int) -> tuple[Observation, int]:
     rich = None
     if form == RICH_FORM:
         deltas, length, support = arrays[3:]
-        if (
-            deltas.dtype != np.float32
-            or deltas.shape != (moves.shape[0],)
-            or length.shape != (1,)
-            or support.dtype != np.float32
-            or support.shape != lengths.shape
-        ):
+        wrong = (deltas.dtype, support.dtype, deltas.shape) != (np.float32, np.float32, (moves.shape[0],))
+        if wrong or length.shape != (1,) or support.shape != lengths.shape:
             raise ValueError(
                 "corrupt record: the rich parts do not fit the tree (one parsimony change per move, "
                 "one support per edge)"
             )
         rich = RichParts(deltas, float(length[0]), support)
-    return Observation(
-        neighbors, edges, lengths, int(n_leaves), moves, int(radius), bool(flags & DEDUPE), rich
-    ), offset
+    dedupe = bool(flags & DEDUPE)
+    return Observation(neighbors, edges, lengths, int(n_leaves), moves, int(radius), dedupe, rich), offset

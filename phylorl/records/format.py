@@ -40,12 +40,10 @@ TERMINAL, TRUNCATED, LABELLED, TAKEN = 1, 2, 4, 8
 
 
 class PackedRecords(Sequence):
-    """Records concatenated in one buffer: record ``i`` is ``data[offsets[i]:offsets[i + 1]]``.
-
-    The form a batch has on the wire and in Redis, kept as it is so that a batch moves between them without a
-    Python object per record. Indexing gives zero-copy ``memoryview`` slices; ``offsets`` is int64 ``[n +
-    1]``, rising from 0 to ``len(data)``.
-    """
+    """Records concatenated in one buffer: record ``i`` is ``data[offsets[i]:offsets[i + 1]]``. The form a
+    batch has on the wire and in Redis, kept as it is so that a batch moves between them without a Python
+    object per record. Indexing gives zero-copy ``memoryview`` slices; ``offsets`` is int64 ``[n + 1]``,
+    rising from 0 to ``len(data)``."""
 
     __slots__ = ("data", "offsets")
 
