@@ -153,17 +153,15 @@ def decode_array(buf: memoryview, offset: int) -> tuple[np.ndarray, int]:
     if encoding == _DICTIONARY:
         (count,) = _COUNT.unpack_from(buf, offset)
         offset += _COUNT.size
-        table = _take(buf, offset, dtype, count)
-        offset += count * dtype.itemsize
-        index = _take(buf, offset, stored, size)
-        offset += size * stored.itemsize
+        table, offset = _take(buf, offset, dtype, count)
+        index, offset = _take(buf, offset, stored, size)
         try:
             array = table[index]
         except IndexError:
             raise ValueError(f"corrupt record: dictionary index out of range before byte {offset}") from None
     else:
-        array = _take(buf, offset, stored, size).astype(dtype)  # astype copies: result is writable
-        offset += size * stored.itemsize
+        array, offset = _take(buf, offset, stored, size)
+        array = array.astype(dtype)  # astype copies: result is writable
     return array.reshape(shape), offset
 
 
@@ -186,12 +184,9 @@ def _decode_ranked(buf: memoryview, offset: int, dtype: np.dtype, stored: np.dty
         raise ValueError(
             f"corrupt record: bad ranked array {(dtype, stored, count_dtype)} before byte {offset}"
         )
-    values = _take(buf, offset, np.dtype("<i2"), count)
-    offset += 2 * count
-    counts = _take(buf, offset, count_dtype, count)
-    offset += count * count_dtype.itemsize
-    index = _take(buf, offset, stored, size)
-    offset += size * stored.itemsize
+    values, offset = _take(buf, offset, np.dtype("<i2"), count)
+    counts, offset = _take(buf, offset, count_dtype, count)
+    index, offset = _take(buf, offset, stored, size)
     tally = np.bincount(index, minlength=count)  # longer when an index is out of range
     if len(tally) != count or (tally != counts).any() or (values[1:] <= values[:-1]).any():
         raise ValueError(
@@ -200,8 +195,9 @@ def _decode_ranked(buf: memoryview, offset: int, dtype: np.dtype, stored: np.dty
     return values.astype(dtype)[index].reshape(shape), offset
 
 
-def _take(buf: memoryview, offset: int, dtype: np.dtype, count: int) -> np.ndarray:
+def _take(buf: memoryview, offset: int, dtype: np.dtype, count: int) -> tuple[np.ndarray, int]:
+    """``count`` elements of ``dtype`` at ``buf[offset]`` (a read-only view) and the offset after them."""
     end = offset + count * dtype.itemsize
     if end > len(buf):
         raise ValueError(f"record truncated: needs {end} bytes, has {len(buf)}")
-    return np.frombuffer(buf, dtype=dtype, count=count, offset=offset)
+    return np.frombuffer(buf, dtype=dtype, count=count, offset=offset), end

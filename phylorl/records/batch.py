@@ -1,6 +1,6 @@
 """A batch of records straight into the network's input arrays, in one compiled pass, with its checks.
 
-:func:`decode_batch` reads ``B`` records (:mod:`phylorl.records.format`) and writes both states' trees as one
+:func:`_fill` reads ``B`` records (:mod:`phylorl.records.format`) and writes both states' trees as one
 graph each (node features, directed edges and their features, the neighbour tables), the taken move of each
 state ``s`` with its features, and every move of each ``s'`` in the compact form of
 :class:`phylorl.nets.compact_actions.CompactActions` (expanded where the network runs). The moves are
@@ -54,15 +54,19 @@ REASONS = {
     MIXED: "the batch mixes states of the rich and the basic feature sets",
 }
 """Why a record is refused, by status."""
-MOVE_COLUMNS_OF = {True: MOVE_COLUMNS, False: 3}
 
 
 @njit(cache=True)
-def _locate(buf, offsets, headers, values, arrays, trees, per):
-    """First pass: record headers, array positions and tree sizes; ``(status, rich)``. ``per``: states per
+def _locate(buf, offsets, per):
+    """First pass: ``(status, rich, headers, values, arrays, trees)``: each record's header (flags, action,
+    policy version, then where its labels and its stored taken row are, -1 when it has none), reward and
+    discount, and per state its array positions and ``(n_leaves, radius, dedupe)``. ``per``: states per
     record (2: transition records; 1: observation records). The one-call decoders of
     :mod:`phylorl.records.decode` run it inside their call, which lets the interpreter lock go."""
     n = offsets.size - 1
+    headers, values = np.zeros((n, 5), np.int64), np.zeros((n, 2))
+    headers[:, 3:] = -1
+    arrays, trees = np.zeros((per * n, 6), np.int64), np.zeros((per * n, 3), np.int64)
     status = np.zeros(n, np.int8)
     forms = 0
     for r in range(n):
@@ -104,17 +108,7 @@ def _locate(buf, offsets, headers, values, arrays, trees, per):
             status[r] = UNREADABLE
     if forms & (forms - 1):  # tree and rich forms mixed: not one feature set
         status[:] = MIXED
-    return status, forms == 1 << RICH_FORM
-
-
-@njit(cache=True, nogil=True)
-def _first_pass_arrays(n, per):
-    """:func:`_locate`'s outputs for ``n`` records of ``per`` states: headers (no labels,
-    no stored taken row until read), values, array positions and tree sizes."""
-    headers = np.zeros((n, 5), np.int64)
-    for r in range(n):
-        headers[r, 3] = headers[r, 4] = -1
-    return headers, np.zeros((n, 2)), np.zeros((per * n, 6), np.int64), np.zeros((per * n, 3), np.int64)
+    return status, forms == 1 << RICH_FORM, headers, values, arrays, trees
 
 
 @njit(cache=True, nogil=True)
@@ -146,7 +140,7 @@ def _fill(buf, headers, values, arrays, trees, rich, per, verify):
         empty_graphs(nodes[0, n], max(nodes[0, n] - n, 0), width),
         empty_graphs(nodes[1, n], nodes[1, n] - n, width),
     )
-    # zeroed: observation records (per == 1) write no taken move, yet decode_batch returns these arrays
+    # zeroed: observation records (per == 1) write no taken move, yet _fill returns these arrays
     taken, taken_meta = np.zeros((n, 4), np.int64), np.zeros((n, columns), np.float32)
     slots = 3 * nodes[1, n]
     widths = (6, 4, 3, 2) if rich else (1, 1, 0, 1)  # pruned, regraft, shared and own columns
@@ -200,25 +194,8 @@ def _fill(buf, headers, values, arrays, trees, rich, per, verify):
                     tree[0], tree[1], n_leaves, space[7][: 2 * n_leaves - 2], space[8], space[9]
                 )
             )
-            x, edge_index, edge_attr, table, table_attr, mask = sides[g]
             logs = log_lengths(tree[2]) if rich else np.empty(0)
-            if error or not tree_graph(
-                tree[0],
-                tree[1],
-                tree[2],
-                logs,
-                tree[5],
-                n_leaves,
-                rich,
-                nodes[g, r],
-                nodes[g, r] - r,
-                x,
-                edge_index,
-                edge_attr,
-                table,
-                table_attr,
-                mask,
-            ):
+            if error or not tree_graph(tree, logs, n_leaves, rich, nodes[g, r], nodes[g, r] - r, sides[g]):
                 status[r] = BAD_TREE
                 break
             if stored_row:
@@ -262,28 +239,9 @@ def _fill(buf, headers, values, arrays, trees, rich, per, verify):
                     status[r] = BAD_TAKEN
                     break
             else:
+                at = (walked, shared, blocked, written)
                 count, walk_rows, block_rows, rows = all_moves(
-                    tree,
-                    node_edges,
-                    logs,
-                    n_leaves,
-                    radius,
-                    dedupe,
-                    rich,
-                    nodes[1, r],
-                    (
-                        compact[0],
-                        compact[1],
-                        compact[2],
-                        compact[3],
-                        compact[4][walked:],
-                        compact[5][walked:],
-                        compact[6][blocked:],
-                        compact[7][written:],
-                    ),
-                    walked,
-                    shared,
-                    work,
+                    tree, node_edges, logs, n_leaves, radius, dedupe, rich, nodes[1, r], compact, at, work
                 )
                 if count == UNREAD_CHANGES:
                     status[r] = UNREADABLE
@@ -294,46 +252,25 @@ def _fill(buf, headers, values, arrays, trees, rich, per, verify):
                 if count == 0 and not headers[r, 0] & TERMINAL:
                     status[r] = NO_MOVE
                     break
+                label_rows = labels[written : written + count]
                 if headers[r, 3] >= 0:
                     if not read_floats(
-                        buf,
-                        array_header(buf, headers[r, 3], buf.shape[0]),
-                        labels[written : written + count],
-                        FLOAT32,
+                        buf, array_header(buf, headers[r, 3], buf.shape[0]), label_rows, FLOAT32
                     ):
                         status[r] = BAD_LABELS
                         break
                 elif labelled:
-                    labels[written : written + count] = 0.0
+                    label_rows[:] = 0.0
                 counts[r] = count
                 written += count
                 shared += rows
                 walked += walk_rows
                 blocked += block_rows
-    sizes = (nodes[0, 1:] - nodes[0, :-1], nodes[1, 1:] - nodes[1, :-1])
-    node_index = (
-        (_segment_index(sizes[0]), sizes[0], nodes[0, :-1].copy()),
-        (_segment_index(sizes[1]), sizes[1], nodes[1, :-1].copy()),
-    )
-    compact = (
-        compact[0],
-        compact[1],
-        compact[2],
-        compact[3][: max(shared, 1)],
-        compact[4][:walked],
-        compact[5][:walked],
-        compact[6][:blocked],
-        compact[7][:written],
-    )
-    return status, (
-        sides,
-        node_index,
-        taken,
-        taken_meta,
-        compact,
-        labels[: written if labelled else 0],
-        counts,
-    )
+    node_index = (_node_index(nodes[0]), _node_index(nodes[1]))
+    used = (compact[3][: max(shared, 1)], compact[4][:walked], compact[5][:walked], compact[6][:blocked])
+    compact = compact[:3] + used + (compact[7][:written],)
+    out = (sides, node_index, taken, taken_meta, compact, labels[: written if labelled else 0], counts)
+    return status, out
 
 
 @njit(cache=True, nogil=True)
@@ -385,6 +322,26 @@ def _move_count(tree, n_leaves, radius, dedupe, scratch):
     if radius < 0 and dedupe:
         return 2 * (n_leaves - 3) * (2 * n_leaves - 7)
     return enumerate_into(tree[0], n_leaves, radius, dedupe, scratch)
+
+
+@njit(cache=True, nogil=True)
+def _node_index(first):
+    """``(index, sizes, first, uniform)`` of one side's nodes, from each state's first node (then the end):
+    each node's state, each state's node count and first node, and the count every state has (-1 when they
+    differ)."""
+    sizes = first[1:] - first[:-1]
+    return _segment_index(sizes), sizes, first[:-1].copy(), _uniform(sizes)
+
+
+@njit(cache=True, nogil=True)
+def _uniform(sizes):
+    """The size every segment has, or -1 when they differ (or there is none)."""
+    if sizes.shape[0] == 0:
+        return -1
+    for s in sizes:
+        if s != sizes[0]:
+            return -1
+    return sizes[0]
 
 
 @njit(cache=True, nogil=True)

@@ -128,10 +128,8 @@ def taken_row(obs: Observation, action: int) -> tuple[np.ndarray, np.ndarray]:
     from .moves import taken_move, walk_work
     from .reader import tree_tables
 
-    neighbors, edges = (
-        np.ascontiguousarray(obs.neighbors, np.int32),
-        np.ascontiguousarray(obs.edges, np.int32),
-    )
+    neighbors = np.ascontiguousarray(obs.neighbors, np.int32)
+    edges = np.ascontiguousarray(obs.edges, np.int32)
     node_edges, error = tree_tables(neighbors, edges, obs.n_leaves)
     if error:
         raise ValueError("the state's arrays do not form an unrooted binary tree")
@@ -248,7 +246,8 @@ def _decode_state(buf: memoryview, offset: int) -> tuple[Observation, int]:
         raise ValueError("corrupt record: tree arrays of the wrong dtype or shape")
     if tree_tables(np.ascontiguousarray(neighbors), np.ascontiguousarray(edges), n_leaves)[1]:
         raise ValueError("corrupt record: the stored tree is not an unrooted binary tree")
-    moves = enumerate_moves_kernel(neighbors, n_leaves, radius, bool(flags & DEDUPE))
+    dedupe = bool(flags & DEDUPE)
+    moves = enumerate_moves_kernel(neighbors, n_leaves, radius, dedupe)
     rich = None
     if form == RICH_FORM:
         deltas, length, support = arrays[3:]
@@ -259,5 +258,4 @@ def _decode_state(buf: memoryview, offset: int) -> tuple[Observation, int]:
                 "one support per edge)"
             )
         rich = RichParts(deltas, float(length[0]), support)
-    dedupe = bool(flags & DEDUPE)
     return Observation(neighbors, edges, lengths, int(n_leaves), moves, int(radius), dedupe, rich), offset

@@ -10,6 +10,8 @@ named with the first thing wrong with it (``ValueError``).
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import torch
 
@@ -94,22 +96,8 @@ def expand_on_host(compact: CompactActions) -> ActionBatch:
     """The :class:`~phylorl.nets.inputs.ActionBatch` of compact moves held in CPU tensors, in one compiled
     pass (:func:`~phylorl.records.moves.expand_moves`; the same values as
     :func:`~phylorl.nets.compact_actions.expand_actions` on a device)."""
-    nodes, meta = expand_moves(
-        *(
-            t.numpy()
-            for t in (
-                compact.slot_node,
-                compact.pruned,
-                compact.regraft,
-                compact.shared,
-                compact.walk_slot,
-                compact.walk_own,
-                compact.blocks,
-                compact.shared_row,
-                compact.columns,
-            )
-        )
-    )
+    arrays = tuple(getattr(compact, f.name).numpy() for f in dataclasses.fields(compact)[:8])
+    nodes, meta = expand_moves(arrays, compact.columns.numpy())
     return ActionBatch(torch.from_numpy(nodes), torch.from_numpy(meta), compact.states())
 
 
@@ -132,17 +120,10 @@ def _one_each(n: int) -> Segments:
 
 
 def _graph_batch(side, nodes) -> GraphBatch:
-    x, edge_index, edge_attr, neighbors, neighbor_attr, mask = (torch.from_numpy(a) for a in side)
-    return GraphBatch(
-        x=x,
-        edge_index=edge_index,
-        edge_attr=edge_attr,
-        neighbors=neighbors,
-        neighbor_attr=neighbor_attr,
-        neighbor_mask=mask,
-        node_offset=torch.from_numpy(nodes[2]),
-        nodes=_segments(nodes[0], nodes[1], nodes[3]),
-    )
+    """A batch side's graph arrays (:func:`~phylorl.records.graph.empty_graphs`' order, GraphBatch's fields')
+    and its ``(index, sizes, first, uniform)`` nodes as tensors."""
+    tensors = (torch.from_numpy(a) for a in (*side, nodes[2]))
+    return GraphBatch(*tensors, nodes=_segments(nodes[0], nodes[1], nodes[3]))
 
 
 def compile_kernels(seed: int = 0) -> int:

@@ -22,9 +22,9 @@ from .batch import (
     REASONS,
     TERMINAL,
     _fill,
-    _first_pass_arrays,
     _locate,
     _segment_index,
+    _uniform,
 )
 from .features import EDGE_COLUMNS, MOVE_COLUMNS
 from .format import PackedRecords
@@ -46,49 +46,25 @@ def decode_states(buf, offsets, rich_columns, basic_columns):
     ``moves`` ``(node_ids [A, 4], meta [A, K], index, sizes, uniform)`` likewise over the moves. The arrays
     are empty when a status is not OK."""
     n = offsets.size - 1
-    headers, values, arrays, trees = _first_pass_arrays(n, 1)
-    status, rich = _locate(buf, offsets, headers, values, arrays, trees, 1)
+    status, rich, headers, values, arrays, trees = _locate(buf, offsets, 1)
     if n == 0 or status.any():
         return status, rich, empty_graphs(0, 0, EDGE_COLUMNS if rich else 1), _no_nodes(), _no_moves(rich)
     # verified, as an insert's records are
     status, out = _fill(buf, headers, values, arrays, trees, rich, 1, True)
     sides, node_index, _, _, compact, _, counts = out
-    x, edge_index, edge_attr, neighbors, neighbor_attr, mask = sides[1]
-    _, pruned, regraft, shared, _, own, _, _ = compact
     if not status.any():
         for r in range(n):
             if counts[r] < 1:
                 status[r] = NO_MOVE  # a state to act on needs a move
-        if not (
-            all_finite(x)
-            and all_finite(edge_attr)
-            and all_finite(pruned)
-            and all_finite(regraft)
-            and all_finite(shared)
-            and all_finite(own)
-        ):  # every move's columns come from these
-            status[0] = NOT_FINITE
+        # every move's columns come from the tables (pruned, regraft, shared) and the walks' own columns
+        for a in (sides[1][0], sides[1][2], compact[1], compact[2], compact[3], compact[5]):
+            if not all_finite(a):
+                status[0] = NOT_FINITE
     if status.any():
         return status, rich, empty_graphs(0, 0, EDGE_COLUMNS if rich else 1), _no_nodes(), _no_moves(rich)
-    node_ids, meta = expand_moves(
-        compact[0],
-        pruned,
-        regraft,
-        shared,
-        compact[4],
-        own,
-        compact[6],
-        compact[7],
-        rich_columns if rich else basic_columns,
-    )
-    index, sizes, first = node_index[1]
-    return (
-        status,
-        rich,
-        sides[1],
-        (index, sizes, first, _uniform(sizes)),
-        (node_ids, meta, _segment_index(counts), counts, _uniform(counts)),
-    )
+    node_ids, meta = expand_moves(compact, rich_columns if rich else basic_columns)
+    moves = (node_ids, meta, _segment_index(counts), counts, _uniform(counts))
+    return status, rich, sides[1], node_index[1], moves
 
 
 @njit(cache=True, nogil=True)
@@ -101,17 +77,6 @@ def _no_nodes():
 def _no_moves(rich):
     none = np.zeros(0, np.int64)
     return np.zeros((0, 4), np.int64), np.zeros((0, MOVE_COLUMNS if rich else 3), np.float32), none, none, -1
-
-
-@njit(cache=True, nogil=True)
-def _uniform(sizes):
-    """The size every segment has, or -1 when they differ (or there is none)."""
-    if sizes.shape[0] == 0:
-        return -1
-    for s in sizes:
-        if s != sizes[0]:
-            return -1
-    return sizes[0]
 
 
 @njit(cache=True, nogil=True)
@@ -131,8 +96,7 @@ def decode_transitions(buf, offsets, verify):
     whether a next state is labelled, whether a discount is not 0, and the move count every next state has (-1
     when they differ)."""
     n = offsets.size - 1
-    headers, values, arrays, trees = _first_pass_arrays(n, 2)
-    status, rich = _locate(buf, offsets, headers, values, arrays, trees, 2)
+    status, rich, headers, values, arrays, trees = _locate(buf, offsets, 2)
     read = n if not status.any() else 0  # a record not read: no arrays (an empty batch's, of the same types)
     filled, out = _fill(
         buf, headers[:read], values[:read], arrays[: 2 * read], trees[: 2 * read], rich, 2, verify
@@ -147,29 +111,9 @@ def decode_transitions(buf, offsets, verify):
         versions[r] = headers[r, 2]
         if status[r] == OK and not (np.isfinite(values[r, 0]) and 0.0 <= values[r, 1] <= 1.0):
             status[r] = NOT_FINITE
-    nodes = (_with_uniform(node_index[0]), _with_uniform(node_index[1]))
-    return (
-        status,
-        rich,
-        (sides, taken, taken_meta, compact, labels, counts),
-        nodes,
-        (
-            reward,
-            discount,
-            terminal,
-            labelled,
-            versions,
-            labelled.any(),
-            (values[:, 1] != 0).any(),
-            _uniform(counts),
-        ),
-    )
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _with_uniform(side):
-    index, sizes, first = side
-    return index, sizes, first, _uniform(sizes)
+    any_labelled, bootstraps = labelled.any(), (values[:, 1] != 0).any()
+    scalars = (reward, discount, terminal, labelled, versions, any_labelled, bootstraps, _uniform(counts))
+    return status, rich, (sides, taken, taken_meta, compact, labels, counts), node_index, scalars
 
 
 def check_records(records: PackedRecords) -> None:
@@ -182,22 +126,9 @@ def check_records(records: PackedRecords) -> None:
     status, _, arrays, _, _ = decode_transitions(records.buffer, records.offsets, True)
     raise_first(status, "record")
     sides, _, taken_meta, compact, labels, _ = arrays
-    _, pruned, regraft, shared, _, own, _, _ = compact
-    if not all(
-        all_finite(a)
-        for a in (
-            sides[0][0],
-            sides[0][2],
-            sides[1][0],
-            sides[1][2],
-            taken_meta,
-            pruned,
-            regraft,
-            shared,
-            own,
-            labels,
-        )
-    ):
+    graphs = [side[c] for side in sides for c in (0, 2)]  # node and edge features
+    checked = (*graphs, taken_meta, *compact[1:4], compact[5], labels)
+    if not all(all_finite(a) for a in checked):
         if len(records) == 1:
             raise ValueError(f"record 0: {REASONS[NOT_FINITE]}")
         for i in range(len(records)):  # which one: each alone (a bad batch only)

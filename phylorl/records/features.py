@@ -67,19 +67,9 @@ def slot_tables(pruned, regraft, neighbors, node_edges, lengths, support, n_leav
                     pruned[3 * v + k, c] = 0.0
                 for c in range(regraft.shape[1]):
                     regraft[3 * v + k, c] = 0.0
-    length = tree_length(lengths)
+    length, sums = tree_length(lengths), slot_sums(neighbors, node_edges, lengths, n_leaves)
     slot_columns(
-        pruned,
-        regraft,
-        slots[:count],
-        neighbors,
-        node_edges,
-        lengths,
-        support,
-        n_leaves,
-        slot_sums(neighbors, node_edges, lengths, n_leaves),
-        length,
-        logs,
+        pruned, regraft, slots[:count], neighbors, node_edges, lengths, support, n_leaves, sums, length, logs
     )
     return length
 
@@ -198,37 +188,6 @@ def slot_row(out, i, constants, p, ks, x, kx, distance_column, path_column):
     out[i, 9] = pruned[p, ks, 4]
     out[i, 13] = pruned[p, ks, 5]
     out[i, 14] = regraft[x, kx, 3]
-
-
-@njit(cache=True, nogil=True)
-def slot_leaves(neighbors, n_leaves):
-    """Leaves on ``neighbors[v, k]``'s side of edge ``(v, neighbors[v, k])``, int64 ``[N, 3]`` (0 in
-    padding)."""
-    n_nodes = neighbors.shape[0]
-    order = np.empty(n_nodes, np.int64)  # breadth-first from leaf 0: parents before children
-    parent = np.full(n_nodes, -1, np.int64)
-    below = np.zeros(n_nodes, np.int64)  # leaves in each node's subtree (rooted at leaf 0)
-    order[0], parent[0], seen, i = 0, 0, 1, 0
-    while i < seen:
-        v = order[i]
-        for k in range(3):
-            u = neighbors[v, k]
-            if u >= 0 and u != parent[v]:
-                parent[u] = v
-                order[seen] = u
-                seen += 1
-        i += 1
-    for i in range(n_nodes - 1, 0, -1):
-        v = order[i]
-        below[v] += 1 if v < n_leaves else 0
-        below[parent[v]] += below[v]
-    out = np.zeros((n_nodes, 3), np.int64)
-    for v in range(n_nodes):
-        for k in range(3):
-            u = neighbors[v, k]
-            if u >= 0:
-                out[v, k] = below[u] if parent[u] == v and u != 0 else n_leaves - below[v]
-    return out
 
 
 @njit(cache=True, nogil=True)

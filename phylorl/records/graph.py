@@ -55,39 +55,19 @@ def read_tree(buf, where, n_leaves, rich, space):
     for e in range(n_nodes - 1):
         wide_lengths[e] = lengths[e]
         wide_support[e] = support[e] if rich else 0.0
-    return (
-        ok,
-        neighbors.reshape(n_nodes, 3),
-        edges.reshape(n_nodes - 1, 2),
-        wide_lengths,
-        deltas,
-        scalar[0],
-        wide_support,
-    )
+    table, pairs = neighbors.reshape(n_nodes, 3), edges.reshape(n_nodes - 1, 2)
+    return ok, table, pairs, wide_lengths, deltas, scalar[0], wide_support
 
 
 @njit(cache=True, nogil=True)
-def tree_graph(
-    neighbors,
-    edges,
-    lengths,
-    logs,
-    support,
-    n_leaves,
-    rich,
-    offset,
-    edge_offset,
-    x,
-    edge_index,
-    edge_attr,
-    table,
-    table_attr,
-    mask,
-):
-    """One tree into the batch's graph arrays at node ``offset`` and directed edge ``2 * edge_offset``
-    (``logs``: :func:`~phylorl.records.features.log_lengths` of the rich form). False (the rows then partly
-    written) when an edge names a node the tree does not have or a node has more than three edges: every write
-    stays in the tree's rows whatever the arrays hold."""
+def tree_graph(tree, logs, n_leaves, rich, offset, edge_offset, graph):
+    """One tree (``tree``: :func:`read_tree`'s arrays after ``ok``) into a batch side's graph arrays ``graph``
+    (:func:`empty_graphs`) at node ``offset`` and directed edge ``2 * edge_offset`` (``logs``:
+    :func:`~phylorl.records.features.log_lengths` of the rich form). False (the rows then partly written) when
+    an edge names a node the tree does not have or a node has more than three edges: every write stays in the
+    tree's rows whatever the arrays hold."""
+    neighbors, edges, lengths, support = tree[0], tree[1], tree[2], tree[5]
+    x, edge_index, edge_attr, table, table_attr, mask = graph
     n_nodes, n_edges = neighbors.shape[0], edges.shape[0]
     for v in range(n_nodes):
         x[offset + v, 0] = 1.0 if v < n_leaves else 0.0

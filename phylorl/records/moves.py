@@ -17,7 +17,7 @@ from numba import njit
 
 from phylorl.phylo.spr import skipped_rows, walk_sides, walk_space
 
-from .features import slot_columns, slot_leaves, slot_row, slot_sums, slot_tables, tree_length
+from .features import slot_columns, slot_row, slot_sums, slot_tables, tree_length
 from .parsimony import parsimony_one, parsimony_table, stored_parsimony_table
 from .reader import FLOAT32, read_floats
 
@@ -58,7 +58,7 @@ def taken_move(tree, node_edges, logs, n_leaves, radius, dedupe, rich, stop, off
     not reach move ``stop``. ``logs``: the rich form's :func:`~phylorl.records.features.log_lengths`;
     ``work``: :func:`walk_work` for trees this large.
 
-    The moves come in blocks, one per pruned slot ``(p, k)`` and side of ``p`` (see :func:`_slot_walk`);
+    The moves come in blocks, one per pruned slot ``(p, k)`` and side of ``p`` (see :func:`all_moves`);
     without a radius a block's size is known from the leaves on that side, so only the block holding
     ``stop`` is walked."""
     # float64
@@ -68,14 +68,11 @@ def taken_move(tree, node_edges, logs, n_leaves, radius, dedupe, rich, stop, off
     # is found: p's pruned row (p is an inner node, so all six columns) and x's regraft row
     used = n_nodes if rich else 0
     flat = (np.empty((3 * used, 6), np.float32), np.empty((3 * used, 4), np.float32))  # slot_tables' layout
-    constants = (
-        flat[0].reshape(used, 3, 6),
-        flat[1].reshape(used, 3, 4),
-        tree_length(lengths) if rich else 1.0,
-    )
+    total = tree_length(lengths) if rich else 1.0
+    constants = (flat[0].reshape(used, 3, 6), flat[1].reshape(used, 3, 4), total)
     none = np.zeros((0, 3))
-    sums = slot_sums(neighbors, node_edges, lengths, n_leaves) if rich else (none, none, none)
-    leaves = slot_leaves(neighbors, n_leaves) if radius < 0 and not rich else np.zeros((0, 3), np.int64)
+    # the slot sums count each side's leaves: without a radius, the size of each block
+    sums = slot_sums(neighbors, node_edges, lengths, n_leaves) if rich or radius < 0 else (none, none, none)
     _, start, size, slot_length, regrafts, columns = work
     _slot_lengths(neighbors, node_edges, lengths, slot_length)
     before = 0
@@ -88,18 +85,22 @@ def taken_move(tree, node_edges, logs, n_leaves, radius, dedupe, rich, stop, off
                 a = neighbors[p, side]
                 if side == k or a < n_leaves:
                     continue
-                if radius < 0:  # rich: the leaves on that side are counted in the slot sums already
-                    size[p, side] = 2 * ((np.int64(sums[0][p, side]) if rich else leaves[p, side]) - 1)
-                elif not walked:
+                if radius < 0:
+                    size[p, side] = 2 * (np.int64(sums[0][p, side]) - 1)
+                first = skipped_rows(neighbors, p, k, side, dedupe)
+                # without a radius only the side that holds the move is walked; with one, every side of p once
+                found = radius < 0 and stop < before + size[p, side] - first
+                if found or (radius >= 0 and not walked):
+                    sides = 1 << side if found else 7
                     walk_sides(
                         neighbors,
                         n_leaves,
                         radius,
                         p,
                         p + 1,
-                        7,
+                        sides,
                         0,
-                        constants[2],
+                        total,
                         rich,
                         work,
                         regrafts,
@@ -107,24 +108,7 @@ def taken_move(tree, node_edges, logs, n_leaves, radius, dedupe, rich, stop, off
                         0,
                     )
                     walked = True
-                first = skipped_rows(neighbors, p, k, side, dedupe)
                 if stop < before + size[p, side] - first:
-                    if radius < 0:
-                        walk_sides(
-                            neighbors,
-                            n_leaves,
-                            radius,
-                            p,
-                            p + 1,
-                            1 << side,
-                            0,
-                            constants[2],
-                            rich,
-                            work,
-                            regrafts,
-                            columns,
-                            0,
-                        )
                     i = start[p, side] + stop - before + first
                     x, kx = regrafts[i] // 3, regrafts[i] % 3
                     taken[0], taken[1] = offset + p, offset + neighbors[p, k]
@@ -146,7 +130,7 @@ def taken_move(tree, node_edges, logs, n_leaves, radius, dedupe, rich, stop, off
                             support,
                             n_leaves,
                             sums,
-                            constants[2],
+                            total,
                             logs,
                         )
                         slot_row(meta, 0, constants, p, k, x, kx, columns[i, 0], columns[i, 1])
@@ -178,21 +162,33 @@ def walk_work(n_nodes, rich):
 
 
 @njit(cache=True, nogil=True)
-def all_moves(
-    tree, node_edges, logs, n_leaves, radius, dedupe, rich, offset, compact, walk_at, shared_at, work
-):
+def all_moves(tree, node_edges, logs, n_leaves, radius, dedupe, rich, offset, compact, at, work):
     """Every move of one state (first node ``offset`` of the batch) into the compact arrays ``compact``
-    (:class:`phylorl.nets.compact_actions.CompactActions`' first eight; the walk, block and per-move ones
-    given from this state's first row, the batch's walk row ``walk_at``): its slots' tables, its parsimony
-    rows from ``shared_at``, its walks and blocks (:func:`_slot_walk`); ``logs``: the rich form's
+    (:class:`phylorl.nets.compact_actions.CompactActions`' first eight), from the batch's rows ``at`` =
+    ``(walk_at, shared_at, block_at, move_at)``, the first rows of the walk, shared, block and per-move arrays
+    that this state writes: its slots' tables, its parsimony rows, its walks and blocks; ``logs``: the rich
+    form's
     :func:`~phylorl.records.features.log_lengths`; ``work``: :func:`walk_work` for trees this large. Returns
     ``(moves, walk rows, blocks, shared rows written)``; moves -1 when the stored parsimony changes
     (``tree[3]``, ``(buf, array header)``) are not one per move, :data:`UNREAD_CHANGES` when they cannot be
-    read."""
+    read.
+
+    The moves pruning ``(p, k)`` onto side ``side`` of ``p`` walk the same subtree for both ``k != side``
+    (only the dedupe rule at ``d = 1``, the first node's two moves, tells them apart), so each side of ``p``
+    is walked once: each regraft's slot row (the state's first slot row added) into ``walk_slot`` and its own
+    columns into ``walk_own`` (rich, column 3 ``(d(p, x) + 1) / 10`` and column 4 ``p`` to the middle of ``(x,
+    y)`` / tree length; basic, ``d(p, x) + 1``). Each ``(p, k, side)`` with a move is a block ``(pruned slot
+    row, first walk row (``walk_at`` added), moves)`` of ``blocks``: its moves are that many consecutive walk
+    rows."""
     slot_node, pruned, regraft, shared, walk_slot, walk_own, blocks, shared_row = compact
+    walk_at, shared_at, block_at, move_at = at
+    walk_slot, walk_own = walk_slot[walk_at:], walk_own[walk_at:]
+    blocks, shared_row = blocks[block_at:], shared_row[move_at:]
     # float64
     neighbors, lengths, deltas, parsimony_length, support = tree[0], tree[2], tree[3], tree[4], tree[5]
     n_nodes, base = neighbors.shape[0], 3 * offset
+    _, start, size, slot_length, _, _ = work
+    _slot_lengths(neighbors, node_edges, lengths, slot_length)
     for v in range(n_nodes):
         for k in range(3):
             u = neighbors[v, k]
@@ -212,24 +208,36 @@ def all_moves(
         tree_length = 1.0
         for v in range(n_nodes):
             for k in range(3):
-                length = lengths[node_edges[v, k]] if neighbors[v, k] >= 0 else 0.0
-                pruned[base + 3 * v + k, 0] = regraft[base + 3 * v + k, 0] = length
-    count, walked, written = _slot_walk(
-        neighbors,
-        node_edges,
-        lengths,
-        n_leaves,
-        radius,
-        dedupe,
-        base,
-        tree_length,
-        rich,
-        walk_slot,
-        walk_own,
-        blocks,
-        walk_at,
-        work,
-    )
+                pruned[base + 3 * v + k, 0] = regraft[base + 3 * v + k, 0] = slot_length[v, k]
+    count, walked, written = 0, 0, 0
+    if radius != 0:
+        walked = walk_sides(
+            neighbors,
+            n_leaves,
+            radius,
+            n_leaves,
+            n_nodes,
+            7,
+            base,
+            tree_length,
+            rich,
+            work,
+            walk_slot,
+            walk_own,
+            0,
+        )
+        for p in range(n_leaves, n_nodes):
+            for k in range(3):
+                for side in range(3):
+                    if side == k or neighbors[p, side] < n_leaves:
+                        continue
+                    first = skipped_rows(neighbors, p, k, side, dedupe)
+                    if size[p, side] > first:
+                        blocks[written, 0] = base + 3 * p + k
+                        blocks[written, 1] = walk_at + start[p, side] + first
+                        blocks[written, 2] = size[p, side] - first
+                        count += size[p, side] - first
+                        written += 1
     if not rich:
         shared_row[:count] = 0
         return count, walked, written, 0
@@ -245,71 +253,9 @@ def all_moves(
 
 
 @njit(cache=True, nogil=True)
-def _slot_walk(
-    neighbors,
-    node_edges,
-    lengths,
-    n_leaves,
-    radius,
-    dedupe,
-    base,
-    tree_length,
-    rich,
-    walk_slot,
-    walk_own,
-    blocks,
-    walk_at,
-    work,
-):
-    """The moves of :func:`~phylorl.phylo.spr.enumerate_moves` in the same order, as walks and blocks.
-
-    The moves pruning ``(p, k)`` onto side ``side`` of ``p`` walk the same subtree for both ``k != side``
-    (only the dedupe rule at ``d = 1``, the first node's two moves, tells them apart), so each side of ``p``
-    is walked once: each regraft's slot row (``base`` added) into ``walk_slot`` and its own columns into
-    ``walk_own`` (rich, column 3 ``(d(p, x) + 1) / 10`` and column 4 ``p`` to the middle of ``(x, y)`` /
-    ``tree_length``; basic, ``d(p, x) + 1``). Each ``(p, k, side)`` with a move is a block ``(pruned slot row,
-    first walk row (``walk_at`` added), moves)`` of ``blocks``: its moves are that many consecutive walk rows.
-    Returns ``(moves, walk rows, blocks)``."""
-    _, start, size, slot_length, _, _ = work
-    _slot_lengths(neighbors, node_edges, lengths, slot_length)
-    if radius == 0:
-        return 0, 0, 0
-    n_nodes = neighbors.shape[0]
-    walked = walk_sides(
-        neighbors,
-        n_leaves,
-        radius,
-        n_leaves,
-        n_nodes,
-        7,
-        base,
-        tree_length,
-        rich,
-        work,
-        walk_slot,
-        walk_own,
-        0,
-    )
-    count, written = 0, 0
-    for p in range(n_leaves, n_nodes):
-        for k in range(3):
-            for side in range(3):
-                if side == k or neighbors[p, side] < n_leaves:
-                    continue
-                first = skipped_rows(neighbors, p, k, side, dedupe)
-                if size[p, side] > first:
-                    blocks[written, 0] = base + 3 * p + k
-                    blocks[written, 1] = walk_at + start[p, side] + first
-                    blocks[written, 2] = size[p, side] - first
-                    count += size[p, side] - first
-                    written += 1
-    return count, walked, written
-
-
-@njit(cache=True, nogil=True)
 def block_rows(blocks, count):
     """``(pruned slot row, walk row)`` int64 ``[count, 2]`` of each move of ``blocks`` (see
-    :func:`_slot_walk`)."""
+    :func:`all_moves`)."""
     rows = np.empty((count, 2), np.int64)
     i = 0
     for b in range(blocks.shape[0]):
@@ -320,22 +266,19 @@ def block_rows(blocks, count):
 
 
 @njit(cache=True, nogil=True)
-def expand_moves(slot_node, pruned, regraft, shared, walk_slot, walk_own, blocks, shared_row, columns):
-    """``(nodes int64 [A, 4], meta float32 [A, K])``: every move of compact arrays (the first nine fields of
-    :class:`phylorl.nets.compact_actions.CompactActions`) written out on the host."""
+def expand_moves(compact, columns):
+    """``(nodes int64 [A, 4], meta float32 [A, K])``: every move of compact arrays (the first eight fields of
+    :class:`phylorl.nets.compact_actions.CompactActions`, and its ``columns``) written out on the host."""
+    slot_node, pruned, regraft, shared, walk_slot, walk_own, blocks, shared_row = compact
     n, k = shared_row.shape[0], columns.shape[0]
     nodes, meta = np.empty((n, 4), np.int64), np.empty((n, k), np.float32)
     rows = block_rows(blocks, n)
     for i in range(n):
         a, b = rows[i, 0], walk_slot[rows[i, 1]]
         nodes[i, 0], nodes[i, 1], nodes[i, 2], nodes[i, 3] = a // 3, slot_node[a], b // 3, slot_node[b]
-    if (
-        k == len(RICH_LAYOUT)
-        and pruned.shape[1] == 6
-        and regraft.shape[1] == 4
-        and shared.shape[1] == 3
-        and (columns == np.array(RICH_LAYOUT)).all()
-    ):  # row by row: faster than by columns
+    widths = (pruned.shape[1], regraft.shape[1], shared.shape[1])
+    rich = widths == (6, 4, 3) and k == len(RICH_LAYOUT) and (columns == np.array(RICH_LAYOUT)).all()
+    if rich:  # row by row: faster than by columns
         for i in range(n):  # the order of features.slot_row, on flat slot rows
             w = rows[i, 1]
             p, r, c, o = pruned[rows[i, 0]], regraft[walk_slot[w]], shared[shared_row[i]], walk_own[w]
@@ -344,26 +287,22 @@ def expand_moves(slot_node, pruned, regraft, shared, walk_slot, walk_own, blocks
             row[5], row[6], row[7], row[8], row[9] = p[2], r[1], p[3], r[2], p[4]
             row[10], row[11], row[12], row[13], row[14] = c[0], c[1], c[2], p[5], r[3]
         return nodes, meta
-    first = (
-        0,
-        pruned.shape[1],
-        pruned.shape[1] + regraft.shape[1],
-        pruned.shape[1] + regraft.shape[1] + shared.shape[1],
-    )
+    # where the regraft, shared and own columns start in cat(pruned, regraft, shared, own)
+    first = (widths[0], widths[0] + widths[1], widths[0] + widths[1] + widths[2])
     for j in range(k):
         source = columns[j]
-        if source < first[1]:
+        if source < first[0]:
             for i in range(n):
                 meta[i, j] = pruned[rows[i, 0], source]
+        elif source < first[1]:
+            for i in range(n):
+                meta[i, j] = regraft[walk_slot[rows[i, 1]], source - first[0]]
         elif source < first[2]:
             for i in range(n):
-                meta[i, j] = regraft[walk_slot[rows[i, 1]], source - first[1]]
-        elif source < first[3]:
-            for i in range(n):
-                meta[i, j] = shared[shared_row[i], source - first[2]]
+                meta[i, j] = shared[shared_row[i], source - first[1]]
         else:
             for i in range(n):
-                meta[i, j] = walk_own[rows[i, 1], source - first[3]]
+                meta[i, j] = walk_own[rows[i, 1], source - first[2]]
     return nodes, meta
 
 
@@ -371,7 +310,7 @@ def expand_moves(slot_node, pruned, regraft, shared, walk_slot, walk_own, blocks
 def all_finite(values):
     """Whether every entry of a contiguous float array is finite. It keeps the interpreter lock: a check takes
     microseconds, and letting the lock go costs a wait to take it back behind the process's busy threads (ten
-    checks a batch, :func:`~phylorl.records.batch.finite_and_movable`). A float32 array is checked on its
+    checks a batch, :func:`~phylorl.records.decode.check_records`). A float32 array is checked on its
     exponent bits with no early exit, which compiles to vector code."""
     flat = values.ravel()
     if flat.itemsize == 4:

@@ -30,11 +30,19 @@ def parsimony_table(deltas, parsimony_length, table, rows, first):
     for d in deltas:
         lo, hi = min(lo, d), max(hi, d)
         whole = whole and d == np.floor(d)
+    low = np.float64(lo)
     if whole and hi - lo <= 4 * n + 64:
         counts = np.zeros(int(hi - lo) + 1, np.int64)
         for d in deltas:
             counts[int(d - lo)] += 1
-        row, written = _value_rows(counts, lo, n, parsimony_length, table, first)
+        row = np.empty(counts.shape[0], np.int32)  # one table row per whole change lo + j that a move has
+        below, written = 0, 0
+        for j in range(counts.shape[0]):
+            if counts[j]:
+                row[j] = first + written
+                parsimony_row(table, first + written, low + j, low, below, counts[j], n, parsimony_length, 0)
+                written += 1
+            below += counts[j]
         for i in range(n):
             rows[i] = row[int(deltas[i] - lo)]
         return written
@@ -42,36 +50,9 @@ def parsimony_table(deltas, parsimony_length, table, rows, first):
     for i in range(n):
         below = np.searchsorted(ordered, deltas[i], side="left")
         equal = np.searchsorted(ordered, deltas[i], side="right") - below
-        parsimony_row(
-            table, first + i, np.float64(deltas[i]), np.float64(lo), below, equal, n, parsimony_length, 0
-        )
+        parsimony_row(table, first + i, np.float64(deltas[i]), low, below, equal, n, parsimony_length, 0)
         rows[i] = first + i
     return n
-
-
-@njit(cache=True, nogil=True)
-def _value_rows(counts, lo, n, parsimony_length, table, first):
-    """One table row per whole change ``lo + j`` that ``counts[j]`` moves have (of ``n``), from row ``first``
-    on: ``(row of each j, rows written)``."""
-    row = np.empty(counts.shape[0], np.int32)
-    below, written = 0, 0
-    for j in range(counts.shape[0]):
-        if counts[j]:
-            row[j] = first + written
-            parsimony_row(
-                table,
-                first + written,
-                np.float64(lo) + j,
-                np.float64(lo),
-                below,
-                counts[j],
-                n,
-                parsimony_length,
-                0,
-            )
-            written += 1
-        below += counts[j]
-    return row, written
 
 
 @njit(cache=True, nogil=True)
@@ -82,17 +63,8 @@ def parsimony_one(out, row, deltas, i, parsimony_length):
         lowest = min(lowest, d)
         below += d < deltas[i]
         equal += d == deltas[i]
-    parsimony_row(
-        out,
-        row,
-        np.float64(deltas[i]),
-        np.float64(lowest),
-        below,
-        equal,
-        deltas.shape[0],
-        parsimony_length,
-        10,
-    )
+    n, delta = deltas.shape[0], np.float64(deltas[i])
+    parsimony_row(out, row, delta, np.float64(lowest), below, equal, n, parsimony_length, 10)
 
 
 @njit(cache=True, nogil=True)
@@ -167,13 +139,7 @@ def stored_parsimony_table(buf, header, parsimony_length, table, rows, first):
     read them out and call :func:`parsimony_table`)."""
     if header[1] != RANKED or header[0] != FLOAT32 or not UINT8 <= header[2] <= UINT8 + 1:
         return -1
-    return _ranked_table(buf, header, parsimony_length, table, rows, first)
-
-
-@njit(cache=True, nogil=True)
-def _ranked_table(buf, header, parsimony_length, table, rows, first):
-    """:func:`stored_parsimony_table` of a ranked array (values ascending: a value's rank is the counts before
-    it)."""
+    # values ascending: a value's rank is the counts before it
     n, payload, stored = header[4] * header[5], header[6], header[2]
     entries, size = unsigned_at(buf, payload, 4), ITEMSIZE[buf[payload + 4]]
     start = ranked_index(header, buf)
@@ -189,33 +155,16 @@ def _ranked_table(buf, header, parsimony_length, table, rows, first):
     for e in range(entries):
         count = unsigned_at(buf, counts + e * size, size)
         if count:
-            parsimony_row(
-                table,
-                first + e,
-                np.float64(int_at(buf, values + 2 * e, INT16)),
-                lowest,
-                below,
-                count,
-                n,
-                parsimony_length,
-                0,
-            )
+            value = np.float64(int_at(buf, values + 2 * e, INT16))
+            parsimony_row(table, first + e, value, lowest, below, count, n, parsimony_length, 0)
         else:
             table[first + e, 0] = table[first + e, 1] = table[first + e, 2] = 0.0
         below += count
-    return _entry_rows(buf, header, start, rows, first)
-
-
-@njit(cache=True, nogil=True)
-def _entry_rows(buf, header, start, rows, first):
-    """Each element's table row (its dictionary index plus ``first``, the indices from ``buf[start]``) into
-    ``rows``; returns the entries."""
-    n, step = header[4] * header[5], header[2] - UINT8 + 1
-    if step == 1:  # on views and in int32, so that it compiles to vector code (15x faster)
+    if stored == UINT8:  # on views and in int32, so that it compiles to vector code (15x faster)
         index, out, base = buf[start : start + n], rows[:n], np.int32(first)
         for i in range(n):
             out[i] = np.int32(index[i]) + base
     else:
         for i in range(n):
             rows[i] = first + unsigned_at(buf, start + 2 * i, 2)
-    return unsigned_at(buf, header[6], 4)
+    return entries

@@ -105,12 +105,8 @@ def array_header(buf, pos, end):
     else:  # ranked: the counts' dtype an unsigned type, the index's too
         if payload + 5 > end or not (UINT8 <= buf[payload + 4] <= UINT8 + 2 and UINT8 <= stored <= UINT8 + 1):
             return bad
-        after = (
-            payload
-            + 5
-            + unsigned_at(buf, payload, 4) * (2 + ITEMSIZE[buf[payload + 4]])
-            + size * ITEMSIZE[stored]
-        )
+        index = payload + 5 + unsigned_at(buf, payload, 4) * (2 + ITEMSIZE[buf[payload + 4]])  # ranked_index
+        after = index + size * ITEMSIZE[stored]
     if after > end:
         return bad
     return code, encoding, stored, ndim, n0, n1, payload, after

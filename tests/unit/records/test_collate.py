@@ -333,7 +333,7 @@ def test_the_host_expansion_knows_the_rich_layout_and_reads_any_other():
         compact = CompactActions(
             *map(torch.from_numpy, (*arrays, np.array(columns))), sizes=torch.tensor([20, 30]), uniform=None
         )
-        nodes, meta = expand_moves(*arrays, np.array(columns))
+        nodes, meta = expand_moves(arrays, np.array(columns))
         reference = expand_actions(compact)
         assert np.array_equal(nodes, reference.nodes.numpy())
         assert meta.tobytes() == reference.meta.numpy().tobytes()
