@@ -4,9 +4,8 @@ requests.
 :func:`assemble` makes one batch of many requests' inputs (each request's states collated on its own gRPC
 thread): concatenated, node and state ids offset, padded with copies of the last state for a captured graph
 (:class:`~phylorl.agent.capture.GraphedActing`), written into one (pinned) staging buffer for one transfer,
-with a byte copy per piece: bit for bit the block of the requests' states collated all at once, the last one
-repeated. Done with tensor operations that was some sixty calls, each of which hands the interpreter lock
-round the learner's threads. :func:`select_actions` answers such a batch.
+with a byte copy per piece (not some sixty torch calls: :mod:`~phylorl.nets.one_call`): bit for bit the block
+of the requests' states collated all at once, the last one repeated. :func:`select_actions` answers it.
 """
 
 from __future__ import annotations
@@ -81,12 +80,6 @@ def choose(
     return chosen, q[starts + chosen], soft_value(q, states, alpha)
 
 
-def _check_policy(weights: Mapping[str, Mapping[str, Tensor]]) -> None:
-    missing = {"q1", "q2"} - set(weights)
-    if missing:
-        raise ValueError(f"policy weights lack {sorted(missing)}")
-
-
 def pair_tensors(pair) -> dict[str, dict[str, Tensor]]:
     """The tensors of a network pair ``(q1, q2)`` themselves, named as :meth:`Learner.policy_weights` names
     its copies (``state_dict(keep_vars=True)``: no torch call)."""
@@ -95,10 +88,11 @@ def pair_tensors(pair) -> dict[str, dict[str, Tensor]]:
 
 def write_policy(pair, weights: Mapping[str, Mapping[str, Tensor]]) -> None:
     """Copy ``weights`` (as :func:`policy_networks` takes them; on any device) into the network pair ``pair``
-    in one torch call: each call lets the interpreter lock go and then waits to take it back from the
-    process's other threads, and ``load_state_dict`` is a call per tensor. ``ValueError`` when the tensors are
-    named otherwise."""
-    _check_policy(weights)
+    in one torch call (``load_state_dict`` is one per tensor: :mod:`~phylorl.nets.one_call`). ``ValueError``
+    when the tensors are named otherwise."""
+    missing = {"q1", "q2"} - set(weights)
+    if missing:
+        raise ValueError(f"policy weights lack {sorted(missing)}")
     targets, sources = [], []
     for name, own in pair_tensors(pair).items():
         state = weights[name]
@@ -123,10 +117,8 @@ def policy_networks(
 
 def answers_on_host(chosen: Tensor, q: Tensor, v: Tensor, count: int) -> tuple[Tensor, Tensor, Tensor]:
     """The first ``count`` answers of :func:`select_actions` (or of a padded batch's graph) copied to the
-    host, in one torch call (waiting for the device): three slices and three copies made from Python were six
-    calls, each letting the interpreter lock go and waiting to take it back (:mod:`phylorl.nets.one_call`)."""
-    host_chosen, host_q, host_v, _ = _on_host()(chosen, q, v, count)
-    return host_chosen, host_q, host_v
+    host, in one torch call (waiting for the device) instead of six (:mod:`phylorl.nets.one_call`)."""
+    return _on_host()(chosen, q, v, count)[:3]
 
 
 def _answers_kept(
@@ -143,9 +135,8 @@ def _on_host():
 
 _META = torch.device("meta")
 _SKELETONS: dict = {}
-"""Batch skeletons (meta tensors: shapes and dtypes) by layout, with their :func:`packed_size`, made once:
-making one is a dozen tensor operations, each a chance for the learner's threads to take the interpreter
-lock."""
+"""Batch skeletons (meta tensors: shapes and dtypes) by layout, with their :func:`packed_size`, made once
+(making one is a dozen torch calls)."""
 
 
 def _shape(t, rows: int):
@@ -207,8 +198,9 @@ def assemble(parts: Sequence[tuple[GraphBatch, ActionBatch]], count: int, stager
     in_last = last_edges[1] >= node0
     copies = range(1, extra + 1)
 
-    def padded(t: torch.Tensor, rows: int, pieces: list) -> list:  # + the last state's rows, once per copy
-        return pieces + [t.numpy()[t.shape[0] - rows :]] * extra
+    def padded(tensors: list, rows: int) -> list:  # the parts' arrays + the last state's rows, once per copy
+        arrays = [t.numpy() for t in tensors]
+        return arrays + [arrays[-1][arrays[-1].shape[0] - rows :]] * extra
 
     node_sizes = np.concatenate([g.nodes.sizes.numpy() for g in graphs] + [np.full(extra, n_last, np.int64)])
     move_sizes = np.concatenate(
@@ -219,17 +211,8 @@ def assemble(parts: Sequence[tuple[GraphBatch, ActionBatch]], count: int, stager
     e_total = sum(g.edge_index.shape[1] for g in graphs) + extra * e_pad
     g0, a0 = graphs[0], actions[0]
     uniform = [int(s[0]) if s.size and (s == s[0]).all() else None for s in (node_sizes, move_sizes)]
-    fields = (
-        g0.x,
-        g0.edge_index,
-        g0.edge_attr,
-        g0.neighbors,
-        g0.neighbor_attr,
-        g0.neighbor_mask,
-        g0.node_offset,
-        a0.nodes,
-        a0.meta,
-    )
+    fields = (g0.x, g0.edge_index, g0.edge_attr, g0.neighbors, g0.neighbor_attr, g0.neighbor_mask)
+    fields += (g0.node_offset, a0.nodes, a0.meta)
     key = (n_total, e_total, a_total, count, *uniform, *((tuple(t.shape[1:]), t.dtype) for t in fields))
     found = _SKELETONS.get(key)
     if found is None:
@@ -254,43 +237,24 @@ def assemble(parts: Sequence[tuple[GraphBatch, ActionBatch]], count: int, stager
         )
         found = _SKELETONS[key] = (skeleton, packed_size(skeleton))
     block, out = stager.reserve(*found)
-    (
-        x,
-        edge_index,
-        edge_attr,
-        neighbors,
-        neighbor_attr,
-        mask,
-        node_offset,
-        node_index,
-        node_sizes_out,
-        moves,
-        meta,
-        move_index,
-        move_sizes_out,
-    ) = out
+    x, edge_index, edge_attr, neighbors, neighbor_attr, mask, node_offset = out[:7]
+    node_index, node_sizes_out, moves, meta, move_index, move_sizes_out = out[7:]
     # shifts: part i by its first node (graph) id; copy k of the last state k trees further
     node_shift = list(node_base[:-1]) + [node_base[-2] + k * n_last for k in copies]
     graph_shift = list(graph_base[:-1]) + [graph_base[-2] + k for k in copies]
-    _fill(x, padded(last_g.x, n_last, [g.x.numpy() for g in graphs]))
+    _fill(x, padded([g.x for g in graphs], n_last))
     edge_pieces = [g.edge_index.numpy() for g in graphs] + [last_edges[:, in_last]] * extra
     for side in range(2):  # sources, then targets
         _fill(edge_index[side], [p[side] for p in edge_pieces], node_shift)
     _fill(edge_attr, [g.edge_attr.numpy() for g in graphs] + [last_g.edge_attr.numpy()[in_last]] * extra)
-    _fill(neighbors, padded(last_g.neighbors, n_last, [g.neighbors.numpy() for g in graphs]), node_shift)
-    _fill(neighbor_attr, padded(last_g.neighbor_attr, n_last, [g.neighbor_attr.numpy() for g in graphs]))
-    _fill(mask, padded(last_g.neighbor_mask, n_last, [g.neighbor_mask.numpy() for g in graphs]))
-    _fill(node_offset, padded(last_g.node_offset, 1, [g.node_offset.numpy() for g in graphs]), node_shift)
-    _fill(
-        node_index, padded(last_g.nodes.index, n_last, [g.nodes.index.numpy() for g in graphs]), graph_shift
-    )
+    _fill(neighbors, padded([g.neighbors for g in graphs], n_last), node_shift)
+    _fill(neighbor_attr, padded([g.neighbor_attr for g in graphs], n_last))
+    _fill(mask, padded([g.neighbor_mask for g in graphs], n_last))
+    _fill(node_offset, padded([g.node_offset for g in graphs], 1), node_shift)
+    _fill(node_index, padded([g.nodes.index for g in graphs], n_last), graph_shift)
     node_sizes_out[:] = node_sizes
-    _fill(moves, padded(last_a.nodes, a_last, [a.nodes.numpy() for a in actions]), node_shift)
-    _fill(meta, padded(last_a.meta, a_last, [a.meta.numpy() for a in actions]))
-    _fill(
-        move_index,
-        padded(last_a.states.index, a_last, [a.states.index.numpy() for a in actions]),
-        graph_shift,
-    )
+    _fill(moves, padded([a.nodes for a in actions], a_last), node_shift)
+    _fill(meta, padded([a.meta for a in actions], a_last))
+    _fill(move_index, padded([a.states.index for a in actions], a_last), graph_shift)
     move_sizes_out[:] = move_sizes
     return block

@@ -280,10 +280,6 @@ class Learner:
         cfg = self.agent_cfg
         states = batch.next_actions.states
         chunk = CPU_ACTION_CHUNK if self.device.type == "cpu" else None
-
-        def q_next(net: QNetwork) -> torch.Tensor:
-            return net(batch.next_graphs, batch.next_actions, chunk=chunk)
-
         plan = (
             self.target1.plan(batch.next_graphs, batch.next_actions, head_rows=False) if self.twins else None
         )
@@ -291,7 +287,7 @@ class Learner:
         def twin_min(nets: tuple[QNetwork, QNetwork], twin: TwinQ | None) -> torch.Tensor:
             if twin is not None:
                 return twin(batch.next_graphs, batch.next_actions, plan)
-            return torch.minimum(q_next(nets[0]), q_next(nets[1]))
+            return torch.minimum(*(net(batch.next_graphs, batch.next_actions, chunk=chunk) for net in nets))
 
         def online_policy() -> torch.Tensor:
             if online_next is not None and self.net_cfg.dropout == 0.0:

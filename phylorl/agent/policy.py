@@ -21,7 +21,7 @@ from phylorl.env.tree_env import EnvAlignment, TreeEnv
 from phylorl.nets.config import NetworkConfig
 from phylorl.nets.inputs import move_to
 from phylorl.nets.qnet import QNetwork
-from phylorl.nets.twin import twin_or_none
+from phylorl.nets.twin import TwinQ
 from phylorl.phylo.topology_key import neighbor_key, topology_key
 from phylorl.records.collate import state_inputs
 
@@ -77,7 +77,7 @@ class AgentPolicy:
         self._visited: set[int] = set()
         self.alpha = float(alpha)
         self.device = next(self.nets[0].parameters()).device
-        self._twin = twin_or_none(self.nets)  # both networks in one pass
+        self._twin = TwinQ(*self.nets)  # both networks in one pass (where it applies: TwinQ)
 
     @classmethod
     def from_learner(cls, learner: Learner, tabu: int = DEFAULT_TABU) -> AgentPolicy:
@@ -106,18 +106,12 @@ class AgentPolicy:
             raise ValueError(f"{file}: checkpoint does not match this version's Q network ({exc})") from None
         return cls(nets, float(state["log_alpha"].exp()), tabu)
 
-    def _inputs(self, env: TreeEnv):
-        return move_to(state_inputs([env.observation(self.features)]), self.device)
-
     @torch.inference_mode()
     def q_values(self, env: TreeEnv) -> np.ndarray:
         """The twin networks' values (min, or mean with ``reduce="mean"``) of every move of ``env``'s state,
         ``[A]``."""
-        graphs, actions = self._inputs(env)
-        if self._twin is not None:
-            return self._twin(graphs, actions, reduce=self.reduce).cpu().numpy()
-        both = torch.stack([net(graphs, actions) for net in self.nets])
-        return (both.amin(0) if self.reduce == "min" else both.mean(0)).cpu().numpy()
+        inputs = move_to(state_inputs([env.observation(self.features)]), self.device)
+        return self._twin(*inputs, reduce=self.reduce).cpu().numpy()
 
     def choose(self, env: TreeEnv) -> int | None:
         """Index of the greedy move in ``env.moves``; ``None`` when the state has no move."""

@@ -22,7 +22,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from phylorl.nets.compact_actions import CompactActions, action_batch, expand_actions, expand_tensors
+from phylorl.nets.compact_actions import TENSORS, CompactActions, action_batch, expand_actions, expand_tensors
 from phylorl.nets.inputs import Batch, map_tensors, move_to
 from phylorl.nets.one_call import one_call
 from phylorl.records.collate import expand_on_host
@@ -231,8 +231,7 @@ def _layout(tensors: list[Tensor]) -> tuple[list[tuple[int, torch.dtype, tuple[i
 def unpack(packed: Packed, buffer: Tensor, structure: bool = True):
     """The object :func:`pack` wrote, its tensors views of ``buffer`` made in one call (valid until the buffer
     is written again); ``structure=False``: only the list of views."""
-    p = Plan.of(packed)
-    views, _ = _views()([_typed(buffer, k) for k in p.kinds], p.which, p.start, p.count, p.shapes)
+    views = _land(Block(packed, buffer), buffer.device)[0]
     return rebuild(packed.structure, views) if structure else views
 
 
@@ -244,11 +243,10 @@ def rebuild(structure: bytes, views: list):
 @dataclass(frozen=True)
 class Plan:
     """A packed object's tensors as views per element type: ``kinds`` (in order of first use); per tensor its
-    kind, start (in elements), count, shape and start within its kind's ``span`` (its run of the buffer)."""
+    kind, count, shape and start (in elements) within its kind's ``span`` (its run of the buffer)."""
 
     kinds: list[torch.dtype]
     which: list[int]
-    start: list[int]
     count: list[int]
     shapes: list[list[int]]
     span: list[tuple[int, int]]
@@ -256,15 +254,10 @@ class Plan:
 
     @staticmethod
     def of(packed: Packed) -> Plan:
-        kinds: list[torch.dtype] = []
-        which, start, count, shapes = [], [], [], []
-        for at, dtype, shape in packed.tensors:
-            if dtype not in kinds:
-                kinds.append(dtype)
-            which.append(kinds.index(dtype))
-            start.append(at // dtype.itemsize)
-            count.append(math.prod(shape))
-            shapes.append(list(shape))
+        kinds = list(dict.fromkeys(dtype for _, dtype, _ in packed.tensors))
+        which = [kinds.index(dtype) for _, dtype, _ in packed.tensors]
+        start = [at // dtype.itemsize for at, dtype, _ in packed.tensors]
+        count = [math.prod(shape) for _, _, shape in packed.tensors]
         ends = [
             (
                 min((s for s, w in zip(start, which) if w == k), default=0),
@@ -273,7 +266,8 @@ class Plan:
             for k in range(len(kinds))
         ]
         span = [(lo, hi - lo) for lo, hi in ends]
-        return Plan(kinds, which, start, count, shapes, span, [s - ends[w][0] for s, w in zip(start, which)])
+        shapes = [list(shape) for _, _, shape in packed.tensors]
+        return Plan(kinds, which, count, shapes, span, [s - ends[w][0] for s, w in zip(start, which)])
 
 
 def _typed(buffer: Tensor, kind: torch.dtype) -> Tensor:
@@ -282,37 +276,9 @@ def _typed(buffer: Tensor, kind: torch.dtype) -> Tensor:
     return (buffer if n % kind.itemsize == 0 else buffer.narrow(0, 0, n - n % kind.itemsize)).view(kind)
 
 
-def tensor_views(
-    typed: list[Tensor], which: list[int], start: list[int], count: list[int], shapes: list[list[int]]
-) -> list[Tensor]:
-    """Per tensor ``typed[which].narrow(0, start, count)`` viewed as ``shape`` (TorchScript)."""
-    out: list[Tensor] = []
-    for i in range(len(which)):
-        out.append(typed[which[i]].narrow(0, start[i], count[i]).view(shapes[i]))
-    return out
-
-
-def _views_kept(
-    typed: list[Tensor], which: list[int], start: list[int], count: list[int], shapes: list[list[int]]
-) -> tuple[list[Tensor], list[Tensor]]:
-    """:func:`tensor_views`, and ``typed`` (kept to the end: :mod:`~phylorl.nets.one_call`)."""
-    return tensor_views(typed, which, start, count, shapes), typed
-
-
-@functools.cache
-def _views():
-    """:func:`_views_kept` as one call (:func:`~phylorl.nets.one_call.one_call`, compiled on first use)."""
-    return one_call(_views_kept)
-
-
 def aligned(at: int) -> int:
     """``at`` rounded up to a multiple of :data:`ALIGN`."""
     return -(-at // ALIGN) * ALIGN
-
-
-COMPACT_TENSORS = tuple(f.name for f in dataclasses.fields(CompactActions) if f.name != "uniform")
-"""The tensor fields of :class:`CompactActions`, in :func:`~phylorl.nets.compact_actions.expand_tensors`'
-order."""
 
 
 def arrive(
@@ -322,11 +288,28 @@ def arrive(
     type, a top-level field holding :class:`CompactActions` replaced by its expansion (on the host device the
     views alias ``block.data``). ``non_blocking``: asynchronous copies (``block.data`` pinned and not written
     again before they are done); ``consumer``: a CUDA stream that will use the result."""
-    p = Plan.of(block.packed)
     found = _compact_fields(block.packed.structure)
-    moves = 0
-    if found is not None:
-        moves = block.packed.tensors[found[1][COMPACT_TENSORS.index("shared_row")]][2][0]
+    views, expanded = _land(block, device, non_blocking, consumer, found[1] if found else [])
+    obj = rebuild(block.packed.structure, views)
+    if found is None:
+        return obj
+    name, indices, uniform = found
+    sizes = views[indices[TENSORS.index("sizes")]]
+    return dataclasses.replace(obj, **{name: action_batch(*expanded, sizes, uniform)})
+
+
+def _land(
+    block: Block,
+    device: torch.device,
+    non_blocking: bool = False,
+    consumer: torch.Stream | None = None,
+    compact: list[int] | None = None,
+) -> tuple[list[Tensor], list[Tensor]]:
+    """``(views, expanded)`` of :func:`_arrive` for ``block`` (``compact``: the numbers of its compact moves'
+    tensors, in :data:`TENSORS` order); on ``block.data``'s own device the views alias it."""
+    p = Plan.of(block.packed)
+    compact = compact or []
+    moves = block.packed.tensors[compact[TENSORS.index("shared_row")]][2][0] if compact else 0
     views, expanded, _ = _arrival()(
         block.typed_views(p.kinds),
         [lo for lo, _ in p.span],
@@ -335,25 +318,18 @@ def arrive(
         p.in_run,
         p.count,
         p.shapes,
-        found[1] if found else [],
+        compact,
         moves,
         device,
         non_blocking,
         consumer,
     )
-    obj = rebuild(block.packed.structure, views)
-    if found is None:
-        return obj
-    name, indices, uniform = found
-    sizes = views[indices[COMPACT_TENSORS.index("sizes")]]
-    return dataclasses.replace(
-        obj, **{name: action_batch(expanded[0], expanded[1], expanded[2], sizes, uniform)}
-    )
+    return views, expanded
 
 
 @functools.lru_cache(maxsize=64)
 def _compact_fields(structure: bytes) -> tuple[str, list[int], int | None] | None:
-    """``(field name, its tensors' numbers in :data:`COMPACT_TENSORS` order, its uniform)`` of the top-level
+    """``(field name, its tensors' numbers in :data:`TENSORS` order, its uniform)`` of the top-level
     dataclass field holding :class:`CompactActions` of the object pickled as ``structure``, else ``None``."""
     skeleton = rebuild(structure, range(sys.maxsize))  # tensor i stands as the number i
     if not dataclasses.is_dataclass(skeleton):
@@ -361,7 +337,7 @@ def _compact_fields(structure: bytes) -> tuple[str, list[int], int | None] | Non
     for field in dataclasses.fields(skeleton):
         value = getattr(skeleton, field.name)
         if isinstance(value, CompactActions):
-            return field.name, [getattr(value, name) for name in COMPACT_TENSORS], value.uniform
+            return field.name, [getattr(value, name) for name in TENSORS], value.uniform
     return None
 
 
@@ -386,23 +362,12 @@ def _arrive(
     copies: list[Tensor] = []
     for k in range(len(host)):
         copies.append(host[k].narrow(0, first[k], elements[k]).to(device, non_blocking=non_blocking))
-    views = tensor_views(copies, which, in_run, count, shapes)
+    views: list[Tensor] = []
+    for i in range(len(which)):
+        views.append(copies[which[i]].narrow(0, in_run[i], count[i]).view(shapes[i]))
     expanded: list[Tensor] = []
     if len(compact) > 0:
-        c = compact
-        nodes, meta, index = expand_tensors(
-            views[c[0]],
-            views[c[1]],
-            views[c[2]],
-            views[c[3]],
-            views[c[4]],
-            views[c[5]],
-            views[c[6]],
-            views[c[7]],
-            views[c[8]],
-            views[c[9]],
-            moves,
-        )
+        nodes, meta, index = expand_tensors([views[i] for i in compact], moves)
         expanded = [nodes, meta, index]
     if consumer is not None:
         for t in copies + expanded:
@@ -418,8 +383,7 @@ def _arrival():
 
 def to_host(values: Tensor, priorities: Tensor) -> Tensor:
     """``values`` then ``priorities`` (as ``values``' dtype) in one host tensor, in one call (one sync)."""
-    both, _ = _gathered()(values, priorities)
-    return both
+    return _gathered()(values, priorities)[0]
 
 
 def split(both: Tensor, n_values: int) -> tuple[list, np.ndarray]:

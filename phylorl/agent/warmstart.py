@@ -141,12 +141,7 @@ def fit(
             schedule.step()
             sums += (float(total.detach()) / 2, *(parts / 2))
             batches += 1
-        record = {
-            "epoch": epoch + 1,
-            "loss": sums[0] / batches,
-            "mse": sums[1] / batches,
-            "ce": sums[2] / batches,
-        }
+        record = {"epoch": epoch + 1, **dict(zip(("loss", "mse", "ce"), sums / batches))}
         history.append(record)
         if on_epoch is not None:
             on_epoch(record)

@@ -15,6 +15,7 @@ bits as :func:`phylorl.records.moves.expand_moves` on the host (``tests/unit/rec
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from dataclasses import dataclass
 
@@ -23,7 +24,7 @@ from torch import Tensor
 
 from .inputs import ActionBatch
 from .one_call import one_call
-from .segment import Segments
+from .segment import Segments, segments_from_sizes
 
 
 @dataclass
@@ -60,11 +61,7 @@ class CompactActions:
 
     def states(self) -> Segments:
         """The :class:`Segments` of the moves over the states, on the arrays' device (no host sync)."""
-        sizes = self.sizes
-        index = torch.repeat_interleave(
-            torch.arange(sizes.shape[0], device=sizes.device), sizes, output_size=self.count
-        )
-        return Segments(index=index, sizes=sizes, count=int(sizes.shape[0]), size=self.uniform)
+        return segments_from_sizes(self.sizes, self.uniform, self.count)
 
     @property
     def count(self) -> int:
@@ -75,21 +72,8 @@ def expand_actions(compact: CompactActions) -> ActionBatch:
     """The :class:`ActionBatch` of ``compact`` on its device, without a host sync (the same values as
     :func:`phylorl.records.moves.expand_moves` on the host), its some twenty operations in one TorchScript
     call (:mod:`~phylorl.nets.one_call`)."""
-    c = compact
-    nodes, meta, index, _ = _expansion()(
-        c.slot_node,
-        c.pruned,
-        c.regraft,
-        c.shared,
-        c.walk_slot,
-        c.walk_own,
-        c.blocks,
-        c.shared_row,
-        c.columns,
-        c.sizes,
-        c.count,
-    )
-    return action_batch(nodes, meta, index, c.sizes, c.uniform)
+    nodes, meta, index, _ = _expansion()([getattr(compact, name) for name in TENSORS], compact.count)
+    return action_batch(nodes, meta, index, compact.sizes, compact.uniform)
 
 
 def action_batch(
@@ -104,21 +88,12 @@ def action_batch(
     )
 
 
-def expand_tensors(
-    slot_node: Tensor,
-    pruned_cols: Tensor,
-    regraft_cols: Tensor,
-    shared: Tensor,
-    walk_slot: Tensor,
-    walk_own: Tensor,
-    blocks: Tensor,
-    shared_row: Tensor,
-    columns: Tensor,
-    sizes: Tensor,
-    count: int,
-) -> tuple[Tensor, Tensor, Tensor]:
-    """``(nodes, meta, state index)`` of the moves (see :func:`expand_actions`)."""
-    blocks = blocks.long()
+def expand_tensors(tensors: list[Tensor], count: int) -> tuple[Tensor, Tensor, Tensor]:
+    """``(nodes, meta, state index)`` of the moves (see :func:`expand_actions`) from the :data:`TENSORS` of a
+    :class:`CompactActions`, in that order."""
+    slot_node, pruned_cols, regraft_cols, shared = tensors[0], tensors[1], tensors[2], tensors[3]
+    walk_slot, walk_own, blocks, shared_row = tensors[4], tensors[5], tensors[6].long(), tensors[7]
+    columns, sizes = tensors[8], tensors[9]
     lengths = blocks[:, 2]
     block = torch.repeat_interleave(
         torch.arange(blocks.shape[0], device=blocks.device), lengths, output_size=count
@@ -151,54 +126,18 @@ def expand_tensors(
     return nodes, parts.index_select(1, columns), index
 
 
-def _expand_kept(
-    slot_node: Tensor,
-    pruned_cols: Tensor,
-    regraft_cols: Tensor,
-    shared: Tensor,
-    walk_slot: Tensor,
-    walk_own: Tensor,
-    blocks: Tensor,
-    shared_row: Tensor,
-    columns: Tensor,
-    sizes: Tensor,
-    count: int,
-) -> tuple[Tensor, Tensor, Tensor, list[Tensor]]:
+def _expand_kept(tensors: list[Tensor], count: int) -> tuple[Tensor, Tensor, Tensor, list[Tensor]]:
     """:func:`expand_tensors`, its tensor arguments returned too (kept to the end:
     :mod:`~phylorl.nets.one_call`)."""
-    nodes, meta, index = expand_tensors(
-        slot_node,
-        pruned_cols,
-        regraft_cols,
-        shared,
-        walk_slot,
-        walk_own,
-        blocks,
-        shared_row,
-        columns,
-        sizes,
-        count,
-    )
-    return (
-        nodes,
-        meta,
-        index,
-        [
-            slot_node,
-            pruned_cols,
-            regraft_cols,
-            shared,
-            walk_slot,
-            walk_own,
-            blocks,
-            shared_row,
-            columns,
-            sizes,
-        ],
-    )
+    nodes, meta, index = expand_tensors(tensors, count)
+    return nodes, meta, index, tensors
 
 
 @functools.cache
 def _expansion():
     """:func:`_expand_kept` as one call (:func:`~phylorl.nets.one_call.one_call`, compiled on first use)."""
     return one_call(_expand_kept)
+
+
+TENSORS = tuple(f.name for f in dataclasses.fields(CompactActions) if f.name != "uniform")
+"""The tensor fields of :class:`CompactActions`, in :func:`expand_tensors`' order."""

@@ -239,17 +239,14 @@ class QNetwork(nn.Module):
         n = rows.shape[0]
         if not chunk or chunk >= n or self.training or torch.is_grad_enabled():
             chunk = n
-        return torch.cat(
-            [
-                self.head_rest(
-                    F.embedding_bag(
-                        rows[i : i + chunk], table, per_sample_weights=weights[i : i + chunk], mode="sum"
-                    ),
-                    generator,
-                )
-                for i in range(0, n, chunk)
-            ]
-        )
+
+        def rest(i: int) -> Tensor:  # the head of actions i to i + chunk
+            z = F.embedding_bag(
+                rows[i : i + chunk], table, per_sample_weights=weights[i : i + chunk], mode="sum"
+            )
+            return self.head_rest(z, generator)
+
+        return torch.cat([rest(i) for i in range(0, n, chunk)])
 
     def forward(
         self,

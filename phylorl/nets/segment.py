@@ -98,7 +98,10 @@ def take(x: Tensor, index: Tensor) -> Tensor:
     return x.index_select(0, index.reshape(-1)).reshape(*index.shape, *x.shape[1:])
 
 
-def segments_from_sizes(sizes: Tensor, size: int | None = None) -> Segments:
-    """:class:`Segments` for consecutive segments of the given sizes (int64 ``[count]``)."""
-    index = torch.repeat_interleave(torch.arange(sizes.shape[0], device=sizes.device), sizes)
+def segments_from_sizes(sizes: Tensor, size: int | None = None, rows: int | None = None) -> Segments:
+    """:class:`Segments` for consecutive segments of the given sizes (int64 ``[count]``); ``rows``: their sum,
+    when known (no host sync)."""
+    index = torch.repeat_interleave(
+        torch.arange(sizes.shape[0], device=sizes.device), sizes, output_size=rows
+    )
     return Segments(index=index, sizes=sizes, count=int(sizes.shape[0]), size=size)

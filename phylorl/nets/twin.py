@@ -123,13 +123,7 @@ class TwinQ:
             )
         plan = plan if plan is not None else a.plan(graphs, actions, head_rows=not self.fused)
         few = actions.nodes.shape[0] < graphs.x.shape[0]  # fewer actions than nodes: the networks' own path
-        if (
-            few
-            or self.cfg.action_features != "gather"
-            or (plan.rows is None and not self.fused)
-            or graphs.x.shape[1] != self.cfg.node_features
-            or actions.meta.shape[1] != self.cfg.action_meta
-        ):
+        if few or not self._stacks(graphs, actions) or (plan.rows is None and not self.fused):
             both = torch.stack([a(graphs, actions, True, plan=plan), b(graphs, actions, True, plan=plan)])
         else:
             if self.compiled:
@@ -169,12 +163,15 @@ class TwinQ:
         """Whether :meth:`values` takes this batch: fewer actions than nodes, the networks' input widths, and
         no dropout in training mode."""
         a, b = self.nets
+        few = actions.nodes.shape[0] < graphs.x.shape[0]
+        return few and self._stacks(graphs, actions) and not (self.cfg.dropout and (a.training or b.training))
+
+    def _stacks(self, graphs: GraphBatch, actions: ActionBatch) -> bool:
+        """Whether the stacked pass takes the batch: a ``gather`` config and the networks' input widths."""
         return (
-            actions.nodes.shape[0] < graphs.x.shape[0]
-            and self.cfg.action_features == "gather"
+            self.cfg.action_features == "gather"
             and graphs.x.shape[1] == self.cfg.node_features
             and actions.meta.shape[1] == self.cfg.action_meta
-            and not (self.cfg.dropout and (a.training or b.training))
         )
 
     def _encode(

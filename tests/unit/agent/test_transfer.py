@@ -13,12 +13,10 @@ from helpers import assert_same, episodes
 
 from phylorl.agent.transfer import (
     ALIGN,
-    COMPACT_TENSORS,
     Block,
     Plan,
     Stager,
     _arrival,
-    _views,
     aligned,
     arrive,
     on_device,
@@ -27,7 +25,7 @@ from phylorl.agent.transfer import (
     unpack,
 )
 from phylorl.env.config import EnvConfig
-from phylorl.nets.compact_actions import CompactActions, _expansion, expand_actions
+from phylorl.nets.compact_actions import TENSORS, CompactActions, _expansion, expand_actions
 from phylorl.nets.inputs import ActionBatch
 from phylorl.phylo.simulate import simulate_dataset
 from phylorl.records.collate import collate_records
@@ -171,7 +169,7 @@ def test_the_compiled_functions_return_their_tensor_arguments(compact):
     block = Stager().stage(compact)
     plan = Plan.of(block.packed)
     host = block.typed_views(plan.kinds)
-    for fn in (_arrival(), _expansion(), _views()):
+    for fn in (_arrival(), _expansion()):
         assert isinstance(fn, torch.jit.ScriptFunction)
     kept = _arrival()(
         host,
@@ -189,12 +187,9 @@ def test_the_compiled_functions_return_their_tensor_arguments(compact):
     )[2]
     assert [t.data_ptr() for t in kept] == [t.data_ptr() for t in host]
     c = compact.next_actions
-    inputs = [getattr(c, name) for name in COMPACT_TENSORS]
-    kept = _expansion()(*inputs, c.count)[3]
+    inputs = [getattr(c, name) for name in TENSORS]
+    kept = _expansion()(inputs, c.count)[3]
     assert [t.data_ptr() for t in kept] == [t.data_ptr() for t in inputs]
-    assert [t.data_ptr() for t in _views()(host, plan.which, plan.start, plan.count, plan.shapes)[1]] == [
-        t.data_ptr() for t in host
-    ]
 
 
 def test_the_consumers_stream_is_marked_inside_the_one_call(compact):
