@@ -14,8 +14,7 @@ from .newick import TreeError, read_newick, write_newick
 from .splits import rf_distance, topology_hash
 from .spr import apply_spr, enumerate_moves, move_metadata, spr_neighbor
 from .starts import nj_tree, random_tree
-from .traversal import edges_near
-from .tree import Tree
+from .tree import Tree, edges_near
 
 __all__ = [
     "Alignment",

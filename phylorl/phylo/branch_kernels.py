@@ -17,35 +17,20 @@ import numpy as np
 from numba import njit
 
 from . import kernels as kn
-from .kernels import FASTMATH, LOG_SCALE
-from .log_sum import total_loglik, weighted_log_sum
+from .kernels import FASTMATH, LOG_SCALE, total_loglik, weighted_log_sum
 
 
 @njit(cache=True, nogil=True, fastmath=FASTMATH)
-def branch_coefficients(
-    e,
-    neighbors,
-    n_leaves,
-    edges,
-    tip_codes,
-    mask_vectors,
-    clv,
-    scale,
-    freqs,
-    weights,
-    U,
-    U_inv,
-    inv_lik,
-    pinv,
-    coef,
-    inv_scaled,
-):
+def branch_coefficients(e, tree, b, model, mask_vectors):
     """Fill ``coef[C, 4, P]`` and ``inv_scaled[P]`` for edge ``e`` (both partials must be valid).
 
     ``coef[:, 0, :]`` (the ``k = 0`` term, eigenvalue 0) is summed over categories into
     ``coef[0, 0, :]`` together with the invariant-sites term, since it does not depend on ``t``.
     A tip's side is a lookup by ambiguity code (its products with ``pi U`` and ``U^-1`` tabulated once).
     """
+    neighbors, _, edges, n_leaves, tip_codes = tree
+    clv, scale, coef, inv_scaled = b.clv, b.scale, b.coef, b.inv_scaled
+    freqs, weights, _, U, U_inv, _, inv_lik, pinv = model
     u = edges[e, 0]
     v = edges[e, 1]
     C = coef.shape[0]
@@ -146,8 +131,9 @@ def _evaluate(t, coef, eigvals, rates, pattern_weights, want_f):
 
 
 @njit(cache=True, nogil=True)
-def newton_branch(coef, eigvals, rates, pattern_weights, t0, t_min, t_max, max_iter, tol):
-    """Maximise the edge log-likelihood over ``t`` in ``[t_min, t_max]``.
+def newton_branch(coef, model, pattern_weights, t0, newton):
+    """Maximise the edge log-likelihood over ``t`` in ``[t_min, t_max]`` (``newton``: ``(max_iter, tol, t_min,
+    t_max)``; ``model``: :class:`~phylorl.phylo.likelihood.ModelArrays`).
 
     Safeguarded Newton–Raphson on the first derivative (as ``rtsafe``): a bracket ``[lo, hi]``
     around the maximum shrinks with every evaluation, and a step that leaves it, or a point where
@@ -155,6 +141,8 @@ def newton_branch(coef, eigvals, rates, pattern_weights, t0, t_min, t_max, max_i
     never worse than ``t0``. Returns ``(t, f, iterations)``; ``f`` is the edge log-likelihood up to
     a constant (the scaling offsets).
     """
+    max_iter, tol, t_min, t_max = newton
+    eigvals, rates = model.eigvals, model.rates
     t_start = min(max(t0, t_min), t_max)
     f_start, d1, d2 = _evaluate(t_start, coef, eigvals, rates, pattern_weights, True)
     t = t_start
@@ -190,127 +178,38 @@ def newton_branch(coef, eigvals, rates, pattern_weights, t0, t_min, t_max, max_i
 
 
 @njit(cache=True, nogil=True)
-def optimize_edges(
-    order,
-    rounds,
-    tol,
-    max_iter,
-    newton_tol,
-    t_min,
-    t_max,
-    neighbors,
-    node_edges,
-    edges,
-    lengths,
-    snap_lengths,
-    n_leaves,
-    tip_codes,
-    pattern_weights,
-    buffers,
-    model,
-):
+def optimize_edges(order, rounds, tol, newton, tree, lengths, snap_lengths, pattern_weights, b, model):
     """Passes of per-branch Newton over ``order`` until a pass gains less than ``tol``; every pass walks
     ``order`` from its first edge (passes in alternating directions converge in up to twice the passes).
 
-    ``buffers`` is the engine's :class:`~phylorl.phylo.likelihood.Buffers` and ``model`` its
-    :class:`~phylorl.phylo.likelihood.ModelArrays`. Updates ``lengths`` (and the snapshot) in place and
-    keeps partials consistent. Returns ``(loglik, partials recomputed, branches optimised, last edge)``.
+    ``newton``: as :func:`newton_branch`; ``tree``, ``b`` and ``model``: the kernels' bundles
+    (:mod:`~phylorl.phylo.kernels`). Updates ``lengths`` (and the snapshot) in place and keeps partials
+    consistent. Returns ``(loglik, partials recomputed, branches optimised, last edge)``.
     """
     mask_vectors = kn.MASK_VECTORS
-    pmat, tip_pmat, clv, scale, valid, stack = (
-        buffers.pmat,
-        buffers.tip_pmat,
-        buffers.clv,
-        buffers.scale,
-        buffers.valid,
-        buffers.stack,
-    )
-    site, site_scale, coef, inv_scaled = buffers.site, buffers.site_scale, buffers.coef, buffers.inv_scaled
-    freqs, weights, eigvals, U, U_inv, rates = (
-        model.freqs,
-        model.weights,
-        model.eigvals,
-        model.U,
-        model.U_inv,
-        model.rates,
-    )
-    inv_lik, pinv = model.inv_lik, model.pinv
     one = np.empty(1, dtype=np.int64)
     n_updates = 0
     n_branches = 0
     last = order[order.shape[0] - 1]  # where every pass ends
-    n_updates += _ensure_edge(
-        order[0], neighbors, node_edges, edges, n_leaves, tip_codes, pmat, tip_pmat, clv, scale, valid, stack
-    )
-    kn.edge_site_likelihoods(
-        order[0],
-        neighbors,
-        n_leaves,
-        edges,
-        tip_codes,
-        pmat,
-        tip_pmat,
-        clv,
-        scale,
-        freqs,
-        weights,
-        site,
-        site_scale,
-    )
-    previous = total_loglik(site, site_scale, pattern_weights, inv_lik, pinv)
+    n_updates += _ensure_edge(order[0], tree, b)
+    kn.edge_site_likelihoods(order[0], tree, b, model)
+    previous = total_loglik(b.site, b.site_scale, pattern_weights, model.inv_lik, model.pinv)
     current = previous
     for _pass in range(rounds):
         for e in order:
-            n_updates += _ensure_edge(
-                e, neighbors, node_edges, edges, n_leaves, tip_codes, pmat, tip_pmat, clv, scale, valid, stack
-            )
-            branch_coefficients(
-                e,
-                neighbors,
-                n_leaves,
-                edges,
-                tip_codes,
-                mask_vectors,
-                clv,
-                scale,
-                freqs,
-                weights,
-                U,
-                U_inv,
-                inv_lik,
-                pinv,
-                coef,
-                inv_scaled,
-            )
-            t, _, _ = newton_branch(
-                coef, eigvals, rates, pattern_weights, lengths[e], t_min, t_max, max_iter, newton_tol
-            )
+            n_updates += _ensure_edge(e, tree, b)
+            branch_coefficients(e, tree, b, model, mask_vectors)
+            t, _, _ = newton_branch(b.coef, model, pattern_weights, lengths[e], newton)
             n_branches += 1
             if t != lengths[e]:
                 lengths[e] = t
                 snap_lengths[e] = t
                 one[0] = e
-                kn.compute_pmats(one, lengths, eigvals, U, U_inv, rates, pmat, tip_pmat, mask_vectors)
-                kn.invalidate_toward(e, neighbors, node_edges, edges, valid, False, stack, False)
-        n_updates += _ensure_edge(
-            last, neighbors, node_edges, edges, n_leaves, tip_codes, pmat, tip_pmat, clv, scale, valid, stack
-        )
-        kn.edge_site_likelihoods(
-            last,
-            neighbors,
-            n_leaves,
-            edges,
-            tip_codes,
-            pmat,
-            tip_pmat,
-            clv,
-            scale,
-            freqs,
-            weights,
-            site,
-            site_scale,
-        )
-        current = total_loglik(site, site_scale, pattern_weights, inv_lik, pinv)
+                kn.compute_pmats(one, lengths, model, b, mask_vectors)
+                kn.invalidate_toward(e, tree[0], tree[1], tree[2], b.valid, False, b.stack, False)
+        n_updates += _ensure_edge(last, tree, b)
+        kn.edge_site_likelihoods(last, tree, b, model)
+        current = total_loglik(b.site, b.site_scale, pattern_weights, model.inv_lik, model.pinv)
         if current - previous < tol:
             break
         previous = current
@@ -318,13 +217,5 @@ def optimize_edges(
 
 
 @njit(cache=True, nogil=True)
-def _ensure_edge(
-    e, neighbors, node_edges, edges, n_leaves, tip_codes, pmat, tip_pmat, clv, scale, valid, stack
-):
-    n = kn.ensure_valid(
-        2 * e, neighbors, node_edges, edges, n_leaves, tip_codes, pmat, tip_pmat, clv, scale, valid, stack
-    )
-    n += kn.ensure_valid(
-        2 * e + 1, neighbors, node_edges, edges, n_leaves, tip_codes, pmat, tip_pmat, clv, scale, valid, stack
-    )
-    return n
+def _ensure_edge(e, tree, b):
+    return kn.ensure_valid(2 * e, tree, b) + kn.ensure_valid(2 * e + 1, tree, b)

@@ -20,7 +20,9 @@ Conventions (shared with :mod:`phylorl.phylo.likelihood`):
   too: within one topology, the walk outward from a changed length stops at the first partial already invalid.
 
 Kernels take buffers and indices and return numbers; they allocate nothing per call beyond small
-scratch arrays.
+scratch arrays. They take their arrays in three bundles: ``tree``, the topology ``(neighbors, node_edges,
+edges, n_leaves, tip_codes)``; ``b``, the engine's :class:`~phylorl.phylo.likelihood.Buffers`; ``model``, its
+:class:`~phylorl.phylo.likelihood.ModelArrays`.
 """
 
 from __future__ import annotations
@@ -54,9 +56,10 @@ def clv_index(d, neighbors, edges, n_leaves):
 
 
 @njit(cache=True, nogil=True, fastmath=FASTMATH)
-def branch_pmat(t, eigvals, U, U_inv, rates, mask_vectors, pm, ptip):
+def branch_pmat(t, model, mask_vectors, pm, ptip):
     """Transition matrices of one branch of length ``t`` per category (``pm [C, 4, 4]``), and applied to every
     tip mask (``ptip [C, 4, 16]``)."""
+    eigvals, U, U_inv, rates = model.eigvals, model.U, model.U_inv, model.rates
     C = rates.shape[0]
     ex = np.empty(4)
     for c in range(C):
@@ -76,11 +79,11 @@ def branch_pmat(t, eigvals, U, U_inv, rates, mask_vectors, pm, ptip):
 
 
 @njit(cache=True, nogil=True)
-def compute_pmats(edge_ids, lengths, eigvals, U, U_inv, rates, pmat, tip_pmat, mask_vectors):
-    """Fill ``pmat`` and ``tip_pmat`` for the given edges from the eigen-decomposition."""
+def compute_pmats(edge_ids, lengths, model, b, mask_vectors):
+    """Fill ``b.pmat`` and ``b.tip_pmat`` for the given edges from the eigen-decomposition."""
     for idx in range(edge_ids.shape[0]):
         e = edge_ids[idx]
-        branch_pmat(lengths[e], eigvals, U, U_inv, rates, mask_vectors, pmat[e], tip_pmat[e])
+        branch_pmat(lengths[e], model, mask_vectors, b.pmat[e], b.tip_pmat[e])
 
 
 @njit(cache=True, nogil=True, fastmath=FASTMATH)
@@ -103,15 +106,9 @@ def _child_term(out, child, e, n_leaves, tip_codes, pmat, tip_pmat, src, first):
                         o[p] *= row[codes[p]]
     else:
         for c in range(C):
-            L0 = src[c, 0]
-            L1 = src[c, 1]
-            L2 = src[c, 2]
-            L3 = src[c, 3]
+            L0, L1, L2, L3 = src[c, 0], src[c, 1], src[c, 2], src[c, 3]
             for s in range(4):
-                m0 = pmat[e, c, s, 0]
-                m1 = pmat[e, c, s, 1]
-                m2 = pmat[e, c, s, 2]
-                m3 = pmat[e, c, s, 3]
+                m0, m1, m2, m3 = pmat[e, c, s, 0], pmat[e, c, s, 1], pmat[e, c, s, 2], pmat[e, c, s, 3]
                 o = out[c, s]
                 if first:
                     for p in range(P):
@@ -122,8 +119,10 @@ def _child_term(out, child, e, n_leaves, tip_codes, pmat, tip_pmat, src, first):
 
 
 @njit(cache=True, nogil=True, fastmath=FASTMATH)
-def _combine(d, neighbors, node_edges, edges, n_leaves, tip_codes, pmat, tip_pmat, clv, scale):
+def _combine(d, tree, b):
     """Recompute the partial of ``d`` and its scale counts from the head node's two other neighbours."""
+    neighbors, node_edges, edges, n_leaves, tip_codes = tree
+    pmat, tip_pmat, clv, scale = b.pmat, b.tip_pmat, b.clv, b.scale
     e = d >> 1
     k = d & 1
     tail = edges[e, k]
@@ -183,11 +182,11 @@ def rescale_patterns(out, sc):
 
 
 @njit(cache=True, nogil=True)
-def ensure_valid(
-    d, neighbors, node_edges, edges, n_leaves, tip_codes, pmat, tip_pmat, clv, scale, valid, stack
-):
+def ensure_valid(d, tree, b):
     """Make the partial of ``d`` valid, recomputing invalid partials below it (post-order). Returns
     #combines."""
+    neighbors, node_edges, edges, n_leaves, _ = tree
+    valid, stack = b.valid, b.stack
     e = d >> 1
     head = edges[e, 1 - (d & 1)]
     if head < n_leaves or valid[d]:
@@ -211,7 +210,7 @@ def ensure_valid(
                 stack[top] = cd
                 pushed = True
         if not pushed:
-            _combine(cur, neighbors, node_edges, edges, n_leaves, tip_codes, pmat, tip_pmat, clv, scale)
+            _combine(cur, tree, b)
             valid[cur] = True
             n_done += 1
             top -= 1
@@ -250,10 +249,12 @@ def invalidate_toward(e, neighbors, node_edges, edges, valid, include_self, stac
 
 
 @njit(cache=True, nogil=True, fastmath=FASTMATH)
-def edge_site_likelihoods(
-    e, neighbors, n_leaves, edges, tip_codes, pmat, tip_pmat, clv, scale, freqs, weights, out, out_scale
-):
-    """Per-pattern likelihood (variable-site part, scaled) at edge ``e``; both sides must be valid."""
+def edge_site_likelihoods(e, tree, b, model):
+    """Per-pattern likelihood (variable-site part, scaled) at edge ``e`` into ``b.site`` and ``b.site_scale``;
+    both sides must be valid."""
+    neighbors, _, edges, n_leaves, tip_codes = tree
+    pmat, tip_pmat, clv, scale, out, out_scale = b.pmat, b.tip_pmat, b.clv, b.scale, b.site, b.site_scale
+    freqs, weights = model.freqs, model.weights
     u = edges[e, 0]
     v = edges[e, 1]
     du = 2 * e + 1  # partial at u (from v to u)
@@ -284,14 +285,8 @@ def edge_site_likelihoods(
                 for p in range(P):
                     tmp[p] = row[codes[p]]
             else:
-                B0 = clv[rv, c, 0]
-                B1 = clv[rv, c, 1]
-                B2 = clv[rv, c, 2]
-                B3 = clv[rv, c, 3]
-                m0 = pmat[e, c, i, 0]
-                m1 = pmat[e, c, i, 1]
-                m2 = pmat[e, c, i, 2]
-                m3 = pmat[e, c, i, 3]
+                B0, B1, B2, B3 = clv[rv, c, 0], clv[rv, c, 1], clv[rv, c, 2], clv[rv, c, 3]
+                m0, m1, m2, m3 = pmat[e, c, i, 0], pmat[e, c, i, 1], pmat[e, c, i, 2], pmat[e, c, i, 3]
                 for p in range(P):
                     tmp[p] = m0 * B0[p] + m1 * B1[p] + m2 * B2[p] + m3 * B3[p]
             f = wc * freqs[i]
@@ -300,29 +295,14 @@ def edge_site_likelihoods(
 
 
 @njit(cache=True, nogil=True)
-def sync_tree(
-    neighbors,
-    node_edges,
-    edges,
-    lengths,
-    snap_edges,
-    snap_lengths,
-    valid,
-    stack,
-    eigvals,
-    U,
-    U_inv,
-    rates,
-    pmat,
-    tip_pmat,
-    mask_vectors,
-):
+def sync_tree(tree, lengths, snap_edges, snap_lengths, b, model, mask_vectors):
     """Invalidate what changed since the snapshot, refresh those edges' matrices, update the snapshot.
 
     An edge whose end nodes changed invalidates its own two partials and every partial that contains
     it; an edge whose length changed invalidates the partials that contain it. Returns the first
     changed edge id (a good place to evaluate next) or -1 when nothing changed.
     """
+    neighbors, node_edges, edges, _, _ = tree
     E = edges.shape[0]
     first = -1
     any_topo = False
@@ -334,15 +314,109 @@ def sync_tree(
             if first < 0:
                 first = e
             one[0] = e
-            compute_pmats(one, lengths, eigvals, U, U_inv, rates, pmat, tip_pmat, mask_vectors)
+            compute_pmats(one, lengths, model, b, mask_vectors)
     if first < 0:
         return -1
     # invalidate after all pmats are fresh: the topology pass must see the whole new tree
     for e in range(first, E):
         topo = edges[e, 0] != snap_edges[e, 0] or edges[e, 1] != snap_edges[e, 1]
         if topo or lengths[e] != snap_lengths[e]:
-            invalidate_toward(e, neighbors, node_edges, edges, valid, topo, stack, any_topo)
+            invalidate_toward(e, neighbors, node_edges, edges, b.valid, topo, b.stack, any_topo)
             snap_edges[e, 0] = edges[e, 0]
             snap_edges[e, 1] = edges[e, 1]
             snap_lengths[e] = lengths[e]
     return first
+
+
+# ------------------------------------------------------------------------------ weighted sums of logarithms
+# A site log-likelihood total and Newton's function values. ``weighted_log_sum`` takes each value's exponent
+# bits apart and evaluates ``log(1 + u)`` of its mantissa by a polynomial, so the loop compiles to vector
+# instructions (``np.log`` in a loop does not).
+
+# log(1 + u) for u in [sqrt(1/2) - 1, sqrt(2) - 1): a degree-18 Chebyshev fit (absolute error 5e-15)
+_LOG_POLY = (
+    4.996003610813204e-16,
+    0.9999999999999821,
+    -0.5000000000003142,
+    0.33333333334250254,
+    -0.24999999994181302,
+    0.199999998641054,
+    -0.16666667041219524,
+    0.1428572338247037,
+    -0.12499992635720986,
+    0.1111078830033677,
+    -0.09999836623974005,
+    0.0909727997283972,
+    -0.08343149514219463,
+    0.07625577420850116,
+    -0.06971021116384507,
+    0.06945945608784451,
+    -0.0754056735964861,
+    0.06409619232981266,
+    -0.025985708552573622,
+)
+_LN2 = float(np.log(2.0))
+_SMALLEST_NORMAL = 2.2250738585072014e-308
+
+
+@njit(cache=True, nogil=True, fastmath=FASTMATH)
+def _split_exponent(bits, mantissa, exponent):
+    """``x = m * 2**e`` with ``m`` in ``[sqrt(1/2), sqrt(2))`` for the float64 bit patterns ``bits``; returns
+    whether every ``x`` is a positive normal number."""
+    ok = 0
+    for i in range(bits.shape[0]):
+        b = bits[i]
+        mb = (b & 0x000FFFFFFFFFFFFF) | 0x3FF0000000000000
+        big = np.int64(mb > 0x3FF6A09E667F3BCD)
+        mantissa[i] = mb - big * 0x0010000000000000
+        raw = (b >> 52) & 0x7FF
+        exponent[i] = np.float64(raw - 1023 + big)
+        ok += np.int64(b <= 0) + np.int64(raw == 0) + np.int64(raw == 0x7FF)
+    return ok == 0
+
+
+@njit(cache=True, nogil=True, fastmath=FASTMATH)
+def _weighted_log_sum(m, e, w):
+    total = 0.0
+    for i in range(m.shape[0]):
+        x = m[i] - 1.0
+        p = _LOG_POLY[18]
+        for k in range(17, -1, -1):  # Horner, highest power first
+            p = p * x + _LOG_POLY[k]
+        total += w[i] * (e[i] * _LN2 + p)
+    return total
+
+
+@njit(cache=True, nogil=True)
+def weighted_log_sum(x, w):
+    """``sum_i w[i] * log(x[i])``: vectorised (exponent bits and a polynomial, absolute error 5e-15 per
+    term) for positive normal ``x``, ``np.log`` otherwise."""
+    n = x.shape[0]
+    mantissa = np.empty(n, np.int64)
+    exponent = np.empty(n)
+    if not _split_exponent(x.view(np.int64), mantissa, exponent):
+        total = 0.0
+        for i in range(n):
+            total += w[i] * np.log(x[i])
+        return total
+    return _weighted_log_sum(mantissa.view(np.float64), exponent, w)
+
+
+@njit(cache=True, nogil=True, fastmath=FASTMATH)
+def total_loglik(site_lik, site_scale, pattern_weights, inv_lik, pinv):
+    """Sum of pattern-weighted log-likelihoods, adding the invariant-sites part when ``pinv > 0``."""
+    if pinv <= 0.0:
+        offset = 0.0
+        for p in range(site_lik.shape[0]):
+            offset += pattern_weights[p] * site_scale[p]
+        return weighted_log_sum(site_lik, pattern_weights) - offset * LOG_SCALE
+    total = 0.0
+    for p in range(site_lik.shape[0]):
+        lv = np.log(site_lik[p]) - site_scale[p] * LOG_SCALE
+        if inv_lik[p] > 0.0:
+            li = np.log(pinv * inv_lik[p])
+            hi = lv if lv > li else li
+            lo = li if lv > li else lv
+            lv = hi + np.log1p(np.exp(lo - hi))
+        total += pattern_weights[p] * lv
+    return total

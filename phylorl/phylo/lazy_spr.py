@@ -12,7 +12,8 @@ No tree is copied or changed. Per pruned subtree, the partials of the remaining 
 are walked depth first from the join toward the regraft edges: the side of a regraft edge away from ``p`` is
 the tree's own partial (made valid on demand, so only the partials a change has invalidated along the way are
 recomputed), the side toward ``p`` one product of the parent's and a sibling's. The walk keeps one partial per
-level of its stack, so its work space grows with the radius of the moves, not with the tree.
+level of its stack, so its work space grows with the radius of the moves, not with the tree. One regraft
+(:func:`candidate`) combines the partials on both sides of the regraft point with the pruned subtree's.
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ import numpy as np
 from numba import njit
 
 from . import kernels as kn
-from . import lazy_candidate as lc
+from .branch_kernels import newton_branch
+from .kernels import FASTMATH, LOG_SCALE, total_loglik
 from .spr import slot_of
 
 
@@ -89,35 +91,13 @@ def _mark_paths(moves, i, j, neighbors, n_leaves, p, s, need, seen, up, queue, s
 
 @njit(cache=True, nogil=True)
 def lazy_spr_scores(
-    moves,
-    neighbors,
-    node_edges,
-    edges,
-    lengths,
-    n_leaves,
-    tip_codes,
-    clv,
-    scale,
-    valid,
-    stack,
-    pmat,
-    tip_pmat,
-    model,
-    pattern_weights,
-    t_min,
-    t_max,
-    max_iter,
-    newton_tol,
-    branches,
-    reference,
-    cutoff,
-    work,
-    out,
+    moves, tree, lengths, bufs, model, pattern_weights, newton, branches, reference, cutoff, work, out
 ):
     """Lazy score of every move (rows ``(p, s, x, y)``) into ``out``, with ``branches`` (0, 1 or 3) optimised.
     Moves sharing ``(p, s)`` should be consecutive (as enumerated): each run costs one walk of the remaining
-    tree along the paths to its regraft edges. Partials are made valid as the walk reads them. ``model`` is
-    the engine's :class:`~phylorl.phylo.likelihood.ModelArrays`, ``work`` a :class:`LazyWork`.
+    tree along the paths to its regraft edges. Partials are made valid as the walk reads them. ``tree``,
+    ``bufs`` and ``model``: the bundles of :mod:`~phylorl.phylo.kernels` (``bufs`` its ``b``); ``newton``: as
+    :func:`~phylorl.phylo.branch_kernels.newton_branch`; ``work``: a :class:`LazyWork`.
 
     With ``cutoff > 0`` a walk does not go beyond a regraft edge whose score falls below ``reference`` by more
     than ``cutoff`` times the mean fall of the scores below it so far in the run (RAxML-NG's subtree cutoff: a
@@ -128,12 +108,13 @@ def lazy_spr_scores(
     valid SPR move of the tree (or repeats a regraft edge of its run), or -2 when a walk is deeper than
     ``work.D``."""
     mask_vectors = kn.MASK_VECTORS
-    eigvals, U, U_inv, rates = model.eigvals, model.U, model.U_inv, model.rates
+    neighbors, node_edges, edges, n_leaves, tip_codes = tree
+    clv, scale, pmat, tip_pmat = bufs.clv, bufs.scale, bufs.pmat, bufs.tip_pmat
     n_nodes = neighbors.shape[0]
     n_edges = edges.shape[0]
     C = clv.shape[1]
     P = clv.shape[3]
-    D, sD, buf, sbuf, coef, site = work.D, work.sD, work.buf, work.sbuf, work.coef, work.site
+    D, sD, buf, sbuf = work.D, work.sD, work.buf, work.sbuf
     depth = D.shape[0]
     F, Sd, SP, Dx = buf[0], buf[1], buf[2], buf[3]
     sF, sS, sDx = sbuf[0], sbuf[1], sbuf[2]
@@ -146,6 +127,7 @@ def lazy_spr_scores(
     walk = work.ints[6]  # the walk's stack: node at 2i, its parent at 2i + 1
     pm = np.empty((C, 4, 4))
     ptip = np.empty((C, 4, 16))
+    context = (tree, bufs, model, pattern_weights, newton, work, pm, ptip)  # what every candidate reads
     n_updates = 0
     A = moves.shape[0]
     i = 0
@@ -176,13 +158,11 @@ def lazy_spr_scores(
         _mark_paths(moves, i, j, neighbors, n_leaves, p, s, need, seen, up, queue, stamp)
         e_ps = node_edges[p, ks]
         d_ps = kn.directed_id(edges, e_ps, p)  # the s-subtree, away from p
-        n_updates += kn.ensure_valid(
-            d_ps, neighbors, node_edges, edges, n_leaves, tip_codes, pmat, tip_pmat, clv, scale, valid, stack
-        )
-        row_s = lc.row(d_ps, neighbors, edges, n_leaves)
-        lc.dense(Sd, sS, s, n_leaves, tip_codes, clv, scale, row_s)
+        n_updates += kn.ensure_valid(d_ps, tree, bufs)
+        row_s = row(d_ps, tree)
+        dense(Sd, sS, s, tree, bufs, row_s)
         if branches == 0:
-            lc.times_p(SP, pmat[e_ps], tip_pmat[e_ps], s, n_leaves, tip_codes, clv[row_s], True)
+            times_p(SP, pmat[e_ps], tip_pmat[e_ps], s, n_leaves, tip_codes, clv[row_s], True)
         for side in range(3):
             a = neighbors[p, side]
             if side == ks or a < n_leaves or remaining == 0 or need[a] != stamp:
@@ -191,23 +171,10 @@ def lazy_spr_scores(
             b = neighbors[p, other]
             e_pa, e_pb = node_edges[p, side], node_edges[p, other]
             d_b = kn.directed_id(edges, e_pb, p)
-            n_updates += kn.ensure_valid(
-                d_b,
-                neighbors,
-                node_edges,
-                edges,
-                n_leaves,
-                tip_codes,
-                pmat,
-                tip_pmat,
-                clv,
-                scale,
-                valid,
-                stack,
-            )
-            row_b = lc.row(d_b, neighbors, edges, n_leaves)
-            kn.branch_pmat(lengths[e_pa] + lengths[e_pb], eigvals, U, U_inv, rates, mask_vectors, pm, ptip)
-            lc.times_p(D[0], pm, ptip, b, n_leaves, tip_codes, clv[row_b], True)
+            n_updates += kn.ensure_valid(d_b, tree, bufs)
+            row_b = row(d_b, tree)
+            kn.branch_pmat(lengths[e_pa] + lengths[e_pb], model, mask_vectors, pm, ptip)
+            times_p(D[0], pm, ptip, b, n_leaves, tip_codes, clv[row_b], True)
             for q in range(P):
                 sD[0, q] = scale[row_b, q] if b >= n_leaves else 0
             walk[0] = a
@@ -232,66 +199,17 @@ def lazy_spr_scores(
                     sib = neighbors[x, k_sib]
                     e_sib = node_edges[x, k_sib]
                     d_sib = kn.directed_id(edges, e_sib, x)
-                    n_updates += kn.ensure_valid(
-                        d_sib,
-                        neighbors,
-                        node_edges,
-                        edges,
-                        n_leaves,
-                        tip_codes,
-                        pmat,
-                        tip_pmat,
-                        clv,
-                        scale,
-                        valid,
-                        stack,
-                    )
-                    row_sib = lc.row(d_sib, neighbors, edges, n_leaves)
-                    lc.times_side(F, Dx, pmat[e_sib], tip_pmat[e_sib], sib, n_leaves, tip_codes, clv[row_sib])
+                    n_updates += kn.ensure_valid(d_sib, tree, bufs)
+                    row_sib = row(d_sib, tree)
+                    times_side(F, Dx, pmat[e_sib], tip_pmat[e_sib], sib, n_leaves, tip_codes, clv[row_sib])
                     for q in range(P):
                         sF[q] = sDx[q] + (scale[row_sib, q] if sib >= n_leaves else 0)
                     kn.rescale_patterns(F, sF)
                     if hit:
                         d_y = kn.directed_id(edges, e, x)
-                        n_updates += kn.ensure_valid(
-                            d_y,
-                            neighbors,
-                            node_edges,
-                            edges,
-                            n_leaves,
-                            tip_codes,
-                            pmat,
-                            tip_pmat,
-                            clv,
-                            scale,
-                            valid,
-                            stack,
-                        )
-                        score = lc.candidate(
-                            F,
-                            sF,
-                            y,
-                            lc.row(d_y, neighbors, edges, n_leaves),
-                            lengths[e],
-                            lengths[e_ps],
-                            branches,
-                            n_leaves,
-                            tip_codes,
-                            clv,
-                            scale,
-                            model,
-                            pattern_weights,
-                            t_min,
-                            t_max,
-                            max_iter,
-                            newton_tol,
-                            buf,
-                            sbuf,
-                            coef,
-                            site,
-                            pm,
-                            ptip,
-                        )
+                        n_updates += kn.ensure_valid(d_y, tree, bufs)
+                        row_y = row(d_y, tree)
+                        score = candidate(F, sF, y, row_y, lengths[e], lengths[e_ps], branches, context)
                         out[want[e]] = score
                         want[e] = -1
                         remaining -= 1
@@ -306,7 +224,7 @@ def lazy_spr_scores(
                         if top >= depth:
                             _clear(moves, i, j, neighbors, node_edges, want)
                             return -2, n_updates
-                        lc.times_p(D[top], pmat[e], tip_pmat[e], n_leaves, n_leaves, tip_codes, F, True)
+                        times_p(D[top], pmat[e], tip_pmat[e], n_leaves, n_leaves, tip_codes, F, True)
                         sD[top] = sF
                         walk[2 * top] = y
                         walk[2 * top + 1] = x
@@ -334,3 +252,199 @@ def _clear(moves, i, j, neighbors, node_edges, want):
             k = slot_of(neighbors, x, y)
             if k >= 0:
                 want[node_edges[x, k]] = -1
+
+
+# ---------------------------------------------------------------------------- one regraft candidate
+
+
+@njit(cache=True, nogil=True)
+def times_p(out, pm, ptip, node, n_leaves, tip_codes, src, first):
+    """``out[c, i, p] (*)= sum_j pm[c, i, j] * L[c, j, p]`` for ``L`` the partial ``src`` of ``node`` (a tip:
+    its codes; ``node >= n_leaves``: ``src``), ``=`` when ``first``: the engine's child term for one
+    matrix."""
+    C = out.shape[0]
+    kn._child_term(
+        out, node, 0, n_leaves, tip_codes, pm.reshape((1, C, 4, 4)), ptip.reshape((1, C, 4, 16)), src, first
+    )
+
+
+@njit(cache=True, nogil=True)
+def optimise_branch(A, sA, B, sB, t0, model, pattern_weights, newton, coef):
+    """Newton on the length of a branch between partials ``A`` and ``B`` (scales ``sA``, ``sB``), from ``t0``
+    (``newton``: as :func:`~phylorl.phylo.branch_kernels.newton_branch`): returns ``(length,
+    log-likelihood)``."""
+    freqs, weights, _, U, U_inv, _, inv_lik, pinv = model
+    C = A.shape[0]
+    P = A.shape[2]
+    offset = 0.0
+    for p in range(P):
+        sc = sA[p] + sB[p]
+        offset += pattern_weights[p] * sc * LOG_SCALE
+        inv = 0.0
+        if pinv > 0.0 and inv_lik[p] > 0.0:
+            x = sc * LOG_SCALE
+            inv = pinv * inv_lik[p] * np.exp(x) if x < 600.0 else 1e260
+        coef[0, 0, p] = inv
+    for c in range(C):
+        wc = weights[c]
+        for k in range(4):
+            a0, a1, a2, a3 = freqs[0] * U[0, k], freqs[1] * U[1, k], freqs[2] * U[2, k], freqs[3] * U[3, k]
+            b0, b1, b2, b3 = U_inv[k, 0], U_inv[k, 1], U_inv[k, 2], U_inv[k, 3]
+            Ac, Bc = A[c], B[c]
+            if k == 0:  # eigenvalue 0: independent of t, summed over categories into coef[0, 0]
+                out = coef[0, 0]
+                for p in range(P):
+                    out[p] += (
+                        wc
+                        * (a0 * Ac[0, p] + a1 * Ac[1, p] + a2 * Ac[2, p] + a3 * Ac[3, p])
+                        * (b0 * Bc[0, p] + b1 * Bc[1, p] + b2 * Bc[2, p] + b3 * Bc[3, p])
+                    )
+            else:
+                out = coef[c, k]
+                for p in range(P):
+                    out[p] = (
+                        wc
+                        * (a0 * Ac[0, p] + a1 * Ac[1, p] + a2 * Ac[2, p] + a3 * Ac[3, p])
+                        * (b0 * Bc[0, p] + b1 * Bc[1, p] + b2 * Bc[2, p] + b3 * Bc[3, p])
+                    )
+    t, f, _ = newton_branch(coef, model, pattern_weights, t0, newton)
+    return t, f - offset
+
+
+@njit(cache=True, nogil=True, fastmath=FASTMATH)
+def fixed_site(F, y, row_y, n_leaves, tip_codes, clv, pm, ptip, SP, weights, freqs, site):
+    """Site likelihoods (unscaled) of the regraft with fixed lengths, in one pass:
+    ``sum_{c,i} w_c pi_i (P F)_ci (P Y)_ci SP_ci`` for ``P`` = ``pm`` (half the regraft edge) on both sides,
+    ``Y`` y's side (``clv[row_y]`` or its tip codes), ``SP`` the pruned subtree's partial times the pendant's
+    matrix."""
+    C = F.shape[0]
+    P = F.shape[2]
+    for q in range(P):
+        site[q] = 0.0
+    for c in range(C):
+        F0, F1, F2, F3 = F[c, 0], F[c, 1], F[c, 2], F[c, 3]
+        for i in range(4):
+            f = weights[c] * freqs[i]
+            a0, a1, a2, a3 = pm[c, i, 0], pm[c, i, 1], pm[c, i, 2], pm[c, i, 3]
+            sp = SP[c, i]
+            if y >= n_leaves:
+                Y = clv[row_y, c]
+                Y0, Y1, Y2, Y3 = Y[0], Y[1], Y[2], Y[3]
+                for q in range(P):
+                    site[q] += (
+                        f
+                        * (a0 * F0[q] + a1 * F1[q] + a2 * F2[q] + a3 * F3[q])
+                        * (a0 * Y0[q] + a1 * Y1[q] + a2 * Y2[q] + a3 * Y3[q])
+                        * sp[q]
+                    )
+            else:
+                row = ptip[c, i]
+                codes = tip_codes[y]
+                for q in range(P):
+                    site[q] += f * (a0 * F0[q] + a1 * F1[q] + a2 * F2[q] + a3 * F3[q]) * row[codes[q]] * sp[q]
+
+
+@njit(cache=True, nogil=True, fastmath=FASTMATH)
+def times_side(out, D, pm, ptip, node, n_leaves, tip_codes, src):
+    """``out = D * (pm @ L)`` per category and state, ``L`` the partial ``src`` of ``node`` (a tip: its
+    codes)."""
+    C = out.shape[0]
+    P = out.shape[2]
+    for c in range(C):
+        for i in range(4):
+            o, d = out[c, i], D[c, i]
+            if node >= n_leaves:
+                a0, a1, a2, a3 = pm[c, i, 0], pm[c, i, 1], pm[c, i, 2], pm[c, i, 3]
+                S0, S1, S2, S3 = src[c, 0], src[c, 1], src[c, 2], src[c, 3]
+                for q in range(P):
+                    o[q] = d[q] * (a0 * S0[q] + a1 * S1[q] + a2 * S2[q] + a3 * S3[q])
+            else:
+                row = ptip[c, i]
+                codes = tip_codes[node]
+                for q in range(P):
+                    o[q] = d[q] * row[codes[q]]
+
+
+@njit(cache=True, nogil=True)
+def dense(out, sc, node, tree, b, row):
+    """``node``'s partial (``b.clv[row]``) as a dense ``[C, 4, P]`` array (a tip: its state masks)."""
+    mask_vectors = kn.MASK_VECTORS
+    n_leaves, tip_codes, clv, scale = tree[3], tree[4], b.clv, b.scale
+    C = out.shape[0]
+    P = out.shape[2]
+    if node < n_leaves:
+        codes = tip_codes[node]
+        for c in range(C):
+            for i in range(4):
+                for p in range(P):
+                    out[c, i, p] = mask_vectors[codes[p], i]
+        sc[:] = 0
+    else:
+        out[:] = clv[row]
+        for p in range(P):
+            sc[p] = scale[row, p]
+
+
+@njit(cache=True, nogil=True, fastmath=FASTMATH)
+def product(out, left, right):
+    C = out.shape[0]
+    for c in range(C):
+        for i in range(4):
+            o, a, b = out[c, i], left[c, i], right[c, i]
+            for p in range(o.shape[0]):
+                o[p] = a[p] * b[p]
+
+
+@njit(cache=True, nogil=True)
+def row(d, tree):
+    """``clv_index`` of ``d``, or 0 when its head is a leaf (the row is then not read)."""
+    neighbors, _, edges, n_leaves, _ = tree
+    head = edges[d >> 1, 1 - (d & 1)]
+    return kn.clv_index(d, neighbors, edges, n_leaves) if head >= n_leaves else 0
+
+
+@njit(cache=True, nogil=True)
+def candidate(F, sF, y, row_y, t, l0, branches, context):
+    """One regraft: ``F`` the partial at ``x`` without ``y``'s side (toward ``p``), ``y``'s side
+    ``clv[row_y]``, the s-subtree's in ``work.buf[1]`` (times the pendant's matrix in ``work.buf[2]``); the
+    regraft edge of length ``t`` split in half, the pendant of length ``l0``. ``context``: ``(tree, b, model,
+    pattern_weights, newton, work, pm, ptip)`` of :func:`lazy_spr_scores`."""
+    tree, b, model, pattern_weights, newton, work, pm, ptip = context
+    mask_vectors = kn.MASK_VECTORS
+    n_leaves, tip_codes, clv, scale, coef, site = tree[3], tree[4], b.clv, b.scale, work.coef, work.site
+    Sd, SP, Hy, V, PS, Y = work.buf[1], work.buf[2], work.buf[5], work.buf[6], work.buf[7], work.buf[8]
+    sS, sV, sY, site_scale = work.sbuf[1], work.sbuf[3], work.sbuf[4], work.sbuf[5]
+    P = F.shape[2]
+    kn.branch_pmat(0.5 * t, model, mask_vectors, pm, ptip)
+    if branches == 0:
+        fixed_site(F, y, row_y, n_leaves, tip_codes, clv, pm, ptip, SP, model.weights, model.freqs, site)
+        for q in range(P):
+            site_scale[q] = sF[q] + sS[q] + (scale[row_y, q] if y >= n_leaves else 0)
+        return total_loglik(site, site_scale, pattern_weights, model.inv_lik, model.pinv)
+    times_p(Hy, pm, ptip, y, n_leaves, tip_codes, clv[row_y], True)  # y's side over its half
+    times_p(V, pm, ptip, n_leaves, n_leaves, tip_codes, F, True)  # x's side over its half
+    for q in range(P):
+        sY[q] = scale[row_y, q] if y >= n_leaves else 0
+    product(V, V, Hy)
+    for q in range(P):
+        sV[q] = sF[q] + sY[q]
+    kn.rescale_patterns(V, sV)
+    pendant, f = optimise_branch(V, sV, Sd, sS, l0, model, pattern_weights, newton, coef)
+    if branches == 1:
+        return f
+    dense(Y, sY, y, tree, b, row_y)
+    kn.branch_pmat(pendant, model, mask_vectors, pm, ptip)
+    times_p(PS, pm, ptip, n_leaves, n_leaves, tip_codes, Sd, True)
+    product(V, Hy, PS)  # the regraft node without x's half
+    for q in range(P):
+        sV[q] = sY[q] + sS[q]
+    kn.rescale_patterns(V, sV)
+    t1, f = optimise_branch(F, sF, V, sV, 0.5 * t, model, pattern_weights, newton, coef)
+    kn.branch_pmat(t1, model, mask_vectors, pm, ptip)
+    times_p(Hy, pm, ptip, n_leaves, n_leaves, tip_codes, F, True)
+    product(V, Hy, PS)  # without y's half
+    for q in range(P):
+        sV[q] = sF[q] + sS[q]
+    kn.rescale_patterns(V, sV)
+    _, f = optimise_branch(Y, sY, V, sV, 0.5 * t, model, pattern_weights, newton, coef)
+    return f

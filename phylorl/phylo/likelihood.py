@@ -18,10 +18,8 @@ import numpy as np
 from . import branch_kernels as bk
 from . import kernels as kn
 from . import lazy_spr, spr
-from .log_sum import total_loglik
 from .models import ModelSpec, SubstitutionModel, build_model, parse_model
-from .traversal import edge_walk
-from .tree import Tree
+from .tree import Tree, edge_walk
 
 BRLEN_MIN = 1e-6  # IQ-TREE's minimum branch length
 BRLEN_MAX = 100.0
@@ -166,70 +164,27 @@ class LikelihoodEngine:
             b, m = self._b, self._m
             b.valid[:] = False
             all_edges = np.arange(tree.n_edges, dtype=np.int64)
-            kn.compute_pmats(
-                all_edges, tree.lengths, m.eigvals, m.U, m.U_inv, m.rates, b.pmat, b.tip_pmat, kn.MASK_VECTORS
-            )
+            kn.compute_pmats(all_edges, tree.lengths, m, b, kn.MASK_VECTORS)
             self._snap_edges = tree.edges.copy()
             self._snap_lengths = tree.lengths.copy()
             return
         b, m = self._b, self._m
         first = kn.sync_tree(
-            tree.neighbors,
-            tree.node_edges,
-            tree.edges,
-            tree.lengths,
-            self._snap_edges,
-            self._snap_lengths,
-            b.valid,
-            b.stack,
-            m.eigvals,
-            m.U,
-            m.U_inv,
-            m.rates,
-            b.pmat,
-            b.tip_pmat,
-            kn.MASK_VECTORS,
+            self._arrays(tree), tree.lengths, self._snap_edges, self._snap_lengths, b, m, kn.MASK_VECTORS
         )
         if first >= 0:
             self._root_edge = int(first)
 
-    def _ensure_edge(self, tree: Tree, e: int) -> None:
-        b = self._b
-        for d in (2 * e, 2 * e + 1):
-            self.n_partial_updates += kn.ensure_valid(
-                d,
-                tree.neighbors,
-                tree.node_edges,
-                tree.edges,
-                tree.n_leaves,
-                self.tip_codes,
-                b.pmat,
-                b.tip_pmat,
-                b.clv,
-                b.scale,
-                b.valid,
-                b.stack,
-            )
+    def _arrays(self, tree: Tree) -> tuple:
+        """The kernels' ``tree`` bundle (:mod:`~phylorl.phylo.kernels`)."""
+        return tree.neighbors, tree.node_edges, tree.edges, tree.n_leaves, self.tip_codes
 
     def _loglik_at(self, tree: Tree, e: int) -> float:
-        self._ensure_edge(tree, e)
-        b, m = self._b, self._m
-        kn.edge_site_likelihoods(
-            e,
-            tree.neighbors,
-            tree.n_leaves,
-            tree.edges,
-            self.tip_codes,
-            b.pmat,
-            b.tip_pmat,
-            b.clv,
-            b.scale,
-            m.freqs,
-            m.weights,
-            b.site,
-            b.site_scale,
-        )
-        return float(total_loglik(b.site, b.site_scale, self.pattern_weights, m.inv_lik, m.pinv))
+        b, m, arrays = self._b, self._m, self._arrays(tree)
+        for d in (2 * e, 2 * e + 1):
+            self.n_partial_updates += kn.ensure_valid(d, arrays, b)
+        kn.edge_site_likelihoods(e, arrays, b, m)
+        return float(kn.total_loglik(b.site, b.site_scale, self.pattern_weights, m.inv_lik, m.pinv))
 
     # ----------------------------------------------------------------- public
     def loglik(self, tree: Tree) -> float:
@@ -274,11 +229,9 @@ class LikelihoodEngine:
         order = edge_walk(tree, edges, start=self._root_edge if edges is None else None)
         if order.size == 0:
             return self.loglik(tree)
-        newton = (rounds, tol, newton_iterations, newton_tol, self.brlen_min, self.brlen_max)
-        arrays = (tree.neighbors, tree.node_edges, tree.edges, tree.lengths, self._snap_lengths)
-        loglik, n_updates, n_branches, last = bk.optimize_edges(
-            order, *newton, *arrays, tree.n_leaves, self.tip_codes, self.pattern_weights, self._b, self._m
-        )
+        newton = (newton_iterations, newton_tol, self.brlen_min, self.brlen_max)
+        arrays = (self._arrays(tree), tree.lengths, self._snap_lengths, self.pattern_weights, self._b)
+        loglik, n_updates, n_branches, last = bk.optimize_edges(order, rounds, tol, newton, *arrays, self._m)
         self.n_partial_updates += n_updates
         self.n_branch_optimisations += n_branches
         self.n_evaluations += 1
@@ -305,7 +258,6 @@ class LikelihoodEngine:
         moves = np.ascontiguousarray(moves, dtype=np.int64)
         if moves.ndim != 2 or moves.shape[1] != 4:
             raise ValueError(f"moves must have shape [A, 4], got {moves.shape}")
-        self._sync(tree)
         return self._lazy(tree, moves, branches, newton_iterations, newton_tol)
 
     def subtree_scores(
@@ -336,7 +288,6 @@ class LikelihoodEngine:
         moves = spr.subtree_moves(tree.neighbors, tree.n_leaves, p, s, radius_min, radius, dedupe)
         if not len(moves):
             return moves, np.empty(0)
-        self._sync(tree)
         return moves, self._lazy(
             tree, moves, branches, newton_iterations, newton_tol, radius + 2, reference, cutoff
         )
@@ -344,10 +295,9 @@ class LikelihoodEngine:
     def _lazy(
         self, tree, moves, branches, newton_iterations, newton_tol, depth=16, reference=0.0, cutoff=0.0
     ):
-        b = self._b
-        arrays = (tree.neighbors, tree.node_edges, tree.edges, tree.lengths, tree.n_leaves, self.tip_codes)
-        buffers = (b.clv, b.scale, b.valid, b.stack, b.pmat, b.tip_pmat, self._m, self.pattern_weights)
-        newton = (self.brlen_min, self.brlen_max, newton_iterations, newton_tol, branches)
+        self._sync(tree)
+        arrays = (self._arrays(tree), tree.lengths, self._b, self._m, self.pattern_weights)
+        newton = (newton_iterations, newton_tol, self.brlen_min, self.brlen_max)
         out = np.full(moves.shape[0], -np.inf if cutoff > 0 else np.nan)
         want = max(4, min(depth, tree.n_nodes))
         while True:
@@ -362,7 +312,7 @@ class LikelihoodEngine:
                     want, tree.n_nodes, tree.n_edges, self._n_cats, self.n_patterns
                 )
             status, n_updates = lazy_spr.lazy_spr_scores(
-                moves, *arrays, *buffers, *newton, float(reference), float(cutoff), work, out
+                moves, *arrays, newton, branches, float(reference), float(cutoff), work, out
             )
             self.n_partial_updates += n_updates
             if status != -2:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from phylorl.phylo.spr import slot_of
+from phylorl.phylo.spr import breadth_first, slot_of
 from phylorl.phylo.tree import Tree
 
 _M1 = np.uint64(0x5555555555555555)
@@ -107,33 +107,6 @@ def bit_planes(tips, weights):
 
 
 @njit(cache=True, nogil=True)
-def _breadth_first(neighbors, root, above):
-    """``(order, parent)``: the nodes reached from ``root`` breadth first and each one's parent;
-    ``above`` (a neighbour of ``root``, or -1) is ``root``'s parent and is not entered."""
-    n_nodes = neighbors.shape[0]
-    order = np.empty(n_nodes, np.int64)
-    parent = np.full(n_nodes, -1, np.int64)
-    seen = np.zeros(n_nodes, np.bool_)
-    seen[root] = True
-    if above >= 0:
-        seen[above] = True
-    parent[root] = above
-    order[0] = root
-    head, tail = 0, 1
-    while head < tail:
-        v = order[head]
-        head += 1
-        for k in range(3):
-            u = neighbors[v, k]
-            if u >= 0 and not seen[u]:
-                seen[u] = True
-                parent[u] = v
-                order[tail] = u
-                tail += 1
-    return order[:tail], parent
-
-
-@njit(cache=True, nogil=True)
 def _other_slots(neighbors, v, skip):
     """The two slots of internal node ``v`` whose neighbours are not ``skip``."""
     first, second = -1, -1
@@ -160,7 +133,7 @@ def directional_into(neighbors, n_leaves, root, planes, down):
     """Write :func:`directional_sets` into ``down`` for the tree reachable from the internal node ``root`` (a
     tree being built may leave nodes out: their rows are not written); every slot of a node reached, a leaf's
     too."""
-    order, parent = _breadth_first(neighbors, root, -1)
+    order, parent = breadth_first(neighbors, root, -1)
     for i in range(len(order) - 1, 0, -1):  # subtrees below each node, seen from its parent
         u = order[i]
         pu = parent[u]
@@ -190,14 +163,22 @@ def _misses(a, b, s, classes):
 
 
 @njit(cache=True, nogil=True)
-def regraft_deltas(
-    neighbors, n_leaves, down, classes, p, ks, radius, out, near, stack, parent, depth, visited
-):
+def regraft_space(n_nodes, n_words):
+    """Scratch of :func:`regraft_deltas` for trees of up to ``n_nodes`` nodes: ``(near, stack, parent, depth,
+    visited)``."""
+    ints = np.empty((4, n_nodes), np.int64)
+    return np.empty((n_nodes, 4, n_words), np.uint64), ints[0], ints[1], ints[2], ints[3]
+
+
+@njit(cache=True, nogil=True)
+def regraft_deltas(neighbors, n_leaves, down, classes, p, ks, radius, out, space):
     """The length change of moving the subtree ``neighbors[p, ks]`` onto each edge ``(x, y)`` of the remaining
     tree with ``d(p, x) <= radius`` (``radius < 0``: every edge), into ``out[y]``; afterwards ``x`` is
     ``parent[y]``. Returns the number of regrafts, their ``y`` in ``visited[:count]`` in the walk's order
-    (depth first from the joined edge). ``near`` (``[nodes, 4, W]``: the near-side set of the remaining tree
-    across the edge into each node), ``stack`` and ``depth``: scratch."""
+    (depth first from the joined edge). ``space``: :func:`regraft_space`, ``(near, stack, parent, depth,
+    visited)``; ``near`` (``[nodes, 4, W]``) the near-side set of the remaining tree across the edge into each
+    node."""
+    near, stack, parent, depth, visited = space
     s_set = down[p, ks]
     ka, kb = (ks + 1) % 3, (ks + 2) % 3
     base = _misses(down[p, ka], down[p, kb], s_set, classes)
@@ -241,28 +222,10 @@ def _prune_table(neighbors, n_leaves, down, classes):
     ``(x, y)`` of the remaining tree, ``x`` the end nearer the joined edge (NaN where no such move)."""
     n_nodes = neighbors.shape[0]
     table = np.full((n_nodes, 3, n_nodes), np.nan)
-    near = np.empty((n_nodes, 4, down.shape[3]), np.uint64)
-    stack = np.empty(n_nodes, np.int64)
-    parent = np.empty(n_nodes, np.int64)
-    depth = np.empty(n_nodes, np.int64)
-    visited = np.empty(n_nodes, np.int64)
+    space = regraft_space(n_nodes, down.shape[3])
     for p in range(n_leaves, n_nodes):
         for ks in range(3):
-            regraft_deltas(
-                neighbors,
-                n_leaves,
-                down,
-                classes,
-                p,
-                ks,
-                -1,
-                table[p, ks],
-                near,
-                stack,
-                parent,
-                depth,
-                visited,
-            )
+            regraft_deltas(neighbors, n_leaves, down, classes, p, ks, -1, table[p, ks], space)
     return table
 
 
@@ -283,7 +246,7 @@ def _length(neighbors, n_leaves, down, classes):
     # length = sum over internal nodes of unions made in a postorder from leaf 0's edge
     total = 0.0
     root = neighbors[0, 0]
-    order, parent = _breadth_first(neighbors, root, 0)
+    order, parent = breadth_first(neighbors, root, 0)
     for v in order:
         if v < n_leaves:
             continue

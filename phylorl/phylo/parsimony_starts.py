@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .parsimony import _misses, _unions, bit_planes, directional_into, parsimony_tips, regraft_deltas
+from . import parsimony as ps
 from .spr import _apply_spr, slot_of
 from .starts import MIN_BRANCH_LENGTH
 from .tree import Tree, taxon_names
@@ -52,14 +52,15 @@ def stepwise_addition(planes, starts, masks, class_weights, order):
     for j in range(3):
         _link(neighbors, node_edges, edges, j, n, order[j])
     n_edges = 3
-    directional_into(neighbors, n, n, planes, down)
-    length = _misses(down[n, 0], down[n, 1], down[n, 2], classes) + _unions(down[n, 0], down[n, 1], classes)
+    ps.directional_into(neighbors, n, n, planes, down)
+    length = ps._misses(down[n, 0], down[n, 1], down[n, 2], classes)
+    length += ps._unions(down[n, 0], down[n, 1], classes)
     for t in range(3, n):
         leaf = order[t]
         best, best_cost = 0, np.inf
         for e in range(n_edges):
             u, v = edges[e, 0], edges[e, 1]
-            cost = _misses(
+            cost = ps._misses(
                 down[v, slot_of(neighbors, v, u)], down[u, slot_of(neighbors, u, v)], planes[leaf], classes
             )
             if cost < best_cost:
@@ -78,7 +79,7 @@ def stepwise_addition(planes, starts, masks, class_weights, order):
         _link(neighbors, node_edges, edges, n_edges + 1, w, leaf)
         n_edges += 2
         if t + 1 < n:
-            directional_into(neighbors, n, n, planes, down)
+            ps.directional_into(neighbors, n, n, planes, down)
     return edges, length
 
 
@@ -91,35 +92,18 @@ def parsimony_spr(
     classes = (starts, masks, class_weights)
     n_nodes = neighbors.shape[0]
     down = np.zeros((n_nodes, 3, 4, planes.shape[2]), np.uint64)
-    near = np.empty((n_nodes, 4, planes.shape[2]), np.uint64)
-    stack = np.empty(n_nodes, np.int64)
-    parent = np.empty(n_nodes, np.int64)
-    depth = np.empty(n_nodes, np.int64)
-    visited = np.empty(n_nodes, np.int64)
+    space = ps.regraft_space(n_nodes, planes.shape[2])
+    _, _, parent, _, visited = space
     deltas = np.empty(n_nodes)
     changed = np.empty(3, np.int64)
     applied = 0
     change = 0.0
     for _ in range(max_rounds):
         moved = 0
-        directional_into(neighbors, n_leaves, n_leaves, planes, down)
+        ps.directional_into(neighbors, n_leaves, n_leaves, planes, down)
         for p in range(n_leaves, n_nodes):
             for ks in range(3):
-                count = regraft_deltas(
-                    neighbors,
-                    n_leaves,
-                    down,
-                    classes,
-                    p,
-                    ks,
-                    radius,
-                    deltas,
-                    near,
-                    stack,
-                    parent,
-                    depth,
-                    visited,
-                )
+                count = ps.regraft_deltas(neighbors, n_leaves, down, classes, p, ks, radius, deltas, space)
                 x, y, delta = -1, -1, -1e-9  # the regraft within the radius that lowers the length most
                 for i in range(count):
                     if deltas[visited[i]] < delta:
@@ -131,7 +115,7 @@ def parsimony_spr(
                 _apply_spr(neighbors, node_edges, edges, lengths, n_leaves, p, s, x, y, changed)
                 change += delta
                 moved += 1
-                directional_into(neighbors, n_leaves, n_leaves, planes, down)
+                ps.directional_into(neighbors, n_leaves, n_leaves, planes, down)
         applied += moved
         if moved == 0:
             break
@@ -152,24 +136,13 @@ def parsimony_tree(
     names = taxon_names(alignment)
     if planes is None:
         patterns = alignment.patterns()
-        planes = bit_planes(parsimony_tips(patterns.codes), np.asarray(patterns.weights, np.float64))
+        planes = ps.bit_planes(ps.parsimony_tips(patterns.codes), np.asarray(patterns.weights, np.float64))
     bits, (starts, masks, class_weights) = planes
     order = rng.permutation(len(names)).astype(np.int64)
     edges, _ = stepwise_addition(bits, starts, masks, class_weights, order)
     tree = Tree.from_edges(edges.astype(np.int32), np.full(len(edges), START_LENGTH), names)
     if spr_rounds > 0:
-        parsimony_spr(
-            tree.neighbors,
-            tree.node_edges,
-            tree.edges,
-            tree.lengths,
-            tree.n_leaves,
-            bits,
-            starts,
-            masks,
-            class_weights,
-            spr_radius,
-            spr_rounds,
-        )
+        arrays = (tree.neighbors, tree.node_edges, tree.edges, tree.lengths, tree.n_leaves)
+        parsimony_spr(*arrays, bits, starts, masks, class_weights, spr_radius, spr_rounds)
         tree.lengths[:] = max(START_LENGTH, MIN_BRANCH_LENGTH)
     return tree

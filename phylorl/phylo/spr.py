@@ -98,17 +98,6 @@ def enumerate_into(neighbors, n_leaves, radius, dedupe, out):
 
 
 @njit(cache=True, nogil=True)
-def subtree_moves_into(neighbors, n_leaves, p, k, radius_min, radius, dedupe, out, count, space):
-    """Append to ``out`` (from row ``count``) the moves pruning ``s = neighbors[p, k]`` whose distance ``d(p,
-    x)`` lies in ``[radius_min, radius]`` (``radius < 0``: no upper bound), in :func:`enumerate_moves`'s
-    order; returns the new count. ``space``: :func:`_one_node_space`."""
-    if radius == 0:
-        return count
-    _walk(neighbors, n_leaves, p, 7 & ~(1 << k), radius, space)
-    return _side_moves(neighbors, n_leaves, p, k, radius_min, dedupe, space, out, count)
-
-
-@njit(cache=True, nogil=True)
 def _walk(neighbors, n_leaves, p, sides, radius, space):
     walk_sides(neighbors, n_leaves, radius, p, p + 1, sides, 0, 1.0, False, space, space[4], space[5], 0)
 
@@ -197,15 +186,16 @@ def walk_sides(
 
 @njit(cache=True, nogil=True)
 def subtree_moves(neighbors, n_leaves, p, s, radius_min, radius, dedupe):
-    """The moves pruning ``s`` from ``p`` with distance in ``[radius_min, radius]`` (compiled; as
-    :func:`subtree_moves_into`), int64 ``[A, 4]``."""
+    """The moves pruning ``s`` from ``p`` whose distance ``d(p, x)`` lies in ``[radius_min, radius]``
+    (``radius < 0``: no upper bound), in :func:`enumerate_moves`'s order (compiled), int64 ``[A, 4]``."""
     n_nodes = neighbors.shape[0]
     out = np.empty((max(1, 2 * n_nodes), 4), np.int64)
     k = slot_of(neighbors, p, s)
-    if k < 0 or p < n_leaves:
+    if k < 0 or p < n_leaves or radius == 0:
         return out[:0].copy()
     space = _one_node_space(n_nodes, radius)
-    count = subtree_moves_into(neighbors, n_leaves, p, k, radius_min, radius, dedupe, out, 0, space)
+    _walk(neighbors, n_leaves, p, 7 & ~(1 << k), radius, space)
+    count = _side_moves(neighbors, n_leaves, p, k, radius_min, dedupe, space, out, 0)
     return out[:count].copy()
 
 
@@ -236,13 +226,43 @@ def slot_of(neighbors, v, u):
 
 
 @njit(cache=True, nogil=True)
+def breadth_first(neighbors, root, above):
+    """``(order, parent)``: the nodes reached from ``root`` breadth first (children in slot order) and each
+    one's parent (compiled); ``above`` (a neighbour of ``root``, or -1) is ``root``'s parent and is not
+    entered."""
+    order = np.empty(neighbors.shape[0], np.int64)
+    parent = np.full(neighbors.shape[0], -1, np.int64)
+    return order[: breadth_first_into(neighbors, root, above, order, parent)], parent
+
+
+@njit(cache=True, nogil=True)
+def breadth_first_into(neighbors, root, above, order, parent):
+    """:func:`breadth_first` into ``order`` and ``parent`` (the rows of nodes reached); returns their
+    number."""
+    parent[root] = above
+    order[0] = root
+    head, tail = 0, 1
+    while head < tail:
+        v = order[head]
+        head += 1
+        for k in range(3):
+            u = neighbors[v, k]
+            if u >= 0 and u != parent[v]:
+                parent[u] = v
+                order[tail] = u
+                tail += 1
+    return tail
+
+
+@njit(cache=True, nogil=True)
 def move_metadata_kernel(neighbors, node_edges, lengths, moves):
     """:func:`move_metadata` on bare arrays (compiled): returns (metadata, index of the first bad move or
     -1)."""
     n_nodes = neighbors.shape[0]
     out = np.empty((moves.shape[0], 3), np.float32)
     dist = np.empty(n_nodes, np.int64)
-    queue = np.empty(n_nodes, np.int64)
+    order = np.empty(n_nodes, np.int64)
+    parent = np.empty(n_nodes, np.int64)
     last_p = -1
     for i in range(moves.shape[0]):
         p, s, x, y = moves[i, 0], moves[i, 1], moves[i, 2], moves[i, 3]
@@ -253,19 +273,9 @@ def move_metadata_kernel(neighbors, node_edges, lengths, moves):
         if ks < 0 or ky < 0:
             return out, i
         if p != last_p:
-            dist[:] = -1
             dist[p] = 0
-            queue[0] = p
-            head, tail = 0, 1
-            while head < tail:
-                v = queue[head]
-                head += 1
-                for k in range(3):
-                    u = neighbors[v, k]
-                    if u >= 0 and dist[u] < 0:
-                        dist[u] = dist[v] + 1
-                        queue[tail] = u
-                        tail += 1
+            for v in order[1 : breadth_first_into(neighbors, p, -1, order, parent)]:
+                dist[v] = dist[parent[v]] + 1
             last_p = p
         out[i, 0] = lengths[node_edges[p, ks]]
         out[i, 1] = lengths[node_edges[x, ky]]

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from phylorl.phylo.spr import _MOVE_ERRORS, _apply_spr
+from phylorl.phylo.spr import _MOVE_ERRORS, _apply_spr, breadth_first
 from phylorl.phylo.tree import Tree
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
@@ -33,20 +33,7 @@ def _key(neighbors, n_leaves):
     n_nodes = neighbors.shape[0]
     words = (n_leaves + 63) // 64
     masks = np.zeros((n_nodes, words), np.uint64)
-    order = np.empty(n_nodes, np.int64)
-    parent = np.full(n_nodes, -1, np.int64)
-    order[0] = 0
-    head, tail = 0, 1
-    while head < tail:  # breadth-first from leaf 0: parents come before their children
-        v = order[head]
-        head += 1
-        for k in range(3):
-            u = neighbors[v, k]
-            if u < 0 or u == parent[v]:
-                continue
-            parent[u] = v
-            order[tail] = u
-            tail += 1
+    order, parent = breadth_first(neighbors, 0, -1)  # from leaf 0: parents come before their children
     for leaf in range(1, n_leaves):
         masks[leaf, leaf // 64] |= np.uint64(1) << np.uint64(leaf % 64)
     for i in range(n_nodes - 1, 0, -1):

@@ -31,7 +31,12 @@ class SumTree:
 
     def get(self, slots: np.ndarray) -> np.ndarray:
         """Weights ``[B]`` of ``slots`` ``[B]``."""
-        return self._nodes[self._leaves + self._check_slots(slots)]
+        slots = np.asarray(slots, dtype=np.int64).reshape(-1)
+        if slots.size and (slots.min() < 0 or slots.max() >= self.capacity):
+            raise ValueError(
+                f"slots must lie in [0, {self.capacity}), got range [{slots.min()}, {slots.max()}]"
+            )
+        return self._nodes[self._leaves + slots]
 
     def set(self, slots: np.ndarray, weights: np.ndarray) -> None:
         """Set ``weights`` ``[B]`` (finite, >= 0) at ``slots`` ``[B]``; a repeated slot keeps its last
@@ -75,14 +80,6 @@ class SumTree:
             raise ValueError("cannot sample: every weight is zero")
         points = (np.arange(batch_size) + rng.random(batch_size)) * (total / batch_size)
         return _descend(self._nodes, points, self._depth) - self._leaves
-
-    def _check_slots(self, slots: np.ndarray) -> np.ndarray:
-        slots = np.asarray(slots, dtype=np.int64).reshape(-1)
-        if slots.size and (slots.min() < 0 or slots.max() >= self.capacity):
-            raise ValueError(
-                f"slots must lie in [0, {self.capacity}), got range [{slots.min()}, {slots.max()}]"
-            )
-        return slots
 
 
 def check_priorities(priorities: np.ndarray, n: int) -> np.ndarray:

@@ -7,8 +7,8 @@
 Modules: :mod:`~phylorl.search.search` (the call), :mod:`~phylorl.search.strategy` (the round schedule),
 :mod:`~phylorl.search.rounds` (one SPR round), :mod:`~phylorl.search.perturb` (perturb-and-climb iterations),
 :mod:`~phylorl.search.state` (state between rounds, checkpoints), :mod:`~phylorl.search.workers` (the climbs
-run at once in worker processes), :mod:`~phylorl.search.prepare` (the model
-string), :mod:`~phylorl.search.config` (settings).
+run at once in processes), :mod:`~phylorl.search.prepare` (the model string), :mod:`~phylorl.search.config`
+(settings).
 """
 
 from .config import SearchConfig

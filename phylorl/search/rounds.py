@@ -19,8 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from phylorl.phylo import Tree, apply_spr, move_metadata
-from phylorl.phylo.traversal import edges_near
+from phylorl.phylo import Tree, apply_spr, edges_near, move_metadata
 
 from .config import SearchConfig
 
