@@ -17,15 +17,14 @@ from phylorl.records.arrays import DTYPE_NAMES
 from phylorl.records.format import PackedRecords
 from phylorl.wire.v1 import common_pb2
 
-_WIRE_DTYPES = frozenset(DTYPE_NAMES)
-_LITTLE = {name: np.dtype(name).newbyteorder("<") for name in _WIRE_DTYPES}
+_LITTLE = {name: np.dtype(name).newbyteorder("<") for name in DTYPE_NAMES}  # the dtypes the wire carries
 
 
 def ndarray_to_proto(array: np.ndarray, out: common_pb2.NDArray | None = None) -> common_pb2.NDArray:
     """Pack ``array`` into an ``NDArray`` (filling ``out`` when given)."""
     array = np.asarray(array)
     name = array.dtype.name
-    if name not in _WIRE_DTYPES:
+    if name not in _LITTLE:
         raise ValueError(f"dtype {array.dtype} cannot go on the wire; use bool, (u)int8-64 or float16-64")
     message = common_pb2.NDArray() if out is None else out
     message.data = array.astype(_LITTLE[name], copy=False).tobytes()  # C order

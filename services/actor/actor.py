@@ -97,12 +97,6 @@ class Actor:
                 delay = min(2 * delay, self.config.backoff_max_s)
         return None
 
-    def _request(self, observations) -> inference_pb2.ActRequest:
-        request = inference_pb2.ActRequest(actor_id=self.actor_id, greedy=self.config.greedy)
-        states = [encode_observation(obs, self.sections(obs)) for obs in observations]
-        codec.pack_records(states, request.states)
-        return request
-
     def _receive(self, request, calls: ActStream) -> inference_pb2.ActResponse | None:
         """The answer to ``request``, which the group's ``calls`` sent; a transient failure is retried (with
         backoff) by sending it again (on a new stream). ``None`` when stopping first."""
@@ -215,7 +209,9 @@ class Actor:
         observations = collector.request()
         if first:
             metrics.ENV_RESET_SECONDS.observe(collector.reset_seconds)
-        request = self._request(observations)
+        states = [encode_observation(obs, self.sections(obs)) for obs in observations]
+        request = inference_pb2.ActRequest(actor_id=self.actor_id, greedy=self.config.greedy)
+        codec.pack_records(states, request.states)
         calls.send(request)
         return request
 

@@ -113,7 +113,7 @@ def flag_values(namespace: argparse.Namespace, base) -> dict:
     for path, *_ in leaves(base):
         value = given.get(".".join(path))
         if value is not None:
-            _set(values, list(path), ",".join(map(str, value)) if isinstance(value, list) else value)
+            put(values, list(path), ",".join(map(str, value)) if isinstance(value, list) else value)
     return values
 
 
@@ -132,7 +132,7 @@ def env_values(base, environ: Mapping[str, str], prefix: str) -> dict:
         if key.startswith(prefix) and key != f"{prefix}CONFIG":
             if key not in known:
                 raise ValueError(f"unknown environment variable {key}; known: {sorted(known)}")
-            _set(values, list(known[key]), text)
+            put(values, list(known[key]), text)
     return values
 
 
@@ -238,7 +238,8 @@ def write_config(config, path: str | Path) -> Path:
     return path
 
 
-def _set(values: dict, path: list[str], value: Any) -> None:
+def put(values: dict, path: list[str], value: Any) -> None:
+    """``value`` at ``path`` in the nested mapping ``values``."""
     for part in path[:-1]:
         values = values.setdefault(part, {})
     values[path[-1]] = value

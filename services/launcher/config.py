@@ -19,6 +19,7 @@ from pathlib import Path
 from phylorl.env.config import EnvConfig
 from phylorl.nets.config import NetworkConfig
 from services.actor.config import ActorConfig
+from services.common.config import build, put
 from services.learner.config import LearnerConfig
 from services.replay.config import ReplayConfig
 
@@ -33,6 +34,11 @@ SET_BY_LAUNCHER = frozenset(f"{section}.{name}" for section, names in _SET.items
 """Section fields the launcher sets (addresses, ports, Redis, secrets, directories, seeds): not flags."""
 
 
+def _sets(targets: str):
+    """A short field (None: unset) that sets the section fields ``targets`` (space-separated paths)."""
+    return field(default=None, metadata={"sets": targets})
+
+
 @dataclass(frozen=True)
 class TrainConfig:
     """What ``phylorl train`` runs (defaults: a useful short run on a 2-core machine)."""
@@ -42,13 +48,13 @@ class TrainConfig:
     alignments: str = field(default="", metadata={"multiple": True})
     """Corpus (directories and/or files; comma-separated or the flag repeated); empty: simulate a small one
     into the run directory."""
-    updates: int = 300
+    updates: int = field(default=300, metadata={"sets": "learner.updates"})
     """Learner updates to run (0: until --minutes or Ctrl-C)."""
     minutes: float = 10.0
     """Wall-clock limit of the run (0: none)."""
     run_dir: str = ""
     """Run directory (default: runs/<date-time>)."""
-    seed: int = 0
+    seed: int = field(default=0, metadata={"sets": "replay.seed learner.seed"})
     """Seed of the simulated corpus, the replay service, the learner and the actors (actor i: seed + 1000
     i)."""
     cache_dir: str = ""
@@ -75,36 +81,36 @@ class TrainConfig:
     report: bool = True
     """Write the PNG report (phylorl report) at the end."""
 
-    envs_per_actor: int | None = None
+    envs_per_actor: int | None = _sets("actor.envs")
     """Sets actor.envs: environments stepped together by each actor."""
-    model: str | None = None
+    model: str | None = _sets("actor.model")
     """Sets actor.model: the model string; free parameters are estimated once per alignment on its NJ tree."""
-    features: str | None = None
+    features: str | None = _sets("actor.env.features learner.net.features")
     """Sets actor.env.features and learner.net.features: the observation feature set (rich or basic)."""
-    horizon: int | None = None
+    horizon: int | None = _sets("actor.env.horizon")
     """Sets actor.env.horizon: steps per episode."""
-    gamma: float | None = None
+    gamma: float | None = _sets("actor.gamma")
     """Sets actor.gamma: discount per environment step (0: each move is judged by its own reward alone)."""
-    label_fraction: float | None = None
+    label_fraction: float | None = _sets("actor.label_fraction")
     """Sets actor.label_fraction: the fraction of states whose every move is scored by the environment and
     sent as demonstration labels (one local branch optimisation per move)."""
-    demo_weight: float | None = None
+    demo_weight: float | None = _sets("learner.agent.demo_weight")
     """Sets learner.agent.demo_weight: the weight of the supervised term on those labels."""
-    hidden: int | None = None
+    hidden: int | None = _sets("learner.net.hidden learner.net.action_hidden learner.net.head_hidden")
     """Sets learner.net.hidden, action_hidden and head_hidden: the network width (a GPU learner can take the
     designed 256)."""
-    batch_size: int | None = None
+    batch_size: int | None = _sets("learner.batch_size")
     """Sets learner.batch_size: transitions per update."""
-    publish_every: int | None = None
+    publish_every: int | None = _sets("learner.publish_every")
     """Sets learner.publish_every: updates between publications of the weights to the inference endpoint."""
-    device: str | None = None
+    device: str | None = _sets("learner.device")
     """Sets learner.device: cpu, cuda or auto."""
-    init_checkpoint: str | None = None
+    init_checkpoint: str | None = _sets("learner.init_checkpoint")
     """Sets learner.init_checkpoint: a checkpoint whose networks start the run (e.g. from phylorl
     warmstart)."""
-    min_replay: int | None = None
+    min_replay: int | None = _sets("replay.min_size_to_sample")
     """Sets replay.min_size_to_sample: transitions in replay before the learner starts."""
-    samples_per_insert: float | None = None
+    samples_per_insert: float | None = _sets("replay.samples_per_insert")
     """Sets replay.samples_per_insert: the sampled-to-inserted ratio of the rate limiter (0: none)."""
 
     replay: ReplayConfig = field(
@@ -156,38 +162,12 @@ class TrainConfig:
         )
 
     def sections(self) -> tuple[ReplayConfig, LearnerConfig, ActorConfig]:
-        """The three sections with the short fields that are set applied (and ``updates``, ``seed``)."""
-        replay = _set(
-            self.replay,
-            seed=self.seed,
-            min_size_to_sample=self.min_replay,
-            samples_per_insert=self.samples_per_insert,
-        )
-        widths = dict.fromkeys(("hidden", "action_hidden", "head_hidden"), self.hidden)
-        net = _set(self.learner.net, features=self.features, **widths)
-        learner = _set(
-            self.learner,
-            net=net,
-            agent=_set(self.learner.agent, demo_weight=self.demo_weight),
-            batch_size=self.batch_size,
-            publish_every=self.publish_every,
-            device=self.device,
-            init_checkpoint=self.init_checkpoint,
-            updates=self.updates,
-            seed=self.seed,
-        )
-        actor = _set(
-            self.actor,
-            env=_set(self.actor.env, features=self.features, horizon=self.horizon),
-            envs=self.envs_per_actor,
-            model=self.model,
-            gamma=self.gamma,
-            label_fraction=self.label_fraction,
-        )
-        return replay, learner, actor
-
-
-def _set(config, **values):
-    """``config`` with the ``values`` that are not None."""
-    given = {k: v for k, v in values.items() if v is not None}
-    return dataclasses.replace(config, **given) if given else config
+        """The three sections with the short fields that are set applied (field metadata ``sets``: the section
+        fields each sets; ``updates`` and ``seed`` always are)."""
+        values: dict = {}
+        for f in dataclasses.fields(self):
+            if (value := getattr(self, f.name)) is not None:
+                for target in f.metadata.get("sets", "").split():
+                    put(values, target.split("."), value)
+        sections = {"replay": self.replay, "learner": self.learner, "actor": self.actor}
+        return tuple(build(type(s), values.get(name, {}), s) for name, s in sections.items())

@@ -48,7 +48,7 @@ def start_prometheus(sup: Supervisor, directory: Path, port: int, targets: dict[
         f"--storage.tsdb.path={directory / 'data'}",
         f"--web.listen-address=127.0.0.1:{port}",
     ]
-    service = sup.add(Service("prometheus", argv, sup.run_dir / "logs" / "prometheus.log", metrics_port=port))
+    service = sup.add(Service("prometheus", argv, sup.run_dir / "logs" / "prometheus.log"))
     sup.wait_for(service, lambda: ready(f"http://127.0.0.1:{port}"), "answer /-/ready", timeout_s=60.0)
     return service
 

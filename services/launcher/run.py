@@ -115,7 +115,7 @@ def run_local(
         path = write_config(section, run_dir / "config" / f"{name}.json")
         flags = {"config": path, "metrics_port": section.metrics_port, **({"port": port} if port else {})}
         argv = sup.python(f"services.{name.split('-')[0]}", flags)
-        return sup.add(Service(name, argv, run_dir / "logs" / f"{name}.log", section.metrics_port, port))
+        return sup.add(Service(name, argv, run_dir / "logs" / f"{name}.log", port))
 
     try:
         if not prepare_shared_cache(actor_cfg.model, cache, alignments, run_dir, on_stage, stop):

@@ -39,12 +39,11 @@ def flags(values: dict) -> list[str]:
 
 @dataclass
 class Service:
-    """One child process, its log file and (when it has one) its metrics port."""
+    """One child process, its log file and (when it has one) its port."""
 
     name: str
     argv: list[str]
     log_path: Path
-    metrics_port: int = 0
     port: int = 0
     process: subprocess.Popen | None = None
     log_file: object = field(default=None, repr=False)

@@ -16,7 +16,6 @@ from phylorl.interfaces import RecordStore
 from phylorl.records.format import PackedRecords
 from phylorl.replay.priority_table import PriorityTable
 from phylorl.replay.rate_limiter import RateLimiter
-from services.replay.cache import RecordCache
 from services.replay.redis_io import TableMoved
 
 MAX_SAMPLE_BATCH = 1 << 16
@@ -78,16 +77,15 @@ class PrioritizedReplay:
 
     Keys, eviction, sampling, importance weights and priority updates are a
     :class:`~phylorl.replay.priority_table.PriorityTable`'s (the tests' ``MemoryReplay`` drives the same
-    object); this class adds durability, record caching, locks and the rate limiter. Every record and raw
-    priority is in Redis (``store``) and the constructor rebuilds the sum tree from there, so a new instance
-    on the same Redis and prefix continues where the last one stopped. Thread-safe: calls block (up to their
-    timeout) while the rate limiter refuses them; Redis writes happen in key order under one writer lock.
+    object); this class adds durability, locks and the rate limiter. Every record and raw priority is in Redis
+    (``store``) and the constructor rebuilds the sum tree from there, so a new instance on the same Redis and
+    prefix continues where the last one stopped. Thread-safe: calls block (up to their timeout) while the rate
+    limiter refuses them; Redis writes happen in key order under one writer lock.
 
-    With ``cache_records`` the table also keeps every held record in memory (zero-copy views of the received
-    requests, about ``capacity`` x record size) and samples from there, with no Redis round trip; Redis stays
-    the durable copy. ``max_waiting`` bounds how many inserts, and separately how many samples, may wait at
-    once: a server with ``W`` handler threads passes ``(W - 1) // 2``, so that a thread is always left for the
-    call that would release the waiting ones.
+    With ``cache_records`` the store keeps every held record in memory too (about ``capacity`` x record
+    size) and samples are read from there, with no Redis round trip. ``max_waiting`` bounds how many inserts,
+    and separately how many samples, may wait at once: a server with ``W`` handler threads passes
+    ``(W - 1) // 2``, so that a thread is always left for the call that would release the waiting ones.
     """
 
     def __init__(
@@ -110,7 +108,7 @@ class PrioritizedReplay:
         self.capacity, self.alpha, self.beta = self._table.capacity, self._table.alpha, self._table.beta
         self._store = store
         self.rate_limiter = rate_limiter
-        self._cache = RecordCache() if cache_records else None
+        self._cache_records = cache_records
         self._cond = threading.Condition()
         self._write_lock = threading.Lock()
         self._closed = False
@@ -169,9 +167,6 @@ class PrioritizedReplay:
                 raise
             with self._cond:
                 keys = table.commit_insert(first, priorities, new_head)
-                if self._cache is not None:
-                    self._cache.drop_below(new_head)
-                    self._cache.append(first, records)
                 self._inserted += n
                 self._evicted += new_head - head
                 if mark is not None:
@@ -194,13 +189,17 @@ class PrioritizedReplay:
             limiter.record_sample(batch_size)
             self._sampled += batch_size
             self._cond.notify_all()
-            cached = None if self._cache is None else self._cache.get(keys.tolist())
-        if cached is not None:  # drawn keys are held, so their records are cached (read under the lock)
-            records = PackedRecords.from_records(cached)
-        else:
+        records, missing = self._store.fetch(keys)
+        for _ in range(_REFETCH_ATTEMPTS):
+            if not missing.any():
+                break
+            with self._cond:  # draws whose keys were evicted between the draw and the fetch: draw them again
+                keys[missing], probabilities[missing] = self._draw(int(missing.sum()))
             records, missing = self._store.fetch(keys)
-            if missing.any():
-                records = self._refetch(keys, probabilities, records, missing)
+        if missing.any():
+            raise RuntimeError(
+                "transitions kept disappearing while sampling; is another writer using this prefix?"
+            )
         weights = self._table.importance_weights(probabilities, size, beta)
         return SampleBatch(keys, weights, probabilities, records, size, waited)
 
@@ -270,39 +269,13 @@ class PrioritizedReplay:
         with self._write_lock:
             if not self._stale:
                 return
-            stored = self._store.open(self.capacity, with_records=self._cache is not None)
-            head, next_key, raw, batches = stored.head, stored.next_key, stored.priorities, stored.batches
+            stored = self._store.open(self.capacity, with_records=self._cache_records)
             with self._cond:
-                self._table.assign(head, next_key, raw)
+                self._table.assign(stored.head, stored.next_key, stored.priorities)
                 self._marks = dict(stored.marks)
-                if batches is not None:
-                    self._cache.clear()
-                    for first, records in batches:
-                        self._cache.append(first, records)
-                self.rate_limiter.reset(next_key - head)
+                self.rate_limiter.reset(stored.next_key - stored.head)
                 self._stale = False
                 self._cond.notify_all()
-
-    def _refetch(
-        self, keys: np.ndarray, probabilities: np.ndarray, found: PackedRecords, missing: np.ndarray
-    ) -> PackedRecords:
-        """Replace the draws whose keys were evicted between the draw and the fetch (in place)."""
-        records: list[memoryview | None] = [None] * keys.size
-        for i, record in zip(np.flatnonzero(~missing).tolist(), found):
-            records[i] = record
-        for _ in range(_REFETCH_ATTEMPTS):
-            redo = np.flatnonzero(missing)
-            if redo.size == 0:
-                return PackedRecords.from_records(records)
-            with self._cond:
-                keys[redo], probabilities[redo] = self._draw(redo.size)
-            found, still_missing = self._store.fetch(keys[redo])
-            for i, record in zip(redo[~still_missing].tolist(), found):
-                records[i] = record
-            missing[redo] = still_missing
-        raise RuntimeError(
-            "transitions kept disappearing while sampling; is another writer using this prefix?"
-        )
 
     def _draw(self, count: int) -> tuple[np.ndarray, np.ndarray]:
         """``count`` keys and their probabilities from the sum tree (caller holds the lock)."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import time
 from collections.abc import Callable
 from concurrent import futures
@@ -38,6 +39,32 @@ ERROR_STATUS = (
 """How the table's errors reach the caller (the first matching class), with their message."""
 
 
+def _answered(call: str, seconds=None):
+    """A servicer method whose errors of :data:`ERROR_STATUS` become gRPC statuses with their message
+    (counted), its time to the histogram ``seconds`` when it answers."""
+
+    def wrap(method: Callable) -> Callable:
+        @functools.wraps(method)
+        def answer(self, request, context: grpc.ServicerContext):
+            start = time.perf_counter()
+            try:
+                response = method(self, request, context)
+            except tuple(kind for kind, _ in ERROR_STATUS) as e:
+                code = next(code for kind, code in ERROR_STATUS if isinstance(e, kind))
+                message = f"Redis error: {e}" if isinstance(e, redis.RedisError) else str(e)
+            else:
+                if seconds is not None:
+                    seconds.observe(time.perf_counter() - start)
+                return response
+            metrics.REJECTED.labels(call, code.name).inc()
+            context.abort(code, message)
+            raise AssertionError("unreachable: context.abort raises")
+
+        return answer
+
+    return wrap
+
+
 class ReplayServicer(replay_pb2_grpc.ReplayServiceServicer):
     """Translates messages to :class:`PrioritizedReplay` calls and its errors to status codes
     (:data:`ERROR_STATUS`): ``INVALID_ARGUMENT`` a bad request (an inserted record that is not a valid
@@ -50,70 +77,60 @@ class ReplayServicer(replay_pb2_grpc.ReplayServiceServicer):
         """The table answering the calls (until set, every call is ``UNAVAILABLE``)."""
         self._default_timeout_s = default_timeout_s
 
+    @_answered("insert", metrics.INSERT_SECONDS)
     def Insert(self, request: replay_pb2.InsertRequest, context) -> replay_pb2.InsertResponse:
-        def insert() -> replay_pb2.InsertResponse:
-            if not request.HasField("packed"):
-                raise ValueError("InsertRequest carries no transitions (set `packed`)")
-            if request.first_sequence < 0:
-                raise ValueError(f"first_sequence must be >= 0, got {request.first_sequence}")
-            records = codec.unpack_records(request.packed)
-            check_records(records)
-            priorities = (
-                codec.ndarray_from_proto(request.priorities) if request.HasField("priorities") else None
-            )
-            timeout_s = self._timeout(request.timeout_ms, context)
-            result = self._ready().insert(
-                records, priorities, timeout_s, request.producer, request.first_sequence
-            )
-            metrics.RATE_LIMITED_SECONDS.labels("insert").inc(result.waited_s)
-            metrics.INSERTED.inc(len(result.keys))
-            metrics.DUPLICATES.inc(result.duplicates)
-            metrics.SIZE.set(result.size)
-            return replay_pb2.InsertResponse(
-                keys=codec.ndarray_to_proto(result.keys), size=result.size, duplicates=result.duplicates
-            )
+        if not request.HasField("packed"):
+            raise ValueError("InsertRequest carries no transitions (set `packed`)")
+        if request.first_sequence < 0:
+            raise ValueError(f"first_sequence must be >= 0, got {request.first_sequence}")
+        records = codec.unpack_records(request.packed)
+        check_records(records)
+        priorities = codec.ndarray_from_proto(request.priorities) if request.HasField("priorities") else None
+        timeout_s = self._timeout(request.timeout_ms, context)
+        result = self._ready().insert(
+            records, priorities, timeout_s, request.producer, request.first_sequence
+        )
+        metrics.RATE_LIMITED_SECONDS.labels("insert").inc(result.waited_s)
+        metrics.INSERTED.inc(len(result.keys))
+        metrics.DUPLICATES.inc(result.duplicates)
+        metrics.SIZE.set(result.size)
+        return replay_pb2.InsertResponse(
+            keys=codec.ndarray_to_proto(result.keys), size=result.size, duplicates=result.duplicates
+        )
 
-        return _answer(context, "insert", insert, metrics.INSERT_SECONDS)
-
+    @_answered("sample", metrics.SAMPLE_SECONDS)
     def Sample(self, request: replay_pb2.SampleRequest, context) -> replay_pb2.SampleResponse:
-        def sample() -> replay_pb2.SampleResponse:
-            beta = request.beta if request.HasField("beta") else None
-            batch = self._ready().sample(request.batch_size, self._timeout(request.timeout_ms, context), beta)
-            metrics.RATE_LIMITED_SECONDS.labels("sample").inc(batch.waited_s)
-            metrics.SAMPLED.inc(len(batch.records))
-            response = replay_pb2.SampleResponse(size=batch.size)
-            codec.ndarray_to_proto(batch.keys, response.keys)
-            codec.ndarray_to_proto(batch.weights, response.weights)
-            codec.ndarray_to_proto(batch.probabilities, response.probabilities)
-            codec.pack_records(batch.records, response.transitions)
-            return response
+        beta = request.beta if request.HasField("beta") else None
+        batch = self._ready().sample(request.batch_size, self._timeout(request.timeout_ms, context), beta)
+        metrics.RATE_LIMITED_SECONDS.labels("sample").inc(batch.waited_s)
+        metrics.SAMPLED.inc(len(batch.records))
+        response = replay_pb2.SampleResponse(size=batch.size)
+        codec.ndarray_to_proto(batch.keys, response.keys)
+        codec.ndarray_to_proto(batch.weights, response.weights)
+        codec.ndarray_to_proto(batch.probabilities, response.probabilities)
+        codec.pack_records(batch.records, response.transitions)
+        return response
 
-        return _answer(context, "sample", sample, metrics.SAMPLE_SECONDS)
-
+    @_answered("update_priorities")
     def UpdatePriorities(self, request: replay_pb2.UpdatePrioritiesRequest, context):
-        def update() -> replay_pb2.UpdatePrioritiesResponse:
-            keys = codec.ndarray_from_proto(request.keys)
-            if keys.dtype.kind not in "iu":
-                raise ValueError(f"keys must be integers, got dtype {keys.dtype}")
-            updated = self._ready().update_priorities(keys, codec.ndarray_from_proto(request.priorities))
-            metrics.PRIORITY_UPDATES.inc(updated)
-            return replay_pb2.UpdatePrioritiesResponse(updated=updated)
+        keys = codec.ndarray_from_proto(request.keys)
+        if keys.dtype.kind not in "iu":
+            raise ValueError(f"keys must be integers, got dtype {keys.dtype}")
+        updated = self._ready().update_priorities(keys, codec.ndarray_from_proto(request.priorities))
+        metrics.PRIORITY_UPDATES.inc(updated)
+        return replay_pb2.UpdatePrioritiesResponse(updated=updated)
 
-        return _answer(context, "update_priorities", update)
-
+    @_answered("stats")
     def Stats(self, request: replay_pb2.StatsRequest, context) -> replay_pb2.StatsResponse:
-        def stats() -> replay_pb2.StatsResponse:
-            table = self._ready()
-            limiter = table.rate_limiter
-            return replay_pb2.StatsResponse(
-                **dataclasses.asdict(table.stats()),
-                alpha=table.alpha,
-                beta=table.beta,
-                min_size_to_sample=limiter.min_size_to_sample,
-                samples_per_insert=limiter.samples_per_insert,
-            )
-
-        return _answer(context, "stats", stats)
+        table = self._ready()
+        limiter = table.rate_limiter
+        return replay_pb2.StatsResponse(
+            **dataclasses.asdict(table.stats()),
+            alpha=table.alpha,
+            beta=table.beta,
+            min_size_to_sample=limiter.min_size_to_sample,
+            samples_per_insert=limiter.samples_per_insert,
+        )
 
     def _ready(self) -> PrioritizedReplay:
         if self.table is None:
@@ -173,21 +190,3 @@ class ReplayServer:
     def _set_health(self, status: int) -> None:
         for name in ("", SERVICE_NAME):
             self.health.set(name, status)
-
-
-def _answer(context: grpc.ServicerContext, call: str, handler: Callable, seconds=None):
-    """Run ``handler`` (its time to the histogram ``seconds`` when it answers); the errors of
-    :data:`ERROR_STATUS` become gRPC statuses with their message."""
-    start = time.perf_counter()
-    try:
-        response = handler()
-    except tuple(kind for kind, _ in ERROR_STATUS) as e:
-        code = next(code for kind, code in ERROR_STATUS if isinstance(e, kind))
-        message = f"Redis error: {e}" if isinstance(e, redis.RedisError) else str(e)
-    else:
-        if seconds is not None:
-            seconds.observe(time.perf_counter() - start)
-        return response
-    metrics.REJECTED.labels(call, code.name).inc()
-    context.abort(code, message)
-    raise AssertionError("unreachable: context.abort raises")

@@ -57,14 +57,12 @@ _READ_ATTEMPTS = 3  # reads of the whole table when a late write moves it while 
 
 @dataclass(frozen=True)
 class StoredTable:
-    """What :meth:`RedisStore.open` reads back: the key range, raw priorities ``[next_key - head]``
-    float64, and (when asked for) the stored batches holding keys ``head..next_key-1`` as
-    ``(first key, records)``, oldest first (the first may start below ``head``)."""
+    """What :meth:`RedisStore.open` reads back: the key range and raw priorities ``[next_key - head]``
+    float64."""
 
     head: int
     next_key: int
     priorities: np.ndarray
-    batches: list[tuple[int, PackedRecords]] | None
     marks: dict[str, int]
     """Producer -> highest sequence number stored (idempotent inserts)."""
 
@@ -72,17 +70,20 @@ class StoredTable:
 @dataclass
 class _Batch:
     first: int
-    offsets: np.ndarray  # int64 [n + 1], record offsets inside the batch string (header included)
+    offsets: list[int]  # [n + 1], record offsets inside the batch string (header included)
+    blob: memoryview | None = None  # the batch string, when the store keeps the records in memory
 
     @property
     def stop(self) -> int:
-        return self.first + self.offsets.size - 1
+        return self.first + len(self.offsets) - 1
 
 
 class RedisStore:
     """Reads and writes one replay table in Redis (see the module docstring for the layout). Keeps an index of
     the stored batches (first key and record offsets) mirroring Redis, so that records can be read by key;
-    :meth:`open` rebuilds it. Writes must be serialised by the caller."""
+    :meth:`open` rebuilds it. Opened ``with_records``, the index also holds every batch string, and records
+    are read from memory (no Redis round trip; Redis stays the durable copy). Writes must be serialised by
+    the caller."""
 
     def __init__(self, client: redis.Redis, prefix: str):
         if not prefix:
@@ -94,6 +95,7 @@ class RedisStore:
         self._batches: deque[_Batch] = deque()
         self._firsts: list[int] = []  # first keys of self._batches, for bisect (rebuilt when they change)
         self._range: tuple[int, int] | None = None  # (head, next_key) Redis holds, as last read or written
+        self._keep = False  # whether the index holds the batch strings (open's with_records)
         self._index_lock = threading.Lock()
 
     def ping(self) -> None:
@@ -101,11 +103,12 @@ class RedisStore:
         self._client.ping()
 
     def open(self, capacity: int, with_records: bool) -> StoredTable:
-        """Read the stored table and index it; evicts the oldest keys beyond ``capacity``."""
+        """Read the stored table and index it (``with_records``: the records too); evicts the oldest keys
+        beyond ``capacity``."""
         head, next_key, batches, blobs = self._read_table(with_records)
         with self._index_lock:
             self._batches, self._firsts = deque(batches), [b.first for b in batches]
-        self._range = (head, next_key)
+        self._range, self._keep = (head, next_key), with_records
         # an empty guarded write: a user who may not run the store's script is named now, not at each insert
         try:
             guarded_write(self._client, self._meta, self._range, [])
@@ -118,9 +121,9 @@ class RedisStore:
         if next_key - head > capacity:
             head = next_key - capacity
             self.evict(head, next_key)
-        priorities, records = self._contents(batches, blobs, head, next_key, with_records)
+        priorities = self._priorities_of(batches, blobs, head, next_key)
         marks = {k.decode(): int(v) for k, v in self._client.hgetall(self._marks).items()}
-        return StoredTable(head, next_key, priorities, records, marks)
+        return StoredTable(head, next_key, priorities, marks)
 
     def _read_table(self, with_records: bool) -> tuple[int, int, list[_Batch], list[bytes]]:
         """The key range and the batches holding it. A late write (see the module docstring) can move the
@@ -136,8 +139,7 @@ class RedisStore:
 
     def read_priorities(self, head: int, next_key: int) -> np.ndarray:
         """Raw priorities ``[next_key - head]`` of keys ``head..next_key-1`` as Redis holds them now."""
-        batches, blobs = self._read_batches(head, next_key, with_records=False)
-        return self._contents(batches, blobs, head, next_key, with_records=False)[0]
+        return self._priorities_of(*self._read_batches(head, next_key, with_records=False), head, next_key)
 
     def _read_batches(self, head: int, next_key: int, with_records: bool) -> tuple[list[_Batch], list[bytes]]:
         """Every stored batch (whole, or its header) and its index entry, checked to cover the keys held."""
@@ -166,23 +168,18 @@ class RedisStore:
             )
         return batches, blobs
 
-    def _contents(
-        self, batches: list[_Batch], blobs: list[bytes], head: int, next_key: int, with_records: bool
-    ) -> tuple[np.ndarray, list[tuple[int, PackedRecords]] | None]:
-        """Priorities (initial ones, then the later ones from the hash) of ``head..next_key-1`` and the
-        batches holding them as ``(first key, records)``."""
+    def _priorities_of(
+        self, batches: list[_Batch], blobs: list[bytes], head: int, next_key: int
+    ) -> np.ndarray:
+        """Priorities (initial ones, then the later ones from the hash) of ``head..next_key-1``."""
         priorities = np.empty(next_key - head, dtype=np.float64)
-        records: list[tuple[int, PackedRecords]] | None = [] if with_records else None
         for batch, blob in zip(batches, blobs):
             lo, hi = max(batch.first, head), batch.stop
-            if lo >= hi:
-                continue
-            n = batch.offsets.size - 1
-            initial = np.frombuffer(blob, dtype="<f8", count=n, offset=_BATCH_HEAD.size)
-            priorities[lo - head : hi - head] = initial[lo - batch.first :]
-            if records is not None:
-                start = int(batch.offsets[0])
-                records.append((batch.first, PackedRecords(memoryview(blob)[start:], batch.offsets - start)))
+            if lo < hi:
+                initial = np.frombuffer(
+                    blob, dtype="<f8", count=len(batch.offsets) - 1, offset=_BATCH_HEAD.size
+                )
+                priorities[lo - head : hi - head] = initial[lo - batch.first :]
         for field, value in self._client.hgetall(self._priorities).items():
             key = int(field)
             if head <= key < next_key:
@@ -191,7 +188,7 @@ class RedisStore:
                         f"{self._priorities.decode()} holds a malformed priority for key {key}"
                     )
                 priorities[key - head] = np.frombuffer(value, dtype="<f8")[0]
-        return priorities, records
+        return priorities
 
     def _read_meta(self) -> tuple[int, int]:
         meta = self._client.hgetall(self._meta)
@@ -241,8 +238,8 @@ class RedisStore:
                 (b"HSET", self._marks, producer, mark[1]),
                 (b"HSET", self._origins, first_key, b"%s %d" % (producer, mark[1] + 1 - n)),
             ]
-        staged = (self._batch_name(first_key), blob)
-        self._write(commands, (new_head, first_key + n), dropped, _Batch(first_key, offsets), staged)
+        added = _Batch(first_key, offsets, memoryview(blob) if self._keep else None)
+        self._write(commands, (new_head, first_key + n), dropped, added, (self._batch_name(first_key), blob))
 
     def evict(self, new_head: int, next_key: int) -> None:
         """Record the key range ``new_head..next_key-1``, deleting the batches left without a held key."""
@@ -279,7 +276,7 @@ class RedisStore:
     def fetch(self, keys: np.ndarray) -> tuple[PackedRecords, np.ndarray]:
         """Records of ``keys`` (repeats allowed; those found, in key order) and a mask of the keys gone."""
         keys = np.asarray(keys).tolist()
-        commands, missing = [], np.zeros(len(keys), dtype=bool)
+        reads, missing = [], np.zeros(len(keys), dtype=bool)  # reads: each found key's record or GETRANGE
         with self._index_lock:
             batches, firsts = self._batches, self._firsts
             for i, key in enumerate(keys):
@@ -288,11 +285,18 @@ class RedisStore:
                     missing[i] = True
                     continue
                 batch, k = batches[b], key - batches[b].first
-                lo, hi = int(batch.offsets[k]), int(batch.offsets[k + 1])
-                commands.append((b"GETRANGE", self._batch_name(batch.first), lo, hi - 1))
-        values = send(self._client, commands) if commands else []
+                lo, hi = batch.offsets[k], batch.offsets[k + 1]
+                if batch.blob is not None:
+                    reads.append(batch.blob[lo:hi])
+                else:
+                    reads.append((b"GETRANGE", self._batch_name(batch.first), lo, hi - 1))
+        commands = [read for read in reads if isinstance(read, tuple)]
+        if not commands:  # every record read from memory
+            return PackedRecords.from_records(reads), missing
+        replies = iter(send(self._client, commands))
         found = []
-        for i, value in zip(np.flatnonzero(~missing).tolist(), values):
+        for i, read in zip(np.flatnonzero(~missing).tolist(), reads):
+            value = next(replies) if isinstance(read, tuple) else read
             if value:
                 found.append(value)
             else:  # the batch was deleted since the lookup
@@ -322,8 +326,8 @@ def _header_size(n: int) -> int:
     return _BATCH_HEAD.size + 8 * n + 4 * (n + 1)
 
 
-def _batch_blob(packed: PackedRecords, priorities: np.ndarray) -> tuple[bytes, np.ndarray]:
-    """The batch string of ``packed`` records and their offsets inside it (int64 ``[n + 1]``)."""
+def _batch_blob(packed: PackedRecords, priorities: np.ndarray) -> tuple[bytes, list[int]]:
+    """The batch string of ``packed`` records and their offsets inside it (``[n + 1]``)."""
     n = len(packed)
     priorities = np.asarray(priorities, dtype="<f8")
     if priorities.shape != (n,):
@@ -333,7 +337,8 @@ def _batch_blob(packed: PackedRecords, priorities: np.ndarray) -> tuple[bytes, n
         raise ValueError(f"an insert of {packed.offsets[-1]} bytes exceeds the 4 GiB batch limit")
     offsets = packed.offsets + header
     head = _BATCH_HEAD.pack(_BATCH_MAGIC, n)
-    return b"".join([head, priorities.tobytes(), offsets.astype("<u4").tobytes(), packed.data]), offsets
+    blob = b"".join([head, priorities.tobytes(), offsets.astype("<u4").tobytes(), packed.data])
+    return blob, offsets.tolist()
 
 
 def _parse_entry(entry: bytes, name: bytes) -> tuple[int, int]:
@@ -347,7 +352,8 @@ def _parse_entry(entry: bytes, name: bytes) -> tuple[int, int]:
 
 
 def _parse_batch(blob: bytes | None, first: int, n: int, name: bytes, header_only: bool) -> _Batch:
-    """Index entry of a stored batch string (checked against its list entry)."""
+    """Index entry of a stored batch string (checked against its list entry), holding the string unless
+    ``header_only``."""
     header = _header_size(n)
     if blob is None or len(blob) < header:
         raise RuntimeError(f"{name.decode()} is missing or truncated: the table is corrupt")
@@ -361,7 +367,7 @@ def _parse_batch(blob: bytes | None, first: int, n: int, name: bytes, header_onl
         or (not header_only and offsets[-1] != len(blob))
     ):
         raise RuntimeError(f"{name.decode()} is not a valid batch of {n} records: the table is corrupt")
-    return _Batch(first, offsets)
+    return _Batch(first, offsets.tolist(), None if header_only else memoryview(blob))
 
 
 def _fields(keys) -> list[bytes]:

@@ -80,9 +80,9 @@ class LocalStack:
     def services(self) -> set[str]:
         return set(self.targets)
 
-    def start(self, name: str, module: str, args: dict, metrics_port: int, port: int = 0) -> None:
+    def start(self, name: str, module: str, args: dict, port: int = 0) -> None:
         sup = self.supervisor
-        sup.add(Service(name, sup.python(module, args), sup.run_dir / f"{name}.log", metrics_port, port))
+        sup.add(Service(name, sup.python(module, args), sup.run_dir / f"{name}.log", port))
 
     def check_alive(self) -> None:
         for service in self.supervisor.services:
@@ -135,7 +135,6 @@ def local_stack(redis_server, tmp_path_factory) -> Iterator[LocalStack]:
                 "capacity": 2000,
                 "min_size_to_sample": 8,
             },
-            replay_metrics,
             replay_port,
         )
         stack.start(
@@ -152,7 +151,6 @@ def local_stack(redis_server, tmp_path_factory) -> Iterator[LocalStack]:
                 "publish_every": 2,
                 "torch_threads": 1,
             },
-            learner_metrics,
             learner_port,
         )
         stack.targets.update(
@@ -173,7 +171,6 @@ def local_stack(redis_server, tmp_path_factory) -> Iterator[LocalStack]:
                     "seed": i,
                     "cache_dir": directory / "prepared",
                 },
-                metrics_port,
             )
             stack.targets["actor"].append(f"127.0.0.1:{metrics_port}")
         yield stack

@@ -70,6 +70,17 @@ def test_sampled_records_are_the_inserted_ones(redis_client):
         decode_transition(got)
 
 
+def test_records_across_insert_batches_after_eviction_and_restart_are_the_inserted_ones(redis_client):
+    table = make_table(redis_client, capacity=6)
+    data = records(9)
+    for lo, hi in ((0, 3), (3, 4), (4, 6), (6, 9)):  # keys 0..2 evicted, the batch of key 3 whole
+        table.insert(data[lo:hi])
+    for reader in (table, make_table(redis_client, capacity=6)):  # the second rebuilt from Redis
+        batch = reader.sample(64)
+        assert set(batch.keys.tolist()) == {3, 4, 5, 6, 7, 8}
+        assert all(got == data[key] for key, got in zip(batch.keys, batch.records))
+
+
 def test_importance_weights_hand_computed(redis_client):
     # alpha 1: P = p / 10 for p = 1, 2, 3, 4; N = 4, beta 0.5: w = (4 P)^-0.5 / max = sqrt(p_min / p)
     table = make_table(redis_client, alpha=1.0, beta=0.5)
