@@ -50,8 +50,8 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -141,17 +141,9 @@ def cpu_metered(pids: dict[str, int], items: int, work) -> tuple[float, dict[str
 def run_clients(target: str, clients: int, work) -> float:
     """Run ``work(client)`` in ``clients`` threads at once; returns the items handled per second."""
     handles = [ReplayClient(target) for _ in range(clients)]
-    counts = [0] * clients
-
-    def body(i):
-        counts[i] = work(handles[i])
-
-    threads = [threading.Thread(target=body, args=(i,)) for i in range(clients)]
     start = time.perf_counter()
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    with ThreadPoolExecutor(clients) as pool:
+        counts = list(pool.map(work, handles))
     elapsed = time.perf_counter() - start
     for h in handles:
         h.close()
@@ -162,8 +154,6 @@ def batch_rates(batches: list, repeats: int, threads: int) -> dict:
     """Sampled batches -> learner batches (CPU tensors) per second: the compiled pass (``collate_records``,
     next moves compact) with one thread and with ``threads`` threads, and the same with the next moves then
     expanded on the host; with a CUDA device, on to the GPU three ways."""
-    from concurrent.futures import ThreadPoolExecutor
-
     from phylorl.records.collate import collate_records, expand_on_host
 
     def expanded(packed):

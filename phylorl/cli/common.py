@@ -33,8 +33,8 @@ def add_model(p, help_text: str = "model string; free parameters are estimated o
 
 def add_agent(p, prefix: str = "") -> None:
     """``--checkpoint``, ``--tabu K`` and ``--rescore K``: the agent a search uses and how it chooses its
-    answer (defaults filled in by :func:`load_agent` and :func:`rescore_value`; nothing heavy is imported
-    here, to keep ``--help`` light)."""
+    answer (defaults filled in by :func:`load_agent` and the commands, ``--rescore``'s
+    :data:`phylorl.env.search.RESCORE`; nothing heavy is imported here, to keep ``--help`` light)."""
     p.add_argument(
         "--checkpoint",
         help=f"{prefix}learner checkpoint file or training run directory (default: models/agent.pt, the "
@@ -65,6 +65,15 @@ def check(*rules: tuple[object, str]) -> None:
             raise CliError(message)
 
 
+def at_least(args, **minimums: int) -> list[tuple[bool, str]]:
+    """:func:`check` rules, one per ``FLAG=MINIMUM``: ``--FLAG`` given and below ``MINIMUM``."""
+    return [
+        (value is not None and value < low, f"--{flag.replace('_', '-')} must be >= {low}, got {value}")
+        for flag, low in minimums.items()
+        for value in [getattr(args, flag)]
+    ]
+
+
 def single_alignment(paths: list[str]) -> Path:
     """The one alignment file that ``paths`` name (a directory may hold exactly one)."""
     from phylorl.env.corpus import corpus_files
@@ -73,15 +82,6 @@ def single_alignment(paths: list[str]) -> Path:
     if len(files) != 1:
         raise CliError(f"this command takes one alignment; {' '.join(paths)} names {len(files)}")
     return files[0]
-
-
-def rescore_value(value: int | None) -> int:
-    """``--rescore`` checked, its default (:data:`phylorl.env.search.RESCORE`) filled in."""
-    from phylorl.env.search import RESCORE
-
-    if value is not None and value < 0:
-        raise CliError(f"--rescore must be >= 0, got {value}")
-    return RESCORE if value is None else value
 
 
 def agent_checkpoint(checkpoint: str | None, hint: str = "") -> str | Path:

@@ -82,6 +82,7 @@ def run(args) -> int:
     from phylorl.env.config import EnvConfig
     from phylorl.env.corpus import load_corpus
     from phylorl.env.prepare import PreparationCache
+    from phylorl.env.search import RESCORE
     from phylorl.env.tree_env import EnvAlignment
     from phylorl.evaluation.iqtree import IqtreeRunner, find_iqtree
     from phylorl.evaluation.methods import check_methods, evaluate_methods
@@ -89,18 +90,11 @@ def run(args) -> int:
     from phylorl.phylo import parse_model
 
     # every cheap check before the first expensive step (preparing alignments, IQ-TREE, searches)
-    if args.starts < 1:
-        raise CliError(f"--starts must be >= 1, got {args.starts}")
-    if args.threads < 1:
-        raise CliError(f"--threads must be >= 1, got {args.threads}")
+    common.check(*common.at_least(args, starts=1, threads=1, steps=1, tabu=0))
     if args.threads > 1:
         import torch
 
         torch.set_num_threads(1)  # before any torch work: the worker processes are forked from this one
-    if args.steps is not None and args.steps < 1:
-        raise CliError(f"--steps must be >= 1, got {args.steps}")
-    if args.tabu is not None and args.tabu < 0:
-        raise CliError(f"--tabu must be >= 0, got {args.tabu}")
     if args.methods is None:
         methods = [m for m in METHODS if not (args.no_iqtree and m == "iqtree")]
     else:
@@ -108,7 +102,7 @@ def run(args) -> int:
         methods = check_methods(names, has_policy=True, has_iqtree=True)
         if args.no_iqtree and "iqtree" in methods:
             raise CliError("--methods names iqtree but --no-iqtree is given")
-    rescore = common.rescore_value(args.rescore)
+    common.check(*common.at_least(args, rescore=0))
     parse_model(args.model)
     to_stdout = args.json == "-"
     if args.json and not to_stdout and not Path(args.json).resolve().parent.is_dir():
@@ -143,7 +137,7 @@ def run(args) -> int:
             iqtree=runner,
             on_progress=lambda label: advance(_short(label)),
             workers=args.threads,
-            rescore=rescore,
+            rescore=RESCORE if args.rescore is None else args.rescore,
             env_config=EnvConfig(start=args.start),
         )
     results.settings.update(

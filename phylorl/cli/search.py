@@ -109,7 +109,7 @@ def run(args) -> int:
     from phylorl.env.config import EnvConfig
     from phylorl.env.prepare import PreparationCache
     from phylorl.env.reduced import distinct_sequences
-    from phylorl.env.search import run_search
+    from phylorl.env.search import RESCORE, run_search
     from phylorl.env.tree_env import EnvAlignment, TreeEnv
     from phylorl.phylo import load_alignment, parse_model, write_newick
 
@@ -120,18 +120,17 @@ def run(args) -> int:
             raise CliError(f"--{flag.replace('_', '-')} applies to --policy ml only")
     common.check(
         (args.start == "parsimony", "--start parsimony applies to --policy ml only"),
-        (args.steps is not None and args.steps < 1, f"--steps must be >= 1, got {args.steps}"),
+        *common.at_least(args, steps=1),
         (args.restarts and args.policy not in CLIMBS, "--restarts applies to --policy hillclimb only"),
-        (args.restarts < 0, f"--restarts must be >= 0, got {args.restarts}"),
-        (args.radius is not None and args.radius < 1, f"--radius must be >= 1, got {args.radius}"),
-        (args.tabu is not None and args.tabu < 0, f"--tabu must be >= 0, got {args.tabu}"),
+        *common.at_least(args, restarts=0, radius=1, tabu=0),
         (args.tabu is not None and args.policy != "agent", "--tabu applies to --policy agent only"),
         (
             args.rescore is not None and args.policy in CLIMBS,
             "--rescore applies to --policy random, greedy or agent only (a climb ends on its best tree)",
         ),
+        *common.at_least(args, rescore=0),
     )
-    rescore = common.rescore_value(args.rescore)
+    rescore = RESCORE if args.rescore is None else args.rescore
     parse_model(args.model)  # fail fast on a bad model string
     path = common.single_alignment(args.alignments)
     started = time.perf_counter()
@@ -184,9 +183,6 @@ def run(args) -> int:
         )
         if polish.best_loglik >= best:
             best, best_tree = polish.best_loglik, polish.best_tree
-    newick = write_newick(best_tree)
-    if args.out:
-        Path(args.out).write_text(newick + "\n")
     parts = [result] + ([polish] if polish else [])  # totals over the search and the polish
     summary = {
         "alignment": str(path),
@@ -207,18 +203,26 @@ def run(args) -> int:
         "branch_optimisations": sum(part.branch_optimisations for part in parts),
         "seconds": time.perf_counter() - started,
         "search_seconds": sum(part.seconds for part in parts),
-        "tree": newick,
+        "tree": write_newick(best_tree),
     }
+    lines = [f"start log-likelihood: {result.start_loglik:.4f}"]
+    lines.append(f"final log-likelihood: {result.final_loglik:.4f} after {result.steps} moves")
+    if polish:
+        lines.append(f"polished:             {polish.best_loglik:.4f} after {polish.steps} more moves")
+    evaluations, seconds = summary["evaluations"], summary["seconds"]
+    lines.append(f"best log-likelihood:  {best:.4f} ({evaluations} evaluations, {seconds:.1f} s)")
+    return _answer(args, summary, lines)
+
+
+def _answer(args, summary: dict, lines: list[str]) -> int:
+    """The tree written to ``--out``; ``summary`` printed as JSON (``--json``), or ``lines`` then the tree
+    (or where it went)."""
+    if args.out:
+        Path(args.out).write_text(summary["tree"] + "\n")
     if args.json:
         print(json.dumps(summary))
     else:
-        print(f"start log-likelihood: {result.start_loglik:.4f}")
-        print(f"final log-likelihood: {result.final_loglik:.4f} after {result.steps} moves")
-        if polish:
-            print(f"polished:             {polish.best_loglik:.4f} after {polish.steps} more moves")
-        evaluations, seconds = summary["evaluations"], summary["seconds"]
-        print(f"best log-likelihood:  {best:.4f} ({evaluations} evaluations, {seconds:.1f} s)")
-        print(newick if not args.out else f"tree written to {args.out}")
+        print("\n".join([*lines, f"tree written to {args.out}" if args.out else summary["tree"]]))
     return 0
 
 
@@ -259,8 +263,7 @@ def run_ml(args) -> int:
         )
     common.check(
         (args.start == "random", "--policy ml starts from nj or parsimony, not random"),
-        (args.starts is not None and args.starts < 1, f"--starts must be >= 1, got {args.starts}"),
-        (args.threads is not None and args.threads < 1, f"--threads must be >= 1, got {args.threads}"),
+        *common.at_least(args, starts=1, threads=1),
     )
     parse_model(args.model)
     if args.out and not Path(args.out).resolve().parent.is_dir():
@@ -298,9 +301,6 @@ def run_ml(args) -> int:
         if checkpoint is not None and Path(checkpoint).is_file():
             status(f"interrupted; go on with the same command and --resume (checkpoint: {checkpoint})")
         raise
-    newick = write_newick(result.tree)
-    if args.out:
-        Path(args.out).write_text(newick + "\n")
     summary = {
         "alignment": str(path),
         "policy": "ml",
@@ -319,18 +319,14 @@ def run_ml(args) -> int:
         "search_seconds": result.seconds,
         "seconds": time.perf_counter() - started,
         "checkpoint_file": checkpoint,
-        "tree": newick,
+        "tree": write_newick(result.tree),
     }
-    if args.json:
-        print(json.dumps(summary))
-    else:
-        print(f"start log-likelihood: {result.start_loglik:.4f}")
-        print(
-            f"best log-likelihood:  {result.loglik:.4f} after {result.rounds} rounds, {result.moves} moves "
-            f"({summary['seconds']:.1f} s)"
-        )
-        print(newick if not args.out else f"tree written to {args.out}")
-    return 0
+    best = (
+        f"{result.loglik:.4f} after {result.rounds} rounds, {result.moves} moves ({summary['seconds']:.1f} s)"
+    )
+    return _answer(
+        args, summary, [f"start log-likelihood: {result.start_loglik:.4f}", f"best log-likelihood:  {best}"]
+    )
 
 
 def _prepared(step: dict, start: str) -> None:

@@ -124,12 +124,9 @@ def evaluate_methods(
     does: a process that has run multi-threaded torch must not fork); the results are the same rows in
     the same order, and every method's seconds and IQ-TREE's are measured side by side under the same load.
     """
-    if workers < 1:
-        raise ValueError(f"workers must be >= 1, got {workers}")
-    if starts < 1:
-        raise ValueError(f"starts must be >= 1, got {starts}")
-    if steps is not None and steps < 1:
-        raise ValueError(f"steps must be >= 1, got {steps}")
+    for name, value in (("workers", workers), ("starts", starts), ("steps", steps)):
+        if value is not None and value < 1:
+            raise ValueError(f"{name} must be >= 1, got {value}")
     if methods is None:
         methods = [
             m
@@ -259,9 +256,7 @@ def _one_start(entry, k, job: _Job, steps, reference, progress) -> list[StartRes
     for method in job.methods:
         if method == "iqtree":
             r = reference
-            out.append(
-                _row(entry, k, method, reference, start, r.loglik, r.tree, r.seconds, None, None, None)
-            )
+            out.append(_row(entry, k, method, reference, start, r.loglik, r.tree, r.seconds))
             continue
         progress(f"{entry.name}: start {k + 1}, {method}")
         if method == "ml":
@@ -277,13 +272,11 @@ def _one_start(entry, k, job: _Job, steps, reference, progress) -> list[StartRes
                 q_policy = policy if hasattr(policy, "q_values") else None
                 after = _fresh_env(entry, config, seed + k, tree=agent.best_tree)
                 result = chained(agent, polish(after, q_policy, rng=np.random.default_rng([seed, k, 1])))
-        elif method == "random":
-            rng = np.random.default_rng([seed, k])
-            result = run_search(env(), "random", steps=steps, rng=rng, finish=True, rescore=rescore)
-        elif method == "greedy":
-            result = run_search(env(), "greedy", steps=steps, finish=True, rescore=rescore)
-        else:  # hillclimb
+        elif method == "hillclimb":
             result = run_search(env(), method, steps=None)
+        else:  # random, greedy
+            rng = np.random.default_rng([seed, k]) if method == "random" else None
+            result = run_search(env(), method, steps=steps, rng=rng, finish=True, rescore=rescore)
         r = result
         answer = (r.start_loglik, r.best_loglik, r.best_tree, r.seconds, r.trajectory, r.evaluations, r.steps)
         out.append(_row(entry, k, method, reference, *answer))
@@ -318,7 +311,7 @@ def _best_so_far(start: float, trajectory: Sequence[float], best: float) -> list
 
 
 def _row(
-    entry, k, method, reference, start, final, tree, seconds, trajectory, evaluations, steps
+    entry, k, method, reference, start, final, tree, seconds, trajectory=None, evaluations=None, steps=None
 ) -> StartResult:
     """``trajectory``: the log-likelihood after each move (``None`` for IQ-TREE, which has none)."""
     ref = reference.loglik if reference is not None else None
