@@ -146,7 +146,13 @@ def test_train_prometheus_scrapes_the_local_run(tmp_path, need):
             ):
                 break
             time.sleep(1)
-        assert set(up) == {"replay", "learner", "actor", "prometheus"} and set(up.values()) == {"1"}, up
+        stopped = (
+            "" if proc.poll() is None else f"run ended ({proc.returncode}): {proc.stderr.read()[-3000:]}"
+        )
+        assert set(up) == {"replay", "learner", "actor", "prometheus"} and set(up.values()) == {"1"}, (
+            up,
+            stopped,
+        )
         assert updates and float(updates[0]["value"][1]) > 0
         actors = query("up{job='actor'}")
         ports = json.loads((run_dir / "ports.json").read_text())
