@@ -9,9 +9,6 @@ medians over the states, in ms.
 
 The network's part includes the tabu check (the compiled topology key of the chosen move's tree against
 the trees visited in the episode), as ``phylorl search``/``eval`` run the agent.
-
-Usage: python benchmarks/bench_agent.py [--checkpoint PATH] [--tabu K]
-(defaults: the shipped models/agent.pt, 20)
 """
 
 from __future__ import annotations
@@ -39,8 +36,8 @@ ROUNDS = 3
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--checkpoint", default=str(DEFAULT_CHECKPOINT))
-    parser.add_argument("--tabu", type=int, default=DEFAULT_TABU)
+    parser.add_argument("--checkpoint", default=str(DEFAULT_CHECKPOINT), help="default: the shipped agent")
+    parser.add_argument("--tabu", type=int, default=DEFAULT_TABU, help="0: plain greedy")
     args = parser.parse_args()
     torch.set_num_threads(1)
     policy = AgentPolicy.from_checkpoint(args.checkpoint, tabu=args.tabu)

@@ -7,45 +7,32 @@ whole no-grad twin pass (:class:`~phylorl.nets.twin.TwinQ`: encoder and head) un
 head for each ``--blocks`` setting (moves per program × columns per product × warps), and the two networks
 run one by one as the learner does without ``fused_head``. Median of ``--repeats`` synchronised calls after
 warm-ups; one JSON line. ``--tf32`` lets float32 products (the fused kernel's too) use TF32.
-
-    python benchmarks/bench_fused_head.py [--batch 128] [--taxa 20] [--repeats 30] [--tf32]
-        [--blocks 64x64x8,32x64x4,64x32x4,128x64x8]
 """
 
 from __future__ import annotations
 
 import argparse
 import statistics
-import sys
-import time
-from pathlib import Path
 
 import numpy as np
 import torch
+from common import emit, machine, seconds
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from benchmarks.common import emit, machine  # noqa: E402
-from phylorl.agent.transfer import on_device  # noqa: E402
-from phylorl.nets import fused_head  # noqa: E402
-from phylorl.nets.config import NetworkConfig  # noqa: E402
-from phylorl.nets.qnet import QNetwork  # noqa: E402
-from phylorl.nets.synthetic import random_transition  # noqa: E402
-from phylorl.nets.twin import TwinQ  # noqa: E402
-from phylorl.records.codec import encode_transition  # noqa: E402
-from phylorl.records.collate import collate_records  # noqa: E402
-from phylorl.records.format import PackedRecords  # noqa: E402
+from phylorl.agent.transfer import on_device
+from phylorl.nets import fused_head
+from phylorl.nets.config import NetworkConfig
+from phylorl.nets.qnet import QNetwork
+from phylorl.nets.synthetic import random_transition
+from phylorl.nets.twin import TwinQ
+from phylorl.records.codec import encode_transition
+from phylorl.records.collate import collate_records
+from phylorl.records.format import PackedRecords
 
 
 def timed(fn, repeats: int, warmup: int = 3) -> dict:
     for _ in range(warmup):
         fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        torch.cuda.synchronize()
-        times.append(time.perf_counter() - start)
+    times = [seconds(fn, "cuda") for _ in range(repeats)]
     return {"median_ms": round(1e3 * statistics.median(times), 3), "min_ms": round(1e3 * min(times), 3)}
 
 

@@ -18,9 +18,6 @@ alone and beside two busy threads. The process sets the interpreter's switch int
 tuning as the learner does (``SWITCH_INTERVAL_MS`` of :mod:`services.learner.config`,
 :data:`services.common.memory.KEEP_MB`): every torch call lets the interpreter lock go, and a thread taking it
 back waits for the threads running Python. Network: the designed sizes (hidden 256) on this machine's device.
-
-Usage: python benchmarks/bench_inference.py [--seconds S] [--hidden H] [--features rich|basic]
-    [--streams 1,8,64] [--fused-head] [--cuda-graphs] [--tf32] [--publish-every-ms MS]
 """
 
 from __future__ import annotations
@@ -37,7 +34,7 @@ import time
 
 import numpy as np
 import torch
-from common import REPO, child_env, emit, episode_transitions, machine, median_seconds
+from common import REPO, add_flags, child_env, emit, episode_transitions, machine, median_seconds
 from prometheus_client import REGISTRY
 
 from phylorl.agent.learner import Learner
@@ -235,15 +232,8 @@ def run(
     ``seconds``: latencies, its CPU per request, the publications' time under load (one every
     ``publish_every_s`` from a thread, 0: none) and the endpoint's own counters over the run."""
     before = endpoint_counters()
-    inference = BatchingInference(
-        net_cfg,
-        device,
-        max_batch=max_batch,
-        max_delay_s=0.002,
-        max_queue=1024,
-        fused_head=fused_head,
-        cuda_graphs=cuda_graphs,
-    )
+    options = {"max_delay_s": 0.002, "max_queue": 1024, "fused_head": fused_head, "cuda_graphs": cuda_graphs}
+    inference = BatchingInference(net_cfg, device, max_batch=max_batch, **options)
     inference.publish(learner.policy_tensors(), learner.alpha, 1)
     server = InferenceServer(inference, "127.0.0.1", 0, max_calls=max(16, 2 * streams))
     stop, spent = threading.Event(), []
@@ -300,13 +290,15 @@ def main() -> None:
         default="rich",
         help="rich: the environment's states (the shipped agent's); basic: random trees",
     )
-    parser.add_argument("--fused-head", action="store_true", help="answer with the fused Triton head (CUDA)")
-    parser.add_argument(
-        "--cuda-graphs",
-        action="store_true",
-        help="the endpoint replays its answers as CUDA graphs (CUDA; LearnerConfig.inference_cuda_graphs)",
+    add_flags(
+        parser,
+        {
+            "--fused-head": "answer with the fused Triton head (CUDA)",
+            "--cuda-graphs": "the endpoint replays its answers as CUDA graphs (CUDA; "
+            "LearnerConfig.inference_cuda_graphs)",
+            "--tf32": "float32 products use TF32 (CUDA)",
+        },
     )
-    parser.add_argument("--tf32", action="store_true", help="float32 products use TF32 (CUDA)")
     parser.add_argument("--streams", default="1,8,64", help="comma-separated numbers of concurrent streams")
     parser.add_argument(
         "--publish-every-ms",

@@ -34,9 +34,6 @@ edges, 1122 moves; ``--features rich``: random walks of the environment as actor
 Throughput is measured for each entry of ``--clients`` (concurrent client threads, each with its own channel,
 as several actors or learner prefetch streams would be): ``by_clients`` holds the figures per count. Each
 figure is the median over ``--repeats`` runs. Prints one JSON line on stdout; progress on stderr.
-
-    python benchmarks/bench_replay.py [--repeats 5] [--batches 40] [--batch-size 128] [--clients 1,2,4]
-        [--taxa 20] [--pool 256] [--capacity 100000] [--features rich|basic] [--batch-threads 2]
 """
 
 from __future__ import annotations
@@ -56,15 +53,23 @@ from pathlib import Path
 
 import numpy as np
 import redis
-from common import REPO, child_env, cpu_model, cpu_seconds, emit, episode_transitions, median_seconds
+from common import (
+    REPO,
+    child_env,
+    cpu_model,
+    cpu_seconds,
+    emit,
+    episode_transitions,
+    log,
+    median_seconds,
+    seconds,
+)
 
-sys.path.insert(0, str(REPO))
-
-from phylorl.records.codec import decode_transition, encode_observation, encode_transition  # noqa: E402
-from phylorl.types import Transition  # noqa: E402
-from services.common.memory import KEEP_MB, keep_freed_memory  # noqa: E402
-from services.launcher.supervisor import free_port  # noqa: E402
-from services.replay.client import ReplayClient  # noqa: E402
+from phylorl.records.codec import decode_transition, encode_observation, encode_transition
+from phylorl.types import Transition
+from services.common.memory import KEEP_MB, keep_freed_memory
+from services.launcher.supervisor import free_port
+from services.replay.client import ReplayClient
 
 
 def realistic_transitions(count: int, n_taxa: int, seed: int) -> tuple[list[Transition], str]:
@@ -163,25 +168,29 @@ def batch_rates(batches: list, repeats: int, threads: int) -> dict:
     for packed in batches[:2]:  # warm-up
         expanded(packed)
     items = len(batches) * len(batches[0])
-    fast, host_expanded, parallel = [], [], []
+
+    def each(fn):  # one pass of ``fn`` over every batch
+        def run_pass() -> None:
+            for packed in batches:
+                fn(packed)
+
+        return run_pass
+
+    def rate(run_pass, device=None) -> float:  # items per second
+        return items / seconds(run_pass, device)
+
+    runs = {"fast": [], "host_expanded": [], "parallel": []}
     with ThreadPoolExecutor(threads) as pool:
         for _ in range(repeats):
-            start = time.perf_counter()
-            for packed in batches:
-                collate_records(packed)
-            fast.append(items / (time.perf_counter() - start))
-            start = time.perf_counter()
-            for packed in batches:
-                expanded(packed)
-            host_expanded.append(items / (time.perf_counter() - start))
-            start = time.perf_counter()
-            list(pool.map(collate_records, batches))
-            parallel.append(items / (time.perf_counter() - start))
+            runs["fast"].append(rate(each(collate_records)))
+            runs["host_expanded"].append(rate(each(expanded)))
+            runs["parallel"].append(rate(lambda: list(pool.map(collate_records, batches))))
+    fast = statistics.median(runs["fast"])
     out = {
-        "sample_to_batch_per_s": round(statistics.median(fast)),
-        "sample_to_batch_ms": round(len(batches[0]) / statistics.median(fast) * 1e3, 2),
-        f"sample_to_batch_{threads}_threads_per_s": round(statistics.median(parallel)),
-        "sample_to_batch_host_expanded_per_s": round(statistics.median(host_expanded)),
+        "sample_to_batch_per_s": round(fast),
+        "sample_to_batch_ms": round(len(batches[0]) / fast * 1e3, 2),
+        f"sample_to_batch_{threads}_threads_per_s": round(statistics.median(runs["parallel"])),
+        "sample_to_batch_host_expanded_per_s": round(statistics.median(runs["host_expanded"])),
     }
     import torch
 
@@ -203,15 +212,7 @@ def batch_rates(batches: list, repeats: int, threads: int) -> dict:
             "sample_to_device_host_expanded_per_s": lambda p: on_device(expanded(p), "cuda", pin_memory=True),
         }
         for name, path in paths.items():
-            runs = []
-            for _ in range(repeats):
-                torch.cuda.synchronize()
-                start = time.perf_counter()
-                for packed in batches:
-                    path(packed)
-                torch.cuda.synchronize()
-                runs.append(items / (time.perf_counter() - start))
-            out[name] = round(statistics.median(runs))
+            out[name] = round(statistics.median(rate(each(path), "cuda") for _ in range(repeats)))
         out["gpu"] = torch.cuda.get_device_name()
     return out
 
@@ -242,7 +243,6 @@ def main() -> None:
     args = parser.parse_args()
     keep_freed_memory()  # as a learner process does (the service does the same)
 
-    log = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731
     log(f"building {args.pool} transitions of {args.taxa} taxa")
     make = episode_transitions if args.features == "rich" else realistic_transitions
     transitions, source = make(args.pool, args.taxa, seed=0)
@@ -326,12 +326,8 @@ def main() -> None:
         batch_keys = [
             b"bench:b:" + entry.split(b":")[0] for entry in direct.lrange("bench:bi", 0, args.batches - 1)
         ]
-        direct_runs = []
-        for _ in range(args.repeats):
-            start = time.perf_counter()
-            for key in batch_keys:
-                direct.get(key)
-            direct_runs.append(len(batch_keys) * args.batch_size / (time.perf_counter() - start))
+        read_all = lambda: [direct.get(key) for key in batch_keys]  # noqa: E731
+        direct_runs = [len(batch_keys) * args.batch_size / seconds(read_all) for _ in range(args.repeats)]
         used = redis.Redis(port=redis_port).info("memory")["used_memory"]
     finally:
         for p in reversed(processes):

@@ -8,18 +8,12 @@ search seconds (preparation excluded, as IQ-TREE's wall time includes its own st
 evaluations (full: SPR + local optimisation) and lazy SPR scores (the climbs search an alignment's distinct
 sequences: see ``run_search(distinct=...)``). Summary per method: cases within 0.1 of IQ-TREE and total
 seconds against IQ-TREE's. Prints one JSON line; progress on stderr.
-
-    python benchmarks/bench_search.py [--alignments PATH ...] [--models JC,GTR+F+G4]
-        [--methods hillclimb,hillclimb:4] [--start nj|random] [--starts 1]
-
-A method ``NAME:R`` runs ``NAME`` with R perturb-and-climb restarts (seed 0). Default alignments: DS1–DS4.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import sys
 import time
 from itertools import product
 from pathlib import Path
@@ -27,7 +21,7 @@ from pathlib import Path
 os.environ.setdefault("NUMBA_NUM_THREADS", "1")
 
 import numpy as np  # noqa: E402
-from common import DS_DIR, emit, machine  # noqa: E402
+from common import DS_DIR, emit, log, machine  # noqa: E402
 
 from phylorl.env.config import EnvConfig  # noqa: E402
 from phylorl.env.corpus import load_corpus  # noqa: E402
@@ -43,7 +37,11 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--alignments", nargs="+", default=[str(DS_DIR / f"DS{i}.fasta") for i in range(1, 5)])
     p.add_argument("--models", default="JC,GTR+F+G4")
-    p.add_argument("--methods", default="hillclimb,hillclimb:4")
+    p.add_argument(
+        "--methods",
+        default="hillclimb,hillclimb:4",
+        help="comma-separated; NAME:R runs NAME with R perturb-and-climb restarts (seed 0)",
+    )
     p.add_argument("--start", choices=("nj", "random"), default="nj")
     p.add_argument("--starts", type=int, default=1, help="random starts per alignment (--start random)")
     args = p.parse_args()
@@ -73,11 +71,9 @@ def main() -> None:
                 "lazy_scores": result.lazy_scores,
             }
             rows.append(row)
-            print(
+            log(
                 f"{row['alignment']} {model} start {k} {row['method']}: {row['minus_iqtree']:+.3f} "
-                f"in {seconds:.2f} s (IQ-TREE {reference.seconds:.2f} s)",
-                file=sys.stderr,
-                flush=True,
+                f"in {seconds:.2f} s (IQ-TREE {reference.seconds:.2f} s)"
             )
     summary = {}
     for method in dict.fromkeys(r["method"] for r in rows):

@@ -15,10 +15,6 @@ time ratio, RF distance, our peak memory: the main process's and the largest wor
 (fraction within 0.1 of IQ-TREE, mean and median gap, total time ratio, median per-alignment ratio, mean RF;
 the same for IQ-TREE seed 2 with ``--noise``; ``--noise-only`` gives those alone, from IQ-TREE's cached seed-1
 run and no search of ours). Progress on stderr.
-
-    python benchmarks/bench_search_large.py [--alignments FILE_OR_DIR ...] [--bands 30-99,100-199]
-        [--limit-per-band K] [--noise | --noise-only] [--cached-iqtree | --side-by-side]
-        [--config '{"starts": 2}'] [--seed 1] [--threads T]
 """
 
 from __future__ import annotations
@@ -40,9 +36,7 @@ from pathlib import Path
 
 os.environ.setdefault("NUMBA_NUM_THREADS", "1")
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from common import REPO, emit, machine  # noqa: E402
+from common import REPO, add_flags, emit, log, machine  # noqa: E402
 
 VALID = REPO.parent / "shared" / "data" / "large" / "valid"
 BANDS = ((30, 99), (100, 199), (200, 499), (500, 999))
@@ -57,9 +51,6 @@ IQTREE_NOISE_SEED = IQTREE_SEED + 1
 # number (the fitted string can differ in its last digits between engine versions; a search under a model that
 # close is the same search); the entry records the exact string it ran under, and its tree is re-scored under
 # the current one.
-IQTREE = "iqtree2"
-
-
 NUMBER = re.compile(r"\d+(?:\.\d+)?(?:e-?\d+)?")
 
 
@@ -92,7 +83,7 @@ def run_iqtree(fasta, model: str, seed: int, threads: int) -> dict:
     """One IQ-TREE search: ``{"newick", "seconds", "reported_loglik", "model", "seed", "threads"}``."""
     with tempfile.TemporaryDirectory(prefix="iqtree-") as work:
         prefix = Path(work) / "ml"
-        cmd = [IQTREE, "-s", str(fasta), "-m", model, "-nt", str(threads), "-seed", str(seed), "-redo"]
+        cmd = ["iqtree2", "-s", str(fasta), "-m", model, "-nt", str(threads), "-seed", str(seed), "-redo"]
         cmd += ["-quiet", "-pre", str(prefix)]
         started = time.perf_counter()
         proc = subprocess.run(cmd, capture_output=True, text=True)
@@ -213,7 +204,7 @@ def costs(sizes: list[int], sites: int, seed: int) -> dict:
             "fast_round_candidates": result.scored,
             "fast_round_us_per_candidate": round(t_round / max(1, result.scored) * 1e6, 2),
         }
-        print(json.dumps({n: out[str(n)]}), file=sys.stderr, flush=True)
+        log(json.dumps({n: out[str(n)]}))
     return out
 
 
@@ -370,23 +361,15 @@ def main() -> None:
     p.add_argument("--alignments", nargs="+", default=[str(VALID)])
     p.add_argument("--bands", help="comma-separated bands to run, e.g. 30-99,100-199 (default: all)")
     p.add_argument("--limit-per-band", type=int, default=0)
-    p.add_argument(
-        "--noise",
-        action="store_true",
-        help=f"also IQ-TREE with seed {IQTREE_NOISE_SEED}, on --threads (cached runs are reused)",
-    )
-    p.add_argument(
-        "--noise-only",
-        action="store_true",
-        help="only IQ-TREE's seed 2 against its (cached) seed 1: the noise floor, no search of ours",
-    )
-    p.add_argument(
-        "--cached-iqtree", action="store_true", help="use cached IQ-TREE times instead of re-timing"
-    )
-    p.add_argument(
-        "--side-by-side",
-        action="store_true",
-        help="IQ-TREE (timed afresh) and our search at the same time, each on its own cores",
+    add_flags(
+        p,
+        {
+            "--noise": f"also IQ-TREE with seed {IQTREE_NOISE_SEED}, on --threads (cached runs are reused)",
+            "--noise-only": "only IQ-TREE's seed 2 against its (cached) seed 1: the noise floor, no search "
+            "of ours",
+            "--cached-iqtree": "use cached IQ-TREE times instead of re-timing",
+            "--side-by-side": "IQ-TREE (timed afresh) and our search at the same time, each on its own cores",
+        },
     )
     p.add_argument("--cache", default="/tmp/iqtree-cache")
     p.add_argument("--config", default="{}", help="SearchConfig fields as JSON")
@@ -418,7 +401,7 @@ def main() -> None:
     for path, taxa, sites in alignments(args):
         row = run_case(path, args)
         rows.append(row)
-        print(json.dumps(row), file=sys.stderr, flush=True)
+        log(json.dumps(row))
     emit(
         {
             "bench": "search_large",

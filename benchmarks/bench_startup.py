@@ -14,8 +14,6 @@ already in their cache):
   empty preparation cache, as a user's first search after the install: the wall time from its start to the
   line that says the search starts moving (start-up, reading, preparing the alignment, the agent and the start
   tree).
-
-    python benchmarks/bench_startup.py [--repeats 7] [--alignment PATH]
 """
 
 from __future__ import annotations

@@ -1,11 +1,6 @@
 """The whole system at a chosen size: ``phylorl train`` (redis-server, replay, learner, N actors as real
 processes) for a fixed time, measured from the services' own Prometheus endpoints and /proc.
 
-    python benchmarks/bench_system.py [--actors N] [--envs-per-actor K] [--taxa 20] [--batch-size 128]
-        [--hidden 256] [--seconds 60] [--warmup-s 60] [--device auto] [--cuda-graphs] [--run-dir DIR] [--tf32]
-        [--fused-head] [--compile-networks] [--actor-pipeline P] [--learner-threads T] [--no-updates]
-        [--py-spy]
-
 After the warm-up (preparation, compilation, replay filling to its minimum) it reads every endpoint, waits
 ``--seconds`` and reads them again. One JSON line: sustained updates/s and environment steps/s, the actors'
 inference call latency p50/p99 (their histogram), the endpoint's own latency p50, median batch and mean time
@@ -30,19 +25,29 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
 import sys
 import tempfile
 import time
 import urllib.request
 from pathlib import Path
 
+import thread_profile
+from common import (
+    add_flags,
+    cpu_seconds,
+    emit,
+    machine,
+    pid_of,
+    run_ports,
+    service_patterns,
+    start_train,
+    stop_train,
+)
 from prometheus_client.parser import text_string_to_metric_families
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from benchmarks import thread_profile  # noqa: E402
-from benchmarks.common import cpu_seconds, emit, machine, pid_of, service_patterns, start_train  # noqa: E402
+RUN_OPTIONS = ("actors", "envs_per_actor", "taxa", "batch_size", "hidden")
+RUN_OPTIONS += ("cuda_graphs", "fused_head", "tf32", "compile_networks")
+"""The options the JSON line repeats as they were given."""
 
 
 def read_metrics(port: int) -> dict:
@@ -121,24 +126,6 @@ def main(argv=None) -> int:
     p.add_argument("--device", default="auto")
     p.add_argument("--run-dir", default="")
     p.add_argument(
-        "--cuda-graphs",
-        action="store_true",
-        help="the learner replays its updates and the inference endpoint its answers as CUDA graphs",
-    )
-    p.add_argument("--tf32", action="store_true", help="the learner's float32 products use TF32 (CUDA)")
-    p.add_argument(
-        "--fused-head",
-        action="store_true",
-        help="the learner's no-grad next-move passes and its "
-        "inference endpoint use the fused Triton head (CUDA)",
-    )
-    p.add_argument(
-        "--compile-networks",
-        action="store_true",
-        help="the learner's encoders are torch.compile-d "
-        "(AgentConfig.compile_networks; give --warmup-s the compilation's time too)",
-    )
-    p.add_argument(
         "--actor-pipeline",
         type=int,
         default=0,
@@ -147,17 +134,22 @@ def main(argv=None) -> int:
     p.add_argument(
         "--learner-threads", type=int, default=0, help="the learner's torch threads (0: its default)"
     )
-    p.add_argument(
-        "--py-spy",
-        action="store_true",
-        help="sample the learner's threads with py-spy through the "
-        "measured window (benchmarks/thread_profile.py; needs py-spy on PATH): where each thread's time "
-        "goes, as learner_thread_profile",
-    )
-    p.add_argument(
-        "--no-updates",
-        action="store_true",
-        help="the learner never trains (the replay minimum is never reached): acting alone is measured",
+    add_flags(
+        p,
+        {
+            "--cuda-graphs": "the learner replays its updates and the inference endpoint its answers as CUDA "
+            "graphs",
+            "--tf32": "the learner's float32 products use TF32 (CUDA)",
+            "--fused-head": "the learner's no-grad next-move passes and its inference endpoint use the fused "
+            "Triton head (CUDA)",
+            "--compile-networks": "the learner's encoders are torch.compile-d (AgentConfig.compile_networks; "
+            "give --warmup-s the compilation's time too)",
+            "--py-spy": "sample the learner's threads with py-spy through the measured window "
+            "(benchmarks/thread_profile.py; needs py-spy on PATH): where each thread's time goes, as "
+            "learner_thread_profile",
+            "--no-updates": "the learner never trains (the replay minimum is never reached): acting alone is "
+            "measured",
+        },
     )
     args = p.parse_args(argv)
     run_dir = Path(args.run_dir or tempfile.mkdtemp(prefix="bench-system-")) / "run"
@@ -180,11 +172,7 @@ def main(argv=None) -> int:
     train = start_train([*settings.split(), "--no-report", "--device", args.device], config, run_dir)
     try:
         started = time.monotonic()
-        while not (run_dir / "ports.json").exists():
-            if train.poll() is not None or time.monotonic() - started > 900:
-                raise RuntimeError(f"the run did not start: {train.stderr.read()[-2000:]}")
-            time.sleep(1)
-        ports = json.loads((run_dir / "ports.json").read_text())
+        ports = run_ports(train, run_dir, 900)
         endpoints = {"replay": [ports["replay"]["metrics"]], "learner": [ports["learner"]["metrics"]]}
         endpoints["actor"] = ports["actors"]
         ready = ("learner", "phylorl_learner_updates_total")
@@ -217,9 +205,7 @@ def main(argv=None) -> int:
         if spy is not None and spy.wait(60) != 0:
             raise RuntimeError(f"py-spy failed: {spy.stderr.read()[-500:]}")
     finally:
-        if train.poll() is None:
-            train.send_signal(signal.SIGINT)
-        train.wait(300)
+        stop_train(train)
     elapsed = t1 - t0
 
     def delta(kind: str, name: str, label: tuple | None = None) -> float:  # a series' change over the window
@@ -248,15 +234,7 @@ def main(argv=None) -> int:
     result = {
         "benchmark": "bench_system",
         "machine": machine(),
-        "actors": args.actors,
-        "envs_per_actor": args.envs_per_actor,
-        "taxa": args.taxa,
-        "batch_size": args.batch_size,
-        "hidden": args.hidden,
-        "cuda_graphs": args.cuda_graphs,
-        "fused_head": args.fused_head,
-        "tf32": args.tf32,
-        "compile_networks": args.compile_networks,
+        **{name: getattr(args, name) for name in RUN_OPTIONS},
         "pipelined_updates": False,
         "actor_pipeline": args.actor_pipeline or "default",
         "actor_rpc": "stream",

@@ -15,25 +15,19 @@ add ``AgentConfig.compile_networks`` (``torch.compile``-d encoders; the first wa
 time is reported as ``first_update_s``). ``--labelled F`` gives that fraction of next states demonstration
 labels on every move and the agent ``demo_weight=1``: the online networks then pass over every next move with
 gradients. ``--tf32`` lets float32 matrix products use TF32 (CUDA; the default is full float32).
-
-    python benchmarks/bench_update.py [--batch 128] [--taxa 20] [--repeats 20] [--warmup 4]
-        [--distinct-batches 4] [--threads 2] [--device cpu|cuda] [--paths fast,compiled,graphs,...] [--tf32]
-        [--labelled F] [--fused-blocks AxNxW]
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import os
 import resource
 import statistics
-import time
 
 import numpy as np
 import torch
-from common import cpu_model
+from common import cpu_model, emit, seconds
 
 from phylorl.agent.capture import WARMUP
 from phylorl.agent.config import AgentConfig
@@ -50,11 +44,6 @@ from phylorl.records.format import PackedRecords
 PATHS = ("fast", "graphs", "fused", "graphs-fused", "compiled", "graphs-compiled", "graphs-fused-compiled")
 
 
-def sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
 def time_path(path: str, batches, device, repeats: int, warmup: int, demo_weight: float = 0.0) -> dict:
     parts = path.split("-")
     graphs, fused, compiled = "graphs" in parts, "fused" in parts, "compiled" in parts
@@ -64,17 +53,11 @@ def time_path(path: str, batches, device, repeats: int, warmup: int, demo_weight
     learner = Learner(NetworkConfig(), agent, device, seed=0)
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
-    times, first_update_s = [], None
-    for i in range(warmup + repeats):
-        batch = batches[i % len(batches)]
-        sync(device)
-        start = time.perf_counter()
-        learner.step(batch)  # returns host metrics and priorities: the step has finished
-        sync(device)
-        if i == 0:
-            first_update_s = time.perf_counter() - start  # with compile_networks: the compilation
-        if i >= warmup:
-            times.append(time.perf_counter() - start)
+    # (Learner.step returns host metrics and priorities: the step has finished)
+    spent = [
+        seconds(lambda: learner.step(batches[i % len(batches)]), device) for i in range(warmup + repeats)
+    ]
+    first_update_s, times = spent[0], spent[warmup:]  # the first: with compile_networks, the compilation
     median = statistics.median(times)
     out = {
         "median_ms": round(1e3 * median, 2),
@@ -152,11 +135,7 @@ def main() -> None:
     pool = [[transition() for _ in range(args.batch)] for _ in range(args.distinct_batches)]
     records = [PackedRecords.from_records([encode_transition(t) for t in trs]) for trs in pool]
     collate_records(records[0])  # warm-up
-    collate_times = []
-    for packed in records:
-        start = time.perf_counter()
-        collate_records(packed)
-        collate_times.append(time.perf_counter() - start)
+    collate_times = [seconds(lambda: collate_records(packed)) for packed in records]
     batches = [on_device(collate_records(packed)[0], device) for packed in records]
 
     result = {
@@ -190,7 +169,7 @@ def main() -> None:
         if before in result and after in result:
             result[f"{name}_speedup"] = round(result[before]["median_ms"] / result[after]["median_ms"], 2)
     result["load_average_1m_after"] = round(os.getloadavg()[0], 2)
-    print(json.dumps(result))
+    emit(result)
 
 
 if __name__ == "__main__":

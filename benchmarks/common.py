@@ -6,6 +6,7 @@ import contextlib
 import json
 import os
 import platform
+import signal
 import statistics
 import subprocess
 import sys
@@ -14,6 +15,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 DS_DIR = REPO.parent / "shared" / "data" / "ds"
+# this checkout's phylorl and services, as child_env gives the processes started
+sys.path.insert(0, str(REPO))
 
 
 def cpu_model(numbers: bool = True) -> str:
@@ -63,8 +66,33 @@ def median_seconds(fn, repeats: int = 21, calls: int = 1, warmup: int = 1) -> fl
     return statistics.median(times)
 
 
+def seconds(fn, device=None) -> float:
+    """Wall seconds of one call of ``fn``, a CUDA ``device`` synchronised before and after it."""
+    sync = lambda: None  # noqa: E731
+    if device is not None and str(device).startswith("cuda"):
+        import torch
+
+        sync = torch.cuda.synchronize
+    sync()
+    start = time.perf_counter()
+    fn()
+    sync()
+    return time.perf_counter() - start
+
+
 def emit(result: dict) -> None:
     print(json.dumps(result))
+
+
+def log(message: str) -> None:
+    """A progress line on stderr."""
+    print(message, file=sys.stderr, flush=True)
+
+
+def add_flags(parser, helps: dict[str, str]) -> None:
+    """On/off options (``store_true``) of ``parser``: ``{"--name": help}``."""
+    for name, text in helps.items():
+        parser.add_argument(name, action="store_true", help=text)
 
 
 def child_env() -> dict:
@@ -84,6 +112,24 @@ def start_train(options: list[str], config: Path, run_dir: Path) -> subprocess.P
     return subprocess.Popen(
         command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=child_env()
     )
+
+
+def run_ports(train: subprocess.Popen, run_dir: Path, timeout_s: float, ready=lambda: True) -> dict:
+    """The ``ports.json`` of a :func:`start_train` run once it is written and ``ready()``; raises when the run
+    exits or ``timeout_s`` passes first."""
+    started = time.monotonic()
+    while not (run_dir / "ports.json").exists() or not ready():
+        if train.poll() is not None or time.monotonic() - started > timeout_s:
+            raise RuntimeError(f"the run did not start: {train.stderr.read()[-2000:]}")
+        time.sleep(1)
+    return json.loads((run_dir / "ports.json").read_text())
+
+
+def stop_train(train: subprocess.Popen) -> None:
+    """Stop a :func:`start_train` run as a user does (Ctrl-C: SIGINT) and wait for it."""
+    if train.poll() is None:
+        train.send_signal(signal.SIGINT)
+    train.communicate(timeout=300)
 
 
 def cpu_seconds(pid: int) -> float:

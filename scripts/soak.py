@@ -48,14 +48,14 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from benchmarks.common import pid_of, service_patterns, start_train  # noqa: E402
+from benchmarks.common import pid_of, run_ports, service_patterns, start_train, stop_train  # noqa: E402
 
 FAULTS = ("kill-replay", "kill-actor", "kill-learner", "kill-redis", "restart-redis")
 FAULTS += ("stall-replay", "stall-redis")
 
 
 def parse(argv):
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[1])
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument(
         "--minutes",
         type=float,
@@ -203,11 +203,7 @@ class Soak:
         train = start_train(settings.split(), config, self.run_dir)
         self.started = time.monotonic()
         try:
-            while not (self.run_dir / "ports.json").exists() or progress(self.run_dir) < 1:
-                if train.poll() is not None or time.monotonic() - self.started > 600:
-                    raise RuntimeError(f"the run did not start: {train.stderr.read()[-2000:]}")
-                time.sleep(1)
-            self.ports = json.loads((self.run_dir / "ports.json").read_text())
+            self.ports = run_ports(train, self.run_dir, 600, ready=lambda: progress(self.run_dir) >= 1)
             probe = Probe(self.run_dir, f"127.0.0.1:{self.ports['learner']['grpc']}")
             probe.start()
             end = self.started + 60 * args.minutes
@@ -226,9 +222,7 @@ class Soak:
                 time.sleep(1)
             probe.stop.set()
         finally:
-            if train.poll() is None:
-                train.send_signal(signal.SIGINT)
-            train.communicate(timeout=300)
+            stop_train(train)
         summary = json.loads((self.run_dir / "summary.json").read_text())
         latencies = sorted(probe.latencies)
         counts = count_transitions(self.run_dir)
