@@ -11,19 +11,16 @@ from __future__ import annotations
 
 import dataclasses
 
-from phylorl.phylo import read_newick, write_newick
-from phylorl.phylo.duplicates import Duplicates, find_duplicates, prune_tree, reduce_alignment, reduced_model
+from phylorl.phylo import Alignment, read_newick, write_newick
+from phylorl.phylo.duplicates import Duplicates, distinct, prune_tree
 
 from .tree_env import EnvAlignment, TreeEnv
 
 
-def distinct_sequences(entry: EnvAlignment) -> tuple[Duplicates, str] | None:
-    """``(duplicates, model for the reduced alignment)`` when a climb on ``entry`` searches its distinct
-    sequences; ``None`` when it has no identical sequences, too few distinct ones to search, or a base absent
-    (which a fixed frequency cannot express): the climb then searches every taxon."""
-    duplicates = find_duplicates(entry.alignment)
-    model = reduced_model(entry.prepared.model, entry.alignment) if duplicates is not None else None
-    return None if model is None else (duplicates, model)
+def distinct_sequences(entry: EnvAlignment) -> tuple[Duplicates, Alignment, str] | None:
+    """``(duplicates, reduced alignment, its model)`` when a climb on ``entry`` searches its distinct
+    sequences, else ``None`` (:func:`~phylorl.phylo.duplicates.distinct`)."""
+    return distinct(entry.alignment, entry.prepared.model)
 
 
 def without_duplicates(env: TreeEnv) -> tuple[TreeEnv, Duplicates] | None:
@@ -33,8 +30,7 @@ def without_duplicates(env: TreeEnv) -> tuple[TreeEnv, Duplicates] | None:
     found = distinct_sequences(entry)
     if found is None:
         return None
-    duplicates, model = found
-    alignment = reduce_alignment(entry.alignment, duplicates)
+    duplicates, alignment, model = found
     nj = prune_tree(read_newick(entry.prepared.nj_newick, entry.alignment), duplicates)
     prepared = dataclasses.replace(
         entry.prepared,

@@ -68,6 +68,15 @@ def reduced_model(model: str, alignment: Alignment) -> str | None:
     return str(dataclasses.replace(spec, freqs=tuple(float(f) for f in freqs)))
 
 
+def distinct(alignment: Alignment, model: str) -> tuple[Duplicates, Alignment, str] | None:
+    """``(duplicates, reduced alignment, its model)`` when a search of ``alignment`` under ``model`` (fully
+    specified) searches its distinct sequences; ``None`` when it has no identical sequences, too few distinct
+    ones, or a base absent (which a fixed frequency cannot express): the search then keeps every taxon."""
+    duplicates = find_duplicates(alignment)
+    model = reduced_model(model, alignment) if duplicates is not None else None
+    return None if model is None else (duplicates, reduce_alignment(alignment, duplicates), model)
+
+
 def prune_tree(tree: Tree, duplicates: Duplicates) -> Tree:
     """``tree`` (over the full alignment) without the dropped taxa: each one's parent is suppressed and its
     two other branches joined (lengths added). Leaves are renumbered as in :func:`reduce_alignment`."""

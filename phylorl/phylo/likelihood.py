@@ -99,6 +99,7 @@ class LikelihoodEngine:
         self._root_edge = 0
         self._lazy_work: lazy_spr.LazyWork | None = None  # lazy scores' work space, kept between calls
         self._seen_taxa: tuple | None = None
+        self._b: Buffers | None = None
         self.model: SubstitutionModel | None = None
         if isinstance(model, str):
             model = parse_model(model)
@@ -156,19 +157,15 @@ class LikelihoodEngine:
         if tree.taxa is not self._seen_taxa:  # cheap identity test; the full check only for a new tuple
             self._check_tree(tree)
             self._seen_taxa = tree.taxa
-        if self._snap_edges is None or getattr(self, "_n_edges", -1) != tree.n_edges:
-            self._check_tree(tree)
-            if getattr(self, "_n_edges", -1) != tree.n_edges or self._b.clv.shape[1] != self._n_cats:
-                self._b = Buffers.allocate(tree.n_edges, self._n_cats, self.n_patterns)
-                self._n_edges = tree.n_edges
-            b, m = self._b, self._m
+        b, m = self._b, self._m
+        if self._snap_edges is None:  # the tree's size is the alignment's (checked above)
+            if b is None or b.clv.shape[1] != self._n_cats:
+                b = self._b = Buffers.allocate(tree.n_edges, self._n_cats, self.n_patterns)
             b.valid[:] = False
-            all_edges = np.arange(tree.n_edges, dtype=np.int64)
-            kn.compute_pmats(all_edges, tree.lengths, m, b, kn.MASK_VECTORS)
+            kn.compute_pmats(np.arange(tree.n_edges, dtype=np.int64), tree.lengths, m, b, kn.MASK_VECTORS)
             self._snap_edges = tree.edges.copy()
             self._snap_lengths = tree.lengths.copy()
             return
-        b, m = self._b, self._m
         first = kn.sync_tree(
             self._arrays(tree), tree.lengths, self._snap_edges, self._snap_lengths, b, m, kn.MASK_VECTORS
         )

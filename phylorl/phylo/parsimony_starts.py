@@ -18,7 +18,6 @@ from numba import njit
 
 from . import parsimony as ps
 from .spr import _apply_spr, slot_of
-from .starts import MIN_BRANCH_LENGTH
 from .tree import Tree, taxon_names
 
 START_LENGTH = 0.05
@@ -144,5 +143,5 @@ def parsimony_tree(
     if spr_rounds > 0:
         arrays = (tree.neighbors, tree.node_edges, tree.edges, tree.lengths, tree.n_leaves)
         parsimony_spr(*arrays, bits, starts, masks, class_weights, spr_radius, spr_rounds)
-        tree.lengths[:] = max(START_LENGTH, MIN_BRANCH_LENGTH)
+        tree.lengths[:] = START_LENGTH
     return tree

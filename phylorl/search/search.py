@@ -20,13 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from phylorl.phylo import LikelihoodEngine, Tree, write_newick
-from phylorl.phylo.duplicates import (
-    find_duplicates,
-    prune_tree,
-    reduce_alignment,
-    reduced_model,
-    restore_tree,
-)
+from phylorl.phylo.duplicates import distinct, prune_tree, restore_tree
 
 from .config import SearchConfig
 from .prepare import fit_model_string
@@ -107,12 +101,7 @@ def search(
             on_prepare({"elapsed": time.perf_counter() - started, **step})
 
     model = saved["model"] if saved is not None else fit_model_string(alignment, model, prepared)
-    duplicates = find_duplicates(alignment)
-    searched_model = reduced_model(model, alignment) if duplicates is not None else None
-    if searched_model is None:
-        duplicates, searched, searched_model = None, alignment, model
-    else:
-        searched = reduce_alignment(alignment, duplicates)
+    duplicates, searched, searched_model = distinct(alignment, model) or (None, alignment, model)
     engine = LikelihoodEngine(searched, searched_model)
     if start is not None and duplicates is not None:
         start = prune_tree(start, duplicates)
