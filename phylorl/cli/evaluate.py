@@ -26,7 +26,7 @@ HELP = "evaluate the agent and classical searches against IQ-TREE"
 
 
 def add_arguments(p) -> None:
-    from phylorl.evaluation.metrics import DEFAULT_METHODS, METHODS  # light: no engine, no torch
+    from phylorl.evaluation.metrics import METHODS  # light: no engine, no torch
 
     add_alignments(p, "alignment files and/or directories of alignments (FASTA, PHYLIP, NEXUS); repeatable")
     common.add_agent(p)
@@ -48,7 +48,7 @@ def add_arguments(p) -> None:
     p.add_argument(
         "--methods",
         metavar="LIST",
-        help=f"comma-separated methods, of {','.join(METHODS)} (default: {','.join(DEFAULT_METHODS)})",
+        help=f"comma-separated methods, of {','.join(METHODS)} (default: {','.join(METHODS)})",
     )
     common.add_model(p)
     p.add_argument(

@@ -115,9 +115,8 @@ def run(args) -> int:
 
     if args.policy == "ml":
         return run_ml(args)
-    for flag in ("starts", "threads", "checkpoint_file", "resume"):
-        if getattr(args, flag) not in (None, False):
-            raise CliError(f"--{flag.replace('_', '-')} applies to --policy ml only")
+    if given := _given(args, ML_ONLY):
+        raise CliError(f"{given[0]} applies to --policy ml only")
     common.check(
         (args.start == "parsimony", "--start parsimony applies to --policy ml only"),
         *common.at_least(args, steps=1),
@@ -136,9 +135,7 @@ def run(args) -> int:
     started = time.perf_counter()
     checkpoint = common.agent_checkpoint(args.checkpoint) if args.policy == "agent" else None
     alignment = load_alignment(path)
-    steps = (
-        args.steps if args.steps is not None else (None if args.policy in CLIMBS else 2 * alignment.n_taxa)
-    )
+    steps = args.steps or (None if args.policy in CLIMBS else 2 * alignment.n_taxa)
     cache = PreparationCache(args.cache_dir or common.default_cache_dir())
     status(f"preparing {path} ({alignment.n_taxa} taxa, {alignment.n_sites} sites) under {args.model}")
     if checkpoint is not None and not cache.has(alignment, args.model):
@@ -242,8 +239,14 @@ def _search_with_progress(env, policy, steps, rng, run_search):
         return run_search(env, policy, steps=steps, rng=rng, on_step=update)
 
 
+ML_ONLY = ("starts", "threads", "checkpoint_file", "resume")
 IGNORED = ("checkpoint", "tabu", "rescore", "polish", "steps", "radius", "keep_identical")
 """Flags of the other policies that the ml search does not take."""
+
+
+def _given(args, flags: tuple[str, ...]) -> list[str]:
+    """The ``--flag`` of each of ``flags`` (attribute names) given on the command line."""
+    return [f"--{flag.replace('_', '-')}" for flag in flags if getattr(args, flag) not in (None, False)]
 
 
 def run_ml(args) -> int:
@@ -256,11 +259,8 @@ def run_ml(args) -> int:
     from phylorl.phylo import load_alignment, parse_model, write_newick
     from phylorl.search import SearchConfig, search
 
-    given = [f"--{flag.replace('_', '-')}" for flag in IGNORED if getattr(args, flag) not in (None, False)]
-    if given or args.restarts:
-        raise CliError(
-            f"{' '.join(given or ['--restarts'])}: not taken by --policy ml (name another --policy)"
-        )
+    if given := _given(args, IGNORED) or (["--restarts"] if args.restarts else []):
+        raise CliError(f"{' '.join(given)}: not taken by --policy ml (name another --policy)")
     common.check(
         (args.start == "random", "--policy ml starts from nj or parsimony, not random"),
         *common.at_least(args, starts=1, threads=1),

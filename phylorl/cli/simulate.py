@@ -13,6 +13,7 @@ import json
 from pathlib import Path
 
 from phylorl.cli import CliError
+from phylorl.cli.common import check
 
 HELP = "simulate alignments with their true trees and models (training corpora)"
 
@@ -57,16 +58,15 @@ def add_arguments(p) -> None:
 
 def parse_range(text: str, option: str, minimum: int) -> tuple[int, int]:
     """``"A:B"`` -> ``(A, B)``, ``"N"`` -> ``(N, N)``; both ends integers, ``minimum <= A <= B``."""
-
     low, colon, high = text.partition(":")
     try:
         low, high = int(low), int(high if colon else low)
     except ValueError:
         raise CliError(f"{option} must be an integer N or a range A:B, got {text!r}") from None
-    if low > high:
-        raise CliError(f"{option} range {text!r} is empty: A must be <= B in A:B")
-    if low < minimum:
-        raise CliError(f"{option} must be at least {minimum}, got {text!r}")
+    check(
+        (low > high, f"{option} range {text!r} is empty: A must be <= B in A:B"),
+        (low < minimum, f"{option} must be at least {minimum}, got {text!r}"),
+    )
     return low, high
 
 
@@ -78,21 +78,18 @@ def run(args) -> int:
     from phylorl.phylo import format_fasta, parse_model, write_newick
     from phylorl.phylo.simulate import check_simulation_model, dataset_rng, simulate_dataset
 
-    if args.count < 1:
-        raise CliError(f"--count must be at least 1, got {args.count}")
-    if args.seed < 0:
-        raise CliError(f"--seed must be >= 0, got {args.seed}")
-    if not 0.0 <= args.gaps < 1.0:
-        raise CliError(f"--gaps must be a fraction in [0, 1), got {args.gaps}")
+    check(
+        (args.count < 1, f"--count must be at least 1, got {args.count}"),
+        (args.seed < 0, f"--seed must be >= 0, got {args.seed}"),
+        (not 0.0 <= args.gaps < 1.0, f"--gaps must be a fraction in [0, 1), got {args.gaps}"),
+    )
     taxa = parse_range(args.taxa, "--taxa", MIN_TAXA)
     sites = parse_range(args.sites, "--sites", 1)
     spec = None if args.model is None else parse_model(args.model)
     if spec is not None:
         check_simulation_model(spec)
-
     out = Path(args.out)
-    if out.exists() and not out.is_dir():
-        raise CliError(f"--out-dir {str(out)!r} exists and is not a directory")
+    check((out.exists() and not out.is_dir(), f"--out-dir {str(out)!r} exists and is not a directory"))
     names = [f"sim_{i:04d}" for i in range(args.count)]
     suffixes = (".fasta", ".true.nwk", ".model.txt")
     targets = [out / MANIFEST] + [out / f"{name}{suffix}" for name in names for suffix in suffixes]

@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from phylorl.phylo import Tree, format_fasta, read_newick, write_newick
+from phylorl.phylo import Tree, format_fasta, read_newick
 
 IQTREE_PROGRAM = "iqtree2"
 
@@ -38,10 +38,6 @@ class IqtreeResult:
     """IQ-TREE's own score of its tree (None when its report has none)."""
     seconds: float
     """Wall-clock seconds of the IQ-TREE process."""
-
-    @property
-    def newick(self) -> str:
-        return write_newick(self.tree)
 
 
 def find_iqtree(program: str = IQTREE_PROGRAM) -> str:

@@ -32,7 +32,6 @@ from phylorl.phylo import rf_distance, write_newick
 from .iqtree import IqtreeResult, IqtreeRunner
 from .metrics import (
     AGENT_METHODS,
-    DEFAULT_METHODS,
     METHODS,
     MIN_GAIN,
     TOLERANCE,
@@ -130,7 +129,7 @@ def evaluate_methods(
     if methods is None:
         methods = [
             m
-            for m in DEFAULT_METHODS
+            for m in METHODS
             if (policy is not None or m not in AGENT_METHODS) and (iqtree is not None or m != "iqtree")
         ]
     methods = check_methods(methods, has_policy=policy is not None, has_iqtree=iqtree is not None)
@@ -192,7 +191,7 @@ def _one_alignment(job: _Job, index: int, progress: Callable[[str], None]):
         progress(f"{entry.name}: iqtree")
         reference = job.iqtree.search(entry)
         info.iqtree_loglik, info.iqtree_reported_loglik = reference.loglik, reference.reported_loglik
-        info.iqtree_seconds, info.iqtree_tree = reference.seconds, reference.newick
+        info.iqtree_seconds, info.iqtree_tree = reference.seconds, write_newick(reference.tree)
     rows = []
     for k in range(job.starts):
         rows += _one_start(entry, k, job, info.steps, reference, progress)
@@ -215,18 +214,12 @@ def _parallel(job: _Job, workers: int, progress: Callable[[str], None]) -> list:
     try:
         with ctx.Pool(workers) as pool:
             pending = pool.map_async(_worker, range(len(job.entries)), chunksize=1)
-            while True:
+            while True:  # the labels until every alignment is done and none came for 0.2 s
                 try:
                     progress(labels.get(timeout=0.2))
                 except queue_module.Empty:
                     if pending.ready():
-                        break
-            while True:
-                try:
-                    progress(labels.get_nowait())
-                except queue_module.Empty:
-                    break
-            return pending.get()
+                        return pending.get()
     finally:
         _PARALLEL = None
 
@@ -263,21 +256,19 @@ def _one_start(entry, k, job: _Job, steps, reference, progress) -> list[StartRes
             out.append(_row(entry, k, method, reference, *_ml(entry, env(), seed + k)))
             continue
         if method in AGENT_METHODS:
-            if agent is None:
-                agent = run_search(env(), policy, steps=steps, finish=True, rescore=rescore)
-            result = agent
+            agent = agent or run_search(env(), policy, steps=steps, finish=True, rescore=rescore)
+            r = agent
             if method == "agent+polish":
                 from phylorl.agent.policy import polish
 
                 q_policy = policy if hasattr(policy, "q_values") else None
                 after = _fresh_env(entry, config, seed + k, tree=agent.best_tree)
-                result = chained(agent, polish(after, q_policy, rng=np.random.default_rng([seed, k, 1])))
+                r = chained(agent, polish(after, q_policy, rng=np.random.default_rng([seed, k, 1])))
         elif method == "hillclimb":
-            result = run_search(env(), method, steps=None)
+            r = run_search(env(), method, steps=None)
         else:  # random, greedy
             rng = np.random.default_rng([seed, k]) if method == "random" else None
-            result = run_search(env(), method, steps=steps, rng=rng, finish=True, rescore=rescore)
-        r = result
+            r = run_search(env(), method, steps=steps, rng=rng, finish=True, rescore=rescore)
         answer = (r.start_loglik, r.best_loglik, r.best_tree, r.seconds, r.trajectory, r.evaluations, r.steps)
         out.append(_row(entry, k, method, reference, *answer))
     return out

@@ -20,9 +20,7 @@ TOLERANCE = 0.1
 """A method is "at IQ-TREE" from a start when it ends at least ``IQ-TREE − TOLERANCE``."""
 
 METHODS = ("agent", "agent+polish", "ml", "random", "greedy", "hillclimb", "iqtree")
-"""Every method :func:`phylorl.evaluation.methods.evaluate_methods` knows, in report order."""
-DEFAULT_METHODS = METHODS
-"""The methods run when none are named."""
+"""Every method :func:`~phylorl.evaluation.methods.evaluate_methods` knows, in report order (the default)."""
 AGENT_METHODS = ("agent", "agent+polish")
 """The methods that need a policy."""
 
@@ -137,14 +135,13 @@ def summarise(
 
 def by_taxon_count(rows: Sequence[StartResult], methods: Sequence[str]) -> dict[int, dict[str, float | None]]:
     """``{n_taxa: {method: mean improvement}}`` (mean ``final − start`` when there is no IQ-TREE)."""
-    table: dict[int, dict[str, float | None]] = {}
+    table = {}
     for n in sorted({r.n_taxa for r in rows}):
-        table[n] = {}
-        for method in methods:
-            mine = [r for r in rows if r.n_taxa == n and r.method == method]
-            if mine:
-                score = _mean(r.improvement for r in mine)
-                table[n][method] = score if score is not None else _mean(r.delta for r in mine)
+        summaries = summarise([r for r in rows if r.n_taxa == n], methods)
+        table[n] = {
+            s.method: s.mean_delta_loglik if s.mean_improvement is None else s.mean_improvement
+            for s in summaries
+        }
     return table
 
 

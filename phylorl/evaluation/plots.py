@@ -30,6 +30,12 @@ def write_plots(evaluation: Evaluation, directory: str | PathLike) -> list[Path]
     methods = evaluation.settings["methods"]
     taxa = sorted(evaluation.by_taxa)
 
+    def save(fig, name: str) -> Path:
+        fig.tight_layout()
+        fig.savefig(out / name, dpi=110)
+        plt.close(fig)
+        return out / name
+
     fig, ax = plt.subplots(figsize=(max(7.0, 2 + 0.25 * len(taxa) * len(methods)), 4))
     width = 0.8 / max(1, len(methods))
     x = np.arange(len(taxa))
@@ -42,10 +48,7 @@ def write_plots(evaluation: Evaluation, directory: str | PathLike) -> list[Path]
     if evaluation.has_reference:
         ax.axhline(1.0, color="grey", lw=0.8, ls="--")
     ax.legend(fontsize="small", loc="center left", bbox_to_anchor=(1.0, 0.5))
-    fig.tight_layout()
-    paths = [out / IMPROVEMENT_PNG]
-    fig.savefig(paths[0], dpi=110)
-    plt.close(fig)
+    paths = [save(fig, IMPROVEMENT_PNG)]
 
     fig, ax = plt.subplots(figsize=(7, 4))
     for method in methods:
@@ -58,8 +61,4 @@ def write_plots(evaluation: Evaluation, directory: str | PathLike) -> list[Path]
         ax.axhline(1.0, color="black", lw=0.8, ls="--", label="iqtree")
     ax.set(xlabel="move", ylabel=f"best so far: {label}", title="Mean trajectory per method")
     ax.legend(fontsize="small")
-    fig.tight_layout()
-    paths.append(out / TRAJECTORY_PNG)
-    fig.savefig(paths[1], dpi=110)
-    plt.close(fig)
-    return paths
+    return [*paths, save(fig, TRAJECTORY_PNG)]

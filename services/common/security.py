@@ -12,7 +12,6 @@ services/launcher/credentials.py).
 
 from __future__ import annotations
 
-import collections
 import hmac
 import os
 from dataclasses import dataclass
@@ -165,13 +164,6 @@ def channel(target: str, cfg=None, options: list | None = None) -> grpc.Channel:
     return grpc.intercept_channel(chan, _AddToken(token)) if token else chan
 
 
-_DETAILS = "method timeout metadata credentials wait_for_ready compression"
-
-
-class _Details(collections.namedtuple("_Details", _DETAILS), grpc.ClientCallDetails):
-    """A call's details (as :class:`_AddToken` passes them on)."""
-
-
 class _AddToken(
     grpc.UnaryUnaryClientInterceptor,
     grpc.UnaryStreamClientInterceptor,
@@ -181,10 +173,10 @@ class _AddToken(
     def __init__(self, token: str):
         self._pair = ("authorization", f"Bearer {token}")
 
-    def _intercept(self, continuation, d, request_or_requests):
-        metadata = [*(d.metadata or ()), self._pair]
-        details = _Details(d.method, d.timeout, metadata, d.credentials, d.wait_for_ready, d.compression)
-        return continuation(details, request_or_requests)
+    def _intercept(self, continuation, details, request_or_requests):
+        # grpc's call details are a namedtuple: the same details with the token added to the metadata
+        metadata = [*(details.metadata or ()), self._pair]
+        return continuation(details._replace(metadata=metadata), request_or_requests)
 
     intercept_unary_unary = intercept_unary_stream = intercept_stream_unary = intercept_stream_stream = (
         _intercept

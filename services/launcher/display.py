@@ -43,10 +43,6 @@ def totals(summary: dict) -> str:
     )
 
 
-def _snapshot(record: dict) -> Snapshot:
-    return Snapshot(**{f.name: record[f.name] for f in fields(Snapshot)})
-
-
 class ProgressLine:
     """A context manager. :meth:`stage` sets the line to a step before the services run (printed there unless
     ``partial`` and within ``LOG_EVERY_S`` of the last line printed); :meth:`show` to a progress record
@@ -86,7 +82,10 @@ class ProgressLine:
                 return
             self._record = record
             if last is not None:
-                record = {**record, **rates(_snapshot(last), _snapshot(record))}
+                snapshots = [
+                    Snapshot(**{f.name: r[f.name] for f in fields(Snapshot)}) for r in (last, record)
+                ]
+                record = {**record, **rates(*snapshots)}
         self._text.plain = describe(record)
         if self._live is None:
             self._print()

@@ -113,8 +113,8 @@ def run_local(
         the service reads it (ports also as flags, so that ``ps`` shows which process is which)."""
         section, port = replace(section, **values), values.get("port", 0)
         path = write_config(section, run_dir / "config" / f"{name}.json")
-        flags = {"config": path, "metrics_port": section.metrics_port, **({"port": port} if port else {})}
-        argv = sup.python(f"services.{name.split('-')[0]}", flags)
+        options = {"config": path, "metrics_port": section.metrics_port, **({"port": port} if port else {})}
+        argv = [sys.executable, "-m", f"services.{name.split('-')[0]}", *flags(options)]
         return sup.add(Service(name, argv, run_dir / "logs" / f"{name}.log", port))
 
     try:

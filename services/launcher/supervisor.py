@@ -7,7 +7,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -117,9 +116,6 @@ class Supervisor:
                 service.start(self.env)
                 log(f"{service.name} started again (pid {service.process.pid})")
         return given_up
-
-    def python(self, module: str, args: dict) -> list[str]:
-        return [sys.executable, "-m", module, *flags(args)]
 
     def start_redis(self, acl_file: Path, auth) -> Service:
         """redis-server on a free loopback port, AOF in the run directory, users from ``acl_file``;

@@ -12,7 +12,7 @@ from phylorl.env.prepare import prepare_alignment
 from phylorl.env.tree_env import EnvAlignment, TreeEnv
 from phylorl.evaluation.iqtree import IqtreeRunner
 from phylorl.evaluation.methods import check_methods, evaluate_methods
-from phylorl.evaluation.metrics import DEFAULT_METHODS
+from phylorl.evaluation.metrics import METHODS
 from phylorl.phylo import LikelihoodEngine, parse_model, read_newick
 from phylorl.phylo.simulate import dataset_rng, simulate_dataset
 
@@ -35,7 +35,7 @@ def entries():
 
 def test_every_method_starts_from_the_same_trees_without_iqtree(entries):
     evaluation = evaluate_methods(entries, FirstMove(), starts=2, steps=4, seed=5)
-    methods = [m for m in DEFAULT_METHODS if m != "iqtree"]
+    methods = [m for m in METHODS if m != "iqtree"]
     assert evaluation.settings["methods"] == methods and not evaluation.has_reference
     assert len(evaluation.rows) == 2 * 2 * len(methods)
     for entry in entries:
@@ -82,7 +82,7 @@ def test_default_steps_are_twice_the_taxa_and_methods_are_checked(entries):
 def test_scores_against_iqtree(entries, need):
     runner = IqtreeRunner(need("iqtree2"), seed=1)
     evaluation = evaluate_methods(entries, FirstMove(), starts=2, seed=2, iqtree=runner)
-    assert evaluation.has_reference and evaluation.settings["methods"] == list(DEFAULT_METHODS)
+    assert evaluation.has_reference and evaluation.settings["methods"] == list(METHODS)
     for info in evaluation.alignments:
         # our engine's score of IQ-TREE's tree agrees with IQ-TREE's own (same fixed model)
         assert info.iqtree_loglik == pytest.approx(info.iqtree_reported_loglik, abs=0.05)
