@@ -29,7 +29,7 @@ import pytest
 import yaml
 
 from services.launcher.prometheus import ready
-from services.launcher.supervisor import Service, Supervisor, free_port
+from services.launcher.supervisor import Service, Supervisor, flags, free_port
 
 REPO = Path(__file__).resolve().parents[2]
 DASHBOARDS = sorted((REPO / "deploy" / "grafana" / "dashboards").glob("*.json"))
@@ -82,7 +82,8 @@ class LocalStack:
 
     def start(self, name: str, module: str, args: dict, port: int = 0) -> None:
         sup = self.supervisor
-        sup.add(Service(name, sup.python(module, args), sup.run_dir / f"{name}.log", port))
+        argv = [sys.executable, "-m", module, *flags(args)]
+        sup.add(Service(name, argv, sup.run_dir / f"{name}.log", port))
 
     def check_alive(self) -> None:
         for service in self.supervisor.services:
