@@ -129,18 +129,29 @@ def test_train_prometheus_scrapes_the_local_run(tmp_path, need):
         with urllib.request.urlopen(url, timeout=2) as reply:
             return json.loads(reply.read())["data"]["result"]
 
+    def actor_targets():
+        """The actors' metrics addresses of ports.json (None until the run has written it)."""
+        try:
+            ports = json.loads((run_dir / "ports.json").read_text())
+        except (OSError, ValueError):
+            return None
+        return {f"127.0.0.1:{p}" for p in ports["actors"]}
+
+    jobs = {"replay", "learner", "actor", "prometheus"}
     try:
         deadline = time.monotonic() + 240
-        up, updates = {}, []
+        up, updates, actors = {}, [], set()
         while time.monotonic() < deadline and proc.poll() is None:
             try:
-                up = {r["metric"]["job"]: r["value"][1] for r in query("up")}
+                up = {(r["metric"]["job"], r["metric"]["instance"]): r["value"][1] for r in query("up")}
                 updates = query("sum(phylorl_learner_updates_total)")
             except OSError:
                 pass
+            actors = {instance for job, instance in up if job == "actor"}
             if (
-                set(up) == {"replay", "learner", "actor", "prometheus"}
+                {job for job, _ in up} == jobs
                 and set(up.values()) == {"1"}
+                and actors == actor_targets()
                 and updates
                 and float(updates[0]["value"][1]) > 0
             ):
@@ -149,14 +160,11 @@ def test_train_prometheus_scrapes_the_local_run(tmp_path, need):
         stopped = (
             "" if proc.poll() is None else f"run ended ({proc.returncode}): {proc.stderr.read()[-3000:]}"
         )
-        assert set(up) == {"replay", "learner", "actor", "prometheus"} and set(up.values()) == {"1"}, (
-            up,
-            stopped,
-        )
+        # every service scraped, each of the actors under its own address
+        assert {job for job, _ in up} == jobs and set(up.values()) == {"1"}, (up, stopped)
+        assert actors == actor_targets(), up
         assert updates and float(updates[0]["value"][1]) > 0
-        actors = query("up{job='actor'}")
         ports = json.loads((run_dir / "ports.json").read_text())
-        assert {r["metric"]["instance"] for r in actors} == {f"127.0.0.1:{p}" for p in ports["actors"]}
         assert ports["prometheus"] == port
     finally:
         proc.send_signal(signal.SIGINT)  # Ctrl-C: the run stops every service and writes its summary
