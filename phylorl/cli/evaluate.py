@@ -35,9 +35,10 @@ def add_arguments(p) -> None:
     )
     p.add_argument(
         "--start",
-        choices=("random", "nj"),
+        choices=("random", "nj", "parsimony"),
         default="random",
-        help="the start trees: seeded random trees, or the NJ tree (the same for every k; default: random)",
+        help="the start trees: seeded random trees, the NJ tree (the same for every k), or seeded parsimony "
+        "trees (randomised stepwise addition improved by parsimony SPR; default: random)",
     )
     p.add_argument(
         "--steps",

@@ -4,9 +4,10 @@ a policy (random, greedy, hill-climbing or a trained agent).
 ``ml`` runs :func:`phylorl.search.search`: progress on stderr after every round, a checkpoint file written
 between rounds (``--checkpoint-file``; beside ``--out`` by default) that ``--resume`` goes on from. For the
 other policies the alignment is prepared first (NJ tree, model parameters estimated on it; cached by content
-in --cache-dir), then the search starts from a random or NJ tree with optimised branch lengths. The answer is
-the best tree seen along the search (a random or agent search may end on a worse one); --polish hill-climbs
-from it. The agent policy uses the shipped checkpoint (models/agent.pt) unless --checkpoint names another.
+in --cache-dir), then the search starts from a random, NJ or parsimony tree with optimised branch lengths. The
+answer is the best tree seen along the search (a random or agent search may end on a worse one); --polish
+hill-climbs from it. The agent policy uses the shipped checkpoint (models/agent.pt) unless --checkpoint names
+another.
 """
 
 from __future__ import annotations
@@ -51,8 +52,8 @@ def add_arguments(p) -> None:
         "--start",
         choices=("random", "nj", "parsimony"),
         default="nj",
-        help="start tree (default: nj); parsimony (a randomised stepwise-addition parsimony tree improved by "
-        "parsimony SPR) with --policy ml, random with the other policies",
+        help="start tree (default: nj); parsimony: a randomised stepwise-addition parsimony tree improved by "
+        "parsimony SPR; random: a uniform random tree (not with --policy ml)",
     )
     p.add_argument(
         "--starts",
@@ -118,7 +119,6 @@ def run(args) -> int:
     if given := _given(args, ML_ONLY):
         raise CliError(f"{given[0]} applies to --policy ml only")
     common.check(
-        (args.start == "parsimony", "--start parsimony applies to --policy ml only"),
         *common.at_least(args, steps=1),
         (args.restarts and args.policy not in CLIMBS, "--restarts applies to --policy hillclimb only"),
         *common.at_least(args, restarts=0, radius=1, tabu=0),

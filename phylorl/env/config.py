@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from phylorl.types import FEATURE_SETS
 
-START_KINDS = ("random", "nj", "given")
+START_KINDS = ("random", "nj", "parsimony", "given")
 
 
 @dataclass(frozen=True)
@@ -17,7 +17,9 @@ class EnvConfig:
     horizon: int = 20
     """Steps per episode; the last one is marked ``truncated`` (never ``terminal``)."""
     start: str = "random"
-    """Start tree: ``random`` (uniform random addition), ``nj`` (neighbour joining) or ``given``."""
+    """Start tree: ``random`` (uniform random addition), ``nj`` (neighbour joining), ``parsimony``
+    (randomised stepwise-addition parsimony improved by parsimony SPR, drawn with the environment's
+    generator) or ``given``."""
     reward_scale: float = 100.0
     """Reward = ΔlogL / |logL(NJ tree)| × reward_scale."""
     radius: int | None = None

@@ -23,6 +23,7 @@ from phylorl.phylo import (
     random_tree,
     read_newick,
 )
+from phylorl.phylo.parsimony_starts import parsimony_tree
 from phylorl.types import Observation
 
 from .config import EnvConfig
@@ -91,6 +92,8 @@ class TreeEnv:
             start = random_tree(entry.alignment.taxa, self.rng, mean_length=self.config.random_start_length)
         elif self.config.start == "nj":
             start = read_newick(entry.prepared.nj_newick, entry.alignment)
+        elif self.config.start == "parsimony":
+            start = parsimony_tree(entry.alignment, self.rng)
         else:
             raise ValueError("start='given' needs a tree passed to reset()")
         self.tree = start

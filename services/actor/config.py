@@ -92,8 +92,8 @@ class ActorConfig(security.ClientTLS, security.GrpcToken):
             problems.append(f"gamma must lie in [0, 1], got {self.gamma}")
         if not 0.0 <= self.label_fraction <= 1.0:
             problems.append(f"label_fraction must lie in [0, 1], got {self.label_fraction}")
-        if self.env.start not in ("random", "nj"):
-            problems.append(f"env.start must be random or nj, got {self.env.start!r}")
+        if self.env.start == "given":
+            problems.append("env.start must be random, nj or parsimony: an actor has no given tree")
         if problems:
             raise ValueError("invalid actor config: " + "; ".join(problems))
 

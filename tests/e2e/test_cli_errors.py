@@ -62,9 +62,9 @@ CASES = {
         ["search", "--alignments", "{a}", "--policy", "random", "--threads", "2"],
         ["--threads", "--policy ml"],
     ),
-    "parsimony start without ml": (
-        ["search", "--alignments", "{a}", "--policy", "random", "--start", "parsimony"],
-        ["--start parsimony"],
+    "random start with ml": (
+        ["search", "--alignments", "{a}", "--start", "random"],
+        ["--policy ml", "not random"],
     ),
     "missing alignment": (["search", "--alignments", "{d}/nothere.fa", "--policy", "random"], ["nothere.fa"]),
     "directory of two for search": (

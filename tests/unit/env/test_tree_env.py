@@ -14,6 +14,7 @@ from phylorl.env.search import run_search
 from phylorl.env.tree_env import EnvAlignment, TreeEnv
 from phylorl.env.vec_env import VecTreeEnv
 from phylorl.phylo import LikelihoodEngine, load_alignment, parse_model, spr_neighbor, topology_hash
+from phylorl.phylo.parsimony import parsimony_length, parsimony_tips
 
 
 @pytest.fixture(scope="module")
@@ -120,6 +121,24 @@ def test_seeded_and_reproducible(ds1_entry):
     assert run(5) != run(6)
 
 
+def test_parsimony_starts_are_seeded_and_shorter_than_random_trees(ds1, ds1_entry):
+    patterns = ds1.patterns()
+    tips, weights = parsimony_tips(patterns.codes), np.asarray(patterns.weights, np.float64)
+
+    def start(kind, seed):
+        env = TreeEnv([ds1_entry], EnvConfig(start=kind), seed=seed)
+        env.reset()
+        assert env.tree.n_leaves == ds1.n_taxa
+        assert env.loglik == pytest.approx(env.engine.loglik(env.tree), abs=1e-6)
+        return topology_hash(env.tree), parsimony_length(env.tree, tips, weights)
+
+    assert start("parsimony", 3) == start("parsimony", 3)
+    drawn = [start("parsimony", seed) for seed in range(4)]
+    assert len({key for key, _ in drawn}) > 1
+    longest = max(length for _, length in drawn)
+    assert all(longest < start("random", seed)[1] for seed in range(4))
+
+
 def test_greedy_never_lowers_the_loglik(ds1_entry):
     env = TreeEnv([ds1_entry], EnvConfig(start="random", radius=2), seed=4)
     env.reset()
@@ -177,7 +196,7 @@ def test_config_errors():
     with pytest.raises(ValueError, match="horizon"):
         EnvConfig(horizon=0)
     with pytest.raises(ValueError, match="start"):
-        EnvConfig(start="parsimony")
+        EnvConfig(start="stepwise")
 
 
 @pytest.mark.parametrize("radius, features", [(None, "basic"), (3, "basic"), (None, "rich")])
