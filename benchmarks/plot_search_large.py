@@ -1,7 +1,7 @@
 """Plot ``bench_search_large`` results against the number of taxa: the final log-likelihood's gap to
 IQ-TREE's and the whole-process time against IQ-TREE's, one point per alignment.
 
-    python benchmarks/plot_search_large.py RESULT.json ... --out docs/results/DATE-COMMIT-search-large-by-size.png
+    python benchmarks/plot_search_large.py RESULT.json ... --out docs/results/DATE-COMMIT-by-size.png
 
 Reads the per-alignment rows of each file (at its top level or in its ``runs``); where two files hold the same
 alignment, the later file's row is drawn. Rows without a time against IQ-TREE (our search alone) are drawn in
@@ -35,6 +35,7 @@ def main() -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    import matplotlib.ticker
 
     taxa = [row["taxa"] for row in rows.values()]
     fig, (gap_ax, time_ax) = plt.subplots(2, 1, figsize=(7, 6), sharex=True)
@@ -48,6 +49,13 @@ def main() -> None:
     time_ax.axhline(1.0, color="grey", lw=0.8, ls="--", label="IQ-TREE's time")
     time_ax.set(xscale="log", yscale="log", xlabel="taxa", ylabel="wall time / IQ-TREE's")
     time_ax.legend(fontsize="small")
+    plain = matplotlib.ticker.FuncFormatter(lambda value, _: f"{value:g}")
+    time_ax.set_xticks([30, 50, 100, 200, 500, 1000])
+    time_ax.set_yticks([0.25, 0.5, 1, 2, 4])
+    gap_ax.set_yticks([-1, 0, 1, 10, 100])
+    for axis in (time_ax.xaxis, time_ax.yaxis, gap_ax.yaxis):
+        axis.set_major_formatter(plain)
+        axis.set_minor_formatter(matplotlib.ticker.NullFormatter())
     fig.tight_layout()
     args.out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(args.out, dpi=100)
