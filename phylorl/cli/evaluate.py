@@ -21,6 +21,7 @@ from pathlib import Path
 
 from phylorl.cli import CliError, common
 from phylorl.cli.common import add_alignments
+from phylorl.env.config import DRAWN_STARTS
 
 HELP = "evaluate the agent and classical searches against IQ-TREE"
 
@@ -35,7 +36,7 @@ def add_arguments(p) -> None:
     )
     p.add_argument(
         "--start",
-        choices=("random", "nj", "parsimony"),
+        choices=DRAWN_STARTS,
         default="random",
         help="the start trees: seeded random trees, the NJ tree (the same for every k), or seeded parsimony "
         "trees (randomised stepwise addition improved by parsimony SPR; default: random)",

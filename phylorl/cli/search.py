@@ -23,6 +23,7 @@ import numpy as np
 
 from phylorl.cli import CliError, common
 from phylorl.cli.common import status
+from phylorl.env.config import DRAWN_STARTS
 
 HELP = "search tree space for an alignment with a policy"
 POLICIES = ("ml", "random", "greedy", "hillclimb", "agent")
@@ -50,7 +51,7 @@ def add_arguments(p) -> None:
     )
     p.add_argument(
         "--start",
-        choices=("random", "nj", "parsimony"),
+        choices=DRAWN_STARTS,
         default="nj",
         help="start tree (default: nj); parsimony: a randomised stepwise-addition parsimony tree improved by "
         "parsimony SPR; random: a uniform random tree (not with --policy ml)",

@@ -7,7 +7,9 @@ from dataclasses import dataclass
 
 from phylorl.types import FEATURE_SETS
 
-START_KINDS = ("random", "nj", "parsimony", "given")
+DRAWN_STARTS = ("random", "nj", "parsimony")
+"""The start trees an environment draws by itself (every kind but ``given``)."""
+START_KINDS = (*DRAWN_STARTS, "given")
 
 
 @dataclass(frozen=True)

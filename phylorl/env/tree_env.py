@@ -93,7 +93,7 @@ class TreeEnv:
         elif self.config.start == "nj":
             start = read_newick(entry.prepared.nj_newick, entry.alignment)
         elif self.config.start == "parsimony":
-            start = parsimony_tree(entry.alignment, self.rng)
+            start = parsimony_tree(entry.alignment, self.rng, planes=entry.signals.planes)
         else:
             raise ValueError("start='given' needs a tree passed to reset()")
         self.tree = start

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from phylorl.env.config import EnvConfig
+from phylorl.env.config import DRAWN_STARTS, EnvConfig
 from services.common import security
 from services.common.config import load_config
 
@@ -92,8 +92,8 @@ class ActorConfig(security.ClientTLS, security.GrpcToken):
             problems.append(f"gamma must lie in [0, 1], got {self.gamma}")
         if not 0.0 <= self.label_fraction <= 1.0:
             problems.append(f"label_fraction must lie in [0, 1], got {self.label_fraction}")
-        if self.env.start == "given":
-            problems.append("env.start must be random, nj or parsimony: an actor has no given tree")
+        if self.env.start not in DRAWN_STARTS:
+            problems.append(f"env.start must be one of {', '.join(DRAWN_STARTS)}: an actor has no given tree")
         if problems:
             raise ValueError("invalid actor config: " + "; ".join(problems))
 

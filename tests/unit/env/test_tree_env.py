@@ -14,7 +14,7 @@ from phylorl.env.search import run_search
 from phylorl.env.tree_env import EnvAlignment, TreeEnv
 from phylorl.env.vec_env import VecTreeEnv
 from phylorl.phylo import LikelihoodEngine, load_alignment, parse_model, spr_neighbor, topology_hash
-from phylorl.phylo.parsimony import parsimony_length, parsimony_tips
+from phylorl.phylo.parsimony import parsimony_length
 
 
 @pytest.fixture(scope="module")
@@ -122,8 +122,7 @@ def test_seeded_and_reproducible(ds1_entry):
 
 
 def test_parsimony_starts_are_seeded_and_shorter_than_random_trees(ds1, ds1_entry):
-    patterns = ds1.patterns()
-    tips, weights = parsimony_tips(patterns.codes), np.asarray(patterns.weights, np.float64)
+    tips, weights = ds1_entry.signals.tips, ds1_entry.signals.weights
 
     def start(kind, seed):
         env = TreeEnv([ds1_entry], EnvConfig(start=kind), seed=seed)
