@@ -9,8 +9,6 @@ edges, 1122 moves; ``--features rich``: random walks of the environment as actor
   sending, so encoding is not the service's cost);
 * ``sample_per_s``: transitions/s of Sample calls, records received but not decoded (served from the service's
   record cache);
-* ``sample_decoded_per_s``: the same with every record decoded into a ``Transition``
-  (:func:`phylorl.records.codec.decode_transition`);
 * ``redis_get_direct_per_s``: the same records read straight from Redis by one client (GET of the stored
   insert batches), for reference: what the machine gives without the service;
 * ``sample_to_batch_per_s``: sampled records (as a Sample call returns them) made into the learner's batch
@@ -23,7 +21,7 @@ edges, 1122 moves; ``--features rich``: random walks of the environment as actor
   the GPU, as the learner's prefetcher does: :func:`phylorl.agent.transfer.on_device` with a ``Stager``),
   ``sample_to_device_per_tensor_per_s`` (each tensor pinned and copied on its own) and
   ``sample_to_device_host_expanded_per_s`` (every move written on the host, then copied);
-* ``encode_us`` / ``decode_us``: one transition through :mod:`phylorl.records.codec`, on one core;
+* ``encode_us``: one transition through :mod:`phylorl.records.codec`, on one core;
 * ``actor_encode_us``: what an actor encodes a step (the next state's inference request and the transition
   record), ``whole``: each record encoded whole; ``sections``: each state encoded once, as the actor does
   (:class:`phylorl.records.codec.StateSections`);
@@ -65,7 +63,7 @@ from common import (
     seconds,
 )
 
-from phylorl.records.codec import decode_transition, encode_observation, encode_transition
+from phylorl.records.codec import encode_observation, encode_transition
 from phylorl.types import Transition
 from services.common.memory import KEEP_MB, keep_freed_memory
 from services.launcher.supervisor import free_port
@@ -253,7 +251,6 @@ def main() -> None:
     whole = lambda t: (encode_observation(t.next_obs), encode_transition(t))  # noqa: E731
     actor_encode_us = {"whole": per_item_us(whole, steps, args.repeats)}
     actor_encode_us["sections"] = per_item_us(actor_encoder(), steps, args.repeats)
-    decode_us = per_item_us(decode_transition, records[:64], args.repeats)
 
     binary = shutil.which("redis-server")
     if binary is None:
@@ -282,11 +279,9 @@ def main() -> None:
                 client.insert_records(batches[i % len(batches)], priorities, timeout_s=30)
             return args.batches * args.batch_size
 
-        def sample_work(client, decode=False):
+        def sample_work(client):
             for _ in range(args.batches):
-                batch = client.sample(args.batch_size, timeout_s=30)
-                if decode:
-                    batch.transitions()
+                client.sample(args.batch_size, timeout_s=30)
             return args.batches * args.batch_size
 
         pids = {"replay": processes[1].pid, "redis": processes[0].pid, "client": os.getpid()}
@@ -294,7 +289,7 @@ def main() -> None:
         by_clients = {}
         for clients in [int(c) for c in args.clients.split(",")]:
             items = clients * args.batches * args.batch_size
-            insert_runs, sample_runs, decoded_runs, insert_cpu, sample_cpu = [], [], [], [], []
+            insert_runs, sample_runs, insert_cpu, sample_cpu = [], [], [], []
             for r in range(args.repeats):
                 for runs, cpu, work in (
                     (insert_runs, insert_cpu, insert_work),
@@ -303,15 +298,13 @@ def main() -> None:
                     rate, spent_us = cpu_metered(pids, items, lambda: run_clients(target, clients, work))
                     runs.append(rate)
                     cpu.append(spent_us)
-                decoded_runs.append(run_clients(target, clients, lambda c: sample_work(c, decode=True)))
                 log(
                     f"{clients} client(s), run {r + 1}/{args.repeats}: insert {insert_runs[-1]:,.0f}/s, "
-                    f"sample {sample_runs[-1]:,.0f}/s, sample+decode {decoded_runs[-1]:,.0f}/s"
+                    f"sample {sample_runs[-1]:,.0f}/s"
                 )
             by_clients[str(clients)] = {
                 "insert_per_s": round(statistics.median(insert_runs)),
                 "sample_per_s": round(statistics.median(sample_runs)),
-                "sample_decoded_per_s": round(statistics.median(decoded_runs)),
                 "cpu_us_per_insert": per_process(insert_cpu),
                 "cpu_us_per_sample": per_process(sample_cpu),
             }
@@ -344,7 +337,6 @@ def main() -> None:
             "n_moves": int(transitions[0].obs.n_actions),
             "record_bytes": int(np.median([len(r) for r in records])),
             "encode_us": round(encode_us, 1),
-            "decode_us": round(decode_us, 1),
             "actor_encode_us": {k: round(v, 1) for k, v in actor_encode_us.items()},
             "batch_size": args.batch_size,
             "repeats": args.repeats,

@@ -13,12 +13,12 @@ dictionary of distinct bit patterns and one ``uint8``/``uint16`` index per eleme
 
 A ranked array tells its readers each value's rank among the elements without a pass over them (the
 parsimony columns of the rich move features are such ranks: :mod:`phylorl.records.features`).
-Decoding gives back the original dtype, shape and bit patterns (``-0.0`` and NaN payloads included).
+The compiled readers (:mod:`phylorl.records.reader`) give back the original dtype, shape and bit patterns
+(``-0.0`` and NaN payloads included).
 """
 
 from __future__ import annotations
 
-import math
 import struct
 
 import numpy as np
@@ -133,71 +133,3 @@ def _narrowest_int(array: np.ndarray) -> np.dtype:
         if candidate.itemsize < array.dtype.itemsize and smallest <= lo and hi <= largest:
             return candidate
     return array.dtype
-
-
-def decode_array(buf: memoryview, offset: int) -> tuple[np.ndarray, int]:
-    """The array at ``buf[offset]`` (fresh, writable) and the offset after it (``ValueError`` when
-    corrupt)."""
-    if offset + _ARRAY_HEADER.size > len(buf):
-        raise ValueError(f"record truncated at byte {offset}: missing an array header")
-    code, encoding, stored_code, ndim = _ARRAY_HEADER.unpack_from(buf, offset)
-    if code >= len(_DTYPES) or stored_code >= len(_DTYPES) or encoding not in (_CAST, _DICTIONARY, _RANKED):
-        raise ValueError(f"corrupt record: bad array header {(code, encoding, stored_code)} at byte {offset}")
-    offset += _ARRAY_HEADER.size
-    shape = _SHAPES[ndim].unpack_from(buf, offset)
-    offset += 4 * ndim
-    size = math.prod(shape)
-    dtype, stored = _DTYPES[code], _DTYPES[stored_code]
-    if encoding == _RANKED:
-        return _decode_ranked(buf, offset, dtype, stored, shape)
-    if encoding == _DICTIONARY:
-        (count,) = _COUNT.unpack_from(buf, offset)
-        offset += _COUNT.size
-        table, offset = _take(buf, offset, dtype, count)
-        index, offset = _take(buf, offset, stored, size)
-        try:
-            array = table[index]
-        except IndexError:
-            raise ValueError(f"corrupt record: dictionary index out of range before byte {offset}") from None
-    else:
-        array, offset = _take(buf, offset, stored, size)
-        array = array.astype(dtype)  # astype copies: result is writable
-    return array.reshape(shape), offset
-
-
-def _decode_ranked(buf: memoryview, offset: int, dtype: np.dtype, stored: np.dtype, shape: tuple) -> tuple:
-    """A ranked array (encoding 2) whose payload starts at ``buf[offset]``, checked whole: its values
-    ascending, each count the elements' (``ValueError`` otherwise)."""
-    size = math.prod(shape)
-    (count,) = _COUNT.unpack_from(buf, offset)
-    count_code = buf[offset + _COUNT.size] if offset + _COUNT.size < len(buf) else len(_DTYPES)
-    offset += _COUNT.size + 1
-    count_dtype = _DTYPES[count_code] if count_code < len(_DTYPES) else None
-    # as the encoder writes them (and the compiled readers read them): uint8 or uint16 indices, counts to
-    # uint32
-    if (
-        dtype.kind != "f"
-        or stored.str not in ("|u1", "<u2")
-        or count_dtype is None
-        or count_dtype.str not in ("|u1", "<u2", "<u4")
-    ):
-        raise ValueError(
-            f"corrupt record: bad ranked array {(dtype, stored, count_dtype)} before byte {offset}"
-        )
-    values, offset = _take(buf, offset, np.dtype("<i2"), count)
-    counts, offset = _take(buf, offset, count_dtype, count)
-    index, offset = _take(buf, offset, stored, size)
-    tally = np.bincount(index, minlength=count)  # longer when an index is out of range
-    if len(tally) != count or (tally != counts).any() or (values[1:] <= values[:-1]).any():
-        raise ValueError(
-            f"corrupt record: a ranked array's index, counts or values do not hold before byte {offset}"
-        )
-    return values.astype(dtype)[index].reshape(shape), offset
-
-
-def _take(buf: memoryview, offset: int, dtype: np.dtype, count: int) -> tuple[np.ndarray, int]:
-    """``count`` elements of ``dtype`` at ``buf[offset]`` (a read-only view) and the offset after them."""
-    end = offset + count * dtype.itemsize
-    if end > len(buf):
-        raise ValueError(f"record truncated: needs {end} bytes, has {len(buf)}")
-    return np.frombuffer(buf, dtype=dtype, count=count, offset=offset), end

@@ -1,24 +1,20 @@
-"""Records from observations and transitions, and back (the layout: :mod:`phylorl.records.format`).
+"""Records from observations and transitions (the layout: :mod:`phylorl.records.format`).
 
 Encoding writes a state's tree arrays and rich parts as they are, and a transition's taken row: the taken
 move's node ids and its features (:func:`taken_row`, the same compiled code the learner's batch pass uses).
-Decoding gives back the :class:`~phylorl.types.Observation` (its moves enumerated again from the neighbour
-table) and checks that the arrays form a binary tree and fit together; ``ValueError`` names what is wrong. The
-learner and the endpoint never decode records this way: :mod:`phylorl.records.collate` writes the network's
-inputs straight from their bytes.
+Nothing decodes a record back into an observation: :mod:`phylorl.records.collate` writes the network's inputs
+straight from its bytes.
 """
 
 from __future__ import annotations
 
-import struct
 from collections import OrderedDict
 
 import numpy as np
 
-from phylorl.phylo.spr import enumerate_moves_kernel
-from phylorl.types import Observation, RichParts, Transition
+from phylorl.types import Observation, Transition
 
-from .arrays import decode_array, encode_array, encode_ranked, encode_row
+from .arrays import encode_array, encode_ranked, encode_row
 from .format import (
     DEDUPE,
     FORM,
@@ -153,109 +149,3 @@ def taken_row(obs: Observation, action: int) -> tuple[np.ndarray, np.ndarray]:
     if count <= action:
         raise ValueError(f"action {action} is not one of the state's moves")
     return nodes, meta[0]
-
-
-def decode_observation(record: bytes | bytearray | memoryview) -> Observation:
-    """The state in an observation record (``ValueError`` naming what is wrong)."""
-    buf = memoryview(record)
-    if len(buf) < OBSERVATION_HEADER.size:
-        raise ValueError(f"observation record too short: {len(buf)} bytes")
-    magic, version = OBSERVATION_HEADER.unpack_from(buf, 0)
-    _check_kind(magic, version, OBSERVATION_MAGIC, "observation")
-    try:
-        obs, offset = _decode_state(buf, OBSERVATION_HEADER.size)
-    except (struct.error, IndexError, OverflowError) as e:
-        raise ValueError(f"corrupt observation record: {e}") from None
-    if offset != len(buf):
-        raise ValueError(f"observation record has {len(buf) - offset} trailing bytes")
-    return obs
-
-
-def decode_transition(record: bytes | bytearray | memoryview) -> Transition:
-    """The :class:`Transition` in a transition record (``ValueError`` naming what is wrong); arrays are
-    fresh."""
-    buf = memoryview(record)
-    if len(buf) < HEADER.size:
-        raise ValueError(f"transition record too short: {len(buf)} bytes, the header alone is {HEADER.size}")
-    magic, version, flags, action, reward, discount, policy_version = HEADER.unpack_from(buf, 0)
-    _check_kind(magic, version, MAGIC, "transition")
-    try:
-        obs, offset = _decode_state(buf, HEADER.size)
-        next_obs, offset = _decode_state(buf, offset)
-        if flags & TAKEN:
-            nodes, offset = decode_array(buf, offset)
-            meta, offset = decode_array(buf, offset)
-            _check_taken_row(obs, action, nodes, meta)
-        labels = None
-        if flags & LABELLED:
-            labels, offset = decode_array(buf, offset)
-            if labels.dtype != np.float32 or labels.shape != (next_obs.n_actions,):
-                raise ValueError(
-                    f"corrupt transition record: next_labels {labels.dtype} {labels.shape} do not "
-                    f"match the next state's {next_obs.n_actions} moves"
-                )
-    except (struct.error, IndexError, OverflowError) as e:  # a length or count that runs past the record
-        raise ValueError(f"corrupt transition record: {e}") from None
-    if offset != len(buf):
-        raise ValueError(f"transition record has {len(buf) - offset} trailing bytes")
-    terminal, truncated = bool(flags & TERMINAL), bool(flags & TRUNCATED)
-    return Transition(obs, action, reward, next_obs, terminal, truncated, discount, policy_version, labels)
-
-
-def _check_taken_row(obs: Observation, action: int, nodes: np.ndarray, meta: np.ndarray) -> None:
-    """``ValueError`` unless the stored taken row is ``obs``'s row of move ``action``, bit for bit."""
-    if not 0 <= action < obs.n_actions:
-        raise ValueError(
-            f"corrupt transition record: action {action} is not one of the state's {obs.n_actions} moves"
-        )
-    want_nodes, want_meta = taken_row(obs, action)
-    for name, a, b in (("node ids", nodes, want_nodes), ("features", meta, want_meta)):
-        if a.dtype != b.dtype or a.shape != b.shape or a.tobytes() != b.tobytes():
-            raise ValueError(
-                f"corrupt transition record: the stored taken move's {name} are not those of move "
-                f"{action} of its state"
-            )
-
-
-def _check_kind(magic: bytes, version: int, expected: bytes, kind: str) -> None:
-    if magic != expected:
-        raise ValueError(f"not a phylorl {kind} record: magic {bytes(magic)!r}, expected {expected!r}")
-    if version != VERSION:
-        raise ValueError(f"{kind} record format version {version}; this code reads version {VERSION}")
-
-
-def _decode_state(buf: memoryview, offset: int) -> tuple[Observation, int]:
-    from .reader import tree_tables
-
-    if offset + FORM.size + TREE.size > len(buf):
-        raise ValueError(f"record truncated at byte {offset}: missing a state")
-    (form,) = FORM.unpack_from(buf, offset)
-    if form not in (TREE_FORM, RICH_FORM):
-        raise ValueError(f"corrupt record: unknown state form {form} at byte {offset}")
-    n_leaves, radius, flags = TREE.unpack_from(buf, offset + FORM.size)
-    offset += FORM.size + TREE.size
-    if not flags & LEAF_FEATURES:
-        raise ValueError("corrupt record: a state with stored node features")
-    arrays = []
-    for _ in range(3 if form == TREE_FORM else 6):
-        array, offset = decode_array(buf, offset)
-        arrays.append(array)
-    neighbors, edges, lengths = arrays[:3]
-    wrong = (neighbors.dtype, edges.dtype, lengths.dtype) != (np.int32, np.int32, np.float32)
-    if wrong or neighbors.ndim != 2 or edges.ndim != 2 or lengths.shape != (edges.shape[0],):
-        raise ValueError("corrupt record: tree arrays of the wrong dtype or shape")
-    if tree_tables(np.ascontiguousarray(neighbors), np.ascontiguousarray(edges), n_leaves)[1]:
-        raise ValueError("corrupt record: the stored tree is not an unrooted binary tree")
-    dedupe = bool(flags & DEDUPE)
-    moves = enumerate_moves_kernel(neighbors, n_leaves, radius, dedupe)
-    rich = None
-    if form == RICH_FORM:
-        deltas, length, support = arrays[3:]
-        wrong = (deltas.dtype, support.dtype, deltas.shape) != (np.float32, np.float32, (moves.shape[0],))
-        if wrong or length.shape != (1,) or support.shape != lengths.shape:
-            raise ValueError(
-                "corrupt record: the rich parts do not fit the tree (one parsimony change per move, "
-                "one support per edge)"
-            )
-        rich = RichParts(deltas, float(length[0]), support)
-    return Observation(neighbors, edges, lengths, int(n_leaves), moves, int(radius), dedupe, rich), offset

@@ -9,9 +9,8 @@ import grpc
 import numpy as np
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from phylorl.records.codec import decode_transition, encode_transition
+from phylorl.records.codec import encode_transition
 from phylorl.records.format import PackedRecords
-from phylorl.types import Transition
 from phylorl.wire import codec
 from phylorl.wire.v1 import replay_pb2, replay_pb2_grpc
 from services.common import security as secure
@@ -27,9 +26,6 @@ class SampledRecords:
     probabilities: np.ndarray  # float64 [B]
     records: PackedRecords  # B transition records (phylorl.records)
     size: int  # transitions held when the batch was drawn
-
-    def transitions(self) -> list[Transition]:
-        return [decode_transition(r) for r in self.records]
 
 
 class ReplayClient:

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from helpers import assert_same_transition
+from oracles.records import decode_transition
 from scipy import stats
 
 from phylorl.nets.synthetic import random_transition
@@ -91,7 +92,7 @@ def test_insert_and_sample_round_trip_realistic_transitions(serve):
     np.testing.assert_allclose(batch.probabilities, (batch.keys + 1) / 21.0, rtol=1e-15)
     expected = (6 * (batch.keys + 1) / 21.0) ** -0.4
     np.testing.assert_allclose(batch.weights, expected / expected.max(), rtol=1e-6)
-    for key, got in zip(batch.keys, batch.transitions()):
+    for key, got in zip(batch.keys, map(decode_transition, batch.records)):
         assert_same_transition(got, data[key])
 
 
@@ -139,7 +140,7 @@ def test_restart_serves_the_same_contents_and_priorities(serve):
     batch = again.sample(300)
     assert set(batch.keys) == set(raw)
     np.testing.assert_allclose(batch.probabilities, [raw[k] ** 0.5 / total for k in batch.keys], rtol=1e-12)
-    for key, t in zip(batch.keys, batch.transitions()):
+    for key, t in zip(batch.keys, map(decode_transition, batch.records)):
         assert_same_transition(t, data[key])
 
 

@@ -5,10 +5,11 @@ import time
 
 import numpy as np
 import pytest
+from oracles.records import decode_transition
 from scipy import stats
 
 from phylorl.nets.synthetic import random_transition
-from phylorl.records.codec import decode_transition, encode_transition
+from phylorl.records.codec import encode_transition
 from phylorl.replay.rate_limiter import RateLimiter
 from services.replay.buffer import (
     NothingToSample,

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 import torch
 from inprocess_trainer import InProcessTrainer, TrainerConfig
+from oracles.records import decode_transition
 
 from phylorl.agent.config import AgentConfig
 from phylorl.agent.losses import soft_value
@@ -13,7 +14,7 @@ from phylorl.env.tree_env import EnvAlignment
 from phylorl.nets.config import NetworkConfig
 from phylorl.phylo import parse_model
 from phylorl.phylo.simulate import dataset_rng, simulate_dataset
-from phylorl.records.codec import decode_transition, encode_observation
+from phylorl.records.codec import encode_observation
 from phylorl.records.collate import state_inputs
 
 SMALL = NetworkConfig(features="rich", hidden=16, heads=4, action_hidden=16, head_hidden=16)

@@ -200,7 +200,9 @@ def test_config_errors():
 
 @pytest.mark.parametrize("radius, features", [(None, "basic"), (3, "basic"), (None, "rich")])
 def test_episode_transitions_are_stored_as_trees_and_read_back_exactly(ds1_entry, radius, features):
-    from phylorl.records.codec import decode_transition, encode_transition
+    from oracles.records import decode_transition
+
+    from phylorl.records.codec import encode_transition
     from phylorl.types import Transition
 
     env = TreeEnv([ds1_entry], EnvConfig(horizon=4, radius=radius, features=features), seed=5)

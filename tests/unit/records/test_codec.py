@@ -7,13 +7,14 @@ import numpy as np
 import pytest
 from helpers import assert_same_observation, assert_same_transition
 from oracles.features import observation_arrays
+from oracles.records import decode_array, decode_observation, decode_transition
 
 from phylorl.env.config import EnvConfig
 from phylorl.env.prepare import prepare_alignment
 from phylorl.env.tree_env import EnvAlignment, TreeEnv
 from phylorl.phylo.simulate import simulate_dataset
-from phylorl.records.arrays import decode_array, encode_array, encode_row
-from phylorl.records.codec import decode_observation, decode_transition, encode_observation, encode_transition
+from phylorl.records.arrays import encode_array, encode_row
+from phylorl.records.codec import encode_observation, encode_transition
 from phylorl.types import Transition
 
 _ENVS: dict = {}

@@ -10,6 +10,7 @@ import pytest
 import torch
 from helpers import assert_same, episodes
 from oracles.collate import collate, collate_observations
+from oracles.records import decode_observation, decode_transition
 
 from phylorl.agent.transfer import on_device
 from phylorl.env.config import EnvConfig
@@ -18,7 +19,7 @@ from phylorl.nets.segment import Segments
 from phylorl.nets.synthetic import random_observation
 from phylorl.phylo import load_alignment
 from phylorl.phylo.simulate import simulate_dataset
-from phylorl.records.codec import decode_observation, decode_transition, encode_observation, encode_transition
+from phylorl.records.codec import encode_observation, encode_transition
 from phylorl.records.collate import collate_records, collate_states, compile_kernels
 from phylorl.records.decode import check_records
 from phylorl.records.format import PackedRecords

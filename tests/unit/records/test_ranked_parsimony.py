@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from oracles.records import decode_array
 
-from phylorl.records.arrays import decode_array, encode_ranked
 from phylorl.records.arrays import encode_array as _encode_array
+from phylorl.records.arrays import encode_ranked
 from phylorl.records.parsimony import _ranked_counts, parsimony_table, ranked_valid, stored_parsimony_table
 from phylorl.records.reader import FLOAT32, array_header, ranked_index, read_floats
 
