@@ -11,7 +11,7 @@ For a key prefix ``P`` (e.g. ``phylorl:replay``), layout 2::
     P:seq         hash    <producer> -> the highest sequence number of that producer's transitions
                           stored (idempotent inserts: a record numbered at or below it is a duplicate)
     P:o           hash    <first> -> "<producer> <sequence number of record first>" of a batch inserted
-                          with a producer (where each transition came from; read by services/replay/audit.py)
+                          with a producer (where each transition came from; read by tests/replay_audit.py)
 
     batch         "<4sI" magic b"PRB1", n; n x "<d" initial raw priorities; (n + 1) x "<I" record
                   offsets into the data; the n records concatenated (phylorl.records)

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Soak: ``phylorl train`` for a while under a schedule of faults, then count what was lost.
 
-    python scripts/soak.py --minutes 30 --json soak.json [--actors 2] [--fault-every 30] [--faults N]
+    python tests/e2e/soak.py --minutes 30 --json soak.json [--actors 2] [--fault-every 30] [--faults N]
         [--kinds K,...] [--run-dir DIR]
 
 The run is the embedded default (redis-server, replay, learner, actors as local processes, supervised). Every
@@ -21,7 +21,7 @@ Faults stop ``--quiet-s`` before the end, so restarted actors can deliver; then 
 
 - produced: the transitions the actors numbered, from their own ledger (``spool/ledger.jsonl``: one line per
   producer when it stops, or when the next actor recovers its journal after a kill) and any journal left;
-- stored: read back from Redis (a fresh redis-server on the run's AOF) with services/replay/audit.py, each
+- stored: read back from Redis (a fresh redis-server on the run's AOF) with tests/replay_audit.py, each
   record with the producer and number it was sent with;
 - lost: numbers a producer gave out that Redis does not hold and no journal still holds; duplicated:
   records held twice (same producer and number); stored_but_not_produced: held numbers beyond a ledger.
@@ -45,8 +45,9 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "tests"))
 
 from benchmarks.common import pid_of, run_ports, service_patterns, start_train, stop_train  # noqa: E402
 
@@ -253,11 +254,12 @@ class Soak:
 
 def count_transitions(run_dir: Path) -> dict:
     """Produced (the actors' ledger and journals) against stored (Redis, read back from the run's AOF)."""
+    from replay_audit import read_table
+
     from services.actor.outbox import read_journal
     from services.common.security import RedisAuth, redis_client
     from services.launcher.credentials import REDIS_USER
     from services.launcher.supervisor import Supervisor
-    from services.replay.audit import read_table
 
     produced: dict[str, int] = {}
     ledger = run_dir / "spool" / "ledger.jsonl"

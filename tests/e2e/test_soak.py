@@ -1,4 +1,4 @@
-"""A short soak (scripts/soak.py): ``phylorl train`` under kill -9 of the replay service, an actor and the
+"""A short soak (tests/e2e/soak.py): ``phylorl train`` under kill -9 of the replay service, an actor and the
 learner, a Redis restart and stalled links; every transition the actors made is stored exactly once."""
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ def test_soak_with_faults_loses_and_duplicates_nothing(tmp_path, need):
     proc = subprocess.run(
         [
             sys.executable,
-            str(REPO / "scripts" / "soak.py"),
+            str(REPO / "tests" / "e2e" / "soak.py"),
             "--minutes",
             "8",
             "--faults",

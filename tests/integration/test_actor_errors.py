@@ -148,8 +148,9 @@ def test_a_killed_actors_journal_is_sent_by_the_next_actor_and_each_transition_s
     """An actor process steps with the replay service away and is killed with signal 9; a new actor on the
     same journal directory sends what the dead one had made (under its producer name), then its own: the
     table holds exactly the two actors' transitions, each once."""
+    from replay_audit import read_table
+
     from services.actor.outbox import read_journal
-    from services.replay.audit import read_table
 
     endpoint = inference_factory(RICH)
     data = jc_data(5)

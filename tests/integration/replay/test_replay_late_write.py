@@ -17,11 +17,11 @@ import pytest
 import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
+from replay_audit import read_table
 
 from phylorl.nets.synthetic import random_transition
 from phylorl.records.codec import encode_transition
 from phylorl.replay.rate_limiter import RateLimiter
-from services.replay.audit import read_table
 from services.replay.buffer import PrioritizedReplay
 from services.replay.store import RedisStore
 

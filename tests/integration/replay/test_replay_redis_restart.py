@@ -50,8 +50,8 @@ def test_redis_killed_with_signal_9_mid_inserts_keeps_every_acknowledged_insert(
     import time
 
     import grpc
+    from replay_audit import read_table
 
-    from services.replay.audit import read_table
     from services.replay.client import ReplayClient
 
     args = ("--appendfsync", "always")
