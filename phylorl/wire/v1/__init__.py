@@ -1,4 +1,4 @@
 """Generated protobuf and gRPC modules for package ``phylorl.v1``.
 
-Do not edit: regenerate with ``python scripts/gen_protos.py``.
+Do not edit: regenerate with ``bash scripts/gen_protos.sh``.
 """

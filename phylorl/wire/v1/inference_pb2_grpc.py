@@ -3,7 +3,7 @@
 import grpc
 import warnings
 
-from phylorl.wire.v1 import inference_pb2 as phylorl_dot_v1_dot_inference__pb2
+from phylorl.wire.v1 import inference_pb2 as phylorl_dot_wire_dot_v1_dot_inference__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
 GRPC_VERSION = grpc.__version__
@@ -18,7 +18,7 @@ except ImportError:
 if _version_not_supported:
     raise RuntimeError(
         f'The grpc package installed is at version {GRPC_VERSION},'
-        + ' but the generated code in phylorl/v1/inference_pb2_grpc.py depends on'
+        + ' but the generated code in phylorl/wire/v1/inference_pb2_grpc.py depends on'
         + f' grpcio>={GRPC_GENERATED_VERSION}.'
         + f' Please upgrade your grpc module to grpcio>={GRPC_GENERATED_VERSION}'
         + f' or downgrade your generated code using grpcio-tools<={GRPC_VERSION}.'
@@ -36,8 +36,8 @@ class InferenceServiceStub:
         """
         self.ActStream = channel.stream_stream(
                 '/phylorl.v1.InferenceService/ActStream',
-                request_serializer=phylorl_dot_v1_dot_inference__pb2.ActRequest.SerializeToString,
-                response_deserializer=phylorl_dot_v1_dot_inference__pb2.ActResponse.FromString,
+                request_serializer=phylorl_dot_wire_dot_v1_dot_inference__pb2.ActRequest.SerializeToString,
+                response_deserializer=phylorl_dot_wire_dot_v1_dot_inference__pb2.ActResponse.FromString,
                 _registered_method=True)
 
 
@@ -60,8 +60,8 @@ def add_InferenceServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
             'ActStream': grpc.stream_stream_rpc_method_handler(
                     servicer.ActStream,
-                    request_deserializer=phylorl_dot_v1_dot_inference__pb2.ActRequest.FromString,
-                    response_serializer=phylorl_dot_v1_dot_inference__pb2.ActResponse.SerializeToString,
+                    request_deserializer=phylorl_dot_wire_dot_v1_dot_inference__pb2.ActRequest.FromString,
+                    response_serializer=phylorl_dot_wire_dot_v1_dot_inference__pb2.ActResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -89,8 +89,8 @@ class InferenceService:
             request_iterator,
             target,
             '/phylorl.v1.InferenceService/ActStream',
-            phylorl_dot_v1_dot_inference__pb2.ActRequest.SerializeToString,
-            phylorl_dot_v1_dot_inference__pb2.ActResponse.FromString,
+            phylorl_dot_wire_dot_v1_dot_inference__pb2.ActRequest.SerializeToString,
+            phylorl_dot_wire_dot_v1_dot_inference__pb2.ActResponse.FromString,
             options,
             channel_credentials,
             insecure,

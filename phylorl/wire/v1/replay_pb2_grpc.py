@@ -3,7 +3,7 @@
 import grpc
 import warnings
 
-from phylorl.wire.v1 import replay_pb2 as phylorl_dot_v1_dot_replay__pb2
+from phylorl.wire.v1 import replay_pb2 as phylorl_dot_wire_dot_v1_dot_replay__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
 GRPC_VERSION = grpc.__version__
@@ -18,7 +18,7 @@ except ImportError:
 if _version_not_supported:
     raise RuntimeError(
         f'The grpc package installed is at version {GRPC_VERSION},'
-        + ' but the generated code in phylorl/v1/replay_pb2_grpc.py depends on'
+        + ' but the generated code in phylorl/wire/v1/replay_pb2_grpc.py depends on'
         + f' grpcio>={GRPC_GENERATED_VERSION}.'
         + f' Please upgrade your grpc module to grpcio>={GRPC_GENERATED_VERSION}'
         + f' or downgrade your generated code using grpcio-tools<={GRPC_VERSION}.'
@@ -36,23 +36,23 @@ class ReplayServiceStub:
         """
         self.Insert = channel.unary_unary(
                 '/phylorl.v1.ReplayService/Insert',
-                request_serializer=phylorl_dot_v1_dot_replay__pb2.InsertRequest.SerializeToString,
-                response_deserializer=phylorl_dot_v1_dot_replay__pb2.InsertResponse.FromString,
+                request_serializer=phylorl_dot_wire_dot_v1_dot_replay__pb2.InsertRequest.SerializeToString,
+                response_deserializer=phylorl_dot_wire_dot_v1_dot_replay__pb2.InsertResponse.FromString,
                 _registered_method=True)
         self.Sample = channel.unary_unary(
                 '/phylorl.v1.ReplayService/Sample',
-                request_serializer=phylorl_dot_v1_dot_replay__pb2.SampleRequest.SerializeToString,
-                response_deserializer=phylorl_dot_v1_dot_replay__pb2.SampleResponse.FromString,
+                request_serializer=phylorl_dot_wire_dot_v1_dot_replay__pb2.SampleRequest.SerializeToString,
+                response_deserializer=phylorl_dot_wire_dot_v1_dot_replay__pb2.SampleResponse.FromString,
                 _registered_method=True)
         self.UpdatePriorities = channel.unary_unary(
                 '/phylorl.v1.ReplayService/UpdatePriorities',
-                request_serializer=phylorl_dot_v1_dot_replay__pb2.UpdatePrioritiesRequest.SerializeToString,
-                response_deserializer=phylorl_dot_v1_dot_replay__pb2.UpdatePrioritiesResponse.FromString,
+                request_serializer=phylorl_dot_wire_dot_v1_dot_replay__pb2.UpdatePrioritiesRequest.SerializeToString,
+                response_deserializer=phylorl_dot_wire_dot_v1_dot_replay__pb2.UpdatePrioritiesResponse.FromString,
                 _registered_method=True)
         self.Stats = channel.unary_unary(
                 '/phylorl.v1.ReplayService/Stats',
-                request_serializer=phylorl_dot_v1_dot_replay__pb2.StatsRequest.SerializeToString,
-                response_deserializer=phylorl_dot_v1_dot_replay__pb2.StatsResponse.FromString,
+                request_serializer=phylorl_dot_wire_dot_v1_dot_replay__pb2.StatsRequest.SerializeToString,
+                response_deserializer=phylorl_dot_wire_dot_v1_dot_replay__pb2.StatsResponse.FromString,
                 _registered_method=True)
 
 
@@ -92,23 +92,23 @@ def add_ReplayServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
             'Insert': grpc.unary_unary_rpc_method_handler(
                     servicer.Insert,
-                    request_deserializer=phylorl_dot_v1_dot_replay__pb2.InsertRequest.FromString,
-                    response_serializer=phylorl_dot_v1_dot_replay__pb2.InsertResponse.SerializeToString,
+                    request_deserializer=phylorl_dot_wire_dot_v1_dot_replay__pb2.InsertRequest.FromString,
+                    response_serializer=phylorl_dot_wire_dot_v1_dot_replay__pb2.InsertResponse.SerializeToString,
             ),
             'Sample': grpc.unary_unary_rpc_method_handler(
                     servicer.Sample,
-                    request_deserializer=phylorl_dot_v1_dot_replay__pb2.SampleRequest.FromString,
-                    response_serializer=phylorl_dot_v1_dot_replay__pb2.SampleResponse.SerializeToString,
+                    request_deserializer=phylorl_dot_wire_dot_v1_dot_replay__pb2.SampleRequest.FromString,
+                    response_serializer=phylorl_dot_wire_dot_v1_dot_replay__pb2.SampleResponse.SerializeToString,
             ),
             'UpdatePriorities': grpc.unary_unary_rpc_method_handler(
                     servicer.UpdatePriorities,
-                    request_deserializer=phylorl_dot_v1_dot_replay__pb2.UpdatePrioritiesRequest.FromString,
-                    response_serializer=phylorl_dot_v1_dot_replay__pb2.UpdatePrioritiesResponse.SerializeToString,
+                    request_deserializer=phylorl_dot_wire_dot_v1_dot_replay__pb2.UpdatePrioritiesRequest.FromString,
+                    response_serializer=phylorl_dot_wire_dot_v1_dot_replay__pb2.UpdatePrioritiesResponse.SerializeToString,
             ),
             'Stats': grpc.unary_unary_rpc_method_handler(
                     servicer.Stats,
-                    request_deserializer=phylorl_dot_v1_dot_replay__pb2.StatsRequest.FromString,
-                    response_serializer=phylorl_dot_v1_dot_replay__pb2.StatsResponse.SerializeToString,
+                    request_deserializer=phylorl_dot_wire_dot_v1_dot_replay__pb2.StatsRequest.FromString,
+                    response_serializer=phylorl_dot_wire_dot_v1_dot_replay__pb2.StatsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -136,8 +136,8 @@ class ReplayService:
             request,
             target,
             '/phylorl.v1.ReplayService/Insert',
-            phylorl_dot_v1_dot_replay__pb2.InsertRequest.SerializeToString,
-            phylorl_dot_v1_dot_replay__pb2.InsertResponse.FromString,
+            phylorl_dot_wire_dot_v1_dot_replay__pb2.InsertRequest.SerializeToString,
+            phylorl_dot_wire_dot_v1_dot_replay__pb2.InsertResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -163,8 +163,8 @@ class ReplayService:
             request,
             target,
             '/phylorl.v1.ReplayService/Sample',
-            phylorl_dot_v1_dot_replay__pb2.SampleRequest.SerializeToString,
-            phylorl_dot_v1_dot_replay__pb2.SampleResponse.FromString,
+            phylorl_dot_wire_dot_v1_dot_replay__pb2.SampleRequest.SerializeToString,
+            phylorl_dot_wire_dot_v1_dot_replay__pb2.SampleResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -190,8 +190,8 @@ class ReplayService:
             request,
             target,
             '/phylorl.v1.ReplayService/UpdatePriorities',
-            phylorl_dot_v1_dot_replay__pb2.UpdatePrioritiesRequest.SerializeToString,
-            phylorl_dot_v1_dot_replay__pb2.UpdatePrioritiesResponse.FromString,
+            phylorl_dot_wire_dot_v1_dot_replay__pb2.UpdatePrioritiesRequest.SerializeToString,
+            phylorl_dot_wire_dot_v1_dot_replay__pb2.UpdatePrioritiesResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -217,8 +217,8 @@ class ReplayService:
             request,
             target,
             '/phylorl.v1.ReplayService/Stats',
-            phylorl_dot_v1_dot_replay__pb2.StatsRequest.SerializeToString,
-            phylorl_dot_v1_dot_replay__pb2.StatsResponse.FromString,
+            phylorl_dot_wire_dot_v1_dot_replay__pb2.StatsRequest.SerializeToString,
+            phylorl_dot_wire_dot_v1_dot_replay__pb2.StatsResponse.FromString,
             options,
             channel_credentials,
             insecure,
