@@ -1,7 +1,5 @@
 """A trained agent as a search policy (:class:`AgentPolicy`: the move of highest ``min(Q1, Q2)`` of a learner
-checkpoint's twin online networks, as the inference endpoint's greedy answer), and the evaluation of policies
-from the same seeded start trees (:func:`evaluate_policy`).
-"""
+checkpoint's twin online networks, as the inference endpoint's greedy answer)."""
 
 from __future__ import annotations
 
@@ -13,11 +11,10 @@ import torch
 
 from phylorl.agent.acting import policy_networks
 from phylorl.agent.checkpoints import latest_checkpoint
-from phylorl.agent.learner import CHECKPOINT_FORMAT, Learner
+from phylorl.agent.learner import CHECKPOINT_FORMAT
 from phylorl.env.climbs import RankedClimb
-from phylorl.env.config import EnvConfig
-from phylorl.env.search import Policy, SearchResult, ranked_climb_with_restarts, run_search
-from phylorl.env.tree_env import EnvAlignment, TreeEnv
+from phylorl.env.search import ranked_climb_with_restarts, run_search
+from phylorl.env.tree_env import TreeEnv
 from phylorl.nets.config import NetworkConfig
 from phylorl.nets.inputs import move_to
 from phylorl.nets.qnet import QNetwork
@@ -78,12 +75,6 @@ class AgentPolicy:
         self.alpha = float(alpha)
         self.device = next(self.nets[0].parameters()).device
         self._twin = TwinQ(*self.nets)  # both networks in one pass (where it applies: TwinQ)
-
-    @classmethod
-    def from_learner(cls, learner: Learner, tabu: int = DEFAULT_TABU) -> AgentPolicy:
-        """A policy from a copy of ``learner``'s current online networks."""
-        nets = policy_networks(learner.net_cfg, learner.policy_weights(), learner.device)
-        return cls(nets, learner.alpha, tabu)
 
     @classmethod
     def from_checkpoint(
@@ -192,41 +183,3 @@ def polish(
         restarts,
         rng,
     )
-
-
-def evaluate_episodes(
-    policy: str | Policy,
-    entry: EnvAlignment,
-    episodes: int,
-    steps: int,
-    seed: int = 0,
-    env_cfg: EnvConfig | None = None,
-) -> list[SearchResult]:
-    """Run ``policy`` (``"random"``, ``"greedy"``, stopping at a local optimum, or a :class:`Policy`) for
-    ``steps`` moves from ``episodes`` start trees of ``entry``: episode ``e`` starts in ``TreeEnv([entry],
-    env_cfg, seed=seed + e)``, the same for every policy, and the random policy draws from
-    ``default_rng([seed, e])``. ``env_cfg`` defaults to random start trees; its horizon is ignored."""
-    if episodes < 1 or steps < 1:
-        raise ValueError(f"episodes and steps must be >= 1, got episodes={episodes}, steps={steps}")
-    env_cfg = env_cfg if env_cfg is not None else EnvConfig(start="random")
-    results = []
-    for episode in range(episodes):
-        env = TreeEnv([entry], env_cfg, seed=seed + episode)
-        env.reset(0)
-        results.append(run_search(env, policy, steps=steps, rng=np.random.default_rng([seed, episode])))
-    return results
-
-
-def evaluate_policy(
-    policy: str | Policy,
-    entry: EnvAlignment,
-    episodes: int,
-    steps: int,
-    seed: int = 0,
-    env_cfg: EnvConfig | None = None,
-) -> list[float]:
-    """ΔlogL (final − start) of each episode of :func:`evaluate_episodes`."""
-    return [
-        r.final_loglik - r.start_loglik
-        for r in evaluate_episodes(policy, entry, episodes, steps, seed, env_cfg)
-    ]

@@ -1,8 +1,8 @@
 """Run every search method from the same seeded start trees and score them against IQ-TREE.
 
 Start tree ``k`` of an alignment is the one ``TreeEnv([entry], env_config, seed=seed + k)`` (random by
-default) draws on ``reset(0)`` (branch lengths optimised), as :func:`phylorl.agent.policy.evaluate_episodes`
-does, so every method starts from the same trees. Each method's answer is the best tree it saw.
+default) draws on ``reset(0)`` (branch lengths optimised), so every method starts from the same trees.
+Each method's answer is the best tree it saw.
 
 ``agent``         the policy (any object with ``choose(env) -> int | None``) for ``steps`` moves.
 ``agent+polish``  :func:`~phylorl.agent.policy.polish` from the agent's best tree: agent-guided

@@ -55,15 +55,17 @@ def _train_and_measure(tmp_path, need, updates: int, extra: list[str]) -> tuple[
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
 
+    from policy_eval import evaluate_policy, policy_from_learner
+
     from phylorl.agent.learner import Learner
-    from phylorl.agent.policy import AgentPolicy, evaluate_policy
+    from phylorl.agent.policy import AgentPolicy
     from phylorl.env.corpus import load_corpus
     from phylorl.env.prepare import PreparationCache
     from phylorl.env.tree_env import EnvAlignment
 
     agent = AgentPolicy.from_checkpoint(run_dir)
     assert agent.features == "rich"
-    start = AgentPolicy.from_learner(Learner(agent.nets[0].cfg, seed=SEED))  # the learner's initial weights
+    start = policy_from_learner(Learner(agent.nets[0].cfg, seed=SEED))  # the learner's initial weights
     cache = PreparationCache(json.loads((run_dir / "summary.json").read_text())["cache_dir"])
     gains = {"agent": [], "start": [], "random": []}
     for item in load_corpus([corpus]):

@@ -16,10 +16,10 @@ import numpy as np
 import pytest
 import torch
 from inprocess_trainer import InProcessTrainer, TrainerConfig
+from policy_eval import evaluate_policy, policy_from_learner
 
 from phylorl.agent.config import AgentConfig
 from phylorl.agent.learner import Learner
-from phylorl.agent.policy import AgentPolicy, evaluate_policy
 from phylorl.env.config import EnvConfig
 from phylorl.env.prepare import prepare_alignment
 from phylorl.env.tree_env import EnvAlignment
@@ -70,9 +70,9 @@ def test_trained_agent_gains_clearly_more_than_random_and_untrained(corpus):
     # 256 are held from step 33 on, and each step from there makes one update
     assert history.updates == TRAIN_STEPS - 32 == trainer.learner.weights_version
     gains = {
-        "agent": mean_gain(AgentPolicy.from_learner(trainer.learner), corpus),
+        "agent": mean_gain(policy_from_learner(trainer.learner), corpus),
         "random": mean_gain("random", corpus),
-        "untrained": mean_gain(AgentPolicy.from_learner(Learner(NET, AGENT, seed=0)), corpus),
+        "untrained": mean_gain(policy_from_learner(Learner(NET, AGENT, seed=0)), corpus),
     }
     assert gains["agent"] > gains["random"] + MARGIN, gains
     assert gains["agent"] > gains["untrained"] + MARGIN, gains

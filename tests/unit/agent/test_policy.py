@@ -4,10 +4,11 @@ import numpy as np
 import pytest
 import torch
 from oracles.network import q_values
+from policy_eval import evaluate_episodes, evaluate_policy, policy_from_learner
 
 from phylorl.agent.config import AgentConfig
 from phylorl.agent.learner import Learner
-from phylorl.agent.policy import AgentPolicy, evaluate_episodes, evaluate_policy, resolve_checkpoint
+from phylorl.agent.policy import AgentPolicy, resolve_checkpoint
 from phylorl.env.config import EnvConfig
 from phylorl.env.observation import observe
 from phylorl.env.prepare import prepare_alignment
@@ -86,9 +87,7 @@ def test_policy_from_a_run_directory_uses_checkpoints_latest(tmp_path, entry, le
     env = TreeEnv([entry], EnvConfig(start="nj"), seed=0)
     env.reset()
     assert is_greedy(policy.choose(env), reference_q(learner, env))
-    assert not is_greedy(
-        AgentPolicy.from_learner(Learner(SMALL, seed=9)).choose(env), reference_q(learner, env)
-    )
+    assert not is_greedy(policy_from_learner(Learner(SMALL, seed=9)).choose(env), reference_q(learner, env))
 
 
 def test_bad_checkpoints_fail_with_clear_messages(tmp_path):
@@ -110,7 +109,7 @@ def test_bad_checkpoints_fail_with_clear_messages(tmp_path):
 
 
 def test_every_policy_starts_from_the_same_trees(entry, learner):
-    agent = AgentPolicy.from_learner(learner)
+    agent = policy_from_learner(learner)
     runs = {
         name: evaluate_episodes(policy, entry, episodes=3, steps=4, seed=7)
         for name, policy in (("agent", agent), ("random", "random"), ("greedy", "greedy"))
