@@ -2,9 +2,10 @@
 
 import numpy as np
 import pytest
+from policy_eval import policy_from_learner
 
 from phylorl.agent.learner import Learner
-from phylorl.agent.policy import AgentPolicy, GuidedClimb, polish
+from phylorl.agent.policy import GuidedClimb, polish
 from phylorl.env.climbs import IMPROVEMENT_EPS
 from phylorl.env.config import EnvConfig
 from phylorl.env.prepare import prepare_alignment
@@ -25,7 +26,7 @@ def entry():
 
 @pytest.fixture(scope="module")
 def agent():
-    return AgentPolicy.from_learner(Learner(SMALL, seed=3))
+    return policy_from_learner(Learner(SMALL, seed=3))
 
 
 def is_local_optimum(env):
