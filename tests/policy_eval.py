@@ -42,16 +42,6 @@ def evaluate_episodes(
     return results
 
 
-def evaluate_policy(
-    policy: str | Policy,
-    entry: EnvAlignment,
-    episodes: int,
-    steps: int,
-    seed: int = 0,
-    env_cfg: EnvConfig | None = None,
-) -> list[float]:
-    """ΔlogL (final − start) of each episode of :func:`evaluate_episodes`."""
-    return [
-        r.final_loglik - r.start_loglik
-        for r in evaluate_episodes(policy, entry, episodes, steps, seed, env_cfg)
-    ]
+def evaluate_policy(*args, **kwargs) -> list[float]:
+    """ΔlogL (final − start) of each episode of :func:`evaluate_episodes` (the same arguments)."""
+    return [r.final_loglik - r.start_loglik for r in evaluate_episodes(*args, **kwargs)]

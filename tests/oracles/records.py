@@ -12,25 +12,9 @@ import struct
 import numpy as np
 
 from phylorl.phylo.spr import enumerate_moves_kernel
+from phylorl.records import format as fmt
 from phylorl.records.arrays import _ARRAY_HEADER, _CAST, _COUNT, _DICTIONARY, _DTYPES, _RANKED, _SHAPES
 from phylorl.records.codec import taken_row
-from phylorl.records.format import (
-    DEDUPE,
-    FORM,
-    HEADER,
-    LABELLED,
-    LEAF_FEATURES,
-    MAGIC,
-    OBSERVATION_HEADER,
-    OBSERVATION_MAGIC,
-    RICH_FORM,
-    TAKEN,
-    TERMINAL,
-    TREE,
-    TREE_FORM,
-    TRUNCATED,
-    VERSION,
-)
 from phylorl.records.reader import tree_tables
 from phylorl.types import Observation, RichParts, Transition
 
@@ -38,12 +22,12 @@ from phylorl.types import Observation, RichParts, Transition
 def decode_observation(record: bytes | bytearray | memoryview) -> Observation:
     """The state in an observation record (``ValueError`` naming what is wrong)."""
     buf = memoryview(record)
-    if len(buf) < OBSERVATION_HEADER.size:
+    if len(buf) < fmt.OBSERVATION_HEADER.size:
         raise ValueError(f"observation record too short: {len(buf)} bytes")
-    magic, version = OBSERVATION_HEADER.unpack_from(buf, 0)
-    _check_kind(magic, version, OBSERVATION_MAGIC, "observation")
+    magic, version = fmt.OBSERVATION_HEADER.unpack_from(buf, 0)
+    _check_kind(magic, version, fmt.OBSERVATION_MAGIC, "observation")
     try:
-        obs, offset = _decode_state(buf, OBSERVATION_HEADER.size)
+        obs, offset = _decode_state(buf, fmt.OBSERVATION_HEADER.size)
     except (struct.error, IndexError, OverflowError) as e:
         raise ValueError(f"corrupt observation record: {e}") from None
     if offset != len(buf):
@@ -55,19 +39,19 @@ def decode_transition(record: bytes | bytearray | memoryview) -> Transition:
     """The :class:`Transition` in a transition record (``ValueError`` naming what is wrong); arrays are
     fresh."""
     buf = memoryview(record)
-    if len(buf) < HEADER.size:
-        raise ValueError(f"transition record too short: {len(buf)} bytes, the header alone is {HEADER.size}")
-    magic, version, flags, action, reward, discount, policy_version = HEADER.unpack_from(buf, 0)
-    _check_kind(magic, version, MAGIC, "transition")
+    if len(buf) < fmt.HEADER.size:
+        raise ValueError(f"transition record too short: {len(buf)} bytes, the header is {fmt.HEADER.size}")
+    magic, version, flags, action, reward, discount, policy_version = fmt.HEADER.unpack_from(buf, 0)
+    _check_kind(magic, version, fmt.MAGIC, "transition")
     try:
-        obs, offset = _decode_state(buf, HEADER.size)
+        obs, offset = _decode_state(buf, fmt.HEADER.size)
         next_obs, offset = _decode_state(buf, offset)
-        if flags & TAKEN:
+        if flags & fmt.TAKEN:
             nodes, offset = decode_array(buf, offset)
             meta, offset = decode_array(buf, offset)
             _check_taken_row(obs, action, nodes, meta)
         labels = None
-        if flags & LABELLED:
+        if flags & fmt.LABELLED:
             labels, offset = decode_array(buf, offset)
             if labels.dtype != np.float32 or labels.shape != (next_obs.n_actions,):
                 raise ValueError(
@@ -78,7 +62,7 @@ def decode_transition(record: bytes | bytearray | memoryview) -> Transition:
         raise ValueError(f"corrupt transition record: {e}") from None
     if offset != len(buf):
         raise ValueError(f"transition record has {len(buf) - offset} trailing bytes")
-    terminal, truncated = bool(flags & TERMINAL), bool(flags & TRUNCATED)
+    terminal, truncated = bool(flags & fmt.TERMINAL), bool(flags & fmt.TRUNCATED)
     return Transition(obs, action, reward, next_obs, terminal, truncated, discount, policy_version, labels)
 
 
@@ -100,22 +84,22 @@ def _check_taken_row(obs: Observation, action: int, nodes: np.ndarray, meta: np.
 def _check_kind(magic: bytes, version: int, expected: bytes, kind: str) -> None:
     if magic != expected:
         raise ValueError(f"not a phylorl {kind} record: magic {bytes(magic)!r}, expected {expected!r}")
-    if version != VERSION:
-        raise ValueError(f"{kind} record format version {version}; this code reads version {VERSION}")
+    if version != fmt.VERSION:
+        raise ValueError(f"{kind} record format version {version}; this code reads version {fmt.VERSION}")
 
 
 def _decode_state(buf: memoryview, offset: int) -> tuple[Observation, int]:
-    if offset + FORM.size + TREE.size > len(buf):
+    if offset + fmt.FORM.size + fmt.TREE.size > len(buf):
         raise ValueError(f"record truncated at byte {offset}: missing a state")
-    (form,) = FORM.unpack_from(buf, offset)
-    if form not in (TREE_FORM, RICH_FORM):
+    (form,) = fmt.FORM.unpack_from(buf, offset)
+    if form not in (fmt.TREE_FORM, fmt.RICH_FORM):
         raise ValueError(f"corrupt record: unknown state form {form} at byte {offset}")
-    n_leaves, radius, flags = TREE.unpack_from(buf, offset + FORM.size)
-    offset += FORM.size + TREE.size
-    if not flags & LEAF_FEATURES:
+    n_leaves, radius, flags = fmt.TREE.unpack_from(buf, offset + fmt.FORM.size)
+    offset += fmt.FORM.size + fmt.TREE.size
+    if not flags & fmt.LEAF_FEATURES:
         raise ValueError("corrupt record: a state with stored node features")
     arrays = []
-    for _ in range(3 if form == TREE_FORM else 6):
+    for _ in range(3 if form == fmt.TREE_FORM else 6):
         array, offset = decode_array(buf, offset)
         arrays.append(array)
     neighbors, edges, lengths = arrays[:3]
@@ -124,10 +108,10 @@ def _decode_state(buf: memoryview, offset: int) -> tuple[Observation, int]:
         raise ValueError("corrupt record: tree arrays of the wrong dtype or shape")
     if tree_tables(np.ascontiguousarray(neighbors), np.ascontiguousarray(edges), n_leaves)[1]:
         raise ValueError("corrupt record: the stored tree is not an unrooted binary tree")
-    dedupe = bool(flags & DEDUPE)
+    dedupe = bool(flags & fmt.DEDUPE)
     moves = enumerate_moves_kernel(neighbors, n_leaves, radius, dedupe)
     rich = None
-    if form == RICH_FORM:
+    if form == fmt.RICH_FORM:
         deltas, length, support = arrays[3:]
         wrong = (deltas.dtype, support.dtype, deltas.shape) != (np.float32, np.float32, (moves.shape[0],))
         if wrong or length.shape != (1,) or support.shape != lengths.shape:
