@@ -328,15 +328,24 @@ def test_every_service_metric_is_documented():
 
 
 def test_every_panel_is_explained_in_docs():
-    """docs/deploy.md's panel table has every panel of the dashboard JSON with its description."""
+    """docs/deploy.md's panel table (``dashboard.py --markdown``) has every panel with its description."""
     text = (REPO / "docs" / "deploy.md").read_text()
     for path in DASHBOARDS:
         for panel in json.loads(path.read_text())["panels"]:
             if panel["type"] != "row":
                 title, description = (panel[k].replace("|", "\\|") for k in ("title", "description"))
                 assert f"| {title} | {description} |" in text, (
-                    f"docs/deploy.md lacks panel {panel['title']!r} with its description"
+                    f"docs/deploy.md lacks panel {panel['title']!r}: paste `dashboard.py --markdown` into it"
                 )
+
+
+def test_dashboard_json_matches_its_generator():
+    result = subprocess.run(
+        [sys.executable, str(REPO / "deploy" / "grafana" / "dashboard.py"), "--check"],
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 0, result.stderr
 
 
 def test_every_target_is_up(scraped: Prometheus, local_stack: LocalStack):
