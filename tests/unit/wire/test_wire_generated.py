@@ -18,9 +18,7 @@ def test_generated_code_is_up_to_date(tmp_path):
     subprocess.run(["bash", str(REPO / "scripts" / "gen_protos.sh"), str(tmp_path)], check=True, timeout=120)
     fresh = {p.name: p.read_bytes() for p in (tmp_path / "phylorl" / "wire" / "v1").iterdir()}
     held = {p.name: p.read_bytes() for p in (REPO / "phylorl" / "wire" / "v1").glob("*_pb2*.py*")}
-    assert fresh.keys() == held.keys() and all(fresh[n] == held[n] for n in fresh), (
-        "phylorl/wire/v1 is stale: run bash scripts/gen_protos.sh"
-    )
+    assert fresh == held, "phylorl/wire/v1 is stale: run bash scripts/gen_protos.sh"
 
 
 def test_generated_modules_import_under_phylorl_wire():
