@@ -14,9 +14,7 @@ from helpers import phylorl_cli
 
 import phylorl
 
-ALIGNMENT = (
-    Path(__file__).resolve().parents[2].parent / "shared" / "data" / "real" / "valid" / "TreeBASE_10756.phy"
-)
+ALIGNMENT = Path(__file__).resolve().parents[2] / "examples" / "DS1.fasta"  # in the repository
 
 
 def assert_one_line_error(proc: subprocess.CompletedProcess, *expected: str) -> None:
@@ -40,7 +38,7 @@ def files(tmp_path_factory):
     (d / "garbage.nwk").write_text("not a tree\n")
     (d / "empty").mkdir()
     (d / "two").mkdir()
-    for name in ("a.phy", "b.phy"):
+    for name in ("a.fasta", "b.fasta"):
         (d / "two" / name).write_bytes(ALIGNMENT.read_bytes())
     return d
 
