@@ -46,7 +46,7 @@ from common import (
 from prometheus_client.parser import text_string_to_metric_families
 
 RUN_OPTIONS = ("actors", "envs_per_actor", "taxa", "batch_size", "hidden")
-RUN_OPTIONS += ("cuda_graphs", "fused_head", "tf32", "compile_networks")
+RUN_OPTIONS += ("cuda_graphs", "fused_head", "tf32")
 """The options the JSON line repeats as they were given."""
 
 
@@ -108,7 +108,7 @@ def config_sections(args) -> str:
     fields = ["tf32: true"] if args.tf32 else []
     fields += [f"torch_threads: {args.learner_threads}"] if args.learner_threads else []
     fields.append(f"inference_cuda_graphs: {'true' if args.cuda_graphs else 'false'}")
-    options = [name for name in ("cuda_graphs", "fused_head", "compile_networks") if getattr(args, name)]
+    options = [name for name in ("cuda_graphs", "fused_head") if getattr(args, name)]
     if options:
         fields.append("agent: {" + ", ".join(f"{name}: true" for name in options) + "}")
     return actor + "learner: {" + ", ".join(fields) + "}\n"
@@ -142,8 +142,6 @@ def main(argv=None) -> int:
             "--tf32": "the learner's float32 products use TF32 (CUDA)",
             "--fused-head": "the learner's no-grad next-move passes and its inference endpoint use the fused "
             "Triton head (CUDA)",
-            "--compile-networks": "the learner's encoders are torch.compile-d (AgentConfig.compile_networks; "
-            "give --warmup-s the compilation's time too)",
             "--py-spy": "sample the learner's threads with py-spy through the measured window "
             "(benchmarks/thread_profile.py; needs py-spy on PATH): where each thread's time goes, as "
             "learner_thread_profile",

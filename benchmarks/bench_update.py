@@ -1,5 +1,5 @@
-"""Learner update latency: the update on the CPU and (CUDA) replayed as CUDA graphs, with the fused head or
-``torch.compile``-d encoders, in one run.
+"""Learner update latency: the update on the CPU and (CUDA) replayed as CUDA graphs, with the fused head, in
+one run.
 
 Batch of 128 transitions between random 20-taxon trees (:func:`phylorl.nets.synthetic.random_transition`),
 every SPR move of each next state (1122 for 20 taxa), default network and agent configs. The transitions are
@@ -10,9 +10,8 @@ encoded as the actors send them and collated as the learner's prefetcher does (r
 Paths: ``fast``, the update (eager). ``graphs`` (``AgentConfig.cuda_graphs``) captures after the warm-up
 updates (``--warmup`` must exceed ``capture.WARMUP``; the capture itself is part of the last warm-up update).
 ``fused`` and ``graphs-fused`` add ``AgentConfig.fused_head`` (the Triton head for the no-grad next-move
-passes) to the eager update and to the graphs; ``compiled``, ``graphs-compiled`` and ``graphs-fused-compiled``
-add ``AgentConfig.compile_networks`` (``torch.compile``-d encoders; the first warm-up update compiles, and its
-time is reported as ``first_update_s``). ``--labelled F`` gives that fraction of next states demonstration
+passes) to the eager update and to the graphs; the first warm-up update's time is ``first_update_s``.
+``--labelled F`` gives that fraction of next states demonstration
 labels on every move and the agent ``demo_weight=1``: the online networks then pass over every next move with
 gradients. ``--tf32`` lets float32 matrix products use TF32 (CUDA; the default is full float32).
 """
@@ -41,15 +40,12 @@ from phylorl.records.codec import encode_transition
 from phylorl.records.collate import collate_records
 from phylorl.records.format import PackedRecords
 
-PATHS = ("fast", "graphs", "fused", "graphs-fused", "compiled", "graphs-compiled", "graphs-fused-compiled")
+PATHS = ("fast", "graphs", "fused", "graphs-fused")
 
 
 def time_path(path: str, batches, device, repeats: int, warmup: int, demo_weight: float = 0.0) -> dict:
     parts = path.split("-")
-    graphs, fused, compiled = "graphs" in parts, "fused" in parts, "compiled" in parts
-    agent = AgentConfig(
-        cuda_graphs=graphs, fused_head=fused, compile_networks=compiled, demo_weight=demo_weight
-    )
+    agent = AgentConfig(cuda_graphs="graphs" in parts, fused_head="fused" in parts, demo_weight=demo_weight)
     learner = Learner(NetworkConfig(), agent, device, seed=0)
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
@@ -57,7 +53,7 @@ def time_path(path: str, batches, device, repeats: int, warmup: int, demo_weight
     spent = [
         seconds(lambda: learner.step(batches[i % len(batches)]), device) for i in range(warmup + repeats)
     ]
-    first_update_s, times = spent[0], spent[warmup:]  # the first: with compile_networks, the compilation
+    first_update_s, times = spent[0], spent[warmup:]
     median = statistics.median(times)
     out = {
         "median_ms": round(1e3 * median, 2),
@@ -68,7 +64,7 @@ def time_path(path: str, batches, device, repeats: int, warmup: int, demo_weight
     }
     if device.type == "cuda":
         out["peak_cuda_allocated_bytes"] = int(torch.cuda.max_memory_allocated(device))
-    if graphs:
+    if learner.graphs is not None:
         out["captured_shapes"] = len(learner.graphs.captured)
         out["eager_updates"] = learner.graphs.eager_updates
     # ru_maxrss is in KiB on Linux and is the process peak so far
@@ -86,10 +82,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2, help="torch intra-op threads")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument(
-        "--paths",
-        default="fast",
-        help="comma-separated: fast, compiled; on CUDA also graphs, fused, graphs-fused, "
-        "graphs-compiled, graphs-fused-compiled",
+        "--paths", default="fast", help="comma-separated: fast; on CUDA also graphs, fused, graphs-fused"
     )
     parser.add_argument("--tf32", action="store_true", help="TF32 float32 matrix products (CUDA)")
     parser.add_argument(
@@ -161,11 +154,7 @@ def main() -> None:
     demo_weight = 1.0 if args.labelled else 0.0
     for path in paths:  # the first path's peak RSS is its own
         result[path] = time_path(path, batches, device, args.repeats, args.warmup, demo_weight)
-    for name, before, after in (
-        ("graphs", "fast", "graphs"),
-        ("fused", "graphs", "graphs-fused"),
-        ("compiled", "graphs-fused", "graphs-fused-compiled"),
-    ):
+    for name, before, after in (("graphs", "fast", "graphs"), ("fused", "graphs", "graphs-fused")):
         if before in result and after in result:
             result[f"{name}_speedup"] = round(result[before]["median_ms"] / result[after]["median_ms"], 2)
     result["load_average_1m_after"] = round(os.getloadavg()[0], 2)

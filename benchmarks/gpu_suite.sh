@@ -2,10 +2,9 @@
 # The GPU figures of docs/benchmarks.md ("On the GPU") in one run on a CUDA machine. In order: `tests/gpu` (first,
 # the endpoint's graphs first of them: the figures after them mean little if the GPU paths are wrong; numba compiles
 # its kernels on a machine whose cache is cold), the whole system with the GPU options (graphs: the update's and the
-# endpoint's), the inference endpoint's batching gain, the learner update (CUDA graphs, TF32, the fused head), the
-# update with torch.compile-d encoders, sampled records to the GPU (compact moves expanded there), the update with
-# demonstration labels on every next state, the fused head alone, and acting alone with the actors' pipeline off and
-# on. JSON lines and logs go to OUT_DIR.
+# endpoint's), the inference endpoint's batching gain, the learner update (CUDA graphs, TF32, the fused head), sampled
+# records to the GPU (compact moves expanded there), the update with demonstration labels on every next state, the
+# fused head alone, and acting alone with the actors' pipeline off and on. JSON lines and logs go to OUT_DIR.
 #
 #   [ENVS=8] [PIPELINE=0] [SPY=1] bash benchmarks/gpu_suite.sh [OUT_DIR] [ACTORS]
 #   (defaults: ./gpu-results, nproc - 2 actors)
@@ -26,7 +25,7 @@ ENVS=${ENVS:-8}
 PIPELINE=${PIPELINE:-0}
 SUITE_SECONDS=${SUITE_SECONDS:-100000}
 STEPS=${STEPS:-all}
-KNOWN=" gpu-tests system inference update update-compiled replay update-labelled fused-head acting-pipeline-1 \
+KNOWN=" gpu-tests system inference update replay update-labelled fused-head acting-pipeline-1 \
 acting-pipeline-2 "
 if [[ $STEPS != all ]]; then
   for s in ${STEPS//,/ }; do
@@ -58,11 +57,9 @@ step inference 150 bench_inference.jsonl python3 benchmarks/bench_inference.py -
   --cuda-graphs
 step update 90 bench_update.jsonl python3 benchmarks/bench_update.py --device cuda \
   --paths graphs,graphs-fused --repeats 30 --warmup 5 --tf32
-step update-compiled 120 bench_update_compiled.jsonl python3 benchmarks/bench_update.py --device cuda \
-  --paths graphs-fused,graphs-fused-compiled --repeats 30 --warmup 5 --tf32
 step replay 60 bench_replay.jsonl python3 benchmarks/bench_replay.py --repeats 2 --batches 10 --clients 1
 step update-labelled 90 bench_update_labelled.jsonl python3 benchmarks/bench_update.py --device cuda \
-  --paths graphs-fused,graphs-fused-compiled --repeats 30 --warmup 5 --tf32 --labelled 1.0
+  --paths graphs-fused --repeats 30 --warmup 5 --tf32 --labelled 1.0
 step fused-head 60 bench_fused_head.jsonl python3 benchmarks/bench_fused_head.py --tf32 --repeats 20 \
   --blocks 64x64x8,128x64x8
 # acting alone (the learner serves inference and never trains): the actors' pipeline against one call per step

@@ -53,13 +53,6 @@ class AgentConfig:
     float32 rounding (TF32 where ``torch.backends.cuda.matmul.allow_tf32``). The inference endpoint on a GPU
     uses it too. Ignored on the CPU."""
 
-    compile_networks: bool = False
-    """Run the learner's tree encoders (with and without gradients, and ``fused_head``'s twin pairs) as
-    ``torch.compile``-d functions (:func:`phylorl.nets.qnet.compiled`), fusing their small kernels. The first
-    update of each batch shape compiles (tens of seconds; a changing shape recompiles once, dynamic). Meant
-    for a GPU with ``cuda_graphs``; on a CPU it needs a C++ compiler. The same values up to float32 rounding.
-    """
-
     demo_weight: float = 0.0
     """Weight of the supervised term on demonstration labels (``Transition.next_labels``: the reward of every
     move of a next state): squared error plus a listwise cross-entropy of each online network on those moves.

@@ -26,7 +26,7 @@ from torch.autograd.graph import increment_version
 from phylorl.agent.acting import pair_tensors
 from phylorl.agent.capture import CudaGraphs
 from phylorl.agent.config import AgentConfig
-from phylorl.agent.learner_setup import keep_options, require_compiler, with_index
+from phylorl.agent.learner_setup import keep_options, with_index
 from phylorl.agent.losses import (
     alpha_loss,
     clip_grad_norm,
@@ -131,22 +131,15 @@ class Learner:
         ``AgentConfig.fused_head`` applies (a CUDA device), else ``None``."""
         if agent_cfg.fused_head and self.device.type == "cuda":
             fused_head.require()
-            compiled = agent_cfg.compile_networks
             self.twins = (
-                TwinQ(self.target1, self.target2, fused=True, cache=not graphs, compiled=compiled),
-                TwinQ(self.q1, self.q2, fused=True, cache=not graphs, compiled=compiled),
+                TwinQ(self.target1, self.target2, fused=True, cache=not graphs),
+                TwinQ(self.q1, self.q2, fused=True, cache=not graphs),
             )
         self.online_pair = (
-            TwinQ(self.q1, self.q2, cache=False, compiled=agent_cfg.compile_networks)
-            if net_cfg.action_features == "gather"
-            else None
+            TwinQ(self.q1, self.q2, cache=False) if net_cfg.action_features == "gather" else None
         )
         """The online networks as one stacked pair for an update's forward and backward
         (:meth:`~phylorl.nets.twin.TwinQ.values`, where it applies), else ``None``."""
-        if agent_cfg.compile_networks:
-            require_compiler(self.device)
-        for net in (self.q1, self.q2, self.target1, self.target2):
-            net.compiled = agent_cfg.compile_networks
         self.graphs: CudaGraphs | None = CudaGraphs(self) if graphs else None
         """The captured updates (``AgentConfig.cuda_graphs`` on a CUDA device), else ``None``."""
 

@@ -1,5 +1,5 @@
-"""How a :class:`~phylorl.agent.learner.Learner` sets itself up on a device: the device's index, the compiler
-``AgentConfig.compile_networks`` needs, the optimisers' options kept across a loaded state.
+"""How a :class:`~phylorl.agent.learner.Learner` sets itself up on a device: the device's index and the
+optimisers' options kept across a loaded state.
 """
 
 from __future__ import annotations
@@ -14,28 +14,6 @@ def with_index(device: torch.device) -> torch.device:
     if device.type == "cuda" and device.index is None:
         return torch.device("cuda", torch.cuda.current_device())
     return device
-
-
-def require_compiler(device: torch.device) -> None:
-    """Fail at once, not at the first update, when inductor lacks its code generator for ``device`` (Triton on
-    a GPU, a C++ compiler on a CPU), which ``AgentConfig.compile_networks`` needs."""
-    if device.type == "cuda":
-        from torch.utils._triton import has_triton
-
-        if not has_triton():
-            raise ValueError(
-                "AgentConfig.compile_networks needs Triton on a CUDA device (CUDA builds of torch ship it)"
-            )
-        return
-    from torch._inductor import cpp_builder
-
-    try:
-        cpp_builder.get_cpp_compiler()
-    except Exception as exc:  # inductor's InvalidCxxCompiler, whose module path moves between releases
-        raise ValueError(
-            f"AgentConfig.compile_networks on the {device.type} needs a C++ compiler (g++ or clang++ "
-            f"on PATH, or CXX): {str(exc).splitlines()[0]}"
-        ) from None
 
 
 def keep_options(optimizer: torch.optim.Optimizer, options: dict) -> None:

@@ -80,10 +80,6 @@ class QNetwork(nn.Module):
         self.capture_safe = False
         """Where autograd records, gather-and-sum instead of ``embedding_bag`` (whose CUDA backward cannot be
         captured in a CUDA graph); same function up to rounding."""
-        self.compiled = False
-        """Run the fast tree encoder (node encoder, GAT layers, pooling, the GAT's derived weights) as one
-        ``torch.compile``-d function (:func:`compiled`); the first call of each grad mode and input shape
-        compiles (tens of seconds). Same function up to float32 rounding."""
 
     def _gathers(self) -> bool:
         return self.capture_safe and torch.is_grad_enabled()
@@ -155,8 +151,6 @@ class QNetwork(nn.Module):
         slots = (
             plan.slots if plan is not None else dense_slots(graphs, self.cfg.heads, self.cfg.gat_self_loops)
         )
-        if self.compiled:
-            return compiled(_encode)(self, graphs, slots, None, True)
         return _encode(self, graphs, slots, self.derived_weights()["gat"])
 
     # -- action encoder and Q head -------------------------------------------------------------
@@ -268,55 +262,14 @@ class QNetwork(nn.Module):
         return self.head(nodes, tree, graphs, actions, generator, chunk, plan)
 
 
-def _encode(
-    net: QNetwork, graphs: GraphBatch, slots: DenseSlots, derived: list | None, by_index: bool = False
-) -> tuple[Tensor, Tensor]:
-    """:meth:`QNetwork.encode` (``derived``: the GAT layers' :func:`gat_weights`, computed here when ``None``;
-    ``by_index``: pool with :func:`pool_by_index`)."""
+def _encode(net: QNetwork, graphs: GraphBatch, slots: DenseSlots, derived: list) -> tuple[Tensor, Tensor]:
+    """:meth:`QNetwork.encode` (``derived``: the GAT layers' :func:`gat_weights`)."""
     x = F.relu(net.node_encoder(graphs.x))
     gathers = net._gathers()
     for i, conv in enumerate(net.convs):
-        weights = gat_weights(conv) if derived is None else derived[i]
-        x = F.relu(dense_gat(conv, x, slots, weights, gathers)) + x
-    if by_index:
-        return x, pool_by_index(x, graphs.nodes.index, graphs.nodes.sizes)
+        x = F.relu(dense_gat(conv, x, slots, derived[i], gathers)) + x
     seg = graphs.nodes
     return x, torch.cat([segment_sum(x, seg), segment_mean(x, seg), segment_max(x, seg)], dim=1)
-
-
-def pool_by_index(x: Tensor, index: Tensor, sizes: Tensor) -> Tensor:
-    """Sum, mean and max of ``x``'s rows per segment, ``[L, D] -> [G, 3 D]``, from the rows' segment ``index``
-    and the segments' ``sizes`` alone: without Python ints (segment count, uniform size) on which compiled
-    code would specialise and recompile for every batch shape."""
-    count, width = sizes.shape[0], x.shape[1]
-    total = x.new_zeros((count, width)).index_add(0, index, x)
-    mean = total / sizes.clamp(min=1).to(x.dtype).unsqueeze(1)
-    top = x.new_full((count, width), float("-inf")).scatter_reduce(
-        0, index.unsqueeze(1).expand_as(x), x, reduce="amax", include_self=True
-    )
-    return torch.cat([total, mean, top], dim=1)
-
-
-_COMPILED: dict = {}
-RECOMPILE_LIMIT = 24
-"""Compilations allowed per compiled function: a learner calls each in three variants (with gradients;
-without, for the online and the target networks), each compiled static first, then dynamic per changing
-dimension (nodes, trees, moves): about 12 in all, over dynamo's default of 8."""
-
-
-def compiled(fn):
-    """``torch.compile(fn, fullgraph=True)``, made once per function (every network shares its code and
-    guards) and called with :data:`RECOMPILE_LIMIT`; shapes start static, a dimension that changes is
-    recompiled as dynamic."""
-    if fn not in _COMPILED:
-        inner = torch.compile(fn, fullgraph=True)
-
-        def call(*args):
-            with torch._dynamo.config.patch(recompile_limit=RECOMPILE_LIMIT):
-                return inner(*args)
-
-        _COMPILED[fn] = call
-    return _COMPILED[fn]
 
 
 def count_parameters(module: nn.Module) -> int:

@@ -22,7 +22,7 @@ from torch import Tensor
 
 from phylorl.nets import fused_head
 from phylorl.nets.inputs import ActionBatch, GraphBatch
-from phylorl.nets.qnet import InputPlan, QNetwork, compiled, pool_by_index
+from phylorl.nets.qnet import InputPlan, QNetwork
 from phylorl.nets.segment import segment_max, segment_mean, segment_sum, take
 
 
@@ -30,13 +30,7 @@ class TwinQ:
     """``min(Q1, Q2)`` of two :class:`QNetwork` of one config (see module docstring)."""
 
     def __init__(
-        self,
-        q1: QNetwork,
-        q2: QNetwork,
-        fused: bool = False,
-        cache: bool = True,
-        compiled: bool = False,
-        frozen: bool = False,
+        self, q1: QNetwork, q2: QNetwork, fused: bool = False, cache: bool = True, frozen: bool = False
     ):
         if q1.cfg != q2.cfg:
             raise ValueError("TwinQ needs two networks of the same config")
@@ -49,9 +43,6 @@ class TwinQ:
         self.cfg = q1.cfg
         self.fused = fused
         self.cache = cache
-        self.compiled = compiled
-        """Stack the weights and run the encoder as one ``torch.compile``-d function (:func:`qnet.compiled`),
-        restacked on every call."""
         self.frozen = frozen
         """The networks' parameters never change (a published snapshot): stack them once, never check
         versions."""
@@ -72,10 +63,7 @@ class TwinQ:
         """Both networks' weights, stacked (with autograd when it records); ``few``: the head's first layer
         for few actions (factored, ``[2, 4h + K, hh]``) instead of its per-node and metadata rows."""
         a, b = self.nets
-        if self.compiled:  # derived inside the compiled code (no cache: it reads parameter versions)
-            da, db = a._derive(), b._derive()
-        else:
-            da, db = a.derived_weights(), b.derived_weights()
+        da, db = a.derived_weights(), b.derived_weights()
 
         def both(f):
             return torch.stack([f(a, da), f(b, db)]).contiguous()
@@ -126,11 +114,8 @@ class TwinQ:
         if few or not self._stacks(graphs, actions) or (plan.rows is None and not self.fused):
             both = torch.stack([a(graphs, actions, True, plan=plan), b(graphs, actions, True, plan=plan)])
         else:
-            if self.compiled:
-                nodes, tree, w = compiled(_stacked_encode)(self, graphs, plan)
-            else:
-                w = self._weights()
-                nodes, tree = self._encode(graphs, plan, w)
+            w = self._weights()
+            nodes, tree = self._encode(graphs, plan, w)
             both = self._head(nodes, tree, graphs, actions, plan, w)
         return both.amin(0) if reduce == "min" else both.mean(0)
 
@@ -144,11 +129,8 @@ class TwinQ:
         a = self.nets[0]
         plan = plan if plan is not None else a.plan(graphs, actions, head_rows=False)
         gathers = a._gathers()
-        if self.compiled:
-            nodes, tree, w = compiled(_stacked_grad_encode)(self, graphs, plan, gathers)
-        else:
-            w = self._stack(few=True)
-            nodes, tree = self._encode(graphs, plan, w, gathers=gathers)
+        w = self._stack(few=True)
+        nodes, tree = self._encode(graphs, plan, w, gathers=gathers)
         n = actions.nodes.shape[0]
         inputs = torch.cat(
             [nodes.index_select(1, actions.nodes.reshape(-1)).view(2, n, -1), actions.meta.expand(2, -1, -1)],
@@ -175,7 +157,7 @@ class TwinQ:
         )
 
     def _encode(
-        self, graphs: GraphBatch, plan: InputPlan, w: dict, by_index: bool = False, gathers: bool = False
+        self, graphs: GraphBatch, plan: InputPlan, w: dict, gathers: bool = False
     ) -> tuple[Tensor, Tensor]:
         cfg, slots = self.cfg, plan.slots
         n, heads, channels = graphs.x.shape[0], cfg.heads, cfg.hidden // cfg.heads
@@ -197,10 +179,7 @@ class TwinQ:
             x = torch.relu(out.view(2, n, heads * channels) + bias) + x
         flat = x.transpose(0, 1).reshape(n, -1)  # [N, 2h]: pool both networks' embeddings at once
         seg = graphs.nodes
-        if by_index:  # no Python ints in compiled code (see qnet.pool_by_index)
-            pooled = pool_by_index(flat, seg.index, seg.sizes).view(-1, 3, 2, cfg.hidden).unbind(1)
-        else:
-            pooled = [f(flat, seg).view(-1, 2, cfg.hidden) for f in (segment_sum, segment_mean, segment_max)]
+        pooled = [f(flat, seg).view(-1, 2, cfg.hidden) for f in (segment_sum, segment_mean, segment_max)]
         tree = torch.cat(pooled, dim=2).transpose(0, 1)  # [2, G, 3h]
         return x, tree
 
@@ -233,20 +212,6 @@ class TwinQ:
 
     def __repr__(self) -> str:
         return f"TwinQ({self.cfg}{', fused' if self.fused else ''})"
-
-
-def _stacked_encode(twin: TwinQ, graphs: GraphBatch, plan: InputPlan) -> tuple[Tensor, Tensor, dict]:
-    """Both networks' stacked weights and node and tree embeddings (the compiled part of a compiled twin)."""
-    w = twin._stack()
-    nodes, tree = twin._encode(graphs, plan, w, by_index=True)
-    return nodes, tree, w
-
-
-def _stacked_grad_encode(twin: TwinQ, graphs: GraphBatch, plan: InputPlan, gathers: bool):
-    """:func:`_stacked_encode` for :meth:`TwinQ.values` (with the few-action weights; gathers or not)."""
-    w = twin._stack(few=True)
-    nodes, tree = twin._encode(graphs, plan, w, by_index=True, gathers=gathers)
-    return nodes, tree, w
 
 
 def twin_or_none(nets, fused: bool = False, frozen: bool = False) -> TwinQ | None:
