@@ -1,5 +1,4 @@
-"""Twin soft-Q learning: losses, n-step returns, the learner core, acting, the search policy and the warm
-start.
+"""Twin soft-Q learning: losses, n-step returns, the learner core, acting and the search policy.
 
     from phylorl.agent.config import AgentConfig
     from phylorl.agent.learner import Learner

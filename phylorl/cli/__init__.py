@@ -12,7 +12,7 @@ import sys
 
 # the sub-commands, each a module of this package (named as the command but for MODULES) with ``HELP``,
 # ``add_arguments(parser)`` and ``run(args)``
-COMMANDS = ("loglik", "search", "simulate", "train", "report", "eval", "warmstart")
+COMMANDS = ("loglik", "search", "simulate", "train", "report", "eval")
 MODULES = {"eval": "evaluate"}
 ALIASES = {"eval": ["evaluate"]}  # other names of a sub-command (same module, same flags)
 
@@ -35,7 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-COMPILING = ("search", "eval", "evaluate", "train", "warmstart", "loglik")
+COMPILING = ("search", "eval", "evaluate", "train", "loglik")
 """Sub-commands that run compiled kernels: each says so before it starts when they are not compiled yet."""
 
 

@@ -10,7 +10,7 @@ from phylorl.cli import CliError
 
 
 def default_cache_dir() -> Path:
-    """The preparation cache of ``phylorl search``, ``eval``, ``warmstart`` and ``train`` (keyed by content
+    """The preparation cache of ``phylorl search``, ``eval`` and ``train`` (keyed by content
     and model): ``$XDG_CACHE_HOME/phylorl/prepared``, or ``~/.cache/phylorl/prepared``."""
     return Path(os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")) / "phylorl" / "prepared"
 

@@ -106,8 +106,7 @@ class TrainConfig:
     device: str | None = _sets("learner.device")
     """Sets learner.device: cpu, cuda or auto."""
     init_checkpoint: str | None = _sets("learner.init_checkpoint")
-    """Sets learner.init_checkpoint: a checkpoint whose networks start the run (e.g. from phylorl
-    warmstart)."""
+    """Sets learner.init_checkpoint: a checkpoint whose networks start the run (e.g. another run's)."""
     min_replay: int | None = _sets("replay.min_size_to_sample")
     """Sets replay.min_size_to_sample: transitions in replay before the learner starts."""
     samples_per_insert: float | None = _sets("replay.samples_per_insert")

@@ -76,8 +76,8 @@ class LearnerConfig(security.ServerTLS, security.ClientTLS, security.GrpcToken, 
     :mod:`phylorl.agent.capture`). A shape whose capture fails is answered eagerly (logged, counted). No
     effect on a CPU."""
     init_checkpoint: str = ""
-    """Warm start: a learner checkpoint (e.g. from phylorl warmstart) whose networks and alpha start this run
-    when the run directory has no checkpoint of its own."""
+    """Warm start: a learner checkpoint (e.g. another run's, or models/agent.pt) whose networks and alpha
+    start this run when the run directory has no checkpoint of its own."""
     net: NetworkConfig = field(default_factory=lambda: NetworkConfig(features="rich"))
     """The Q networks of a new run (a resumed or warm-started run keeps its checkpoint's)."""
     agent: AgentConfig = field(default_factory=lambda: AgentConfig(demo_weight=1.0))

@@ -116,18 +116,6 @@ CASES = {
         ["empty", "no alignment"],
     ),
     "simulate bad range": (["simulate", "--out", "{d}/sim", "--count", "1", "--taxa", "9:5"], ["--taxa"]),
-    "warmstart for no time": (
-        ["warmstart", "--alignments", "{a}", "--out", "{d}/ws.pt", "--minutes", "0"],
-        ["--minutes must be > 0"],
-    ),
-    "warmstart into a missing directory": (
-        ["warmstart", "--alignments", "{a}", "--out", "{d}/nowhere/ws.pt"],
-        ["--out", "nowhere", "does not exist"],
-    ),
-    "warmstart behind a missing agent": (
-        ["warmstart", "--alignments", "{a}", "--out", "{d}/ws.pt", "--behaviour", "{d}/none.pt"],
-        ["none.pt"],
-    ),
 }
 
 

@@ -46,7 +46,7 @@ def test_the_oracles_layer_is_gatconvs_on_these_parameters_and_trains_them():
 
 def test_the_agents_processes_do_not_import_torch_geometric():
     code = (
-        "import sys, phylorl.agent.policy, phylorl.agent.warmstart, services.learner.training;"
+        "import sys, phylorl.agent.policy, services.learner.training;"
         "print(sorted(m for m in ('torch_geometric', 'torch._dynamo') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
