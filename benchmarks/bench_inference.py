@@ -2,7 +2,7 @@
 
 N concurrent actor streams (processes, as actors are: ``inference_client.py``) each send requests (the
 messages of one open ``ActStream``, through the actor's own client) holding one 20-taxon state (1122 SPR
-moves; ``--features rich``: the environment's, as the shipped agent reads them) back to back for a fixed time.
+moves, the environment's rich observation, as the shipped agent reads it) back to back for a fixed time.
 ``wire`` gives per state the request bytes, the actor's encoding (observation records) and the endpoint's
 decoding (one core), and the decoding per request of requests holding 1 and 4 states. Reported per N in
 ``--streams``: requests/s, p50/p99 latency, and the same with batching off (max batch 1 observation), whose
@@ -13,8 +13,7 @@ the endpoint process's CPU per request (``endpoint_cpu_us_per_request``; the cli
 into new networks of the endpoint; ``first_ms`` the first, with the fused kernel's warm-up done before it,
 ``median_ms`` of 20 after it), and in each setting while the streams run (``publish_under_load``: one
 publication every ``--publish-every-ms`` from a thread of the endpoint's process, as the learner's loop
-publishes while its endpoint serves). ``assembly``: one batch of the endpoint made from its requests' inputs,
-alone and beside two busy threads. The process sets the interpreter's switch interval and its allocator's
+publishes while its endpoint serves). The process sets the interpreter's switch interval and its allocator's
 tuning as the learner does (``SWITCH_INTERVAL_MS`` of :mod:`services.learner.config`,
 :data:`services.common.memory.KEEP_MB`): every torch call lets the interpreter lock go, and a thread taking it
 back waits for the threads running Python. Network: the designed sizes (hidden 256) on this machine's device.
@@ -38,12 +37,9 @@ from common import REPO, add_flags, child_env, emit, episode_transitions, machin
 from prometheus_client import REGISTRY
 
 from phylorl.agent.learner import Learner
-from phylorl.env.observation import observe
 from phylorl.nets.config import NetworkConfig
-from phylorl.phylo import enumerate_moves, random_tree
 from phylorl.records.codec import encode_observation
 from phylorl.records.collate import collate_states
-from phylorl.records.format import PackedRecords
 from phylorl.wire import codec
 from phylorl.wire.v1 import inference_pb2
 from services.common.memory import KEEP_MB, keep_freed_memory
@@ -52,14 +48,9 @@ from services.learner.inference import BatchingInference
 from services.learner.server import InferenceServer
 
 
-def states(count: int, features: str, seed: int) -> list:
-    """20-taxon states: the environment's (rich; random walks on a simulated alignment) or random trees
-    (basic)."""
-    if features == "rich":
-        return [t.next_obs for t in episode_transitions(count, 20, seed)[0]]
-    rng = np.random.default_rng(seed)
-    trees = [random_tree([f"t{j}" for j in range(20)], rng) for _ in range(count)]
-    return [observe(tree, enumerate_moves(tree), "basic") for tree in trees]
+def states(count: int, seed: int) -> list:
+    """20-taxon states of the environment (random walks on a simulated alignment), as actors send them."""
+    return [t.next_obs for t in episode_transitions(count, 20, seed)[0]]
 
 
 def requests(observations: list, size: int = 1) -> list:
@@ -183,48 +174,6 @@ def publish_costs(net_cfg, device, learner, fused_head: bool, times: int = 20) -
     return {"first_ms": round(spent[0] * 1e3, 2), "median_ms": round(statistics.median(spent[1:]) * 1e3, 2)}
 
 
-def assembly_costs(observations: list, times: int = 30) -> dict:
-    """Milliseconds (median) to make one batch of the endpoint (7 requests of 4 states, padded to 32) with
-    :func:`assemble`, alone and with two busy threads in the process (Python loops with a tensor operation
-    each round, as the learner's loop and prefetch threads)."""
-    from phylorl.agent.acting import assemble
-    from phylorl.agent.transfer import Stager
-
-    groups = [observations[i : i + 4] for i in range(0, 28, 4)]
-    parts = [
-        collate_states(PackedRecords.from_records([encode_observation(o) for o in g]))[:2] for g in groups
-    ]
-    stager = Stager()
-
-    def timed() -> dict:
-        return {"assemble": round(median_seconds(lambda: assemble(parts, 32, stager), times) * 1e3, 3)}
-
-    alone = timed()
-    stop = threading.Event()
-
-    def busy() -> None:
-        x = 0
-        while not stop.is_set():
-            for i in range(1000):
-                x += i
-            torch.zeros(10).add_(1)
-
-    threads = [threading.Thread(target=busy, daemon=True) for _ in range(2)]
-    for t in threads:
-        t.start()
-    try:
-        contended = timed()
-    finally:
-        stop.set()
-        for t in threads:
-            t.join()
-    return {
-        "batch": "7 requests x 4 states, 20 taxa, padded to 32",
-        "alone_ms": alone,
-        "two_busy_threads_ms": contended,
-    }
-
-
 def run(
     streams, max_batch, seconds, net_cfg, device, learner, reqs, fused_head, cuda_graphs, publish_every_s
 ) -> dict:
@@ -284,12 +233,6 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seconds", type=float, default=8.0)
     parser.add_argument("--hidden", type=int, default=256)
-    parser.add_argument(
-        "--features",
-        choices=("rich", "basic"),
-        default="rich",
-        help="rich: the environment's states (the shipped agent's); basic: random trees",
-    )
     add_flags(
         parser,
         {
@@ -311,11 +254,9 @@ def main() -> None:
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     sys.setswitchinterval(SWITCH_INTERVAL_MS.get(device.type, 5.0) / 1000.0)
     torch.backends.cuda.matmul.allow_tf32 = args.tf32
-    net_cfg = NetworkConfig(
-        features=args.features, hidden=args.hidden, action_hidden=args.hidden, head_hidden=args.hidden
-    )
+    net_cfg = NetworkConfig(hidden=args.hidden, action_hidden=args.hidden, head_hidden=args.hidden)
     learner = Learner(net_cfg, device=device, seed=0)
-    observations = states(64, args.features, seed=0)
+    observations = states(64, seed=0)
     graphs = args.cuda_graphs and device.type == "cuda"
     fused = args.fused_head and device.type == "cuda"
     reqs = requests(observations)
@@ -325,7 +266,7 @@ def main() -> None:
         "device": str(device),
         "hidden": args.hidden,
         "malloc_keep_mb": KEEP_MB,
-        "features": args.features,
+        "features": net_cfg.features,
         "n_taxa": 20,
         "moves_per_observation": int(observations[0].n_actions),
         "seconds_per_setting": args.seconds,
@@ -340,7 +281,6 @@ def main() -> None:
         "publish_every_ms": args.publish_every_ms,
         "wire": wire_costs(observations),
         "publish": publish_costs(net_cfg, device, learner, fused),
-        "assembly": assembly_costs(observations),
     }
     setting = (args.seconds, net_cfg, device, learner, reqs, fused, graphs, args.publish_every_ms / 1e3)
     for streams in map(int, args.streams.split(",")):

@@ -2,15 +2,12 @@
 
 Starts a private ``redis-server`` (AOF on, as deployed) and ``python -m services.replay`` as a separate
 process, then drives it from this process with batches of real 20-taxon transitions (38 nodes, 74 directed
-edges, 1122 moves; ``--features rich``: random walks of the environment as actors record them, the default;
-``basic``: random trees and one SPR neighbour each):
+edges, 1122 moves: random walks of the environment as actors record them):
 
 * ``insert_per_s``: transitions/s of Insert calls carrying already-encoded records (actors encode before
   sending, so encoding is not the service's cost);
 * ``sample_per_s``: transitions/s of Sample calls, records received but not decoded (served from the service's
   record cache);
-* ``redis_get_direct_per_s``: the same records read straight from Redis by one client (GET of the stored
-  insert batches), for reference: what the machine gives without the service;
 * ``sample_to_batch_per_s``: sampled records (as a Sample call returns them) made into the learner's batch
   tensors by the compiled pass (:func:`phylorl.records.collate.collate_records`, next moves in compact form:
   what the learner copies to its device), one thread; ``sample_to_batch_ms`` per batch;
@@ -22,9 +19,6 @@ edges, 1122 moves; ``--features rich``: random walks of the environment as actor
   ``sample_to_device_per_tensor_per_s`` (each tensor pinned and copied on its own) and
   ``sample_to_device_host_expanded_per_s`` (every move written on the host, then copied);
 * ``encode_us``: one transition through :mod:`phylorl.records.codec`, on one core;
-* ``actor_encode_us``: what an actor encodes a step (the next state's inference request and the transition
-  record), ``whole``: each record encoded whole; ``sections``: each state encoded once, as the actor does
-  (:class:`phylorl.records.codec.StateSections`);
 * ``cpu_us_per_insert`` / ``cpu_us_per_sample``: CPU time (user + system) the replay service, Redis and this
   client spent per transition: on a shared or small machine the throughput is bounded by the cores left, and
   these show where time goes.
@@ -63,56 +57,10 @@ from common import (
     seconds,
 )
 
-from phylorl.records.codec import encode_observation, encode_transition
-from phylorl.types import Transition
+from phylorl.records.codec import encode_transition
 from services.common.memory import KEEP_MB, keep_freed_memory
 from services.launcher.supervisor import free_port
 from services.replay.client import ReplayClient
-
-
-def realistic_transitions(count: int, n_taxa: int, seed: int) -> tuple[list[Transition], str]:
-    """Transitions between random trees and one of their SPR neighbours, with every move listed (basic
-    observation)."""
-    from phylorl.env.observation import observe as observe_tree
-    from phylorl.phylo.spr import enumerate_moves, spr_neighbor
-    from phylorl.phylo.starts import random_tree
-
-    rng = np.random.default_rng(seed)
-
-    def observe(tree):
-        moves = enumerate_moves(tree)
-        return observe_tree(tree, moves, "basic"), moves
-
-    out = []
-    names = [f"taxon{i}" for i in range(n_taxa)]
-    for _ in range(count):
-        tree = random_tree(names, rng)
-        obs, moves = observe(tree)
-        action = int(rng.integers(len(moves)))
-        next_obs, _ = observe(spr_neighbor(tree, moves[action]))
-        out.append(
-            Transition(obs, action, float(rng.normal(0, 0.01)), next_obs, False, bool(rng.random() < 0.05))
-        )
-    return out, "real trees (phylorl.phylo random_tree + enumerate_moves)"
-
-
-def actor_encoder():
-    """One step's encoding as an actor does it: the next state's request record and the transition record,
-    each state's section encoded once (a fresh :class:`StateSections` for each timed pass, so every pass pays
-    the same)."""
-    from phylorl.records.codec import StateSections
-
-    state = {"sections": None, "first": None}
-
-    def encode(t):
-        if state["first"] is None or t is state["first"]:
-            state["sections"], state["first"] = StateSections(64), t
-        sections = state["sections"]
-        return encode_observation(t.next_obs, sections(t.next_obs)), encode_transition(
-            t, sections(t.obs), sections(t.next_obs)
-        )
-
-    return encode
 
 
 def per_item_us(fn, items, repeats: int) -> float:
@@ -227,12 +175,6 @@ def main() -> None:
     parser.add_argument("--pool", type=int, default=256, help="distinct transitions to cycle through")
     parser.add_argument("--capacity", type=int, default=100_000)
     parser.add_argument(
-        "--features",
-        choices=("rich", "basic"),
-        default="rich",
-        help="rich: episodes of the environment as actors record them; basic: random trees",
-    )
-    parser.add_argument(
         "--batch-threads",
         type=int,
         default=2,
@@ -242,15 +184,9 @@ def main() -> None:
     keep_freed_memory()  # as a learner process does (the service does the same)
 
     log(f"building {args.pool} transitions of {args.taxa} taxa")
-    make = episode_transitions if args.features == "rich" else realistic_transitions
-    transitions, source = make(args.pool, args.taxa, seed=0)
+    transitions, source = episode_transitions(args.pool, args.taxa, seed=0)
     records = [encode_transition(t) for t in transitions]
     encode_us = per_item_us(encode_transition, transitions[:64], args.repeats)
-    # consecutive steps of random walks: each next state is the next transition's state
-    steps = transitions[:64]
-    whole = lambda t: (encode_observation(t.next_obs), encode_transition(t))  # noqa: E731
-    actor_encode_us = {"whole": per_item_us(whole, steps, args.repeats)}
-    actor_encode_us["sections"] = per_item_us(actor_encoder(), steps, args.repeats)
 
     binary = shutil.which("redis-server")
     if binary is None:
@@ -313,14 +249,6 @@ def main() -> None:
             sampled = [client.sample(args.batch_size, timeout_s=30).records for _ in range(args.batches)]
         log("sampled batches -> learner batches")
         to_batch = batch_rates(sampled, args.repeats, args.batch_threads)
-        # Reference on this machine at this moment: the stored batch strings (one per Insert call of
-        # batch_size records) read straight from Redis, no service.
-        direct = redis.Redis(port=redis_port)
-        batch_keys = [
-            b"bench:b:" + entry.split(b":")[0] for entry in direct.lrange("bench:bi", 0, args.batches - 1)
-        ]
-        read_all = lambda: [direct.get(key) for key in batch_keys]  # noqa: E731
-        direct_runs = [len(batch_keys) * args.batch_size / seconds(read_all) for _ in range(args.repeats)]
         used = redis.Redis(port=redis_port).info("memory")["used_memory"]
     finally:
         for p in reversed(processes):
@@ -337,14 +265,12 @@ def main() -> None:
             "n_moves": int(transitions[0].obs.n_actions),
             "record_bytes": int(np.median([len(r) for r in records])),
             "encode_us": round(encode_us, 1),
-            "actor_encode_us": {k: round(v, 1) for k, v in actor_encode_us.items()},
             "batch_size": args.batch_size,
             "repeats": args.repeats,
             "malloc_keep_mb": KEEP_MB,
             "by_clients": by_clients,
             **to_batch,
             "batch_threads": args.batch_threads,
-            "redis_get_direct_per_s": round(statistics.median(direct_runs)),
             "load_average": os.getloadavg()[0],
             "table_size": size,
             "redis_used_bytes_per_transition": round(used / max(size, 1)),
