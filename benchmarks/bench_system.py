@@ -12,8 +12,9 @@ limiter to take their transitions (``actor_insert_limited_fraction``), the repla
 the limiter per second (``sample_limited_per_s``: which side the replay ratio holds back), the fraction of the
 endpoint's batches replayed as CUDA graphs, the policy lag (weights versions between acting and learning), the
 services' restarts during the run, and the CPU each service used (cores, from /proc), with the machine named.
-``--py-spy``: also where the learner's threads spend the measured window (``learner_thread_profile``: py-spy
-samples per thread group, the raw file beside the run directory; ``benchmarks/thread_profile.py``).
+``--py-spy``: also where the learner's threads spend the measured window: py-spy samples every thread, idle
+ones included, into a speedscope profile beside the run directory (``learner_py_spy``: its path; open it with
+speedscope, whose per-thread views show where each thread's time goes, waits included).
 
 ``--no-updates`` measures the acting side alone: the replay service never reaches its sampling minimum, so the
 learner only serves inference (with its initial weights) and the actors are limited by their own cores or by
@@ -25,13 +26,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
+import subprocess
 import sys
 import tempfile
 import time
 import urllib.request
 from pathlib import Path
 
-import thread_profile
 from common import (
     add_flags,
     cpu_seconds,
@@ -102,6 +104,17 @@ def quantile(before: dict[float, float], after: dict[float, float], q: float) ->
     return lower
 
 
+def py_spy(pid: int, seconds: float, out: Path) -> subprocess.Popen:
+    """``py-spy record`` of every thread of ``pid`` (idle ones too, without pausing it) for ``seconds``,
+    written to ``out`` as a speedscope profile."""
+    spy = shutil.which("py-spy")
+    if spy is None:
+        raise RuntimeError("py-spy is not on PATH (pip install py-spy)")
+    command = [spy, "record", "--pid", str(pid), "--duration", str(max(1, int(seconds))), "--rate", "100"]
+    command += ["--threads", "--idle", "--nonblocking", "--format", "speedscope", "--output", str(out)]
+    return subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+
 def config_sections(args) -> str:
     """The actors' and the learner's options of the run's config file (YAML), from the flags."""
     actor = f"actor: {{pipeline: {args.actor_pipeline}}}\n" if args.actor_pipeline else ""
@@ -142,16 +155,15 @@ def main(argv=None) -> int:
             "--tf32": "the learner's float32 products use TF32 (CUDA)",
             "--fused-head": "the learner's no-grad next-move passes and its inference endpoint use the fused "
             "Triton head (CUDA)",
-            "--py-spy": "sample the learner's threads with py-spy through the measured window "
-            "(benchmarks/thread_profile.py; needs py-spy on PATH): where each thread's time goes, as "
-            "learner_thread_profile",
+            "--py-spy": "sample the learner's threads with py-spy through the measured window (needs "
+            "py-spy on PATH): a speedscope profile beside the run directory, its path as learner_py_spy",
             "--no-updates": "the learner never trains (the replay minimum is never reached): acting alone is "
             "measured",
         },
     )
     args = p.parse_args(argv)
     run_dir = Path(args.run_dir or tempfile.mkdtemp(prefix="bench-system-")) / "run"
-    config, spy_file = run_dir.parent / "bench.yaml", run_dir.parent / "learner-py-spy.txt"
+    config, spy_file = run_dir.parent / "bench.yaml", run_dir.parent / "learner-py-spy.speedscope.json"
     config.parent.mkdir(parents=True, exist_ok=True)
     config.write_text(
         f"simulate_count: 8\nsimulate_taxa: '{args.taxa}:{args.taxa}'\nsimulate_sites: '1000:1000'\n"
@@ -197,7 +209,7 @@ def main(argv=None) -> int:
                 time.monotonic(),
             )
 
-        spy = thread_profile.record(pids["learner"], args.seconds, spy_file) if args.py_spy else None
+        spy = py_spy(pids["learner"], args.seconds, spy_file) if args.py_spy else None
         (first, cpu0, t0), _ = reading(), time.sleep(args.seconds)
         second, cpu1, t1 = reading()
         if spy is not None and spy.wait(60) != 0:
@@ -271,7 +283,7 @@ def main(argv=None) -> int:
         "cpu_cores": cores,
     }
     if args.py_spy:
-        result["learner_thread_profile"] = thread_profile.summarize(spy_file, top=6)
+        result["learner_py_spy"] = str(spy_file)
     emit(result)
     return 0
 

@@ -48,18 +48,11 @@ search (``--tabu``; 0: plain greedy). Chosen on ``train/``: see models/README.md
 
 class AgentPolicy:
     """Greedy policy of twin Q networks (put in eval mode here): the move of highest ``min(Q1(s, a), Q2(s,
-    a))``, or with ``reduce="mean"`` their mean (better on training alignments, equal on ``valid/``:
-    models/README.md). ``alpha`` only enters the soft value. ``tabu``: how many of the highest moves may be
-    passed over to avoid a tree already visited in the same search (by topology alone: compiled 64-bit keys of
-    the split sets, :mod:`phylorl.phylo.topology_key`)."""
+    a))`` (their mean ranks no better on ``valid/``: models/README.md). ``alpha`` only enters the soft value.
+    ``tabu``: how many of the highest moves may be passed over to avoid a tree already visited in the same
+    search (by topology alone: compiled 64-bit keys of the split sets, :mod:`phylorl.phylo.topology_key`)."""
 
-    def __init__(
-        self,
-        nets: tuple[QNetwork, QNetwork],
-        alpha: float = 1.0,
-        tabu: int = DEFAULT_TABU,
-        reduce: str = "min",
-    ):
+    def __init__(self, nets: tuple[QNetwork, QNetwork], alpha: float = 1.0, tabu: int = DEFAULT_TABU):
         if len(nets) != 2:
             raise ValueError(f"AgentPolicy needs the two Q networks, got {len(nets)}")
         if tabu < 0:
@@ -67,9 +60,6 @@ class AgentPolicy:
         self.nets = tuple(net.eval() for net in nets)
         self.features = nets[0].cfg.features
         self.tabu = tabu
-        if reduce not in ("min", "mean"):
-            raise ValueError(f"reduce must be min or mean, got {reduce!r}")
-        self.reduce = reduce
         self._search = None  # (environment, alignment, start log-likelihood) of the search in progress
         self._visited: set[int] = set()
         self.alpha = float(alpha)
@@ -99,10 +89,9 @@ class AgentPolicy:
 
     @torch.inference_mode()
     def q_values(self, env: TreeEnv) -> np.ndarray:
-        """The twin networks' values (min, or mean with ``reduce="mean"``) of every move of ``env``'s state,
-        ``[A]``."""
+        """``min(Q1, Q2)`` of every move of ``env``'s state, ``[A]``."""
         inputs = move_to(state_inputs([env.observation(self.features)]), self.device)
-        return self._twin(*inputs, reduce=self.reduce).cpu().numpy()
+        return self._twin(*inputs).cpu().numpy()
 
     def choose(self, env: TreeEnv) -> int | None:
         """Index of the greedy move in ``env.moves``; ``None`` when the state has no move."""

@@ -36,14 +36,14 @@ def learner():
     return learner
 
 
-def reference_q(learner, env, reduce="min"):
-    """min (or mean) of Q1, Q2 over env.moves, computed here from the learner's own networks."""
+def reference_q(learner, env):
+    """min of Q1, Q2 over env.moves, computed here from the learner's own networks."""
     obs = observe(env.tree, env.moves, "rich", env.current.signals)
     graphs, actions = state_inputs([obs])
     with torch.no_grad():
         q1 = q_values(learner.q1.eval(), graphs, actions)  # as first designed
         q2 = q_values(learner.q2.eval(), graphs, actions)
-    return (torch.minimum(q1, q2) if reduce == "min" else (q1 + q2) / 2).numpy()
+    return torch.minimum(q1, q2).numpy()
 
 
 def is_greedy(choice, q):
@@ -52,18 +52,16 @@ def is_greedy(choice, q):
     return q[choice] >= q.max() - 1e-5 * max(1.0, abs(q.max()))
 
 
-@pytest.mark.parametrize("reduce", ["mean", "min"])
-def test_policy_from_a_checkpoint_file_takes_the_argmax_of_the_twin_q(tmp_path, entry, learner, reduce):
+def test_policy_from_a_checkpoint_file_takes_the_argmax_of_the_twin_q(tmp_path, entry, learner):
     path = tmp_path / "learner.pt"
     learner.save(path)
     policy = AgentPolicy.from_checkpoint(path, tabu=0)
-    policy.reduce = reduce
     assert policy.alpha == pytest.approx(0.2)
     env = TreeEnv([entry], EnvConfig(start="nj"), seed=3)
     env.reset()
     unique = 0
     for _ in range(6):
-        q = reference_q(learner, env, reduce)
+        q = reference_q(learner, env)
         np.testing.assert_allclose(policy.q_values(env), q, rtol=1e-5, atol=1e-5)
         choice = policy.choose(env)
         assert is_greedy(choice, q)
